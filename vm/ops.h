@@ -1,0 +1,57 @@
+/* hali — opcodes and their descriptions, derived from vm/ops.def. */
+#ifndef HALI_VM_OPS_H
+#define HALI_VM_OPS_H
+
+#include <stdint.h>
+
+#include "vm/types.h"
+
+typedef enum hali_opcode_e {
+#define OP(e, name, flags, sig, syn) HALI_OP_##e,
+#include "vm/ops.def"
+#undef OP
+  HALI_OP_COUNT
+} hali_opcode_t;
+
+enum {
+  HALI_OPF_TERM = 1u << 0,
+  HALI_OPF_FAILS = 1u << 1,
+  HALI_OPF_SIDE = 1u << 2,
+  HALI_OPF_VARIADIC = 1u << 3,
+  HALI_OPF_SUSPEND = 1u << 4,
+};
+
+/* Operand roles (first letter of a signature operand). */
+typedef enum hali_role_e {
+  HALI_ROLE_WRITE = 'w',
+  HALI_ROLE_READ = 'r',
+  HALI_ROLE_IMM = 'k',
+  HALI_ROLE_BLOCK = 'b',
+  HALI_ROLE_STRING = 's',
+  HALI_ROLE_FUNC = 'f',
+  HALI_ROLE_VARIADIC = 'v',
+} hali_role_t;
+
+#define HALI_OP_MAX_OPERANDS 8
+
+typedef struct hali_operand_desc_s {
+  uint8_t role;       /* hali_role_t */
+  hali_type_t type;   /* HALI_TYPE_NONE for blocks, strings, functions */
+} hali_operand_desc_t;
+
+typedef struct hali_op_info_s {
+  const char *name;
+  uint32_t flags;
+  const char *signature;
+  const char *synopsis;
+  uint8_t operand_count;     /* fixed operands, excluding a variadic tail */
+  uint8_t reg_count;         /* how many of them are registers */
+  hali_operand_desc_t operands[HALI_OP_MAX_OPERANDS];
+} hali_op_info_t;
+
+/* The description of |op|, or NULL when |op| is not a valid opcode. */
+const hali_op_info_t *hali_op_info(unsigned op);
+/* The opcode named |name| (length |len|), or -1. */
+int hali_op_lookup(const char *name, size_t len);
+
+#endif /* HALI_VM_OPS_H */

@@ -1,0 +1,140 @@
+/* hali — status objects (see include/hali/base.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hali/base.h"
+
+struct hali_status_s {
+  hali_status_code_t code;
+  char *message;
+  size_t annotation_count;
+  char **annotations;
+};
+
+/* Allocation failure while building a status must still produce a status:
+ * this static one is returned (and never freed) in that case. */
+static struct hali_status_s hali_status_oom = {
+    HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory creating a status", 0, NULL};
+
+static char *hali_vformat(const char *fmt, va_list ap) {
+  va_list copy;
+  va_copy(copy, ap);
+  int n = vsnprintf(NULL, 0, fmt, copy);
+  va_end(copy);
+  if (n < 0) n = 0;
+  char *s = malloc((size_t)n + 1);
+  if (!s) return NULL;
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  return s;
+}
+
+hali_status_t hali_status_makev(hali_status_code_t code, const char *fmt,
+                                va_list ap) {
+  if (code == HALI_STATUS_OK) code = HALI_STATUS_UNKNOWN;
+  struct hali_status_s *s = calloc(1, sizeof(*s));
+  if (!s) return &hali_status_oom;
+  s->code = code;
+  s->message = hali_vformat(fmt, ap);
+  if (!s->message) {
+    free(s);
+    return &hali_status_oom;
+  }
+  return s;
+}
+
+hali_status_t hali_status_make(hali_status_code_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  hali_status_t s = hali_status_makev(code, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
+  if (!s || s == &hali_status_oom) return s;
+  va_list ap;
+  va_start(ap, fmt);
+  char *line = hali_vformat(fmt, ap);
+  va_end(ap);
+  if (!line) return s;
+  if (!line[0]) {
+    free(line);
+    return s;
+  }
+  char **grown = realloc(s->annotations,
+                         (s->annotation_count + 1) * sizeof(*grown));
+  if (!grown) {
+    free(line);
+    return s;
+  }
+  s->annotations = grown;
+  s->annotations[s->annotation_count++] = line;
+  return s;
+}
+
+hali_status_t hali_status_clone(hali_status_t s) {
+  if (!s) return NULL;
+  if (s == &hali_status_oom) return s;
+  hali_status_t c = hali_status_make(s->code, "%s", s->message);
+  for (size_t i = 0; i < s->annotation_count; ++i)
+    c = hali_status_annotate(c, "%s", s->annotations[i]);
+  return c;
+}
+
+hali_status_code_t hali_status_code(hali_status_t s) {
+  return s ? s->code : HALI_STATUS_OK;
+}
+
+const char *hali_status_message(hali_status_t s) {
+  return s ? s->message : "";
+}
+
+size_t hali_status_annotation_count(hali_status_t s) {
+  return s ? s->annotation_count : 0;
+}
+
+const char *hali_status_annotation(hali_status_t s, size_t i) {
+  return (s && i < s->annotation_count) ? s->annotations[i] : NULL;
+}
+
+const char *hali_status_code_name(hali_status_code_t code) {
+  switch (code) {
+#define HALI_X(name, value)                                                    \
+  case HALI_STATUS_##name:                                                     \
+    return #name;
+    HALI_STATUS_CODES(HALI_X)
+#undef HALI_X
+  default:
+    return "UNKNOWN_CODE";
+  }
+}
+
+char *hali_status_to_string(hali_status_t s) {
+  const char *name = hali_status_code_name(hali_status_code(s));
+  const char *msg = hali_status_message(s);
+  size_t len = strlen(name) + 2 + strlen(msg) + 1;
+  for (size_t i = 0; i < hali_status_annotation_count(s); ++i)
+    len += 3 + strlen(s->annotations[i]);
+  char *out = malloc(len);
+  if (!out) return NULL;
+  char *p = out;
+  p += sprintf(p, "%s: %s", name, msg);
+  for (size_t i = 0; i < hali_status_annotation_count(s); ++i)
+    p += sprintf(p, "\n  %s", s->annotations[i]);
+  return out;
+}
+
+void hali_status_free(hali_status_t s) {
+  if (!s || s == &hali_status_oom) return;
+  for (size_t i = 0; i < s->annotation_count; ++i) free(s->annotations[i]);
+  free(s->annotations);
+  free(s->message);
+  free(s);
+}
+
+int hali_status_consume_code(hali_status_t s, hali_status_code_t code) {
+  int ok = hali_status_code(s) == code;
+  hali_status_free(s);
+  return ok;
+}

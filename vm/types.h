@@ -1,0 +1,45 @@
+/* hali — value types of registers, parameters and results. */
+#ifndef HALI_VM_TYPES_H
+#define HALI_VM_TYPES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The numeric values are part of the binary format (doc/format.md). */
+typedef uint8_t hali_type_t;
+enum {
+  HALI_TYPE_NONE = 0,
+  HALI_TYPE_I32 = 1,
+  HALI_TYPE_I64 = 2,
+  HALI_TYPE_F32 = 3,
+  HALI_TYPE_F64 = 4,
+  /* Reference types live in the ref bank. */
+  HALI_TYPE_REF_FIRST = 16,
+  HALI_TYPE_DEVICE = 16,
+  HALI_TYPE_ALLOCATOR = 17,
+  HALI_TYPE_BUFFER = 18,
+  HALI_TYPE_BUFFER_VIEW = 19,
+  HALI_TYPE_COMMAND_BUFFER = 20,
+  HALI_TYPE_FENCE = 21,
+  HALI_TYPE_EXECUTABLE = 22,
+  HALI_TYPE_REF_LAST = 22,
+  /* Only in op signatures: any ref type. */
+  HALI_TYPE_ANY_REF = 31,
+};
+
+static inline bool hali_type_is_ref(hali_type_t t) {
+  return t >= HALI_TYPE_REF_FIRST;
+}
+static inline bool hali_type_is_valid(hali_type_t t) {
+  return (t >= HALI_TYPE_I32 && t <= HALI_TYPE_F64) ||
+         (t >= HALI_TYPE_REF_FIRST && t <= HALI_TYPE_REF_LAST);
+}
+/* "i32", "!hal.buffer", ... ; "?" for an invalid type. */
+const char *hali_type_name(hali_type_t t);
+/* Parses a type name of length |len|; HALI_TYPE_NONE if unknown. */
+hali_type_t hali_type_parse(const char *s, size_t len);
+/* Signature letter <-> type (see vm/ops.def). */
+hali_type_t hali_type_from_letter(char c);
+
+#endif /* HALI_VM_TYPES_H */
