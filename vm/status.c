@@ -14,8 +14,9 @@ struct hali_status_s {
 
 /* Allocation failure while building a status must still produce a status:
  * this static one is returned (and never freed) in that case. */
+static char hali_status_oom_message[] = "out of memory creating a status";
 static struct hali_status_s hali_status_oom = {
-    HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory creating a status", 0, NULL};
+    HALI_STATUS_RESOURCE_EXHAUSTED, hali_status_oom_message, 0, NULL};
 
 static char *hali_vformat(const char *fmt, va_list ap) {
   va_list copy;

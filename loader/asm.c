@@ -1,0 +1,813 @@
+/* hali — the .hasm assembler (grammar in doc/asm.md).
+ *
+ * The text is tokenised once into an array.  A first pass reads every
+ * function header (so calls may name functions defined later); a second
+ * pass reads each body, after pre-scanning its labels (so branches may name
+ * blocks defined later).  The first error stops the parse and is reported
+ * as file:line:column with what was expected and what was found.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/loader.h"
+
+typedef enum {
+  T_EOF,
+  T_IDENT,   /* op names, keywords, scalar type names */
+  T_TYPE,    /* !hal.buffer ... */
+  T_REG,     /* %name */
+  T_SYM,     /* @name */
+  T_LABEL,   /* ^name */
+  T_NUMBER,  /* integer or float literal, sign included */
+  T_STRING,  /* "..." (text points at the opening quote) */
+  T_PUNCT,   /* ( ) { } [ ] , = : and -> */
+} tok_kind_t;
+
+typedef struct {
+  tok_kind_t kind;
+  const char *text; /* into the source */
+  uint32_t len;
+  uint32_t line, col;
+} tok_t;
+
+typedef struct {
+  const char *file;
+  const char *src;
+  size_t src_len;
+  tok_t *toks;
+  size_t ntoks, cap;
+  size_t pos;
+  hali_ir_module_t *m;
+  hali_status_t error; /* first error; parsing stops at it */
+} parser_t;
+
+typedef struct {
+  const char *name;
+  uint32_t len;
+  size_t body; /* token index of '{' */
+} func_header_t;
+
+static void perr_at(parser_t *p, const tok_t *t, const char *fmt, ...)
+    HALI_PRINTF(3, 4);
+static void perr_at(parser_t *p, const tok_t *t, const char *fmt, ...) {
+  if (p->error) return;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (t->kind == T_EOF)
+    p->error = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                "%s:%u:%u: %s, found end of file", p->file,
+                                t->line, t->col, msg);
+  else
+    p->error = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                "%s:%u:%u: %s, found '%.*s'", p->file, t->line,
+                                t->col, msg, (int)(t->len > 40 ? 40 : t->len),
+                                t->text);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lexer. */
+
+static bool is_name_char(char c) {
+  return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '$' ||
+         c == '-';
+}
+
+static void lex(parser_t *p) {
+  const char *s = p->src, *end = p->src + p->src_len;
+  uint32_t line = 1;
+  const char *line_start = s;
+  while (!p->error) {
+    while (s < end) {
+      if (*s == '\n') {
+        ++line;
+        line_start = ++s;
+      } else if (isspace((unsigned char)*s)) {
+        ++s;
+      } else if (*s == '#' || (*s == '/' && s + 1 < end && s[1] == '/')) {
+        while (s < end && *s != '\n') ++s;
+      } else {
+        break;
+      }
+    }
+    if (p->ntoks == p->cap) {
+      size_t cap = p->cap ? p->cap * 2 : 256;
+      tok_t *t = realloc(p->toks, cap * sizeof(tok_t));
+      if (!t) {
+        p->error = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                                    "%s: out of memory", p->file);
+        return;
+      }
+      p->toks = t;
+      p->cap = cap;
+    }
+    tok_t *t = &p->toks[p->ntoks];
+    t->text = s;
+    t->line = line;
+    t->col = (uint32_t)(s - line_start) + 1;
+    if (s >= end) {
+      t->kind = T_EOF;
+      t->len = 0;
+      p->ntoks++;
+      return;
+    }
+    const char *start = s;
+    char c = *s;
+    if (c == '%' || c == '@' || c == '^' || c == '!') {
+      ++s;
+      while (s < end && (is_name_char(*s) || (c == '@' && *s == ':'))) {
+        if (*s == '-' && c != '!') break;
+        ++s;
+      }
+      t->kind = c == '%' ? T_REG : c == '@' ? T_SYM : c == '^' ? T_LABEL
+                                                               : T_TYPE;
+      if (s == start + 1) {
+        t->len = 1;
+        perr_at(p, t, "expected a name after '%c'", c);
+        return;
+      }
+    } else if (isdigit((unsigned char)c) ||
+               ((c == '-' || c == '+') && s + 1 < end &&
+                (isdigit((unsigned char)s[1]) || s[1] == 'i' || s[1] == 'n'))) {
+      ++s;
+      while (s < end && (isalnum((unsigned char)*s) || *s == '.' ||
+                         ((*s == '-' || *s == '+') &&
+                          (s[-1] == 'e' || s[-1] == 'E' || s[-1] == 'p' ||
+                           s[-1] == 'P'))))
+        ++s;
+      t->kind = T_NUMBER;
+    } else if (isalpha((unsigned char)c) || c == '_') {
+      while (s < end && (isalnum((unsigned char)*s) || *s == '_' ||
+                         *s == '.'))
+        ++s;
+      t->kind = T_IDENT;
+    } else if (c == '"') {
+      ++s;
+      while (s < end && *s != '"' && *s != '\n') s += (*s == '\\') ? 2 : 1;
+      if (s >= end || *s != '"') {
+        t->len = 1;
+        perr_at(p, t, "unterminated string");
+        return;
+      }
+      ++s;
+      t->kind = T_STRING;
+    } else if (c == '-' && s + 1 < end && s[1] == '>') {
+      s += 2;
+      t->kind = T_PUNCT;
+    } else if (strchr("(){}[],=:", c)) {
+      ++s;
+      t->kind = T_PUNCT;
+    } else {
+      t->len = 1;
+      perr_at(p, t, "unexpected character");
+      return;
+    }
+    t->len = (uint32_t)(s - start);
+    p->ntoks++;
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Token helpers. */
+
+static tok_t *peek(parser_t *p) { return &p->toks[p->pos]; }
+static tok_t *next(parser_t *p) {
+  tok_t *t = &p->toks[p->pos];
+  if (t->kind != T_EOF) p->pos++;
+  return t;
+}
+static bool tok_is(const tok_t *t, tok_kind_t k, const char *s) {
+  return t->kind == k && strlen(s) == t->len && memcmp(t->text, s, t->len) == 0;
+}
+static bool accept(parser_t *p, const char *punct) {
+  if (tok_is(peek(p), T_PUNCT, punct)) {
+    p->pos++;
+    return true;
+  }
+  return false;
+}
+static bool expect(parser_t *p, const char *punct, const char *what) {
+  if (accept(p, punct)) return true;
+  perr_at(p, peek(p), "expected '%s' %s", punct, what);
+  return false;
+}
+static bool expect_kind(parser_t *p, tok_kind_t k, const char *what,
+                        tok_t **out) {
+  tok_t *t = peek(p);
+  if (t->kind != k) {
+    perr_at(p, t, "expected %s", what);
+    return false;
+  }
+  *out = next(p);
+  return true;
+}
+
+/* Parses a type name token (i32 or !hal.buffer ...). */
+static hali_type_t parse_type(parser_t *p) {
+  tok_t *t = peek(p);
+  hali_type_t type = HALI_TYPE_NONE;
+  if (t->kind == T_IDENT || t->kind == T_TYPE)
+    type = hali_type_parse(t->text, t->len);
+  if (type == HALI_TYPE_NONE) {
+    perr_at(p, t, "expected a type (i32, i64, f32, f64 or a !hal type)");
+    return HALI_TYPE_NONE;
+  }
+  next(p);
+  return type;
+}
+
+/* Decodes a string literal's escapes into a malloc'ed buffer. */
+static char *decode_string(parser_t *p, const tok_t *t, size_t *out_len) {
+  char *out = malloc(t->len);
+  if (!out) return NULL;
+  size_t n = 0;
+  for (uint32_t i = 1; i + 1 < t->len; ++i) {
+    char c = t->text[i];
+    if (c != '\\') {
+      out[n++] = c;
+      continue;
+    }
+    char e = t->text[++i];
+    switch (e) {
+    case 'n': out[n++] = '\n'; break;
+    case 't': out[n++] = '\t'; break;
+    case 'r': out[n++] = '\r'; break;
+    case '0': out[n++] = '\0'; break;
+    case '\\': out[n++] = '\\'; break;
+    case '"': out[n++] = '"'; break;
+    case 'x': {
+      if (i + 2 >= t->len - 1 || !isxdigit((unsigned char)t->text[i + 1]) ||
+          !isxdigit((unsigned char)t->text[i + 2])) {
+        perr_at(p, t, "expected two hex digits after \\x in string");
+        free(out);
+        return NULL;
+      }
+      char hex[3] = {t->text[i + 1], t->text[i + 2], 0};
+      out[n++] = (char)strtol(hex, NULL, 16);
+      i += 2;
+      break;
+    }
+    default:
+      perr_at(p, t, "unknown escape '\\%c' in string", e);
+      free(out);
+      return NULL;
+    }
+  }
+  *out_len = n;
+  return out;
+}
+
+/* Integer literal: decimal or 0x hex, optional sign; must fit in |bits|
+ * either as a signed or as an unsigned value.  Result sign-extended. */
+static bool parse_int(parser_t *p, const tok_t *t, int bits, int64_t *out) {
+  char buf[80];
+  if (t->kind != T_NUMBER || t->len >= sizeof(buf)) {
+    perr_at(p, t, "expected an i%d literal", bits);
+    return false;
+  }
+  memcpy(buf, t->text, t->len);
+  buf[t->len] = 0;
+  bool neg = buf[0] == '-';
+  const char *digits = (buf[0] == '-' || buf[0] == '+') ? buf + 1 : buf;
+  char *end;
+  errno = 0;
+  unsigned long long mag = strtoull(digits, &end, 0);
+  if (*end || errno || digits[0] == '-' || digits[0] == '+' || !digits[0]) {
+    perr_at(p, t, "expected an i%d literal", bits);
+    return false;
+  }
+  if (bits == 32) {
+    if ((!neg && mag > 0xffffffffull) || (neg && mag > 0x80000000ull)) {
+      perr_at(p, t, "i32 literal out of range");
+      return false;
+    }
+    uint32_t v = neg ? (uint32_t)(0u - (uint32_t)mag) : (uint32_t)mag;
+    *out = (int32_t)v;
+  } else {
+    if (neg && mag > 0x8000000000000000ull) {
+      perr_at(p, t, "i64 literal out of range");
+      return false;
+    }
+    *out = (int64_t)(neg ? 0ull - mag : mag);
+  }
+  return true;
+}
+
+/* Float literal: decimal, hex float, inf, -inf, nan, or bits(0x...) for an
+ * exact bit pattern.  Stored as raw bits of the given width. */
+static bool parse_float(parser_t *p, int bits, int64_t *out) {
+  tok_t *t = peek(p);
+  if (tok_is(t, T_IDENT, "bits")) {
+    next(p);
+    if (!expect(p, "(", "after bits")) return false;
+    tok_t *n = next(p);
+    int64_t v;
+    if (!parse_int(p, n, bits, &v)) return false;
+    if (!expect(p, ")", "after the bit pattern")) return false;
+    *out = bits == 32 ? (int64_t)(uint32_t)v : v;
+    return true;
+  }
+  char buf[80];
+  if ((t->kind != T_NUMBER && t->kind != T_IDENT) || t->len >= sizeof(buf)) {
+    perr_at(p, t, "expected an f%d literal", bits);
+    return false;
+  }
+  memcpy(buf, t->text, t->len);
+  buf[t->len] = 0;
+  double d;
+  const char *name = (buf[0] == '-' || buf[0] == '+') ? buf + 1 : buf;
+  if (strcmp(name, "inf") == 0) {
+    d = buf[0] == '-' ? -INFINITY : INFINITY;
+  } else if (strcmp(name, "nan") == 0) {
+    d = buf[0] == '-' ? -NAN : NAN;
+  } else {
+    char *end;
+    if (t->kind != T_NUMBER || !isdigit((unsigned char)name[0])) {
+      perr_at(p, t, "expected an f%d literal", bits);
+      return false;
+    }
+    d = strtod(buf, &end);
+    if (*end) {
+      perr_at(p, t, "expected an f%d literal", bits);
+      return false;
+    }
+  }
+  next(p);
+  if (bits == 32) {
+    float f = (float)d;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    *out = (int64_t)u;
+  } else {
+    memcpy(out, &d, 8);
+  }
+  return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Function bodies. */
+
+typedef struct {
+  parser_t *p;
+  hali_ir_func_t *f;
+  uint32_t fidx;
+  const func_header_t *headers;
+} body_t;
+
+static int32_t find_reg(hali_ir_func_t *f, const tok_t *t) {
+  for (uint32_t r = 0; r < f->reg_count; ++r) {
+    const char *n = f->reg_names[r];
+    if (n && strlen(n) == t->len - 1 && memcmp(n, t->text + 1, t->len - 1) == 0)
+      return (int32_t)r;
+  }
+  return -1;
+}
+
+/* A register operand of |type|.  Writes define new registers; reads must
+ * name a register already defined (parameters or an earlier write). */
+static bool parse_reg(body_t *b, const tok_t *t, hali_type_t type, bool write,
+                      hali_ir_operand_t *out) {
+  parser_t *p = b->p;
+  if (t->kind != T_REG) {
+    perr_at(p, t, "expected a register (%s)", hali_type_name(type));
+    return false;
+  }
+  int32_t r = find_reg(b->f, t);
+  if (r < 0) {
+    if (!write) {
+      perr_at(p, t, "use of undefined register");
+      return false;
+    }
+    uint32_t nr = hali_ir_func_add_reg(b->f, type, t->text + 1, t->len - 1);
+    if (nr == UINT32_MAX) {
+      perr_at(p, t, "out of memory");
+      return false;
+    }
+    r = (int32_t)nr;
+  } else if (type != HALI_TYPE_ANY_REF && b->f->reg_types[r] != type) {
+    perr_at(p, t, "register is %s but this operand must be %s",
+            hali_type_name(b->f->reg_types[r]), hali_type_name(type));
+    return false;
+  } else if (type == HALI_TYPE_ANY_REF && !hali_type_is_ref(b->f->reg_types[r])) {
+    perr_at(p, t, "register is %s but this operand must be a ref",
+            hali_type_name(b->f->reg_types[r]));
+    return false;
+  }
+  out->kind = HALI_IR_REG;
+  out->v = (uint32_t)r;
+  return true;
+}
+
+static bool parse_block_ref(body_t *b, hali_ir_operand_t *out) {
+  tok_t *t = peek(b->p);
+  if (t->kind != T_LABEL) {
+    perr_at(b->p, t, "expected a block label (^name)");
+    return false;
+  }
+  for (uint32_t i = 0; i < b->f->block_count; ++i) {
+    const char *n = b->f->blocks[i].name;
+    if (n && strlen(n) == t->len - 1 && memcmp(n, t->text + 1, t->len - 1) == 0) {
+      next(b->p);
+      out->kind = HALI_IR_BLOCK;
+      out->v = i;
+      return true;
+    }
+  }
+  perr_at(b->p, t, "undefined block label");
+  return false;
+}
+
+static int32_t find_func(body_t *b, const tok_t *t) {
+  for (uint32_t i = 0; i < b->p->m->func_count; ++i)
+    if (b->headers[i].len == t->len - 1 &&
+        memcmp(b->headers[i].name, t->text + 1, t->len - 1) == 0)
+      return (int32_t)i;
+  return -1;
+}
+
+static bool same_line(const tok_t *a, const tok_t *b) {
+  return a->kind != T_EOF && a->line == b->line;
+}
+
+/* Reads `%a, %b, ... =` (the written registers) if present. */
+static size_t parse_defs(body_t *b, tok_t **defs, size_t max) {
+  parser_t *p = b->p;
+  size_t n = 0;
+  size_t save = p->pos;
+  while (peek(p)->kind == T_REG && n < max) {
+    defs[n++] = next(p);
+    if (accept(p, "=")) return n;
+    if (!accept(p, ",")) break;
+  }
+  p->pos = save;
+  return 0;
+}
+
+static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
+  parser_t *p = b->p;
+  tok_t *defs[64];
+  tok_t *first = peek(p);
+  size_t ndefs = parse_defs(b, defs, 64);
+  tok_t *opt = peek(p);
+  if (opt->kind != T_IDENT) {
+    perr_at(p, opt, "expected an instruction");
+    return false;
+  }
+  int op = hali_op_lookup(opt->text, opt->len);
+  if (op < 0) {
+    perr_at(p, opt, "unknown op");
+    return false;
+  }
+  next(p);
+  const hali_op_info_t *info = hali_op_info((unsigned)op);
+  hali_ir_operand_t ops[256];
+  uint32_t nops = 0;
+  uint16_t aux = 0;
+
+  if (op == HALI_OP_CALL) {
+    tok_t *callee;
+    if (!expect_kind(p, T_SYM, "a function (@name) to call", &callee))
+      return false;
+    int32_t fi = find_func(b, callee);
+    if (fi < 0) {
+      perr_at(p, callee, "call to undefined function");
+      return false;
+    }
+    hali_ir_func_t *cf = &p->m->funcs[fi];
+    ops[nops].kind = HALI_IR_FUNC;
+    ops[nops++].v = (uint32_t)fi;
+    if (!expect(p, "(", "before call arguments")) return false;
+    uint32_t nargs = 0;
+    if (!accept(p, ")")) {
+      do {
+        tok_t *a = next(p);
+        if (nargs >= cf->param_count) {
+          perr_at(p, a, "too many arguments: @%s takes %u", cf->name,
+                  cf->param_count);
+          return false;
+        }
+        if (!parse_reg(b, a, cf->reg_types[nargs], false, &ops[nops++]))
+          return false;
+        nargs++;
+      } while (accept(p, ","));
+      if (!expect(p, ")", "after call arguments")) return false;
+    }
+    if (nargs != cf->param_count) {
+      perr_at(p, callee, "@%s takes %u argument(s), %u given", cf->name,
+              cf->param_count, nargs);
+      return false;
+    }
+    if (ndefs != cf->result_count) {
+      perr_at(p, callee, "@%s returns %u value(s), %zu assigned", cf->name,
+              cf->result_count, ndefs);
+      return false;
+    }
+    for (size_t i = 0; i < ndefs; ++i)
+      if (!parse_reg(b, defs[i], cf->results[i], true, &ops[nops++]))
+        return false;
+    aux = (uint16_t)nargs;
+  } else if (op == HALI_OP_RETURN) {
+    if (ndefs) {
+      perr_at(p, first, "return does not define registers");
+      return false;
+    }
+    while (peek(p)->kind == T_REG && same_line(peek(p), opt) && nops < 255) {
+      tok_t *r = next(p);
+      if (nops >= b->f->result_count) {
+        perr_at(p, r, "too many return values: @%s returns %u", b->f->name,
+                b->f->result_count);
+        return false;
+      }
+      if (!parse_reg(b, r, b->f->results[nops], false, &ops[nops]))
+        return false;
+      nops++;
+      if (!(tok_is(peek(p), T_PUNCT, ",") && same_line(peek(p), opt))) break;
+      next(p);
+    }
+    if (nops != b->f->result_count) {
+      perr_at(p, opt, "@%s returns %u value(s), return gives %u", b->f->name,
+              b->f->result_count, nops);
+      return false;
+    }
+  } else {
+    size_t ndef_used = 0;
+    bool first_use = true;
+    for (uint32_t i = 0; i < info->operand_count; ++i) {
+      const hali_operand_desc_t *d = &info->operands[i];
+      hali_ir_operand_t *o = &ops[nops++];
+      if (d->role == HALI_ROLE_WRITE) {
+        if (ndef_used >= ndefs) {
+          perr_at(p, opt, "'%s' defines a register: expected '%%name = %s'",
+                  info->name, info->name);
+          return false;
+        }
+        if (!parse_reg(b, defs[ndef_used++], d->type, true, o)) return false;
+        continue;
+      }
+      if (!first_use && !expect(p, ",", "between operands")) return false;
+      first_use = false;
+      switch (d->role) {
+      case HALI_ROLE_READ:
+        if (!parse_reg(b, next(p), d->type, false, o)) return false;
+        break;
+      case HALI_ROLE_IMM:
+        o->kind = HALI_IR_IMM;
+        if (d->type == HALI_TYPE_I32 || d->type == HALI_TYPE_I64) {
+          if (!parse_int(p, next(p), d->type == HALI_TYPE_I32 ? 32 : 64,
+                         &o->imm))
+            return false;
+        } else if (!parse_float(p, d->type == HALI_TYPE_F32 ? 32 : 64,
+                                &o->imm)) {
+          return false;
+        }
+        break;
+      case HALI_ROLE_BLOCK:
+        if (!parse_block_ref(b, o)) return false;
+        break;
+      case HALI_ROLE_STRING: {
+        tok_t *s;
+        if (!expect_kind(p, T_STRING, "a string", &s)) return false;
+        size_t len;
+        char *str = decode_string(p, s, &len);
+        if (!str) {
+          perr_at(p, s, "bad string");
+          return false;
+        }
+        o->kind = HALI_IR_STRING;
+        o->v = hali_ir_module_intern(p->m, str, len);
+        free(str);
+        break;
+      }
+      default:
+        perr_at(p, opt, "internal: unsupported operand role");
+        return false;
+      }
+    }
+    if (ndef_used != ndefs) {
+      perr_at(p, first, "'%s' defines %zu register(s), %zu given", info->name,
+              ndef_used, ndefs);
+      return false;
+    }
+    if (op == HALI_OP_SWITCH) {
+      if (!expect(p, ",", "before the switch table") ||
+          !expect(p, "[", "to open the switch table"))
+        return false;
+      if (!accept(p, "]")) {
+        do {
+          if (nops >= 255) {
+            perr_at(p, peek(p), "switch table too long (at most 253 targets)");
+            return false;
+          }
+          if (!parse_block_ref(b, &ops[nops++])) return false;
+        } while (accept(p, ","));
+        if (!expect(p, "]", "to close the switch table")) return false;
+      }
+    }
+  }
+
+  uint32_t line = first->line;
+  if (tok_is(peek(p), T_IDENT, "loc") && same_line(peek(p), opt)) {
+    next(p);
+    int64_t l;
+    if (!expect(p, "(", "after loc") || !parse_int(p, next(p), 32, &l) ||
+        !expect(p, ")", "after the line number"))
+      return false;
+    line = (uint32_t)l;
+  }
+  hali_ir_insn_t *insn = hali_ir_block_add_insn(blk, (uint16_t)op, nops);
+  if (!insn) {
+    perr_at(p, opt, "out of memory");
+    return false;
+  }
+  memcpy(insn->operands, ops, nops * sizeof(ops[0]));
+  insn->aux = aux;
+  insn->line = line;
+  return true;
+}
+
+static bool parse_body(parser_t *p, hali_ir_func_t *f,
+                       const func_header_t *headers, uint32_t fidx) {
+  body_t b = {p, f, fidx, headers};
+  p->pos = headers[fidx].body;
+  next(p); /* '{' */
+  /* Pre-scan labels so that branches may refer forward. */
+  size_t depth = 1, i = p->pos;
+  bool implicit_entry = !(p->toks[i].kind == T_LABEL &&
+                          tok_is(&p->toks[i + 1], T_PUNCT, ":"));
+  if (implicit_entry && !hali_ir_func_add_block(f, "entry", 5)) return false;
+  for (; p->toks[i].kind != T_EOF; ++i) {
+    tok_t *t = &p->toks[i];
+    if (tok_is(t, T_PUNCT, "{")) depth++;
+    if (tok_is(t, T_PUNCT, "}") && --depth == 0) break;
+    if (t->kind == T_LABEL && tok_is(&p->toks[i + 1], T_PUNCT, ":")) {
+      for (uint32_t k = 0; k < f->block_count; ++k)
+        if (strlen(f->blocks[k].name) == t->len - 1 &&
+            memcmp(f->blocks[k].name, t->text + 1, t->len - 1) == 0) {
+          perr_at(p, t, "block label defined twice");
+          return false;
+        }
+      if (!hali_ir_func_add_block(f, t->text + 1, t->len - 1)) return false;
+    }
+  }
+  int32_t cur = implicit_entry ? 0 : -1;
+  while (!p->error) {
+    tok_t *t = peek(p);
+    if (accept(p, "}")) return true;
+    if (t->kind == T_EOF) {
+      perr_at(p, t, "expected '}' to close @%s", f->name);
+      return false;
+    }
+    if (t->kind == T_LABEL && tok_is(&p->toks[p->pos + 1], T_PUNCT, ":")) {
+      p->pos += 2;
+      cur++;
+      continue;
+    }
+    if (!parse_insn(&b, &f->blocks[cur])) return false;
+  }
+  return false;
+}
+
+/* func @name(%a: T, ...) -> T | -> (T, ...) { */
+static bool parse_header(parser_t *p, func_header_t *h) {
+  tok_t *name;
+  if (!expect_kind(p, T_SYM, "a function name (@name)", &name)) return false;
+  for (uint32_t i = 0; i < p->m->func_count; ++i)
+    if (strlen(p->m->funcs[i].name) == name->len - 1 &&
+        memcmp(p->m->funcs[i].name, name->text + 1, name->len - 1) == 0) {
+      perr_at(p, name, "function defined twice");
+      return false;
+    }
+  hali_ir_func_t *f = hali_ir_module_add_func(p->m, name->text + 1, name->len - 1);
+  if (!f) {
+    perr_at(p, name, "out of memory");
+    return false;
+  }
+  f->line = name->line;
+  h->name = name->text + 1;
+  h->len = name->len - 1;
+  if (!expect(p, "(", "to open the parameter list")) return false;
+  if (!accept(p, ")")) {
+    do {
+      tok_t *r;
+      if (!expect_kind(p, T_REG, "a parameter (%name: type)", &r)) return false;
+      if (find_reg(f, r) >= 0) {
+        perr_at(p, r, "parameter named twice");
+        return false;
+      }
+      if (!expect(p, ":", "after the parameter name")) return false;
+      hali_type_t type = parse_type(p);
+      if (type == HALI_TYPE_NONE) return false;
+      if (hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1) == UINT32_MAX)
+        return false;
+      f->param_count++;
+    } while (accept(p, ","));
+    if (!expect(p, ")", "to close the parameter list")) return false;
+  }
+  if (accept(p, "->")) {
+    bool paren = accept(p, "(");
+    if (!(paren && accept(p, ")"))) {
+      do {
+        hali_type_t type = parse_type(p);
+        if (type == HALI_TYPE_NONE) return false;
+        hali_type_t *rs = realloc(f->results, f->result_count + 1);
+        if (!rs) return false;
+        f->results = rs;
+        f->results[f->result_count++] = type;
+      } while (paren && accept(p, ","));
+      if (paren && !expect(p, ")", "to close the result list")) return false;
+    }
+  }
+  if (!tok_is(peek(p), T_PUNCT, "{")) {
+    perr_at(p, peek(p), "expected '{' to open the body of @%s", f->name);
+    return false;
+  }
+  h->body = p->pos;
+  /* Skip the body; it is parsed once every header is known. */
+  size_t depth = 0;
+  do {
+    tok_t *t = next(p);
+    if (t->kind == T_EOF) {
+      perr_at(p, t, "expected '}' to close @%s", f->name);
+      return false;
+    }
+    if (tok_is(t, T_PUNCT, "{")) depth++;
+    if (tok_is(t, T_PUNCT, "}")) depth--;
+  } while (depth);
+  return true;
+}
+
+hali_status_t hali_asm_parse(const char *text, size_t len,
+                             const char *filename,
+                             hali_ir_module_t **out_module) {
+  *out_module = NULL;
+  parser_t p = {0};
+  p.file = filename ? filename : "<input>";
+  p.src = text;
+  p.src_len = len;
+  p.m = hali_ir_module_create();
+  if (!p.m)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  p.m->has_debug = true;
+  func_header_t *headers = NULL;
+  lex(&p);
+  if (!p.error && tok_is(peek(&p), T_IDENT, "module")) {
+    next(&p);
+    tok_t *name;
+    if (expect_kind(&p, T_SYM, "a module name (@name)", &name))
+      p.m->name = strndup(name->text + 1, name->len - 1);
+    if (tok_is(peek(&p), T_IDENT, "source")) {
+      next(&p);
+      tok_t *s;
+      size_t slen;
+      if (expect_kind(&p, T_STRING, "a source file name", &s))
+        p.m->source = decode_string(&p, s, &slen);
+      if (p.m->source) p.m->source[slen] = 0;
+    }
+  }
+  if (!p.error && !p.m->name) {
+    const char *base = strrchr(p.file, '/');
+    base = base ? base + 1 : p.file;
+    size_t n = strcspn(base, ".");
+    p.m->name = strndup(base, n ? n : strlen(base));
+  }
+  if (!p.error && !p.m->source) p.m->source = strdup(p.file);
+  /* Pass 1: headers. */
+  size_t nheaders = 0;
+  while (!p.error && peek(&p)->kind != T_EOF) {
+    tok_t *t = peek(&p);
+    if (!tok_is(t, T_IDENT, "func")) {
+      perr_at(&p, t, "expected 'func' at top level");
+      break;
+    }
+    next(&p);
+    func_header_t *h = realloc(headers, (nheaders + 1) * sizeof(*h));
+    if (!h) {
+      perr_at(&p, t, "out of memory");
+      break;
+    }
+    headers = h;
+    if (!parse_header(&p, &headers[nheaders])) {
+      perr_at(&p, peek(&p), "bad function header");
+      break;
+    }
+    nheaders++;
+  }
+  /* Pass 2: bodies. */
+  for (uint32_t i = 0; !p.error && i < p.m->func_count; ++i)
+    if (!parse_body(&p, &p.m->funcs[i], headers, i))
+      perr_at(&p, peek(&p), "bad function body");
+  free(headers);
+  free(p.toks);
+  if (p.error) {
+    hali_ir_module_free(p.m);
+    return p.error;
+  }
+  *out_module = p.m;
+  return HALI_OK;
+}

@@ -1,0 +1,203 @@
+/* hali — the disassembler: IR back to .hasm text.
+ *
+ * The output reassembles to the same module: registers and blocks keep
+ * their names (or get %rN / ^bbN when the module was stripped), and with
+ * |with_locs| every instruction carries its source line as loc(N), so
+ * .hasm -> .hbc -> dis -> .hasm -> .hbc gives identical bytes.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "loader/loader.h"
+
+static void print_reg(hali_strbuf_t *sb, const hali_ir_func_t *f, uint32_t r) {
+  if (f->reg_names && r < f->reg_count && f->reg_names[r])
+    hali_strbuf_printf(sb, "%%%s", f->reg_names[r]);
+  else
+    hali_strbuf_printf(sb, "%%r%u", r);
+}
+
+static void print_block(hali_strbuf_t *sb, const hali_ir_func_t *f,
+                        uint32_t b) {
+  if (b < f->block_count && f->blocks[b].name)
+    hali_strbuf_printf(sb, "^%s", f->blocks[b].name);
+  else
+    hali_strbuf_printf(sb, "^bb%u", b);
+}
+
+static void print_string(hali_strbuf_t *sb, const char *s, uint32_t len) {
+  hali_strbuf_append(sb, "\"", 1);
+  for (uint32_t i = 0; i < len; ++i) {
+    unsigned char c = (unsigned char)s[i];
+    switch (c) {
+    case '\n': hali_strbuf_append(sb, "\\n", 2); break;
+    case '\t': hali_strbuf_append(sb, "\\t", 2); break;
+    case '\r': hali_strbuf_append(sb, "\\r", 2); break;
+    case '\\': hali_strbuf_append(sb, "\\\\", 2); break;
+    case '"': hali_strbuf_append(sb, "\\\"", 2); break;
+    default:
+      if (c < 0x20 || c >= 0x7f)
+        hali_strbuf_printf(sb, "\\x%02x", c);
+      else
+        hali_strbuf_append(sb, (const char *)&c, 1);
+    }
+  }
+  hali_strbuf_append(sb, "\"", 1);
+}
+
+/* Prints an immediate so that it parses back to the same bits. */
+static void print_imm(hali_strbuf_t *sb, hali_type_t type, int64_t imm) {
+  char buf[64];
+  switch (type) {
+  case HALI_TYPE_I32:
+  case HALI_TYPE_I64:
+    hali_strbuf_printf(sb, "%" PRId64, imm);
+    return;
+  case HALI_TYPE_F32: {
+    uint32_t u = (uint32_t)imm;
+    float f;
+    memcpy(&f, &u, 4);
+    if (f != f && u != 0x7fc00000u && u != 0xffc00000u) {
+      hali_strbuf_printf(sb, "bits(0x%08" PRIx32 ")", u);
+      return;
+    }
+    hali_format_f32(buf, sizeof(buf), f);
+    if (f != f && (u >> 31)) memmove(buf + 1, buf, strlen(buf) + 1), buf[0] = '-';
+    hali_strbuf_printf(sb, "%s", buf);
+    return;
+  }
+  case HALI_TYPE_F64: {
+    uint64_t u = (uint64_t)imm;
+    double d;
+    memcpy(&d, &u, 8);
+    if (d != d && u != 0x7ff8000000000000ull && u != 0xfff8000000000000ull) {
+      hali_strbuf_printf(sb, "bits(0x%016" PRIx64 ")", u);
+      return;
+    }
+    hali_format_f64(buf, sizeof(buf), d);
+    if (d != d && (u >> 63)) memmove(buf + 1, buf, strlen(buf) + 1), buf[0] = '-';
+    hali_strbuf_printf(sb, "%s", buf);
+    return;
+  }
+  default:
+    hali_strbuf_printf(sb, "%" PRId64, imm);
+  }
+}
+
+void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                        const hali_ir_func_t *f, const hali_ir_insn_t *insn);
+
+void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                        const hali_ir_func_t *f, const hali_ir_insn_t *insn) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  if (!info) {
+    hali_strbuf_printf(sb, "<bad op %u>", insn->op);
+    return;
+  }
+  if (insn->op == HALI_OP_CALL) {
+    uint32_t nargs = insn->aux;
+    for (uint32_t i = 1 + nargs; i < insn->operand_count; ++i) {
+      if (i > 1 + nargs) hali_strbuf_append(sb, ", ", 2);
+      print_reg(sb, f, insn->operands[i].v);
+    }
+    if (insn->operand_count > 1 + nargs) hali_strbuf_append(sb, " = ", 3);
+    uint32_t callee = insn->operand_count ? insn->operands[0].v : 0;
+    hali_strbuf_printf(sb, "call @%s(",
+                       callee < m->func_count ? m->funcs[callee].name : "?");
+    for (uint32_t i = 1; i <= nargs && i < insn->operand_count; ++i) {
+      if (i > 1) hali_strbuf_append(sb, ", ", 2);
+      print_reg(sb, f, insn->operands[i].v);
+    }
+    hali_strbuf_append(sb, ")", 1);
+    return;
+  }
+  if (insn->op == HALI_OP_RETURN) {
+    hali_strbuf_append(sb, "return", 6);
+    for (uint32_t i = 0; i < insn->operand_count; ++i) {
+      hali_strbuf_append(sb, i ? ", " : " ", i ? 2 : 1);
+      print_reg(sb, f, insn->operands[i].v);
+    }
+    return;
+  }
+  /* Written registers first, then the rest in signature order. */
+  bool any_def = false;
+  for (uint32_t i = 0; i < info->operand_count && i < insn->operand_count; ++i)
+    if (info->operands[i].role == HALI_ROLE_WRITE) {
+      if (any_def) hali_strbuf_append(sb, ", ", 2);
+      print_reg(sb, f, insn->operands[i].v);
+      any_def = true;
+    }
+  if (any_def) hali_strbuf_append(sb, " = ", 3);
+  hali_strbuf_printf(sb, "%s", info->name);
+  bool first = true;
+  for (uint32_t i = 0; i < info->operand_count && i < insn->operand_count;
+       ++i) {
+    const hali_operand_desc_t *d = &info->operands[i];
+    const hali_ir_operand_t *o = &insn->operands[i];
+    if (d->role == HALI_ROLE_WRITE) continue;
+    hali_strbuf_append(sb, first ? " " : ", ", first ? 1 : 2);
+    first = false;
+    switch (d->role) {
+    case HALI_ROLE_READ: print_reg(sb, f, o->v); break;
+    case HALI_ROLE_IMM: print_imm(sb, d->type, o->imm); break;
+    case HALI_ROLE_BLOCK: print_block(sb, f, o->v); break;
+    case HALI_ROLE_STRING:
+      if (o->v < m->string_count)
+        print_string(sb, m->strings[o->v], m->string_lengths[o->v]);
+      else
+        hali_strbuf_printf(sb, "<bad string %u>", o->v);
+      break;
+    default: hali_strbuf_append(sb, "?", 1); break;
+    }
+  }
+  if (insn->op == HALI_OP_SWITCH) {
+    hali_strbuf_append(sb, ", [", 3);
+    for (uint32_t i = info->operand_count; i < insn->operand_count; ++i) {
+      if (i > info->operand_count) hali_strbuf_append(sb, ", ", 2);
+      print_block(sb, f, insn->operands[i].v);
+    }
+    hali_strbuf_append(sb, "]", 1);
+  }
+}
+
+char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "module @%s", m->name ? m->name : "module");
+  if (with_locs && m->source) {
+    hali_strbuf_append(&sb, " source ", 8);
+    print_string(&sb, m->source, (uint32_t)strlen(m->source));
+  }
+  hali_strbuf_append(&sb, "\n", 1);
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    hali_strbuf_printf(&sb, "\nfunc @%s(", f->name);
+    for (uint32_t i = 0; i < f->param_count; ++i) {
+      if (i) hali_strbuf_append(&sb, ", ", 2);
+      print_reg(&sb, f, i);
+      hali_strbuf_printf(&sb, ": %s", hali_type_name(f->reg_types[i]));
+    }
+    hali_strbuf_append(&sb, ")", 1);
+    if (f->result_count) {
+      hali_strbuf_append(&sb, " -> (", 5);
+      for (uint32_t i = 0; i < f->result_count; ++i)
+        hali_strbuf_printf(&sb, "%s%s", i ? ", " : "",
+                           hali_type_name(f->results[i]));
+      hali_strbuf_append(&sb, ")", 1);
+    }
+    hali_strbuf_append(&sb, " {\n", 3);
+    for (uint32_t b = 0; b < f->block_count; ++b) {
+      print_block(&sb, f, b);
+      hali_strbuf_append(&sb, ":\n", 2);
+      const hali_ir_block_t *blk = &f->blocks[b];
+      for (uint32_t i = 0; i < blk->insn_count; ++i) {
+        hali_strbuf_append(&sb, "  ", 2);
+        hali_ir_print_insn(&sb, m, f, &blk->insns[i]);
+        if (with_locs && blk->insns[i].line)
+          hali_strbuf_printf(&sb, " loc(%u)", blk->insns[i].line);
+        hali_strbuf_append(&sb, "\n", 1);
+      }
+    }
+    hali_strbuf_append(&sb, "}\n", 2);
+  }
+  return hali_strbuf_take(&sb);
+}

@@ -1,0 +1,38 @@
+/* hali — the .hbc binary layout (doc/format.md is the full description).
+ *
+ *   offset  size  field
+ *   0       8     magic  7f 'H' 'B' 'C' '\r' '\n' 1a '\n'
+ *   8       2     major version (a newer major is rejected)
+ *   10      2     minor version (newer minors are read; unknown sections
+ *                 are skipped)
+ *   12      4     flags (0)
+ *   16      4     payload length in bytes (everything after the header)
+ *   20      4     CRC-32 (IEEE) of the payload
+ *   24      ...   sections: u32 id, u32 length, |length| bytes
+ *
+ * All integers are little-endian.
+ */
+#ifndef HALI_LOADER_HBC_H
+#define HALI_LOADER_HBC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HALI_HBC_MAGIC "\x7f" "HBC\r\n\x1a\n"
+#define HALI_HBC_MAGIC_SIZE 8
+#define HALI_HBC_HEADER_SIZE 24
+#define HALI_HBC_VERSION_MAJOR 1
+#define HALI_HBC_VERSION_MINOR 0
+
+enum {
+  HALI_HBC_SECTION_MODULE = 1,    /* u32 name string, u32 flags */
+  HALI_HBC_SECTION_STRINGS = 2,   /* u32 count, then (u32 len, bytes)* */
+  HALI_HBC_SECTION_FUNCTIONS = 3, /* u32 count, then functions */
+  HALI_HBC_SECTION_DEBUG = 4,     /* source, names, lines */
+};
+
+#define HALI_HBC_NONE 0xffffffffu
+
+uint32_t hali_crc32(const uint8_t *data, size_t size);
+
+#endif /* HALI_LOADER_HBC_H */

@@ -1,0 +1,413 @@
+/* hali — reading .hbc.
+ *
+ * Untrusted input: every read goes through a cursor that checks the bytes
+ * left, every count is checked against what the remaining bytes could
+ * possibly hold before anything is allocated for it, and every index is
+ * checked against its table.  The first problem stops the read with a
+ * message naming the section and the byte offset.  What the reader does
+ * not prove about instructions (register types, block targets, call
+ * signatures) the verifier proves next.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/hbc.h"
+#include "loader/loader.h"
+
+typedef struct {
+  const uint8_t *base; /* start of the file (for offsets in messages) */
+  const uint8_t *p, *end;
+  const char *section;
+  hali_status_t error;
+} cur_t;
+
+static void rerr(cur_t *c, const char *fmt, ...) HALI_PRINTF(2, 3);
+static void rerr(cur_t *c, const char *fmt, ...) {
+  if (c->error) return;
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  c->error = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "malformed module: %s section at byte %zu: %s",
+                              c->section, (size_t)(c->p - c->base), msg);
+}
+
+/* Records an error and leaves the (void) reader. */
+#define FAIL(...)                                                              \
+  do {                                                                         \
+    rerr(c, __VA_ARGS__);                                                      \
+    return;                                                                    \
+  } while (0)
+
+static bool need(cur_t *c, size_t n, const char *what) {
+  if (c->error) return false;
+  if ((size_t)(c->end - c->p) < n) {
+    rerr(c, "truncated %s (need %zu bytes, %zu left)", what, n,
+         (size_t)(c->end - c->p));
+    return false;
+  }
+  return true;
+}
+static uint8_t get_u8(cur_t *c, const char *what) {
+  if (!need(c, 1, what)) return 0;
+  return *c->p++;
+}
+static uint16_t get_u16(cur_t *c, const char *what) {
+  if (!need(c, 2, what)) return 0;
+  uint16_t v = (uint16_t)(c->p[0] | (c->p[1] << 8));
+  c->p += 2;
+  return v;
+}
+static uint32_t get_u32(cur_t *c, const char *what) {
+  if (!need(c, 4, what)) return 0;
+  uint32_t v = (uint32_t)c->p[0] | ((uint32_t)c->p[1] << 8) |
+               ((uint32_t)c->p[2] << 16) | ((uint32_t)c->p[3] << 24);
+  c->p += 4;
+  return v;
+}
+static uint64_t get_u64(cur_t *c, const char *what) {
+  uint64_t lo = get_u32(c, what);
+  uint64_t hi = get_u32(c, what);
+  return lo | (hi << 32);
+}
+/* A count of items each at least |min_size| bytes: rejects counts the rest
+ * of the section could not hold, so a forged count cannot force a huge
+ * allocation. */
+static uint32_t get_count(cur_t *c, uint32_t min_size, const char *what) {
+  uint32_t n = get_u32(c, what);
+  if (!c->error && min_size && n > (size_t)(c->end - c->p) / min_size) {
+    rerr(c, "%s count %u exceeds what the %zu remaining bytes can hold", what,
+         n, (size_t)(c->end - c->p));
+    return 0;
+  }
+  return n;
+}
+
+static char *get_string_copy(cur_t *c, const hali_ir_module_t *m,
+                             const char *what) {
+  uint32_t idx = get_u32(c, what);
+  if (c->error || idx == HALI_HBC_NONE) return NULL;
+  if (idx >= m->string_count) {
+    rerr(c, "%s refers to string %u but the table has %u", what, idx,
+         m->string_count);
+    return NULL;
+  }
+  if (memchr(m->strings[idx], 0, m->string_lengths[idx])) {
+    rerr(c, "%s (string %u) contains a NUL byte", what, idx);
+    return NULL;
+  }
+  char *s = strdup(m->strings[idx]);
+  if (!s) rerr(c, "out of memory");
+  return s;
+}
+
+static hali_type_t get_type(cur_t *c, const char *what) {
+  uint8_t t = get_u8(c, what);
+  if (!c->error && !hali_type_is_valid(t)) {
+    c->p--;
+    rerr(c, "unknown type code %u in %s", t, what);
+  }
+  return t;
+}
+
+static void read_strings(cur_t *c, hali_ir_module_t *m) {
+  uint32_t n = get_count(c, 4, "string");
+  if (c->error) return;
+  m->strings = calloc(n ? n : 1, sizeof(char *));
+  m->string_lengths = calloc(n ? n : 1, sizeof(uint32_t));
+  if (!m->strings || !m->string_lengths) {
+    rerr(c, "out of memory");
+    return;
+  }
+  for (uint32_t i = 0; i < n && !c->error; ++i) {
+    uint32_t len = get_u32(c, "string length");
+    if (!need(c, len, "string bytes")) return;
+    char *s = malloc((size_t)len + 1);
+    if (!s) {
+      rerr(c, "out of memory");
+      return;
+    }
+    memcpy(s, c->p, len);
+    s[len] = 0;
+    c->p += len;
+    m->strings[i] = s;
+    m->string_lengths[i] = len;
+    m->string_count++;
+  }
+}
+
+static void read_insn(cur_t *c, hali_ir_block_t *blk) {
+  uint16_t op = get_u16(c, "opcode");
+  if (c->error) return;
+  const hali_op_info_t *info = hali_op_info(op);
+  if (!info) {
+    c->p -= 2;
+    rerr(c, "unknown opcode %u", op);
+    return;
+  }
+  hali_ir_operand_t ops[HALI_OP_MAX_OPERANDS];
+  uint32_t nfixed = 0;
+  uint16_t aux = 0;
+  uint32_t ntail = 0;
+  const uint8_t *tail = NULL;
+  if (op == HALI_OP_CALL) {
+    ops[0].kind = HALI_IR_FUNC;
+    ops[0].v = get_u32(c, "callee");
+    nfixed = 1;
+    aux = get_u16(c, "argument count");
+    ntail = (uint32_t)aux + get_u16(c, "result count");
+  } else if (op == HALI_OP_RETURN) {
+    ntail = get_u16(c, "return count");
+  } else {
+    for (uint32_t i = 0; i < info->operand_count && !c->error; ++i) {
+      const hali_operand_desc_t *d = &info->operands[i];
+      hali_ir_operand_t *o = &ops[nfixed++];
+      memset(o, 0, sizeof(*o));
+      switch (d->role) {
+      case HALI_ROLE_READ:
+      case HALI_ROLE_WRITE:
+        o->kind = HALI_IR_REG;
+        o->v = get_u16(c, "register");
+        break;
+      case HALI_ROLE_BLOCK:
+        o->kind = HALI_IR_BLOCK;
+        o->v = get_u16(c, "block");
+        break;
+      case HALI_ROLE_STRING:
+        o->kind = HALI_IR_STRING;
+        o->v = get_u32(c, "string");
+        break;
+      case HALI_ROLE_FUNC:
+        o->kind = HALI_IR_FUNC;
+        o->v = get_u32(c, "function");
+        break;
+      case HALI_ROLE_IMM:
+        o->kind = HALI_IR_IMM;
+        if (d->type == HALI_TYPE_I64 || d->type == HALI_TYPE_F64)
+          o->imm = (int64_t)get_u64(c, "immediate");
+        else if (d->type == HALI_TYPE_I32)
+          o->imm = (int32_t)get_u32(c, "immediate");
+        else
+          o->imm = (int64_t)get_u32(c, "immediate");
+        break;
+      }
+    }
+    if (op == HALI_OP_SWITCH) ntail = get_u16(c, "switch table size");
+  }
+  if (c->error) return;
+  if (!need(c, (size_t)ntail * 2, "operand list")) return;
+  tail = c->p;
+  c->p += (size_t)ntail * 2;
+  hali_ir_insn_t *insn = hali_ir_block_add_insn(blk, op, nfixed + ntail);
+  if (!insn) {
+    rerr(c, "out of memory");
+    return;
+  }
+  insn->aux = aux;
+  memcpy(insn->operands, ops, nfixed * sizeof(ops[0]));
+  uint8_t tail_kind = op == HALI_OP_SWITCH ? HALI_IR_BLOCK : HALI_IR_REG;
+  for (uint32_t i = 0; i < ntail; ++i) {
+    insn->operands[nfixed + i].kind = tail_kind;
+    insn->operands[nfixed + i].v = (uint32_t)(tail[2 * i] | (tail[2 * i + 1] << 8));
+  }
+}
+
+static void read_functions(cur_t *c, hali_ir_module_t *m) {
+  /* The smallest function: name, 3 counts, and a block count. */
+  uint32_t n = get_count(c, 20, "function");
+  if (c->error) return;
+  m->funcs = calloc(n ? n : 1, sizeof(hali_ir_func_t));
+  if (!m->funcs) {
+    rerr(c, "out of memory");
+    return;
+  }
+  for (uint32_t fi = 0; fi < n && !c->error; ++fi) {
+    hali_ir_func_t *f = &m->funcs[fi];
+    m->func_count++;
+    f->name = get_string_copy(c, m, "function name");
+    if (!c->error && !f->name) rerr(c, "function %u has no name", fi);
+    f->param_count = get_u32(c, "parameter count");
+    f->result_count = get_count(c, 1, "result");
+    if (c->error) return;
+    f->results = malloc(f->result_count ? f->result_count : 1);
+    if (!f->results) FAIL("out of memory");
+    for (uint32_t i = 0; i < f->result_count; ++i)
+      f->results[i] = get_type(c, "result type");
+    f->reg_count = get_count(c, 1, "register");
+    if (c->error) return;
+    if (f->param_count > f->reg_count)
+      FAIL("function @%s has %u parameters but only %u registers",
+                  f->name, f->param_count, f->reg_count);
+    f->reg_types = malloc(f->reg_count ? f->reg_count : 1);
+    if (!f->reg_types) FAIL("out of memory");
+    for (uint32_t i = 0; i < f->reg_count; ++i)
+      f->reg_types[i] = get_type(c, "register type");
+    uint32_t nblocks = get_count(c, 4, "block");
+    if (c->error) return;
+    f->blocks = calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
+    if (!f->blocks) FAIL("out of memory");
+    for (uint32_t b = 0; b < nblocks && !c->error; ++b) {
+      f->block_count++;
+      uint32_t ninsns = get_count(c, 2, "instruction");
+      for (uint32_t i = 0; i < ninsns && !c->error; ++i)
+        read_insn(c, &f->blocks[b]);
+    }
+  }
+}
+
+static void read_debug(cur_t *c, hali_ir_module_t *m) {
+  m->source = get_string_copy(c, m, "source file name");
+  for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
+    hali_ir_func_t *f = &m->funcs[fi];
+    f->reg_names = calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
+    if (!f->reg_names) FAIL("out of memory");
+    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
+      f->reg_names[r] = get_string_copy(c, m, "register name");
+    for (uint32_t b = 0; b < f->block_count && !c->error; ++b) {
+      f->blocks[b].name = get_string_copy(c, m, "block name");
+      for (uint32_t i = 0; i < f->blocks[b].insn_count && !c->error; ++i)
+        f->blocks[b].insns[i].line = get_u32(c, "line");
+    }
+    if (!c->error && f->block_count && f->blocks[0].insn_count)
+      f->line = f->blocks[0].insns[0].line;
+  }
+  m->has_debug = !c->error;
+}
+
+bool hali_hbc_is_binary(const uint8_t *data, size_t size) {
+  return size >= HALI_HBC_MAGIC_SIZE &&
+         memcmp(data, HALI_HBC_MAGIC, HALI_HBC_MAGIC_SIZE) == 0;
+}
+
+static uint32_t le32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+         ((uint32_t)p[3] << 24);
+}
+
+hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
+                            const hali_hbc_read_options_t *o,
+                            hali_ir_module_t **out_module) {
+  *out_module = NULL;
+  if (!hali_hbc_is_binary(data, size))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "not a hali binary module (bad magic)");
+  if (size < HALI_HBC_HEADER_SIZE)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "malformed module: header truncated (%zu of %d "
+                            "bytes)",
+                            size, HALI_HBC_HEADER_SIZE);
+  uint16_t major = (uint16_t)(data[8] | (data[9] << 8));
+  uint16_t minor = (uint16_t)(data[10] | (data[11] << 8));
+  if (major != HALI_HBC_VERSION_MAJOR)
+    return hali_status_make(
+        HALI_STATUS_UNIMPLEMENTED,
+        "module format version %u.%u is not supported: this hali reads "
+        "version %d.x (%d.%d)",
+        major, minor, HALI_HBC_VERSION_MAJOR, HALI_HBC_VERSION_MAJOR,
+        HALI_HBC_VERSION_MINOR);
+  uint32_t payload = le32(data + 16);
+  if (payload != size - HALI_HBC_HEADER_SIZE)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "malformed module: header says %u payload bytes "
+                            "but the file has %zu",
+                            payload, size - HALI_HBC_HEADER_SIZE);
+  uint32_t crc = hali_crc32(data + HALI_HBC_HEADER_SIZE, payload);
+  if (!(o && o->ignore_checksum) && crc != le32(data + 20))
+    return hali_status_make(HALI_STATUS_DATA_LOSS,
+                            "malformed module: checksum mismatch (stored "
+                            "%08x, computed %08x): the file is corrupted",
+                            le32(data + 20), crc);
+  hali_ir_module_t *m = hali_ir_module_create();
+  if (!m) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL};
+  bool seen[5] = {0};
+  uint32_t module_name = HALI_HBC_NONE;
+  while (!top.error && top.p < top.end) {
+    uint32_t id = get_u32(&top, "section id");
+    uint32_t len = get_u32(&top, "section length");
+    if (!need(&top, len, "section")) break;
+    cur_t c = {data, top.p, top.p + len, "?", NULL};
+    top.p += len;
+    if (id >= 1 && id <= 4) {
+      if (seen[id]) {
+        c.section = "a";
+        rerr(&c, "section %u appears twice", id);
+        top.error = c.error;
+        break;
+      }
+      seen[id] = true;
+    }
+    switch (id) {
+    case HALI_HBC_SECTION_MODULE:
+      c.section = "MODULE";
+      module_name = get_u32(&c, "module name");
+      get_u32(&c, "module flags");
+      break;
+    case HALI_HBC_SECTION_STRINGS:
+      c.section = "STRINGS";
+      read_strings(&c, m);
+      break;
+    case HALI_HBC_SECTION_FUNCTIONS:
+      c.section = "FUNCTIONS";
+      if (!seen[HALI_HBC_SECTION_STRINGS])
+        rerr(&c, "FUNCTIONS must follow STRINGS");
+      else
+        read_functions(&c, m);
+      break;
+    case HALI_HBC_SECTION_DEBUG:
+      c.section = "DEBUG";
+      if (!seen[HALI_HBC_SECTION_FUNCTIONS])
+        rerr(&c, "DEBUG must follow FUNCTIONS");
+      else
+        read_debug(&c, m);
+      break;
+    default:
+      break; /* unknown sections are skipped */
+    }
+    if (!c.error && c.p != c.end && id >= 1 && id <= 4)
+      rerr(&c, "%zu unread bytes at the end of the section",
+           (size_t)(c.end - c.p));
+    top.error = c.error;
+  }
+  if (!top.error && (!seen[HALI_HBC_SECTION_STRINGS] ||
+                     !seen[HALI_HBC_SECTION_FUNCTIONS] ||
+                     !seen[HALI_HBC_SECTION_MODULE]))
+    rerr(&top, "missing required section (MODULE, STRINGS and FUNCTIONS)");
+  if (!top.error) {
+    if (module_name < m->string_count &&
+        !memchr(m->strings[module_name], 0, m->string_lengths[module_name]))
+      m->name = strdup(m->strings[module_name]);
+    else
+      rerr(&top, "module name refers to string %u of %u", module_name,
+           m->string_count);
+  }
+  if (top.error) {
+    hali_ir_module_free(m);
+    return top.error;
+  }
+  *out_module = m;
+  return HALI_OK;
+}
+
+/* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320). */
+static uint32_t hali_crc_table[256];
+static pthread_once_t hali_crc_once = PTHREAD_ONCE_INIT;
+static void hali_crc_init(void) {
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    hali_crc_table[i] = c;
+  }
+}
+
+uint32_t hali_crc32(const uint8_t *data, size_t size) {
+  pthread_once(&hali_crc_once, hali_crc_init);
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < size; ++i)
+    crc = hali_crc_table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
+  return crc ^ 0xffffffffu;
+}

@@ -1,0 +1,232 @@
+/* hali — writing .hbc (layout in loader/hbc.h and doc/format.md). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/hbc.h"
+#include "loader/loader.h"
+
+typedef struct {
+  uint8_t *data;
+  size_t len, cap;
+  bool oom;
+} wbuf_t;
+
+static void put(wbuf_t *w, const void *p, size_t n) {
+  if (w->oom) return;
+  if (w->len + n > w->cap) {
+    size_t cap = w->cap ? w->cap : 1024;
+    while (cap < w->len + n) cap *= 2;
+    uint8_t *d = realloc(w->data, cap);
+    if (!d) {
+      w->oom = true;
+      return;
+    }
+    w->data = d;
+    w->cap = cap;
+  }
+  memcpy(w->data + w->len, p, n);
+  w->len += n;
+}
+static void put_u8(wbuf_t *w, uint8_t v) { put(w, &v, 1); }
+static void put_u16(wbuf_t *w, uint16_t v) {
+  uint8_t b[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
+  put(w, b, 2);
+}
+static void put_u32(wbuf_t *w, uint32_t v) {
+  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+                  (uint8_t)(v >> 24)};
+  put(w, b, 4);
+}
+static void put_u64(wbuf_t *w, uint64_t v) {
+  put_u32(w, (uint32_t)v);
+  put_u32(w, (uint32_t)(v >> 32));
+}
+static void patch_u32(wbuf_t *w, size_t at, uint32_t v) {
+  if (w->oom) return;
+  uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16),
+                  (uint8_t)(v >> 24)};
+  memcpy(w->data + at, b, 4);
+}
+
+/* A string table: the module's strings first (string operands keep their
+ * indices), then names the sections need. */
+typedef struct {
+  const char **s;
+  uint32_t *len;
+  uint32_t n, cap;
+  bool oom;
+} stab_t;
+
+static uint32_t stab_add(stab_t *t, const char *s, size_t len) {
+  for (uint32_t i = 0; i < t->n; ++i)
+    if (t->len[i] == len && memcmp(t->s[i], s, len) == 0) return i;
+  if (t->n == t->cap) {
+    uint32_t cap = t->cap ? t->cap * 2 : 64;
+    const char **ns = realloc(t->s, cap * sizeof(*ns));
+    if (!ns) {
+      t->oom = true;
+      return 0;
+    }
+    t->s = ns;
+    uint32_t *nl = realloc(t->len, cap * sizeof(*nl));
+    if (!nl) {
+      t->oom = true;
+      return 0;
+    }
+    t->len = nl;
+    t->cap = cap;
+  }
+  t->s[t->n] = s;
+  t->len[t->n] = (uint32_t)len;
+  return t->n++;
+}
+static uint32_t stab_name(stab_t *t, const char *s) {
+  return s ? stab_add(t, s, strlen(s)) : HALI_HBC_NONE;
+}
+
+static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  put_u16(w, insn->op);
+  if (insn->op == HALI_OP_CALL) {
+    put_u32(w, insn->operands[0].v);
+    put_u16(w, insn->aux);
+    put_u16(w, (uint16_t)(insn->operand_count - 1 - insn->aux));
+    for (uint32_t i = 1; i < insn->operand_count; ++i)
+      put_u16(w, (uint16_t)insn->operands[i].v);
+    return;
+  }
+  if (insn->op == HALI_OP_RETURN) {
+    put_u16(w, (uint16_t)insn->operand_count);
+    for (uint32_t i = 0; i < insn->operand_count; ++i)
+      put_u16(w, (uint16_t)insn->operands[i].v);
+    return;
+  }
+  for (uint32_t i = 0; i < info->operand_count; ++i) {
+    const hali_operand_desc_t *d = &info->operands[i];
+    const hali_ir_operand_t *o = &insn->operands[i];
+    switch (d->role) {
+    case HALI_ROLE_READ:
+    case HALI_ROLE_WRITE:
+    case HALI_ROLE_BLOCK:
+      put_u16(w, (uint16_t)o->v);
+      break;
+    case HALI_ROLE_STRING:
+    case HALI_ROLE_FUNC:
+      put_u32(w, o->v);
+      break;
+    case HALI_ROLE_IMM:
+      if (d->type == HALI_TYPE_I64 || d->type == HALI_TYPE_F64)
+        put_u64(w, (uint64_t)o->imm);
+      else
+        put_u32(w, (uint32_t)o->imm);
+      break;
+    }
+  }
+  if (insn->op == HALI_OP_SWITCH) {
+    put_u16(w, (uint16_t)(insn->operand_count - info->operand_count));
+    for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
+      put_u16(w, (uint16_t)insn->operands[i].v);
+  }
+}
+
+static size_t begin_section(wbuf_t *w, uint32_t id) {
+  put_u32(w, id);
+  put_u32(w, 0);
+  return w->len;
+}
+static void end_section(wbuf_t *w, size_t start) {
+  patch_u32(w, start - 4, (uint32_t)(w->len - start));
+}
+
+hali_status_t hali_hbc_write(const hali_ir_module_t *m,
+                             const hali_hbc_write_options_t *o,
+                             uint8_t **out_data, size_t *out_size) {
+  *out_data = NULL;
+  *out_size = 0;
+  bool debug = !(o && o->strip) && m->has_debug;
+  stab_t st = {0};
+  for (uint32_t i = 0; i < m->string_count; ++i)
+    stab_add(&st, m->strings[i], m->string_lengths[i]);
+  uint32_t module_name = stab_name(&st, m->name ? m->name : "module");
+  uint32_t *fnames = calloc(m->func_count + 1, sizeof(uint32_t));
+  if (!fnames) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  for (uint32_t i = 0; i < m->func_count; ++i)
+    fnames[i] = stab_name(&st, m->funcs[i].name);
+  wbuf_t dbg = {0};
+  if (debug) {
+    put_u32(&dbg, stab_name(&st, m->source));
+    for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+      const hali_ir_func_t *f = &m->funcs[fi];
+      for (uint32_t r = 0; r < f->reg_count; ++r)
+        put_u32(&dbg, stab_name(&st, f->reg_names ? f->reg_names[r] : NULL));
+      for (uint32_t b = 0; b < f->block_count; ++b) {
+        put_u32(&dbg, stab_name(&st, f->blocks[b].name));
+        for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i)
+          put_u32(&dbg, f->blocks[b].insns[i].line);
+      }
+    }
+  }
+
+  wbuf_t w = {0};
+  put(&w, HALI_HBC_MAGIC, HALI_HBC_MAGIC_SIZE);
+  put_u16(&w, HALI_HBC_VERSION_MAJOR);
+  put_u16(&w, HALI_HBC_VERSION_MINOR);
+  put_u32(&w, 0);
+  put_u32(&w, 0); /* payload length, patched */
+  put_u32(&w, 0); /* checksum, patched */
+
+  size_t s = begin_section(&w, HALI_HBC_SECTION_MODULE);
+  put_u32(&w, module_name);
+  put_u32(&w, 0);
+  end_section(&w, s);
+
+  s = begin_section(&w, HALI_HBC_SECTION_STRINGS);
+  put_u32(&w, st.n);
+  for (uint32_t i = 0; i < st.n; ++i) {
+    put_u32(&w, st.len[i]);
+    put(&w, st.s[i], st.len[i]);
+  }
+  end_section(&w, s);
+
+  s = begin_section(&w, HALI_HBC_SECTION_FUNCTIONS);
+  put_u32(&w, m->func_count);
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    put_u32(&w, fnames[fi]);
+    put_u32(&w, f->param_count);
+    put_u32(&w, f->result_count);
+    for (uint32_t i = 0; i < f->result_count; ++i) put_u8(&w, f->results[i]);
+    put_u32(&w, f->reg_count);
+    for (uint32_t i = 0; i < f->reg_count; ++i) put_u8(&w, f->reg_types[i]);
+    put_u32(&w, f->block_count);
+    for (uint32_t b = 0; b < f->block_count; ++b) {
+      put_u32(&w, f->blocks[b].insn_count);
+      for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i)
+        write_insn(&w, &f->blocks[b].insns[i]);
+    }
+  }
+  end_section(&w, s);
+
+  if (debug) {
+    s = begin_section(&w, HALI_HBC_SECTION_DEBUG);
+    put(&w, dbg.data, dbg.len);
+    end_section(&w, s);
+  }
+  free(dbg.data);
+  free(fnames);
+  bool oom = w.oom || st.oom || dbg.oom;
+  free(st.s);
+  free(st.len);
+  if (oom) {
+    free(w.data);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of memory writing module");
+  }
+  patch_u32(&w, 16, (uint32_t)(w.len - HALI_HBC_HEADER_SIZE));
+  patch_u32(&w, 20,
+            hali_crc32(w.data + HALI_HBC_HEADER_SIZE,
+                       w.len - HALI_HBC_HEADER_SIZE));
+  *out_data = w.data;
+  *out_size = w.len;
+  return HALI_OK;
+}

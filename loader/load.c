@@ -1,0 +1,73 @@
+/* hali — loading a module file: read (text or binary), then verify. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/loader.h"
+
+hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) {
+  *out = NULL;
+  *out_size = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return hali_status_make(HALI_STATUS_NOT_FOUND, "%s: cannot open: %s", path,
+                            strerror(errno));
+  size_t cap = 4096, len = 0;
+  uint8_t *buf = malloc(cap + 1);
+  while (buf) {
+    size_t n = fread(buf + len, 1, cap - len, f);
+    len += n;
+    if (len < cap) break;
+    cap *= 2;
+    uint8_t *grown = realloc(buf, cap + 1);
+    if (!grown) {
+      free(buf);
+      buf = NULL;
+    } else {
+      buf = grown;
+    }
+  }
+  int err = ferror(f);
+  fclose(f);
+  if (!buf)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "%s: out of memory reading", path);
+  if (err) {
+    free(buf);
+    return hali_status_make(HALI_STATUS_DATA_LOSS, "%s: read error", path);
+  }
+  buf[len] = 0;
+  *out = buf;
+  *out_size = len;
+  return HALI_OK;
+}
+
+hali_status_t hali_load_bytes(const uint8_t *data, size_t size,
+                              const char *name, hali_ir_module_t **out) {
+  *out = NULL;
+  hali_ir_module_t *m = NULL;
+  if (hali_hbc_is_binary(data, size))
+    HALI_RETURN_IF_ERROR(hali_hbc_read(data, size, NULL, &m), "loading %s",
+                         name);
+  else
+    HALI_RETURN_IF_ERROR_PLAIN(
+        hali_asm_parse((const char *)data, size, name, &m));
+  hali_status_t s = hali_ir_verify(m);
+  if (s) {
+    hali_ir_module_free(m);
+    return hali_status_annotate(s, "while loading %s", name);
+  }
+  *out = m;
+  return HALI_OK;
+}
+
+hali_status_t hali_load_file(const char *path, hali_ir_module_t **out) {
+  *out = NULL;
+  uint8_t *data;
+  size_t size;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_read_file(path, &data, &size));
+  hali_status_t s = hali_load_bytes(data, size, path, out);
+  free(data);
+  return s;
+}

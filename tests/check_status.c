@@ -1,0 +1,67 @@
+/* Tests for hali_status_t. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testutil.h"
+
+START_TEST(status_ok_is_null) {
+  ck_assert_ptr_null(HALI_OK);
+  ck_assert_int_eq(hali_status_code(HALI_OK), HALI_STATUS_OK);
+  ck_assert_str_eq(hali_status_message(HALI_OK), "");
+  ck_assert_ptr_null(hali_status_annotate(HALI_OK, "ignored %d", 1));
+}
+END_TEST
+
+START_TEST(status_make_annotate_clone) {
+  hali_status_t s = hali_status_make(HALI_STATUS_NOT_FOUND, "no @%s", "f");
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_NOT_FOUND);
+  ck_assert_str_eq(hali_status_message(s), "no @f");
+  s = hali_status_annotate(s, "at @g@%d", 3);
+  s = hali_status_annotate(s, "at @main@%d", 1);
+  ck_assert_uint_eq(hali_status_annotation_count(s), 2);
+  ck_assert_str_eq(hali_status_annotation(s, 0), "at @g@3");
+  hali_status_t c = hali_status_clone(s);
+  char *text = hali_status_to_string(c);
+  ck_assert_str_eq(text, "NOT_FOUND: no @f\n  at @g@3\n  at @main@1");
+  free(text);
+  hali_status_free(c);
+  ck_assert(hali_status_consume_code(s, HALI_STATUS_NOT_FOUND));
+}
+END_TEST
+
+START_TEST(status_ok_code_becomes_unknown) {
+  hali_status_t s = hali_status_make(HALI_STATUS_OK, "x");
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_UNKNOWN);
+  hali_status_free(s);
+  ck_assert_str_eq(hali_status_code_name(HALI_STATUS_DEADLINE_EXCEEDED),
+                   "DEADLINE_EXCEEDED");
+}
+END_TEST
+
+static hali_status_t fails_inner(void) {
+  return hali_status_make(HALI_STATUS_OUT_OF_RANGE, "inner");
+}
+static hali_status_t fails_outer(int x) {
+  HALI_RETURN_IF_ERROR(fails_inner(), "outer %d", x);
+  return HALI_OK;
+}
+
+START_TEST(status_return_if_error_annotates) {
+  hali_status_t s = fails_outer(7);
+  ck_assert_str_eq(hali_status_annotation(s, 0), "outer 7");
+  hali_status_free(s);
+}
+END_TEST
+
+static Suite *suite_status(void) {
+  Suite *s = suite_create("status");
+  TCase *tc = tcase_create("status");
+  tcase_add_test(tc, status_ok_is_null);
+  tcase_add_test(tc, status_make_annotate_clone);
+  tcase_add_test(tc, status_ok_code_becomes_unknown);
+  tcase_add_test(tc, status_return_if_error_annotates);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return hali_test_main(suite_status()); }

@@ -1,0 +1,157 @@
+/* hali — the command-line tool: asm, dis, verify, run, isa. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hali/hali.h"
+#include "loader/loader.h"
+#include "tools/tools.h"
+
+static const char usage[] =
+    "usage: hali <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run MODULE [--function=NAME] [--input=VALUE]...\n"
+    "                        run a function (default @main) of a .hasm or\n"
+    "                        .hbc module and print its results\n"
+    "  asm IN.hasm -o OUT.hbc [--strip]\n"
+    "                        assemble text into a binary module (--strip\n"
+    "                        leaves out names and source lines)\n"
+    "  dis IN.hbc|IN.hasm [--no-locs]\n"
+    "                        print a module as text that reassembles to it\n"
+    "  verify IN.hbc|IN.hasm check a module without running it\n"
+    "  isa                   print the instruction set reference (markdown)\n"
+    "\n"
+    "  --help, --version\n"
+    "\n"
+    "run inputs (one --input per parameter, in order):\n"
+    "  --input=42  --input=i32=42  --input=i64=-5  --input=f32=1.5\n"
+    "  --input=f64=2.25\n"
+    "run options: --max-depth=N (call depth limit, default 4096)\n";
+
+static int report(hali_status_t s) {
+  char *text = hali_status_to_string(s);
+  fprintf(stderr, "hali: error: %s\n", text ? text : "(out of memory)");
+  free(text);
+  hali_status_free(s);
+  return 1;
+}
+
+static int cmd_asm(int argc, char **argv) {
+  const char *in = NULL, *out = NULL;
+  hali_hbc_write_options_t opts = {0};
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
+    else if (strncmp(argv[i], "-o", 2) == 0 && argv[i][2]) out = argv[i] + 2;
+    else if (strcmp(argv[i], "--strip") == 0) opts.strip = true;
+    else if (argv[i][0] == '-') {
+      fprintf(stderr, "hali asm: unknown option '%s'\n", argv[i]);
+      return 2;
+    } else if (!in) in = argv[i];
+    else {
+      fprintf(stderr, "hali asm: more than one input ('%s')\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!in || !out) {
+    fprintf(stderr, "usage: hali asm IN.hasm -o OUT.hbc [--strip]\n");
+    return 2;
+  }
+  hali_ir_module_t *m;
+  hali_status_t s = hali_load_file(in, &m);
+  if (s) return report(s);
+  uint8_t *data;
+  size_t size;
+  s = hali_hbc_write(m, &opts, &data, &size);
+  hali_ir_module_free(m);
+  if (s) return report(s);
+  FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
+  if (!f) {
+    free(data);
+    return report(hali_status_make(HALI_STATUS_NOT_FOUND,
+                                   "%s: cannot open for writing", out));
+  }
+  size_t n = fwrite(data, 1, size, f);
+  free(data);
+  if ((f != stdout && fclose(f) != 0) || n != size)
+    return report(
+        hali_status_make(HALI_STATUS_DATA_LOSS, "%s: write failed", out));
+  return 0;
+}
+
+static int cmd_dis(int argc, char **argv) {
+  const char *in = NULL;
+  bool locs = true;
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "--no-locs") == 0) locs = false;
+    else if (argv[i][0] == '-') {
+      fprintf(stderr, "hali dis: unknown option '%s'\n", argv[i]);
+      return 2;
+    } else in = argv[i];
+  }
+  if (!in) {
+    fprintf(stderr, "usage: hali dis IN.hbc|IN.hasm [--no-locs]\n");
+    return 2;
+  }
+  hali_ir_module_t *m;
+  hali_status_t s = hali_load_file(in, &m);
+  if (s) return report(s);
+  char *text = hali_ir_print(m, locs);
+  hali_ir_module_free(m);
+  if (!text)
+    return report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  fputs(text, stdout);
+  free(text);
+  return 0;
+}
+
+static int cmd_verify(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: hali verify IN.hbc|IN.hasm\n");
+    return 2;
+  }
+  hali_ir_module_t *m;
+  hali_status_t s = hali_load_file(argv[1], &m);
+  if (s) return report(s);
+  printf("%s: ok (%u function%s)\n", argv[1], m->func_count,
+         m->func_count == 1 ? "" : "s");
+  hali_ir_module_free(m);
+  return 0;
+}
+
+static int cmd_isa(void) {
+  char *md = hali_isa_markdown();
+  if (!md) return report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  fputs(md, stdout);
+  free(md);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+      strcmp(cmd, "help") == 0) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "--version") == 0) {
+    printf("hali %s\n", HALI_VERSION_STRING);
+    return 0;
+  }
+  for (int i = 2; i < argc; ++i)
+    if (strcmp(argv[i], "--help") == 0) {
+      fputs(usage, stdout);
+      return 0;
+    }
+  if (strcmp(cmd, "run") == 0) return hali_tool_run(argc - 1, argv + 1);
+  if (strcmp(cmd, "asm") == 0) return cmd_asm(argc - 1, argv + 1);
+  if (strcmp(cmd, "dis") == 0) return cmd_dis(argc - 1, argv + 1);
+  if (strcmp(cmd, "verify") == 0) return cmd_verify(argc - 1, argv + 1);
+  if (strcmp(cmd, "isa") == 0) return cmd_isa();
+  fprintf(stderr, "hali: unknown command '%s' (try hali --help)\n", cmd);
+  return 2;
+}

@@ -1,0 +1,90 @@
+/* hali — the interpreter's internal code (what the encoder produces).
+ *
+ * Pre-decoded, in 8-byte cells.  The in-memory form is private and free to
+ * change for speed; the stable form is .hbc.
+ *
+ *   cell 0:  | op:16 | a:16 | b:16 | c:16 |   opcode + first 3 registers
+ *   cell 1:  | r0:16 | r1:16 | r2:16 | r3:16 | only if the op has > 3
+ *                                               register operands
+ *   then one cell per non-register operand, in signature order:
+ *            immediate (i32 sign-extended, f32 bits in the low half),
+ *            block target (pointer to the target's first cell),
+ *            string (pointer to a hali_vm_string_t),
+ *            function (pointer to a hali_vm_func_t)
+ *
+ * Register fields hold slot numbers in the register's bank (scalars or
+ * refs), not IR register numbers.  Variadic ops:
+ *
+ *   switch:  cell0 {op, index, n}; cell1 default; cells 2..n+1 targets
+ *   call:    cell0 {op, -, nargs, nresults}; cell1 callee;
+ *            then the argument slots and result slots, 4 per cell
+ *   return:  cell0 {op, -, nvalues}; then the value slots, 4 per cell
+ *
+ * Internal ops (fused compare-and-branch, see vm/encode.c) follow the
+ * generic layout of the compare they replace plus two block cells.
+ */
+#ifndef HALI_VM_CODE_H
+#define HALI_VM_CODE_H
+
+#include <stdint.h>
+
+typedef union hali_cell_u {
+  struct {
+    uint16_t op, a, b, c;
+  } i;
+  uint16_t r[4];
+  int64_t imm;
+  const union hali_cell_u *target;
+  const void *ptr;
+} hali_cell_t;
+
+_Static_assert(sizeof(hali_cell_t) == 8, "cells are 8 bytes");
+
+/* A scalar register slot: every scalar type in 64 bits, narrow types in
+ * the low bytes. */
+typedef union hali_slot_u {
+  int32_t i32;
+  uint32_t u32;
+  int64_t i64;
+  uint64_t u64;
+  float f32;
+  double f64;
+} hali_slot_t;
+
+_Static_assert(sizeof(hali_slot_t) == 8, "slots are 8 bytes");
+
+typedef struct hali_vm_string_s {
+  uint32_t length;
+  const char *data;
+} hali_vm_string_t;
+
+/* Fused compare-and-branch ops: the encoder replaces `%c = CMP %a, %b`
+ * directly followed by `cond_br %c, ^t, ^f` with one internal op that
+ * writes %c and branches (cell0 {op, c, a, b}; cell1 ^t; cell2 ^f).
+ * FUSED(internal name, the compare it fuses) */
+#define HALI_FUSED_OPS(FUSED)                                                  \
+  FUSED(BR_EQ_I32, EQ_I32) FUSED(BR_NE_I32, NE_I32)                            \
+  FUSED(BR_LT_S_I32, LT_S_I32) FUSED(BR_LE_S_I32, LE_S_I32)                    \
+  FUSED(BR_GT_S_I32, GT_S_I32) FUSED(BR_GE_S_I32, GE_S_I32)                    \
+  FUSED(BR_LT_U_I32, LT_U_I32) FUSED(BR_LE_U_I32, LE_U_I32)                    \
+  FUSED(BR_GT_U_I32, GT_U_I32) FUSED(BR_GE_U_I32, GE_U_I32)                    \
+  FUSED(BR_EQ_I64, EQ_I64) FUSED(BR_NE_I64, NE_I64)                            \
+  FUSED(BR_LT_S_I64, LT_S_I64) FUSED(BR_LE_S_I64, LE_S_I64)                    \
+  FUSED(BR_GT_S_I64, GT_S_I64) FUSED(BR_GE_S_I64, GE_S_I64)                    \
+  FUSED(BR_LT_U_I64, LT_U_I64) FUSED(BR_LE_U_I64, LE_U_I64)                    \
+  FUSED(BR_GT_U_I64, GT_U_I64) FUSED(BR_GE_U_I64, GE_U_I64)
+
+#include "vm/ops.h"
+
+enum {
+  HALI_OP_INTERNAL_FIRST_ = HALI_OP_COUNT - 1,
+#define HALI_X(name, base) HALI_OP_##name,
+  HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  HALI_OP_INTERNAL_END
+};
+
+/* Number of cells for |n| packed 16-bit slots. */
+#define HALI_CELLS_FOR_SLOTS(n) (((n) + 3u) / 4u)
+
+#endif /* HALI_VM_CODE_H */

@@ -1,0 +1,234 @@
+/* hali — the encoder: verified IR -> the interpreter's internal code
+ * (layout in vm/code.h).  Runs once per module load. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/vm.h"
+
+static int fused_op_for(uint16_t cmp) {
+  switch (cmp) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##base:                                                         \
+    return HALI_OP_##name;
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return -1;
+  }
+}
+
+/* Does instruction |i| of |blk| fuse with the cond_br after it? */
+static bool fuses(const hali_ir_block_t *blk, uint32_t i) {
+  if (i + 1 >= blk->insn_count) return false;
+  const hali_ir_insn_t *cmp = &blk->insns[i], *br = &blk->insns[i + 1];
+  return br->op == HALI_OP_COND_BR && fused_op_for(cmp->op) >= 0 &&
+         br->operands[0].v == cmp->operands[0].v;
+}
+
+static uint32_t insn_cells(const hali_ir_insn_t *insn) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  switch (insn->op) {
+  case HALI_OP_SWITCH:
+    return 2 + (insn->operand_count - info->operand_count);
+  case HALI_OP_CALL:
+    return 2 + HALI_CELLS_FOR_SLOTS(insn->operand_count - 1);
+  case HALI_OP_RETURN:
+    return 1 + HALI_CELLS_FOR_SLOTS(insn->operand_count);
+  default: {
+    uint32_t n = 1;
+    if (info->reg_count > 3) n += HALI_CELLS_FOR_SLOTS(info->reg_count - 3u);
+    return n + info->operand_count - info->reg_count;
+  }
+  }
+}
+
+static void put_slots(hali_cell_t *cells, uint32_t *k, uint16_t v) {
+  cells[*k / 4].r[*k % 4] = v;
+  (*k)++;
+}
+
+static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
+                                 const hali_ir_func_t *f) {
+  out->ir = f;
+  out->slot = malloc((f->reg_count ? f->reg_count : 1) * sizeof(uint16_t));
+  if (!out->slot) goto oom;
+  uint32_t ns = 0, nr = 0;
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    out->slot[r] = (uint16_t)(hali_type_is_ref(f->reg_types[r]) ? nr++ : ns++);
+  out->scalar_count = (uint16_t)ns;
+  out->ref_count = (uint16_t)nr;
+  out->scalar_params_only = true;
+  for (uint32_t i = 0; i < f->param_count; ++i)
+    if (hali_type_is_ref(f->reg_types[i])) out->scalar_params_only = false;
+  out->scalar_results_only = true;
+  for (uint32_t i = 0; i < f->result_count; ++i)
+    if (hali_type_is_ref(f->results[i])) out->scalar_results_only = false;
+
+  /* Pass 1: where each block and instruction starts. */
+  uint32_t *block_at = malloc(f->block_count * sizeof(uint32_t));
+  uint32_t total = 0, ninsns = 0;
+  if (!block_at) goto oom;
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    block_at[b] = total;
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      if (fuses(blk, i)) {
+        total += 3;
+        ++i;
+      } else {
+        total += insn_cells(&blk->insns[i]);
+      }
+      ninsns++;
+    }
+  }
+  out->code = calloc(total ? total : 1, sizeof(hali_cell_t));
+  out->insn_offset = malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
+  out->insn_ir = malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
+  if (!out->code || !out->insn_offset || !out->insn_ir) {
+    free(block_at);
+    goto oom;
+  }
+  out->code_size = total;
+  out->insn_count = ninsns;
+
+  /* Pass 2: emit. */
+  hali_cell_t *code = out->code;
+  uint32_t at = 0, n = 0;
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      const hali_ir_insn_t *insn = &blk->insns[i];
+      const hali_op_info_t *info = hali_op_info(insn->op);
+      hali_cell_t *c = &code[at];
+      out->insn_offset[n] = at;
+      out->insn_ir[n++] = insn;
+      const hali_ir_operand_t *o = insn->operands;
+      if (fuses(blk, i)) {
+        const hali_ir_insn_t *br = &blk->insns[i + 1];
+        c[0].i.op = (uint16_t)fused_op_for(insn->op);
+        c[0].i.a = out->slot[o[0].v];
+        c[0].i.b = out->slot[o[1].v];
+        c[0].i.c = out->slot[o[2].v];
+        c[1].target = &code[block_at[br->operands[1].v]];
+        c[2].target = &code[block_at[br->operands[2].v]];
+        at += 3;
+        ++i;
+        continue;
+      }
+      c[0].i.op = insn->op;
+      switch (insn->op) {
+      case HALI_OP_SWITCH: {
+        uint32_t nt = insn->operand_count - info->operand_count;
+        c[0].i.a = out->slot[o[0].v];
+        c[0].i.b = (uint16_t)nt;
+        c[1].target = &code[block_at[o[1].v]];
+        for (uint32_t t = 0; t < nt; ++t)
+          c[2 + t].target = &code[block_at[o[2 + t].v]];
+        break;
+      }
+      case HALI_OP_CALL: {
+        const hali_ir_func_t *cf = &vm->ir->funcs[o[0].v];
+        c[0].i.b = (uint16_t)cf->param_count;
+        c[0].i.c = (uint16_t)cf->result_count;
+        c[1].ptr = &vm->funcs[o[0].v];
+        uint32_t k = 0;
+        for (uint32_t a = 1; a < insn->operand_count; ++a)
+          put_slots(&c[2], &k, out->slot[o[a].v]);
+        break;
+      }
+      case HALI_OP_RETURN: {
+        c[0].i.b = (uint16_t)insn->operand_count;
+        uint32_t k = 0;
+        for (uint32_t a = 0; a < insn->operand_count; ++a)
+          put_slots(&c[1], &k, out->slot[o[a].v]);
+        break;
+      }
+      default: {
+        uint32_t regs = 0;
+        uint32_t extra = 1 + (info->reg_count > 3
+                                  ? HALI_CELLS_FOR_SLOTS(info->reg_count - 3u)
+                                  : 0);
+        for (uint32_t k = 0; k < info->operand_count; ++k) {
+          const hali_operand_desc_t *d = &info->operands[k];
+          if (d->role == HALI_ROLE_READ || d->role == HALI_ROLE_WRITE) {
+            uint16_t s = out->slot[o[k].v];
+            if (regs == 0) c[0].i.a = s;
+            else if (regs == 1) c[0].i.b = s;
+            else if (regs == 2) c[0].i.c = s;
+            else c[1 + (regs - 3) / 4].r[(regs - 3) % 4] = s;
+            regs++;
+            continue;
+          }
+          hali_cell_t *x = &c[extra++];
+          switch (d->role) {
+          case HALI_ROLE_IMM: x->imm = o[k].imm; break;
+          case HALI_ROLE_BLOCK: x->target = &code[block_at[o[k].v]]; break;
+          case HALI_ROLE_STRING: x->ptr = &vm->strings[o[k].v]; break;
+          case HALI_ROLE_FUNC: x->ptr = &vm->funcs[o[k].v]; break;
+          default: break;
+          }
+        }
+      }
+      }
+      at += insn_cells(insn);
+    }
+  }
+  free(block_at);
+  return HALI_OK;
+oom:
+  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                          "out of memory encoding @%s", f->name);
+}
+
+void hali_vm_module_free(hali_vm_module_t *m) {
+  if (!m) return;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    free(m->funcs[i].code);
+    free(m->funcs[i].slot);
+    free(m->funcs[i].insn_offset);
+    free(m->funcs[i].insn_ir);
+  }
+  free(m->funcs);
+  free(m->strings);
+  hali_ir_module_free(m->ir);
+  free(m);
+}
+
+hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
+                                    hali_vm_module_t **out) {
+  *out = NULL;
+  hali_vm_module_t *m = calloc(1, sizeof(*m));
+  if (!m) {
+    hali_ir_module_free(ir);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  m->ir = ir;
+  m->func_count = ir->func_count;
+  m->funcs = calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));
+  m->strings = calloc(ir->string_count ? ir->string_count : 1,
+                      sizeof(hali_vm_string_t));
+  if (!m->funcs || !m->strings) {
+    hali_vm_module_free(m);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  for (uint32_t i = 0; i < ir->string_count; ++i) {
+    m->strings[i].length = ir->string_lengths[i];
+    m->strings[i].data = ir->strings[i];
+  }
+  for (uint32_t i = 0; i < ir->func_count; ++i) {
+    m->funcs[i].index = i;
+    hali_status_t s = encode_func(m, &m->funcs[i], &ir->funcs[i]);
+    if (s) {
+      hali_vm_module_free(m);
+      return s;
+    }
+  }
+  *out = m;
+  return HALI_OK;
+}
+
+const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
+                                            const char *name) {
+  int32_t i = hali_ir_module_find_func(m->ir, name);
+  return i < 0 ? NULL : &m->funcs[i];
+}

@@ -1,0 +1,236 @@
+/* hali — IR construction, destruction and printing helpers. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/ir.h"
+
+static char *hali_strndup(const char *s, size_t len) {
+  char *d = malloc(len + 1);
+  if (!d) return NULL;
+  memcpy(d, s, len);
+  d[len] = 0;
+  return d;
+}
+
+/* Grows |*p| (elements of |size|) to hold at least |need|; false on OOM. */
+static bool hali_grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
+  if (need <= *cap) return true;
+  uint32_t n = *cap ? *cap : 4;
+  while (n < need) n *= 2;
+  void *q = realloc(*p, (size_t)n * size);
+  if (!q) return false;
+  *p = q;
+  *cap = n;
+  return true;
+}
+
+hali_ir_module_t *hali_ir_module_create(void) {
+  return calloc(1, sizeof(hali_ir_module_t));
+}
+
+static void hali_ir_func_free(hali_ir_func_t *f) {
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
+    free(blk->insns);
+    free(blk->name);
+  }
+  free(f->blocks);
+  if (f->reg_names)
+    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_names[r]);
+  free(f->reg_names);
+  free(f->reg_types);
+  free(f->results);
+  free(f->name);
+}
+
+void hali_ir_module_free(hali_ir_module_t *m) {
+  if (!m) return;
+  for (uint32_t i = 0; i < m->func_count; ++i) hali_ir_func_free(&m->funcs[i]);
+  free(m->funcs);
+  for (uint32_t i = 0; i < m->string_count; ++i) free(m->strings[i]);
+  free(m->strings);
+  free(m->string_lengths);
+  free(m->name);
+  free(m->source);
+  free(m);
+}
+
+uint32_t hali_ir_module_intern(hali_ir_module_t *m, const char *s,
+                               size_t len) {
+  for (uint32_t i = 0; i < m->string_count; ++i)
+    if (m->string_lengths[i] == len && memcmp(m->strings[i], s, len) == 0)
+      return i;
+  if (len > UINT32_MAX / 2) return UINT32_MAX;
+  char **strings = realloc(m->strings, (m->string_count + 1) * sizeof(char *));
+  if (!strings) return UINT32_MAX;
+  m->strings = strings;
+  uint32_t *lengths =
+      realloc(m->string_lengths, (m->string_count + 1) * sizeof(uint32_t));
+  if (!lengths) return UINT32_MAX;
+  m->string_lengths = lengths;
+  char *copy = hali_strndup(s, len);
+  if (!copy) return UINT32_MAX;
+  m->strings[m->string_count] = copy;
+  m->string_lengths[m->string_count] = (uint32_t)len;
+  return m->string_count++;
+}
+
+hali_ir_func_t *hali_ir_module_add_func(hali_ir_module_t *m, const char *name,
+                                        size_t len) {
+  hali_ir_func_t *funcs =
+      realloc(m->funcs, (m->func_count + 1) * sizeof(hali_ir_func_t));
+  if (!funcs) return NULL;
+  m->funcs = funcs;
+  hali_ir_func_t *f = &m->funcs[m->func_count];
+  memset(f, 0, sizeof(*f));
+  f->name = hali_strndup(name, len);
+  if (!f->name) return NULL;
+  m->func_count++;
+  return f;
+}
+
+int32_t hali_ir_module_find_func(const hali_ir_module_t *m, const char *name) {
+  for (uint32_t i = 0; i < m->func_count; ++i)
+    if (strcmp(m->funcs[i].name, name) == 0) return (int32_t)i;
+  return -1;
+}
+
+uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
+                              const char *name, size_t len) {
+  hali_type_t *types = realloc(f->reg_types, (f->reg_count + 1));
+  if (!types) return UINT32_MAX;
+  f->reg_types = types;
+  char **names = realloc(f->reg_names, (f->reg_count + 1) * sizeof(char *));
+  if (!names) return UINT32_MAX;
+  f->reg_names = names;
+  f->reg_names[f->reg_count] = name ? hali_strndup(name, len) : NULL;
+  if (name && !f->reg_names[f->reg_count]) return UINT32_MAX;
+  f->reg_types[f->reg_count] = type;
+  return f->reg_count++;
+}
+
+hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,
+                                        size_t len) {
+  hali_ir_block_t *blocks =
+      realloc(f->blocks, (f->block_count + 1) * sizeof(hali_ir_block_t));
+  if (!blocks) return NULL;
+  f->blocks = blocks;
+  hali_ir_block_t *b = &f->blocks[f->block_count];
+  memset(b, 0, sizeof(*b));
+  if (name) {
+    b->name = hali_strndup(name, len);
+    if (!b->name) return NULL;
+  }
+  f->block_count++;
+  return b;
+}
+
+hali_ir_insn_t *hali_ir_block_add_insn(hali_ir_block_t *b, uint16_t op,
+                                       uint32_t operand_count) {
+  if (!hali_grow((void **)&b->insns, &b->insn_capacity, b->insn_count + 1,
+                 sizeof(hali_ir_insn_t)))
+    return NULL;
+  hali_ir_insn_t *insn = &b->insns[b->insn_count];
+  memset(insn, 0, sizeof(*insn));
+  insn->op = op;
+  if (operand_count) {
+    insn->operands = calloc(operand_count, sizeof(hali_ir_operand_t));
+    if (!insn->operands) return NULL;
+  }
+  insn->operand_count = operand_count;
+  b->insn_count++;
+  return insn;
+}
+
+/* ------------------------------------------------------------------------ */
+/* String building. */
+
+void hali_strbuf_append(hali_strbuf_t *sb, const char *s, size_t len) {
+  if (sb->oom) return;
+  if (sb->len + len + 1 > sb->cap) {
+    size_t cap = sb->cap ? sb->cap : 256;
+    while (cap < sb->len + len + 1) cap *= 2;
+    char *d = realloc(sb->data, cap);
+    if (!d) {
+      sb->oom = true;
+      return;
+    }
+    sb->data = d;
+    sb->cap = cap;
+  }
+  memcpy(sb->data + sb->len, s, len);
+  sb->len += len;
+  sb->data[sb->len] = 0;
+}
+
+void hali_strbuf_printf(hali_strbuf_t *sb, const char *fmt, ...) {
+  char small[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof(small)) {
+    hali_strbuf_append(sb, small, (size_t)n);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  if (!big) {
+    sb->oom = true;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  hali_strbuf_append(sb, big, (size_t)n);
+  free(big);
+}
+
+char *hali_strbuf_take(hali_strbuf_t *sb) {
+  char *d = sb->oom ? NULL : sb->data;
+  if (sb->oom) free(sb->data);
+  if (d == NULL && !sb->oom) d = calloc(1, 1);
+  memset(sb, 0, sizeof(*sb));
+  return d;
+}
+
+/* Floats print in the shortest decimal form that reads back to the same
+ * bits; nan, inf and -inf by name (a nan's payload is not preserved by the
+ * text form: `hali dis` prints non-canonical nans as bitcasts of hex). */
+void hali_format_f64(char *out, size_t n, double v) {
+  if (isnan(v)) {
+    snprintf(out, n, "nan");
+    return;
+  }
+  if (isinf(v)) {
+    snprintf(out, n, v < 0 ? "-inf" : "inf");
+    return;
+  }
+  for (int prec = 1; prec <= 17; ++prec) {
+    snprintf(out, n, "%.*g", prec, v);
+    if (strtod(out, NULL) == v) break;
+  }
+  /* Make sure it reads as a float literal, not an integer. */
+  if (!strpbrk(out, ".eE")) {
+    size_t l = strlen(out);
+    if (l + 2 < n) memcpy(out + l, ".0", 3);
+  }
+}
+
+void hali_format_f32(char *out, size_t n, float v) {
+  if (isnan(v) || isinf(v)) {
+    hali_format_f64(out, n, v);
+    return;
+  }
+  for (int prec = 1; prec <= 9; ++prec) {
+    snprintf(out, n, "%.*g", prec, (double)v);
+    if (strtof(out, NULL) == v) break;
+  }
+  if (!strpbrk(out, ".eE")) {
+    size_t l = strlen(out);
+    if (l + 2 < n) memcpy(out + l, ".0", 3);
+  }
+}

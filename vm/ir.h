@@ -1,0 +1,134 @@
+/* hali — the IR: the one in-memory form of a module.
+ *
+ * The assembler, the binary reader and writer, the passes, the verifier, the
+ * disassembler and the encoder all speak it.  A module owns everything
+ * reachable from it; hali_ir_module_free releases it all.
+ *
+ * Registers are not SSA: a function has |reg_count| typed registers,
+ * numbered from 0, and its parameters are registers 0..param_count-1.  A
+ * register may be written any number of times, always with its one type.
+ */
+#ifndef HALI_VM_IR_H
+#define HALI_VM_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hali/base.h"
+#include "vm/ops.h"
+#include "vm/types.h"
+
+typedef enum hali_ir_operand_kind_e {
+  HALI_IR_REG = 1,    /* v = register number */
+  HALI_IR_IMM = 2,    /* imm = constant; its type comes from the op */
+  HALI_IR_BLOCK = 3,  /* v = block index in the function */
+  HALI_IR_STRING = 4, /* v = string index in the module */
+  HALI_IR_FUNC = 5,   /* v = function index in the module */
+} hali_ir_operand_kind_t;
+
+typedef struct hali_ir_operand_s {
+  uint8_t kind;
+  uint32_t v;
+  /* Immediate bits: i32 sign-extended, i64 as is, f32 in the low 32 bits,
+   * f64 as its 64 bits (so nan payloads survive every round trip). */
+  int64_t imm;
+} hali_ir_operand_t;
+
+/* Operands are in signature order.  Variadic tails:
+ *   switch: [index, default, target...]
+ *   call:   [callee, arg..., result...]   (|aux| = number of args)
+ *   return: [value...]                                                   */
+typedef struct hali_ir_insn_s {
+  uint16_t op;
+  uint16_t aux;
+  uint32_t operand_count;
+  uint32_t line; /* source line, 0 when unknown */
+  hali_ir_operand_t *operands;
+} hali_ir_insn_t;
+
+typedef struct hali_ir_block_s {
+  char *name; /* may be NULL (stripped); printed as ^bbN */
+  uint32_t insn_count;
+  uint32_t insn_capacity;
+  hali_ir_insn_t *insns;
+} hali_ir_block_t;
+
+typedef struct hali_ir_func_s {
+  char *name;
+  uint32_t line;
+  uint32_t param_count;
+  uint32_t result_count;
+  hali_type_t *results;
+  uint32_t reg_count;
+  hali_type_t *reg_types; /* params first */
+  char **reg_names;       /* NULL when stripped; entries may be NULL */
+  uint32_t block_count;
+  hali_ir_block_t *blocks;
+} hali_ir_func_t;
+
+typedef struct hali_ir_module_s {
+  char *name;
+  char *source; /* source file name for debug locations; may be NULL */
+  bool has_debug;
+  uint32_t string_count;
+  char **strings;
+  uint32_t *string_lengths;
+  uint32_t func_count;
+  hali_ir_func_t *funcs;
+} hali_ir_module_t;
+
+hali_ir_module_t *hali_ir_module_create(void);
+void hali_ir_module_free(hali_ir_module_t *m);
+
+/* Adds (or finds) a string; returns its index, or UINT32_MAX on OOM. */
+uint32_t hali_ir_module_intern(hali_ir_module_t *m, const char *s, size_t len);
+/* Appends a function (zeroed, name copied); NULL on OOM. Invalidates
+ * pointers to other functions. */
+hali_ir_func_t *hali_ir_module_add_func(hali_ir_module_t *m, const char *name,
+                                        size_t len);
+int32_t hali_ir_module_find_func(const hali_ir_module_t *m, const char *name);
+
+/* Adds a register of |type| and returns its number, UINT32_MAX on OOM. */
+uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
+                              const char *name, size_t len);
+hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,
+                                        size_t len);
+/* Appends an instruction with |operand_count| zeroed operands. */
+hali_ir_insn_t *hali_ir_block_add_insn(hali_ir_block_t *b, uint16_t op,
+                                       uint32_t operand_count);
+
+/* The parameter types of |f| (its first param_count registers). */
+static inline hali_type_t hali_ir_func_param(const hali_ir_func_t *f,
+                                             uint32_t i) {
+  return f->reg_types[i];
+}
+
+/* Verifies |m|: see vm/verify.c for everything it proves. */
+HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
+
+/* Prints |m| as .hasm text that reassembles to the same module.  With
+ * |with_locs|, each instruction carries its line as `loc(N)`. Returns a
+ * malloc'ed string. */
+char *hali_ir_print(const hali_ir_module_t *m, bool with_locs);
+
+/* Writes the ISA reference (markdown) generated from the op table. */
+char *hali_isa_markdown(void);
+
+/* A growable string used by printers. */
+typedef struct hali_strbuf_s {
+  char *data;
+  size_t len, cap;
+  bool oom;
+} hali_strbuf_t;
+void hali_strbuf_printf(hali_strbuf_t *sb, const char *fmt, ...)
+    HALI_PRINTF(2, 3);
+void hali_strbuf_append(hali_strbuf_t *sb, const char *s, size_t len);
+/* Hands the string to the caller (NULL on OOM) and resets |sb|. */
+char *hali_strbuf_take(hali_strbuf_t *sb);
+
+/* Formats a float literal so that parsing it gives back the same bits. */
+void hali_format_f64(char *out, size_t n, double v);
+void hali_format_f32(char *out, size_t n, float v);
+
+#endif /* HALI_VM_IR_H */

@@ -1,0 +1,387 @@
+/* hali — the verifier.
+ *
+ * Runs on every load, after the passes and before encoding; there is no way
+ * to skip it.  What it proves the interpreter never checks again:
+ *   - every opcode is known and has the operand count its signature (or,
+ *     for variadic ops, its callee or function signature) demands;
+ *   - every register operand is in range and has the type the op needs;
+ *   - every block target, string and function index is in range;
+ *   - calls match the callee's parameter and result types; returns match
+ *     the function's result types; switch tables are non-empty-safe;
+ *   - every block is non-empty and ends in its only terminator;
+ *   - every register is written before it is read on every path
+ *     (definite assignment), so frames need no zeroing of scalar slots;
+ *   - counts fit the encodings (at most 65535 registers and blocks).
+ * Every rejection names the function, block, instruction and source line.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/ir.h"
+
+typedef struct {
+  const hali_ir_module_t *m;
+  const hali_ir_func_t *f;
+  uint32_t block, index;
+  const hali_ir_insn_t *insn;
+} vctx_t;
+
+static hali_status_t verr(const vctx_t *v, const char *fmt, ...)
+    HALI_PRINTF(2, 3);
+static hali_status_t verr(const vctx_t *v, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  char where[256] = "";
+  if (v->f && v->insn) {
+    const hali_op_info_t *info = hali_op_info(v->insn->op);
+    const char *bname = v->f->blocks[v->block].name;
+    char bbuf[32];
+    if (!bname) {
+      snprintf(bbuf, sizeof(bbuf), "bb%u", v->block);
+      bname = bbuf;
+    }
+    int n = snprintf(where, sizeof(where), "@%s, block ^%s, instruction %u (%s)",
+                     v->f->name, bname, v->index, info ? info->name : "?");
+    if (v->insn->line && n > 0 && (size_t)n < sizeof(where))
+      snprintf(where + n, sizeof(where) - (size_t)n, ", %s:%u",
+               v->m->source ? v->m->source : "line", v->insn->line);
+  } else if (v->f) {
+    snprintf(where, sizeof(where), "@%s", v->f->name);
+  } else {
+    snprintf(where, sizeof(where), "module @%s", v->m->name ? v->m->name : "?");
+  }
+  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT, "verify: %s: %s", where,
+                          msg);
+}
+
+static const char *reg_name(const hali_ir_func_t *f, uint32_t r, char *buf,
+                            size_t n) {
+  if (f->reg_names && r < f->reg_count && f->reg_names[r])
+    snprintf(buf, n, "%%%s", f->reg_names[r]);
+  else
+    snprintf(buf, n, "%%r%u", r);
+  return buf;
+}
+
+static hali_status_t check_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
+  const hali_ir_operand_t *o = &v->insn->operands[i];
+  if (o->kind != HALI_IR_REG)
+    return verr(v, "operand %u must be a register", i);
+  if (o->v >= v->f->reg_count)
+    return verr(v, "operand %u: register %u out of range (function has %u)",
+                i, o->v, v->f->reg_count);
+  hali_type_t have = v->f->reg_types[o->v];
+  bool ok = want == HALI_TYPE_ANY_REF ? hali_type_is_ref(have) : have == want;
+  if (!ok) {
+    char buf[64];
+    return verr(v, "operand %u: register %s is %s, expected %s", i,
+                reg_name(v->f, o->v, buf, sizeof(buf)), hali_type_name(have),
+                want == HALI_TYPE_ANY_REF ? "a ref" : hali_type_name(want));
+  }
+  return HALI_OK;
+}
+
+static hali_status_t check_block(const vctx_t *v, uint32_t i) {
+  const hali_ir_operand_t *o = &v->insn->operands[i];
+  if (o->kind != HALI_IR_BLOCK)
+    return verr(v, "operand %u must be a block", i);
+  if (o->v >= v->f->block_count)
+    return verr(v, "operand %u: block %u out of range (function has %u)", i,
+                o->v, v->f->block_count);
+  return HALI_OK;
+}
+
+static hali_status_t verify_insn(const vctx_t *v) {
+  const hali_ir_insn_t *insn = v->insn;
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  if (!info) return verr(v, "unknown opcode %u", insn->op);
+  if (insn->op == HALI_OP_CALL) {
+    if (insn->operand_count < 1 || insn->operands[0].kind != HALI_IR_FUNC)
+      return verr(v, "call needs a callee");
+    uint32_t ci = insn->operands[0].v;
+    if (ci >= v->m->func_count)
+      return verr(v, "callee %u out of range (module has %u functions)", ci,
+                  v->m->func_count);
+    const hali_ir_func_t *cf = &v->m->funcs[ci];
+    if (insn->aux != cf->param_count ||
+        insn->operand_count != 1u + cf->param_count + cf->result_count)
+      return verr(v,
+                  "call to @%s passes %u argument(s) and takes %u result(s); "
+                  "it has %u parameter(s) and %u result(s)",
+                  cf->name, insn->aux,
+                  insn->operand_count - 1 - (insn->aux < insn->operand_count
+                                                 ? insn->aux
+                                                 : 0),
+                  cf->param_count, cf->result_count);
+    for (uint32_t i = 0; i < cf->param_count; ++i)
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, 1 + i, cf->reg_types[i]));
+    for (uint32_t i = 0; i < cf->result_count; ++i)
+      HALI_RETURN_IF_ERROR_PLAIN(
+          check_reg(v, 1 + cf->param_count + i, cf->results[i]));
+    return HALI_OK;
+  }
+  if (insn->op == HALI_OP_RETURN) {
+    if (insn->operand_count != v->f->result_count)
+      return verr(v, "returns %u value(s), function returns %u",
+                  insn->operand_count, v->f->result_count);
+    for (uint32_t i = 0; i < insn->operand_count; ++i)
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, v->f->results[i]));
+    return HALI_OK;
+  }
+  bool variadic = (info->flags & HALI_OPF_VARIADIC) != 0;
+  if (variadic ? insn->operand_count < info->operand_count
+               : insn->operand_count != info->operand_count)
+    return verr(v, "has %u operand(s), expected %s%u", insn->operand_count,
+                variadic ? "at least " : "", info->operand_count);
+  for (uint32_t i = 0; i < info->operand_count; ++i) {
+    const hali_operand_desc_t *d = &info->operands[i];
+    const hali_ir_operand_t *o = &insn->operands[i];
+    switch (d->role) {
+    case HALI_ROLE_READ:
+    case HALI_ROLE_WRITE:
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, d->type));
+      break;
+    case HALI_ROLE_BLOCK:
+      HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
+      break;
+    case HALI_ROLE_IMM:
+      if (o->kind != HALI_IR_IMM)
+        return verr(v, "operand %u must be an immediate", i);
+      if (d->type == HALI_TYPE_I32 && o->imm != (int32_t)o->imm)
+        return verr(v, "operand %u: immediate does not fit in i32", i);
+      if (d->type == HALI_TYPE_F32 && (uint64_t)o->imm >> 32)
+        return verr(v, "operand %u: f32 immediate has high bits set", i);
+      break;
+    case HALI_ROLE_STRING:
+      if (o->kind != HALI_IR_STRING || o->v >= v->m->string_count)
+        return verr(v, "operand %u: string %u out of range (module has %u)",
+                    i, o->v, v->m->string_count);
+      break;
+    case HALI_ROLE_FUNC:
+      if (o->kind != HALI_IR_FUNC || o->v >= v->m->func_count)
+        return verr(v, "operand %u: function %u out of range", i, o->v);
+      break;
+    default:
+      return verr(v, "internal: bad operand role '%c'", d->role);
+    }
+  }
+  if (insn->op == HALI_OP_SWITCH) {
+    if (insn->operand_count - info->operand_count > 0xfffe)
+      return verr(v, "switch table too long");
+    for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
+      HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
+  }
+  return HALI_OK;
+}
+
+/* The registers |insn| reads and writes: calls |fn| on each. */
+static void for_each_reg(const hali_ir_insn_t *insn, bool writes,
+                         void (*fn)(void *, uint32_t, uint32_t), void *u) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  if (insn->op == HALI_OP_CALL) {
+    uint32_t nargs = insn->aux;
+    for (uint32_t i = 1; i < insn->operand_count; ++i)
+      if ((i > nargs) == writes) fn(u, insn->operands[i].v, i);
+    return;
+  }
+  if (insn->op == HALI_OP_RETURN) {
+    if (!writes)
+      for (uint32_t i = 0; i < insn->operand_count; ++i)
+        fn(u, insn->operands[i].v, i);
+    return;
+  }
+  for (uint32_t i = 0; i < info->operand_count; ++i)
+    if (info->operands[i].role == (writes ? HALI_ROLE_WRITE : HALI_ROLE_READ))
+      fn(u, insn->operands[i].v, i);
+}
+
+typedef struct {
+  uint64_t *set;
+  int32_t missing; /* first read register not in |set|, else -1 */
+  uint32_t operand;
+} da_t;
+
+static void da_write(void *u, uint32_t r, uint32_t i) {
+  da_t *d = u;
+  d->set[r / 64] |= 1ull << (r % 64);
+}
+static void da_read(void *u, uint32_t r, uint32_t i) {
+  da_t *d = u;
+  if (d->missing < 0 && !(d->set[r / 64] & (1ull << (r % 64)))) {
+    d->missing = (int32_t)r;
+    d->operand = i;
+  }
+}
+
+/* Successor blocks of a terminator. */
+static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
+                           uint32_t *buf) {
+  switch (insn->op) {
+  case HALI_OP_BR:
+    buf[0] = insn->operands[0].v;
+    *out = buf;
+    return 1;
+  case HALI_OP_COND_BR:
+    buf[0] = insn->operands[1].v;
+    buf[1] = insn->operands[2].v;
+    *out = buf;
+    return 2;
+  case HALI_OP_SWITCH: {
+    uint32_t n = 0;
+    for (uint32_t i = 1; i < insn->operand_count; ++i)
+      buf[n++] = insn->operands[i].v;
+    *out = buf;
+    return n;
+  }
+  default:
+    return 0;
+  }
+}
+
+/* Definite assignment: a forward "must" dataflow over blocks.  in[entry] =
+ * parameters; in[b] = intersection of out[p] over predecessors; iterate to
+ * the fixed point (sets only shrink). */
+static hali_status_t verify_assignment(vctx_t *v) {
+  const hali_ir_func_t *f = v->f;
+  size_t words = (f->reg_count + 63) / 64;
+  if (!words) return HALI_OK;
+  uint64_t *in = malloc(f->block_count * words * sizeof(uint64_t));
+  uint64_t *cur = malloc(words * sizeof(uint64_t));
+  bool *reached = calloc(f->block_count, 1);
+  uint32_t max_targets = 2;
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    uint32_t n = blk->insns[blk->insn_count - 1].operand_count;
+    if (n > max_targets) max_targets = n;
+  }
+  uint32_t *succ = malloc(max_targets * sizeof(uint32_t));
+  hali_status_t st = HALI_OK;
+  if (!in || !cur || !reached || !succ) {
+    st = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "verify: oom");
+    goto done;
+  }
+  memset(in, 0xff, f->block_count * words * sizeof(uint64_t));
+  memset(in, 0, words * sizeof(uint64_t));
+  for (uint32_t r = 0; r < f->param_count; ++r) in[r / 64] |= 1ull << (r % 64);
+  reached[0] = true;
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (uint32_t b = 0; b < f->block_count; ++b) {
+      if (!reached[b]) continue;
+      memcpy(cur, in + b * words, words * sizeof(uint64_t));
+      da_t d = {cur, -1, 0};
+      const hali_ir_block_t *blk = &f->blocks[b];
+      for (uint32_t i = 0; i < blk->insn_count; ++i)
+        for_each_reg(&blk->insns[i], true, da_write, &d);
+      const uint32_t *targets;
+      uint32_t n = successors(&blk->insns[blk->insn_count - 1], &targets, succ);
+      for (uint32_t s = 0; s < n; ++s) {
+        uint64_t *t = in + targets[s] * words;
+        if (!reached[targets[s]]) {
+          reached[targets[s]] = true;
+          memcpy(t, cur, words * sizeof(uint64_t));
+          changed = true;
+          continue;
+        }
+        for (size_t w = 0; w < words; ++w) {
+          uint64_t x = t[w] & cur[w];
+          if (x != t[w]) {
+            t[w] = x;
+            changed = true;
+          }
+        }
+      }
+    }
+  }
+  for (uint32_t b = 0; b < f->block_count && !st; ++b) {
+    if (!reached[b]) continue;
+    memcpy(cur, in + b * words, words * sizeof(uint64_t));
+    const hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      da_t d = {cur, -1, 0};
+      for_each_reg(&blk->insns[i], false, da_read, &d);
+      if (d.missing >= 0) {
+        v->block = b;
+        v->index = i;
+        v->insn = &blk->insns[i];
+        char buf[64];
+        st = verr(v, "operand %u: register %s may be read before it is written",
+                  d.operand, reg_name(f, (uint32_t)d.missing, buf, sizeof(buf)));
+        break;
+      }
+      for_each_reg(&blk->insns[i], true, da_write, &d);
+    }
+  }
+done:
+  free(in);
+  free(cur);
+  free(reached);
+  free(succ);
+  return st;
+}
+
+static hali_status_t verify_func(vctx_t *v) {
+  const hali_ir_func_t *f = v->f;
+  if (!f->name || !f->name[0]) return verr(v, "function has no name");
+  if (f->param_count > f->reg_count)
+    return verr(v, "%u parameters but only %u registers", f->param_count,
+                f->reg_count);
+  if (f->reg_count > 0xffff)
+    return verr(v, "%u registers; at most 65535 are supported", f->reg_count);
+  if (f->block_count == 0) return verr(v, "function has no blocks");
+  if (f->block_count > 0xffff)
+    return verr(v, "%u blocks; at most 65535 are supported", f->block_count);
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    if (!hali_type_is_valid(f->reg_types[r]))
+      return verr(v, "register %u has unknown type code %u", r,
+                  f->reg_types[r]);
+  for (uint32_t r = 0; r < f->result_count; ++r)
+    if (!hali_type_is_valid(f->results[r]))
+      return verr(v, "result %u has unknown type code %u", r, f->results[r]);
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    v->block = b;
+    v->insn = NULL;
+    if (blk->insn_count == 0) {
+      const char *bn = blk->name;
+      return verr(v, "block ^%s%s is empty: every block must end in a "
+                     "terminator (br, cond_br, switch, return or fail)",
+                  bn ? bn : "bb", bn ? "" : "?");
+    }
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      v->index = i;
+      v->insn = &blk->insns[i];
+      HALI_RETURN_IF_ERROR_PLAIN(verify_insn(v));
+      bool term = (hali_op_info(v->insn->op)->flags & HALI_OPF_TERM) != 0;
+      bool last = i + 1 == blk->insn_count;
+      if (term && !last)
+        return verr(v, "terminator in the middle of a block (%u more "
+                       "instruction(s) follow it)",
+                    blk->insn_count - 1 - i);
+      if (!term && last)
+        return verr(v, "block does not end in a terminator (br, cond_br, "
+                       "switch, return or fail): execution would fall off "
+                       "its end");
+    }
+  }
+  v->insn = NULL;
+  return verify_assignment(v);
+}
+
+hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
+  vctx_t v = {m, NULL, 0, 0, NULL};
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    v.f = &m->funcs[i];
+    v.insn = NULL;
+    for (uint32_t j = 0; j < i; ++j)
+      if (m->funcs[j].name && v.f->name && !strcmp(m->funcs[j].name, v.f->name))
+        return verr(&v, "function defined twice");
+    HALI_RETURN_IF_ERROR_PLAIN(verify_func(&v));
+  }
+  return HALI_OK;
+}

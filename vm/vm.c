@@ -1,0 +1,198 @@
+/* hali — invocation stacks, invoke, and failure reports. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/vm.h"
+
+void hali_value_release(hali_value_t *v) {
+  if (v && hali_type_is_ref(v->type)) {
+    hali_ref_release(v->ref);
+    v->ref = NULL;
+  }
+}
+
+hali_status_t hali_vm_stack_create(uint32_t max_depth, hali_vm_stack_t **out) {
+  *out = NULL;
+  hali_vm_stack_t *st = calloc(1, sizeof(*st));
+  if (!st) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  st->max_depth = max_depth ? max_depth : HALI_VM_DEFAULT_MAX_DEPTH;
+  *out = st;
+  return HALI_OK;
+}
+
+void hali_vm_stack_free(hali_vm_stack_t *st) {
+  if (!st) return;
+  free(st->scalars);
+  free(st->refs);
+  free(st->frames);
+  free(st);
+}
+
+hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
+                                    uint32_t ref_top) {
+  if (scalar_top > st->scalar_capacity) {
+    uint32_t cap = st->scalar_capacity ? st->scalar_capacity : 256;
+    while (cap < scalar_top) cap *= 2;
+    hali_slot_t *s = realloc(st->scalars, cap * sizeof(hali_slot_t));
+    if (!s)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "out of memory growing the register stack to "
+                              "%u slots",
+                              cap);
+    st->scalars = s;
+    st->scalar_capacity = cap;
+  }
+  if (ref_top > st->ref_capacity) {
+    uint32_t cap = st->ref_capacity ? st->ref_capacity : 64;
+    while (cap < ref_top) cap *= 2;
+    hali_ref_t **r = realloc(st->refs, cap * sizeof(hali_ref_t *));
+    if (!r)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "out of memory growing the ref stack");
+    /* Ref slots above the live frames are kept NULL so that a new frame
+     * starts with empty refs without clearing them on every call. */
+    memset(r + st->ref_capacity, 0,
+           (cap - st->ref_capacity) * sizeof(hali_ref_t *));
+    st->refs = r;
+    st->ref_capacity = cap;
+  }
+  return HALI_OK;
+}
+
+hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
+  if (st->depth >= st->max_depth)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "call depth limit of %u exceeded", st->max_depth);
+  if (st->depth == st->frame_capacity) {
+    uint32_t cap = st->frame_capacity ? st->frame_capacity * 2 : 64;
+    if (cap > st->max_depth) cap = st->max_depth;
+    hali_vm_frame_t *f = realloc(st->frames, cap * sizeof(*f));
+    if (!f)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "out of memory growing the call stack");
+    st->frames = f;
+    st->frame_capacity = cap;
+  }
+  st->depth++;
+  return HALI_OK;
+}
+
+/* The IR-level pc of the instruction at |pc|: its index counting every
+ * instruction of the function in order (as `hali dis` lists them). */
+uint32_t hali_vm_func_pc(const hali_vm_func_t *fn, const hali_cell_t *pc) {
+  uint32_t off = (uint32_t)(pc - fn->code);
+  uint32_t lo = 0, hi = fn->insn_count;
+  while (hi - lo > 1) {
+    uint32_t mid = (lo + hi) / 2;
+    if (fn->insn_offset[mid] <= off) lo = mid;
+    else hi = mid;
+  }
+  const hali_ir_insn_t *target = fn->insn_count ? fn->insn_ir[lo] : NULL;
+  uint32_t index = 0;
+  for (uint32_t b = 0; b < fn->ir->block_count; ++b) {
+    const hali_ir_block_t *blk = &fn->ir->blocks[b];
+    if (target >= blk->insns && target < blk->insns + blk->insn_count)
+      return index + (uint32_t)(target - blk->insns);
+    index += blk->insn_count;
+  }
+  return 0;
+}
+
+static const hali_ir_insn_t *insn_at(const hali_vm_func_t *fn, uint32_t pc) {
+  for (uint32_t b = 0; b < fn->ir->block_count; ++b) {
+    const hali_ir_block_t *blk = &fn->ir->blocks[b];
+    if (pc < blk->insn_count) return &blk->insns[pc];
+    pc -= blk->insn_count;
+  }
+  return NULL;
+}
+
+/* "@fib@12 (fib.hasm:7)" */
+static void describe(const hali_vm_module_t *m, const hali_vm_func_t *fn,
+                     const hali_cell_t *pc, char *buf, size_t n) {
+  uint32_t p = hali_vm_func_pc(fn, pc);
+  const hali_ir_insn_t *insn = insn_at(fn, p);
+  if (insn && insn->line)
+    snprintf(buf, n, "@%s@%u (%s:%u)", fn->ir->name, p,
+             m->ir->source ? m->ir->source : "?", insn->line);
+  else
+    snprintf(buf, n, "@%s@%u", fn->ir->name, p);
+}
+
+static void unwind(hali_vm_stack_t *st) {
+  for (uint32_t d = st->depth; d-- > 0;) {
+    hali_vm_frame_t *fr = &st->frames[d];
+    hali_ref_t **refs = st->refs + fr->ref_base;
+    for (uint32_t i = 0; i < fr->fn->ref_count; ++i) {
+      hali_ref_release(refs[i]);
+      refs[i] = NULL;
+    }
+  }
+  st->depth = 0;
+}
+
+hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
+                              hali_status_t status) {
+  char where[512];
+  for (uint32_t d = st->depth; d-- > 0;) {
+    const hali_vm_frame_t *fr = &st->frames[d];
+    const hali_cell_t *at = d + 1 == st->depth ? pc : fr->pc;
+    describe(st->module, fr->fn, at, where, sizeof(where));
+    status = hali_status_annotate(status, "at %s", where);
+  }
+  unwind(st);
+  return status;
+}
+
+hali_status_t hali_vm_invoke(hali_vm_stack_t *st, const hali_vm_module_t *m,
+                             const hali_vm_func_t *fn,
+                             const hali_value_t *args, size_t arg_count,
+                             hali_value_t *results, size_t result_count) {
+  const hali_ir_func_t *f = fn->ir;
+  if (arg_count != f->param_count)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "@%s takes %u argument(s), %zu given", f->name,
+                            f->param_count, arg_count);
+  if (result_count != f->result_count)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "@%s returns %u result(s), room for %zu given",
+                            f->name, f->result_count, result_count);
+  for (size_t i = 0; i < arg_count; ++i) {
+    if (args[i].type != f->reg_types[i])
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "@%s argument %zu: expected %s, got %s",
+                              f->name, i, hali_type_name(f->reg_types[i]),
+                              hali_type_name(args[i].type));
+    if (hali_type_is_ref(args[i].type) && !args[i].ref)
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "@%s argument %zu: null %s", f->name, i,
+                              hali_type_name(args[i].type));
+  }
+  if (st->depth != 0)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "the stack is already running an invocation");
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_vm_stack_reserve(st, fn->scalar_count, fn->ref_count));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_push_frame(st));
+  st->module = m;
+  hali_vm_frame_t *fr = &st->frames[0];
+  fr->fn = fn;
+  fr->pc = NULL;
+  fr->scalar_base = 0;
+  fr->ref_base = 0;
+  for (size_t i = 0; i < arg_count; ++i) {
+    uint16_t s = fn->slot[i];
+    switch (args[i].type) {
+    case HALI_TYPE_I32: st->scalars[s].i32 = args[i].i32; break;
+    case HALI_TYPE_I64: st->scalars[s].i64 = args[i].i64; break;
+    case HALI_TYPE_F32: st->scalars[s].f32 = args[i].f32; break;
+    case HALI_TYPE_F64: st->scalars[s].f64 = args[i].f64; break;
+    default:
+      hali_ref_retain(args[i].ref);
+      st->refs[s] = args[i].ref;
+    }
+  }
+  for (size_t i = 0; i < result_count; ++i) results[i].type = f->results[i];
+  return hali_vm_interpret(st, results);
+}

@@ -1,0 +1,143 @@
+/* hali — runnable modules, invocation stacks and the interpreter.
+ *
+ * A hali_vm_module_t is immutable once created (shareable across threads).
+ * A hali_vm_stack_t holds the registers and frames of invocations; it is
+ * reused between invocations so that a warm call allocates nothing, and is
+ * used by one thread at a time.
+ */
+#ifndef HALI_VM_VM_H
+#define HALI_VM_VM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hali/base.h"
+#include "vm/code.h"
+#include "vm/ir.h"
+#include "vm/ref.h"
+
+typedef struct hali_vm_func_s {
+  const hali_ir_func_t *ir;
+  uint32_t index;
+  hali_cell_t *code;
+  uint32_t code_size;       /* cells */
+  uint16_t scalar_count;    /* slots in the scalar bank */
+  uint16_t ref_count;       /* slots in the ref bank */
+  bool scalar_params_only;  /* every parameter is a scalar */
+  bool scalar_results_only; /* every result is a scalar */
+  uint16_t *slot;           /* IR register -> slot in its bank */
+  /* Instruction map for errors and tracing: the cell offset where each
+   * instruction starts, in code order, and the IR instruction it came from. */
+  uint32_t insn_count;
+  uint32_t *insn_offset;
+  const hali_ir_insn_t **insn_ir;
+} hali_vm_func_t;
+
+typedef struct hali_vm_module_s {
+  hali_ir_module_t *ir; /* owned */
+  uint32_t func_count;
+  hali_vm_func_t *funcs;
+  hali_vm_string_t *strings;
+} hali_vm_module_t;
+
+/* Encodes a verified module for the interpreter; takes ownership of |ir|
+ * (freed on failure too). */
+HALI_MUST_USE hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
+                                                  hali_vm_module_t **out);
+void hali_vm_module_free(hali_vm_module_t *m);
+/* The function named |name|, or NULL. */
+const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
+                                            const char *name);
+
+/* A value crossing the host boundary. */
+typedef struct hali_value_s {
+  hali_type_t type;
+  union {
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    double f64;
+    hali_ref_t *ref; /* retained by whoever holds the value */
+  };
+} hali_value_t;
+
+static inline hali_value_t hali_value_i32(int32_t v) {
+  hali_value_t x = {.type = HALI_TYPE_I32};
+  x.i32 = v;
+  return x;
+}
+static inline hali_value_t hali_value_i64(int64_t v) {
+  hali_value_t x = {.type = HALI_TYPE_I64};
+  x.i64 = v;
+  return x;
+}
+static inline hali_value_t hali_value_f32(float v) {
+  hali_value_t x = {.type = HALI_TYPE_F32};
+  x.f32 = v;
+  return x;
+}
+static inline hali_value_t hali_value_f64(double v) {
+  hali_value_t x = {.type = HALI_TYPE_F64};
+  x.f64 = v;
+  return x;
+}
+/* Releases a ref value (no-op for scalars). */
+void hali_value_release(hali_value_t *v);
+
+typedef struct hali_vm_frame_s {
+  const hali_vm_func_t *fn;
+  const hali_cell_t *pc;   /* for callers: the call instruction */
+  uint32_t scalar_base;    /* offsets of the frame's banks in the stack */
+  uint32_t ref_base;
+} hali_vm_frame_t;
+
+#define HALI_VM_DEFAULT_MAX_DEPTH 4096
+
+typedef struct hali_vm_stack_s {
+  hali_slot_t *scalars;
+  uint32_t scalar_capacity;
+  hali_ref_t **refs;
+  uint32_t ref_capacity;
+  hali_vm_frame_t *frames;
+  uint32_t frame_capacity;
+  uint32_t depth;
+  uint32_t max_depth;
+  const hali_vm_module_t *module;
+} hali_vm_stack_t;
+
+HALI_MUST_USE hali_status_t hali_vm_stack_create(uint32_t max_depth,
+                                                 hali_vm_stack_t **out);
+void hali_vm_stack_free(hali_vm_stack_t *st);
+
+/* Runs |fn| of |m| with |args| (checked against the signature) and stores
+ * its results (the caller owns ref results).  On failure the status names
+ * the function, pc and source line, with one backtrace line per frame. */
+HALI_MUST_USE hali_status_t hali_vm_invoke(hali_vm_stack_t *st,
+                                           const hali_vm_module_t *m,
+                                           const hali_vm_func_t *fn,
+                                           const hali_value_t *args,
+                                           size_t arg_count,
+                                           hali_value_t *results,
+                                           size_t result_count);
+
+/* Internal: the interpreter loop (vm/interp.c).  The top frame is set up;
+ * it runs until that frame returns, storing its results in |results|. */
+hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results);
+
+/* Internal: grows the stack so that |scalars| and |refs| more slots fit
+ * above the given bases; may move the banks. */
+HALI_MUST_USE hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st,
+                                                  uint32_t scalar_top,
+                                                  uint32_t ref_top);
+HALI_MUST_USE hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st);
+
+/* Internal: the status for a failure at |pc| in the innermost frame, with
+ * a backtrace of all active frames; unwinds the stack (releasing refs). */
+hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
+                              hali_status_t status);
+
+/* The instruction index (pc) and IR instruction at cell |pc| of |fn|. */
+uint32_t hali_vm_func_pc(const hali_vm_func_t *fn, const hali_cell_t *pc);
+
+#endif /* HALI_VM_VM_H */
