@@ -594,19 +594,27 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
               ndef_used, ndefs);
       return false;
     }
-    if (op == HALI_OP_SWITCH) {
-      if (!expect(p, ",", "before the switch table") ||
-          !expect(p, "[", "to open the switch table"))
+    if (info->tail) {
+      /* The variadic tail: `, [x, y, ...]` of blocks or registers. */
+      if ((info->operand_count > ndef_used &&
+           !expect(p, ",", "before the bracketed list")) ||
+          !expect(p, "[", "to open the bracketed list"))
         return false;
       if (!accept(p, "]")) {
         do {
           if (nops >= 255) {
-            perr_at(p, peek(p), "switch table too long (at most 253 targets)");
+            perr_at(p, peek(p), "list too long (at most %u entries)",
+                    255 - info->operand_count);
             return false;
           }
-          if (!parse_block_ref(b, &ops[nops++])) return false;
+          if (info->tail == 'b') {
+            if (!parse_block_ref(b, &ops[nops++])) return false;
+          } else if (!parse_reg(b, next(p), info->tail_type, false,
+                                &ops[nops++])) {
+            return false;
+          }
         } while (accept(p, ","));
-        if (!expect(p, "]", "to close the switch table")) return false;
+        if (!expect(p, "]", "to close the bracketed list")) return false;
       }
     }
   }

@@ -150,11 +150,12 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     default: hali_strbuf_append(sb, "?", 1); break;
     }
   }
-  if (insn->op == HALI_OP_SWITCH) {
-    hali_strbuf_append(sb, ", [", 3);
+  if (info->tail) {
+    hali_strbuf_append(sb, first ? " [" : ", [", first ? 2 : 3);
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i) {
       if (i > info->operand_count) hali_strbuf_append(sb, ", ", 2);
-      print_block(sb, f, insn->operands[i].v);
+      if (info->tail == 'b') print_block(sb, f, insn->operands[i].v);
+      else print_reg(sb, f, insn->operands[i].v);
     }
     hali_strbuf_append(sb, "]", 1);
   }

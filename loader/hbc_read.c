@@ -196,7 +196,7 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
         break;
       }
     }
-    if (op == HALI_OP_SWITCH) ntail = get_u16(c, "switch table size");
+    if (info->tail) ntail = get_u16(c, "list length");
   }
   if (c->error) return;
   if (!need(c, (size_t)ntail * 2, "operand list")) return;
@@ -209,7 +209,7 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
   }
   insn->aux = aux;
   memcpy(insn->operands, ops, nfixed * sizeof(ops[0]));
-  uint8_t tail_kind = op == HALI_OP_SWITCH ? HALI_IR_BLOCK : HALI_IR_REG;
+  uint8_t tail_kind = info->tail == 'b' ? HALI_IR_BLOCK : HALI_IR_REG;
   for (uint32_t i = 0; i < ntail; ++i) {
     insn->operands[nfixed + i].kind = tail_kind;
     insn->operands[nfixed + i].v = (uint32_t)(tail[2 * i] | (tail[2 * i + 1] << 8));

@@ -122,7 +122,7 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
       break;
     }
   }
-  if (insn->op == HALI_OP_SWITCH) {
+  if (info->tail) {
     put_u16(w, (uint16_t)(insn->operand_count - info->operand_count));
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
       put_u16(w, (uint16_t)insn->operands[i].v);

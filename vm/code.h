@@ -19,6 +19,8 @@
  *   call:    cell0 {op, -, nargs, nresults}; cell1 callee;
  *            then the argument slots and result slots, 4 per cell
  *   return:  cell0 {op, -, nvalues}; then the value slots, 4 per cell
+ *   others with a register tail: the generic cells, then one cell holding
+ *            the tail's length, then its slots, 4 per cell
  *
  * Internal ops (fused compare-and-branch, see vm/encode.c) follow the
  * generic layout of the compare they replace plus two block cells.

@@ -37,7 +37,10 @@ static uint32_t insn_cells(const hali_ir_insn_t *insn) {
   default: {
     uint32_t n = 1;
     if (info->reg_count > 3) n += HALI_CELLS_FOR_SLOTS(info->reg_count - 3u);
-    return n + info->operand_count - info->reg_count;
+    n += info->operand_count - info->reg_count;
+    if (info->tail) /* count cell + packed slots */
+      n += 1 + HALI_CELLS_FOR_SLOTS(insn->operand_count - info->operand_count);
+    return n;
   }
   }
 }
@@ -167,6 +170,13 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           case HALI_ROLE_FUNC: x->ptr = &vm->funcs[o[k].v]; break;
           default: break;
           }
+        }
+        if (info->tail) {
+          uint32_t nt = insn->operand_count - info->operand_count, t = 0;
+          c[extra].imm = nt;
+          for (uint32_t k = 0; k < nt; ++k)
+            put_slots(&c[extra + 1], &t,
+                      out->slot[o[info->operand_count + k].v]);
         }
       }
       }

@@ -5,7 +5,7 @@
 #include "vm/ops.h"
 
 static hali_op_info_t hali_ops[HALI_OP_COUNT] = {
-#define OP(e, n, f, s, y) {n, f, s, y, 0, 0, {{0, 0}}},
+#define OP(e, n, f, s, y) {n, f, s, y, 0, 0, 0, 0, {{0, 0}}},
 #include "vm/ops.def"
 #undef OP
 };
@@ -63,7 +63,11 @@ static void hali_ops_init(void) {
     while (*p) {
       while (*p == ' ') ++p;
       if (!p[0] || !p[1]) break;
-      if (p[0] == HALI_ROLE_VARIADIC) break; /* always last */
+      if (p[0] == HALI_ROLE_VARIADIC) { /* always last */
+        info->tail = p[1];
+        info->tail_type = hali_type_from_letter(p[1]);
+        break;
+      }
       if (info->operand_count == HALI_OP_MAX_OPERANDS) break;
       hali_operand_desc_t *d = &info->operands[info->operand_count++];
       d->role = (uint8_t)p[0];

@@ -46,6 +46,10 @@ typedef struct hali_op_info_s {
   const char *synopsis;
   uint8_t operand_count;     /* fixed operands, excluding a variadic tail */
   uint8_t reg_count;         /* how many of them are registers */
+  /* The variadic tail: 0 (none), 'b' (blocks), '_' (call/return), or a
+   * type letter (registers read of that type; |tail_type| is the type). */
+  char tail;
+  hali_type_t tail_type;
   hali_operand_desc_t operands[HALI_OP_MAX_OPERANDS];
 } hali_op_info_t;
 

@@ -169,11 +169,14 @@ static hali_status_t verify_insn(const vctx_t *v) {
       return verr(v, "internal: bad operand role '%c'", d->role);
     }
   }
-  if (insn->op == HALI_OP_SWITCH) {
+  if (info->tail) {
     if (insn->operand_count - info->operand_count > 0xfffe)
-      return verr(v, "switch table too long");
+      return verr(v, "list of %u entries is too long",
+                  insn->operand_count - info->operand_count);
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
+      HALI_RETURN_IF_ERROR_PLAIN(info->tail == 'b'
+                                     ? check_block(v, i)
+                                     : check_reg(v, i, info->tail_type));
   }
   return HALI_OK;
 }
@@ -196,6 +199,9 @@ static void for_each_reg(const hali_ir_insn_t *insn, bool writes,
   }
   for (uint32_t i = 0; i < info->operand_count; ++i)
     if (info->operands[i].role == (writes ? HALI_ROLE_WRITE : HALI_ROLE_READ))
+      fn(u, insn->operands[i].v, i);
+  if (!writes && info->tail && info->tail != 'b')
+    for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
       fn(u, insn->operands[i].v, i);
 }
 
