@@ -282,13 +282,15 @@ static bool parse_int(parser_t *p, const tok_t *t, int bits, int64_t *out) {
     perr_at(p, t, "expected an i%d literal", bits);
     return false;
   }
-  if (bits == 32) {
-    if ((!neg && mag > 0xffffffffull) || (neg && mag > 0x80000000ull)) {
-      perr_at(p, t, "i32 literal out of range");
+  if (bits < 64) {
+    unsigned long long umax = (1ull << bits) - 1, smin = 1ull << (bits - 1);
+    if ((!neg && mag > umax) || (neg && mag > smin)) {
+      perr_at(p, t, "i%d literal out of range", bits);
       return false;
     }
-    uint32_t v = neg ? (uint32_t)(0u - (uint32_t)mag) : (uint32_t)mag;
-    *out = (int32_t)v;
+    /* Keep the low |bits| and sign-extend them. */
+    unsigned long long v = (neg ? 0ull - mag : mag) & umax;
+    *out = (v & smin) ? (int64_t)(v | ~umax) : (int64_t)v;
   } else {
     if (neg && mag > 0x8000000000000000ull) {
       perr_at(p, t, "i64 literal out of range");
@@ -584,6 +586,22 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         free(str);
         break;
       }
+      case HALI_ROLE_RODATA: {
+        tok_t *s;
+        if (!expect_kind(p, T_SYM, "a rodata name (@name)", &s)) return false;
+        int32_t ri = -1;
+        for (uint32_t k = 0; k < p->m->rodata_count; ++k)
+          if (strlen(p->m->rodata[k].name) == s->len - 1 &&
+              memcmp(p->m->rodata[k].name, s->text + 1, s->len - 1) == 0)
+            ri = (int32_t)k;
+        if (ri < 0) {
+          perr_at(p, s, "undefined rodata");
+          return false;
+        }
+        o->kind = HALI_IR_RODATA;
+        o->v = (uint32_t)ri;
+        break;
+      }
       default:
         perr_at(p, opt, "internal: unsupported operand role");
         return false;
@@ -679,6 +697,75 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
     if (!parse_insn(&b, &f->blocks[cur])) return false;
   }
   return false;
+}
+
+/* rodata @name = bytes "..."  |  rodata @name = KIND[v, v, ...] */
+static bool parse_rodata(parser_t *p) {
+  tok_t *name;
+  if (!expect_kind(p, T_SYM, "a rodata name (@name)", &name)) return false;
+  for (uint32_t i = 0; i < p->m->rodata_count; ++i)
+    if (strlen(p->m->rodata[i].name) == name->len - 1 &&
+        memcmp(p->m->rodata[i].name, name->text + 1, name->len - 1) == 0) {
+      perr_at(p, name, "rodata defined twice");
+      return false;
+    }
+  if (!expect(p, "=", "after the rodata name")) return false;
+  tok_t *kt = peek(p);
+  uint8_t kind = HALI_RODATA_KIND_COUNT;
+  for (uint8_t k = 0; k < HALI_RODATA_KIND_COUNT; ++k)
+    if (tok_is(kt, T_IDENT, hali_rodata_kind_name(k))) kind = k;
+  if (kind == HALI_RODATA_KIND_COUNT) {
+    perr_at(p, kt, "expected bytes, i8, i16, i32, i64, f32 or f64");
+    return false;
+  }
+  next(p);
+  if (kind == HALI_RODATA_BYTES) {
+    tok_t *s;
+    if (!expect_kind(p, T_STRING, "a string of bytes", &s)) return false;
+    size_t len;
+    char *bytes = decode_string(p, s, &len);
+    if (!bytes) return false;
+    bool ok = hali_ir_module_add_rodata(p->m, name->text + 1, name->len - 1,
+                                        kind, bytes, len) != NULL;
+    free(bytes);
+    if (!ok) perr_at(p, s, "out of memory");
+    return ok;
+  }
+  if (!expect(p, "[", "to open the values")) return false;
+  uint32_t esize = hali_rodata_kind_size(kind);
+  size_t cap = 64, n = 0;
+  uint8_t *buf = malloc(cap * esize);
+  bool ok = buf != NULL;
+  if (ok && !accept(p, "]")) {
+    do {
+      int64_t v;
+      if (kind == HALI_RODATA_F32 || kind == HALI_RODATA_F64)
+        ok = parse_float(p, kind == HALI_RODATA_F32 ? 32 : 64, &v);
+      else
+        ok = parse_int(p, next(p), (int)esize * 8, &v);
+      if (!ok) break;
+      if (n == cap) {
+        uint8_t *g = realloc(buf, (cap *= 2) * esize);
+        if (!g) {
+          ok = false;
+          break;
+        }
+        buf = g;
+      }
+      /* Little-endian, the low |esize| bytes of the value's bits. */
+      for (uint32_t b = 0; b < esize; ++b)
+        buf[n * esize + b] = (uint8_t)((uint64_t)v >> (8 * b));
+      n++;
+    } while (accept(p, ","));
+    ok = ok && expect(p, "]", "to close the values");
+  }
+  if (ok && !hali_ir_module_add_rodata(p->m, name->text + 1, name->len - 1,
+                                       kind, buf, (uint64_t)n * esize)) {
+    perr_at(p, name, "out of memory");
+    ok = false;
+  }
+  free(buf);
+  return ok;
 }
 
 /* func @name(%a: T, ...) -> T | -> (T, ...) { */
@@ -789,8 +876,13 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   size_t nheaders = 0;
   while (!p.error && peek(&p)->kind != T_EOF) {
     tok_t *t = peek(&p);
+    if (tok_is(t, T_IDENT, "rodata")) {
+      next(&p);
+      if (!parse_rodata(&p)) perr_at(&p, peek(&p), "bad rodata");
+      continue;
+    }
     if (!tok_is(t, T_IDENT, "func")) {
-      perr_at(&p, t, "expected 'func' at top level");
+      perr_at(&p, t, "expected 'func' or 'rodata' at top level");
       break;
     }
     next(&p);

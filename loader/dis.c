@@ -141,6 +141,11 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     case HALI_ROLE_READ: print_reg(sb, f, o->v); break;
     case HALI_ROLE_IMM: print_imm(sb, d->type, o->imm); break;
     case HALI_ROLE_BLOCK: print_block(sb, f, o->v); break;
+    case HALI_ROLE_RODATA:
+      hali_strbuf_printf(sb, "@%s", o->v < m->rodata_count
+                                         ? m->rodata[o->v].name
+                                         : "?");
+      break;
     case HALI_ROLE_STRING:
       if (o->v < m->string_count)
         print_string(sb, m->strings[o->v], m->string_lengths[o->v]);
@@ -169,6 +174,35 @@ char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
     print_string(&sb, m->source, (uint32_t)strlen(m->source));
   }
   hali_strbuf_append(&sb, "\n", 1);
+  for (uint32_t i = 0; i < m->rodata_count; ++i) {
+    const hali_ir_rodata_t *r = &m->rodata[i];
+    hali_strbuf_printf(&sb, "\nrodata @%s = %s", r->name,
+                       hali_rodata_kind_name(r->kind));
+    if (r->kind == HALI_RODATA_BYTES) {
+      hali_strbuf_append(&sb, " ", 1);
+      print_string(&sb, (const char *)r->data, (uint32_t)r->size);
+      hali_strbuf_append(&sb, "\n", 1);
+      continue;
+    }
+    uint32_t es = hali_rodata_kind_size(r->kind);
+    hali_strbuf_append(&sb, "[", 1);
+    for (uint64_t k = 0; k * es < r->size; ++k) {
+      uint64_t bits = 0;
+      for (uint32_t b = 0; b < es; ++b)
+        bits |= (uint64_t)r->data[k * es + b] << (8 * b);
+      if (k) hali_strbuf_append(&sb, k % 8 ? ", " : ",\n  ", k % 8 ? 2 : 4);
+      if (r->kind == HALI_RODATA_F32)
+        print_imm(&sb, HALI_TYPE_F32, (int64_t)bits);
+      else if (r->kind == HALI_RODATA_F64)
+        print_imm(&sb, HALI_TYPE_F64, (int64_t)bits);
+      else /* sign-extend for printing */
+        hali_strbuf_printf(&sb, "%" PRId64,
+                           es == 8 ? (int64_t)bits
+                                   : (int64_t)(bits << (64 - 8 * es)) >>
+                                         (64 - 8 * es));
+    }
+    hali_strbuf_append(&sb, "]\n", 2);
+  }
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
     const hali_ir_func_t *f = &m->funcs[fi];
     hali_strbuf_printf(&sb, "\nfunc @%s(", f->name);

@@ -185,6 +185,10 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
         o->kind = HALI_IR_FUNC;
         o->v = get_u32(c, "function");
         break;
+      case HALI_ROLE_RODATA:
+        o->kind = HALI_IR_RODATA;
+        o->v = get_u32(c, "rodata");
+        break;
       case HALI_ROLE_IMM:
         o->kind = HALI_IR_IMM;
         if (d->type == HALI_TYPE_I64 || d->type == HALI_TYPE_F64)
@@ -259,6 +263,27 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+static void read_rodata(cur_t *c, hali_ir_module_t *m) {
+  uint32_t n = get_count(c, 16, "rodata");
+  for (uint32_t i = 0; i < n && !c->error; ++i) {
+    char *name = get_string_copy(c, m, "rodata name");
+    uint32_t kind = get_u32(c, "rodata kind");
+    uint64_t size = get_u64(c, "rodata size");
+    if (!c->error && !name) rerr(c, "rodata %u has no name", i);
+    if (!c->error && kind >= HALI_RODATA_KIND_COUNT)
+      rerr(c, "rodata @%s has unknown kind %u", name, kind);
+    if (!c->error && size % hali_rodata_kind_size((uint8_t)kind))
+      rerr(c, "rodata @%s: %llu bytes is not a whole number of %s", name,
+           (unsigned long long)size, hali_rodata_kind_name((uint8_t)kind));
+    if (!c->error && need(c, size, "rodata bytes") &&
+        !hali_ir_module_add_rodata(m, name, strlen(name), (uint8_t)kind, c->p,
+                                   size))
+      rerr(c, "out of memory");
+    if (!c->error) c->p += size;
+    free(name);
+  }
+}
+
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
   for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
@@ -324,7 +349,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL};
-  bool seen[5] = {0};
+  bool seen[6] = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
@@ -332,7 +357,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     if (!need(&top, len, "section")) break;
     cur_t c = {data, top.p, top.p + len, "?", NULL};
     top.p += len;
-    if (id >= 1 && id <= 4) {
+    if (id >= 1 && id <= 5) {
       if (seen[id]) {
         c.section = "a";
         rerr(&c, "section %u appears twice", id);
@@ -358,6 +383,13 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       else
         read_functions(&c, m);
       break;
+    case HALI_HBC_SECTION_RODATA:
+      c.section = "RODATA";
+      if (!seen[HALI_HBC_SECTION_STRINGS] || seen[HALI_HBC_SECTION_FUNCTIONS])
+        rerr(&c, "RODATA must follow STRINGS and precede FUNCTIONS");
+      else
+        read_rodata(&c, m);
+      break;
     case HALI_HBC_SECTION_DEBUG:
       c.section = "DEBUG";
       if (!seen[HALI_HBC_SECTION_FUNCTIONS])
@@ -368,7 +400,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     default:
       break; /* unknown sections are skipped */
     }
-    if (!c.error && c.p != c.end && id >= 1 && id <= 4)
+    if (!c.error && c.p != c.end && id >= 1 && id <= 5)
       rerr(&c, "%zu unread bytes at the end of the section",
            (size_t)(c.end - c.p));
     top.error = c.error;

@@ -112,6 +112,7 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
       break;
     case HALI_ROLE_STRING:
     case HALI_ROLE_FUNC:
+    case HALI_ROLE_RODATA:
       put_u32(w, o->v);
       break;
     case HALI_ROLE_IMM:
@@ -148,8 +149,17 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   for (uint32_t i = 0; i < m->string_count; ++i)
     stab_add(&st, m->strings[i], m->string_lengths[i]);
   uint32_t module_name = stab_name(&st, m->name ? m->name : "module");
+  uint32_t *rnames = calloc(m->rodata_count + 1, sizeof(uint32_t));
+  for (uint32_t i = 0; rnames && i < m->rodata_count; ++i)
+    rnames[i] = stab_name(&st, m->rodata[i].name);
   uint32_t *fnames = calloc(m->func_count + 1, sizeof(uint32_t));
-  if (!fnames) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!fnames || !rnames) {
+    free(fnames);
+    free(rnames);
+    free(st.s);
+    free(st.len);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
   for (uint32_t i = 0; i < m->func_count; ++i)
     fnames[i] = stab_name(&st, m->funcs[i].name);
   wbuf_t dbg = {0};
@@ -188,6 +198,18 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   }
   end_section(&w, s);
 
+  if (m->rodata_count) {
+    s = begin_section(&w, HALI_HBC_SECTION_RODATA);
+    put_u32(&w, m->rodata_count);
+    for (uint32_t i = 0; i < m->rodata_count; ++i) {
+      put_u32(&w, rnames[i]);
+      put_u32(&w, m->rodata[i].kind);
+      put_u64(&w, m->rodata[i].size);
+      put(&w, m->rodata[i].data, (size_t)m->rodata[i].size);
+    }
+    end_section(&w, s);
+  }
+
   s = begin_section(&w, HALI_HBC_SECTION_FUNCTIONS);
   put_u32(&w, m->func_count);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
@@ -214,6 +236,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   }
   free(dbg.data);
   free(fnames);
+  free(rnames);
   bool oom = w.oom || st.oom || dbg.oom;
   free(st.s);
   free(st.len);

@@ -168,6 +168,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           case HALI_ROLE_BLOCK: x->target = &code[block_at[o[k].v]]; break;
           case HALI_ROLE_STRING: x->ptr = &vm->strings[o[k].v]; break;
           case HALI_ROLE_FUNC: x->ptr = &vm->funcs[o[k].v]; break;
+          case HALI_ROLE_RODATA: x->ptr = &vm->ir->rodata[o[k].v]; break;
           default: break;
           }
         }

@@ -50,6 +50,11 @@ void hali_ir_module_free(hali_ir_module_t *m) {
   if (!m) return;
   for (uint32_t i = 0; i < m->func_count; ++i) hali_ir_func_free(&m->funcs[i]);
   free(m->funcs);
+  for (uint32_t i = 0; i < m->rodata_count; ++i) {
+    free(m->rodata[i].name);
+    free(m->rodata[i].data);
+  }
+  free(m->rodata);
   for (uint32_t i = 0; i < m->string_count; ++i) free(m->strings[i]);
   free(m->strings);
   free(m->string_lengths);
@@ -90,6 +95,44 @@ hali_ir_func_t *hali_ir_module_add_func(hali_ir_module_t *m, const char *name,
   if (!f->name) return NULL;
   m->func_count++;
   return f;
+}
+
+uint32_t hali_rodata_kind_size(uint8_t kind) {
+  static const uint8_t sizes[HALI_RODATA_KIND_COUNT] = {1, 1, 2, 4, 8, 4, 8};
+  return kind < HALI_RODATA_KIND_COUNT ? sizes[kind] : 1;
+}
+
+const char *hali_rodata_kind_name(uint8_t kind) {
+  static const char *const names[HALI_RODATA_KIND_COUNT] = {
+      "bytes", "i8", "i16", "i32", "i64", "f32", "f64"};
+  return kind < HALI_RODATA_KIND_COUNT ? names[kind] : "?";
+}
+
+hali_ir_rodata_t *hali_ir_module_add_rodata(hali_ir_module_t *m,
+                                           const char *name, size_t len,
+                                           uint8_t kind, const void *data,
+                                           uint64_t size) {
+  if (size > ((uint64_t)1 << 40)) return NULL;
+  hali_ir_rodata_t *r =
+      realloc(m->rodata, (m->rodata_count + 1) * sizeof(hali_ir_rodata_t));
+  if (!r) return NULL;
+  m->rodata = r;
+  hali_ir_rodata_t *d = &m->rodata[m->rodata_count];
+  memset(d, 0, sizeof(*d));
+  d->name = hali_strndup(name, len);
+  size_t rounded = ((size_t)size + 63) & ~(size_t)63;
+  d->data = aligned_alloc(64, rounded ? rounded : 64);
+  if (!d->name || !d->data) {
+    free(d->name);
+    free(d->data);
+    return NULL;
+  }
+  memset(d->data, 0, rounded ? rounded : 64);
+  if (data && size) memcpy(d->data, data, (size_t)size);
+  d->kind = kind;
+  d->size = size;
+  m->rodata_count++;
+  return d;
 }
 
 int32_t hali_ir_module_find_func(const hali_ir_module_t *m, const char *name) {

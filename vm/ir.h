@@ -25,6 +25,7 @@ typedef enum hali_ir_operand_kind_e {
   HALI_IR_BLOCK = 3,  /* v = block index in the function */
   HALI_IR_STRING = 4, /* v = string index in the module */
   HALI_IR_FUNC = 5,   /* v = function index in the module */
+  HALI_IR_RODATA = 6, /* v = rodata index in the module */
 } hali_ir_operand_kind_t;
 
 typedef struct hali_ir_operand_s {
@@ -67,6 +68,31 @@ typedef struct hali_ir_func_s {
   hali_ir_block_t *blocks;
 } hali_ir_func_t;
 
+/* Read-only data: bytes the module carries (weights, tables, messages),
+ * 64-byte aligned when loaded.  |kind| only records how the text form
+ * writes the values, so that dis reproduces the source. */
+typedef enum hali_ir_rodata_kind_e {
+  HALI_RODATA_BYTES = 0,
+  HALI_RODATA_I8 = 1,
+  HALI_RODATA_I16 = 2,
+  HALI_RODATA_I32 = 3,
+  HALI_RODATA_I64 = 4,
+  HALI_RODATA_F32 = 5,
+  HALI_RODATA_F64 = 6,
+  HALI_RODATA_KIND_COUNT
+} hali_ir_rodata_kind_t;
+
+typedef struct hali_ir_rodata_s {
+  char *name;
+  uint8_t kind;
+  uint64_t size;
+  uint8_t *data; /* 64-byte aligned, |size| bytes (may be NULL when 0) */
+} hali_ir_rodata_t;
+
+/* Element size in bytes of a rodata kind (1 for bytes). */
+uint32_t hali_rodata_kind_size(uint8_t kind);
+const char *hali_rodata_kind_name(uint8_t kind);
+
 typedef struct hali_ir_module_s {
   char *name;
   char *source; /* source file name for debug locations; may be NULL */
@@ -76,6 +102,8 @@ typedef struct hali_ir_module_s {
   uint32_t *string_lengths;
   uint32_t func_count;
   hali_ir_func_t *funcs;
+  uint32_t rodata_count;
+  hali_ir_rodata_t *rodata;
 } hali_ir_module_t;
 
 hali_ir_module_t *hali_ir_module_create(void);
@@ -88,6 +116,12 @@ uint32_t hali_ir_module_intern(hali_ir_module_t *m, const char *s, size_t len);
 hali_ir_func_t *hali_ir_module_add_func(hali_ir_module_t *m, const char *name,
                                         size_t len);
 int32_t hali_ir_module_find_func(const hali_ir_module_t *m, const char *name);
+/* Appends a rodata entry owning a zeroed, aligned copy of |size| bytes
+ * (|data| may be NULL); NULL on OOM. */
+hali_ir_rodata_t *hali_ir_module_add_rodata(hali_ir_module_t *m,
+                                           const char *name, size_t len,
+                                           uint8_t kind, const void *data,
+                                           uint64_t size);
 
 /* Adds a register of |type| and returns its number, UINT32_MAX on OOM. */
 uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,

@@ -165,6 +165,11 @@ static hali_status_t verify_insn(const vctx_t *v) {
       if (o->kind != HALI_IR_FUNC || o->v >= v->m->func_count)
         return verr(v, "operand %u: function %u out of range", i, o->v);
       break;
+    case HALI_ROLE_RODATA:
+      if (o->kind != HALI_IR_RODATA || o->v >= v->m->rodata_count)
+        return verr(v, "operand %u: rodata %u out of range (module has %u)",
+                    i, o->v, v->m->rodata_count);
+      break;
     default:
       return verr(v, "internal: bad operand role '%c'", d->role);
     }
