@@ -17,6 +17,11 @@ struct hali_hal_buffer_t {
    * bytes. */
   hali_hal_allocator_t *allocator;
   _Atomic(uint8_t *) storage;
+  /* Wrapped host memory (hali_hal_buffer_wrap_host): |allocator| is NULL,
+   * |storage| is the caller's and |release| runs on destroy. */
+  void (*release)(void *user);
+  void *release_user;
+  bool read_only;
   hali_hal_device_size_t offset; /* within |allocated| */
   hali_hal_device_size_t length;
   hali_hal_memory_type_bits_t memory_types;
@@ -25,7 +30,9 @@ struct hali_hal_buffer_t {
 
 static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   hali_hal_buffer_t *buffer = (hali_hal_buffer_t *)ref;
-  if (buffer->allocated == buffer) {
+  if (buffer->allocated == buffer && !buffer->allocator) {
+    if (buffer->release) buffer->release(buffer->release_user);
+  } else if (buffer->allocated == buffer) {
     uint8_t *storage = atomic_load(&buffer->storage);
     if (storage)
       hali_hal_allocator_free_storage(buffer->allocator, storage,
@@ -70,10 +77,53 @@ hali_status_t hali_hal_buffer_create_uncommitted(
   return HALI_OK;
 }
 
+hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
+                                        void *data,
+                                        hali_hal_device_size_t length,
+                                        bool read_only,
+                                        void (*release)(void *user),
+                                        void *user,
+                                        hali_hal_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  if (!data && length)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "wrapping NULL host memory of %" PRIu64 " bytes",
+                            length);
+  hali_hal_buffer_t *buffer = calloc(1, sizeof(*buffer));
+  if (!buffer)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory creating a buffer");
+  hali_ref_init(&buffer->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
+  buffer->allocated = buffer;
+  /* Zero-length wraps still need a non-NULL storage to count as committed. */
+  static uint8_t empty[1];
+  atomic_init(&buffer->storage, data ? (uint8_t *)data : empty);
+  buffer->length = length;
+  buffer->memory_types = params.memory_types;
+  buffer->usage = params.usage;
+  buffer->read_only = read_only;
+  buffer->release = release;
+  buffer->release_user = user;
+  *out_buffer = buffer;
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_buffer_check_writable(const hali_hal_buffer_t *buffer) {
+  if (buffer->allocated->read_only)
+    return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
+                            "buffer of %" PRIu64
+                            " bytes is read-only (module constant data)",
+                            buffer->length);
+  return HALI_OK;
+}
+
 hali_status_t hali_hal_buffer_commit(hali_hal_buffer_t *buffer) {
   if (buffer->allocated != buffer)
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "cannot commit a subspan");
+  if (!buffer->allocator)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "cannot commit wrapped host memory");
   if (atomic_load(&buffer->storage))
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "buffer of %" PRIu64 " bytes is already committed",
@@ -89,6 +139,9 @@ hali_status_t hali_hal_buffer_decommit(hali_hal_buffer_t *buffer) {
   if (buffer->allocated != buffer)
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "cannot decommit a subspan");
+  if (!buffer->allocator)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "cannot decommit wrapped host memory");
   uint8_t *storage = atomic_exchange(&buffer->storage, NULL);
   if (!storage)
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
@@ -252,6 +305,7 @@ hali_status_t hali_hal_buffer_write(hali_hal_buffer_t *buffer,
                                     hali_hal_device_size_t offset,
                                     const void *source, size_t length) {
   void *ptr = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_check_writable(buffer));
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_map_exact(buffer, offset, length, &ptr));
   if (length) memcpy(ptr, source, length);

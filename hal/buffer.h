@@ -87,6 +87,20 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_create_uncommitted(
 /* Gives an uncommitted allocated buffer its storage (FAILED_PRECONDITION if
  * it is a subspan or already committed). */
 HALI_MUST_USE hali_status_t hali_hal_buffer_commit(hali_hal_buffer_t *buffer);
+
+/* Wraps |length| bytes of caller-owned host memory at |data| as a committed
+ * buffer with |params| (no copy).  |release(user)| (may be NULL) runs when
+ * the last reference goes, so the memory's owner can be kept alive by the
+ * buffer.  With |read_only|, every write (host write, map for writing,
+ * store, and fill/copy/update into it) fails with PERMISSION_DENIED.  Such
+ * buffers cannot be committed, decommitted or deallocated. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_host(
+    hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
+    bool read_only, void (*release)(void *user), void *user,
+    hali_hal_buffer_t **out_buffer);
+/* OK unless |buffer| (or the buffer it is a subspan of) is read-only. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_check_writable(
+    const hali_hal_buffer_t *buffer);
 /* Frees the storage of an allocated buffer (FAILED_PRECONDITION if it is a
  * subspan or not committed). */
 HALI_MUST_USE hali_status_t hali_hal_buffer_decommit(hali_hal_buffer_t *buffer);

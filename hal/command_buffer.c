@@ -178,6 +178,7 @@ hali_status_t hali_hal_command_buffer_fill(hali_hal_command_buffer_t *cb,
       hali_hal_buffer_validate_range(target, offset, length, "fill target"));
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
       target, HALI_HAL_BUFFER_USAGE_TRANSFER, "fill target"));
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_check_writable(target), "fill target");
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 1));
   hali_hal_command_fill_t *cmd;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
@@ -206,6 +207,7 @@ hali_status_t hali_hal_command_buffer_copy(
       source, HALI_HAL_BUFFER_USAGE_TRANSFER, "copy source"));
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
       target, HALI_HAL_BUFFER_USAGE_TRANSFER, "copy target"));
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_check_writable(target), "copy target");
   if (hali_hal_buffer_allocated_buffer(source) ==
       hali_hal_buffer_allocated_buffer(target)) {
     /* Both ranges are inside one allocation, so these sums cannot
@@ -244,6 +246,7 @@ hali_status_t hali_hal_command_buffer_update(hali_hal_command_buffer_t *cb,
       hali_hal_buffer_validate_range(target, offset, length, "update target"));
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
       target, HALI_HAL_BUFFER_USAGE_TRANSFER, "update target"));
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_check_writable(target), "update target");
   if (length > SIZE_MAX - sizeof(hali_hal_command_update_t))
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "update of %" PRIu64 " bytes is too large", length);

@@ -191,8 +191,15 @@ oom:
                           "out of memory encoding @%s", f->name);
 }
 
-void hali_vm_module_free(hali_vm_module_t *m) {
-  if (!m) return;
+void hali_vm_module_retain(hali_vm_module_t *m) {
+  if (m) atomic_fetch_add_explicit(&m->count, 1, memory_order_relaxed);
+}
+
+void hali_vm_module_free(hali_vm_module_t *m) { hali_vm_module_release(m); }
+
+void hali_vm_module_release(hali_vm_module_t *m) {
+  if (!m || atomic_fetch_sub_explicit(&m->count, 1, memory_order_acq_rel) != 1)
+    return;
   for (uint32_t i = 0; i < m->func_count; ++i) {
     free(m->funcs[i].code);
     free(m->funcs[i].slot);
@@ -213,6 +220,7 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
     hali_ir_module_free(ir);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
+  atomic_init(&m->count, 1);
   m->ir = ir;
   m->func_count = ir->func_count;
   m->funcs = calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));

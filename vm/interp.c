@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "vm/hal_ops.h"
 #include "vm/vm.h"
 
 #if defined(HALI_HAVE_COMPUTED_GOTO) && !defined(HALI_FORCE_SWITCH_DISPATCH)
@@ -426,6 +427,18 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
         goto fail;
       }
       pc += 2;
+      vmbreak;
+    }
+
+    /* The HAL family: one out-of-line handler.  It advances pc itself (the
+     * length of these instructions varies) and leaves pc at the instruction
+     * when it fails, for the backtrace. */
+#define OP(e, n, f, sig, syn) vmcase(e)
+#include "vm/ops_hal.def"
+#undef OP
+    {
+      status = hali_vm_hal_op(st, &pc, regs, refs);
+      if (HALI_UNLIKELY(status)) goto fail;
       vmbreak;
     }
 

@@ -145,7 +145,7 @@ hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
   return status;
 }
 
-hali_status_t hali_vm_invoke(hali_vm_stack_t *st, const hali_vm_module_t *m,
+hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
                              const hali_vm_func_t *fn,
                              const hali_value_t *args, size_t arg_count,
                              hali_value_t *results, size_t result_count) {

@@ -8,6 +8,7 @@
 #ifndef HALI_VM_VM_H
 #define HALI_VM_VM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +36,8 @@ typedef struct hali_vm_func_s {
 } hali_vm_func_t;
 
 typedef struct hali_vm_module_s {
+  /* Modules are shared: buffers over their rodata keep them alive. */
+  atomic_uint_fast32_t count;
   hali_ir_module_t *ir; /* owned */
   uint32_t func_count;
   hali_vm_func_t *funcs;
@@ -45,6 +48,10 @@ typedef struct hali_vm_module_s {
  * (freed on failure too). */
 HALI_MUST_USE hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
                                                   hali_vm_module_t **out);
+void hali_vm_module_retain(hali_vm_module_t *m);
+/* Drops a reference; the last one frees the module. */
+void hali_vm_module_release(hali_vm_module_t *m);
+/* Same as release (the creator's reference). */
 void hali_vm_module_free(hali_vm_module_t *m);
 /* The function named |name|, or NULL. */
 const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
@@ -103,7 +110,10 @@ typedef struct hali_vm_stack_s {
   uint32_t frame_capacity;
   uint32_t depth;
   uint32_t max_depth;
-  const hali_vm_module_t *module;
+  hali_vm_module_t *module;
+  /* The device HAL instructions use (hal.device.get); borrowed, may be
+   * NULL for programs without HAL work. */
+  struct hali_hal_device_t *device;
 } hali_vm_stack_t;
 
 HALI_MUST_USE hali_status_t hali_vm_stack_create(uint32_t max_depth,
@@ -114,7 +124,7 @@ void hali_vm_stack_free(hali_vm_stack_t *st);
  * its results (the caller owns ref results).  On failure the status names
  * the function, pc and source line, with one backtrace line per frame. */
 HALI_MUST_USE hali_status_t hali_vm_invoke(hali_vm_stack_t *st,
-                                           const hali_vm_module_t *m,
+                                           hali_vm_module_t *m,
                                            const hali_vm_func_t *fn,
                                            const hali_value_t *args,
                                            size_t arg_count,

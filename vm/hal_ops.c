@@ -1,0 +1,452 @@
+/* hali — the HAL instructions (everything in vm/ops.def from hal.device.get
+ * on), out of the interpreter's hot loop: each does real work (allocation,
+ * recording, queue submission), so one call and a generic operand decode
+ * cost nothing measurable beside it.
+ *
+ * Ref operands are never NULL: the verifier proves every register is
+ * written before it is read, no HAL op writes NULL, and the host's invoke
+ * rejects NULL ref arguments.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "hal/hal.h"
+#include "vm/hal_ops.h"
+
+/* An instruction's operands, decoded from the generic layout (vm/code.h). */
+typedef struct {
+  uint16_t reg[HALI_OP_MAX_OPERANDS];   /* register operands, in order */
+  const hali_cell_t *x[HALI_OP_MAX_OPERANDS]; /* other operands, in order */
+  uint32_t tail_count;
+  const uint16_t *tail;
+  const hali_cell_t *next;
+} decoded_t;
+
+static void decode(const hali_cell_t *pc, decoded_t *d) {
+  const hali_op_info_t *info = hali_op_info(pc->i.op);
+  uint32_t nregs = info->reg_count;
+  for (uint32_t k = 0; k < nregs; ++k)
+    d->reg[k] = k == 0   ? pc->i.a
+                : k == 1 ? pc->i.b
+                : k == 2 ? pc->i.c
+                         : pc[1 + (k - 3) / 4].r[(k - 3) % 4];
+  uint32_t at = 1 + (nregs > 3 ? HALI_CELLS_FOR_SLOTS(nregs - 3) : 0);
+  uint32_t nx = info->operand_count - nregs;
+  for (uint32_t j = 0; j < nx; ++j) d->x[j] = &pc[at + j];
+  at += nx;
+  if (info->tail) {
+    d->tail_count = (uint32_t)pc[at].imm;
+    d->tail = pc[at + 1].r;
+    d->next = pc + at + 1 + HALI_CELLS_FOR_SLOTS(d->tail_count);
+  } else {
+    d->tail_count = 0;
+    d->tail = NULL;
+    d->next = pc + at;
+  }
+}
+
+/* Stores a new (owned) ref into slot |s|, releasing what was there. */
+static void set_ref(hali_ref_t **refs, uint16_t s, void *object) {
+  hali_ref_t *old = refs[s];
+  refs[s] = (hali_ref_t *)object;
+  hali_ref_release(old);
+}
+
+#define REF(T, k) ((T *)refs[d.reg[k]])
+#define I32(k) (regs[d.reg[k]].i32)
+#define U32(k) (regs[d.reg[k]].u32)
+#define I64(k) (regs[d.reg[k]].i64)
+
+/* A byte offset from an i64 register: negative values are out of range. */
+static hali_status_t offset_arg(int64_t v, const char *what,
+                                hali_hal_device_size_t *out) {
+  if (v < 0)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE, "%s %lld is negative",
+                            what, (long long)v);
+  *out = (hali_hal_device_size_t)v;
+  return HALI_OK;
+}
+
+static hali_status_t scalar_access(hali_hal_buffer_t *buffer, int64_t offset,
+                                   size_t size, uint8_t **out) {
+  if (offset < 0)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "offset %lld is negative", (long long)offset);
+  return hali_hal_buffer_resolve(buffer, (hali_hal_device_size_t)offset, size,
+                                 out);
+}
+
+static void release_module(void *m) { hali_vm_module_release(m); }
+
+/* A fence's state as a status code (see hal.fence.query). */
+static int32_t fence_code(hali_status_t s, bool ready) {
+  if (s) {
+    int32_t code = (int32_t)hali_status_code(s);
+    hali_status_free(s);
+    return code;
+  }
+  return ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
+}
+
+hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
+                             hali_slot_t *regs, hali_ref_t **refs) {
+  const hali_cell_t *pc = *ppc;
+  decoded_t d;
+  decode(pc, &d);
+  hali_status_t s = HALI_OK;
+  switch (pc->i.op) {
+  case HALI_OP_HAL_DEVICE_GET:
+    if (!st->device)
+      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                              "no device: the invocation was started without "
+                              "one");
+    hali_hal_device_retain(st->device);
+    set_ref(refs, d.reg[0], st->device);
+    break;
+  case HALI_OP_HAL_DEVICE_ALLOCATOR: {
+    hali_hal_allocator_t *a =
+        hali_hal_device_allocator(REF(hali_hal_device_t, 1));
+    hali_hal_allocator_retain(a);
+    set_ref(refs, d.reg[0], a);
+    break;
+  }
+  case HALI_OP_HAL_ALLOCATOR_ALLOCATE: {
+    hali_hal_device_size_t size = 0;
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "allocation size", &size));
+    hali_hal_buffer_params_t params = {U32(2), U32(3)};
+    hali_hal_buffer_t *b = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_allocator_allocate_buffer(
+        REF(hali_hal_allocator_t, 1), params, size, &b));
+    set_ref(refs, d.reg[0], b);
+    break;
+  }
+  case HALI_OP_HAL_BUFFER_CONSTANT: {
+    /* The module's bytes, no copy; the buffer keeps the module alive. */
+    const hali_ir_rodata_t *r = d.x[0]->ptr;
+    hali_hal_buffer_params_t params = {
+        HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_HOST_VISIBLE |
+            HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE,
+        HALI_HAL_BUFFER_USAGE_CONSTANT | HALI_HAL_BUFFER_USAGE_TRANSFER |
+            HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING};
+    hali_vm_module_t *m = st->module;
+    hali_hal_buffer_t *b = NULL;
+    HALI_RETURN_IF_ERROR(
+        hali_hal_buffer_wrap_host(params, r->data, r->size, true,
+                                  release_module, m, &b),
+        "rodata @%s", r->name);
+    hali_vm_module_retain(m);
+    set_ref(refs, d.reg[0], b);
+    break;
+  }
+  case HALI_OP_HAL_BUFFER_SUBSPAN: {
+    hali_hal_device_size_t off = 0, len = 0;
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "subspan offset", &off));
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "subspan length", &len));
+    hali_hal_buffer_t *b = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(
+        hali_hal_buffer_subspan(REF(hali_hal_buffer_t, 1), off, len, &b));
+    set_ref(refs, d.reg[0], b);
+    break;
+  }
+  case HALI_OP_HAL_BUFFER_LENGTH:
+    regs[d.reg[0]].i64 =
+        (int64_t)hali_hal_buffer_length(REF(hali_hal_buffer_t, 1));
+    break;
+  case HALI_OP_HAL_BUFFER_ASSERT: {
+    hali_hal_buffer_t *b = REF(hali_hal_buffer_t, 0);
+    const hali_vm_string_t *msg = d.x[0]->ptr;
+    hali_hal_device_size_t len = hali_hal_buffer_length(b);
+    hali_hal_memory_type_bits_t mt = hali_hal_buffer_memory_types(b);
+    hali_hal_buffer_usage_bits_t us = hali_hal_buffer_usage(b);
+    char have[128], want[128];
+    if (I64(1) < 0 || len < (hali_hal_device_size_t)I64(1))
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "%.*s: buffer has %llu bytes, expected at least "
+                              "%lld",
+                              (int)msg->length, msg->data,
+                              (unsigned long long)len, (long long)I64(1));
+    if ((mt & U32(2)) != U32(2))
+      return hali_status_make(
+          HALI_STATUS_INVALID_ARGUMENT,
+          "%.*s: buffer memory types %s lack the expected %s",
+          (int)msg->length, msg->data,
+          hali_hal_memory_type_bits_format(mt, have, sizeof(have)),
+          hali_hal_memory_type_bits_format(U32(2), want, sizeof(want)));
+    if ((us & U32(3)) != U32(3))
+      return hali_status_make(
+          HALI_STATUS_INVALID_ARGUMENT, "%.*s: buffer usage %s lacks the "
+                                        "expected %s",
+          (int)msg->length, msg->data,
+          hali_hal_buffer_usage_bits_format(us, have, sizeof(have)),
+          hali_hal_buffer_usage_bits_format(U32(3), want, sizeof(want)));
+    break;
+  }
+
+#define LOAD(OPNAME, T, FIELD)                                                 \
+  case HALI_OP_##OPNAME: {                                                     \
+    uint8_t *p;                                                                \
+    HALI_RETURN_IF_ERROR_PLAIN(                                                \
+        scalar_access(REF(hali_hal_buffer_t, 1), I64(2), sizeof(T), &p));      \
+    T v;                                                                       \
+    memcpy(&v, p, sizeof(T));                                                  \
+    regs[d.reg[0]].FIELD = v;                                                  \
+    break;                                                                     \
+  }
+    LOAD(HAL_BUFFER_LOAD_I8_S, int8_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I8_U, uint8_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I16_S, int16_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I16_U, uint16_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I32, int32_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I64, int64_t, i64)
+    LOAD(HAL_BUFFER_LOAD_F32, float, f32)
+    LOAD(HAL_BUFFER_LOAD_F64, double, f64)
+#undef LOAD
+#define STORE(OPNAME, T, FIELD)                                                \
+  case HALI_OP_##OPNAME: {                                                     \
+    uint8_t *p;                                                                \
+    hali_hal_buffer_t *b = REF(hali_hal_buffer_t, 0);                          \
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_check_writable(b));             \
+    HALI_RETURN_IF_ERROR_PLAIN(scalar_access(b, I64(1), sizeof(T), &p));       \
+    T v = (T)regs[d.reg[2]].FIELD;                                             \
+    memcpy(p, &v, sizeof(T));                                                  \
+    break;                                                                     \
+  }
+    STORE(HAL_BUFFER_STORE_I8, uint8_t, u32)
+    STORE(HAL_BUFFER_STORE_I16, uint16_t, u32)
+    STORE(HAL_BUFFER_STORE_I32, uint32_t, u32)
+    STORE(HAL_BUFFER_STORE_I64, uint64_t, u64)
+    STORE(HAL_BUFFER_STORE_F32, float, f32)
+    STORE(HAL_BUFFER_STORE_F64, double, f64)
+#undef STORE
+
+  case HALI_OP_HAL_BUFFER_VIEW_CREATE: {
+    hali_hal_dim_t shape[HALI_HAL_MAX_RANK];
+    if (d.tail_count > HALI_HAL_MAX_RANK)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "rank %u exceeds the maximum of %d",
+                              d.tail_count, HALI_HAL_MAX_RANK);
+    for (uint32_t i = 0; i < d.tail_count; ++i) shape[i] = regs[d.tail[i]].i64;
+    hali_hal_buffer_view_t *v = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_view_create(
+        REF(hali_hal_buffer_t, 1), d.tail_count, shape, U32(2), U32(3), &v));
+    set_ref(refs, d.reg[0], v);
+    break;
+  }
+  case HALI_OP_HAL_BUFFER_VIEW_BUFFER: {
+    hali_hal_buffer_t *b =
+        hali_hal_buffer_view_buffer(REF(hali_hal_buffer_view_t, 1));
+    hali_hal_buffer_retain(b);
+    set_ref(refs, d.reg[0], b);
+    break;
+  }
+  case HALI_OP_HAL_BUFFER_VIEW_RANK:
+    regs[d.reg[0]].i32 =
+        (int32_t)hali_hal_buffer_view_rank(REF(hali_hal_buffer_view_t, 1));
+    break;
+  case HALI_OP_HAL_BUFFER_VIEW_DIM: {
+    hali_hal_buffer_view_t *v = REF(hali_hal_buffer_view_t, 1);
+    size_t rank = hali_hal_buffer_view_rank(v);
+    if (I32(2) < 0 || (size_t)I32(2) >= rank)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "dimension %d of a rank-%zu view", I32(2), rank);
+    regs[d.reg[0]].i64 = hali_hal_buffer_view_dim(v, (size_t)I32(2));
+    break;
+  }
+  case HALI_OP_HAL_BUFFER_VIEW_ELEMENT_TYPE:
+    regs[d.reg[0]].u32 =
+        hali_hal_buffer_view_element_type(REF(hali_hal_buffer_view_t, 1));
+    break;
+  case HALI_OP_HAL_BUFFER_VIEW_ASSERT: {
+    hali_hal_buffer_view_t *v = REF(hali_hal_buffer_view_t, 0);
+    const hali_vm_string_t *msg = d.x[0]->ptr;
+    bool ok = hali_hal_buffer_view_element_type(v) == U32(1) &&
+              hali_hal_buffer_view_encoding_type(v) == U32(2) &&
+              hali_hal_buffer_view_rank(v) == d.tail_count;
+    for (uint32_t i = 0; ok && i < d.tail_count; ++i)
+      ok = hali_hal_buffer_view_dim(v, i) == regs[d.tail[i]].i64;
+    if (!ok) {
+      char have[HALI_HAL_MAX_RANK * 21 + 16], want[sizeof(have)];
+      hali_hal_buffer_view_format_type(v, have, sizeof(have));
+      size_t n = 0;
+      for (uint32_t i = 0; i < d.tail_count && n < sizeof(want) - 24; ++i)
+        n += (size_t)snprintf(want + n, sizeof(want) - n, "%lldx",
+                              (long long)regs[d.tail[i]].i64);
+      const char *et = hali_hal_element_type_name(U32(1));
+      if (et) snprintf(want + n, sizeof(want) - n, "%s", et);
+      else snprintf(want + n, sizeof(want) - n, "<type 0x%08x>", U32(1));
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "%.*s: view is %s, expected %s%s",
+                              (int)msg->length, msg->data, have, want,
+                              hali_hal_buffer_view_encoding_type(v) != U32(2)
+                                  ? " (encoding differs)"
+                                  : "");
+    }
+    break;
+  }
+
+  case HALI_OP_HAL_COMMAND_BUFFER_CREATE: {
+    hali_hal_command_buffer_t *cb = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(
+        hali_hal_command_buffer_create(U32(2), U32(3), &cb));
+    set_ref(refs, d.reg[0], cb);
+    break;
+  }
+  case HALI_OP_HAL_COMMAND_BUFFER_FILL: {
+    hali_hal_device_size_t off = 0, len = 0;
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "fill offset", &off));
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "fill length", &len));
+    s = hali_hal_command_buffer_fill(REF(hali_hal_command_buffer_t, 0),
+                                     REF(hali_hal_buffer_t, 1), off, len,
+                                     U32(4), U32(5));
+    break;
+  }
+  case HALI_OP_HAL_COMMAND_BUFFER_COPY: {
+    hali_hal_device_size_t so = 0, to = 0, len = 0;
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "copy source offset", &so));
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "copy target offset", &to));
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(5), "copy length", &len));
+    s = hali_hal_command_buffer_copy(REF(hali_hal_command_buffer_t, 0),
+                                     REF(hali_hal_buffer_t, 1), so,
+                                     REF(hali_hal_buffer_t, 3), to, len);
+    break;
+  }
+  case HALI_OP_HAL_COMMAND_BUFFER_UPDATE: {
+    const hali_ir_rodata_t *r = d.x[0]->ptr;
+    hali_hal_device_size_t so = 0, to = 0, len = 0;
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(1), "update source offset", &so));
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "update target offset", &to));
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "update length", &len));
+    if (!hali_hal_range_fits(r->size, so, len))
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "update reads [%llu, %llu + %llu) of rodata @%s "
+                              "which has %llu bytes",
+                              (unsigned long long)so, (unsigned long long)so,
+                              (unsigned long long)len, r->name,
+                              (unsigned long long)r->size);
+    s = hali_hal_command_buffer_update(REF(hali_hal_command_buffer_t, 0),
+                                       r->data + so, REF(hali_hal_buffer_t, 2),
+                                       to, len);
+    break;
+  }
+  case HALI_OP_HAL_COMMAND_BUFFER_PUSH_CONSTANTS: {
+    uint32_t values[256];
+    if (d.tail_count > 256)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "%u push constants; at most 256 per op",
+                              d.tail_count);
+    for (uint32_t i = 0; i < d.tail_count; ++i) values[i] = regs[d.tail[i]].u32;
+    if (I32(1) < 0)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "push constant offset %d is negative", I32(1));
+    s = hali_hal_command_buffer_push_constants(
+        REF(hali_hal_command_buffer_t, 0), U32(1), values, d.tail_count);
+    break;
+  }
+  case HALI_OP_HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET: {
+    hali_hal_buffer_binding_t b = {U32(1), REF(hali_hal_buffer_t, 2), 0, 0};
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &b.offset));
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &b.length));
+    s = hali_hal_command_buffer_push_descriptor_set(
+        REF(hali_hal_command_buffer_t, 0), &b, 1);
+    break;
+  }
+  case HALI_OP_HAL_COMMAND_BUFFER_DISPATCH:
+    s = hali_hal_command_buffer_dispatch(
+        REF(hali_hal_command_buffer_t, 0), REF(hali_hal_executable_t, 1),
+        U32(2), U32(3), U32(4), U32(5));
+    break;
+  case HALI_OP_HAL_COMMAND_BUFFER_EXECUTION_BARRIER:
+    s = hali_hal_command_buffer_execution_barrier(
+        REF(hali_hal_command_buffer_t, 0));
+    break;
+  case HALI_OP_HAL_COMMAND_BUFFER_FINALIZE:
+    s = hali_hal_command_buffer_finalize(REF(hali_hal_command_buffer_t, 0));
+    break;
+
+  case HALI_OP_HAL_DEVICE_QUEUE_EXECUTE: {
+    hali_hal_command_buffer_t *cbs[256];
+    if (d.tail_count > 256)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "%u command buffers; at most 256 per submission",
+                              d.tail_count);
+    for (uint32_t i = 0; i < d.tail_count; ++i)
+      cbs[i] = (hali_hal_command_buffer_t *)refs[d.tail[i]];
+    s = hali_hal_device_queue_execute(REF(hali_hal_device_t, 0),
+                                      REF(hali_hal_fence_t, 1),
+                                      REF(hali_hal_fence_t, 2), cbs,
+                                      d.tail_count);
+    break;
+  }
+  case HALI_OP_HAL_DEVICE_QUEUE_ALLOCA: {
+    hali_hal_device_size_t size = 0;
+    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(6), "allocation size", &size));
+    hali_hal_buffer_params_t params = {U32(4), U32(5)};
+    hali_hal_buffer_t *b = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_device_queue_alloca(
+        REF(hali_hal_device_t, 1), REF(hali_hal_fence_t, 2),
+        REF(hali_hal_fence_t, 3), params, size, &b));
+    set_ref(refs, d.reg[0], b);
+    break;
+  }
+  case HALI_OP_HAL_DEVICE_QUEUE_DEALLOCA:
+    s = hali_hal_device_queue_dealloca(
+        REF(hali_hal_device_t, 0), REF(hali_hal_fence_t, 1),
+        REF(hali_hal_fence_t, 2), REF(hali_hal_buffer_t, 3));
+    break;
+
+  case HALI_OP_HAL_FENCE_CREATE: {
+    hali_hal_fence_t *f = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(&f));
+    set_ref(refs, d.reg[0], f);
+    break;
+  }
+  case HALI_OP_HAL_FENCE_NULL: {
+    hali_hal_fence_t *f = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+    set_ref(refs, d.reg[0], f);
+    break;
+  }
+  case HALI_OP_HAL_FENCE_JOIN: {
+    hali_hal_fence_t *both[2] = {REF(hali_hal_fence_t, 1),
+                                 REF(hali_hal_fence_t, 2)};
+    hali_hal_fence_t *f = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(both, 2, &f));
+    set_ref(refs, d.reg[0], f);
+    break;
+  }
+  case HALI_OP_HAL_FENCE_SIGNAL:
+    s = hali_hal_fence_signal(REF(hali_hal_fence_t, 0));
+    break;
+  case HALI_OP_HAL_FENCE_FAIL: {
+    int32_t code = I32(1);
+    if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
+    hali_hal_fence_fail(REF(hali_hal_fence_t, 0),
+                        hali_status_make((hali_status_code_t)code,
+                                         "fence failed by hal.fence.fail "
+                                         "in @%s",
+                                         st->frames[st->depth - 1].fn->ir->name));
+    break;
+  }
+  case HALI_OP_HAL_FENCE_QUERY: {
+    bool ready = false;
+    hali_status_t q = hali_hal_fence_query(REF(hali_hal_fence_t, 1), &ready);
+    regs[d.reg[0]].i32 = fence_code(q, ready);
+    break;
+  }
+  case HALI_OP_HAL_FENCE_AWAIT: {
+    int64_t ms = I64(2);
+    hali_timeout_ns_t ns = ms < 0 ? HALI_INFINITE
+                           : ms > INT64_MAX / 1000000 ? INT64_MAX
+                                                      : ms * 1000000;
+    hali_status_t w = hali_hal_fence_await(REF(hali_hal_fence_t, 1), ns);
+    regs[d.reg[0]].i32 = fence_code(w, true);
+    break;
+  }
+  default:
+    return hali_status_make(HALI_STATUS_INTERNAL, "op %u is not a HAL op",
+                            pc->i.op);
+  }
+  if (s) return s;
+  *ppc = d.next;
+  return HALI_OK;
+}
