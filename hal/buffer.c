@@ -108,6 +108,43 @@ hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
   return HALI_OK;
 }
 
+hali_status_t hali_hal_buffer_scalar_ptr(hali_hal_buffer_t *buffer,
+                                         int64_t offset, uint32_t size,
+                                         bool write, uint8_t **out_ptr) {
+  const hali_hal_buffer_t *root = buffer->allocated;
+  uint8_t *storage =
+      atomic_load_explicit(&root->storage, memory_order_acquire);
+  /* One test for the common case; the slow path says what went wrong. */
+  if (HALI_LIKELY(offset >= 0 &&
+                  hali_hal_range_fits(buffer->length,
+                                      (hali_hal_device_size_t)offset, size) &&
+                  storage &&
+                  (buffer->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE) &&
+                  (buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING) &&
+                  !(write && root->read_only))) {
+    *out_ptr = storage + buffer->offset + (hali_hal_device_size_t)offset;
+    return HALI_OK;
+  }
+  *out_ptr = NULL;
+  const char *op = write ? "store" : "load";
+  if (offset < 0 || !hali_hal_range_fits(buffer->length,
+                                         (hali_hal_device_size_t)offset, size))
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%s of %u bytes at offset %" PRId64
+                            " is outside the buffer of %" PRIu64 " bytes",
+                            op, size, offset, buffer->length);
+  if (!storage)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "%s: buffer storage is not committed", op);
+  if (!(buffer->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE))
+    return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
+                            "%s: buffer is not host-visible", op);
+  if (!(buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING))
+    return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
+                            "%s: buffer lacks mapping usage", op);
+  return hali_hal_buffer_check_writable(buffer);
+}
+
 hali_status_t hali_hal_buffer_check_writable(const hali_hal_buffer_t *buffer) {
   if (buffer->allocated->read_only)
     return hali_status_make(HALI_STATUS_PERMISSION_DENIED,

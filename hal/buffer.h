@@ -88,6 +88,14 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_create_uncommitted(
  * it is a subspan or already committed). */
 HALI_MUST_USE hali_status_t hali_hal_buffer_commit(hali_hal_buffer_t *buffer);
 
+/* The interpreter's scalar access (hal.buffer.load/store): the address of
+ * |size| bytes at |offset| (negative offsets are out of range), checking
+ * bounds, commitment, host visibility and mapping usage, and for |write|
+ * that the buffer is writable.  Errors name the offset, size and length. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_scalar_ptr(
+    hali_hal_buffer_t *buffer, int64_t offset, uint32_t size, bool write,
+    uint8_t **out_ptr);
+
 /* Wraps |length| bytes of caller-owned host memory at |data| as a committed
  * buffer with |params| (no copy).  |release(user)| (may be NULL) runs when
  * the last reference goes, so the memory's owner can be kept alive by the

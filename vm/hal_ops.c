@@ -67,15 +67,6 @@ static hali_status_t offset_arg(int64_t v, const char *what,
   return HALI_OK;
 }
 
-static hali_status_t scalar_access(hali_hal_buffer_t *buffer, int64_t offset,
-                                   size_t size, uint8_t **out) {
-  if (offset < 0)
-    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                            "offset %lld is negative", (long long)offset);
-  return hali_hal_buffer_resolve(buffer, (hali_hal_device_size_t)offset, size,
-                                 out);
-}
-
 static void release_module(void *m) { hali_vm_module_release(m); }
 
 /* A fence's state as a status code (see hal.fence.query). */
@@ -182,42 +173,6 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     break;
   }
 
-#define LOAD(OPNAME, T, FIELD)                                                 \
-  case HALI_OP_##OPNAME: {                                                     \
-    uint8_t *p;                                                                \
-    HALI_RETURN_IF_ERROR_PLAIN(                                                \
-        scalar_access(REF(hali_hal_buffer_t, 1), I64(2), sizeof(T), &p));      \
-    T v;                                                                       \
-    memcpy(&v, p, sizeof(T));                                                  \
-    regs[d.reg[0]].FIELD = v;                                                  \
-    break;                                                                     \
-  }
-    LOAD(HAL_BUFFER_LOAD_I8_S, int8_t, i32)
-    LOAD(HAL_BUFFER_LOAD_I8_U, uint8_t, i32)
-    LOAD(HAL_BUFFER_LOAD_I16_S, int16_t, i32)
-    LOAD(HAL_BUFFER_LOAD_I16_U, uint16_t, i32)
-    LOAD(HAL_BUFFER_LOAD_I32, int32_t, i32)
-    LOAD(HAL_BUFFER_LOAD_I64, int64_t, i64)
-    LOAD(HAL_BUFFER_LOAD_F32, float, f32)
-    LOAD(HAL_BUFFER_LOAD_F64, double, f64)
-#undef LOAD
-#define STORE(OPNAME, T, FIELD)                                                \
-  case HALI_OP_##OPNAME: {                                                     \
-    uint8_t *p;                                                                \
-    hali_hal_buffer_t *b = REF(hali_hal_buffer_t, 0);                          \
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_check_writable(b));             \
-    HALI_RETURN_IF_ERROR_PLAIN(scalar_access(b, I64(1), sizeof(T), &p));       \
-    T v = (T)regs[d.reg[2]].FIELD;                                             \
-    memcpy(p, &v, sizeof(T));                                                  \
-    break;                                                                     \
-  }
-    STORE(HAL_BUFFER_STORE_I8, uint8_t, u32)
-    STORE(HAL_BUFFER_STORE_I16, uint16_t, u32)
-    STORE(HAL_BUFFER_STORE_I32, uint32_t, u32)
-    STORE(HAL_BUFFER_STORE_I64, uint64_t, u64)
-    STORE(HAL_BUFFER_STORE_F32, float, f32)
-    STORE(HAL_BUFFER_STORE_F64, double, f64)
-#undef STORE
 
   case HALI_OP_HAL_BUFFER_VIEW_CREATE: {
     hali_hal_dim_t shape[HALI_HAL_MAX_RANK];

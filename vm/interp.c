@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "hal/buffer.h"
 #include "vm/hal_ops.h"
 #include "vm/vm.h"
 
@@ -429,6 +430,47 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
       pc += 2;
       vmbreak;
     }
+
+    /* Scalar buffer access (bounds and permissions checked by the HAL). */
+#define LOAD(name, T, F)                                                       \
+  vmcase(name) {                                                               \
+    uint8_t *p;                                                                \
+    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[B],          \
+                                        regs[C].i64, sizeof(T), false, &p);    \
+    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    T v;                                                                       \
+    memcpy(&v, p, sizeof(T));                                                  \
+    regs[A].F = v;                                                             \
+    pc += 1;                                                                   \
+    vmbreak;                                                                   \
+  }
+#define STORE(name, T, F)                                                      \
+  vmcase(name) {                                                               \
+    uint8_t *p;                                                                \
+    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[A],          \
+                                        regs[B].i64, sizeof(T), true, &p);     \
+    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    const T v = (T)regs[C].F;                                                  \
+    memcpy(p, &v, sizeof(T));                                                  \
+    pc += 1;                                                                   \
+    vmbreak;                                                                   \
+  }
+    LOAD(HAL_BUFFER_LOAD_I8_S, int8_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I8_U, uint8_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I16_S, int16_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I16_U, uint16_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I32, int32_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I64, int64_t, i64)
+    LOAD(HAL_BUFFER_LOAD_F32, float, f32)
+    LOAD(HAL_BUFFER_LOAD_F64, double, f64)
+    STORE(HAL_BUFFER_STORE_I8, uint8_t, u32)
+    STORE(HAL_BUFFER_STORE_I16, uint16_t, u32)
+    STORE(HAL_BUFFER_STORE_I32, uint32_t, u32)
+    STORE(HAL_BUFFER_STORE_I64, uint64_t, u64)
+    STORE(HAL_BUFFER_STORE_F32, float, f32)
+    STORE(HAL_BUFFER_STORE_F64, double, f64)
+#undef LOAD
+#undef STORE
 
     /* The HAL family: one out-of-line handler.  It advances pc itself (the
      * length of these instructions varies) and leaves pc at the instruction
