@@ -1,0 +1,177 @@
+/* hali HAL — allocator (see hal/allocator.h). */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/allocator.h"
+#include "hal/buffer.h"
+
+struct hali_hal_allocator_t {
+  hali_ref_t ref;
+  pthread_mutex_t mutex;
+  /* Guarded by |mutex|. */
+  hali_hal_allocator_statistics_t stats;
+};
+
+static void hali_hal_allocator_destroy(hali_ref_t *ref) {
+  hali_hal_allocator_t *allocator = (hali_hal_allocator_t *)ref;
+  pthread_mutex_destroy(&allocator->mutex);
+  free(allocator);
+}
+
+static const hali_ref_vtable_t hali_hal_allocator_vtable = {
+    .destroy = hali_hal_allocator_destroy,
+};
+
+static const char *hali_hal_bits_format(uint32_t bits, const char *const *names,
+                                        size_t name_count, char *buf,
+                                        size_t cap) {
+  size_t used = 0;
+  if (cap == 0) return buf;
+  buf[0] = 0;
+  if (bits == 0) {
+    snprintf(buf, cap, "NONE");
+    return buf;
+  }
+  for (size_t i = 0; i < 32; ++i) {
+    if (!(bits & (1u << i))) continue;
+    char unknown[16];
+    const char *name = names[i < name_count ? i : 0];
+    if (i >= name_count) {
+      snprintf(unknown, sizeof(unknown), "0x%x", 1u << i);
+      name = unknown;
+    }
+    int n = snprintf(buf + used, cap - used, "%s%s", used ? "|" : "", name);
+    if (n < 0 || (size_t)n >= cap - used) break;
+    used += (size_t)n;
+  }
+  return buf;
+}
+
+const char *hali_hal_memory_type_bits_format(hali_hal_memory_type_bits_t bits,
+                                             char *buf, size_t cap) {
+  static const char *const names[] = {"DEVICE_LOCAL",  "HOST_VISIBLE",
+                                      "HOST_COHERENT", "HOST_CACHED",
+                                      "DEVICE_VISIBLE", "TRANSIENT"};
+  return hali_hal_bits_format(bits, names, sizeof(names) / sizeof(names[0]),
+                              buf, cap);
+}
+
+const char *hali_hal_buffer_usage_bits_format(hali_hal_buffer_usage_bits_t bits,
+                                              char *buf, size_t cap) {
+  static const char *const names[] = {"TRANSFER", "DISPATCH", "MAPPING",
+                                      "CONSTANT"};
+  return hali_hal_bits_format(bits, names, sizeof(names) / sizeof(names[0]),
+                              buf, cap);
+}
+
+hali_status_t hali_hal_allocator_create(
+    const hali_hal_allocator_params_t *params,
+    hali_hal_allocator_t **out_allocator) {
+  *out_allocator = NULL;
+  hali_hal_allocator_t *allocator = calloc(1, sizeof(*allocator));
+  if (!allocator)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory creating an allocator");
+  hali_ref_init(&allocator->ref, HALI_TYPE_ALLOCATOR,
+                &hali_hal_allocator_vtable);
+  pthread_mutex_init(&allocator->mutex, NULL);
+  if (params) allocator->stats.max_bytes = params->max_bytes;
+  *out_allocator = allocator;
+  return HALI_OK;
+}
+
+void hali_hal_allocator_retain(hali_hal_allocator_t *allocator) {
+  if (allocator) hali_ref_retain(&allocator->ref);
+}
+
+void hali_hal_allocator_release(hali_hal_allocator_t *allocator) {
+  if (allocator) hali_ref_release(&allocator->ref);
+}
+
+void hali_hal_allocator_query_statistics(
+    hali_hal_allocator_t *allocator,
+    hali_hal_allocator_statistics_t *out_statistics) {
+  pthread_mutex_lock(&allocator->mutex);
+  *out_statistics = allocator->stats;
+  pthread_mutex_unlock(&allocator->mutex);
+}
+
+void hali_hal_allocator_set_max_bytes(hali_hal_allocator_t *allocator,
+                                      uint64_t max_bytes) {
+  pthread_mutex_lock(&allocator->mutex);
+  allocator->stats.max_bytes = max_bytes;
+  pthread_mutex_unlock(&allocator->mutex);
+}
+
+hali_status_t hali_hal_allocator_allocate_storage(
+    hali_hal_allocator_t *allocator, hali_hal_device_size_t size,
+    uint8_t **out_storage) {
+  *out_storage = NULL;
+  const uint64_t align = HALI_HAL_ALLOCATOR_ALIGNMENT;
+  if (size > SIZE_MAX - align || size > UINT64_MAX - align)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "allocation of %" PRIu64
+                            " bytes exceeds the host address space",
+                            size);
+  /* Reserve against the limit first so concurrent allocations cannot both
+   * squeeze under it. */
+  pthread_mutex_lock(&allocator->mutex);
+  hali_hal_allocator_statistics_t *st = &allocator->stats;
+  if (st->max_bytes &&
+      (size > st->max_bytes || st->bytes_live > st->max_bytes - size)) {
+    uint64_t live = st->bytes_live, max = st->max_bytes;
+    pthread_mutex_unlock(&allocator->mutex);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "allocating %" PRIu64
+                            " bytes would exceed the allocator limit of %" PRIu64
+                            " bytes (%" PRIu64 " bytes live)",
+                            size, max, live);
+  }
+  st->bytes_live += size;
+  if (st->bytes_live > st->bytes_peak) st->bytes_peak = st->bytes_live;
+  st->allocation_count++;
+  st->allocations_live++;
+  pthread_mutex_unlock(&allocator->mutex);
+
+  size_t rounded = (size_t)((size + align - 1) / align * align);
+  if (rounded == 0) rounded = align;
+  void *p = NULL;
+  if (posix_memalign(&p, (size_t)align, rounded) != 0 || !p) {
+    hali_hal_allocator_free_storage(allocator, NULL, size);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory allocating %" PRIu64 " bytes",
+                            size);
+  }
+  memset(p, 0, rounded);
+  *out_storage = p;
+  return HALI_OK;
+}
+
+void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
+                                     uint8_t *storage,
+                                     hali_hal_device_size_t size) {
+  free(storage);
+  pthread_mutex_lock(&allocator->mutex);
+  allocator->stats.bytes_live -= size;
+  allocator->stats.allocations_live--;
+  pthread_mutex_unlock(&allocator->mutex);
+}
+
+hali_status_t hali_hal_allocator_allocate_buffer(
+    hali_hal_allocator_t *allocator, hali_hal_buffer_params_t params,
+    hali_hal_device_size_t size, hali_hal_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_buffer_create_uncommitted(allocator, params, size, &buffer));
+  hali_status_t status = hali_hal_buffer_commit(buffer);
+  if (status) {
+    hali_hal_buffer_release(buffer);
+    return status;
+  }
+  *out_buffer = buffer;
+  return HALI_OK;
+}

@@ -1,0 +1,74 @@
+/* hali HAL — the allocator: 64-byte aligned host memory with statistics and
+ * an optional limit.
+ *
+ * Thread-safety: every function may be called from any thread; statistics
+ * are updated under a lock.  A device owns one allocator; buffers retain the
+ * allocator that made them, so an allocator lives until its last buffer is
+ * released.
+ */
+#ifndef HALI_HAL_ALLOCATOR_H
+#define HALI_HAL_ALLOCATOR_H
+
+#include "hal/common.h"
+
+/* Alignment of every allocation's host memory. */
+#define HALI_HAL_ALLOCATOR_ALIGNMENT 64
+
+typedef struct hali_hal_allocator_params_t {
+  /* Upper bound on live bytes (the sum of the sizes of committed buffers);
+   * 0 = unlimited.  An allocation that would exceed it fails with
+   * RESOURCE_EXHAUSTED naming the sizes. */
+  uint64_t max_bytes;
+} hali_hal_allocator_params_t;
+
+typedef struct hali_hal_buffer_params_t {
+  hali_hal_memory_type_bits_t memory_types;
+  hali_hal_buffer_usage_bits_t usage;
+} hali_hal_buffer_params_t;
+
+typedef struct hali_hal_allocator_statistics_t {
+  uint64_t bytes_live;        /* bytes currently allocated */
+  uint64_t bytes_peak;        /* high-water mark of bytes_live */
+  uint64_t allocation_count;  /* allocations ever made */
+  uint64_t allocations_live;  /* allocations not yet freed */
+  uint64_t max_bytes;         /* the limit, 0 = unlimited */
+} hali_hal_allocator_statistics_t;
+
+/* Creates an allocator; |params| may be NULL for defaults.  The caller owns
+ * |*out_allocator|. */
+HALI_MUST_USE hali_status_t hali_hal_allocator_create(
+    const hali_hal_allocator_params_t *params,
+    hali_hal_allocator_t **out_allocator);
+void hali_hal_allocator_retain(hali_hal_allocator_t *allocator);
+void hali_hal_allocator_release(hali_hal_allocator_t *allocator);
+
+/* Allocates a committed buffer of |size| bytes (zero-filled) with the
+ * memory types and usage of |params|.  Errors: INVALID_ARGUMENT for unknown
+ * bits, RESOURCE_EXHAUSTED beyond the limit or when the host is out of
+ * memory.  The caller owns |*out_buffer|. */
+HALI_MUST_USE hali_status_t hali_hal_allocator_allocate_buffer(
+    hali_hal_allocator_t *allocator, hali_hal_buffer_params_t params,
+    hali_hal_device_size_t size, hali_hal_buffer_t **out_buffer);
+
+/* A snapshot of the statistics. */
+void hali_hal_allocator_query_statistics(
+    hali_hal_allocator_t *allocator,
+    hali_hal_allocator_statistics_t *out_statistics);
+
+/* Changes the limit (0 = unlimited).  Live allocations are not affected. */
+void hali_hal_allocator_set_max_bytes(hali_hal_allocator_t *allocator,
+                                      uint64_t max_bytes);
+
+/* ---- Internal: used by buffers to commit and free their storage. ---- */
+
+/* Reserves |size| bytes against the statistics and the limit and returns
+ * zeroed, 64-byte aligned memory of at least max(size, 1) bytes. */
+HALI_MUST_USE hali_status_t hali_hal_allocator_allocate_storage(
+    hali_hal_allocator_t *allocator, hali_hal_device_size_t size,
+    uint8_t **out_storage);
+/* Frees storage from hali_hal_allocator_allocate_storage of |size| bytes. */
+void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
+                                     uint8_t *storage,
+                                     hali_hal_device_size_t size);
+
+#endif /* HALI_HAL_ALLOCATOR_H */

@@ -1,0 +1,100 @@
+/* hali HAL — buffers: byte ranges of allocator memory.
+ *
+ * An *allocated* buffer owns its storage; a *subspan* aliases a range of
+ * another buffer and retains the allocated buffer underneath, which stays
+ * alive (and keeps its storage) while any subspan does.  Every buffer
+ * records the memory types and usage of its allocation.
+ *
+ * Storage may be *uncommitted*: buffers from hali_hal_device_queue_alloca
+ * get their storage when the allocation executes in queue order and lose it
+ * when the matching dealloca executes.  Mapping, reading or writing an
+ * uncommitted buffer is FAILED_PRECONDITION; so is a queue command that
+ * touches one.
+ *
+ * Thread-safety: reference counts are atomic and the metadata is immutable,
+ * so buffers may be shared across threads; the bytes themselves are not
+ * synchronized — order host access against queue work with fences.
+ */
+#ifndef HALI_HAL_BUFFER_H
+#define HALI_HAL_BUFFER_H
+
+#include "hal/allocator.h"
+
+/* Creates a subspan of |buffer| covering [offset, offset + length);
+ * |length| may be HALI_HAL_WHOLE_BUFFER for "to the end".  OUT_OF_RANGE if
+ * the range does not fit.  The subspan retains the allocated buffer; the
+ * caller owns |*out_buffer|. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_subspan(
+    hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length, hali_hal_buffer_t **out_buffer);
+
+void hali_hal_buffer_retain(hali_hal_buffer_t *buffer);
+void hali_hal_buffer_release(hali_hal_buffer_t *buffer);
+
+/* Length in bytes. */
+hali_hal_device_size_t hali_hal_buffer_length(const hali_hal_buffer_t *buffer);
+/* Offset of this buffer's first byte in its allocated buffer (0 for an
+ * allocated buffer). */
+hali_hal_device_size_t hali_hal_buffer_byte_offset(
+    const hali_hal_buffer_t *buffer);
+/* The allocated buffer underneath (|buffer| itself if it is one); borrowed. */
+hali_hal_buffer_t *hali_hal_buffer_allocated_buffer(
+    const hali_hal_buffer_t *buffer);
+hali_hal_memory_type_bits_t hali_hal_buffer_memory_types(
+    const hali_hal_buffer_t *buffer);
+hali_hal_buffer_usage_bits_t hali_hal_buffer_usage(
+    const hali_hal_buffer_t *buffer);
+/* Whether the storage is committed right now (see above). */
+bool hali_hal_buffer_is_committed(const hali_hal_buffer_t *buffer);
+
+/* Host pointer to [offset, offset + length) of |buffer| (length may be
+ * HALI_HAL_WHOLE_BUFFER).  Requires HOST_VISIBLE memory and MAPPING usage
+ * (PERMISSION_DENIED otherwise), a range inside the buffer (OUT_OF_RANGE)
+ * and committed storage (FAILED_PRECONDITION).  The pointer stays valid
+ * while the buffer is alive and committed; nothing needs unmapping. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_map_range(
+    hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length, void **out_ptr);
+/* Copies |length| bytes at |offset| of |buffer| to |target| (same rules as
+ * map_range). */
+HALI_MUST_USE hali_status_t hali_hal_buffer_read(hali_hal_buffer_t *buffer,
+                                                 hali_hal_device_size_t offset,
+                                                 void *target, size_t length);
+/* Copies |length| bytes from |source| to |offset| of |buffer| (same rules
+ * as map_range). */
+HALI_MUST_USE hali_status_t hali_hal_buffer_write(hali_hal_buffer_t *buffer,
+                                                  hali_hal_device_size_t offset,
+                                                  const void *source,
+                                                  size_t length);
+
+/* Checks that |buffer| has every bit of |required| usage; PERMISSION_DENIED
+ * naming |what| (e.g. "dispatch binding 2") and the bits otherwise. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_validate_usage(
+    const hali_hal_buffer_t *buffer, hali_hal_buffer_usage_bits_t required,
+    const char *what);
+/* Checks that [offset, offset + length) fits in |buffer|; OUT_OF_RANGE
+ * naming |what| and the numbers otherwise. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_validate_range(
+    const hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length, const char *what);
+
+/* ---- Internal: used by the allocator, the queue and devices. ---- */
+
+/* Creates an allocated buffer without storage (retains |allocator|). */
+HALI_MUST_USE hali_status_t hali_hal_buffer_create_uncommitted(
+    hali_hal_allocator_t *allocator, hali_hal_buffer_params_t params,
+    hali_hal_device_size_t size, hali_hal_buffer_t **out_buffer);
+/* Gives an uncommitted allocated buffer its storage (FAILED_PRECONDITION if
+ * it is a subspan or already committed). */
+HALI_MUST_USE hali_status_t hali_hal_buffer_commit(hali_hal_buffer_t *buffer);
+/* Frees the storage of an allocated buffer (FAILED_PRECONDITION if it is a
+ * subspan or not committed). */
+HALI_MUST_USE hali_status_t hali_hal_buffer_decommit(hali_hal_buffer_t *buffer);
+/* Host pointer to [offset, offset + length) without the memory-type and
+ * usage checks that map_range does: range and commitment only.  For the
+ * queue, which checks usage itself. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_resolve(
+    hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length, uint8_t **out_ptr);
+
+#endif /* HALI_HAL_BUFFER_H */

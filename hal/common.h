@@ -1,0 +1,80 @@
+/* hali HAL — definitions shared by every HAL header.
+ *
+ * The HAL is usable from C without the VM: include "hal/hal.h" and link
+ * libhali.  Objects are reference counted (hali_ref_t first, atomic counts);
+ * every fallible function returns a hali_status_t (NULL = OK) that the
+ * caller owns.  See doc/hal.md for the semantics in prose.
+ */
+#ifndef HALI_HAL_COMMON_H
+#define HALI_HAL_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hali/base.h"
+#include "vm/ref.h"
+
+/* Byte offsets and lengths of device memory. */
+typedef uint64_t hali_hal_device_size_t;
+
+/* "The rest of the buffer" for subspan and binding lengths. */
+#define HALI_HAL_WHOLE_BUFFER UINT64_MAX
+
+/* Timeouts are relative, in nanoseconds: 0 polls, HALI_INFINITE (or any
+ * negative value) waits forever. */
+typedef int64_t hali_timeout_ns_t;
+#define HALI_INFINITE ((hali_timeout_ns_t)-1)
+
+/* Where memory lives and who can see it.  Recorded on every buffer; the
+ * CPU devices back every type with host memory but still enforce the
+ * rules (see doc/hal.md). */
+typedef uint32_t hali_hal_memory_type_bits_t;
+enum {
+  HALI_HAL_MEMORY_TYPE_NONE = 0u,
+  HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL = 1u << 0,
+  HALI_HAL_MEMORY_TYPE_HOST_VISIBLE = 1u << 1,
+  HALI_HAL_MEMORY_TYPE_HOST_COHERENT = 1u << 2,
+  HALI_HAL_MEMORY_TYPE_HOST_CACHED = 1u << 3,
+  HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE = 1u << 4,
+  HALI_HAL_MEMORY_TYPE_TRANSIENT = 1u << 5,
+  HALI_HAL_MEMORY_TYPE_ALL = (1u << 6) - 1,
+};
+
+/* What a buffer may be used for. */
+typedef uint32_t hali_hal_buffer_usage_bits_t;
+enum {
+  HALI_HAL_BUFFER_USAGE_NONE = 0u,
+  HALI_HAL_BUFFER_USAGE_TRANSFER = 1u << 0, /* fill/copy/update target/source */
+  HALI_HAL_BUFFER_USAGE_DISPATCH = 1u << 1, /* bound to a dispatch */
+  HALI_HAL_BUFFER_USAGE_MAPPING = 1u << 2,  /* mapped / read / written by host */
+  HALI_HAL_BUFFER_USAGE_CONSTANT = 1u << 3, /* immutable after initialization */
+  HALI_HAL_BUFFER_USAGE_ALL = (1u << 4) - 1,
+};
+
+typedef struct hali_hal_allocator_t hali_hal_allocator_t;
+typedef struct hali_hal_buffer_t hali_hal_buffer_t;
+typedef struct hali_hal_buffer_view_t hali_hal_buffer_view_t;
+typedef struct hali_hal_command_buffer_t hali_hal_command_buffer_t;
+typedef struct hali_hal_executable_t hali_hal_executable_t;
+typedef struct hali_hal_semaphore_t hali_hal_semaphore_t;
+typedef struct hali_hal_fence_t hali_hal_fence_t;
+typedef struct hali_hal_device_t hali_hal_device_t;
+
+/* Writes "DEVICE_LOCAL|HOST_VISIBLE" (or "NONE") into |buf| of |cap| bytes
+ * and returns |buf|. */
+const char *hali_hal_memory_type_bits_format(hali_hal_memory_type_bits_t bits,
+                                             char *buf, size_t cap);
+/* Writes "TRANSFER|DISPATCH" (or "NONE") into |buf| and returns it. */
+const char *hali_hal_buffer_usage_bits_format(hali_hal_buffer_usage_bits_t bits,
+                                              char *buf, size_t cap);
+
+/* True when [offset, offset + length) lies inside [0, size); never
+ * overflows. */
+static inline bool hali_hal_range_fits(hali_hal_device_size_t size,
+                                       hali_hal_device_size_t offset,
+                                       hali_hal_device_size_t length) {
+  return offset <= size && length <= size - offset;
+}
+
+#endif /* HALI_HAL_COMMON_H */
