@@ -1,0 +1,68 @@
+/* hali HAL — fences: sets of (semaphore, value) timepoints.
+ *
+ * A fence is reached when every point is; it fails when any of its
+ * semaphores fails (with that semaphore's first failure).  A fence holds at
+ * most one point per semaphore (inserting a second keeps the larger value).
+ * A NULL fence and an empty fence are always reached: await returns OK at
+ * once, signal and fail do nothing.
+ *
+ * Thread-safety: every function may be called from any thread; inserting
+ * while another thread awaits the same fence is allowed (the await sees the
+ * points present when it started).
+ */
+#ifndef HALI_HAL_FENCE_H
+#define HALI_HAL_FENCE_H
+
+#include "hal/semaphore.h"
+
+/* Creates an empty fence.  The caller owns |*out_fence|. */
+HALI_MUST_USE hali_status_t hali_hal_fence_create(hali_hal_fence_t **out_fence);
+/* Creates a fence at the single point (|semaphore| (retained), |value|). */
+HALI_MUST_USE hali_status_t hali_hal_fence_create_at(
+    hali_hal_semaphore_t *semaphore, uint64_t value,
+    hali_hal_fence_t **out_fence);
+/* Creates a fresh semaphore at 0 and a fence at its value 1: the usual
+ * "signal me when done" fence (what hal.fence.create makes). */
+HALI_MUST_USE hali_status_t hali_hal_fence_create_pending(
+    hali_hal_fence_t **out_fence);
+/* Creates a fence with the points of every non-NULL fence in |fences|. */
+HALI_MUST_USE hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
+                                                size_t count,
+                                                hali_hal_fence_t **out_fence);
+void hali_hal_fence_retain(hali_hal_fence_t *fence);
+void hali_hal_fence_release(hali_hal_fence_t *fence);
+
+/* Adds the point (|semaphore|, |value|), or raises the value of the point
+ * on |semaphore| if it is lower. */
+HALI_MUST_USE hali_status_t hali_hal_fence_insert(
+    hali_hal_fence_t *fence, hali_hal_semaphore_t *semaphore, uint64_t value);
+
+/* Number of points, and point |i| (semaphore borrowed). */
+size_t hali_hal_fence_point_count(hali_hal_fence_t *fence);
+void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
+                          hali_hal_semaphore_t **out_semaphore,
+                          uint64_t *out_value);
+
+/* Signals every point's semaphore to its value (points already at or past
+ * their value are left alone).  Returns the first error (e.g. a failed
+ * semaphore's status). */
+HALI_MUST_USE hali_status_t hali_hal_fence_signal(hali_hal_fence_t *fence);
+/* Fails every point's semaphore with (a clone of) |status|, which is
+ * consumed.  Semaphores that already failed keep their first failure. */
+void hali_hal_fence_fail(hali_hal_fence_t *fence, hali_status_t status);
+/* Non-blocking: |*out_ready| is true when every point is reached.  Returns
+ * a clone of the first failure found (and sets |*out_ready| true: a failed
+ * fence will not change any more). */
+HALI_MUST_USE hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence,
+                                                 bool *out_ready);
+/* Blocks until every point is reached, for at most |timeout_ns| in total
+ * (0 polls, HALI_INFINITE forever).  Returns OK, the failure of a failed
+ * semaphore, or DEADLINE_EXCEEDED naming the values. */
+HALI_MUST_USE hali_status_t hali_hal_fence_await(hali_hal_fence_t *fence,
+                                                 hali_timeout_ns_t timeout_ns);
+/* Awaits every non-NULL fence of |fences| within one shared timeout. */
+HALI_MUST_USE hali_status_t hali_hal_fence_await_all(
+    hali_hal_fence_t *const *fences, size_t count,
+    hali_timeout_ns_t timeout_ns);
+
+#endif /* HALI_HAL_FENCE_H */
