@@ -1,0 +1,446 @@
+/* hali HAL — command buffer recording (see hal/command_buffer.h; replay is
+ * in hal/command_exec.c). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/command_list.h"
+
+static void hali_hal_command_buffer_destroy(hali_ref_t *ref) {
+  hali_hal_command_buffer_t *cb = (hali_hal_command_buffer_t *)ref;
+  for (size_t i = 0; i < cb->resource_count; ++i)
+    hali_ref_release(cb->resources[i]);
+  free(cb->resources);
+  free(cb->data);
+  free(cb);
+}
+
+static const hali_ref_vtable_t hali_hal_command_buffer_vtable = {
+    .destroy = hali_hal_command_buffer_destroy,
+};
+
+hali_status_t hali_hal_command_buffer_create(
+    hali_hal_command_buffer_mode_bits_t mode,
+    hali_hal_command_category_bits_t categories,
+    hali_hal_command_buffer_t **out_command_buffer) {
+  *out_command_buffer = NULL;
+  if (mode & ~(uint32_t)HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "unknown command buffer mode bits 0x%x", mode);
+  if (!categories || (categories & ~(uint32_t)HALI_HAL_COMMAND_CATEGORY_ANY))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "invalid command categories 0x%x (need TRANSFER "
+                            "and/or DISPATCH)",
+                            categories);
+  hali_hal_command_buffer_t *cb = calloc(1, sizeof(*cb));
+  if (!cb)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory creating a command buffer");
+  hali_ref_init(&cb->ref, HALI_TYPE_COMMAND_BUFFER,
+                &hali_hal_command_buffer_vtable);
+  cb->mode = mode;
+  cb->categories = categories;
+  atomic_init(&cb->submitted, false);
+  *out_command_buffer = cb;
+  return HALI_OK;
+}
+
+void hali_hal_command_buffer_retain(hali_hal_command_buffer_t *cb) {
+  if (cb) hali_ref_retain(&cb->ref);
+}
+
+void hali_hal_command_buffer_release(hali_hal_command_buffer_t *cb) {
+  if (cb) hali_ref_release(&cb->ref);
+}
+
+hali_hal_command_buffer_mode_bits_t hali_hal_command_buffer_mode(
+    const hali_hal_command_buffer_t *cb) {
+  return cb->mode;
+}
+
+hali_hal_command_category_bits_t hali_hal_command_buffer_categories(
+    const hali_hal_command_buffer_t *cb) {
+  return cb->categories;
+}
+
+bool hali_hal_command_buffer_is_finalized(const hali_hal_command_buffer_t *cb) {
+  return cb->finalized;
+}
+
+size_t hali_hal_command_buffer_command_count(
+    const hali_hal_command_buffer_t *cb) {
+  return cb->command_count;
+}
+
+/* ---- Recording helpers. ---- */
+
+static hali_status_t hali_hal_command_buffer_check_recording(
+    const hali_hal_command_buffer_t *cb, hali_hal_command_category_bits_t need,
+    const char *what) {
+  if (cb->finalized)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "cannot record %s: the command buffer is "
+                            "finalized",
+                            what);
+  if ((cb->categories & need) != need)
+    return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
+                            "cannot record %s in a command buffer without the "
+                            "%s category (categories 0x%x)",
+                            what,
+                            need == HALI_HAL_COMMAND_CATEGORY_DISPATCH
+                                ? "DISPATCH"
+                                : "TRANSFER",
+                            cb->categories);
+  return HALI_OK;
+}
+
+/* Reserves room for the resources a record will add, so that appending
+ * them after the record is built cannot fail. */
+static hali_status_t hali_hal_command_buffer_reserve_resources(
+    hali_hal_command_buffer_t *cb, size_t extra) {
+  if (cb->resource_count + extra <= cb->resource_capacity) return HALI_OK;
+  size_t capacity = cb->resource_capacity ? cb->resource_capacity : 8;
+  while (capacity < cb->resource_count + extra) capacity *= 2;
+  hali_ref_t **grown = realloc(cb->resources, capacity * sizeof(*grown));
+  if (!grown)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory recording a command");
+  cb->resources = grown;
+  cb->resource_capacity = capacity;
+  return HALI_OK;
+}
+
+/* Retains |ref| into the (reserved) resource list; skips a repeat of the
+ * last one, the common case of consecutive commands on one buffer. */
+static void hali_hal_command_buffer_add_resource(hali_hal_command_buffer_t *cb,
+                                                 hali_ref_t *ref) {
+  if (cb->resource_count && cb->resources[cb->resource_count - 1] == ref)
+    return;
+  hali_ref_retain(ref);
+  cb->resources[cb->resource_count++] = ref;
+}
+
+/* Appends a zeroed record of |size| bytes (rounded up to 8); returns it via
+ * |out_record|.  Resources for it must be reserved before, so nothing after
+ * this call fails. */
+static hali_status_t hali_hal_command_buffer_append(
+    hali_hal_command_buffer_t *cb, hali_hal_command_type_t type, size_t size,
+    void **out_record) {
+  *out_record = NULL;
+  if (size > UINT32_MAX - 8)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "command of %zu bytes is too large to record",
+                            size);
+  size = (size + 7) & ~(size_t)7;
+  if (cb->size + size > cb->capacity) {
+    size_t capacity = cb->capacity ? cb->capacity : 256;
+    while (capacity < cb->size + size) capacity *= 2;
+    uint8_t *grown = realloc(cb->data, capacity);
+    if (!grown)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "out of host memory recording a command of %zu "
+                              "bytes",
+                              size);
+    cb->data = grown;
+    cb->capacity = capacity;
+  }
+  hali_hal_command_header_t *h = (void *)(cb->data + cb->size);
+  memset(h, 0, size);
+  h->type = type;
+  h->size = (uint32_t)size;
+  cb->size += size;
+  cb->command_count++;
+  *out_record = h;
+  return HALI_OK;
+}
+
+/* ---- Transfer commands. ---- */
+
+hali_status_t hali_hal_command_buffer_fill(hali_hal_command_buffer_t *cb,
+                                           hali_hal_buffer_t *target,
+                                           hali_hal_device_size_t offset,
+                                           hali_hal_device_size_t length,
+                                           uint32_t pattern,
+                                           uint32_t pattern_length) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_TRANSFER, "fill"));
+  if (pattern_length != 1 && pattern_length != 2 && pattern_length != 4)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "fill pattern length %u is not 1, 2 or 4",
+                            pattern_length);
+  if (offset % pattern_length || length % pattern_length)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "fill offset %" PRIu64 " and length %" PRIu64
+                            " must be multiples of the pattern length %u",
+                            offset, length, pattern_length);
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_buffer_validate_range(target, offset, length, "fill target"));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
+      target, HALI_HAL_BUFFER_USAGE_TRANSFER, "fill target"));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 1));
+  hali_hal_command_fill_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_FILL, sizeof(*cmd), (void **)&cmd));
+  cmd->target = target;
+  cmd->offset = offset;
+  cmd->length = length;
+  cmd->pattern = pattern_length == 4 ? pattern
+                                     : pattern & ((1u << (8 * pattern_length)) - 1);
+  cmd->pattern_length = pattern_length;
+  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)target);
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_copy(
+    hali_hal_command_buffer_t *cb, hali_hal_buffer_t *source,
+    hali_hal_device_size_t source_offset, hali_hal_buffer_t *target,
+    hali_hal_device_size_t target_offset, hali_hal_device_size_t length) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_TRANSFER, "copy"));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_range(
+      source, source_offset, length, "copy source"));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_range(
+      target, target_offset, length, "copy target"));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
+      source, HALI_HAL_BUFFER_USAGE_TRANSFER, "copy source"));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
+      target, HALI_HAL_BUFFER_USAGE_TRANSFER, "copy target"));
+  if (hali_hal_buffer_allocated_buffer(source) ==
+      hali_hal_buffer_allocated_buffer(target)) {
+    /* Both ranges are inside one allocation, so these sums cannot
+     * overflow: each is bounded by the allocation's length. */
+    uint64_t s = hali_hal_buffer_byte_offset(source) + source_offset;
+    uint64_t t = hali_hal_buffer_byte_offset(target) + target_offset;
+    if (length && s < t + length && t < s + length)
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "copy source [%" PRIu64 ", %" PRIu64
+                              ") and target [%" PRIu64 ", %" PRIu64
+                              ") overlap in the same allocation",
+                              s, s + length, t, t + length);
+  }
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 2));
+  hali_hal_command_copy_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_COPY, sizeof(*cmd), (void **)&cmd));
+  cmd->source = source;
+  cmd->source_offset = source_offset;
+  cmd->target = target;
+  cmd->target_offset = target_offset;
+  cmd->length = length;
+  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)source);
+  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)target);
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_update(hali_hal_command_buffer_t *cb,
+                                             const void *source,
+                                             hali_hal_buffer_t *target,
+                                             hali_hal_device_size_t offset,
+                                             hali_hal_device_size_t length) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_TRANSFER, "update"));
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_buffer_validate_range(target, offset, length, "update target"));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
+      target, HALI_HAL_BUFFER_USAGE_TRANSFER, "update target"));
+  if (length > SIZE_MAX - sizeof(hali_hal_command_update_t))
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "update of %" PRIu64 " bytes is too large", length);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 1));
+  hali_hal_command_update_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_UPDATE, sizeof(*cmd) + (size_t)length,
+      (void **)&cmd));
+  cmd->target = target;
+  cmd->offset = offset;
+  cmd->length = length;
+  if (length) memcpy(cmd->data, source, (size_t)length);
+  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)target);
+  return HALI_OK;
+}
+
+/* ---- Dispatch commands. ---- */
+
+hali_status_t hali_hal_command_buffer_push_constants(
+    hali_hal_command_buffer_t *cb, uint32_t offset, const uint32_t *values,
+    uint32_t count) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_DISPATCH, "push_constants"));
+  if (offset > HALI_HAL_MAX_PUSH_CONSTANTS ||
+      count > HALI_HAL_MAX_PUSH_CONSTANTS - offset)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "push constants [%u, %u + %u) exceed the %d "
+                            "available",
+                            offset, offset, count, HALI_HAL_MAX_PUSH_CONSTANTS);
+  hali_hal_command_push_constants_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_PUSH_CONSTANTS,
+      sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
+  cmd->offset = offset;
+  cmd->count = count;
+  if (count) memcpy(cmd->values, values, count * sizeof(uint32_t));
+  for (uint32_t i = 0; i < count; ++i)
+    cb->constants_set |= (uint64_t)1 << (offset + i);
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_push_descriptor_set(
+    hali_hal_command_buffer_t *cb, const hali_hal_buffer_binding_t *bindings,
+    uint32_t count) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_DISPATCH, "push_descriptor_set"));
+  if (count > HALI_HAL_MAX_BINDINGS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "push_descriptor_set of %u bindings exceeds the "
+                            "maximum of %d",
+                            count, HALI_HAL_MAX_BINDINGS);
+  for (uint32_t i = 0; i < count; ++i) {
+    const hali_hal_buffer_binding_t *b = &bindings[i];
+    char what[64];
+    snprintf(what, sizeof(what), "binding %u", b->ordinal);
+    if (b->ordinal >= HALI_HAL_MAX_BINDINGS)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "binding ordinal %u exceeds the maximum of %d",
+                              b->ordinal, HALI_HAL_MAX_BINDINGS - 1);
+    if (!b->buffer)
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "binding %u has no buffer", b->ordinal);
+    hali_hal_device_size_t length = b->length;
+    if (length == HALI_HAL_WHOLE_BUFFER &&
+        b->offset <= hali_hal_buffer_length(b->buffer))
+      length = hali_hal_buffer_length(b->buffer) - b->offset;
+    HALI_RETURN_IF_ERROR_PLAIN(
+        hali_hal_buffer_validate_range(b->buffer, b->offset, length, what));
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
+        b->buffer, HALI_HAL_BUFFER_USAGE_DISPATCH, what));
+  }
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_command_buffer_reserve_resources(cb, count));
+  hali_hal_command_push_descriptor_set_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET,
+      sizeof(*cmd) + count * sizeof(hali_hal_command_binding_t),
+      (void **)&cmd));
+  cmd->count = count;
+  for (uint32_t i = 0; i < count; ++i) {
+    const hali_hal_buffer_binding_t *b = &bindings[i];
+    hali_hal_command_binding_t *out = &cmd->bindings[i];
+    out->ordinal = b->ordinal;
+    out->buffer = b->buffer;
+    out->offset = b->offset;
+    out->length = b->length == HALI_HAL_WHOLE_BUFFER
+                      ? hali_hal_buffer_length(b->buffer) - b->offset
+                      : b->length;
+    cb->bindings[b->ordinal] = *out;
+    cb->bindings_set |= 1u << b->ordinal;
+    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)b->buffer);
+  }
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_dispatch_validate(
+    const hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_hal_dispatch_bindings_t *state) {
+  const hali_hal_executable_export_t *e =
+      hali_hal_executable_export(executable, ordinal);
+  if (!e)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "executable '%s' has no export %u (it has %u)",
+                            hali_hal_executable_name(executable), ordinal,
+                            hali_hal_executable_export_count(executable));
+  for (uint32_t i = 0; i < e->constant_count; ++i)
+    if (!(state->constants_set & ((uint64_t)1 << i)))
+      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                              "dispatch of executable '%s' export %u '%s' "
+                              "needs %u push constants but constant %u was "
+                              "never pushed",
+                              hali_hal_executable_name(executable), ordinal,
+                              e->name, e->constant_count, i);
+  for (uint32_t i = 0; i < e->binding_count; ++i) {
+    if (!(state->bindings_set & (1u << i)))
+      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                              "dispatch of executable '%s' export %u '%s' "
+                              "needs %u bindings but binding %u was never "
+                              "pushed",
+                              hali_hal_executable_name(executable), ordinal,
+                              e->name, e->binding_count, i);
+    const hali_hal_command_binding_t *b = &state->bindings[i];
+    char what[64];
+    snprintf(what, sizeof(what), "binding %u", i);
+    HALI_RETURN_IF_ERROR(
+        hali_hal_buffer_validate_range(b->buffer, b->offset, b->length, what),
+        "dispatch of executable '%s' export %u '%s'",
+        hali_hal_executable_name(executable), ordinal, e->name);
+    HALI_RETURN_IF_ERROR(
+        hali_hal_buffer_validate_usage(b->buffer,
+                                       HALI_HAL_BUFFER_USAGE_DISPATCH, what),
+        "dispatch of executable '%s' export %u '%s'",
+        hali_hal_executable_name(executable), ordinal, e->name);
+  }
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_dispatch(
+    hali_hal_command_buffer_t *cb, hali_hal_executable_t *executable,
+    uint32_t ordinal, uint32_t workgroup_count_x, uint32_t workgroup_count_y,
+    uint32_t workgroup_count_z) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_DISPATCH, "dispatch"));
+  if (!executable)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "dispatch without an executable");
+  hali_hal_dispatch_bindings_t state = {
+      .constants_set = cb->constants_set,
+      .bindings_set = cb->bindings_set,
+      .bindings = cb->bindings,
+  };
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_dispatch_validate(executable, ordinal, &state));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 1));
+  hali_hal_command_dispatch_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_DISPATCH, sizeof(*cmd), (void **)&cmd));
+  cmd->executable = executable;
+  cmd->ordinal = ordinal;
+  cmd->workgroup_count[0] = workgroup_count_x;
+  cmd->workgroup_count[1] = workgroup_count_y;
+  cmd->workgroup_count[2] = workgroup_count_z;
+  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)executable);
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_execution_barrier(
+    hali_hal_command_buffer_t *cb) {
+  if (cb->finalized)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "cannot record execution_barrier: the command "
+                            "buffer is finalized");
+  void *cmd;
+  return hali_hal_command_buffer_append(cb, HALI_HAL_COMMAND_BARRIER,
+                                        sizeof(hali_hal_command_header_t),
+                                        &cmd);
+}
+
+hali_status_t hali_hal_command_buffer_finalize(hali_hal_command_buffer_t *cb) {
+  if (cb->finalized)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "command buffer is already finalized");
+  cb->finalized = true;
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_begin_submit(
+    hali_hal_command_buffer_t *cb) {
+  if (!cb->finalized)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "command buffer submitted before finalize");
+  if (cb->mode & HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT) {
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&cb->submitted, &expected, true))
+      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                              "one-shot command buffer submitted more than "
+                              "once");
+  }
+  return HALI_OK;
+}

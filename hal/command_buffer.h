@@ -1,0 +1,127 @@
+/* hali HAL — command buffers: transfer and dispatch work recorded once and
+ * replayed by a device queue.
+ *
+ * Recording validates every command at once (ranges with overflow-safe
+ * arithmetic, alignment, usage bits, categories, dispatch interfaces), so
+ * replay only re-checks what can change after recording: whether buffer
+ * storage is committed (queue_alloca/dealloca).  Commands are stored as a
+ * compact list of variable-size records (hal/command_list.h); referenced
+ * buffers and executables are retained until the command buffer dies.
+ *
+ * Commands execute in order, each finishing before the next starts, so
+ * execution_barrier is recorded (for tracing and future backends) but costs
+ * nothing on the CPU devices.
+ *
+ * Thread-safety: recording is single-threaded (one thread at a time, no
+ * internal locking); a finalized command buffer is immutable and may be
+ * submitted from any thread, and replayed concurrently if reusable.
+ */
+#ifndef HALI_HAL_COMMAND_BUFFER_H
+#define HALI_HAL_COMMAND_BUFFER_H
+
+#include "hal/buffer.h"
+#include "hal/executable.h"
+
+typedef uint32_t hali_hal_command_buffer_mode_bits_t;
+enum {
+  /* Reusable: may be submitted any number of times (also concurrently). */
+  HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE = 0u,
+  /* One-shot: may be submitted once; a second submission is rejected. */
+  HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT = 1u << 0,
+};
+
+typedef uint32_t hali_hal_command_category_bits_t;
+enum {
+  HALI_HAL_COMMAND_CATEGORY_TRANSFER = 1u << 0, /* fill, copy, update */
+  HALI_HAL_COMMAND_CATEGORY_DISPATCH = 1u << 1, /* push_*, dispatch */
+  HALI_HAL_COMMAND_CATEGORY_ANY = (1u << 2) - 1,
+};
+
+/* One binding of push_descriptor_set. */
+typedef struct hali_hal_buffer_binding_t {
+  uint32_t ordinal;               /* binding slot, < HALI_HAL_MAX_BINDINGS */
+  hali_hal_buffer_t *buffer;      /* borrowed; retained by the recording */
+  hali_hal_device_size_t offset;  /* within |buffer| */
+  hali_hal_device_size_t length;  /* or HALI_HAL_WHOLE_BUFFER */
+} hali_hal_buffer_binding_t;
+
+/* Creates an empty command buffer in the recording state.  INVALID_ARGUMENT
+ * for unknown mode or category bits or no category.  The caller owns
+ * |*out_command_buffer|. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_create(
+    hali_hal_command_buffer_mode_bits_t mode,
+    hali_hal_command_category_bits_t categories,
+    hali_hal_command_buffer_t **out_command_buffer);
+void hali_hal_command_buffer_retain(hali_hal_command_buffer_t *command_buffer);
+void hali_hal_command_buffer_release(hali_hal_command_buffer_t *command_buffer);
+
+hali_hal_command_buffer_mode_bits_t hali_hal_command_buffer_mode(
+    const hali_hal_command_buffer_t *command_buffer);
+hali_hal_command_category_bits_t hali_hal_command_buffer_categories(
+    const hali_hal_command_buffer_t *command_buffer);
+bool hali_hal_command_buffer_is_finalized(
+    const hali_hal_command_buffer_t *command_buffer);
+/* Number of commands recorded so far. */
+size_t hali_hal_command_buffer_command_count(
+    const hali_hal_command_buffer_t *command_buffer);
+
+/* Every recording function below fails with FAILED_PRECONDITION once the
+ * command buffer is finalized, and with PERMISSION_DENIED when the command
+ * buffer lacks the command's category.  A failed record leaves the command
+ * buffer unchanged. */
+
+/* Fills [offset, offset + length) of |target| with the low
+ * |pattern_length| (1, 2 or 4) bytes of |pattern|, repeated little-endian.
+ * |offset| and |length| must be multiples of |pattern_length|
+ * (INVALID_ARGUMENT); the range must fit (OUT_OF_RANGE); |target| needs
+ * TRANSFER usage (PERMISSION_DENIED).  Bytes outside the range are not
+ * touched. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_fill(
+    hali_hal_command_buffer_t *command_buffer, hali_hal_buffer_t *target,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length,
+    uint32_t pattern, uint32_t pattern_length);
+/* Copies |length| bytes.  Both buffers need TRANSFER usage; both ranges
+ * must fit; when both are views of the same allocation the ranges must not
+ * overlap (INVALID_ARGUMENT naming both ranges). */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_copy(
+    hali_hal_command_buffer_t *command_buffer, hali_hal_buffer_t *source,
+    hali_hal_device_size_t source_offset, hali_hal_buffer_t *target,
+    hali_hal_device_size_t target_offset, hali_hal_device_size_t length);
+/* Writes |length| bytes from |source| (copied now) into |target| at
+ * |offset|.  Same range and usage rules as fill. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_update(
+    hali_hal_command_buffer_t *command_buffer, const void *source,
+    hali_hal_buffer_t *target, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length);
+/* Sets push constants [offset, offset + count) (in 32-bit constants, not
+ * bytes) for subsequent dispatches; the range must lie within
+ * HALI_HAL_MAX_PUSH_CONSTANTS (OUT_OF_RANGE). */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_constants(
+    hali_hal_command_buffer_t *command_buffer, uint32_t offset,
+    const uint32_t *values, uint32_t count);
+/* Binds |count| buffer ranges for subsequent dispatches.  Each ordinal must
+ * be < HALI_HAL_MAX_BINDINGS (OUT_OF_RANGE), each range must fit its buffer
+ * and each buffer needs DISPATCH usage (PERMISSION_DENIED naming the
+ * binding). */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_descriptor_set(
+    hali_hal_command_buffer_t *command_buffer,
+    const hali_hal_buffer_binding_t *bindings, uint32_t count);
+/* Dispatches export |ordinal| of |executable| over a grid of
+ * x * y * z workgroups (a zero count dispatches nothing).  The export's
+ * bindings 0..binding_count-1 and constants 0..constant_count-1 must have
+ * been pushed (FAILED_PRECONDITION naming the first missing one);
+ * NOT_FOUND-style OUT_OF_RANGE for a bad ordinal. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_dispatch(
+    hali_hal_command_buffer_t *command_buffer,
+    hali_hal_executable_t *executable, uint32_t ordinal,
+    uint32_t workgroup_count_x, uint32_t workgroup_count_y,
+    uint32_t workgroup_count_z);
+/* Orders everything before it before everything after it. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_execution_barrier(
+    hali_hal_command_buffer_t *command_buffer);
+/* Ends recording; the command buffer becomes immutable and submittable.
+ * FAILED_PRECONDITION if already finalized. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_finalize(
+    hali_hal_command_buffer_t *command_buffer);
+
+#endif /* HALI_HAL_COMMAND_BUFFER_H */

@@ -1,0 +1,164 @@
+/* hali HAL — private: the recorded form of a command buffer, shared by the
+ * recorder (hal/command_buffer.c) and the replay loop (hal/command_exec.c).
+ *
+ * A command list is one byte array of variable-size records, each starting
+ * with a header and padded to 8 bytes:
+ *
+ *   +--------+--------+------------------------------------+
+ *   | type:4 | size:4 | type-specific fields ...  (padding) |
+ *   +--------+--------+------------------------------------+
+ *   ^ record            ^ size bytes from the record start ^
+ *
+ * Buffers and executables named by records are retained by the command
+ * buffer (its resource list) for as long as it lives.
+ */
+#ifndef HALI_HAL_COMMAND_LIST_H
+#define HALI_HAL_COMMAND_LIST_H
+
+#include <stdatomic.h>
+
+#include "hal/command_buffer.h"
+
+typedef enum hali_hal_command_type_e {
+  HALI_HAL_COMMAND_FILL = 1,
+  HALI_HAL_COMMAND_COPY,
+  HALI_HAL_COMMAND_UPDATE,
+  HALI_HAL_COMMAND_PUSH_CONSTANTS,
+  HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET,
+  HALI_HAL_COMMAND_DISPATCH,
+  HALI_HAL_COMMAND_BARRIER,
+} hali_hal_command_type_t;
+
+typedef struct hali_hal_command_header_t {
+  uint32_t type; /* hali_hal_command_type_t */
+  uint32_t size; /* bytes of the whole record, a multiple of 8 */
+} hali_hal_command_header_t;
+
+typedef struct hali_hal_command_fill_t {
+  hali_hal_command_header_t header;
+  hali_hal_buffer_t *target;
+  hali_hal_device_size_t offset;
+  hali_hal_device_size_t length;
+  uint32_t pattern;        /* masked to pattern_length bytes */
+  uint32_t pattern_length; /* 1, 2 or 4 */
+} hali_hal_command_fill_t;
+
+typedef struct hali_hal_command_copy_t {
+  hali_hal_command_header_t header;
+  hali_hal_buffer_t *source;
+  hali_hal_device_size_t source_offset;
+  hali_hal_buffer_t *target;
+  hali_hal_device_size_t target_offset;
+  hali_hal_device_size_t length;
+} hali_hal_command_copy_t;
+
+typedef struct hali_hal_command_update_t {
+  hali_hal_command_header_t header;
+  hali_hal_buffer_t *target;
+  hali_hal_device_size_t offset;
+  hali_hal_device_size_t length;
+  uint8_t data[]; /* |length| bytes */
+} hali_hal_command_update_t;
+
+typedef struct hali_hal_command_push_constants_t {
+  hali_hal_command_header_t header;
+  uint32_t offset; /* in constants */
+  uint32_t count;
+  uint32_t values[];
+} hali_hal_command_push_constants_t;
+
+typedef struct hali_hal_command_binding_t {
+  uint32_t ordinal;
+  hali_hal_buffer_t *buffer;
+  hali_hal_device_size_t offset;
+  hali_hal_device_size_t length; /* resolved: never WHOLE_BUFFER */
+} hali_hal_command_binding_t;
+
+typedef struct hali_hal_command_push_descriptor_set_t {
+  hali_hal_command_header_t header;
+  uint32_t count;
+  hali_hal_command_binding_t bindings[];
+} hali_hal_command_push_descriptor_set_t;
+
+typedef struct hali_hal_command_dispatch_t {
+  hali_hal_command_header_t header;
+  hali_hal_executable_t *executable;
+  uint32_t ordinal;
+  uint32_t workgroup_count[3];
+} hali_hal_command_dispatch_t;
+
+struct hali_hal_command_buffer_t {
+  hali_ref_t ref;
+  hali_hal_command_buffer_mode_bits_t mode;
+  hali_hal_command_category_bits_t categories;
+  bool finalized;
+  atomic_bool submitted; /* one-shot: set by the first submission */
+  /* The records. */
+  uint8_t *data;
+  size_t size;
+  size_t capacity;
+  size_t command_count;
+  /* Retained refs (buffers, executables) named by the records. */
+  hali_ref_t **resources;
+  size_t resource_count;
+  size_t resource_capacity;
+  /* Recording-time view of the dispatch state, to validate dispatches. */
+  uint64_t constants_set;   /* bit i: constant i pushed */
+  uint32_t bindings_set;    /* bit i: binding i pushed */
+  hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
+};
+
+/* Iteration: for (h = first; h; h = next(cb, h)). */
+static inline const hali_hal_command_header_t *hali_hal_command_list_first(
+    const hali_hal_command_buffer_t *cb) {
+  return cb->size ? (const hali_hal_command_header_t *)(const void *)cb->data
+                  : NULL;
+}
+static inline const hali_hal_command_header_t *hali_hal_command_list_next(
+    const hali_hal_command_buffer_t *cb, const hali_hal_command_header_t *h) {
+  const uint8_t *next = (const uint8_t *)h + h->size;
+  return next < cb->data + cb->size
+             ? (const hali_hal_command_header_t *)(const void *)next
+             : NULL;
+}
+
+/* The dispatch state both recording and replay keep while walking the list
+ * and validate a dispatch against: set masks plus the bound ranges. */
+typedef struct hali_hal_dispatch_bindings_t {
+  uint64_t constants_set;
+  uint32_t bindings_set;
+  const hali_hal_command_binding_t *bindings; /* HALI_HAL_MAX_BINDINGS */
+} hali_hal_dispatch_bindings_t;
+
+/* Checks a dispatch of |executable| export |ordinal| against the state:
+ * ordinal in range, every declared constant and binding set, every bound
+ * range inside its buffer, every bound buffer with DISPATCH usage. */
+HALI_MUST_USE hali_status_t hali_hal_dispatch_validate(
+    const hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_hal_dispatch_bindings_t *state);
+
+/* Marks a finalized command buffer as submitted: FAILED_PRECONDITION if it
+ * is not finalized or is one-shot and was submitted before. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_begin_submit(
+    hali_hal_command_buffer_t *command_buffer);
+
+/* Replays |command_buffer| (hal/command_exec.c) and runs dispatches
+ * through |run_dispatch|, which runs every workgroup of one validated
+ * dispatch and returns the first failure. */
+typedef hali_status_t (*hali_hal_dispatch_runner_t)(
+    void *self, hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch);
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
+    hali_hal_command_buffer_t *command_buffer,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self);
+
+/* Runs workgroups with linear index [begin, end) of a dispatch (x fastest)
+ * on the calling thread as worker |worker_id|, with |scratch| of
+ * |scratch_size| bytes.  Returns the first failure, annotated with the
+ * executable, export and workgroup. */
+HALI_MUST_USE hali_status_t hali_hal_dispatch_run_workgroups(
+    hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch, uint64_t begin, uint64_t end,
+    uint32_t worker_id, void *scratch, size_t scratch_size);
+
+#endif /* HALI_HAL_COMMAND_LIST_H */
