@@ -1,0 +1,622 @@
+/* hali HAL — the local-sync and local-task devices (see hal/device.h).
+ *
+ * Both keep one FIFO of submissions; they differ in who runs it:
+ *
+ *   local-sync  hali_hal_local_sync_pump() runs every submission at the head
+ *               whose wait fence is reached, on the calling thread.  When the
+ *               head is not ready it *arms* a semaphore timepoint on the first
+ *               unreached point; the timepoint's callback pumps again from
+ *               the signalling thread.  A |pumping| flag makes pumping
+ *               single-threaded and non-reentrant: a pump that finds another
+ *               one running returns, and the running one re-checks the head
+ *               after every submission.
+ *   local-task  the queue thread pops the head, blocks on its wait fence,
+ *               runs it, repeats.
+ *
+ * Lock order: device mutex -> fence mutex -> semaphore mutex.  Semaphore
+ * callbacks run with no semaphore lock held, so the arm callback may take
+ * the device mutex.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hal/command_list.h"
+#include "hal/device.h"
+#include "hal/worker_pool.h"
+
+typedef enum hali_hal_submission_kind_e {
+  HALI_HAL_SUBMISSION_EXECUTE,
+  HALI_HAL_SUBMISSION_ALLOCA,
+  HALI_HAL_SUBMISSION_DEALLOCA,
+} hali_hal_submission_kind_t;
+
+typedef struct hali_hal_submission_t {
+  struct hali_hal_submission_t *next;
+  uint64_t id; /* 1, 2, ...: submission order */
+  hali_hal_submission_kind_t kind;
+  hali_hal_fence_t *wait_fence;   /* retained, may be NULL */
+  hali_hal_fence_t *signal_fence; /* retained, may be NULL */
+  hali_hal_buffer_t *buffer;      /* alloca/dealloca: retained */
+  size_t command_buffer_count;
+  hali_hal_command_buffer_t *command_buffers[]; /* retained */
+} hali_hal_submission_t;
+
+/* local-sync: one registration of a semaphore timepoint for the head. */
+typedef struct hali_hal_arm_t {
+  hali_hal_semaphore_timepoint_t timepoint;
+  struct hali_hal_arm_t *next;       /* in device->arms */
+  hali_hal_device_t *device;
+  hali_hal_semaphore_t *semaphore;   /* retained */
+  uint64_t submission_id;
+} hali_hal_arm_t;
+
+struct hali_hal_device_t {
+  hali_ref_t ref;
+  hali_hal_device_kind_t kind;
+  hali_hal_allocator_t *allocator; /* owned */
+  pthread_mutex_t mutex;
+  pthread_cond_t cond; /* broadcast when a submission completes, when an arm
+                          callback finishes and when work is queued */
+  /* Guarded by |mutex|. */
+  hali_hal_submission_t *head;
+  hali_hal_submission_t *tail;
+  uint64_t next_id;
+  size_t pending; /* queued or executing */
+
+  /* local-sync.  Guarded by |mutex| except the scratch, which only the
+   * pumping thread touches. */
+  bool pumping;
+  uint64_t armed_for;   /* id of the submission an arm is pending for */
+  hali_hal_arm_t *arms; /* registered arms (not yet fired/cancelled) */
+  size_t arms_live;     /* registered + callbacks still running */
+  void *scratch;
+  size_t scratch_size;
+
+  /* local-task. */
+  bool shutdown;
+  bool thread_started;
+  pthread_t queue_thread;
+  hali_hal_worker_pool_t *pool;
+};
+
+/* ---- Parameters and names. ---- */
+
+void hali_hal_device_params_initialize(hali_hal_device_params_t *out_params) {
+  memset(out_params, 0, sizeof(*out_params));
+  out_params->kind = HALI_HAL_DEVICE_LOCAL_SYNC;
+}
+
+const char *hali_hal_device_kind_name(hali_hal_device_kind_t kind) {
+  switch (kind) {
+    case HALI_HAL_DEVICE_LOCAL_SYNC:
+      return "local-sync";
+    case HALI_HAL_DEVICE_LOCAL_TASK:
+      return "local-task";
+  }
+  return "?";
+}
+
+hali_status_t hali_hal_device_kind_parse(const char *name,
+                                         hali_hal_device_kind_t *out_kind) {
+  if (strcmp(name, "local-sync") == 0) {
+    *out_kind = HALI_HAL_DEVICE_LOCAL_SYNC;
+    return HALI_OK;
+  }
+  if (strcmp(name, "local-task") == 0) {
+    *out_kind = HALI_HAL_DEVICE_LOCAL_TASK;
+    return HALI_OK;
+  }
+  *out_kind = HALI_HAL_DEVICE_LOCAL_SYNC;
+  return hali_status_make(HALI_STATUS_NOT_FOUND,
+                          "unknown device '%s' (known: local-sync, "
+                          "local-task)",
+                          name);
+}
+
+hali_hal_device_kind_t hali_hal_device_kind(const hali_hal_device_t *device) {
+  return device->kind;
+}
+
+uint32_t hali_hal_device_worker_count(const hali_hal_device_t *device) {
+  return device->pool ? hali_hal_worker_pool_size(device->pool) : 1;
+}
+
+hali_hal_allocator_t *hali_hal_device_allocator(
+    const hali_hal_device_t *device) {
+  return device->allocator;
+}
+
+/* ---- Running one submission (both devices). ---- */
+
+static void hali_hal_submission_free(hali_hal_submission_t *sub) {
+  hali_hal_fence_release(sub->wait_fence);
+  hali_hal_fence_release(sub->signal_fence);
+  hali_hal_buffer_release(sub->buffer);
+  for (size_t i = 0; i < sub->command_buffer_count; ++i)
+    hali_hal_command_buffer_release(sub->command_buffers[i]);
+  free(sub);
+}
+
+static hali_status_t hali_hal_local_sync_run_dispatch(
+    void *self, hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch) {
+  hali_hal_device_t *device = self;
+  size_t scratch_size =
+      hali_hal_executable_export(executable, ordinal)->scratch_size;
+  if (scratch_size > device->scratch_size) {
+    free(device->scratch);
+    device->scratch = NULL;
+    device->scratch_size = 0;
+    if (posix_memalign(&device->scratch, 64, scratch_size) != 0) {
+      device->scratch = NULL;
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "out of host memory for %zu bytes of scratch",
+                              scratch_size);
+    }
+    device->scratch_size = scratch_size;
+  }
+  uint64_t total = (uint64_t)dispatch->workgroup_count_x *
+                   dispatch->workgroup_count_y * dispatch->workgroup_count_z;
+  return hali_hal_dispatch_run_workgroups(
+      executable, ordinal, dispatch, 0, total, 0,
+      scratch_size ? device->scratch : NULL, scratch_size);
+}
+
+static hali_status_t hali_hal_local_task_run_dispatch(
+    void *self, hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch) {
+  hali_hal_device_t *device = self;
+  return hali_hal_worker_pool_dispatch(device->pool, executable, ordinal,
+                                       dispatch);
+}
+
+static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
+                                             hali_hal_submission_t *sub) {
+  switch (sub->kind) {
+    case HALI_HAL_SUBMISSION_EXECUTE: {
+      hali_hal_dispatch_runner_t runner =
+          device->kind == HALI_HAL_DEVICE_LOCAL_TASK
+              ? hali_hal_local_task_run_dispatch
+              : hali_hal_local_sync_run_dispatch;
+      for (size_t i = 0; i < sub->command_buffer_count; ++i)
+        HALI_RETURN_IF_ERROR(
+            hali_hal_command_buffer_execute(sub->command_buffers[i], runner,
+                                            device),
+            "in command buffer %zu of %zu", i, sub->command_buffer_count);
+      return HALI_OK;
+    }
+    case HALI_HAL_SUBMISSION_ALLOCA:
+      HALI_RETURN_IF_ERROR(hali_hal_buffer_commit(sub->buffer),
+                           "in queue_alloca of %" PRIu64 " bytes",
+                           hali_hal_buffer_length(sub->buffer));
+      return HALI_OK;
+    case HALI_HAL_SUBMISSION_DEALLOCA:
+      HALI_RETURN_IF_ERROR(hali_hal_buffer_decommit(sub->buffer),
+                           "in queue_dealloca of %" PRIu64 " bytes",
+                           hali_hal_buffer_length(sub->buffer));
+      return HALI_OK;
+  }
+  return hali_status_make(HALI_STATUS_INTERNAL, "unknown submission kind");
+}
+
+/* Runs |sub| whose wait fence is reached or failed (|wait_status|, owned),
+ * then signals or fails its signal fence.  Takes no device lock. */
+static void hali_hal_submission_complete(hali_hal_device_t *device,
+                                         hali_hal_submission_t *sub,
+                                         hali_status_t wait_status) {
+  hali_status_t status =
+      wait_status ? hali_status_annotate(wait_status,
+                                         "the wait fence of queue submission "
+                                         "%" PRIu64 " failed",
+                                         sub->id)
+                  : hali_hal_submission_run(device, sub);
+  if (status) {
+    status = hali_status_annotate(status, "queue submission %" PRIu64 " on %s",
+                                  sub->id,
+                                  hali_hal_device_kind_name(device->kind));
+    /* With no signal fence nobody can observe the failure. */
+    if (sub->signal_fence)
+      hali_hal_fence_fail(sub->signal_fence, status);
+    else
+      hali_status_free(status);
+  } else {
+    status = hali_hal_fence_signal(sub->signal_fence);
+    /* A signal fence that cannot be signalled (already failed or already
+     * past the value): mark it failed so waiters see why. */
+    if (status && sub->signal_fence)
+      hali_hal_fence_fail(sub->signal_fence, status);
+    else
+      hali_status_free(status);
+  }
+}
+
+/* ---- local-sync: pumping and arming. ---- */
+
+static void hali_hal_local_sync_pump(hali_hal_device_t *device);
+
+static void hali_hal_local_sync_on_ready(void *user_data,
+                                         hali_status_t status) {
+  hali_hal_arm_t *arm = user_data;
+  hali_hal_device_t *device = arm->device;
+  pthread_mutex_lock(&device->mutex);
+  for (hali_hal_arm_t **link = &device->arms; *link; link = &(*link)->next) {
+    if (*link == arm) {
+      *link = arm->next;
+      break;
+    }
+  }
+  if (device->armed_for == arm->submission_id) device->armed_for = 0;
+  pthread_mutex_unlock(&device->mutex);
+  hali_hal_semaphore_release(arm->semaphore);
+  free(arm);
+  hali_hal_local_sync_pump(device);
+  /* Last touch of |device|: destroy waits for arms_live to reach 0. */
+  pthread_mutex_lock(&device->mutex);
+  device->arms_live--;
+  pthread_cond_broadcast(&device->cond);
+  pthread_mutex_unlock(&device->mutex);
+}
+
+/* Registers a timepoint on the first unreached point of |sub|'s wait fence.
+ * Returns false if every point turned out to be reached (run it now).
+ * Caller holds the device mutex. */
+static bool hali_hal_local_sync_arm(hali_hal_device_t *device,
+                                    hali_hal_submission_t *sub) {
+  size_t count = hali_hal_fence_point_count(sub->wait_fence);
+  for (size_t i = 0; i < count; ++i) {
+    hali_hal_semaphore_t *semaphore = NULL;
+    uint64_t value = 0;
+    hali_hal_fence_point(sub->wait_fence, i, &semaphore, &value);
+    if (!semaphore) break;
+    hali_hal_arm_t *arm = calloc(1, sizeof(*arm));
+    if (!arm) {
+      /* Cannot park without memory: fall back to blocking, which is what
+       * local-sync would do without timepoints. */
+      hali_status_free(hali_hal_semaphore_wait(semaphore, value,
+                                               HALI_INFINITE));
+      continue;
+    }
+    arm->device = device;
+    arm->semaphore = semaphore;
+    arm->submission_id = sub->id;
+    hali_hal_semaphore_retain(semaphore);
+    if (hali_hal_semaphore_notify(semaphore, value, &arm->timepoint,
+                                  hali_hal_local_sync_on_ready, arm)) {
+      arm->next = device->arms;
+      device->arms = arm;
+      device->arms_live++;
+      device->armed_for = sub->id;
+      return true;
+    }
+    /* Reached (or failed) already: try the next point. */
+    hali_hal_semaphore_release(semaphore);
+    free(arm);
+  }
+  return false;
+}
+
+static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
+  pthread_mutex_lock(&device->mutex);
+  if (device->pumping) {
+    /* The pumping thread re-checks the head after every submission. */
+    pthread_mutex_unlock(&device->mutex);
+    return;
+  }
+  device->pumping = true;
+  for (;;) {
+    hali_hal_submission_t *sub = device->head;
+    if (!sub) break;
+    bool ready = true;
+    hali_status_t wait_status = hali_hal_fence_query(sub->wait_fence, &ready);
+    if (!ready) {
+      if (device->armed_for == sub->id) break;  /* a callback will pump */
+      if (hali_hal_local_sync_arm(device, sub)) break;
+      /* Every point got reached meanwhile: query again. */
+      continue;
+    }
+    device->head = sub->next;
+    if (!device->head) device->tail = NULL;
+    pthread_mutex_unlock(&device->mutex);
+    hali_hal_submission_complete(device, sub, wait_status);
+    hali_hal_submission_free(sub);
+    pthread_mutex_lock(&device->mutex);
+    device->pending--;
+    pthread_cond_broadcast(&device->cond);
+  }
+  device->pumping = false;
+  pthread_mutex_unlock(&device->mutex);
+}
+
+/* ---- local-task: the queue thread. ---- */
+
+static void *hali_hal_local_task_main(void *arg) {
+  hali_hal_device_t *device = arg;
+  pthread_mutex_lock(&device->mutex);
+  for (;;) {
+    while (!device->head && !device->shutdown)
+      pthread_cond_wait(&device->cond, &device->mutex);
+    hali_hal_submission_t *sub = device->head;
+    if (!sub) break; /* shutdown with nothing left */
+    device->head = sub->next;
+    if (!device->head) device->tail = NULL;
+    pthread_mutex_unlock(&device->mutex);
+    hali_status_t wait_status =
+        hali_hal_fence_await(sub->wait_fence, HALI_INFINITE);
+    hali_hal_submission_complete(device, sub, wait_status);
+    hali_hal_submission_free(sub);
+    pthread_mutex_lock(&device->mutex);
+    device->pending--;
+    pthread_cond_broadcast(&device->cond);
+  }
+  pthread_mutex_unlock(&device->mutex);
+  return NULL;
+}
+
+/* ---- Submitting. ---- */
+
+static void hali_hal_device_enqueue(hali_hal_device_t *device,
+                                    hali_hal_submission_t *sub) {
+  pthread_mutex_lock(&device->mutex);
+  sub->id = ++device->next_id;
+  if (device->tail)
+    device->tail->next = sub;
+  else
+    device->head = sub;
+  device->tail = sub;
+  device->pending++;
+  pthread_cond_broadcast(&device->cond);
+  pthread_mutex_unlock(&device->mutex);
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_SYNC)
+    hali_hal_local_sync_pump(device);
+}
+
+/* A new submission retaining both fences; NULL when out of memory. */
+static hali_hal_submission_t *hali_hal_submission_allocate(
+    hali_hal_submission_kind_t kind, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence, size_t command_buffer_count) {
+  hali_hal_submission_t *sub =
+      calloc(1, sizeof(*sub) +
+                    command_buffer_count * sizeof(hali_hal_command_buffer_t *));
+  if (!sub) return NULL;
+  sub->kind = kind;
+  sub->wait_fence = wait_fence;
+  hali_hal_fence_retain(wait_fence);
+  sub->signal_fence = signal_fence;
+  hali_hal_fence_retain(signal_fence);
+  return sub;
+}
+
+static hali_status_t hali_hal_submission_oom(void) {
+  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                          "out of host memory queueing a submission");
+}
+
+hali_status_t hali_hal_device_queue_execute(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence,
+    hali_hal_command_buffer_t *const *command_buffers, size_t count) {
+  for (size_t i = 0; i < count; ++i) {
+    if (!command_buffers[i])
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "queue_execute: command buffer %zu of %zu is "
+                              "NULL",
+                              i, count);
+    if (!hali_hal_command_buffer_is_finalized(command_buffers[i]))
+      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                              "queue_execute: command buffer %zu of %zu is "
+                              "not finalized",
+                              i, count);
+  }
+  for (size_t i = 0; i < count; ++i) {
+    hali_status_t status =
+        hali_hal_command_buffer_begin_submit(command_buffers[i]);
+    if (status) {
+      /* Undo the one-shot marks made so far: nothing was queued. */
+      for (size_t j = 0; j < i; ++j)
+        if (hali_hal_command_buffer_mode(command_buffers[j]) &
+            HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT)
+          atomic_store(&command_buffers[j]->submitted, false);
+      return hali_status_annotate(status,
+                                  "queue_execute: command buffer %zu of %zu",
+                                  i, count);
+    }
+  }
+  hali_hal_submission_t *sub = hali_hal_submission_allocate(
+      HALI_HAL_SUBMISSION_EXECUTE, wait_fence, signal_fence, count);
+  if (!sub) return hali_hal_submission_oom();
+  sub->command_buffer_count = count;
+  for (size_t i = 0; i < count; ++i) {
+    sub->command_buffers[i] = command_buffers[i];
+    hali_hal_command_buffer_retain(command_buffers[i]);
+  }
+  hali_hal_device_enqueue(device, sub);
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,
+                                           hali_hal_fence_t *wait_fence,
+                                           hali_hal_fence_t *signal_fence,
+                                           hali_hal_buffer_params_t params,
+                                           hali_hal_device_size_t size,
+                                           hali_hal_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_create_uncommitted(
+                           device->allocator, params, size, &buffer),
+                       "queue_alloca of %" PRIu64 " bytes", size);
+  hali_hal_submission_t *sub = hali_hal_submission_allocate(
+      HALI_HAL_SUBMISSION_ALLOCA, wait_fence, signal_fence, 0);
+  if (!sub) {
+    hali_hal_buffer_release(buffer);
+    return hali_hal_submission_oom();
+  }
+  sub->buffer = buffer;
+  hali_hal_buffer_retain(buffer);
+  hali_hal_device_enqueue(device, sub);
+  *out_buffer = buffer;
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_device_queue_dealloca(hali_hal_device_t *device,
+                                             hali_hal_fence_t *wait_fence,
+                                             hali_hal_fence_t *signal_fence,
+                                             hali_hal_buffer_t *buffer) {
+  if (!buffer || hali_hal_buffer_allocated_buffer(buffer) != buffer)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "queue_dealloca needs an allocated buffer, not %s",
+                            buffer ? "a subspan" : "NULL");
+  hali_hal_submission_t *sub = hali_hal_submission_allocate(
+      HALI_HAL_SUBMISSION_DEALLOCA, wait_fence, signal_fence, 0);
+  if (!sub) return hali_hal_submission_oom();
+  sub->buffer = buffer;
+  hali_hal_buffer_retain(buffer);
+  hali_hal_device_enqueue(device, sub);
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_device_wait_idle(hali_hal_device_t *device,
+                                        hali_timeout_ns_t timeout_ns) {
+  struct timespec deadline;
+  if (timeout_ns > 0) {
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += (time_t)(timeout_ns / 1000000000);
+    deadline.tv_nsec += (long)(timeout_ns % 1000000000);
+    if (deadline.tv_nsec >= 1000000000) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= 1000000000;
+    }
+  }
+  hali_status_t status = HALI_OK;
+  pthread_mutex_lock(&device->mutex);
+  while (device->pending) {
+    if (timeout_ns < 0) {
+      pthread_cond_wait(&device->cond, &device->mutex);
+      continue;
+    }
+    if (timeout_ns == 0 ||
+        pthread_cond_timedwait(&device->cond, &device->mutex, &deadline)) {
+      if (!device->pending) break;
+      status = hali_status_make(HALI_STATUS_DEADLINE_EXCEEDED,
+                                "%zu queue submissions still pending on %s "
+                                "after %" PRId64 " ns",
+                                device->pending,
+                                hali_hal_device_kind_name(device->kind),
+                                timeout_ns);
+      break;
+    }
+  }
+  pthread_mutex_unlock(&device->mutex);
+  return status;
+}
+
+/* ---- Lifetime. ---- */
+
+static void hali_hal_device_destroy(hali_ref_t *ref) {
+  hali_hal_device_t *device = (hali_hal_device_t *)ref;
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
+    if (device->thread_started) {
+      /* The queue thread drains the FIFO before it sees |shutdown|. */
+      pthread_mutex_lock(&device->mutex);
+      device->shutdown = true;
+      pthread_cond_broadcast(&device->cond);
+      pthread_mutex_unlock(&device->mutex);
+      pthread_join(device->queue_thread, NULL);
+    }
+    hali_hal_worker_pool_destroy(device->pool);
+  } else {
+    /* Drain: parked submissions run from signalling threads. */
+    hali_status_free(hali_hal_device_wait_idle(device, HALI_INFINITE));
+    /* Unregister stale arms (their submissions ran because another point
+     * failed); wait for callbacks already running. */
+    pthread_mutex_lock(&device->mutex);
+    hali_hal_arm_t **link = &device->arms;
+    while (*link) {
+      hali_hal_arm_t *arm = *link;
+      if (hali_hal_semaphore_cancel(arm->semaphore, &arm->timepoint)) {
+        *link = arm->next;
+        hali_hal_semaphore_release(arm->semaphore);
+        free(arm);
+        device->arms_live--;
+      } else {
+        link = &arm->next; /* firing: its callback unlinks it */
+      }
+    }
+    while (device->arms_live)
+      pthread_cond_wait(&device->cond, &device->mutex);
+    pthread_mutex_unlock(&device->mutex);
+    free(device->scratch);
+  }
+  hali_hal_allocator_release(device->allocator);
+  pthread_cond_destroy(&device->cond);
+  pthread_mutex_destroy(&device->mutex);
+  free(device);
+}
+
+static const hali_ref_vtable_t hali_hal_device_vtable = {
+    .destroy = hali_hal_device_destroy,
+};
+
+hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
+                                     hali_hal_device_t **out_device) {
+  *out_device = NULL;
+  hali_hal_device_params_t defaults;
+  if (!params) {
+    hali_hal_device_params_initialize(&defaults);
+    params = &defaults;
+  }
+  if (params->kind != HALI_HAL_DEVICE_LOCAL_SYNC &&
+      params->kind != HALI_HAL_DEVICE_LOCAL_TASK)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "unknown device kind %d", (int)params->kind);
+  hali_hal_device_t *device = calloc(1, sizeof(*device));
+  if (!device)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory creating a device");
+  hali_ref_init(&device->ref, HALI_TYPE_DEVICE, &hali_hal_device_vtable);
+  device->kind = params->kind;
+  pthread_mutex_init(&device->mutex, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&device->cond, &attr);
+  pthread_condattr_destroy(&attr);
+  hali_hal_allocator_params_t allocator_params = {.max_bytes =
+                                                      params->max_bytes};
+  hali_status_t status =
+      hali_hal_allocator_create(&allocator_params, &device->allocator);
+  if (!status && device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
+    uint32_t workers = params->worker_count;
+    if (workers == 0) {
+      long cores = sysconf(_SC_NPROCESSORS_ONLN);
+      workers = cores > 0 ? (uint32_t)cores : 1;
+    }
+    status = hali_hal_worker_pool_create(workers, &device->pool);
+    if (!status) {
+      if (pthread_create(&device->queue_thread, NULL, hali_hal_local_task_main,
+                         device))
+        status = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                                  "could not start the queue thread");
+      else
+        device->thread_started = true;
+    }
+  }
+  if (status) {
+    hali_hal_device_destroy(&device->ref);
+    return hali_status_annotate(status, "creating a %s device",
+                                hali_hal_device_kind_name(params->kind));
+  }
+  *out_device = device;
+  return HALI_OK;
+}
+
+void hali_hal_device_retain(hali_hal_device_t *device) {
+  if (device) hali_ref_retain(&device->ref);
+}
+
+void hali_hal_device_release(hali_hal_device_t *device) {
+  if (device) hali_ref_release(&device->ref);
+}

@@ -1,0 +1,105 @@
+/* hali HAL — devices and their queue.
+ *
+ * Two CPU devices:
+ *   local-sync  no threads.  Work runs inline: a submission whose wait fence
+ *               is already reached runs before queue_* returns; one whose
+ *               wait fence is not yet reached is parked and runs on the
+ *               thread that signals the fence (from inside that signal
+ *               call).  Deterministic; the default for tests.
+ *   local-task  a queue thread plus a pool of worker threads (default: one
+ *               per core).  queue_* return at once; the queue thread waits
+ *               for each submission's wait fence, runs it, signals, in
+ *               submission order; dispatches are split across the workers.
+ *
+ * Queue semantics (both devices): submissions execute strictly in the
+ * order they were made, one at a time.  Each waits for its wait fence, runs
+ * (command buffers in order, or an allocation), then signals its signal
+ * fence.  If the wait fence fails, or a command fails, the signal fence
+ * fails with that status (annotated) and the rest of that submission does
+ * not run; later submissions still run (they see the failure only if they
+ * wait on it).  Errors found at submission time (a command buffer not
+ * finalized, a one-shot one submitted twice) are returned directly and
+ * nothing is queued.
+ *
+ * The device owns its allocator.  Releasing the last reference drains the
+ * queue (blocks until every submission has run — including ones waiting on
+ * fences other threads have yet to signal) and joins all threads.
+ *
+ * Thread-safety: every function may be called from any thread.
+ */
+#ifndef HALI_HAL_DEVICE_H
+#define HALI_HAL_DEVICE_H
+
+#include "hal/allocator.h"
+#include "hal/command_buffer.h"
+#include "hal/fence.h"
+
+typedef enum hali_hal_device_kind_e {
+  HALI_HAL_DEVICE_LOCAL_SYNC = 0,
+  HALI_HAL_DEVICE_LOCAL_TASK = 1,
+} hali_hal_device_kind_t;
+
+typedef struct hali_hal_device_params_t {
+  hali_hal_device_kind_t kind;
+  /* local-task only: worker threads; 0 = one per online core. */
+  uint32_t worker_count;
+  /* The allocator's max_bytes (0 = unlimited). */
+  uint64_t max_bytes;
+} hali_hal_device_params_t;
+
+/* Defaults: local-sync, workers = cores, no memory limit. */
+void hali_hal_device_params_initialize(hali_hal_device_params_t *out_params);
+/* "local-sync" / "local-task". */
+const char *hali_hal_device_kind_name(hali_hal_device_kind_t kind);
+/* Parses a kind name; NOT_FOUND listing the known names otherwise. */
+HALI_MUST_USE hali_status_t hali_hal_device_kind_parse(
+    const char *name, hali_hal_device_kind_t *out_kind);
+
+/* Creates a device (|params| NULL = defaults).  The caller owns
+ * |*out_device|. */
+HALI_MUST_USE hali_status_t hali_hal_device_create(
+    const hali_hal_device_params_t *params, hali_hal_device_t **out_device);
+void hali_hal_device_retain(hali_hal_device_t *device);
+void hali_hal_device_release(hali_hal_device_t *device);
+
+hali_hal_device_kind_t hali_hal_device_kind(const hali_hal_device_t *device);
+/* Workers that run dispatches (1 for local-sync). */
+uint32_t hali_hal_device_worker_count(const hali_hal_device_t *device);
+/* The device's allocator, borrowed (retain to keep it past the device). */
+hali_hal_allocator_t *hali_hal_device_allocator(const hali_hal_device_t *device);
+
+/* Queues |command_buffers| (each retained until executed; each must be
+ * finalized) to run after |wait_fence| and signal |signal_fence|.  Either
+ * fence may be NULL (no wait / nothing to signal — a failure is then
+ * dropped).  |count| may be 0: a pure wait -> signal barrier. */
+HALI_MUST_USE hali_status_t hali_hal_device_queue_execute(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence,
+    hali_hal_command_buffer_t *const *command_buffers, size_t count);
+
+/* Stream-ordered allocation.  Returns the buffer object at once, but its
+ * storage is only committed when the allocation executes in queue order
+ * (after |wait_fence|), just before |signal_fence| is signalled; until then
+ * using it is FAILED_PRECONDITION.  If the allocator refuses (limit), the
+ * signal fence fails with RESOURCE_EXHAUSTED.  The caller owns
+ * |*out_buffer|. */
+HALI_MUST_USE hali_status_t hali_hal_device_queue_alloca(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence, hali_hal_buffer_params_t params,
+    hali_hal_device_size_t size, hali_hal_buffer_t **out_buffer);
+
+/* Stream-ordered deallocation: frees the storage of |buffer| (an allocated
+ * buffer, not a subspan: INVALID_ARGUMENT) when it executes in queue order,
+ * then signals |signal_fence|.  The buffer object stays valid (and
+ * uncommitted) until released; deallocating an uncommitted buffer fails the
+ * signal fence with FAILED_PRECONDITION. */
+HALI_MUST_USE hali_status_t hali_hal_device_queue_dealloca(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence, hali_hal_buffer_t *buffer);
+
+/* Blocks until every submission made so far has executed, for at most
+ * |timeout_ns|; DEADLINE_EXCEEDED naming the number still pending. */
+HALI_MUST_USE hali_status_t hali_hal_device_wait_idle(
+    hali_hal_device_t *device, hali_timeout_ns_t timeout_ns);
+
+#endif /* HALI_HAL_DEVICE_H */

@@ -1,0 +1,188 @@
+/* hali HAL — worker pool (see hal/worker_pool.h). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "hal/command_list.h"
+#include "hal/worker_pool.h"
+
+typedef struct hali_hal_pool_job_t {
+  hali_hal_executable_t *executable;
+  uint32_t ordinal;
+  const hali_kernel_dispatch_state_t *dispatch;
+  uint32_t scratch_size;
+  uint64_t total;  /* workgroups in the grid */
+  uint64_t chunk;  /* workgroups claimed at a time */
+  atomic_uint_fast64_t next;
+  atomic_bool failed;
+  /* Guarded by the pool mutex. */
+  hali_status_t failure;
+  uint32_t workers_left;
+} hali_hal_pool_job_t;
+
+typedef struct hali_hal_worker_t {
+  hali_hal_worker_pool_t *pool;
+  uint32_t id;
+  pthread_t thread;
+  void *scratch; /* owned by the worker thread */
+  size_t scratch_size;
+} hali_hal_worker_t;
+
+struct hali_hal_worker_pool_t {
+  pthread_mutex_t mutex;
+  pthread_cond_t work_cond; /* a new job or shutdown */
+  pthread_cond_t done_cond; /* a worker finished the current job */
+  /* Guarded by |mutex|. */
+  uint64_t generation;      /* bumped per job */
+  hali_hal_pool_job_t *job;
+  bool shutdown;
+  uint32_t worker_count;
+  uint32_t started;
+  hali_hal_worker_t workers[];
+};
+
+static void hali_hal_pool_job_fail(hali_hal_worker_pool_t *pool,
+                                   hali_hal_pool_job_t *job,
+                                   hali_status_t status) {
+  atomic_store(&job->failed, true);
+  pthread_mutex_lock(&pool->mutex);
+  if (!job->failure)
+    job->failure = status;
+  else
+    hali_status_free(status);
+  pthread_mutex_unlock(&pool->mutex);
+}
+
+static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
+                                    hali_hal_pool_job_t *job) {
+  if (job->scratch_size > worker->scratch_size) {
+    free(worker->scratch);
+    worker->scratch = NULL;
+    worker->scratch_size = 0;
+    if (posix_memalign(&worker->scratch, 64, job->scratch_size) != 0) {
+      worker->scratch = NULL;
+      hali_hal_pool_job_fail(
+          worker->pool, job,
+          hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                           "out of host memory for %u bytes of scratch on "
+                           "worker %u",
+                           job->scratch_size, worker->id));
+      return;
+    }
+    worker->scratch_size = job->scratch_size;
+  }
+  while (!atomic_load_explicit(&job->failed, memory_order_relaxed)) {
+    uint64_t begin = atomic_fetch_add(&job->next, job->chunk);
+    if (begin >= job->total) break;
+    uint64_t end = begin + job->chunk < job->total ? begin + job->chunk
+                                                   : job->total;
+    hali_status_t status = hali_hal_dispatch_run_workgroups(
+        job->executable, job->ordinal, job->dispatch, begin, end, worker->id,
+        job->scratch_size ? worker->scratch : NULL, job->scratch_size);
+    if (status) {
+      hali_hal_pool_job_fail(worker->pool, job, status);
+      break;
+    }
+  }
+}
+
+static void *hali_hal_worker_main(void *arg) {
+  hali_hal_worker_t *worker = arg;
+  hali_hal_worker_pool_t *pool = worker->pool;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&pool->mutex);
+  for (;;) {
+    while (!pool->shutdown && pool->generation == seen)
+      pthread_cond_wait(&pool->work_cond, &pool->mutex);
+    if (pool->shutdown) break;
+    seen = pool->generation;
+    hali_hal_pool_job_t *job = pool->job;
+    pthread_mutex_unlock(&pool->mutex);
+    hali_hal_worker_run_job(worker, job);
+    pthread_mutex_lock(&pool->mutex);
+    if (--job->workers_left == 0) pthread_cond_signal(&pool->done_cond);
+  }
+  pthread_mutex_unlock(&pool->mutex);
+  free(worker->scratch);
+  return NULL;
+}
+
+hali_status_t hali_hal_worker_pool_create(uint32_t worker_count,
+                                          hali_hal_worker_pool_t **out_pool) {
+  *out_pool = NULL;
+  if (worker_count == 0) worker_count = 1;
+  hali_hal_worker_pool_t *pool =
+      calloc(1, sizeof(*pool) + worker_count * sizeof(hali_hal_worker_t));
+  if (!pool)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory creating %u workers",
+                            worker_count);
+  pthread_mutex_init(&pool->mutex, NULL);
+  pthread_cond_init(&pool->work_cond, NULL);
+  pthread_cond_init(&pool->done_cond, NULL);
+  pool->worker_count = worker_count;
+  for (uint32_t i = 0; i < worker_count; ++i) {
+    hali_hal_worker_t *worker = &pool->workers[i];
+    worker->pool = pool;
+    worker->id = i;
+    if (pthread_create(&worker->thread, NULL, hali_hal_worker_main, worker)) {
+      hali_hal_worker_pool_destroy(pool);
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "could not start worker thread %u of %u", i,
+                              worker_count);
+    }
+    pool->started = i + 1;
+  }
+  *out_pool = pool;
+  return HALI_OK;
+}
+
+void hali_hal_worker_pool_destroy(hali_hal_worker_pool_t *pool) {
+  if (!pool) return;
+  pthread_mutex_lock(&pool->mutex);
+  pool->shutdown = true;
+  pthread_cond_broadcast(&pool->work_cond);
+  pthread_mutex_unlock(&pool->mutex);
+  for (uint32_t i = 0; i < pool->started; ++i)
+    pthread_join(pool->workers[i].thread, NULL);
+  pthread_cond_destroy(&pool->done_cond);
+  pthread_cond_destroy(&pool->work_cond);
+  pthread_mutex_destroy(&pool->mutex);
+  free(pool);
+}
+
+uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool) {
+  return pool->worker_count;
+}
+
+hali_status_t hali_hal_worker_pool_dispatch(
+    hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
+    uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch) {
+  hali_hal_pool_job_t job = {
+      .executable = executable,
+      .ordinal = ordinal,
+      .dispatch = dispatch,
+      .scratch_size =
+          hali_hal_executable_export(executable, ordinal)->scratch_size,
+      .total = (uint64_t)dispatch->workgroup_count_x *
+               dispatch->workgroup_count_y * dispatch->workgroup_count_z,
+      .failure = NULL,
+      .workers_left = pool->worker_count,
+  };
+  /* About 4 chunks per worker: enough to balance uneven workgroups without
+   * hammering the counter. */
+  job.chunk = job.total / ((uint64_t)pool->worker_count * 4);
+  if (job.chunk == 0) job.chunk = 1;
+  atomic_init(&job.next, 0);
+  atomic_init(&job.failed, false);
+  pthread_mutex_lock(&pool->mutex);
+  pool->job = &job;
+  pool->generation++;
+  pthread_cond_broadcast(&pool->work_cond);
+  while (job.workers_left > 0)
+    pthread_cond_wait(&pool->done_cond, &pool->mutex);
+  pool->job = NULL;
+  hali_status_t failure = job.failure;
+  pthread_mutex_unlock(&pool->mutex);
+  return failure;
+}

@@ -1,0 +1,31 @@
+/* hali HAL — private: the worker pool behind the local-task device.
+ *
+ * N threads that split one dispatch's workgroups among themselves: each
+ * worker repeatedly claims the next chunk of linear workgroup indices until
+ * none are left (or a workgroup failed), so faster workers take more.
+ *
+ * Thread-safety: one dispatch at a time (the device's queue thread is the
+ * only caller of hali_hal_worker_pool_dispatch).
+ */
+#ifndef HALI_HAL_WORKER_POOL_H
+#define HALI_HAL_WORKER_POOL_H
+
+#include "hal/executable.h"
+
+typedef struct hali_hal_worker_pool_t hali_hal_worker_pool_t;
+
+/* Starts |worker_count| (>= 1) threads.  The caller owns |*out_pool|. */
+HALI_MUST_USE hali_status_t hali_hal_worker_pool_create(
+    uint32_t worker_count, hali_hal_worker_pool_t **out_pool);
+/* Stops and joins every worker, then frees the pool.  NULL is fine. */
+void hali_hal_worker_pool_destroy(hali_hal_worker_pool_t *pool);
+uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool);
+
+/* Runs every workgroup of a validated dispatch on the workers and blocks
+ * until all are done.  Returns the first failure (the remaining workgroups
+ * are skipped once one fails). */
+HALI_MUST_USE hali_status_t hali_hal_worker_pool_dispatch(
+    hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
+    uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch);
+
+#endif /* HALI_HAL_WORKER_POOL_H */
