@@ -386,6 +386,33 @@ START_TEST(test_wait_failure_propagates) {
 }
 END_TEST
 
+START_TEST(test_any_wait_point_failure_fails_fast) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 8);
+  hali_hal_fence_t *a = NULL, *b = NULL, *wait = NULL, *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&b));
+  hali_hal_fence_t *parts[2] = {a, b};
+  HALI_CK_OK(hali_hal_fence_join(parts, 2, &wait));
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  cts_submit_fill(device, wait, signal, buffer, 1);
+  /* The second point fails while the first is still pending: the
+   * submission fails now, without waiting for |a|. */
+  hali_hal_fence_fail(b, hali_status_make(HALI_STATUS_ABORTED, "b died"));
+  HALI_CK_STATUS(hali_hal_fence_await(signal, 5000 * 1000000LL),
+                 HALI_STATUS_ABORTED, "b died");
+  HALI_CK_OK(hali_hal_fence_signal(a));
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), 0);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+  hali_hal_fence_release(wait);
+  hali_hal_fence_release(signal);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 /* ---- Dispatch. ---- */
 
 enum { GX = 7, GY = 3, GZ = 2, WG = GX * GY * GZ, N = WG * 4 };
@@ -698,6 +725,7 @@ static Suite *hal_cts_suite(void) {
   add_device_tests(tc, test_queue_order_and_parking);
   add_device_tests(tc, test_wait_failure_propagates);
   add_device_tests(tc, test_device_release_drains);
+  add_device_tests(tc, test_any_wait_point_failure_fails_fast);
   suite_add_tcase(s, tc);
   tc = tcase_create("dispatch");
   add_device_tests(tc, test_dispatch_multi_workgroup);

@@ -767,6 +767,63 @@ START_TEST(test_fence_failure) {
 }
 END_TEST
 
+typedef struct fence_later_t {
+  hali_hal_fence_t *fence;
+  int delay_ms;
+  bool fail;
+} fence_later_t;
+
+static void *fence_later_main(void *arg) {
+  fence_later_t *job = arg;
+  hali_test_sleep_ms(job->delay_ms);
+  if (job->fail)
+    hali_hal_fence_fail(job->fence,
+                        hali_status_make(HALI_STATUS_CANCELLED, "late fail"));
+  else
+    hali_status_free(hali_hal_fence_signal(job->fence));
+  return NULL;
+}
+
+START_TEST(test_fence_await_multi_point) {
+  hali_hal_fence_t *a = NULL, *b = NULL, *joined = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&b));
+  hali_hal_fence_t *parts[2] = {a, b};
+  HALI_CK_OK(hali_hal_fence_join(parts, 2, &joined));
+  /* Finite timeout across two points names the unreached value. */
+  HALI_CK_STATUS(hali_hal_fence_await(joined, 10 * 1000000),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1",
+                 "awaiting 2 fence points");
+  /* Both signalled from other threads: the await wakes. */
+  fence_later_t ja = {a, 5, false}, jb = {b, 15, false};
+  pthread_t ta, tb;
+  ck_assert_int_eq(pthread_create(&ta, NULL, fence_later_main, &ja), 0);
+  ck_assert_int_eq(pthread_create(&tb, NULL, fence_later_main, &jb), 0);
+  HALI_CK_OK(hali_hal_fence_await(joined, HALI_INFINITE));
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  hali_hal_fence_release(joined);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+  /* A failure of the second point ends the wait while the first is still
+   * pending. */
+  HALI_CK_OK(hali_hal_fence_create_pending(&a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&b));
+  parts[0] = a;
+  parts[1] = b;
+  HALI_CK_OK(hali_hal_fence_join(parts, 2, &joined));
+  jb.fence = b;
+  jb.fail = true;
+  ck_assert_int_eq(pthread_create(&tb, NULL, fence_later_main, &jb), 0);
+  HALI_CK_STATUS(hali_hal_fence_await(joined, HALI_INFINITE),
+                 HALI_STATUS_CANCELLED, "late fail");
+  pthread_join(tb, NULL);
+  hali_hal_fence_release(joined);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+}
+END_TEST
+
 static Suite *hal_objects_suite(void) {
   Suite *s = suite_create("hal-objects");
   TCase *tc = tcase_create("allocator");
@@ -802,6 +859,7 @@ static Suite *hal_objects_suite(void) {
   tc = tcase_create("fence");
   tcase_add_test(tc, test_fence_basics);
   tcase_add_test(tc, test_fence_failure);
+  tcase_add_test(tc, test_fence_await_multi_point);
   suite_add_tcase(s, tc);
   return s;
 }
