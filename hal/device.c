@@ -261,11 +261,34 @@ static void hali_hal_local_sync_on_ready(void *user_data,
   pthread_mutex_unlock(&device->mutex);
 }
 
-/* Registers a timepoint on the first unreached point of |sub|'s wait fence.
- * Returns false if every point turned out to be reached (run it now).
- * Caller holds the device mutex. */
+/* Cancels every registered arm; arms whose callbacks are already running
+ * stay listed until those callbacks unlink them.  Caller holds the device
+ * mutex (lock order device -> semaphore allows cancelling under it). */
+static void hali_hal_local_sync_disarm(hali_hal_device_t *device) {
+  hali_hal_arm_t **link = &device->arms;
+  while (*link) {
+    hali_hal_arm_t *arm = *link;
+    if (hali_hal_semaphore_cancel(arm->semaphore, &arm->timepoint)) {
+      *link = arm->next;
+      hali_hal_semaphore_release(arm->semaphore);
+      free(arm);
+      device->arms_live--;
+    } else {
+      link = &arm->next; /* firing: its callback unlinks it */
+    }
+  }
+  device->armed_for = 0;
+}
+
+/* Registers a timepoint on EVERY unreached point of |sub|'s wait fence, so
+ * that any of them reaching its value or failing pumps again (a failure of
+ * a later point must not wait for earlier points).  Returns false when it
+ * registered nothing because the fence is ready or failed by now (pump
+ * must query again).  Caller holds the device mutex. */
 static bool hali_hal_local_sync_arm(hali_hal_device_t *device,
                                     hali_hal_submission_t *sub) {
+  hali_hal_local_sync_disarm(device);
+  bool armed = false;
   size_t count = hali_hal_fence_point_count(sub->wait_fence);
   for (size_t i = 0; i < count; ++i) {
     hali_hal_semaphore_t *semaphore = NULL;
@@ -274,8 +297,8 @@ static bool hali_hal_local_sync_arm(hali_hal_device_t *device,
     if (!semaphore) break;
     hali_hal_arm_t *arm = calloc(1, sizeof(*arm));
     if (!arm) {
-      /* Cannot park without memory: fall back to blocking, which is what
-       * local-sync would do without timepoints. */
+      /* Cannot park without memory: block instead, which is what a
+       * local-sync device without timepoints would do. */
       hali_status_free(hali_hal_semaphore_wait(semaphore, value,
                                                HALI_INFINITE));
       continue;
@@ -289,14 +312,22 @@ static bool hali_hal_local_sync_arm(hali_hal_device_t *device,
       arm->next = device->arms;
       device->arms = arm;
       device->arms_live++;
-      device->armed_for = sub->id;
-      return true;
+      armed = true;
+      continue;
     }
-    /* Reached (or failed) already: try the next point. */
+    /* Reached, or failed: a failure makes the fence ready now. */
+    uint64_t current = 0;
+    hali_status_t failure = hali_hal_semaphore_query(semaphore, &current);
     hali_hal_semaphore_release(semaphore);
     free(arm);
+    if (failure) {
+      hali_status_free(failure);
+      hali_hal_local_sync_disarm(device);
+      return false;
+    }
   }
-  return false;
+  if (armed) device->armed_for = sub->id;
+  return armed;
 }
 
 static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
@@ -530,21 +561,10 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
   } else {
     /* Drain: parked submissions run from signalling threads. */
     hali_status_free(hali_hal_device_wait_idle(device, HALI_INFINITE));
-    /* Unregister stale arms (their submissions ran because another point
-     * failed); wait for callbacks already running. */
+    /* Unregister arms left from the last parked submission; wait for
+     * callbacks already running. */
     pthread_mutex_lock(&device->mutex);
-    hali_hal_arm_t **link = &device->arms;
-    while (*link) {
-      hali_hal_arm_t *arm = *link;
-      if (hali_hal_semaphore_cancel(arm->semaphore, &arm->timepoint)) {
-        *link = arm->next;
-        hali_hal_semaphore_release(arm->semaphore);
-        free(arm);
-        device->arms_live--;
-      } else {
-        link = &arm->next; /* firing: its callback unlinks it */
-      }
-    }
+    hali_hal_local_sync_disarm(device);
     while (device->arms_live)
       pthread_cond_wait(&device->cond, &device->mutex);
     pthread_mutex_unlock(&device->mutex);

@@ -247,32 +247,141 @@ hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
   return failure;
 }
 
-static int64_t hali_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+/* A multi-point wait: one timepoint per unreached point, all reporting to
+ * one condition variable, so the wait ends as soon as every point is
+ * reached or ANY semaphore fails (not only once the earlier points are
+ * reached). */
+typedef struct hali_hal_fence_waiter_t {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  size_t remaining; /* registered timepoints not yet fired */
+  size_t fired;     /* callbacks that have finished */
+  hali_status_t failure; /* clone of the first failure reported */
+} hali_hal_fence_waiter_t;
+
+static void hali_hal_fence_waiter_notify(void *user_data,
+                                         hali_status_t status) {
+  hali_hal_fence_waiter_t *waiter = user_data;
+  pthread_mutex_lock(&waiter->mutex);
+  if (status && !waiter->failure) waiter->failure = hali_status_clone(status);
+  waiter->remaining--;
+  waiter->fired++;
+  pthread_cond_broadcast(&waiter->cond);
+  /* Last touch of |waiter|: the waiting thread frees it once |fired|
+   * accounts for every callback that was not cancelled. */
+  pthread_mutex_unlock(&waiter->mutex);
 }
 
-/* Awaits |count| points within a deadline derived from |timeout_ns|. */
 static hali_status_t hali_hal_fence_await_points(
     const hali_hal_fence_point_t *points, size_t count,
     hali_timeout_ns_t timeout_ns) {
-  int64_t deadline = timeout_ns > 0 ? hali_now_ns() + timeout_ns : 0;
-  for (size_t i = 0; i < count; ++i) {
-    hali_timeout_ns_t remaining = timeout_ns;
-    if (timeout_ns > 0) {
-      remaining = deadline - hali_now_ns();
-      if (remaining < 0) remaining = 0;
-    }
-    hali_status_t status =
-        hali_hal_semaphore_wait(points[i].semaphore, points[i].value, remaining);
-    if (status)
-      return hali_status_annotate(status,
-                                  "awaiting fence point %zu of %zu (timeout "
-                                  "%" PRId64 " ns)",
-                                  i, count, timeout_ns);
+  if (count == 0) return HALI_OK;
+  if (count == 1 || timeout_ns == 0) {
+    /* One point (or a poll): a plain semaphore wait suffices. */
+    for (size_t i = 0; i < count; ++i)
+      HALI_RETURN_IF_ERROR(
+          hali_hal_semaphore_wait(points[i].semaphore, points[i].value,
+                                  timeout_ns),
+          "awaiting fence point %zu of %zu (timeout %" PRId64 " ns)", i,
+          count, timeout_ns);
+    return HALI_OK;
   }
-  return HALI_OK;
+  hali_hal_semaphore_timepoint_t *timepoints =
+      calloc(count, sizeof(*timepoints));
+  bool *registered = calloc(count, sizeof(*registered));
+  if (!timepoints || !registered) {
+    free(timepoints);
+    free(registered);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory awaiting %zu fence points",
+                            count);
+  }
+  hali_hal_fence_waiter_t waiter;
+  pthread_mutex_init(&waiter.mutex, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&waiter.cond, &attr);
+  pthread_condattr_destroy(&attr);
+  waiter.remaining = 0;
+  waiter.fired = 0;
+  waiter.failure = HALI_OK;
+  size_t registered_count = 0;
+  hali_status_t status = HALI_OK;
+  pthread_mutex_lock(&waiter.mutex);
+  for (size_t i = 0; i < count && !status; ++i) {
+    waiter.remaining++; /* before notify: the callback may run at once */
+    pthread_mutex_unlock(&waiter.mutex);
+    registered[i] = hali_hal_semaphore_notify(
+        points[i].semaphore, points[i].value, &timepoints[i],
+        hali_hal_fence_waiter_notify, &waiter);
+    pthread_mutex_lock(&waiter.mutex);
+    if (registered[i]) {
+      registered_count++;
+    } else {
+      waiter.remaining--;
+      uint64_t current = 0;
+      status = hali_hal_semaphore_query(points[i].semaphore, &current);
+    }
+  }
+  struct timespec deadline;
+  if (timeout_ns > 0) {
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += (time_t)(timeout_ns / 1000000000);
+    deadline.tv_nsec += (long)(timeout_ns % 1000000000);
+    if (deadline.tv_nsec >= 1000000000) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= 1000000000;
+    }
+  }
+  while (!status && !waiter.failure && waiter.remaining > 0) {
+    if (timeout_ns < 0) {
+      pthread_cond_wait(&waiter.cond, &waiter.mutex);
+    } else if (pthread_cond_timedwait(&waiter.cond, &waiter.mutex,
+                                      &deadline) &&
+               !waiter.failure && waiter.remaining > 0) {
+      status = HALI_OK; /* built below, outside the lock */
+      break;
+    }
+  }
+  bool timed_out = !status && !waiter.failure && waiter.remaining > 0;
+  if (!status && waiter.failure) {
+    status = waiter.failure;
+    waiter.failure = HALI_OK;
+  }
+  pthread_mutex_unlock(&waiter.mutex);
+  /* Unregister what has not fired; wait for callbacks already running. */
+  size_t cancelled = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (registered[i] &&
+        hali_hal_semaphore_cancel(points[i].semaphore, &timepoints[i]))
+      cancelled++;
+  pthread_mutex_lock(&waiter.mutex);
+  while (waiter.fired < registered_count - cancelled)
+    pthread_cond_wait(&waiter.cond, &waiter.mutex);
+  hali_status_free(waiter.failure); /* a failure that came too late */
+  pthread_mutex_unlock(&waiter.mutex);
+  pthread_cond_destroy(&waiter.cond);
+  pthread_mutex_destroy(&waiter.mutex);
+  free(timepoints);
+  free(registered);
+  if (timed_out) {
+    /* Name the first point still short of its value. */
+    for (size_t i = 0; i < count && !status; ++i) {
+      uint64_t current = 0;
+      status = hali_hal_semaphore_query(points[i].semaphore, &current);
+      if (!status && current < points[i].value)
+        status = hali_status_make(HALI_STATUS_DEADLINE_EXCEEDED,
+                                  "semaphore at value %" PRIu64
+                                  " did not reach %" PRIu64 " within %" PRId64
+                                  " ns",
+                                  current, points[i].value, timeout_ns);
+    }
+  }
+  return hali_status_annotate(status,
+                              "awaiting %zu fence points (timeout %" PRId64
+                              " ns)",
+                              count, timeout_ns);
 }
 
 hali_status_t hali_hal_fence_await(hali_hal_fence_t *fence,

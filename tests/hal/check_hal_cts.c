@@ -1,0 +1,750 @@
+/* The HAL conformance suite: the same test bodies run against every device
+ * configuration (Check loop tests; _i indexes cts_configs): local-sync and
+ * local-task with 1, 2 and 4 workers. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/hal/hal_testutil.h"
+
+typedef struct cts_config_t {
+  const char *label;
+  hali_hal_device_kind_t kind;
+  uint32_t workers;
+} cts_config_t;
+
+static const cts_config_t cts_configs[] = {
+    {"local-sync", HALI_HAL_DEVICE_LOCAL_SYNC, 0},
+    {"local-task/1", HALI_HAL_DEVICE_LOCAL_TASK, 1},
+    {"local-task/2", HALI_HAL_DEVICE_LOCAL_TASK, 2},
+    {"local-task/4", HALI_HAL_DEVICE_LOCAL_TASK, 4},
+};
+#define CTS_CONFIG_COUNT ((int)(sizeof(cts_configs) / sizeof(cts_configs[0])))
+
+static hali_hal_device_t *cts_device_with_limit(int i, uint64_t max_bytes) {
+  hali_hal_device_params_t params;
+  hali_hal_device_params_initialize(&params);
+  params.kind = cts_configs[i].kind;
+  params.worker_count = cts_configs[i].workers;
+  params.max_bytes = max_bytes;
+  hali_hal_device_t *device = NULL;
+  HALI_CK_OK(hali_hal_device_create(&params, &device));
+  ck_assert_uint_eq(hali_hal_device_kind(device), cts_configs[i].kind);
+  if (cts_configs[i].kind == HALI_HAL_DEVICE_LOCAL_TASK)
+    ck_assert_uint_eq(hali_hal_device_worker_count(device),
+                      cts_configs[i].workers);
+  return device;
+}
+
+static hali_hal_device_t *cts_device(int i) {
+  return cts_device_with_limit(i, 0);
+}
+
+static hali_hal_buffer_t *cts_buffer(hali_hal_device_t *device,
+                                     hali_hal_device_size_t size) {
+  return hali_test_allocate(hali_hal_device_allocator(device), size);
+}
+
+static hali_hal_command_buffer_t *cts_command_buffer(void) {
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &cb));
+  return cb;
+}
+
+/* Finalizes |cb|, submits it with no wait fence and returns the status the
+ * signal fence ends with.  Releases |cb|. */
+static hali_status_t cts_run(hali_hal_device_t *device,
+                             hali_hal_command_buffer_t *cb) {
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  hali_hal_fence_t *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1));
+  hali_hal_command_buffer_release(cb);
+  hali_status_t status = hali_hal_fence_await(signal, HALI_INFINITE);
+  hali_hal_fence_release(signal);
+  return status;
+}
+
+static void cts_set_bytes(hali_hal_buffer_t *buffer, uint8_t value) {
+  void *p = NULL;
+  HALI_CK_OK(hali_hal_buffer_map_range(buffer, 0, HALI_HAL_WHOLE_BUFFER, &p));
+  memset(p, value, (size_t)hali_hal_buffer_length(buffer));
+}
+
+/* Checks |buffer| bytes [begin, end) equal |expected| (the rest is the
+ * caller's business). */
+static void cts_expect_bytes(hali_hal_buffer_t *buffer, size_t begin,
+                             size_t end, const uint8_t *expected,
+                             const char *label) {
+  for (size_t i = begin; i < end; ++i)
+    ck_assert_msg(hali_test_byte(buffer, i) == expected[i - begin],
+                  "%s: byte %zu is 0x%02x, expected 0x%02x", label, i,
+                  hali_test_byte(buffer, i), expected[i - begin]);
+}
+
+static void cts_expect_fill(hali_hal_buffer_t *buffer, size_t begin,
+                            size_t end, uint8_t value, const char *label) {
+  for (size_t i = begin; i < end; ++i)
+    ck_assert_msg(hali_test_byte(buffer, i) == value,
+                  "%s: byte %zu is 0x%02x, expected 0x%02x", label, i,
+                  hali_test_byte(buffer, i), value);
+}
+
+/* ---- Kernels. ---- */
+
+/* out[i] = in[i] * c0 + c1 + (x + 10 y + 100 z) for the 4 lanes of each
+ * workgroup (x, y, z); visits[wg] += 1; workers[wg] = worker id; also
+ * exercises its 256 bytes of scratch. */
+static int cts_scale_kernel(const hali_kernel_dispatch_state_t *d,
+                            const hali_kernel_workgroup_state_t *w) {
+  if (d->binding_count != 4 || d->constant_count != 2) return 90;
+  if (!w->scratch || w->scratch_size < 256 || (uintptr_t)w->scratch % 64)
+    return 91;
+  const uint32_t *in = d->binding_ptrs[0];
+  uint32_t *out = d->binding_ptrs[1];
+  uint32_t *visits = d->binding_ptrs[2];
+  uint32_t *workers = d->binding_ptrs[3];
+  uint64_t wg = ((uint64_t)w->workgroup_id_z * d->workgroup_count_y +
+                 w->workgroup_id_y) *
+                    d->workgroup_count_x +
+                w->workgroup_id_x;
+  uint32_t *scratch = w->scratch;
+  for (uint32_t lane = 0; lane < d->workgroup_size_x; ++lane) {
+    uint64_t i = wg * d->workgroup_size_x + lane;
+    if ((i + 1) * sizeof(uint32_t) > d->binding_lengths[1]) return 92;
+    scratch[lane] = in[i] * d->constants[0] + d->constants[1];
+  }
+  for (uint32_t lane = 0; lane < d->workgroup_size_x; ++lane)
+    out[wg * d->workgroup_size_x + lane] =
+        scratch[lane] + w->workgroup_id_x + 10 * w->workgroup_id_y +
+        100 * w->workgroup_id_z;
+  visits[wg] += 1;
+  workers[wg] = w->worker_id;
+  return 0;
+}
+
+/* Returns 42 in the workgroup whose linear index is constant 0. */
+static int cts_fail_kernel(const hali_kernel_dispatch_state_t *d,
+                           const hali_kernel_workgroup_state_t *w) {
+  uint64_t wg = ((uint64_t)w->workgroup_id_z * d->workgroup_count_y +
+                 w->workgroup_id_y) *
+                    d->workgroup_count_x +
+                w->workgroup_id_x;
+  return wg == d->constants[0] ? 42 : 0;
+}
+
+static const hali_kernel_export_t cts_exports[] = {
+    {"scale", cts_scale_kernel, 4, 2, {4, 1, 1}, 256},
+    {"fail_at", cts_fail_kernel, 0, 1, {1, 1, 1}, 0},
+};
+static const hali_kernel_library_t cts_library = {
+    HALI_KERNEL_ABI_VERSION, "cts_kernels", 2, cts_exports};
+
+static hali_hal_executable_t *cts_executable(void) {
+  hali_hal_executable_t *exe = NULL;
+  HALI_CK_OK(hali_hal_executable_create_from_library(&cts_library, NULL, &exe));
+  return exe;
+}
+
+/* ---- Transfer. ---- */
+
+START_TEST(test_fill_patterns) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 64);
+  cts_set_bytes(buffer, 0xAA);
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 3, 5, 0x5C, 1));
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 10, 6, 0xBEEF, 2));
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 20, 12, 0x12345678, 4));
+  /* Only the low bytes of the pattern count. */
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 41, 2, 0xFFFFFF07, 1));
+  HALI_CK_OK(cts_run(device, cb));
+  const char *label = cts_configs[_i].label;
+  cts_expect_fill(buffer, 0, 3, 0xAA, label);
+  cts_expect_fill(buffer, 3, 8, 0x5C, label);
+  cts_expect_fill(buffer, 8, 10, 0xAA, label);
+  static const uint8_t beef[6] = {0xEF, 0xBE, 0xEF, 0xBE, 0xEF, 0xBE};
+  cts_expect_bytes(buffer, 10, 16, beef, label);
+  cts_expect_fill(buffer, 16, 20, 0xAA, label);
+  static const uint8_t word[12] = {0x78, 0x56, 0x34, 0x12, 0x78, 0x56,
+                                   0x34, 0x12, 0x78, 0x56, 0x34, 0x12};
+  cts_expect_bytes(buffer, 20, 32, word, label);
+  cts_expect_fill(buffer, 32, 41, 0xAA, label);
+  cts_expect_fill(buffer, 41, 43, 0x07, label);
+  cts_expect_fill(buffer, 43, 64, 0xAA, label);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_fill_copy_subspans) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 64);
+  cts_set_bytes(buffer, 0x11);
+  hali_hal_buffer_t *low = NULL, *high = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(buffer, 8, 16, &low));  /* [8, 24) */
+  HALI_CK_OK(hali_hal_buffer_subspan(buffer, 40, 20, &high)); /* [40, 60) */
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, low, 2, 6, 0x2233, 2));
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+  /* Copy within one allocation, non-overlapping, through subspans. */
+  HALI_CK_OK(hali_hal_command_buffer_copy(cb, low, 0, high, 5, 10));
+  HALI_CK_OK(cts_run(device, cb));
+  const char *label = cts_configs[_i].label;
+  cts_expect_fill(buffer, 0, 10, 0x11, label);
+  static const uint8_t filled[6] = {0x33, 0x22, 0x33, 0x22, 0x33, 0x22};
+  cts_expect_bytes(buffer, 10, 16, filled, label);
+  cts_expect_fill(buffer, 16, 45, 0x11, label);
+  static const uint8_t copied[10] = {0x11, 0x11, 0x33, 0x22, 0x33,
+                                     0x22, 0x33, 0x22, 0x11, 0x11};
+  cts_expect_bytes(buffer, 45, 55, copied, label);
+  cts_expect_fill(buffer, 55, 64, 0x11, label);
+  /* Overlapping ranges of one allocation are rejected at record time. */
+  cb = cts_command_buffer();
+  hali_hal_buffer_t *mid = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(buffer, 20, 30, &mid)); /* [20, 50) */
+  HALI_CK_STATUS(hali_hal_command_buffer_copy(cb, low, 8, mid, 0, 8),
+                 HALI_STATUS_INVALID_ARGUMENT, "[16, 24)", "[20, 28)",
+                 "overlap");
+  HALI_CK_STATUS(hali_hal_command_buffer_copy(cb, mid, 22, high, 0, 8),
+                 HALI_STATUS_INVALID_ARGUMENT, "[42, 50)", "[40, 48)");
+  hali_hal_command_buffer_release(cb);
+  hali_hal_buffer_release(mid);
+  hali_hal_buffer_release(low);
+  hali_hal_buffer_release(high);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_update_copies_at_record_time) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 16);
+  cts_set_bytes(buffer, 0);
+  uint8_t source[5] = {1, 2, 3, 4, 5};
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_update(cb, source, buffer, 7, 5));
+  memset(source, 0xFF, sizeof(source)); /* must not affect the recording */
+  HALI_CK_OK(cts_run(device, cb));
+  static const uint8_t expected[16] = {0, 0, 0, 0, 0, 0, 0, 1,
+                                       2, 3, 4, 5, 0, 0, 0, 0};
+  cts_expect_bytes(buffer, 0, 16, expected, cts_configs[_i].label);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_submission_rules) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 16);
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0, 16, 1, 1));
+  HALI_CK_STATUS(hali_hal_device_queue_execute(device, NULL, NULL, &cb, 1),
+                 HALI_STATUS_FAILED_PRECONDITION, "not finalized");
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, NULL, &cb, 1));
+  HALI_CK_STATUS(hali_hal_device_queue_execute(device, NULL, NULL, &cb, 1),
+                 HALI_STATUS_FAILED_PRECONDITION, "one-shot",
+                 "more than once");
+  hali_hal_command_buffer_release(cb);
+  /* A reusable command buffer runs as often as it is submitted. */
+  hali_hal_command_buffer_t *reusable = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+      HALI_HAL_COMMAND_CATEGORY_TRANSFER, &reusable));
+  hali_hal_buffer_t *counter = cts_buffer(device, 4);
+  hali_hal_buffer_t *scratch = cts_buffer(device, 4);
+  /* counter <- scratch; scratch <- 7: after two runs counter holds 7. */
+  HALI_CK_OK(hali_hal_command_buffer_copy(reusable, scratch, 0, counter, 0, 4));
+  HALI_CK_OK(hali_hal_command_buffer_fill(reusable, scratch, 0, 4, 7, 4));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(reusable));
+  hali_hal_fence_t *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  hali_hal_command_buffer_t *twice[2] = {reusable, reusable};
+  HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, signal, twice, 2));
+  HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+  uint32_t value = 0;
+  HALI_CK_OK(hali_hal_buffer_read(counter, 0, &value, 4));
+  ck_assert_uint_eq(value, 7);
+  /* An empty submission is a wait -> signal barrier. */
+  hali_hal_fence_t *after = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&after));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, signal, after, NULL, 0));
+  HALI_CK_OK(hali_hal_fence_await(after, HALI_INFINITE));
+  hali_hal_fence_release(after);
+  hali_hal_fence_release(signal);
+  hali_hal_command_buffer_release(reusable);
+  hali_hal_buffer_release(counter);
+  hali_hal_buffer_release(scratch);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* ---- Queue ordering and failure propagation. ---- */
+
+typedef struct signal_thread_t {
+  hali_hal_fence_t *fence;
+  int delay_ms;
+} signal_thread_t;
+
+static void *signal_thread_main(void *arg) {
+  signal_thread_t *job = arg;
+  hali_test_sleep_ms(job->delay_ms);
+  hali_status_free(hali_hal_fence_signal(job->fence));
+  return NULL;
+}
+
+static void cts_submit_fill(hali_hal_device_t *device, hali_hal_fence_t *wait,
+                            hali_hal_fence_t *signal,
+                            hali_hal_buffer_t *buffer, uint8_t value) {
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0,
+                                          hali_hal_buffer_length(buffer),
+                                          value, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, wait, signal, &cb, 1));
+  hali_hal_command_buffer_release(cb);
+}
+
+START_TEST(test_queue_order_and_parking) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 8);
+  hali_hal_fence_t *gate = NULL, *first = NULL, *last = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate));
+  HALI_CK_OK(hali_hal_fence_create_pending(&first));
+  HALI_CK_OK(hali_hal_fence_create_pending(&last));
+  cts_submit_fill(device, NULL, first, buffer, 1);
+  HALI_CK_OK(hali_hal_fence_await(first, HALI_INFINITE));
+  /* Parked behind |gate|; the next submission has no wait of its own but
+   * runs after it: the queue is in order. */
+  cts_submit_fill(device, gate, NULL, buffer, 2);
+  cts_submit_fill(device, NULL, last, buffer, 3);
+  HALI_CK_STATUS(hali_hal_fence_await(last, 20 * 1000000),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1");
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), 1);
+  /* Open the gate from another thread; the queue drains. */
+  signal_thread_t job = {gate, 5};
+  pthread_t thread;
+  ck_assert_int_eq(pthread_create(&thread, NULL, signal_thread_main, &job), 0);
+  HALI_CK_OK(hali_hal_fence_await(last, HALI_INFINITE));
+  pthread_join(thread, NULL);
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), 3);
+  ck_assert_uint_eq(hali_test_byte(buffer, 7), 3);
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  hali_hal_fence_release(gate);
+  hali_hal_fence_release(first);
+  hali_hal_fence_release(last);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_wait_failure_propagates) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 8);
+  cts_set_bytes(buffer, 0);
+  hali_hal_fence_t *wait = NULL, *signal = NULL, *next = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&wait));
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  HALI_CK_OK(hali_hal_fence_create_pending(&next));
+  cts_submit_fill(device, wait, signal, buffer, 9);
+  /* Work not waiting on the failure still runs. */
+  cts_submit_fill(device, NULL, next, buffer, 4);
+  hali_hal_fence_fail(wait,
+                      hali_status_make(HALI_STATUS_DATA_LOSS, "upstream broke"));
+  HALI_CK_STATUS(hali_hal_fence_await(signal, HALI_INFINITE),
+                 HALI_STATUS_DATA_LOSS, "upstream broke",
+                 "wait fence of queue submission",
+                 hali_hal_device_kind_name(cts_configs[_i].kind));
+  HALI_CK_OK(hali_hal_fence_await(next, HALI_INFINITE));
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), 4); /* the 9 never landed */
+  /* The first failure is kept: failing the signal fence again changes
+   * nothing. */
+  hali_hal_fence_fail(signal,
+                      hali_status_make(HALI_STATUS_ABORTED, "second failure"));
+  bool ready = false;
+  HALI_CK_STATUS(hali_hal_fence_query(signal, &ready), HALI_STATUS_DATA_LOSS,
+                 "upstream broke");
+  ck_assert(ready);
+  /* Downstream of the failed signal fence fails with the same status. */
+  hali_hal_fence_t *downstream = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&downstream));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, signal, downstream, NULL, 0));
+  HALI_CK_STATUS(hali_hal_fence_await(downstream, HALI_INFINITE),
+                 HALI_STATUS_DATA_LOSS, "upstream broke");
+  hali_hal_fence_release(downstream);
+  hali_hal_fence_release(wait);
+  hali_hal_fence_release(signal);
+  hali_hal_fence_release(next);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_any_wait_point_failure_fails_fast) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 8);
+  hali_hal_fence_t *a = NULL, *b = NULL, *wait = NULL, *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&b));
+  hali_hal_fence_t *parts[2] = {a, b};
+  HALI_CK_OK(hali_hal_fence_join(parts, 2, &wait));
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  cts_submit_fill(device, wait, signal, buffer, 1);
+  /* The second point fails while the first is still pending: the
+   * submission fails now, without waiting for |a|. */
+  hali_hal_fence_fail(b, hali_status_make(HALI_STATUS_ABORTED, "b died"));
+  HALI_CK_STATUS(hali_hal_fence_await(signal, 5000 * 1000000LL),
+                 HALI_STATUS_ABORTED, "b died");
+  HALI_CK_OK(hali_hal_fence_signal(a));
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), 0);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+  hali_hal_fence_release(wait);
+  hali_hal_fence_release(signal);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* ---- Dispatch. ---- */
+
+enum { GX = 7, GY = 3, GZ = 2, WG = GX * GY * GZ, N = WG * 4 };
+
+typedef struct dispatch_buffers_t {
+  hali_hal_buffer_t *in, *out, *visits, *workers;
+} dispatch_buffers_t;
+
+static void cts_run_scale(hali_hal_device_t *device, dispatch_buffers_t *b) {
+  b->in = cts_buffer(device, N * 4);
+  b->out = cts_buffer(device, N * 4);
+  b->visits = cts_buffer(device, WG * 4);
+  b->workers = cts_buffer(device, WG * 4);
+  uint32_t in[N];
+  for (uint32_t i = 0; i < N; ++i) in[i] = i * 3 + 1;
+  HALI_CK_OK(hali_hal_buffer_write(b->in, 0, in, sizeof(in)));
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  uint32_t constants[2] = {5, 1000};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+  hali_hal_buffer_binding_t bindings[4] = {
+      {0, b->in, 0, HALI_HAL_WHOLE_BUFFER},
+      {1, b->out, 0, HALI_HAL_WHOLE_BUFFER},
+      {2, b->visits, 0, WG * 4},
+      {3, b->workers, 0, WG * 4},
+  };
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 4));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, GX, GY, GZ));
+  hali_hal_executable_release(exe); /* the recording keeps it alive */
+  HALI_CK_OK(cts_run(device, cb));
+}
+
+static void cts_release_dispatch(dispatch_buffers_t *b) {
+  hali_hal_buffer_release(b->in);
+  hali_hal_buffer_release(b->out);
+  hali_hal_buffer_release(b->visits);
+  hali_hal_buffer_release(b->workers);
+}
+
+START_TEST(test_dispatch_multi_workgroup) {
+  hali_hal_device_t *device = cts_device(_i);
+  dispatch_buffers_t b;
+  cts_run_scale(device, &b);
+  uint32_t out[N], visits[WG], workers[WG];
+  HALI_CK_OK(hali_hal_buffer_read(b.out, 0, out, sizeof(out)));
+  HALI_CK_OK(hali_hal_buffer_read(b.visits, 0, visits, sizeof(visits)));
+  HALI_CK_OK(hali_hal_buffer_read(b.workers, 0, workers, sizeof(workers)));
+  for (uint32_t z = 0; z < GZ; ++z)
+    for (uint32_t y = 0; y < GY; ++y)
+      for (uint32_t x = 0; x < GX; ++x) {
+        uint32_t wg = (z * GY + y) * GX + x;
+        ck_assert_msg(visits[wg] == 1, "%s: workgroup %u ran %u times",
+                      cts_configs[_i].label, wg, visits[wg]);
+        ck_assert_uint_lt(workers[wg], hali_hal_device_worker_count(device));
+        for (uint32_t lane = 0; lane < 4; ++lane) {
+          uint32_t i = wg * 4 + lane;
+          ck_assert_uint_eq(out[i], (i * 3 + 1) * 5 + 1000 + x + 10 * y +
+                                        100 * z);
+        }
+      }
+  cts_release_dispatch(&b);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_dispatch_kernel_failure) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 4);
+  cts_set_bytes(buffer, 0);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  uint32_t fail_at = 1 * 4 + 2; /* workgroup (2,1,0) of a 4x3x1 grid */
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, &fail_at, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 1, 4, 3, 1));
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+  /* Nothing after the failing command runs. */
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0, 4, 0xAB, 1));
+  HALI_CK_STATUS(cts_run(device, cb), HALI_STATUS_INTERNAL,
+                 "error code 42", "executable 'cts_kernels'",
+                 "export 1 'fail_at'", "workgroup (2,1,0)",
+                 "command 1 of 4",
+                 hali_hal_device_kind_name(cts_configs[_i].kind));
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), 0);
+  hali_hal_executable_release(exe);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_dispatch_usage_and_mapping) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_allocator_t *allocator = hali_hal_device_allocator(device);
+  hali_hal_buffer_params_t transfer_only = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
+      .usage = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_MAPPING,
+  };
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(allocator, transfer_only, 64, &buffer));
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  hali_hal_buffer_binding_t binding = {0, buffer, 0, 64};
+  HALI_CK_STATUS(hali_hal_command_buffer_push_descriptor_set(cb, &binding, 1),
+                 HALI_STATUS_PERMISSION_DENIED, "binding 0",
+                 "lacks the required DISPATCH usage");
+  hali_hal_command_buffer_release(cb);
+  hali_hal_buffer_release(buffer);
+  hali_hal_buffer_params_t device_local = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL,
+      .usage = HALI_HAL_BUFFER_USAGE_ALL,
+  };
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(allocator, device_local, 64, &buffer));
+  void *p = NULL;
+  HALI_CK_STATUS(hali_hal_buffer_map_range(buffer, 0, 64, &p),
+                 HALI_STATUS_PERMISSION_DENIED, "not HOST_VISIBLE");
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_dispatch_uncommitted_binding) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = NULL;
+  hali_hal_fence_t *freed = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&freed));
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, NULL,
+                                          hali_test_host_params(), N * 4,
+                                          &buffer));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, freed, buffer));
+  HALI_CK_OK(hali_hal_fence_await(freed, HALI_INFINITE));
+  dispatch_buffers_t b;
+  memset(&b, 0, sizeof(b));
+  b.visits = cts_buffer(device, WG * 4);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  uint32_t constants[2] = {1, 2};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+  hali_hal_buffer_binding_t bindings[4] = {
+      {0, b.visits, 0, WG * 4},
+      {1, buffer, 0, N * 4},
+      {2, b.visits, 0, WG * 4},
+      {3, b.visits, 0, WG * 4},
+  };
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 4));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1));
+  HALI_CK_STATUS(cts_run(device, cb), HALI_STATUS_FAILED_PRECONDITION,
+                 "not committed", "binding 1",
+                 "executable 'cts_kernels' export 0 'scale'");
+  uint32_t visits = 0;
+  HALI_CK_OK(hali_hal_buffer_read(b.visits, 0, &visits, 4));
+  ck_assert_uint_eq(visits, 0); /* no workgroup ran */
+  hali_hal_executable_release(exe);
+  hali_hal_buffer_release(b.visits);
+  hali_hal_buffer_release(buffer);
+  hali_hal_fence_release(freed);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* ---- Stream-ordered allocation. ---- */
+
+START_TEST(test_alloca_dealloca_order) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_allocator_t *allocator = hali_hal_device_allocator(device);
+  hali_hal_fence_t *gate = NULL, *allocated = NULL, *filled = NULL,
+                   *freed = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate));
+  HALI_CK_OK(hali_hal_fence_create_pending(&allocated));
+  HALI_CK_OK(hali_hal_fence_create_pending(&filled));
+  HALI_CK_OK(hali_hal_fence_create_pending(&freed));
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, gate, allocated,
+                                          hali_test_host_params(), 256,
+                                          &buffer));
+  cts_submit_fill(device, allocated, filled, buffer, 0x5A);
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, filled, freed, buffer));
+  /* Nothing is committed while the gate is closed. */
+  hali_test_sleep_ms(5);
+  ck_assert(!hali_hal_buffer_is_committed(buffer));
+  hali_hal_allocator_statistics_t st;
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 0);
+  uint8_t byte = 0;
+  HALI_CK_STATUS(hali_hal_buffer_read(buffer, 0, &byte, 1),
+                 HALI_STATUS_FAILED_PRECONDITION, "not committed");
+  HALI_CK_OK(hali_hal_fence_signal(gate));
+  HALI_CK_OK(hali_hal_fence_await(freed, HALI_INFINITE));
+  ck_assert(!hali_hal_buffer_is_committed(buffer));
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 0);
+  ck_assert_uint_eq(st.bytes_peak, 256);
+  ck_assert_uint_eq(st.allocation_count, 1);
+  /* Allocate again, observe the storage between alloca and dealloca. */
+  hali_hal_buffer_release(buffer);
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, NULL,
+                                          hali_test_host_params(), 100,
+                                          &buffer));
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  ck_assert(hali_hal_buffer_is_committed(buffer));
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 100);
+  /* Deallocating twice fails the second signal fence. */
+  hali_hal_fence_t *again = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&again));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, NULL, buffer));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, again, buffer));
+  HALI_CK_STATUS(hali_hal_fence_await(again, HALI_INFINITE),
+                 HALI_STATUS_FAILED_PRECONDITION, "not committed",
+                 "queue_dealloca of 100 bytes");
+  hali_hal_buffer_t *span = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(buffer, 0, 10, &span));
+  HALI_CK_STATUS(hali_hal_device_queue_dealloca(device, NULL, NULL, span),
+                 HALI_STATUS_INVALID_ARGUMENT, "subspan");
+  hali_hal_buffer_release(span);
+  hali_hal_fence_release(again);
+  hali_hal_buffer_release(buffer);
+  hali_hal_fence_release(gate);
+  hali_hal_fence_release(allocated);
+  hali_hal_fence_release(filled);
+  hali_hal_fence_release(freed);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+START_TEST(test_alloca_limit) {
+  hali_hal_device_t *device = cts_device_with_limit(_i, 1000);
+  hali_hal_buffer_t *a = NULL, *b = NULL;
+  hali_hal_fence_t *fa = NULL, *fb = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&fa));
+  HALI_CK_OK(hali_hal_fence_create_pending(&fb));
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, fa,
+                                          hali_test_host_params(), 800, &a));
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, fa, fb,
+                                          hali_test_host_params(), 400, &b));
+  HALI_CK_OK(hali_hal_fence_await(fa, HALI_INFINITE));
+  HALI_CK_STATUS(hali_hal_fence_await(fb, HALI_INFINITE),
+                 HALI_STATUS_RESOURCE_EXHAUSTED, "allocating 400 bytes",
+                 "limit of 1000 bytes", "800 bytes live",
+                 "queue_alloca of 400 bytes");
+  ck_assert(!hali_hal_buffer_is_committed(b));
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(b);
+  hali_hal_fence_release(fa);
+  hali_hal_fence_release(fb);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* ---- Lifetime. ---- */
+
+START_TEST(test_device_release_drains) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 32);
+  hali_hal_fence_t *gate = NULL, *done = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done));
+  cts_submit_fill(device, gate, done, buffer, 0x77);
+  HALI_CK_STATUS(hali_hal_device_wait_idle(device, 0),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "1 queue submissions");
+  signal_thread_t job = {gate, 10};
+  pthread_t thread;
+  ck_assert_int_eq(pthread_create(&thread, NULL, signal_thread_main, &job), 0);
+  hali_hal_device_release(device); /* blocks until the fill ran */
+  bool ready = false;
+  HALI_CK_OK(hali_hal_fence_query(done, &ready));
+  ck_assert(ready);
+  pthread_join(thread, NULL);
+  ck_assert_uint_eq(hali_test_byte(buffer, 31), 0x77);
+  hali_hal_fence_release(gate);
+  hali_hal_fence_release(done);
+  hali_hal_buffer_release(buffer); /* outlives its device */
+}
+END_TEST
+
+/* Not parametrised: the same dispatch on every configuration gives the
+ * same bytes. */
+START_TEST(test_dispatch_identical_across_devices) {
+  uint32_t reference[N];
+  for (int i = 0; i < CTS_CONFIG_COUNT; ++i) {
+    hali_hal_device_t *device = cts_device(i);
+    dispatch_buffers_t b;
+    cts_run_scale(device, &b);
+    uint32_t out[N];
+    HALI_CK_OK(hali_hal_buffer_read(b.out, 0, out, sizeof(out)));
+    if (i == 0)
+      memcpy(reference, out, sizeof(out));
+    else
+      ck_assert_msg(memcmp(reference, out, sizeof(out)) == 0,
+                    "%s differs from %s", cts_configs[i].label,
+                    cts_configs[0].label);
+    cts_release_dispatch(&b);
+    hali_hal_device_release(device);
+  }
+}
+END_TEST
+
+static void add_device_tests(TCase *tc, const TTest *test) {
+  tcase_add_loop_test(tc, test, 0, CTS_CONFIG_COUNT);
+}
+
+static Suite *hal_cts_suite(void) {
+  Suite *s = suite_create("hal-cts (local-sync, local-task/1,2,4)");
+  TCase *tc = tcase_create("transfer");
+  add_device_tests(tc, test_fill_patterns);
+  add_device_tests(tc, test_fill_copy_subspans);
+  add_device_tests(tc, test_update_copies_at_record_time);
+  add_device_tests(tc, test_submission_rules);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("queue");
+  add_device_tests(tc, test_queue_order_and_parking);
+  add_device_tests(tc, test_wait_failure_propagates);
+  add_device_tests(tc, test_device_release_drains);
+  add_device_tests(tc, test_any_wait_point_failure_fails_fast);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("dispatch");
+  add_device_tests(tc, test_dispatch_multi_workgroup);
+  add_device_tests(tc, test_dispatch_kernel_failure);
+  add_device_tests(tc, test_dispatch_usage_and_mapping);
+  add_device_tests(tc, test_dispatch_uncommitted_binding);
+  tcase_add_test(tc, test_dispatch_identical_across_devices);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("alloca");
+  add_device_tests(tc, test_alloca_dealloca_order);
+  add_device_tests(tc, test_alloca_limit);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *runner = srunner_create(hal_cts_suite());
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed ? 1 : 0;
+}

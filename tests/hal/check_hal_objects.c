@@ -1,0 +1,873 @@
+/* HAL units that need no device: allocator, buffers, views, recording-time
+ * validation of command buffers, semaphores, fences, executables. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/hal/hal_testutil.h"
+
+/* ---- allocator ---- */
+
+START_TEST(test_allocator_statistics) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_allocator_statistics_t st;
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 0);
+  hali_hal_buffer_t *a = hali_test_allocate(allocator, 100);
+  hali_hal_buffer_t *b = hali_test_allocate(allocator, 28);
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 128);
+  ck_assert_uint_eq(st.bytes_peak, 128);
+  ck_assert_uint_eq(st.allocation_count, 2);
+  ck_assert_uint_eq(st.allocations_live, 2);
+  hali_hal_buffer_release(a);
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 28);
+  ck_assert_uint_eq(st.bytes_peak, 128);
+  ck_assert_uint_eq(st.allocations_live, 1);
+  hali_hal_buffer_t *c = hali_test_allocate(allocator, 50);
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 78);
+  ck_assert_uint_eq(st.bytes_peak, 128);
+  ck_assert_uint_eq(st.allocation_count, 3);
+  /* Storage is 64-byte aligned and zeroed. */
+  void *p = NULL;
+  HALI_CK_OK(hali_hal_buffer_map_range(c, 0, HALI_HAL_WHOLE_BUFFER, &p));
+  ck_assert_uint_eq((uintptr_t)p % HALI_HAL_ALLOCATOR_ALIGNMENT, 0);
+  for (int i = 0; i < 50; ++i) ck_assert_uint_eq(((uint8_t *)p)[i], 0);
+  hali_hal_buffer_release(b);
+  hali_hal_buffer_release(c);
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 0);
+  ck_assert_uint_eq(st.allocations_live, 0);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+START_TEST(test_allocator_limit) {
+  hali_hal_allocator_params_t params = {.max_bytes = 1000};
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(&params, &allocator));
+  hali_hal_buffer_t *a = hali_test_allocate(allocator, 600);
+  hali_hal_buffer_t *b = NULL;
+  HALI_CK_STATUS(hali_hal_allocator_allocate_buffer(
+                     allocator, hali_test_host_params(), 500, &b),
+                 HALI_STATUS_RESOURCE_EXHAUSTED, "allocating 500 bytes",
+                 "limit of 1000 bytes", "600 bytes live");
+  ck_assert_ptr_null(b);
+  hali_hal_buffer_t *c = hali_test_allocate(allocator, 400); /* exactly fits */
+  hali_hal_allocator_statistics_t st;
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 1000);
+  ck_assert_uint_eq(st.allocation_count, 2); /* the refused one is not */
+  hali_hal_buffer_release(c);
+  hali_hal_allocator_set_max_bytes(allocator, 0);
+  c = hali_test_allocate(allocator, 5000);
+  hali_hal_buffer_release(c);
+  hali_hal_buffer_release(a);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+START_TEST(test_allocator_bits) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_params_t params = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL |
+                      HALI_HAL_MEMORY_TYPE_TRANSIENT,
+      .usage = HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_CONSTANT,
+  };
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(allocator, params, 16, &buffer));
+  ck_assert_uint_eq(hali_hal_buffer_memory_types(buffer), params.memory_types);
+  ck_assert_uint_eq(hali_hal_buffer_usage(buffer), params.usage);
+  ck_assert_uint_eq(hali_hal_buffer_length(buffer), 16);
+  hali_hal_buffer_release(buffer);
+  params.usage = 1u << 20;
+  HALI_CK_STATUS(
+      hali_hal_allocator_allocate_buffer(allocator, params, 16, &buffer),
+      HALI_STATUS_INVALID_ARGUMENT, "usage bits 0x100000");
+  params.usage = 0;
+  params.memory_types = 1u << 9;
+  HALI_CK_STATUS(
+      hali_hal_allocator_allocate_buffer(allocator, params, 16, &buffer),
+      HALI_STATUS_INVALID_ARGUMENT, "memory type bits 0x200");
+  char text[128];
+  ck_assert_str_eq(hali_hal_memory_type_bits_format(
+                       HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL |
+                           HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
+                       text, sizeof(text)),
+                   "DEVICE_LOCAL|HOST_VISIBLE");
+  ck_assert_str_eq(hali_hal_buffer_usage_bits_format(0, text, sizeof(text)),
+                   "NONE");
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+/* ---- buffers ---- */
+
+START_TEST(test_buffer_subspan) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_t *parent = hali_test_allocate(allocator, 64);
+  uint8_t bytes[64];
+  for (int i = 0; i < 64; ++i) bytes[i] = (uint8_t)i;
+  HALI_CK_OK(hali_hal_buffer_write(parent, 0, bytes, 64));
+  hali_hal_buffer_t *span = NULL, *inner = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(parent, 16, 32, &span));
+  HALI_CK_OK(hali_hal_buffer_subspan(span, 8, HALI_HAL_WHOLE_BUFFER, &inner));
+  ck_assert_uint_eq(hali_hal_buffer_length(span), 32);
+  ck_assert_uint_eq(hali_hal_buffer_byte_offset(span), 16);
+  ck_assert_uint_eq(hali_hal_buffer_length(inner), 24);
+  ck_assert_uint_eq(hali_hal_buffer_byte_offset(inner), 24);
+  ck_assert_ptr_eq(hali_hal_buffer_allocated_buffer(inner), parent);
+  ck_assert_uint_eq(hali_test_byte(inner, 0), 24);
+  /* Writes through a subspan alias the parent. */
+  uint8_t x = 0xEE;
+  HALI_CK_OK(hali_hal_buffer_write(inner, 1, &x, 1));
+  ck_assert_uint_eq(hali_test_byte(parent, 25), 0xEE);
+  /* Out-of-range subspans and accesses name the numbers. */
+  hali_hal_buffer_t *bad = NULL;
+  HALI_CK_STATUS(hali_hal_buffer_subspan(span, 30, 4, &bad),
+                 HALI_STATUS_OUT_OF_RANGE, "offset 30", "length 4",
+                 "buffer length 32");
+  HALI_CK_STATUS(hali_hal_buffer_subspan(span, UINT64_MAX - 1, 4, &bad),
+                 HALI_STATUS_OUT_OF_RANGE, "length 4");
+  HALI_CK_STATUS(hali_hal_buffer_read(inner, 20, bytes, 5),
+                 HALI_STATUS_OUT_OF_RANGE, "offset 20", "length 5",
+                 "buffer length 24");
+  /* The subspan keeps the allocation alive. */
+  hali_hal_buffer_release(parent);
+  hali_hal_buffer_release(span);
+  ck_assert_uint_eq(hali_test_byte(inner, 1), 0xEE);
+  hali_hal_allocator_statistics_t st;
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 64);
+  hali_hal_buffer_release(inner);
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 0);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+START_TEST(test_buffer_mapping_rules) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_params_t device_only = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL,
+      .usage = HALI_HAL_BUFFER_USAGE_ALL,
+  };
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(allocator, device_only, 32, &buffer));
+  void *p = NULL;
+  HALI_CK_STATUS(hali_hal_buffer_map_range(buffer, 0, 32, &p),
+                 HALI_STATUS_PERMISSION_DENIED, "not HOST_VISIBLE",
+                 "DEVICE_LOCAL");
+  uint8_t b = 0;
+  HALI_CK_STATUS(hali_hal_buffer_read(buffer, 0, &b, 1),
+                 HALI_STATUS_PERMISSION_DENIED, "HOST_VISIBLE");
+  hali_hal_buffer_release(buffer);
+  hali_hal_buffer_params_t no_mapping = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
+      .usage = HALI_HAL_BUFFER_USAGE_TRANSFER,
+  };
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(allocator, no_mapping, 32, &buffer));
+  HALI_CK_STATUS(hali_hal_buffer_write(buffer, 0, &b, 1),
+                 HALI_STATUS_PERMISSION_DENIED, "usage TRANSFER",
+                 "required MAPPING");
+  hali_hal_buffer_release(buffer);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+START_TEST(test_buffer_uncommitted) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_CK_OK(hali_hal_buffer_create_uncommitted(
+      allocator, hali_test_host_params(), 8, &buffer));
+  ck_assert(!hali_hal_buffer_is_committed(buffer));
+  uint8_t b = 0;
+  HALI_CK_STATUS(hali_hal_buffer_read(buffer, 0, &b, 1),
+                 HALI_STATUS_FAILED_PRECONDITION, "not committed");
+  HALI_CK_OK(hali_hal_buffer_commit(buffer));
+  ck_assert(hali_hal_buffer_is_committed(buffer));
+  HALI_CK_STATUS(hali_hal_buffer_commit(buffer),
+                 HALI_STATUS_FAILED_PRECONDITION, "already committed");
+  HALI_CK_OK(hali_hal_buffer_decommit(buffer));
+  HALI_CK_STATUS(hali_hal_buffer_decommit(buffer),
+                 HALI_STATUS_FAILED_PRECONDITION, "not committed");
+  hali_hal_buffer_release(buffer);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+/* ---- buffer views ---- */
+
+START_TEST(test_element_types) {
+  static const struct {
+    const char *name;
+    hali_hal_element_type_t type;
+    uint32_t code;
+    uint32_t bytes;
+  } cases[] = {
+      {"i1", HALI_HAL_ELEMENT_TYPE_INT_1, 0x10000001u, 1},
+      {"i8", HALI_HAL_ELEMENT_TYPE_INT_8, 0x10000008u, 1},
+      {"i16", HALI_HAL_ELEMENT_TYPE_INT_16, 0x10000010u, 2},
+      {"i32", HALI_HAL_ELEMENT_TYPE_INT_32, 0x10000020u, 4},
+      {"i64", HALI_HAL_ELEMENT_TYPE_INT_64, 0x10000040u, 8},
+      {"si8", HALI_HAL_ELEMENT_TYPE_SINT_8, 0x11000008u, 1},
+      {"si16", HALI_HAL_ELEMENT_TYPE_SINT_16, 0x11000010u, 2},
+      {"si32", HALI_HAL_ELEMENT_TYPE_SINT_32, 0x11000020u, 4},
+      {"si64", HALI_HAL_ELEMENT_TYPE_SINT_64, 0x11000040u, 8},
+      {"u8", HALI_HAL_ELEMENT_TYPE_UINT_8, 0x12000008u, 1},
+      {"u16", HALI_HAL_ELEMENT_TYPE_UINT_16, 0x12000010u, 2},
+      {"u32", HALI_HAL_ELEMENT_TYPE_UINT_32, 0x12000020u, 4},
+      {"u64", HALI_HAL_ELEMENT_TYPE_UINT_64, 0x12000040u, 8},
+      {"bool", HALI_HAL_ELEMENT_TYPE_BOOL_8, 0x13000008u, 1},
+      {"f16", HALI_HAL_ELEMENT_TYPE_FLOAT_16, 0x21000010u, 2},
+      {"f32", HALI_HAL_ELEMENT_TYPE_FLOAT_32, 0x21000020u, 4},
+      {"f64", HALI_HAL_ELEMENT_TYPE_FLOAT_64, 0x21000040u, 8},
+      {"bf16", HALI_HAL_ELEMENT_TYPE_BFLOAT_16, 0x22000010u, 2},
+  };
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_t *buffer = hali_test_allocate(allocator, 2 * 3 * 8);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    ck_assert_uint_eq(cases[i].type, cases[i].code);
+    ck_assert_str_eq(hali_hal_element_type_name(cases[i].type), cases[i].name);
+    hali_hal_element_type_t parsed = 0;
+    HALI_CK_OK(hali_hal_element_type_parse(cases[i].name,
+                                           strlen(cases[i].name), &parsed));
+    ck_assert_uint_eq(parsed, cases[i].type);
+    ck_assert_uint_eq(hali_hal_element_type_byte_size(cases[i].type),
+                      cases[i].bytes);
+    const hali_hal_dim_t shape[2] = {2, 3};
+    hali_hal_device_size_t size = 0;
+    HALI_CK_OK(hali_hal_buffer_compute_view_size(
+        2, shape, cases[i].type, HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+        &size));
+    ck_assert_uint_eq(size, 6 * cases[i].bytes);
+    hali_hal_buffer_view_t *view = NULL;
+    HALI_CK_OK(hali_hal_buffer_view_create(
+        buffer, 2, shape, cases[i].type,
+        HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &view));
+    ck_assert_uint_eq(hali_hal_buffer_view_rank(view), 2);
+    ck_assert_int_eq(hali_hal_buffer_view_dim(view, 1), 3);
+    ck_assert_uint_eq(hali_hal_buffer_view_element_count(view), 6);
+    ck_assert_uint_eq(hali_hal_buffer_view_byte_length(view),
+                      6 * cases[i].bytes);
+    ck_assert_uint_eq(hali_hal_buffer_view_element_type(view), cases[i].type);
+    ck_assert_ptr_eq(hali_hal_buffer_view_buffer(view), buffer);
+    char text[64], expected[64];
+    snprintf(expected, sizeof(expected), "2x3x%s", cases[i].name);
+    ck_assert_str_eq(hali_hal_buffer_view_format_type(view, text, sizeof(text)),
+                     expected);
+    hali_hal_buffer_view_release(view);
+  }
+  hali_hal_element_type_t parsed = 0;
+  HALI_CK_OK(hali_hal_element_type_parse("ui16", 4, &parsed));
+  ck_assert_uint_eq(parsed, HALI_HAL_ELEMENT_TYPE_UINT_16);
+  HALI_CK_STATUS(hali_hal_element_type_parse("f33", 3, &parsed),
+                 HALI_STATUS_INVALID_ARGUMENT, "'f33'");
+  ck_assert_ptr_null(hali_hal_element_type_name(0x21000018u));
+  hali_hal_buffer_release(buffer);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+START_TEST(test_view_size_errors) {
+  hali_hal_device_size_t size = 0;
+  /* Rank 0 is a scalar. */
+  HALI_CK_OK(hali_hal_buffer_compute_view_size(
+      0, NULL, HALI_HAL_ELEMENT_TYPE_FLOAT_64,
+      HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &size));
+  ck_assert_uint_eq(size, 8);
+  /* Element count overflow. */
+  const hali_hal_dim_t huge[3] = {INT64_C(1) << 40, INT64_C(1) << 30, 2};
+  HALI_CK_STATUS(hali_hal_buffer_compute_view_size(
+                     3, huge, HALI_HAL_ELEMENT_TYPE_INT_8,
+                     HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &size),
+                 HALI_STATUS_OUT_OF_RANGE, "element count overflows",
+                 "dim 1");
+  /* Byte size overflow: the count fits, times 8 bytes does not. */
+  const hali_hal_dim_t big[2] = {INT64_C(1) << 31, INT64_C(1) << 31};
+  HALI_CK_STATUS(hali_hal_buffer_compute_view_size(
+                     2, big, HALI_HAL_ELEMENT_TYPE_FLOAT_64,
+                     HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &size),
+                 HALI_STATUS_OUT_OF_RANGE, "byte size overflows",
+                 "4611686018427387904 elements of 8 bytes");
+  const hali_hal_dim_t negative[2] = {4, -1};
+  HALI_CK_STATUS(hali_hal_buffer_compute_view_size(
+                     2, negative, HALI_HAL_ELEMENT_TYPE_FLOAT_32,
+                     HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &size),
+                 HALI_STATUS_INVALID_ARGUMENT, "dim 1 is negative (-1)");
+  HALI_CK_STATUS(hali_hal_buffer_compute_view_size(
+                     2, big, 0x21000018u,
+                     HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &size),
+                 HALI_STATUS_INVALID_ARGUMENT, "0x21000018");
+  HALI_CK_STATUS(hali_hal_buffer_compute_view_size(
+                     2, big, HALI_HAL_ELEMENT_TYPE_FLOAT_32,
+                     HALI_HAL_ENCODING_TYPE_OPAQUE, &size),
+                 HALI_STATUS_INVALID_ARGUMENT, "encoding type 0");
+  /* A view larger than its buffer. */
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_t *buffer = hali_test_allocate(allocator, 15);
+  const hali_hal_dim_t shape[1] = {4};
+  hali_hal_buffer_view_t *view = NULL;
+  HALI_CK_STATUS(hali_hal_buffer_view_create(
+                     buffer, 1, shape, HALI_HAL_ELEMENT_TYPE_FLOAT_32,
+                     HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &view),
+                 HALI_STATUS_OUT_OF_RANGE, "needs 16 bytes",
+                 "buffer has 15");
+  hali_hal_buffer_release(buffer);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+/* ---- executables ---- */
+
+static int noop_kernel(const hali_kernel_dispatch_state_t *d,
+                       const hali_kernel_workgroup_state_t *w) {
+  return 0;
+}
+
+static const hali_kernel_export_t test_exports[] = {
+    {"first", noop_kernel, 2, 1, {4, 1, 1}, 0},
+    {"second", noop_kernel, 0, 0, {1, 1, 1}, 128},
+};
+
+START_TEST(test_executable_from_library) {
+  hali_kernel_library_t library = {HALI_KERNEL_ABI_VERSION, "lib", 2,
+                                   test_exports};
+  hali_hal_executable_t *exe = NULL;
+  HALI_CK_OK(hali_hal_executable_create_from_library(&library, NULL, &exe));
+  ck_assert_str_eq(hali_hal_executable_name(exe), "lib");
+  ck_assert_str_eq(hali_hal_executable_format(exe), "static");
+  ck_assert_uint_eq(hali_hal_executable_export_count(exe), 2);
+  ck_assert_str_eq(hali_hal_executable_export(exe, 1)->name, "second");
+  ck_assert_uint_eq(hali_hal_executable_export(exe, 0)->binding_count, 2);
+  ck_assert_ptr_null(hali_hal_executable_export(exe, 2));
+  uint32_t ordinal = 9;
+  HALI_CK_OK(hali_hal_executable_lookup_export(exe, "second", &ordinal));
+  ck_assert_uint_eq(ordinal, 1);
+  HALI_CK_STATUS(hali_hal_executable_lookup_export(exe, "third", &ordinal),
+                 HALI_STATUS_NOT_FOUND, "'lib'", "'third'");
+  hali_hal_executable_release(exe);
+
+  library.abi_version = 99;
+  HALI_CK_STATUS(hali_hal_executable_create_from_library(&library, NULL, &exe),
+                 HALI_STATUS_INVALID_ARGUMENT, "ABI version 99");
+  hali_kernel_export_t bad[1] = {{"k", NULL, 0, 0, {1, 1, 1}, 0}};
+  hali_kernel_library_t bad_library = {HALI_KERNEL_ABI_VERSION, "bad", 1, bad};
+  HALI_CK_STATUS(
+      hali_hal_executable_create_from_library(&bad_library, NULL, &exe),
+      HALI_STATUS_INVALID_ARGUMENT, "export 0 'k' has no function");
+  bad[0].fn = noop_kernel;
+  bad[0].workgroup_size[1] = 0;
+  HALI_CK_STATUS(
+      hali_hal_executable_create_from_library(&bad_library, NULL, &exe),
+      HALI_STATUS_INVALID_ARGUMENT, "workgroup size 1x0x1");
+  bad[0].workgroup_size[1] = 1;
+  bad[0].binding_count = 33;
+  HALI_CK_STATUS(
+      hali_hal_executable_create_from_library(&bad_library, NULL, &exe),
+      HALI_STATUS_INVALID_ARGUMENT, "33 bindings");
+}
+END_TEST
+
+/* ---- command buffer recording ---- */
+
+typedef struct recording_fixture_t {
+  hali_hal_allocator_t *allocator;
+  hali_hal_buffer_t *buffer; /* 64 bytes, every usage */
+  hali_hal_command_buffer_t *cb;
+  hali_hal_executable_t *exe;
+} recording_fixture_t;
+
+static recording_fixture_t rf;
+static const hali_kernel_library_t test_library = {HALI_KERNEL_ABI_VERSION,
+                                                   "lib", 2, test_exports};
+
+static void recording_setup(void) {
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &rf.allocator));
+  rf.buffer = hali_test_allocate(rf.allocator, 64);
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &rf.cb));
+  HALI_CK_OK(hali_hal_executable_create_from_library(&test_library, NULL,
+                                                     &rf.exe));
+}
+
+static void recording_teardown(void) {
+  hali_hal_executable_release(rf.exe);
+  hali_hal_command_buffer_release(rf.cb);
+  hali_hal_buffer_release(rf.buffer);
+  hali_hal_allocator_release(rf.allocator);
+}
+
+START_TEST(test_record_fill_validation) {
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(rf.cb, rf.buffer, 0, 8, 0, 3),
+                 HALI_STATUS_INVALID_ARGUMENT, "pattern length 3");
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(rf.cb, rf.buffer, 2, 8, 0, 4),
+                 HALI_STATUS_INVALID_ARGUMENT, "offset 2", "length 8",
+                 "pattern length 4");
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(rf.cb, rf.buffer, 4, 6, 0, 4),
+                 HALI_STATUS_INVALID_ARGUMENT, "length 6");
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(rf.cb, rf.buffer, 60, 8, 0, 4),
+                 HALI_STATUS_OUT_OF_RANGE, "fill target", "offset 60",
+                 "length 8", "buffer length 64");
+  /* offset + length wraps around 2^64: still rejected. */
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(rf.cb, rf.buffer,
+                                              UINT64_MAX - 3, 8, 0, 4),
+                 HALI_STATUS_OUT_OF_RANGE, "length 8");
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb), 0);
+  hali_hal_buffer_params_t dispatch_only = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL,
+      .usage = HALI_HAL_BUFFER_USAGE_DISPATCH,
+  };
+  hali_hal_buffer_t *b = NULL;
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(rf.allocator, dispatch_only, 16, &b));
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(rf.cb, b, 0, 16, 0, 1),
+                 HALI_STATUS_PERMISSION_DENIED, "fill target",
+                 "required TRANSFER");
+  HALI_CK_STATUS(hali_hal_command_buffer_update(rf.cb, "xx", b, 0, 2),
+                 HALI_STATUS_PERMISSION_DENIED, "update target");
+  HALI_CK_STATUS(hali_hal_command_buffer_copy(rf.cb, rf.buffer, 0, b, 0, 4),
+                 HALI_STATUS_PERMISSION_DENIED, "copy target");
+  hali_hal_buffer_release(b);
+  HALI_CK_OK(hali_hal_command_buffer_fill(rf.cb, rf.buffer, 2, 6, 0x1FFFF, 2));
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb), 1);
+}
+END_TEST
+
+START_TEST(test_record_copy_validation) {
+  hali_hal_buffer_t *a = NULL, *b = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(rf.buffer, 0, 32, &a));
+  HALI_CK_OK(hali_hal_buffer_subspan(rf.buffer, 16, 32, &b));
+  /* a[8..24) is parent [8, 24); b[0..16) is parent [16, 32): overlap. */
+  HALI_CK_STATUS(hali_hal_command_buffer_copy(rf.cb, a, 8, b, 0, 16),
+                 HALI_STATUS_INVALID_ARGUMENT, "[8, 24)", "[16, 32)",
+                 "overlap");
+  HALI_CK_STATUS(hali_hal_command_buffer_copy(rf.cb, rf.buffer, 0, rf.buffer,
+                                              4, 8),
+                 HALI_STATUS_INVALID_ARGUMENT, "overlap");
+  /* Adjacent ranges do not overlap. */
+  HALI_CK_OK(hali_hal_command_buffer_copy(rf.cb, a, 0, b, 0, 16));
+  HALI_CK_STATUS(hali_hal_command_buffer_copy(rf.cb, a, 20, b, 0, 16),
+                 HALI_STATUS_OUT_OF_RANGE, "copy source", "offset 20",
+                 "buffer length 32");
+  HALI_CK_STATUS(hali_hal_command_buffer_copy(rf.cb, a, 0, b, UINT64_MAX, 2),
+                 HALI_STATUS_OUT_OF_RANGE, "copy target");
+  HALI_CK_STATUS(hali_hal_command_buffer_update(rf.cb, "abcd", b, 30, 4),
+                 HALI_STATUS_OUT_OF_RANGE, "update target", "offset 30");
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(b);
+}
+END_TEST
+
+START_TEST(test_record_dispatch_validation) {
+  uint32_t constants[2] = {1, 2};
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_constants(rf.cb, 63, constants, 2),
+      HALI_STATUS_OUT_OF_RANGE, "[63, 63 + 2)", "64");
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 2, 1, 1, 1),
+                 HALI_STATUS_OUT_OF_RANGE, "no export 2", "has 2");
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 0, 1, 1, 1),
+                 HALI_STATUS_FAILED_PRECONDITION, "'first'",
+                 "needs 1 push constants", "constant 0");
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(rf.cb, 0, constants, 1));
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 0, 1, 1, 1),
+                 HALI_STATUS_FAILED_PRECONDITION, "needs 2 bindings",
+                 "binding 0");
+  hali_hal_buffer_binding_t bindings[2] = {
+      {0, rf.buffer, 0, 32},
+      {1, rf.buffer, 32, HALI_HAL_WHOLE_BUFFER},
+  };
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(rf.cb, bindings, 1));
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 0, 1, 1, 1),
+                 HALI_STATUS_FAILED_PRECONDITION, "binding 1");
+  bindings[1].offset = 65;
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_descriptor_set(rf.cb, bindings, 2),
+      HALI_STATUS_OUT_OF_RANGE, "binding 1", "offset 65");
+  bindings[1].offset = 32;
+  bindings[1].ordinal = 40;
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_descriptor_set(rf.cb, bindings, 2),
+      HALI_STATUS_OUT_OF_RANGE, "binding ordinal 40");
+  bindings[1].ordinal = 1;
+  /* A buffer without DISPATCH usage cannot be bound. */
+  hali_hal_buffer_params_t transfer_only = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
+      .usage = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_MAPPING,
+  };
+  hali_hal_buffer_t *b = NULL;
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(rf.allocator, transfer_only, 16, &b));
+  hali_hal_buffer_binding_t no_dispatch = {1, b, 0, 16};
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_descriptor_set(rf.cb, &no_dispatch, 1),
+      HALI_STATUS_PERMISSION_DENIED, "binding 1", "required DISPATCH");
+  hali_hal_buffer_release(b);
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(rf.cb, bindings, 2));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 0, 3, 2, 1));
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(rf.cb));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 1, 0, 1, 1));
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb), 6);
+}
+END_TEST
+
+START_TEST(test_record_state_errors) {
+  HALI_CK_OK(hali_hal_command_buffer_finalize(rf.cb));
+  ck_assert(hali_hal_command_buffer_is_finalized(rf.cb));
+  HALI_CK_STATUS(hali_hal_command_buffer_finalize(rf.cb),
+                 HALI_STATUS_FAILED_PRECONDITION, "already finalized");
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(rf.cb, rf.buffer, 0, 4, 0, 4),
+                 HALI_STATUS_FAILED_PRECONDITION, "cannot record fill",
+                 "finalized");
+  HALI_CK_STATUS(hali_hal_command_buffer_execution_barrier(rf.cb),
+                 HALI_STATUS_FAILED_PRECONDITION, "finalized");
+  hali_hal_command_buffer_t *transfer = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+      HALI_HAL_COMMAND_CATEGORY_TRANSFER, &transfer));
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(transfer, rf.exe, 1, 1, 1, 1),
+                 HALI_STATUS_PERMISSION_DENIED, "cannot record dispatch",
+                 "DISPATCH category");
+  uint32_t c = 0;
+  HALI_CK_STATUS(hali_hal_command_buffer_push_constants(transfer, 0, &c, 1),
+                 HALI_STATUS_PERMISSION_DENIED, "push_constants");
+  hali_hal_command_buffer_release(transfer);
+  hali_hal_command_buffer_t *dispatch = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+      HALI_HAL_COMMAND_CATEGORY_DISPATCH, &dispatch));
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(dispatch, rf.buffer, 0, 4, 0, 4),
+                 HALI_STATUS_PERMISSION_DENIED, "cannot record fill",
+                 "TRANSFER category");
+  hali_hal_command_buffer_release(dispatch);
+  HALI_CK_STATUS(hali_hal_command_buffer_create(0, 0, &dispatch),
+                 HALI_STATUS_INVALID_ARGUMENT, "categories 0x0");
+  HALI_CK_STATUS(hali_hal_command_buffer_create(
+                     8, HALI_HAL_COMMAND_CATEGORY_ANY, &dispatch),
+                 HALI_STATUS_INVALID_ARGUMENT, "mode bits 0x8");
+}
+END_TEST
+
+/* ---- semaphores ---- */
+
+START_TEST(test_semaphore_signal_query_wait) {
+  hali_hal_semaphore_t *s = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(5, &s));
+  uint64_t value = 0;
+  HALI_CK_OK(hali_hal_semaphore_query(s, &value));
+  ck_assert_uint_eq(value, 5);
+  HALI_CK_OK(hali_hal_semaphore_wait(s, 5, 0));
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, 6, 0),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "at value 5",
+                 "did not reach 6");
+  int64_t start = hali_test_now_ns();
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, 7, 20 * 1000000),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 7",
+                 "within 20000000 ns");
+  ck_assert_int_ge(hali_test_now_ns() - start, 20 * 1000000);
+  HALI_CK_OK(hali_hal_semaphore_signal(s, 9));
+  HALI_CK_OK(hali_hal_semaphore_wait(s, 7, 0));
+  HALI_CK_OK(hali_hal_semaphore_wait(s, 9, HALI_INFINITE));
+  HALI_CK_STATUS(hali_hal_semaphore_signal(s, 8),
+                 HALI_STATUS_FAILED_PRECONDITION, "signal to 8",
+                 "current value 9");
+  HALI_CK_STATUS(hali_hal_semaphore_signal(s, 9),
+                 HALI_STATUS_FAILED_PRECONDITION, "signal to 9");
+  HALI_CK_OK(hali_hal_semaphore_query(s, &value));
+  ck_assert_uint_eq(value, 9);
+  hali_hal_semaphore_release(s);
+}
+END_TEST
+
+START_TEST(test_semaphore_first_failure_wins) {
+  hali_hal_semaphore_t *s = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(0, &s));
+  HALI_CK_OK(hali_hal_semaphore_signal(s, 1));
+  hali_hal_semaphore_fail(
+      s, hali_status_make(HALI_STATUS_DATA_LOSS, "first failure"));
+  hali_hal_semaphore_fail(
+      s, hali_status_make(HALI_STATUS_ABORTED, "second failure"));
+  uint64_t value = 0;
+  HALI_CK_STATUS(hali_hal_semaphore_query(s, &value), HALI_STATUS_DATA_LOSS,
+                 "first failure");
+  ck_assert_uint_eq(value, 1);
+  /* Every waiter — also for values reached before — sees the failure. */
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, 1, 0), HALI_STATUS_DATA_LOSS,
+                 "first failure");
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, 100, HALI_INFINITE),
+                 HALI_STATUS_DATA_LOSS, "first failure");
+  HALI_CK_STATUS(hali_hal_semaphore_signal(s, 2), HALI_STATUS_DATA_LOSS,
+                 "first failure", "signalling a failed semaphore");
+  hali_hal_semaphore_release(s);
+}
+END_TEST
+
+typedef struct signal_later_t {
+  hali_hal_semaphore_t *semaphore;
+  uint64_t value;
+  int delay_ms;
+  bool fail;
+} signal_later_t;
+
+static void *signal_later_main(void *arg) {
+  signal_later_t *job = arg;
+  hali_test_sleep_ms(job->delay_ms);
+  if (job->fail)
+    hali_hal_semaphore_fail(
+        job->semaphore,
+        hali_status_make(HALI_STATUS_CANCELLED, "failed from a thread"));
+  else
+    hali_status_free(hali_hal_semaphore_signal(job->semaphore, job->value));
+  return NULL;
+}
+
+START_TEST(test_semaphore_cross_thread) {
+  hali_hal_semaphore_t *s = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(0, &s));
+  signal_later_t job = {s, 3, 20, false};
+  pthread_t thread;
+  ck_assert_int_eq(pthread_create(&thread, NULL, signal_later_main, &job), 0);
+  HALI_CK_OK(hali_hal_semaphore_wait(s, 3, HALI_INFINITE));
+  pthread_join(thread, NULL);
+  /* A finite wait woken by failure from another thread. */
+  job.fail = true;
+  ck_assert_int_eq(pthread_create(&thread, NULL, signal_later_main, &job), 0);
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, 4, 5000 * 1000000LL),
+                 HALI_STATUS_CANCELLED, "failed from a thread");
+  pthread_join(thread, NULL);
+  hali_hal_semaphore_release(s);
+}
+END_TEST
+
+typedef struct notify_record_t {
+  int calls;
+  hali_status_code_t code;
+} notify_record_t;
+
+static void record_notify(void *user, hali_status_t status) {
+  notify_record_t *r = user;
+  r->calls++;
+  r->code = hali_status_code(status);
+}
+
+START_TEST(test_semaphore_timepoints) {
+  hali_hal_semaphore_t *s = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(1, &s));
+  hali_hal_semaphore_timepoint_t tp1, tp2, tp3, tp4;
+  notify_record_t r1 = {0, 0}, r2 = {0, 0}, r3 = {0, 0}, r4 = {0, 0};
+  ck_assert(!hali_hal_semaphore_notify(s, 1, &tp1, record_notify, &r1));
+  ck_assert(hali_hal_semaphore_notify(s, 2, &tp1, record_notify, &r1));
+  ck_assert(hali_hal_semaphore_notify(s, 4, &tp2, record_notify, &r2));
+  ck_assert(hali_hal_semaphore_notify(s, 9, &tp3, record_notify, &r3));
+  ck_assert(hali_hal_semaphore_notify(s, 9, &tp4, record_notify, &r4));
+  ck_assert(hali_hal_semaphore_cancel(s, &tp4));
+  ck_assert(!hali_hal_semaphore_cancel(s, &tp4));
+  HALI_CK_OK(hali_hal_semaphore_signal(s, 3));
+  ck_assert_int_eq(r1.calls, 1);
+  ck_assert_int_eq(r1.code, HALI_STATUS_OK);
+  ck_assert_int_eq(r2.calls, 0);
+  HALI_CK_OK(hali_hal_semaphore_signal(s, 4));
+  ck_assert_int_eq(r2.calls, 1);
+  hali_hal_semaphore_fail(s, hali_status_make(HALI_STATUS_ABORTED, "boom"));
+  ck_assert_int_eq(r3.calls, 1);
+  ck_assert_int_eq(r3.code, HALI_STATUS_ABORTED);
+  ck_assert_int_eq(r4.calls, 0);
+  ck_assert(!hali_hal_semaphore_notify(s, 10, &tp4, record_notify, &r4));
+  hali_hal_semaphore_release(s);
+}
+END_TEST
+
+/* ---- fences ---- */
+
+START_TEST(test_fence_basics) {
+  bool ready = false;
+  HALI_CK_OK(hali_hal_fence_query(NULL, &ready));
+  ck_assert(ready);
+  HALI_CK_OK(hali_hal_fence_await(NULL, 0));
+  HALI_CK_OK(hali_hal_fence_signal(NULL));
+  hali_hal_fence_fail(NULL, hali_status_make(HALI_STATUS_UNKNOWN, "dropped"));
+  hali_hal_fence_t *empty = NULL;
+  HALI_CK_OK(hali_hal_fence_create(&empty));
+  HALI_CK_OK(hali_hal_fence_query(empty, &ready));
+  ck_assert(ready);
+  HALI_CK_OK(hali_hal_fence_await(empty, 0));
+
+  hali_hal_semaphore_t *a = NULL, *b = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(0, &a));
+  HALI_CK_OK(hali_hal_semaphore_create(10, &b));
+  hali_hal_fence_t *fa = NULL, *fb = NULL, *joined = NULL;
+  HALI_CK_OK(hali_hal_fence_create_at(a, 2, &fa));
+  HALI_CK_OK(hali_hal_fence_create_at(b, 11, &fb));
+  HALI_CK_OK(hali_hal_fence_insert(fa, a, 1)); /* lower: keeps 2 */
+  ck_assert_uint_eq(hali_hal_fence_point_count(fa), 1);
+  hali_hal_fence_t *parts[3] = {fa, NULL, fb};
+  HALI_CK_OK(hali_hal_fence_join(parts, 3, &joined));
+  ck_assert_uint_eq(hali_hal_fence_point_count(joined), 2);
+  HALI_CK_OK(hali_hal_fence_query(joined, &ready));
+  ck_assert(!ready);
+  HALI_CK_STATUS(hali_hal_fence_await(joined, 0),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "at value 0",
+                 "did not reach 2");
+  HALI_CK_STATUS(hali_hal_fence_await(joined, 10 * 1000000),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "did not reach");
+  HALI_CK_OK(hali_hal_fence_signal(fa));
+  HALI_CK_OK(hali_hal_fence_query(fa, &ready));
+  ck_assert(ready);
+  HALI_CK_OK(hali_hal_fence_query(joined, &ready));
+  ck_assert(!ready);
+  HALI_CK_OK(hali_hal_fence_signal(joined)); /* a is already at 2: fine */
+  HALI_CK_OK(hali_hal_fence_await(joined, 0));
+  hali_hal_fence_t *all[2] = {fa, fb};
+  HALI_CK_OK(hali_hal_fence_await_all(all, 2, 0));
+  uint64_t value = 0;
+  HALI_CK_OK(hali_hal_semaphore_query(b, &value));
+  ck_assert_uint_eq(value, 11);
+  hali_hal_fence_release(joined);
+  hali_hal_fence_release(fa);
+  hali_hal_fence_release(fb);
+  hali_hal_fence_release(empty);
+  hali_hal_semaphore_release(a);
+  hali_hal_semaphore_release(b);
+}
+END_TEST
+
+START_TEST(test_fence_failure) {
+  hali_hal_fence_t *f = NULL, *g = NULL, *joined = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&f));
+  HALI_CK_OK(hali_hal_fence_create_pending(&g));
+  hali_hal_fence_t *parts[2] = {f, g};
+  HALI_CK_OK(hali_hal_fence_join(parts, 2, &joined));
+  hali_hal_fence_fail(f, hali_status_make(HALI_STATUS_UNAVAILABLE, "gone"));
+  hali_hal_fence_fail(f, hali_status_make(HALI_STATUS_INTERNAL, "later"));
+  bool ready = false;
+  HALI_CK_STATUS(hali_hal_fence_query(joined, &ready),
+                 HALI_STATUS_UNAVAILABLE, "gone");
+  ck_assert(ready);
+  HALI_CK_STATUS(hali_hal_fence_await(joined, HALI_INFINITE),
+                 HALI_STATUS_UNAVAILABLE, "gone");
+  HALI_CK_STATUS(hali_hal_fence_signal(f), HALI_STATUS_UNAVAILABLE, "gone");
+  hali_hal_fence_release(joined);
+  hali_hal_fence_release(f);
+  hali_hal_fence_release(g);
+}
+END_TEST
+
+typedef struct fence_later_t {
+  hali_hal_fence_t *fence;
+  int delay_ms;
+  bool fail;
+} fence_later_t;
+
+static void *fence_later_main(void *arg) {
+  fence_later_t *job = arg;
+  hali_test_sleep_ms(job->delay_ms);
+  if (job->fail)
+    hali_hal_fence_fail(job->fence,
+                        hali_status_make(HALI_STATUS_CANCELLED, "late fail"));
+  else
+    hali_status_free(hali_hal_fence_signal(job->fence));
+  return NULL;
+}
+
+START_TEST(test_fence_await_multi_point) {
+  hali_hal_fence_t *a = NULL, *b = NULL, *joined = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&b));
+  hali_hal_fence_t *parts[2] = {a, b};
+  HALI_CK_OK(hali_hal_fence_join(parts, 2, &joined));
+  /* Finite timeout across two points names the unreached value. */
+  HALI_CK_STATUS(hali_hal_fence_await(joined, 10 * 1000000),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1",
+                 "awaiting 2 fence points");
+  /* Both signalled from other threads: the await wakes. */
+  fence_later_t ja = {a, 5, false}, jb = {b, 15, false};
+  pthread_t ta, tb;
+  ck_assert_int_eq(pthread_create(&ta, NULL, fence_later_main, &ja), 0);
+  ck_assert_int_eq(pthread_create(&tb, NULL, fence_later_main, &jb), 0);
+  HALI_CK_OK(hali_hal_fence_await(joined, HALI_INFINITE));
+  pthread_join(ta, NULL);
+  pthread_join(tb, NULL);
+  hali_hal_fence_release(joined);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+  /* A failure of the second point ends the wait while the first is still
+   * pending. */
+  HALI_CK_OK(hali_hal_fence_create_pending(&a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&b));
+  parts[0] = a;
+  parts[1] = b;
+  HALI_CK_OK(hali_hal_fence_join(parts, 2, &joined));
+  jb.fence = b;
+  jb.fail = true;
+  ck_assert_int_eq(pthread_create(&tb, NULL, fence_later_main, &jb), 0);
+  HALI_CK_STATUS(hali_hal_fence_await(joined, HALI_INFINITE),
+                 HALI_STATUS_CANCELLED, "late fail");
+  pthread_join(tb, NULL);
+  hali_hal_fence_release(joined);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+}
+END_TEST
+
+static Suite *hal_objects_suite(void) {
+  Suite *s = suite_create("hal-objects");
+  TCase *tc = tcase_create("allocator");
+  tcase_add_test(tc, test_allocator_statistics);
+  tcase_add_test(tc, test_allocator_limit);
+  tcase_add_test(tc, test_allocator_bits);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("buffer");
+  tcase_add_test(tc, test_buffer_subspan);
+  tcase_add_test(tc, test_buffer_mapping_rules);
+  tcase_add_test(tc, test_buffer_uncommitted);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("buffer_view");
+  tcase_add_test(tc, test_element_types);
+  tcase_add_test(tc, test_view_size_errors);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("executable");
+  tcase_add_test(tc, test_executable_from_library);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("command_buffer");
+  tcase_add_checked_fixture(tc, recording_setup, recording_teardown);
+  tcase_add_test(tc, test_record_fill_validation);
+  tcase_add_test(tc, test_record_copy_validation);
+  tcase_add_test(tc, test_record_dispatch_validation);
+  tcase_add_test(tc, test_record_state_errors);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("semaphore");
+  tcase_add_test(tc, test_semaphore_signal_query_wait);
+  tcase_add_test(tc, test_semaphore_first_failure_wins);
+  tcase_add_test(tc, test_semaphore_cross_thread);
+  tcase_add_test(tc, test_semaphore_timepoints);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("fence");
+  tcase_add_test(tc, test_fence_basics);
+  tcase_add_test(tc, test_fence_failure);
+  tcase_add_test(tc, test_fence_await_multi_point);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *runner = srunner_create(hal_objects_suite());
+  srunner_run_all(runner, CK_NORMAL);
+  int failed = srunner_ntests_failed(runner);
+  srunner_free(runner);
+  return failed ? 1 : 0;
+}
