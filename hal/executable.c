@@ -131,12 +131,15 @@ hali_status_t hali_hal_executable_run_workgroup(
 typedef struct hali_hal_library_executable_t {
   hali_hal_executable_t base;
   const hali_kernel_library_t *library; /* not owned; outlives us */
+  void (*release)(void *user);           /* run on destroy, may be NULL */
+  void *release_user;
 } hali_hal_library_executable_t;
 
 static void hali_hal_library_executable_destroy(hali_ref_t *ref) {
   hali_hal_library_executable_t *executable =
       (hali_hal_library_executable_t *)ref;
   hali_hal_executable_deinitialize(&executable->base);
+  if (executable->release) executable->release(executable->release_user);
   free(executable);
 }
 
@@ -164,6 +167,14 @@ static const hali_hal_executable_vtable_t hali_hal_library_executable_vtable = {
 
 hali_status_t hali_hal_executable_create_from_library(
     const hali_kernel_library_t *library, const char *format,
+    hali_hal_executable_t **out_executable) {
+  return hali_hal_executable_create_from_library_owned(library, format, NULL,
+                                                       NULL, out_executable);
+}
+
+hali_status_t hali_hal_executable_create_from_library_owned(
+    const hali_kernel_library_t *library, const char *format,
+    void (*release)(void *user), void *user,
     hali_hal_executable_t **out_executable) {
   *out_executable = NULL;
   const char *name = library->name ? library->name : "";
@@ -217,6 +228,8 @@ hali_status_t hali_hal_executable_create_from_library(
     return status;
   }
   executable->library = library;
+  executable->release = release;
+  executable->release_user = user;
   *out_executable = &executable->base;
   return HALI_OK;
 }

@@ -93,4 +93,12 @@ HALI_MUST_USE hali_status_t hali_hal_executable_create_from_library(
     const hali_kernel_library_t *library, const char *format,
     hali_hal_executable_t **out_executable);
 
+/* Same, but |release(user)| runs when the executable is destroyed (not on
+ * failure), so |library| may be memory the caller frees there (a table
+ * built at load time, a dlopen handle). */
+HALI_MUST_USE hali_status_t hali_hal_executable_create_from_library_owned(
+    const hali_kernel_library_t *library, const char *format,
+    void (*release)(void *user), void *user,
+    hali_hal_executable_t **out_executable);
+
 #endif /* HALI_HAL_EXECUTABLE_H */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/buffer_view.h"
 #include "loader/loader.h"
 
 typedef enum {
@@ -147,6 +148,18 @@ static void lex(parser_t *p) {
                          *s == '.'))
         ++s;
       t->kind = T_IDENT;
+      /* tensor<4x?xf32> is one type token. */
+      if (s - start == 6 && memcmp(start, "tensor", 6) == 0 && s < end &&
+          *s == '<') {
+        while (s < end && *s != '>' && *s != '\n') ++s;
+        if (s >= end || *s != '>') {
+          t->len = (uint32_t)(s - start);
+          perr_at(p, t, "unterminated tensor type (expected '>')");
+          return;
+        }
+        ++s;
+        t->kind = T_TYPE;
+      }
     } else if (c == '"') {
       ++s;
       while (s < end && *s != '"' && *s != '\n') s += (*s == '\\') ? 2 : 1;
@@ -586,6 +599,23 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         free(str);
         break;
       }
+      case HALI_ROLE_EXECUTABLE: {
+        tok_t *s;
+        if (!expect_kind(p, T_SYM, "an executable name (@name)", &s))
+          return false;
+        int32_t xi = -1;
+        for (uint32_t k = 0; k < p->m->executable_count; ++k)
+          if (strlen(p->m->executables[k].name) == s->len - 1 &&
+              memcmp(p->m->executables[k].name, s->text + 1, s->len - 1) == 0)
+            xi = (int32_t)k;
+        if (xi < 0) {
+          perr_at(p, s, "undefined executable");
+          return false;
+        }
+        o->kind = HALI_IR_EXECUTABLE;
+        o->v = (uint32_t)xi;
+        break;
+      }
       case HALI_ROLE_RODATA: {
         tok_t *s;
         if (!expect_kind(p, T_SYM, "a rodata name (@name)", &s)) return false;
@@ -768,6 +798,194 @@ static bool parse_rodata(parser_t *p) {
   return ok;
 }
 
+/* A signature value: i32 | i64 | f32 | f64 | tensor<4x?xf32>. */
+static bool parse_xtype(parser_t *p, hali_ir_xtype_t *x) {
+  tok_t *t = peek(p);
+  if (t->kind == T_TYPE && t->len > 8 && memcmp(t->text, "tensor<", 7) == 0) {
+    const char *s = t->text + 7, *end = t->text + t->len - 1;
+    while (s < end) {
+      const char *part = s;
+      while (s < end && *s != 'x') ++s;
+      size_t len = (size_t)(s - part);
+      if (s == end) { /* the element type */
+        hali_hal_element_type_t et;
+        hali_status_t st = hali_hal_element_type_parse(part, len, &et);
+        if (st) {
+          hali_status_free(st);
+          perr_at(p, t, "unknown element type '%.*s' in tensor type",
+                  (int)len, part);
+          return false;
+        }
+        x->type = HALI_TYPE_NONE;
+        x->element_type = et;
+        next(p);
+        return true;
+      }
+      int64_t dim = -1;
+      if (!(len == 1 && part[0] == '?')) {
+        char buf[24];
+        char *e;
+        if (len == 0 || len >= sizeof(buf) || !isdigit((unsigned char)part[0])) {
+          perr_at(p, t, "bad dimension '%.*s' in tensor type", (int)len, part);
+          return false;
+        }
+        memcpy(buf, part, len);
+        buf[len] = 0;
+        errno = 0;
+        dim = (int64_t)strtoll(buf, &e, 10);
+        if (*e || errno || dim < 0) {
+          perr_at(p, t, "bad dimension '%.*s' in tensor type", (int)len, part);
+          return false;
+        }
+      }
+      int64_t *dims = realloc(x->dims, (x->rank + 1) * sizeof(int64_t));
+      if (!dims) return false;
+      x->dims = dims;
+      x->dims[x->rank++] = dim;
+      ++s; /* 'x' */
+    }
+    perr_at(p, t, "tensor type without an element type");
+    return false;
+  }
+  hali_type_t type = parse_type(p);
+  if (type == HALI_TYPE_NONE) return false;
+  if (hali_type_is_ref(type)) {
+    perr_at(p, &p->toks[p->pos - 1],
+            "kernel signatures take scalars and tensors, not refs");
+    return false;
+  }
+  x->type = type;
+  return true;
+}
+
+static bool parse_xtypes(parser_t *p, hali_ir_xtype_t **v, uint32_t *n,
+                         bool parens_required) {
+  bool paren = accept(p, "(");
+  if (parens_required && !paren) {
+    perr_at(p, peek(p), "expected '(' to open the signature");
+    return false;
+  }
+  if (paren && accept(p, ")")) return true;
+  do {
+    hali_ir_xtype_t *x = hali_ir_xtype_append(v, n);
+    if (!x || !parse_xtype(p, x)) return false;
+  } while (paren && accept(p, ","));
+  return !paren || expect(p, ")", "to close the signature");
+}
+
+static bool parse_string_attr(parser_t *p, char **out) {
+  tok_t *s;
+  size_t len;
+  if (!expect_kind(p, T_STRING, "a string", &s)) return false;
+  char *str = decode_string(p, s, &len);
+  if (!str) return false;
+  if (memchr(str, 0, len)) {
+    free(str);
+    perr_at(p, s, "names may not contain NUL");
+    return false;
+  }
+  str[len] = 0; /* decode_string leaves room: the token has 2 quotes */
+  free(*out);
+  *out = str;
+  return true;
+}
+
+/* executable @name format "ffi" [library "path"] {
+ *   export @k(SIG...) -> (SIG...) [symbol "s"] [function @f]
+ *          [workgroup_size [x, y, z]] [workgroup_info] [returns_status]
+ * } */
+static bool parse_executable(parser_t *p, const func_header_t *headers,
+                             size_t nheaders) {
+  tok_t *name;
+  if (!expect_kind(p, T_SYM, "an executable name (@name)", &name)) return false;
+  for (uint32_t i = 0; i < p->m->executable_count; ++i)
+    if (strlen(p->m->executables[i].name) == name->len - 1 &&
+        memcmp(p->m->executables[i].name, name->text + 1, name->len - 1) == 0) {
+      perr_at(p, name, "executable defined twice");
+      return false;
+    }
+  hali_ir_executable_t *e =
+      hali_ir_module_add_executable(p->m, name->text + 1, name->len - 1);
+  if (!e) return false;
+  if (!tok_is(peek(p), T_IDENT, "format")) {
+    perr_at(p, peek(p), "expected 'format \"NAME\"' after the executable name");
+    return false;
+  }
+  next(p);
+  if (!parse_string_attr(p, &e->format)) return false;
+  if (tok_is(peek(p), T_IDENT, "library")) {
+    next(p);
+    if (!parse_string_attr(p, &e->library)) return false;
+  }
+  if (!expect(p, "{", "to open the executable")) return false;
+  while (!accept(p, "}")) {
+    if (!tok_is(peek(p), T_IDENT, "export")) {
+      perr_at(p, peek(p), "expected 'export' or '}'");
+      return false;
+    }
+    next(p);
+    tok_t *xn;
+    if (!expect_kind(p, T_SYM, "an export name (@name)", &xn)) return false;
+    for (uint32_t k = 0; k < e->export_count; ++k)
+      if (strlen(e->exports[k].name) == xn->len - 1 &&
+          memcmp(e->exports[k].name, xn->text + 1, xn->len - 1) == 0) {
+        perr_at(p, xn, "export defined twice in @%s", e->name);
+        return false;
+      }
+    hali_ir_export_t *x =
+        hali_ir_executable_add_export(e, xn->text + 1, xn->len - 1);
+    if (!x || !parse_xtypes(p, &x->params, &x->param_count, true)) return false;
+    if (accept(p, "->") &&
+        !parse_xtypes(p, &x->results, &x->result_count, false))
+      return false;
+    for (;;) {
+      tok_t *a = peek(p);
+      if (tok_is(a, T_IDENT, "symbol")) {
+        next(p);
+        if (!parse_string_attr(p, &x->symbol)) return false;
+      } else if (tok_is(a, T_IDENT, "function")) {
+        next(p);
+        tok_t *f;
+        if (!expect_kind(p, T_SYM, "a kernel function (@name)", &f))
+          return false;
+        x->function = UINT32_MAX;
+        for (size_t k = 0; k < nheaders; ++k)
+          if (headers[k].len == f->len - 1 &&
+              memcmp(headers[k].name, f->text + 1, f->len - 1) == 0)
+            x->function = (uint32_t)k;
+        if (x->function == UINT32_MAX) {
+          perr_at(p, f, "undefined kernel function");
+          return false;
+        }
+      } else if (tok_is(a, T_IDENT, "workgroup_size")) {
+        next(p);
+        if (!expect(p, "[", "to open the workgroup size")) return false;
+        for (int k = 0; k < 3; ++k) {
+          int64_t v;
+          if ((k && !expect(p, ",", "between workgroup sizes")) ||
+              !parse_int(p, next(p), 32, &v))
+            return false;
+          if (v <= 0) {
+            perr_at(p, &p->toks[p->pos - 1], "workgroup sizes must be >= 1");
+            return false;
+          }
+          x->workgroup_size[k] = (uint32_t)v;
+        }
+        if (!expect(p, "]", "to close the workgroup size")) return false;
+      } else if (tok_is(a, T_IDENT, "workgroup_info")) {
+        next(p);
+        x->flags |= HALI_EXPORT_WORKGROUP_INFO;
+      } else if (tok_is(a, T_IDENT, "returns_status")) {
+        next(p);
+        x->flags |= HALI_EXPORT_RETURNS_STATUS;
+      } else {
+        break;
+      }
+    }
+  }
+  return true;
+}
+
 /* func @name(%a: T, ...) -> T | -> (T, ...) { */
 static bool parse_header(parser_t *p, func_header_t *h) {
   tok_t *name;
@@ -873,12 +1091,32 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   }
   if (!p.error && !p.m->source) p.m->source = strdup(p.file);
   /* Pass 1: headers. */
-  size_t nheaders = 0;
+  size_t nheaders = 0, nexe = 0;
+  size_t *exe_starts = NULL;
   while (!p.error && peek(&p)->kind != T_EOF) {
     tok_t *t = peek(&p);
     if (tok_is(t, T_IDENT, "rodata")) {
       next(&p);
       if (!parse_rodata(&p)) perr_at(&p, peek(&p), "bad rodata");
+      continue;
+    }
+    if (tok_is(t, T_IDENT, "executable")) {
+      /* Kernel functions may be defined after the executable: parsed in
+       * pass 1b, once every header is known. */
+      next(&p);
+      size_t *ne = realloc(exe_starts, (nexe + 1) * sizeof(size_t));
+      if (!ne) {
+        perr_at(&p, t, "out of memory");
+        break;
+      }
+      exe_starts = ne;
+      exe_starts[nexe++] = p.pos;
+      size_t depth = 0;
+      while (peek(&p)->kind != T_EOF) {
+        tok_t *u = next(&p);
+        if (tok_is(u, T_PUNCT, "{")) depth++;
+        if (tok_is(u, T_PUNCT, "}") && --depth == 0) break;
+      }
       continue;
     }
     if (!tok_is(t, T_IDENT, "func")) {
@@ -898,6 +1136,13 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     }
     nheaders++;
   }
+  /* Pass 1b: executables (they name kernel functions). */
+  for (size_t i = 0; !p.error && i < nexe; ++i) {
+    p.pos = exe_starts[i];
+    if (!parse_executable(&p, headers, nheaders))
+      perr_at(&p, peek(&p), "bad executable");
+  }
+  free(exe_starts);
   /* Pass 2: bodies. */
   for (uint32_t i = 0; !p.error && i < p.m->func_count; ++i)
     if (!parse_body(&p, &p.m->funcs[i], headers, i))

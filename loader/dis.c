@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "hal/buffer_view.h"
 #include "loader/loader.h"
 
 static void print_reg(hali_strbuf_t *sb, const hali_ir_func_t *f, uint32_t r) {
@@ -141,6 +142,11 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     case HALI_ROLE_READ: print_reg(sb, f, o->v); break;
     case HALI_ROLE_IMM: print_imm(sb, d->type, o->imm); break;
     case HALI_ROLE_BLOCK: print_block(sb, f, o->v); break;
+    case HALI_ROLE_EXECUTABLE:
+      hali_strbuf_printf(sb, "@%s", o->v < m->executable_count
+                                         ? m->executables[o->v].name
+                                         : "?");
+      break;
     case HALI_ROLE_RODATA:
       hali_strbuf_printf(sb, "@%s", o->v < m->rodata_count
                                          ? m->rodata[o->v].name
@@ -164,6 +170,64 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     }
     hali_strbuf_append(sb, "]", 1);
   }
+}
+
+static void print_xtypes(hali_strbuf_t *sb, const hali_ir_xtype_t *v,
+                         uint32_t n) {
+  hali_strbuf_append(sb, "(", 1);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i) hali_strbuf_append(sb, ", ", 2);
+    if (v[i].type != HALI_TYPE_NONE) {
+      hali_strbuf_printf(sb, "%s", hali_type_name(v[i].type));
+      continue;
+    }
+    hali_strbuf_append(sb, "tensor<", 7);
+    for (uint32_t d = 0; d < v[i].rank; ++d)
+      if (v[i].dims[d] < 0) hali_strbuf_append(sb, "?x", 2);
+      else hali_strbuf_printf(sb, "%" PRId64 "x", v[i].dims[d]);
+    const char *et = hali_hal_element_type_name(v[i].element_type);
+    hali_strbuf_printf(sb, "%s>", et ? et : "?");
+  }
+  hali_strbuf_append(sb, ")", 1);
+}
+
+static void print_executable(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                             const hali_ir_executable_t *e) {
+  hali_strbuf_printf(sb, "\nexecutable @%s format ", e->name);
+  print_string(sb, e->format ? e->format : "", (uint32_t)strlen(e->format ? e->format : ""));
+  if (e->library) {
+    hali_strbuf_append(sb, " library ", 9);
+    print_string(sb, e->library, (uint32_t)strlen(e->library));
+  }
+  hali_strbuf_append(sb, " {\n", 3);
+  for (uint32_t i = 0; i < e->export_count; ++i) {
+    const hali_ir_export_t *x = &e->exports[i];
+    hali_strbuf_printf(sb, "  export @%s", x->name);
+    print_xtypes(sb, x->params, x->param_count);
+    if (x->result_count) {
+      hali_strbuf_append(sb, " -> ", 4);
+      print_xtypes(sb, x->results, x->result_count);
+    }
+    if (x->symbol) {
+      hali_strbuf_append(sb, " symbol ", 8);
+      print_string(sb, x->symbol, (uint32_t)strlen(x->symbol));
+    }
+    if (x->function != UINT32_MAX)
+      hali_strbuf_printf(sb, " function @%s",
+                         x->function < m->func_count ? m->funcs[x->function].name
+                                                     : "?");
+    if (x->workgroup_size[0] != 1 || x->workgroup_size[1] != 1 ||
+        x->workgroup_size[2] != 1)
+      hali_strbuf_printf(sb, " workgroup_size [%u, %u, %u]",
+                         x->workgroup_size[0], x->workgroup_size[1],
+                         x->workgroup_size[2]);
+    if (x->flags & HALI_EXPORT_WORKGROUP_INFO)
+      hali_strbuf_append(sb, " workgroup_info", 15);
+    if (x->flags & HALI_EXPORT_RETURNS_STATUS)
+      hali_strbuf_append(sb, " returns_status", 15);
+    hali_strbuf_append(sb, "\n", 1);
+  }
+  hali_strbuf_append(sb, "}\n", 2);
 }
 
 char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
@@ -203,6 +267,8 @@ char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
     }
     hali_strbuf_append(&sb, "]\n", 2);
   }
+  for (uint32_t i = 0; i < m->executable_count; ++i)
+    print_executable(&sb, m, &m->executables[i]);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
     const hali_ir_func_t *f = &m->funcs[fi];
     hali_strbuf_printf(&sb, "\nfunc @%s(", f->name);

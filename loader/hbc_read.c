@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <inttypes.h>
+
+#include "hal/buffer_view.h"
 #include "loader/hbc.h"
 #include "loader/loader.h"
 
@@ -189,6 +192,10 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
         o->kind = HALI_IR_RODATA;
         o->v = get_u32(c, "rodata");
         break;
+      case HALI_ROLE_EXECUTABLE:
+        o->kind = HALI_IR_EXECUTABLE;
+        o->v = get_u32(c, "executable");
+        break;
       case HALI_ROLE_IMM:
         o->kind = HALI_IR_IMM;
         if (d->type == HALI_TYPE_I64 || d->type == HALI_TYPE_F64)
@@ -284,6 +291,79 @@ static void read_rodata(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
+  uint32_t count = get_count(c, 1, "signature value");
+  for (uint32_t i = 0; i < count && !c->error; ++i) {
+    hali_ir_xtype_t *x = hali_ir_xtype_append(v, n);
+    if (!x) FAIL("out of memory");
+    x->type = get_u8(c, "signature type");
+    if (c->error) return;
+    if (x->type != HALI_TYPE_NONE) {
+      if (x->type < HALI_TYPE_I32 || x->type > HALI_TYPE_F64)
+        FAIL("signature value %u has type code %u (expected a scalar or 0 "
+             "for a tensor)",
+             i, x->type);
+      continue;
+    }
+    x->element_type = get_u32(c, "element type");
+    if (!c->error && !hali_hal_element_type_is_known(x->element_type))
+      FAIL("unknown element type 0x%08x", x->element_type);
+    uint32_t rank = get_count(c, 8, "dimension");
+    if (c->error) return;
+    if (rank > HALI_HAL_MAX_RANK) FAIL("rank %u exceeds %d", rank, HALI_HAL_MAX_RANK);
+    x->dims = malloc((rank ? rank : 1) * sizeof(int64_t));
+    if (!x->dims) FAIL("out of memory");
+    for (uint32_t d = 0; d < rank; ++d) {
+      x->dims[d] = (int64_t)get_u64(c, "dimension");
+      if (!c->error && x->dims[d] < -1) FAIL("dimension %" PRId64 " is negative", x->dims[d]);
+    }
+    x->rank = rank;
+  }
+}
+
+static void read_executables(cur_t *c, hali_ir_module_t *m) {
+  uint32_t n = get_count(c, 16, "executable");
+  for (uint32_t i = 0; i < n && !c->error; ++i) {
+    char *name = get_string_copy(c, m, "executable name");
+    if (!c->error && !name) rerr(c, "executable %u has no name", i);
+    if (c->error) {
+      free(name);
+      return;
+    }
+    hali_ir_executable_t *e =
+        hali_ir_module_add_executable(m, name, strlen(name));
+    free(name);
+    if (!e) FAIL("out of memory");
+    e->format = get_string_copy(c, m, "executable format");
+    if (!c->error && !e->format) FAIL("executable @%s has no format", e->name);
+    e->library = get_string_copy(c, m, "executable library");
+    uint32_t nx = get_count(c, 36, "export");
+    for (uint32_t k = 0; k < nx && !c->error; ++k) {
+      char *xname = get_string_copy(c, m, "export name");
+      if (!c->error && !xname) rerr(c, "export %u of @%s has no name", k, e->name);
+      if (c->error) {
+        free(xname);
+        return;
+      }
+      hali_ir_export_t *x = hali_ir_executable_add_export(e, xname, strlen(xname));
+      free(xname);
+      if (!x) FAIL("out of memory");
+      x->symbol = get_string_copy(c, m, "export symbol");
+      x->function = get_u32(c, "export function");
+      x->flags = get_u32(c, "export flags");
+      if (!c->error && (x->flags & ~(uint32_t)HALI_EXPORT_FLAGS_ALL))
+        FAIL("export @%s has unknown flags 0x%x", x->name, x->flags);
+      for (int d = 0; d < 3; ++d) {
+        x->workgroup_size[d] = get_u32(c, "workgroup size");
+        if (!c->error && x->workgroup_size[d] == 0)
+          FAIL("export @%s has a zero workgroup size", x->name);
+      }
+      read_xtypes(c, &x->params, &x->param_count);
+      read_xtypes(c, &x->results, &x->result_count);
+    }
+  }
+}
+
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
   for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
@@ -349,7 +429,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL};
-  bool seen[6] = {0};
+  bool seen[7] = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
@@ -357,7 +437,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     if (!need(&top, len, "section")) break;
     cur_t c = {data, top.p, top.p + len, "?", NULL};
     top.p += len;
-    if (id >= 1 && id <= 5) {
+    if (id >= 1 && id <= 6) {
       if (seen[id]) {
         c.section = "a";
         rerr(&c, "section %u appears twice", id);
@@ -390,6 +470,13 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       else
         read_rodata(&c, m);
       break;
+    case HALI_HBC_SECTION_EXECUTABLES:
+      c.section = "EXECUTABLES";
+      if (!seen[HALI_HBC_SECTION_STRINGS] || seen[HALI_HBC_SECTION_FUNCTIONS])
+        rerr(&c, "EXECUTABLES must follow STRINGS and precede FUNCTIONS");
+      else
+        read_executables(&c, m);
+      break;
     case HALI_HBC_SECTION_DEBUG:
       c.section = "DEBUG";
       if (!seen[HALI_HBC_SECTION_FUNCTIONS])
@@ -400,7 +487,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     default:
       break; /* unknown sections are skipped */
     }
-    if (!c.error && c.p != c.end && id >= 1 && id <= 5)
+    if (!c.error && c.p != c.end && id >= 1 && id <= 6)
       rerr(&c, "%zu unread bytes at the end of the section",
            (size_t)(c.end - c.p));
     top.error = c.error;

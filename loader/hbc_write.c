@@ -113,6 +113,7 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
     case HALI_ROLE_STRING:
     case HALI_ROLE_FUNC:
     case HALI_ROLE_RODATA:
+    case HALI_ROLE_EXECUTABLE:
       put_u32(w, o->v);
       break;
     case HALI_ROLE_IMM:
@@ -127,6 +128,17 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
     put_u16(w, (uint16_t)(insn->operand_count - info->operand_count));
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
       put_u16(w, (uint16_t)insn->operands[i].v);
+  }
+}
+
+static void write_xtypes(wbuf_t *w, const hali_ir_xtype_t *v, uint32_t n) {
+  put_u32(w, n);
+  for (uint32_t i = 0; i < n; ++i) {
+    put_u8(w, v[i].type);
+    if (v[i].type != HALI_TYPE_NONE) continue;
+    put_u32(w, v[i].element_type);
+    put_u32(w, v[i].rank);
+    for (uint32_t d = 0; d < v[i].rank; ++d) put_u64(w, (uint64_t)v[i].dims[d]);
   }
 }
 
@@ -152,6 +164,27 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   uint32_t *rnames = calloc(m->rodata_count + 1, sizeof(uint32_t));
   for (uint32_t i = 0; rnames && i < m->rodata_count; ++i)
     rnames[i] = stab_name(&st, m->rodata[i].name);
+  /* Executable strings: name, format, library, then per export name and
+   * symbol. */
+  wbuf_t exe = {0};
+  put_u32(&exe, m->executable_count);
+  for (uint32_t i = 0; i < m->executable_count; ++i) {
+    const hali_ir_executable_t *e = &m->executables[i];
+    put_u32(&exe, stab_name(&st, e->name));
+    put_u32(&exe, stab_name(&st, e->format ? e->format : ""));
+    put_u32(&exe, stab_name(&st, e->library));
+    put_u32(&exe, e->export_count);
+    for (uint32_t k = 0; k < e->export_count; ++k) {
+      const hali_ir_export_t *x = &e->exports[k];
+      put_u32(&exe, stab_name(&st, x->name));
+      put_u32(&exe, stab_name(&st, x->symbol));
+      put_u32(&exe, x->function);
+      put_u32(&exe, x->flags);
+      for (int d = 0; d < 3; ++d) put_u32(&exe, x->workgroup_size[d]);
+      write_xtypes(&exe, x->params, x->param_count);
+      write_xtypes(&exe, x->results, x->result_count);
+    }
+  }
   uint32_t *fnames = calloc(m->func_count + 1, sizeof(uint32_t));
   if (!fnames || !rnames) {
     free(fnames);
@@ -210,6 +243,12 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     end_section(&w, s);
   }
 
+  if (m->executable_count) {
+    s = begin_section(&w, HALI_HBC_SECTION_EXECUTABLES);
+    put(&w, exe.data, exe.len);
+    end_section(&w, s);
+  }
+
   s = begin_section(&w, HALI_HBC_SECTION_FUNCTIONS);
   put_u32(&w, m->func_count);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
@@ -235,9 +274,10 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     end_section(&w, s);
   }
   free(dbg.data);
+  free(exe.data);
   free(fnames);
   free(rnames);
-  bool oom = w.oom || st.oom || dbg.oom;
+  bool oom = w.oom || st.oom || dbg.oom || exe.oom;
   free(st.s);
   free(st.len);
   if (oom) {

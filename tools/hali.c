@@ -27,7 +27,17 @@ static const char usage[] =
     "run inputs (one --input per parameter, in order):\n"
     "  --input=42  --input=i32=42  --input=i64=-5  --input=f32=1.5\n"
     "  --input=f64=2.25\n"
-    "run options: --max-depth=N (call depth limit, default 4096)\n";
+    "  --input=2x3xf32=1 2 3 4 5 6  --input=2x2xi32=[1 2][3 4]\n"
+    "  --input=@file.npy  --input=4xf32=@raw.bin\n"
+    "run options:\n"
+    "  --output=-|@FILE.npy|@FILE.bin   where result i goes (one per result)\n"
+    "  --expected_output=VALUE          compare result i (same syntax as input)\n"
+    "  --expected_f32_threshold=T  --expected_f64_threshold=T  (default 0.0001)\n"
+    "  --print_max_elements=N           elide printed tensors after N (1024)\n"
+    "  --device=local-sync|local-task   --workers=N (local-task threads)\n"
+    "  --executable-path=DIR            where kernel libraries are looked up\n"
+    "                                   (also $HALI_EXECUTABLE_PATH)\n"
+    "  --max-depth=N                    call depth limit (default 4096)\n";
 
 static int report(hali_status_t s) {
   char *text = hali_status_to_string(s);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hal/hal.h"
+#include "loader/executables.h"
 #include "loader/loader.h"
 #include "tools/tensor.h"
 #include "tools/tools.h"
@@ -17,8 +18,8 @@ typedef struct {
   const char *path;
   const char *function;
   uint32_t max_depth;
-  const char **inputs, **outputs, **expected;
-  size_t ninputs, noutputs, nexpected;
+  const char **inputs, **outputs, **expected, **exec_paths;
+  size_t ninputs, noutputs, nexpected, nexec_paths;
   double f32_threshold, f64_threshold;
   size_t print_max;
   hali_hal_device_params_t device;
@@ -222,6 +223,16 @@ static int run(const run_options_t *o) {
   hali_vm_module_t *m;
   s = hali_vm_module_create(ir, &m);
   if (s) return report(s);
+  hali_executable_registry_t *registry = NULL;
+  s = hali_executable_registry_create(&registry);
+  if (!s)
+    s = hali_vm_module_load_executables(m, registry, o->path, o->exec_paths,
+                                        o->nexec_paths);
+  hali_executable_registry_free(registry);
+  if (s) {
+    hali_vm_module_free(m);
+    return report(s);
+  }
   const hali_vm_func_t *fn = hali_vm_module_lookup(m, o->function);
   if (!fn) {
     s = hali_status_make(HALI_STATUS_NOT_FOUND,
@@ -318,11 +329,12 @@ int hali_tool_run(int argc, char **argv) {
   o.f64_threshold = 0.0001;
   o.print_max = 1024;
   hali_hal_device_params_initialize(&o.device);
-  const char **lists = calloc((size_t)argc * 3 + 3, sizeof(char *));
+  const char **lists = calloc((size_t)argc * 4 + 4, sizeof(char *));
   if (!lists) return report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
   o.inputs = lists;
   o.outputs = lists + argc + 1;
   o.expected = lists + 2 * argc + 2;
+  o.exec_paths = lists + 3 * argc + 3;
   int rc = 2;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
@@ -365,6 +377,8 @@ int hali_tool_run(int argc, char **argv) {
         goto done;
       }
       o.device.worker_count = (uint32_t)n;
+    } else if ((v = VALUE("--executable-path"))) {
+      o.exec_paths[o.nexec_paths++] = v;
     } else if ((v = VALUE("--max-depth"))) {
       o.max_depth = (uint32_t)strtoul(v, &end, 10);
     } else if (a[0] == '-') {

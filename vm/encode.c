@@ -169,6 +169,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           case HALI_ROLE_STRING: x->ptr = &vm->strings[o[k].v]; break;
           case HALI_ROLE_FUNC: x->ptr = &vm->funcs[o[k].v]; break;
           case HALI_ROLE_RODATA: x->ptr = &vm->ir->rodata[o[k].v]; break;
+          /* The index: executables are loaded after encoding. */
+          case HALI_ROLE_EXECUTABLE: x->imm = o[k].v; break;
           default: break;
           }
         }
@@ -195,7 +197,16 @@ void hali_vm_module_retain(hali_vm_module_t *m) {
   if (m) atomic_fetch_add_explicit(&m->count, 1, memory_order_relaxed);
 }
 
-void hali_vm_module_free(hali_vm_module_t *m) { hali_vm_module_release(m); }
+void hali_vm_module_free(hali_vm_module_t *m) {
+  if (!m) return;
+  if (m->executables) {
+    for (uint32_t i = 0; i < m->ir->executable_count; ++i)
+      hali_ref_release((hali_ref_t *)m->executables[i]);
+    free(m->executables);
+    m->executables = NULL;
+  }
+  hali_vm_module_release(m);
+}
 
 void hali_vm_module_release(hali_vm_module_t *m) {
   if (!m || atomic_fetch_sub_explicit(&m->count, 1, memory_order_acq_rel) != 1)

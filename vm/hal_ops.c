@@ -129,6 +129,19 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     set_ref(refs, d.reg[0], b);
     break;
   }
+  case HALI_OP_HAL_EXECUTABLE_GET: {
+    uint32_t index = (uint32_t)(d.x[0]->imm);
+    hali_hal_executable_t *e =
+        st->module->executables ? st->module->executables[index] : NULL;
+    if (!e)
+      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                              "executable @%s was not loaded (the module was "
+                              "not linked with an executable loader)",
+                              st->module->ir->executables[index].name);
+    hali_hal_executable_retain(e);
+    set_ref(refs, d.reg[0], e);
+    break;
+  }
   case HALI_OP_HAL_BUFFER_SUBSPAN: {
     hali_hal_device_size_t off = 0, len = 0;
     HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "subspan offset", &off));

@@ -30,6 +30,11 @@ hali_ir_module_t *hali_ir_module_create(void) {
   return calloc(1, sizeof(hali_ir_module_t));
 }
 
+static void hali_ir_xtypes_free(hali_ir_xtype_t *v, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) free(v[i].dims);
+  free(v);
+}
+
 static void hali_ir_func_free(hali_ir_func_t *f) {
   for (uint32_t b = 0; b < f->block_count; ++b) {
     hali_ir_block_t *blk = &f->blocks[b];
@@ -55,6 +60,21 @@ void hali_ir_module_free(hali_ir_module_t *m) {
     free(m->rodata[i].data);
   }
   free(m->rodata);
+  for (uint32_t i = 0; i < m->executable_count; ++i) {
+    hali_ir_executable_t *e = &m->executables[i];
+    for (uint32_t k = 0; k < e->export_count; ++k) {
+      hali_ir_export_t *x = &e->exports[k];
+      free(x->name);
+      free(x->symbol);
+      hali_ir_xtypes_free(x->params, x->param_count);
+      hali_ir_xtypes_free(x->results, x->result_count);
+    }
+    free(e->exports);
+    free(e->name);
+    free(e->format);
+    free(e->library);
+  }
+  free(m->executables);
   for (uint32_t i = 0; i < m->string_count; ++i) free(m->strings[i]);
   free(m->strings);
   free(m->string_lengths);
@@ -133,6 +153,58 @@ hali_ir_rodata_t *hali_ir_module_add_rodata(hali_ir_module_t *m,
   d->size = size;
   m->rodata_count++;
   return d;
+}
+
+hali_ir_executable_t *hali_ir_module_add_executable(hali_ir_module_t *m,
+                                                   const char *name,
+                                                   size_t len) {
+  hali_ir_executable_t *x = realloc(
+      m->executables, (m->executable_count + 1) * sizeof(hali_ir_executable_t));
+  if (!x) return NULL;
+  m->executables = x;
+  hali_ir_executable_t *e = &m->executables[m->executable_count];
+  memset(e, 0, sizeof(*e));
+  e->name = hali_strndup(name, len);
+  if (!e->name) return NULL;
+  m->executable_count++;
+  return e;
+}
+
+hali_ir_export_t *hali_ir_executable_add_export(hali_ir_executable_t *e,
+                                               const char *name, size_t len) {
+  hali_ir_export_t *x =
+      realloc(e->exports, (e->export_count + 1) * sizeof(hali_ir_export_t));
+  if (!x) return NULL;
+  e->exports = x;
+  hali_ir_export_t *ex = &e->exports[e->export_count];
+  memset(ex, 0, sizeof(*ex));
+  ex->function = UINT32_MAX;
+  ex->workgroup_size[0] = ex->workgroup_size[1] = ex->workgroup_size[2] = 1;
+  ex->name = hali_strndup(name, len);
+  if (!ex->name) return NULL;
+  e->export_count++;
+  return ex;
+}
+
+hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
+                                      uint32_t *count) {
+  hali_ir_xtype_t *x = realloc(*values, (*count + 1) * sizeof(hali_ir_xtype_t));
+  if (!x) return NULL;
+  *values = x;
+  memset(&x[*count], 0, sizeof(x[0]));
+  return &x[(*count)++];
+}
+
+void hali_ir_export_interface(const hali_ir_export_t *e,
+                              uint32_t *out_bindings, uint32_t *out_constants) {
+  uint32_t bindings = e->result_count, constants = 0;
+  for (uint32_t i = 0; i < e->param_count; ++i) {
+    hali_type_t t = e->params[i].type;
+    if (t == HALI_TYPE_NONE) bindings++;
+    else constants += (t == HALI_TYPE_I64 || t == HALI_TYPE_F64) ? 2 : 1;
+  }
+  *out_bindings = bindings;
+  *out_constants = constants;
 }
 
 int32_t hali_ir_module_find_func(const hali_ir_module_t *m, const char *name) {

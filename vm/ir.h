@@ -26,6 +26,7 @@ typedef enum hali_ir_operand_kind_e {
   HALI_IR_STRING = 4, /* v = string index in the module */
   HALI_IR_FUNC = 5,   /* v = function index in the module */
   HALI_IR_RODATA = 6, /* v = rodata index in the module */
+  HALI_IR_EXECUTABLE = 7, /* v = executable index in the module */
 } hali_ir_operand_kind_t;
 
 typedef struct hali_ir_operand_s {
@@ -93,6 +94,50 @@ typedef struct hali_ir_rodata_s {
 uint32_t hali_rodata_kind_size(uint8_t kind);
 const char *hali_rodata_kind_name(uint8_t kind);
 
+/* A value in an executable export's signature: a scalar (|type| is i32,
+ * i64, f32 or f64) or a tensor (|type| is HALI_TYPE_NONE) with an element
+ * type (HAL code, e.g. 0x21000020 for f32) and a shape whose dynamic
+ * dimensions are -1. */
+typedef struct hali_ir_xtype_s {
+  hali_type_t type;
+  uint32_t element_type;
+  uint32_t rank;
+  int64_t *dims;
+} hali_ir_xtype_t;
+
+enum {
+  /* ffi: pass workgroup id x, y, z and count x, y, z as trailing uint32_t
+   * parameters. */
+  HALI_EXPORT_WORKGROUP_INFO = 1u << 0,
+  /* ffi: the function returns int (0 = success) rather than void. */
+  HALI_EXPORT_RETURNS_STATUS = 1u << 1,
+  HALI_EXPORT_FLAGS_ALL = (1u << 2) - 1,
+};
+
+typedef struct hali_ir_export_s {
+  char *name;
+  char *symbol;       /* ffi/native/static: the kernel's name; NULL = name */
+  uint32_t function;  /* bytecode: the kernel function; UINT32_MAX = none */
+  uint32_t flags;     /* HALI_EXPORT_* */
+  uint32_t workgroup_size[3];
+  uint32_t param_count, result_count;
+  hali_ir_xtype_t *params, *results;
+} hali_ir_export_t;
+
+typedef struct hali_ir_executable_s {
+  char *name;
+  char *format;  /* "native", "ffi", "static", "bytecode", or a host's */
+  char *library; /* path or registered name; NULL for bytecode */
+  uint32_t export_count;
+  hali_ir_export_t *exports;
+} hali_ir_executable_t;
+
+/* The interface an export's signature implies (materialize-interfaces):
+ * tensor arguments then tensor results are bindings 0.., scalars are push
+ * constants in order (i32/f32 one word, i64/f64 two). */
+void hali_ir_export_interface(const hali_ir_export_t *e,
+                              uint32_t *out_bindings, uint32_t *out_constants);
+
 typedef struct hali_ir_module_s {
   char *name;
   char *source; /* source file name for debug locations; may be NULL */
@@ -104,6 +149,8 @@ typedef struct hali_ir_module_s {
   hali_ir_func_t *funcs;
   uint32_t rodata_count;
   hali_ir_rodata_t *rodata;
+  uint32_t executable_count;
+  hali_ir_executable_t *executables;
 } hali_ir_module_t;
 
 hali_ir_module_t *hali_ir_module_create(void);
@@ -122,6 +169,17 @@ hali_ir_rodata_t *hali_ir_module_add_rodata(hali_ir_module_t *m,
                                            const char *name, size_t len,
                                            uint8_t kind, const void *data,
                                            uint64_t size);
+
+/* Appends a zeroed executable (name copied); NULL on OOM. */
+hali_ir_executable_t *hali_ir_module_add_executable(hali_ir_module_t *m,
+                                                   const char *name,
+                                                   size_t len);
+/* Appends a zeroed export (function = UINT32_MAX); NULL on OOM. */
+hali_ir_export_t *hali_ir_executable_add_export(hali_ir_executable_t *e,
+                                               const char *name, size_t len);
+/* Appends a zeroed value to |*values| (count |*count|); NULL on OOM. */
+hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
+                                      uint32_t *count);
 
 /* Adds a register of |type| and returns its number, UINT32_MAX on OOM. */
 uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,

@@ -30,6 +30,7 @@ typedef enum hali_role_e {
   HALI_ROLE_STRING = 's',
   HALI_ROLE_FUNC = 'f',
   HALI_ROLE_RODATA = 'd',
+  HALI_ROLE_EXECUTABLE = 'e',
   HALI_ROLE_VARIADIC = 'v',
 } hali_role_t;
 

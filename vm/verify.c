@@ -165,6 +165,12 @@ static hali_status_t verify_insn(const vctx_t *v) {
       if (o->kind != HALI_IR_FUNC || o->v >= v->m->func_count)
         return verr(v, "operand %u: function %u out of range", i, o->v);
       break;
+    case HALI_ROLE_EXECUTABLE:
+      if (o->kind != HALI_IR_EXECUTABLE || o->v >= v->m->executable_count)
+        return verr(v, "operand %u: executable %u out of range (module has "
+                       "%u)",
+                    i, o->v, v->m->executable_count);
+      break;
     case HALI_ROLE_RODATA:
       if (o->kind != HALI_IR_RODATA || o->v >= v->m->rodata_count)
         return verr(v, "operand %u: rodata %u out of range (module has %u)",
@@ -386,6 +392,16 @@ static hali_status_t verify_func(vctx_t *v) {
 
 hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   vctx_t v = {m, NULL, 0, 0, NULL};
+  for (uint32_t i = 0; i < m->executable_count; ++i) {
+    const hali_ir_executable_t *e = &m->executables[i];
+    for (uint32_t k = 0; k < e->export_count; ++k)
+      if (e->exports[k].function != UINT32_MAX &&
+          e->exports[k].function >= m->func_count)
+        return verr(&v, "export @%s::@%s names function %u but the module "
+                        "has %u",
+                    e->name, e->exports[k].name, e->exports[k].function,
+                    m->func_count);
+  }
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;

@@ -42,6 +42,9 @@ typedef struct hali_vm_module_s {
   uint32_t func_count;
   hali_vm_func_t *funcs;
   hali_vm_string_t *strings;
+  /* Loaded executables, one per module executable (NULL until
+   * hali_vm_module_load_executables); released by hali_vm_module_free. */
+  struct hali_hal_executable_t **executables;
 } hali_vm_module_t;
 
 /* Encodes a verified module for the interpreter; takes ownership of |ir|
@@ -51,7 +54,9 @@ HALI_MUST_USE hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
 void hali_vm_module_retain(hali_vm_module_t *m);
 /* Drops a reference; the last one frees the module. */
 void hali_vm_module_release(hali_vm_module_t *m);
-/* Same as release (the creator's reference). */
+/* The creator's release: first drops the loaded executables (a bytecode
+ * executable refers back to its module, so this breaks the cycle), then
+ * the creator's reference.  Buffers over rodata may keep the rest alive. */
 void hali_vm_module_free(hali_vm_module_t *m);
 /* The function named |name|, or NULL. */
 const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,

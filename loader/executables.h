@@ -1,0 +1,79 @@
+/* hali — the pluggable executable loader (DESIGN §5).
+ *
+ * A registry holds executable loaders in registration order.  Loading a
+ * module's executable asks each loader whether it supports the executable's
+ * format and lets the first that does load it; if none does, the error
+ * lists the formats that are available.  Four loaders are built in:
+ *
+ *   native    a shared library exporting hali_kernel_library_query
+ *   ffi       plain C functions in a shared library, called through libffi
+ *   static    kernel tables the host registered by name (no dlopen)
+ *   bytecode  kernel functions in the module itself, run by the interpreter
+ *
+ * Hosts add their own loaders with hali_executable_registry_register.
+ * Registries are built once and then only read: loading is thread-safe.
+ */
+#ifndef HALI_LOADER_EXECUTABLES_H
+#define HALI_LOADER_EXECUTABLES_H
+
+#include "hal/executable.h"
+#include "hali/kernel.h"
+#include "vm/vm.h"
+
+/* What a loader is given to load one executable. */
+typedef struct hali_executable_load_params_s {
+  const hali_ir_executable_t *executable; /* the module's declaration */
+  hali_vm_module_t *module;               /* its module (bytecode kernels) */
+  /* Where relative library paths are looked up, in order: the module's
+   * directory, then these directories. */
+  const char *module_dir;                 /* may be NULL */
+  const char *const *search_paths;
+  size_t search_path_count;
+} hali_executable_load_params_t;
+
+typedef struct hali_executable_loader_vtable_s {
+  /* Frees |self| when the registry is destroyed (may be NULL). */
+  void (*destroy)(void *self);
+  /* Whether this loader handles |format|. */
+  bool (*supports)(void *self, const char *format);
+  /* Loads |params->executable|; the caller owns |*out|.  Errors name the
+   * executable, and the export or symbol at fault. */
+  hali_status_t (*load)(void *self, const hali_executable_load_params_t *params,
+                        hali_hal_executable_t **out);
+  /* The format(s) it loads, for messages ("native"). */
+  const char *formats;
+} hali_executable_loader_vtable_t;
+
+typedef struct hali_executable_registry_s hali_executable_registry_t;
+
+/* A registry with the four built-in loaders. */
+HALI_MUST_USE hali_status_t
+hali_executable_registry_create(hali_executable_registry_t **out);
+void hali_executable_registry_free(hali_executable_registry_t *r);
+
+/* Appends a loader (tried after those already registered).  The registry
+ * calls |vtable->destroy(self)| when it is freed. */
+HALI_MUST_USE hali_status_t hali_executable_registry_register(
+    hali_executable_registry_t *r, const hali_executable_loader_vtable_t *vtable,
+    void *self);
+
+/* Registers a kernel table for the static format under |library->name|;
+ * |library| must outlive the registry. */
+HALI_MUST_USE hali_status_t hali_executable_registry_register_static(
+    hali_executable_registry_t *r, const hali_kernel_library_t *library);
+
+/* Loads one executable with the first loader that supports its format. */
+HALI_MUST_USE hali_status_t hali_executable_registry_load(
+    const hali_executable_registry_t *r,
+    const hali_executable_load_params_t *params, hali_hal_executable_t **out);
+
+/* Loads every executable of |m| into m->executables (the module keeps them
+ * until hali_vm_module_free).  |module_path| (may be NULL) is the module's
+ * file, whose directory is searched first; HALI_EXECUTABLE_PATH (a
+ * colon-separated list) is searched after |search_paths|. */
+HALI_MUST_USE hali_status_t hali_vm_module_load_executables(
+    hali_vm_module_t *m, const hali_executable_registry_t *r,
+    const char *module_path, const char *const *search_paths,
+    size_t search_path_count);
+
+#endif /* HALI_LOADER_EXECUTABLES_H */
