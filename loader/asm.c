@@ -44,6 +44,11 @@ typedef struct {
   size_t pos;
   hali_ir_module_t *m;
   hali_status_t error; /* first error; parsing stops at it */
+  /* Scratch for one instruction: operands and written registers. */
+  hali_ir_operand_t *ops;
+  size_t ops_cap;
+  tok_t **defs;
+  size_t defs_cap;
 } parser_t;
 
 typedef struct {
@@ -74,11 +79,6 @@ static void perr_at(parser_t *p, const tok_t *t, const char *fmt, ...) {
 
 /* ------------------------------------------------------------------------ */
 /* Lexer. */
-
-static bool is_name_char(char c) {
-  return isalnum((unsigned char)c) || c == '_' || c == '.' || c == '$' ||
-         c == '-';
-}
 
 static void lex(parser_t *p) {
   const char *s = p->src, *end = p->src + p->src_len;
@@ -122,14 +122,12 @@ static void lex(parser_t *p) {
     char c = *s;
     if (c == '%' || c == '@' || c == '^' || c == '!') {
       ++s;
-      while (s < end && (is_name_char(*s) || (c == '@' && *s == ':'))) {
-        if (*s == '-' && c != '!') break;
-        ++s;
-      }
+      while (s < end && (hali_name_char(*s) || (c == '@' && *s == ':'))) ++s;
       t->kind = c == '%' ? T_REG : c == '@' ? T_SYM : c == '^' ? T_LABEL
                                                                : T_TYPE;
       if (s == start + 1) {
         t->len = 1;
+        t->kind = T_PUNCT;
         perr_at(p, t, "expected a name after '%c'", c);
         return;
       }
@@ -165,6 +163,7 @@ static void lex(parser_t *p) {
       while (s < end && *s != '"' && *s != '\n') s += (*s == '\\') ? 2 : 1;
       if (s >= end || *s != '"') {
         t->len = 1;
+        t->kind = T_PUNCT;
         perr_at(p, t, "unterminated string");
         return;
       }
@@ -178,6 +177,7 @@ static void lex(parser_t *p) {
       t->kind = T_PUNCT;
     } else {
       t->len = 1;
+      t->kind = T_PUNCT;
       perr_at(p, t, "unexpected character");
       return;
     }
@@ -290,7 +290,7 @@ static bool parse_int(parser_t *p, const tok_t *t, int bits, int64_t *out) {
   const char *digits = (buf[0] == '-' || buf[0] == '+') ? buf + 1 : buf;
   char *end;
   errno = 0;
-  unsigned long long mag = strtoull(digits, &end, 0);
+  unsigned long long mag = hali_parse_digits(digits, &end);
   if (*end || errno || digits[0] == '-' || digits[0] == '+' || !digits[0]) {
     perr_at(p, t, "expected an i%d literal", bits);
     return false;
@@ -347,7 +347,9 @@ static bool parse_float(parser_t *p, int bits, int64_t *out) {
       perr_at(p, t, "expected an f%d literal", bits);
       return false;
     }
-    d = strtod(buf, &end);
+    /* f32 literals round once, straight from the decimal text. */
+    if (bits == 32) d = strtof(buf, &end);
+    else d = strtod(buf, &end);
     if (*end) {
       perr_at(p, t, "expected an f%d literal", bits);
       return false;
@@ -355,7 +357,7 @@ static bool parse_float(parser_t *p, int bits, int64_t *out) {
   }
   next(p);
   if (bits == 32) {
-    float f = (float)d;
+    float f = (float)d; /* exact: d came from strtof (or is inf/nan) */
     uint32_t u;
     memcpy(&u, &f, 4);
     *out = (int64_t)u;
@@ -450,13 +452,44 @@ static bool same_line(const tok_t *a, const tok_t *b) {
   return a->kind != T_EOF && a->line == b->line;
 }
 
-/* Reads `%a, %b, ... =` (the written registers) if present. */
-static size_t parse_defs(body_t *b, tok_t **defs, size_t max) {
+/* Operand counts are stored in 16 bits. */
+#define MAX_OPERANDS 0xffffu
+
+/* The next operand slot of the instruction being parsed, or NULL (with an
+ * error) when there are too many or memory runs out. */
+static hali_ir_operand_t *push_op(parser_t *p, uint32_t *n) {
+  if (*n >= MAX_OPERANDS) {
+    perr_at(p, peek(p), "too many operands (at most %u)", MAX_OPERANDS);
+    return NULL;
+  }
+  if (*n == p->ops_cap) {
+    size_t cap = p->ops_cap ? p->ops_cap * 2 : 16;
+    hali_ir_operand_t *o = realloc(p->ops, cap * sizeof(*o));
+    if (!o) {
+      perr_at(p, peek(p), "out of memory");
+      return NULL;
+    }
+    p->ops = o;
+    p->ops_cap = cap;
+  }
+  memset(&p->ops[*n], 0, sizeof(p->ops[0]));
+  return &p->ops[(*n)++];
+}
+
+/* Reads `%a, %b, ... =` (the written registers) if present, into p->defs. */
+static size_t parse_defs(body_t *b) {
   parser_t *p = b->p;
   size_t n = 0;
   size_t save = p->pos;
-  while (peek(p)->kind == T_REG && n < max) {
-    defs[n++] = next(p);
+  while (peek(p)->kind == T_REG && n < MAX_OPERANDS) {
+    if (n == p->defs_cap) {
+      size_t cap = p->defs_cap ? p->defs_cap * 2 : 16;
+      tok_t **d = realloc(p->defs, cap * sizeof(*d));
+      if (!d) break;
+      p->defs = d;
+      p->defs_cap = cap;
+    }
+    p->defs[n++] = next(p);
     if (accept(p, "=")) return n;
     if (!accept(p, ",")) break;
   }
@@ -466,9 +499,9 @@ static size_t parse_defs(body_t *b, tok_t **defs, size_t max) {
 
 static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   parser_t *p = b->p;
-  tok_t *defs[64];
   tok_t *first = peek(p);
-  size_t ndefs = parse_defs(b, defs, 64);
+  size_t ndefs = parse_defs(b);
+  tok_t **defs = p->defs;
   tok_t *opt = peek(p);
   if (opt->kind != T_IDENT) {
     perr_at(p, opt, "expected an instruction");
@@ -481,7 +514,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   }
   next(p);
   const hali_op_info_t *info = hali_op_info((unsigned)op);
-  hali_ir_operand_t ops[256];
+  hali_ir_operand_t *o;
   uint32_t nops = 0;
   uint16_t aux = 0;
 
@@ -495,8 +528,9 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
       return false;
     }
     hali_ir_func_t *cf = &p->m->funcs[fi];
-    ops[nops].kind = HALI_IR_FUNC;
-    ops[nops++].v = (uint32_t)fi;
+    if (!(o = push_op(p, &nops))) return false;
+    o->kind = HALI_IR_FUNC;
+    o->v = (uint32_t)fi;
     if (!expect(p, "(", "before call arguments")) return false;
     uint32_t nargs = 0;
     if (!accept(p, ")")) {
@@ -507,7 +541,8 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
                   cf->param_count);
           return false;
         }
-        if (!parse_reg(b, a, cf->reg_types[nargs], false, &ops[nops++]))
+        if (!(o = push_op(p, &nops)) ||
+            !parse_reg(b, a, cf->reg_types[nargs], false, o))
           return false;
         nargs++;
       } while (accept(p, ","));
@@ -524,7 +559,8 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
       return false;
     }
     for (size_t i = 0; i < ndefs; ++i)
-      if (!parse_reg(b, defs[i], cf->results[i], true, &ops[nops++]))
+      if (!(o = push_op(p, &nops)) ||
+          !parse_reg(b, defs[i], cf->results[i], true, o))
         return false;
     aux = (uint16_t)nargs;
   } else if (op == HALI_OP_RETURN) {
@@ -532,16 +568,17 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
       perr_at(p, first, "return does not define registers");
       return false;
     }
-    while (peek(p)->kind == T_REG && same_line(peek(p), opt) && nops < 255) {
+    while (peek(p)->kind == T_REG && same_line(peek(p), opt)) {
       tok_t *r = next(p);
       if (nops >= b->f->result_count) {
         perr_at(p, r, "too many return values: @%s returns %u", b->f->name,
                 b->f->result_count);
         return false;
       }
-      if (!parse_reg(b, r, b->f->results[nops], false, &ops[nops]))
+      uint32_t k = nops;
+      if (!(o = push_op(p, &nops)) ||
+          !parse_reg(b, r, b->f->results[k], false, o))
         return false;
-      nops++;
       if (!(tok_is(peek(p), T_PUNCT, ",") && same_line(peek(p), opt))) break;
       next(p);
     }
@@ -555,7 +592,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
     bool first_use = true;
     for (uint32_t i = 0; i < info->operand_count; ++i) {
       const hali_operand_desc_t *d = &info->operands[i];
-      hali_ir_operand_t *o = &ops[nops++];
+      if (!(o = push_op(p, &nops))) return false;
       if (d->role == HALI_ROLE_WRITE) {
         if (ndef_used >= ndefs) {
           perr_at(p, opt, "'%s' defines a register: expected '%%name = %s'",
@@ -650,15 +687,10 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         return false;
       if (!accept(p, "]")) {
         do {
-          if (nops >= 255) {
-            perr_at(p, peek(p), "list too long (at most %u entries)",
-                    255 - info->operand_count);
-            return false;
-          }
+          if (!(o = push_op(p, &nops))) return false;
           if (info->tail == 'b') {
-            if (!parse_block_ref(b, &ops[nops++])) return false;
-          } else if (!parse_reg(b, next(p), info->tail_type, false,
-                                &ops[nops++])) {
+            if (!parse_block_ref(b, o)) return false;
+          } else if (!parse_reg(b, next(p), info->tail_type, false, o)) {
             return false;
           }
         } while (accept(p, ","));
@@ -681,7 +713,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
     perr_at(p, opt, "out of memory");
     return false;
   }
-  memcpy(insn->operands, ops, nops * sizeof(ops[0]));
+  if (nops) memcpy(insn->operands, p->ops, nops * sizeof(p->ops[0]));
   insn->aux = aux;
   insn->line = line;
   return true;
@@ -1036,6 +1068,31 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       if (paren && !expect(p, ")", "to close the result list")) return false;
     }
   }
+  /* locals(%x: T, ...) declares registers up front, in this order (hali dis
+   * writes it when first writes in text order would number registers
+   * differently, or a read comes textually before its write). */
+  if (tok_is(peek(p), T_IDENT, "locals")) {
+    next(p);
+    if (!expect(p, "(", "after locals")) return false;
+    if (!accept(p, ")")) {
+      do {
+        tok_t *r;
+        if (!expect_kind(p, T_REG, "a register (%name: type)", &r))
+          return false;
+        if (find_reg(f, r) >= 0) {
+          perr_at(p, r, "register declared twice");
+          return false;
+        }
+        if (!expect(p, ":", "after the register name")) return false;
+        hali_type_t type = parse_type(p);
+        if (type == HALI_TYPE_NONE) return false;
+        if (hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1) ==
+            UINT32_MAX)
+          return false;
+      } while (accept(p, ","));
+      if (!expect(p, ")", "to close locals")) return false;
+    }
+  }
   if (!tok_is(peek(p), T_PUNCT, "{")) {
     perr_at(p, peek(p), "expected '{' to open the body of @%s", f->name);
     return false;
@@ -1088,6 +1145,9 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     base = base ? base + 1 : p.file;
     size_t n = strcspn(base, ".");
     p.m->name = strndup(base, n ? n : strlen(base));
+    /* A file name may hold characters a name cannot: my-mod -> my_mod. */
+    for (char *c = p.m->name; c && *c; ++c)
+      if (!hali_name_char(*c)) *c = '_';
   }
   if (!p.error && !p.m->source) p.m->source = strdup(p.file);
   /* Pass 1: headers. */
@@ -1149,6 +1209,8 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       perr_at(&p, peek(&p), "bad function body");
   free(headers);
   free(p.toks);
+  free(p.ops);
+  free(p.defs);
   if (p.error) {
     hali_ir_module_free(p.m);
     return p.error;

@@ -230,7 +230,33 @@ static void print_executable(hali_strbuf_t *sb, const hali_ir_module_t *m,
   hali_strbuf_append(sb, "}\n", 2);
 }
 
+/* Would reassembling the body alone number |f|'s registers as they are?
+ * The assembler numbers a register at its first write in text order and
+ * rejects reads of registers not yet written; when either differs from
+ * |f|, dis declares every register up front with locals(...). */
+static bool needs_locals(const hali_ir_func_t *f) {
+  uint32_t next = f->param_count;
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      const hali_op_info_t *info = hali_op_info(insn->op);
+      if (!info) return true;
+      for (uint32_t k = 0; k < insn->operand_count; ++k) {
+        const hali_ir_operand_t *o = &insn->operands[k];
+        if (o->kind != HALI_IR_REG) continue;
+        bool write = insn->op == HALI_OP_CALL ? k > insn->aux
+                     : k < info->operand_count &&
+                         info->operands[k].role == HALI_ROLE_WRITE;
+        if (o->v < next) continue;   /* already defined */
+        if (!write || o->v != next) return true;
+        next++;
+      }
+    }
+  return false;
+}
+
 char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
+  with_locs = with_locs && m->has_debug;
   hali_strbuf_t sb = {0};
   hali_strbuf_printf(&sb, "module @%s", m->name ? m->name : "module");
   if (with_locs && m->source) {
@@ -285,6 +311,15 @@ char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
                            hali_type_name(f->results[i]));
       hali_strbuf_append(&sb, ")", 1);
     }
+    if (needs_locals(f)) {
+      hali_strbuf_append(&sb, " locals(", 8);
+      for (uint32_t r = f->param_count; r < f->reg_count; ++r) {
+        if (r > f->param_count) hali_strbuf_append(&sb, ", ", 2);
+        print_reg(&sb, f, r);
+        hali_strbuf_printf(&sb, ": %s", hali_type_name(f->reg_types[r]));
+      }
+      hali_strbuf_append(&sb, ")", 1);
+    }
     hali_strbuf_append(&sb, " {\n", 3);
     for (uint32_t b = 0; b < f->block_count; ++b) {
       print_block(&sb, f, b);
@@ -293,7 +328,7 @@ char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
       for (uint32_t i = 0; i < blk->insn_count; ++i) {
         hali_strbuf_append(&sb, "  ", 2);
         hali_ir_print_insn(&sb, m, f, &blk->insns[i]);
-        if (with_locs && blk->insns[i].line)
+        if (with_locs)
           hali_strbuf_printf(&sb, " loc(%u)", blk->insns[i].line);
         hali_strbuf_append(&sb, "\n", 1);
       }

@@ -35,7 +35,8 @@ static int report(hali_status_t s) {
 
 /* Parses a scalar "42" (i32) or "TYPE=VALUE" of the expected |type|. */
 static hali_status_t parse_scalar(const char *text, const char *what,
-                                  hali_type_t want, hali_value_t *out) {
+                                  const char *arg, hali_type_t want,
+                                  hali_value_t *out) {
   const char *eq = strchr(text, '=');
   hali_type_t type = HALI_TYPE_I32;
   const char *v = text;
@@ -50,22 +51,25 @@ static hali_status_t parse_scalar(const char *text, const char *what,
   }
   if (type != want)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
-                            "%s '%s' is %s but the function expects %s", what,
-                            text, hali_type_name(type), hali_type_name(want));
+                            "%s: expected %s, got %s (%s '%s')", arg,
+                            hali_type_name(want), hali_type_name(type), what,
+                            text);
   char *end;
   errno = 0;
   out->type = type;
   switch (type) {
-  case HALI_TYPE_I32: {
-    long long x = strtoll(v, &end, 0);
-    if (*v == 0 || *end || errno || x < INT32_MIN || x > UINT32_MAX) goto bad;
-    out->i32 = (int32_t)(uint32_t)x;
-    break;
-  }
+  case HALI_TYPE_I32:
   case HALI_TYPE_I64: {
-    long long x = strtoll(v, &end, 0);
-    if (*v == 0 || *end || errno) goto bad;
-    out->i64 = x;
+    /* Signed or unsigned spellings of the same bits: -1 or 0xffffffff. */
+    bool neg;
+    uint64_t mag;
+    uint64_t umax = type == HALI_TYPE_I32 ? UINT32_MAX : UINT64_MAX;
+    uint64_t smin = type == HALI_TYPE_I32 ? 0x80000000ull : 1ull << 63;
+    if (!hali_parse_integer(v, &neg, &mag) || (neg ? mag > smin : mag > umax))
+      goto bad;
+    uint64_t bits = neg ? 0 - mag : mag;
+    if (type == HALI_TYPE_I32) out->i32 = (int32_t)(uint32_t)bits;
+    else out->i64 = (int64_t)bits;
     break;
   }
   case HALI_TYPE_F32:
@@ -113,11 +117,12 @@ static void format_scalar(const hali_value_t *v, char *buf, size_t n) {
 static hali_status_t make_arg(const run_options_t *o, hali_hal_device_t *dev,
                               const hali_ir_func_t *f, size_t i,
                               hali_value_t *out) {
-  char what[48];
+  char what[48], arg[160];
   snprintf(what, sizeof(what), "--input #%zu", i);
+  snprintf(arg, sizeof(arg), "@%s argument %zu", f->name, i);
   hali_type_t want = f->reg_types[i];
   if (!hali_type_is_ref(want))
-    return parse_scalar(o->inputs[i], what, want, out);
+    return parse_scalar(o->inputs[i], what, arg, want, out);
   if (want != HALI_TYPE_BUFFER_VIEW)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "%s: @%s takes %s, which cannot be given on the "
@@ -174,8 +179,9 @@ static hali_status_t write_output(const char *spec, const hali_tensor_t *t,
 static bool check_expected(const run_options_t *o, size_t i,
                            const hali_value_t *v, const hali_tensor_t *t,
                            hali_strbuf_t *sb) {
-  char what[48];
+  char what[48], res[48];
   snprintf(what, sizeof(what), "--expected_output #%zu", i);
+  snprintf(res, sizeof(res), "result %zu", i);
   hali_status_t s;
   if (t) {
     hali_tensor_t x;
@@ -186,7 +192,7 @@ static bool check_expected(const run_options_t *o, size_t i,
     }
   } else {
     hali_value_t x;
-    s = parse_scalar(o->expected[i], what, v->type, &x);
+    s = parse_scalar(o->expected[i], what, res, v->type, &x);
     if (!s) {
       bool match;
       if (v->type == HALI_TYPE_F32)
@@ -244,7 +250,7 @@ static int run(const run_options_t *o) {
   const hali_ir_func_t *f = fn->ir;
   if (o->ninputs != f->param_count) {
     s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
-                         "@%s takes %u argument(s), %zu --input given",
+                         "@%s takes %u argument(s), %zu given",
                          f->name, f->param_count, o->ninputs);
     hali_vm_module_free(m);
     return report(s);
@@ -380,7 +386,12 @@ int hali_tool_run(int argc, char **argv) {
     } else if ((v = VALUE("--executable-path"))) {
       o.exec_paths[o.nexec_paths++] = v;
     } else if ((v = VALUE("--max-depth"))) {
-      o.max_depth = (uint32_t)strtoul(v, &end, 10);
+      unsigned long n = strtoul(v, &end, 10);
+      if (!*v || *end || n == 0 || n > 1000000) {
+        fprintf(stderr, "hali run: '%s': the depth must be 1..1000000\n", a);
+        goto done;
+      }
+      o.max_depth = (uint32_t)n;
     } else if (a[0] == '-') {
       fprintf(stderr, "hali run: unknown option '%s'\n", a);
       goto done;

@@ -215,27 +215,22 @@ static bool parse_elem(hali_hal_element_type_t t, const char *text, size_t len,
   case EK_BOOL:
   case EK_UNSIGNED: {
     uint64_t v;
+    bool neg;
     if (strcmp(buf, "true") == 0) v = 1;
     else if (strcmp(buf, "false") == 0) v = 0;
-    else {
-      if (buf[0] == '-') return false;
-      v = strtoull(buf, &end, 0);
-      if (*end || errno) return false;
-    }
+    else if (!hali_parse_integer(buf, &neg, &v) || (neg && v)) return false;
     if (bits < 64 && v >> bits) return false;
     store_bits(p, size, v);
     return true;
   }
   default: {
-    int64_t v = strtoll(buf, &end, 0);
-    if (*end || errno) {
-      /* Signless integers also accept unsigned spellings (0xffffffff). */
-      errno = 0;
-      if (buf[0] == '-') return false;
-      uint64_t u = strtoull(buf, &end, 0);
-      if (*end || errno) return false;
-      v = (int64_t)u;
-    }
+    bool neg;
+    uint64_t mag;
+    if (!hali_parse_integer(buf, &neg, &mag)) return false;
+    if (neg ? mag > (1ull << 63) : false) return false;
+    /* Signless integers also accept unsigned spellings (0xffffffff). */
+    int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+    if (!neg && mag > INT64_MAX && bits < 64) return false;
     if (bits < 64) {
       int64_t lo = -((int64_t)1 << (bits - 1));
       int64_t hi = (int64_t)((1ull << bits) - 1); /* signless: unsigned max */

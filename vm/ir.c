@@ -1,4 +1,6 @@
 /* hali — IR construction, destruction and printing helpers. */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +312,41 @@ char *hali_strbuf_take(hali_strbuf_t *sb) {
   if (d == NULL && !sb->oom) d = calloc(1, 1);
   memset(sb, 0, sizeof(*sb));
   return d;
+}
+
+bool hali_name_valid(const char *s) {
+  if (!s || !*s) return false;
+  for (; *s; ++s)
+    if (!hali_name_char(*s)) return false;
+  return true;
+}
+
+unsigned long long hali_parse_digits(const char *s, char **end) {
+  if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+    if (!isxdigit((unsigned char)s[2])) {
+      *end = (char *)(uintptr_t)s; /* no digits: nothing consumed */
+      return 0;
+    }
+    return strtoull(s + 2, end, 16);
+  }
+  if (!isdigit((unsigned char)s[0])) {
+    *end = (char *)(uintptr_t)s;
+    return 0;
+  }
+  return strtoull(s, end, 10);
+}
+
+bool hali_parse_integer(const char *s, bool *out_negative,
+                        uint64_t *out_magnitude) {
+  bool neg = s[0] == '-';
+  if (s[0] == '-' || s[0] == '+') ++s;
+  char *end;
+  errno = 0;
+  unsigned long long v = hali_parse_digits(s, &end);
+  if (end == s || *end || errno) return false;
+  *out_negative = neg;
+  *out_magnitude = v;
+  return true;
 }
 
 /* Floats print in the shortest decimal form that reads back to the same

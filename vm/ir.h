@@ -219,6 +219,24 @@ void hali_strbuf_append(hali_strbuf_t *sb, const char *s, size_t len);
 /* Hands the string to the caller (NULL on OOM) and resets |sb|. */
 char *hali_strbuf_take(hali_strbuf_t *sb);
 
+/* Names (@function, %register, ^block, @module ...) are non-empty runs of
+ * these characters: letters, digits, '_', '.', '$'. */
+static inline bool hali_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '$';
+}
+bool hali_name_valid(const char *s);
+
+/* Integer literals everywhere in hali (assembler, --input values, tensor
+ * elements): decimal, or hexadecimal after 0x; never octal, so 010 is
+ * ten.  hali_parse_digits reads an unsigned magnitude like strtoull (sets
+ * errno on overflow, |*end| after the digits).  hali_parse_integer reads a
+ * whole string with an optional sign; false if anything is left over, it
+ * has no digits, or the magnitude overflows 64 bits. */
+unsigned long long hali_parse_digits(const char *s, char **end);
+bool hali_parse_integer(const char *s, bool *out_negative,
+                        uint64_t *out_magnitude);
+
 /* Formats a float literal so that parsing it gives back the same bits. */
 void hali_format_f64(char *out, size_t n, double v);
 void hali_format_f32(char *out, size_t n, float v);

@@ -260,64 +260,115 @@ static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
 }
 
 /* Definite assignment: a forward "must" dataflow over blocks.  in[entry] =
- * parameters; in[b] = intersection of out[p] over predecessors; iterate to
- * the fixed point (sets only shrink). */
+ * parameters; in[b] = intersection of out[p] over predecessors.  A
+ * worklist seeded in reverse post-order converges in a few passes for
+ * structured code; sets only shrink, so it always terminates.  Functions
+ * whose sets would need more than HALI_VERIFY_MAX_BITSET_BYTES are rejected
+ * rather than verified slowly (a bound that untrusted input cannot exceed). */
+#define HALI_VERIFY_MAX_BITSET_BYTES (64u << 20)
+
 static hali_status_t verify_assignment(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
   size_t words = (f->reg_count + 63) / 64;
   if (!words) return HALI_OK;
-  uint64_t *in = malloc(f->block_count * words * sizeof(uint64_t));
+  uint32_t nb = f->block_count;
+  if ((uint64_t)nb * words * sizeof(uint64_t) > HALI_VERIFY_MAX_BITSET_BYTES)
+    return verr(v, "%u blocks x %u registers is too large to verify (limit "
+                   "%u MiB of dataflow state); split the function",
+                nb, f->reg_count, HALI_VERIFY_MAX_BITSET_BYTES >> 20);
+  uint64_t *in = malloc((size_t)nb * words * sizeof(uint64_t));
   uint64_t *cur = malloc(words * sizeof(uint64_t));
-  bool *reached = calloc(f->block_count, 1);
+  bool *reached = calloc(nb, 1);
+  bool *queued = calloc(nb, 1);
+  uint32_t *order = malloc(nb * sizeof(uint32_t));   /* reverse post-order */
+  uint32_t *queue = malloc(nb * sizeof(uint32_t));   /* ring of blocks */
+  uint32_t *stack = malloc(nb * sizeof(uint32_t));   /* DFS: block */
+  uint32_t *edge = malloc(nb * sizeof(uint32_t));    /* DFS: next successor */
   uint32_t max_targets = 2;
-  for (uint32_t b = 0; b < f->block_count; ++b) {
+  for (uint32_t b = 0; b < nb; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     uint32_t n = blk->insns[blk->insn_count - 1].operand_count;
     if (n > max_targets) max_targets = n;
   }
   uint32_t *succ = malloc(max_targets * sizeof(uint32_t));
   hali_status_t st = HALI_OK;
-  if (!in || !cur || !reached || !succ) {
+  if (!in || !cur || !reached || !queued || !order || !queue || !stack ||
+      !edge || !succ) {
     st = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "verify: oom");
     goto done;
   }
-  memset(in, 0xff, f->block_count * words * sizeof(uint64_t));
+  /* Reverse post-order of the blocks reachable from the entry. */
+  bool *seen = queued; /* reused: all false again after the DFS */
+  uint32_t sp = 0, post = nb;
+  stack[sp] = 0;
+  edge[sp++] = 0;
+  seen[0] = true;
+  while (sp) {
+    uint32_t b = stack[sp - 1];
+    const hali_ir_block_t *blk = &f->blocks[b];
+    const uint32_t *targets;
+    uint32_t n = successors(&blk->insns[blk->insn_count - 1], &targets, succ);
+    if (edge[sp - 1] < n) {
+      uint32_t t = targets[edge[sp - 1]++];
+      if (!seen[t]) {
+        seen[t] = true;
+        stack[sp] = t;
+        edge[sp++] = 0;
+      }
+      continue;
+    }
+    order[--post] = b;
+    sp--;
+  }
+  uint32_t first = post, count = nb - post;
+  memset(seen, 0, nb);
   memset(in, 0, words * sizeof(uint64_t));
   for (uint32_t r = 0; r < f->param_count; ++r) in[r / 64] |= 1ull << (r % 64);
   reached[0] = true;
-  bool changed = true;
-  while (changed) {
-    changed = false;
-    for (uint32_t b = 0; b < f->block_count; ++b) {
-      if (!reached[b]) continue;
-      memcpy(cur, in + b * words, words * sizeof(uint64_t));
-      da_t d = {cur, -1, 0};
-      const hali_ir_block_t *blk = &f->blocks[b];
-      for (uint32_t i = 0; i < blk->insn_count; ++i)
-        for_each_reg(&blk->insns[i], true, da_write, &d);
-      const uint32_t *targets;
-      uint32_t n = successors(&blk->insns[blk->insn_count - 1], &targets, succ);
-      for (uint32_t s = 0; s < n; ++s) {
-        uint64_t *t = in + targets[s] * words;
-        if (!reached[targets[s]]) {
-          reached[targets[s]] = true;
-          memcpy(t, cur, words * sizeof(uint64_t));
-          changed = true;
-          continue;
-        }
+  /* The queue starts with every reachable block in reverse post-order. */
+  uint32_t head = 0, size = 0;
+  for (uint32_t k = 0; k < count; ++k) {
+    queue[size++] = order[first + k];
+    queued[order[first + k]] = true;
+  }
+  while (size) {
+    uint32_t b = queue[head];
+    head = (head + 1) % nb;
+    size--;
+    queued[b] = false;
+    if (!reached[b]) continue;
+    memcpy(cur, in + (size_t)b * words, words * sizeof(uint64_t));
+    da_t d = {cur, -1, 0};
+    const hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count; ++i)
+      for_each_reg(&blk->insns[i], true, da_write, &d);
+    const uint32_t *targets;
+    uint32_t n = successors(&blk->insns[blk->insn_count - 1], &targets, succ);
+    for (uint32_t k = 0; k < n; ++k) {
+      uint32_t s = targets[k];
+      uint64_t *t = in + (size_t)s * words;
+      bool changed = false;
+      if (!reached[s]) {
+        reached[s] = true;
+        memcpy(t, cur, words * sizeof(uint64_t));
+        changed = true;
+      } else {
         for (size_t w = 0; w < words; ++w) {
           uint64_t x = t[w] & cur[w];
-          if (x != t[w]) {
-            t[w] = x;
-            changed = true;
-          }
+          changed |= x != t[w];
+          t[w] = x;
         }
+      }
+      if (changed && !queued[s]) {
+        queued[s] = true;
+        queue[(head + size) % nb] = s;
+        size++;
       }
     }
   }
-  for (uint32_t b = 0; b < f->block_count && !st; ++b) {
+  for (uint32_t b = 0; b < nb && !st; ++b) {
     if (!reached[b]) continue;
-    memcpy(cur, in + b * words, words * sizeof(uint64_t));
+    memcpy(cur, in + (size_t)b * words, words * sizeof(uint64_t));
     const hali_ir_block_t *blk = &f->blocks[b];
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       da_t d = {cur, -1, 0};
@@ -338,13 +389,24 @@ done:
   free(in);
   free(cur);
   free(reached);
+  free(queued);
+  free(order);
+  free(queue);
+  free(stack);
+  free(edge);
   free(succ);
   return st;
 }
 
-static hali_status_t verify_func(vctx_t *v) {
+/* What callers rely on: run for every function before any body, so that a
+ * call is never checked against a malformed callee. */
+static hali_status_t verify_header(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
   if (!f->name || !f->name[0]) return verr(v, "function has no name");
+  if (!hali_name_valid(f->name))
+    return verr(v, "function name \"%s\" is not a valid name (letters, "
+                   "digits, _ . $)",
+                f->name ? f->name : "");
   if (f->param_count > f->reg_count)
     return verr(v, "%u parameters but only %u registers", f->param_count,
                 f->reg_count);
@@ -360,15 +422,52 @@ static hali_status_t verify_func(vctx_t *v) {
   for (uint32_t r = 0; r < f->result_count; ++r)
     if (!hali_type_is_valid(f->results[r]))
       return verr(v, "result %u has unknown type code %u", r, f->results[r]);
+  return HALI_OK;
+}
+
+/* Debug names must be names, and unique per function, so that the text
+ * form (hali dis) reassembles to the same module. */
+static hali_status_t verify_names(vctx_t *v) {
+  const hali_ir_func_t *f = v->f;
+  if (f->reg_names)
+    for (uint32_t r = 0; r < f->reg_count; ++r) {
+      const char *n = f->reg_names[r];
+      if (!n) continue;
+      if (!hali_name_valid(n))
+        return verr(v, "register %u has the name \"%s\", which is not a "
+                       "valid name",
+                    r, n);
+      for (uint32_t k = 0; k < r; ++k)
+        if (f->reg_names[k] && strcmp(f->reg_names[k], n) == 0)
+          return verr(v, "registers %u and %u are both named %%%s", k, r, n);
+    }
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const char *n = f->blocks[b].name;
+    if (!n) continue;
+    if (!hali_name_valid(n))
+      return verr(v, "block %u has the name \"%s\", which is not a valid "
+                     "name",
+                  b, n);
+    for (uint32_t k = 0; k < b; ++k)
+      if (f->blocks[k].name && strcmp(f->blocks[k].name, n) == 0)
+        return verr(v, "blocks %u and %u are both named ^%s", k, b, n);
+  }
+  return HALI_OK;
+}
+
+static hali_status_t verify_func(vctx_t *v) {
+  const hali_ir_func_t *f = v->f;
+  HALI_RETURN_IF_ERROR_PLAIN(verify_names(v));
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     v->block = b;
     v->insn = NULL;
     if (blk->insn_count == 0) {
-      const char *bn = blk->name;
-      return verr(v, "block ^%s%s is empty: every block must end in a "
+      char bn[32];
+      if (!blk->name) snprintf(bn, sizeof(bn), "bb%u", b);
+      return verr(v, "block ^%s is empty: every block must end in a "
                      "terminator (br, cond_br, switch, return or fail)",
-                  bn ? bn : "bb", bn ? "" : "?");
+                  blk->name ? blk->name : bn);
     }
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       v->index = i;
@@ -405,9 +504,14 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(verify_header(&v));
     for (uint32_t j = 0; j < i; ++j)
-      if (m->funcs[j].name && v.f->name && !strcmp(m->funcs[j].name, v.f->name))
+      if (!strcmp(m->funcs[j].name, v.f->name))
         return verr(&v, "function defined twice");
+  }
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    v.f = &m->funcs[i];
+    v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_func(&v));
   }
   return HALI_OK;
