@@ -66,6 +66,9 @@ struct hali_hal_device_t {
   hali_hal_submission_t *tail;
   uint64_t next_id;
   size_t pending; /* queued or executing */
+  /* local-task: the submission the queue thread has taken (waiting for its
+   * fence or executing), NULL between submissions. */
+  hali_hal_submission_t *current;
 
   /* local-sync.  Guarded by |mutex| except the scratch, which only the
    * pumping thread touches. */
@@ -374,10 +377,14 @@ static void *hali_hal_local_task_main(void *arg) {
     if (!sub) break; /* shutdown with nothing left */
     device->head = sub->next;
     if (!device->head) device->tail = NULL;
+    device->current = sub;
     pthread_mutex_unlock(&device->mutex);
     hali_status_t wait_status =
         hali_hal_fence_await(sub->wait_fence, HALI_INFINITE);
     hali_hal_submission_complete(device, sub, wait_status);
+    pthread_mutex_lock(&device->mutex);
+    device->current = NULL;
+    pthread_mutex_unlock(&device->mutex);
     hali_hal_submission_free(sub);
     pthread_mutex_lock(&device->mutex);
     device->pending--;
@@ -385,6 +392,21 @@ static void *hali_hal_local_task_main(void *arg) {
   }
   pthread_mutex_unlock(&device->mutex);
   return NULL;
+}
+
+bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {
+  pthread_mutex_lock(&device->mutex);
+  hali_hal_submission_t *next = device->current ? device->current
+                                                : device->head;
+  bool ready = false;
+  if (next) {
+    /* A failed wait fence also lets the submission complete (failing). */
+    hali_status_t s = hali_hal_fence_query(next->wait_fence, &ready);
+    if (s) ready = true;
+    hali_status_free(s);
+  }
+  pthread_mutex_unlock(&device->mutex);
+  return ready;
 }
 
 /* ---- Submitting. ---- */

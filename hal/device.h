@@ -97,6 +97,12 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_dealloca(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence, hali_hal_buffer_t *buffer);
 
+/* Whether queued work can finish without anyone else signalling: true when
+ * the submission that runs next (or is running) has its wait fence
+ * reached (or failed); false when the queue is empty or waits on a fence
+ * nobody has signalled.  Used to tell a deadlock from work in flight. */
+bool hali_hal_device_queue_can_progress(hali_hal_device_t *device);
+
 /* Blocks until every submission made so far has executed, for at most
  * |timeout_ns|; DEADLINE_EXCEEDED naming the number still pending. */
 HALI_MUST_USE hali_status_t hali_hal_device_wait_idle(
