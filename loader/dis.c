@@ -86,9 +86,6 @@ static void print_imm(hali_strbuf_t *sb, hali_type_t type, int64_t imm) {
 }
 
 void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
-                        const hali_ir_func_t *f, const hali_ir_insn_t *insn);
-
-void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                         const hali_ir_func_t *f, const hali_ir_insn_t *insn) {
   const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info) {

@@ -11,6 +11,7 @@
 #include "loader/executables.h"
 #include "loader/loader.h"
 #include "tools/tensor.h"
+#include "vm/trace.h"
 #include "tools/tools.h"
 #include "vm/vm.h"
 
@@ -23,6 +24,8 @@ typedef struct {
   double f32_threshold, f64_threshold;
   size_t print_max;
   hali_hal_device_params_t device;
+  hali_trace_options_t trace;
+  const char *trace_out;
 } run_options_t;
 
 static int report(hali_status_t s) {
@@ -265,6 +268,8 @@ static int run(const run_options_t *o) {
   }
   hali_hal_device_t *dev = NULL;
   hali_vm_stack_t *st = NULL;
+  FILE *trace_file = NULL;
+  hali_trace_t *trace = NULL;
   hali_value_t *args = calloc(o->ninputs + 1, sizeof(hali_value_t));
   hali_value_t *results = calloc(f->result_count + 1, sizeof(hali_value_t));
   int rc = 1;
@@ -274,6 +279,18 @@ static int run(const run_options_t *o) {
   }
   s = hali_hal_device_create(&o->device, &dev);
   if (!s) s = hali_vm_stack_create(o->max_depth, &st);
+  if (!s && o->trace.flags) {
+    hali_trace_options_t to = o->trace;
+    if (o->trace_out) {
+      trace_file = fopen(o->trace_out, "w");
+      if (!trace_file)
+        s = hali_status_make(HALI_STATUS_NOT_FOUND, "--trace-out %s: %s",
+                             o->trace_out, strerror(errno));
+      to.out = trace_file;
+    }
+    if (!s) s = hali_trace_create(&to, &trace);
+    if (!s) st->trace = trace;
+  }
   for (size_t i = 0; !s && i < o->ninputs; ++i)
     s = make_arg(o, dev, f, i, &args[i]);
   if (s) goto done;
@@ -324,6 +341,8 @@ done:
   hali_vm_stack_free(st);
   hali_vm_module_free(m);
   if (dev) hali_hal_device_release(dev);
+  hali_trace_free(trace);
+  if (trace_file) fclose(trace_file);
   if (s) return report(s);
   return rc;
 }
@@ -383,6 +402,32 @@ int hali_tool_run(int argc, char **argv) {
         goto done;
       }
       o.device.worker_count = (uint32_t)n;
+    } else if ((v = VALUE("--trace"))) {
+      if (strcmp(v, "vm") == 0) o.trace.flags |= HALI_TRACE_VM;
+      else if (strcmp(v, "hal") == 0) o.trace.flags |= HALI_TRACE_HAL;
+      else if (strcmp(v, "all") == 0) o.trace.flags |= HALI_TRACE_ALL;
+      else {
+        fprintf(stderr, "hali run: '%s': expected vm, hal or all\n", a);
+        goto done;
+      }
+    } else if ((v = VALUE("--trace-format"))) {
+      if (strcmp(v, "chrome") == 0) o.trace.format = HALI_TRACE_CHROME;
+      else if (strcmp(v, "text") == 0) o.trace.format = HALI_TRACE_TEXT;
+      else {
+        fprintf(stderr, "hali run: '%s': expected text or chrome\n", a);
+        goto done;
+      }
+    } else if ((v = VALUE("--trace-filter"))) {
+      o.trace.filter = v;
+    } else if ((v = VALUE("--trace-out"))) {
+      o.trace_out = v;
+    } else if ((v = VALUE("--trace-values"))) {
+      unsigned long n = strtoul(v, &end, 10);
+      if (!*v || *end || n == 0) {
+        fprintf(stderr, "hali run: '%s' is not a count\n", a);
+        goto done;
+      }
+      o.trace.max_values = n;
     } else if ((v = VALUE("--executable-path"))) {
       o.exec_paths[o.nexec_paths++] = v;
     } else if ((v = VALUE("--max-depth"))) {

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "hal/buffer.h"
 #include "vm/hal_ops.h"
+#include "vm/trace.h"
 #include "vm/vm.h"
 
 #if defined(HALI_HAVE_COMPUTED_GOTO) && !defined(HALI_FORCE_SWITCH_DISPATCH)
@@ -87,12 +88,31 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
-#define vmdispatch() goto *table[pc->i.op];
+  /* The instrumented table sends every op through L_instrumented first
+   * (fuel, tracing); which table runs is decided once per entry, so a
+   * build with tracing compiled in pays nothing while it is off. */
+  static const void *const instrumented[HALI_OP_INTERNAL_END] = {
+#define OP(e, n, f, s, y) [HALI_OP_##e] = &&L_instrumented,
+#include "vm/ops.def"
+#undef OP
+#define HALI_X(name, base) [HALI_OP_##name] = &&L_instrumented,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  };
+  const void *const *dispatch =
+      (st->fuel_enabled || st->trace) ? instrumented : table;
+#define vmdispatch() goto *dispatch[pc->i.op];
 #define vmcase(name) L_##name:
-#define vmbreak goto *table[pc->i.op]
+#define vmbreak goto *dispatch[pc->i.op]
 #define vmdefault L_unhandled: __attribute__((unused));
 #else
-#define vmdispatch() switch (pc->i.op)
+  const bool instrumented = st->fuel_enabled || st->trace;
+#define vmdispatch()                                                           \
+  if (HALI_UNLIKELY(instrumented)) {                                           \
+    status = hali_vm_instrument(st, pc);                                       \
+    if (status) goto fail;                                                     \
+  }                                                                            \
+  switch (pc->i.op)
 #define vmcase(name) case HALI_OP_##name:
 #define vmbreak break
 #define vmdefault default:
@@ -100,7 +120,7 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
 
   hali_vm_frame_t *frame = &st->frames[st->depth - 1];
   const hali_vm_func_t *fn = frame->fn;
-  const hali_cell_t *pc = fn->code;
+  const hali_cell_t *pc = frame->pc; /* the start, or where it suspended */
   hali_slot_t *regs = st->scalars + frame->scalar_base;
   hali_ref_t **refs = st->refs + frame->ref_base;
   hali_status_t status = NULL;
@@ -135,13 +155,23 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
     pc += 1;                                                                   \
     vmbreak;                                                                   \
   }
+/* Jumps to |target|, polling for an interrupt (cancellation) when the
+ * jump goes backward: every loop takes one, so none can spin forever. */
+#define JUMP(target)                                                           \
+  do {                                                                         \
+    const hali_cell_t *to_ = (target);                                         \
+    if (to_ <= pc && HALI_UNLIKELY(atomic_load_explicit(                       \
+                         &st->interrupt, memory_order_relaxed)))               \
+      goto interrupted;                                                        \
+    pc = to_;                                                                  \
+  } while (0)
 /* A compare fused with the cond_br that consumes it. */
 #define FUSED_BR(name, F, EXPR)                                                \
   vmcase(name) {                                                               \
     const hali_slot_t x = regs[B], y = regs[C];                                \
     const int32_t t = (EXPR);                                                  \
     regs[A].i32 = t;                                                           \
-    pc = t ? pc[1].target : pc[2].target;                                      \
+    JUMP(t ? pc[1].target : pc[2].target);                                     \
     vmbreak;                                                                   \
   }
 
@@ -291,20 +321,23 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
     UN(BITCAST_F64_I64, u64, x.u64)
 
     vmcase(BR) {
-      pc = pc[1].target;
+      JUMP(pc[1].target);
       vmbreak;
     }
     vmcase(COND_BR) {
-      pc = regs[A].i32 ? pc[1].target : pc[2].target;
+      JUMP(regs[A].i32 ? pc[1].target : pc[2].target);
       vmbreak;
     }
     vmcase(SWITCH) {
       const uint32_t index = regs[A].u32;
-      pc = index < B ? pc[2 + index].target : pc[1].target;
+      JUMP(index < B ? pc[2 + index].target : pc[1].target);
       vmbreak;
     }
 
     vmcase(CALL) {
+      if (HALI_UNLIKELY(
+              atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
+        goto interrupted;
       const hali_vm_func_t *callee = pc[1].ptr;
       const uint16_t *list = pc[2].r;
       const uint32_t nargs = B;
@@ -347,6 +380,7 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
       frame->fn = callee;
       frame->scalar_base = sbase;
       frame->ref_base = rbase;
+      frame->trace_pending = NULL;
       fn = callee;
       regs = nregs;
       refs = nrefs;
@@ -480,7 +514,13 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
 #undef OP
     {
       status = hali_vm_hal_op(st, &pc, regs, refs);
-      if (HALI_UNLIKELY(status)) goto fail;
+      if (HALI_UNLIKELY(status)) {
+        if (status != HALI_VM_SUSPEND) goto fail;
+        /* Suspend: resuming re-executes this instruction. */
+        frame->pc = pc;
+        st->suspended = true;
+        return HALI_OK;
+      }
       vmbreak;
     }
 
@@ -495,6 +535,21 @@ hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
     }
 #endif
   }
+
+#ifdef HALI_DISPATCH_GOTO
+L_instrumented:
+  status = hali_vm_instrument(st, pc);
+  if (HALI_UNLIKELY(status)) goto fail;
+  goto *table[pc->i.op];
+#endif
+interrupted:
+  status = hali_status_make(st->interrupt_code ? st->interrupt_code
+                                               : HALI_STATUS_CANCELLED,
+                            "invocation %s",
+                            st->interrupt_code == HALI_STATUS_DEADLINE_EXCEEDED
+                                ? "exceeded its deadline"
+                                : "cancelled");
+  goto fail;
 
 div_by_zero:
   status = hali_status_make(HALI_STATUS_OUT_OF_RANGE,

@@ -237,6 +237,11 @@ unsigned long long hali_parse_digits(const char *s, char **end);
 bool hali_parse_integer(const char *s, bool *out_negative,
                         uint64_t *out_magnitude);
 
+/* Appends the text of one instruction (as hali dis prints it, without
+ * loc) to |sb|. */
+void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                        const hali_ir_func_t *f, const hali_ir_insn_t *insn);
+
 /* Formats a float literal so that parsing it gives back the same bits. */
 void hali_format_f64(char *out, size_t n, double v);
 void hali_format_f32(char *out, size_t n, float v);

@@ -24,14 +24,19 @@ typedef struct hali_ref_vtable_s {
 
 struct hali_ref_s {
   atomic_uint_fast32_t count;
+  uint32_t id;                      /* short id for traces and reports */
   hali_type_t type;                 /* one of the HALI_TYPE_* ref types */
   const hali_ref_vtable_t *vtable;  /* points at the object's own vtable,
                                        whose first member is this one */
 };
 
+/* The next short id (process-wide, starting at 1). */
+uint32_t hali_ref_next_id(void);
+
 static inline void hali_ref_init(hali_ref_t *ref, hali_type_t type,
                                  const hali_ref_vtable_t *vtable) {
   atomic_init(&ref->count, 1);
+  ref->id = hali_ref_next_id();
   ref->type = type;
   ref->vtable = vtable;
 }

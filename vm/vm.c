@@ -1,9 +1,17 @@
 /* hali — invocation stacks, invoke, and failure reports. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vm/vm.h"
+
+static atomic_uint_fast32_t hali_ref_ids;
+
+uint32_t hali_ref_next_id(void) {
+  return (uint32_t)atomic_fetch_add_explicit(&hali_ref_ids, 1,
+                                             memory_order_relaxed) + 1;
+}
 
 void hali_value_release(hali_value_t *v) {
   if (v && hali_type_is_ref(v->type)) {
@@ -17,12 +25,15 @@ hali_status_t hali_vm_stack_create(uint32_t max_depth, hali_vm_stack_t **out) {
   hali_vm_stack_t *st = calloc(1, sizeof(*st));
   if (!st) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   st->max_depth = max_depth ? max_depth : HALI_VM_DEFAULT_MAX_DEPTH;
+  atomic_init(&st->interrupt, false);
+  st->await_deadline_ns = INT64_MAX;
   *out = st;
   return HALI_OK;
 }
 
 void hali_vm_stack_free(hali_vm_stack_t *st) {
   if (!st) return;
+  hali_vm_stack_reset(st);
   free(st->scalars);
   free(st->refs);
   free(st->frames);
@@ -32,7 +43,7 @@ void hali_vm_stack_free(hali_vm_stack_t *st) {
 hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
                                     uint32_t ref_top) {
   if (scalar_top > st->scalar_capacity) {
-    uint32_t cap = st->scalar_capacity ? st->scalar_capacity : 256;
+    uint32_t cap = st->scalar_capacity ? st->scalar_capacity : 16;
     while (cap < scalar_top) cap *= 2;
     hali_slot_t *s = realloc(st->scalars, cap * sizeof(hali_slot_t));
     if (!s)
@@ -44,7 +55,7 @@ hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
     st->scalar_capacity = cap;
   }
   if (ref_top > st->ref_capacity) {
-    uint32_t cap = st->ref_capacity ? st->ref_capacity : 64;
+    uint32_t cap = st->ref_capacity ? st->ref_capacity : 8;
     while (cap < ref_top) cap *= 2;
     hali_ref_t **r = realloc(st->refs, cap * sizeof(hali_ref_t *));
     if (!r)
@@ -65,7 +76,7 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "call depth limit of %u exceeded", st->max_depth);
   if (st->depth == st->frame_capacity) {
-    uint32_t cap = st->frame_capacity ? st->frame_capacity * 2 : 64;
+    uint32_t cap = st->frame_capacity ? st->frame_capacity * 2 : 4;
     if (cap > st->max_depth) cap = st->max_depth;
     hali_vm_frame_t *f = realloc(st->frames, cap * sizeof(*f));
     if (!f)
@@ -76,6 +87,19 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
   }
   st->depth++;
   return HALI_OK;
+}
+
+const hali_ir_insn_t *hali_vm_func_insn(const hali_vm_func_t *fn,
+                                        const hali_cell_t *pc) {
+  uint32_t off = (uint32_t)(pc - fn->code);
+  uint32_t lo = 0, hi = fn->insn_count;
+  if (!hi) return NULL;
+  while (hi - lo > 1) {
+    uint32_t mid = (lo + hi) / 2;
+    if (fn->insn_offset[mid] <= off) lo = mid;
+    else hi = mid;
+  }
+  return fn->insn_ir[lo];
 }
 
 /* The IR-level pc of the instruction at |pc|: its index counting every
@@ -145,10 +169,10 @@ hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
   return status;
 }
 
-hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
-                             const hali_vm_func_t *fn,
-                             const hali_value_t *args, size_t arg_count,
-                             hali_value_t *results, size_t result_count) {
+hali_status_t hali_vm_begin(hali_vm_stack_t *st, hali_vm_module_t *m,
+                            const hali_vm_func_t *fn, const hali_value_t *args,
+                            size_t arg_count, hali_value_t *results,
+                            size_t result_count) {
   const hali_ir_func_t *f = fn->ir;
   if (arg_count != f->param_count)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
@@ -178,9 +202,12 @@ hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
   st->module = m;
   hali_vm_frame_t *fr = &st->frames[0];
   fr->fn = fn;
-  fr->pc = NULL;
+  fr->pc = fn->code;
   fr->scalar_base = 0;
   fr->ref_base = 0;
+  fr->trace_pending = NULL;
+  st->suspended = false;
+  st->await_timed_out = false;
   for (size_t i = 0; i < arg_count; ++i) {
     uint16_t s = fn->slot[i];
     switch (args[i].type) {
@@ -194,5 +221,25 @@ hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
     }
   }
   for (size_t i = 0; i < result_count; ++i) results[i].type = f->results[i];
+  return HALI_OK;
+}
+
+hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
+                             const hali_vm_func_t *fn,
+                             const hali_value_t *args, size_t arg_count,
+                             hali_value_t *results, size_t result_count) {
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_vm_begin(st, m, fn, args, arg_count, results, result_count));
+  /* Without a scheduler nothing suspends: awaits block the thread. */
+  st->can_suspend = false;
   return hali_vm_interpret(st, results);
+}
+
+void hali_vm_stack_reset(hali_vm_stack_t *st) {
+  unwind(st);
+  st->suspended = false;
+  if (st->awaiting) {
+    hali_ref_release((hali_ref_t *)st->awaiting);
+    st->awaiting = NULL;
+  }
 }

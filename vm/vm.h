@@ -102,7 +102,16 @@ typedef struct hali_vm_frame_s {
   const hali_cell_t *pc;   /* for callers: the call instruction */
   uint32_t scalar_base;    /* offsets of the frame's banks in the stack */
   uint32_t ref_base;
+  /* Tracing: the instruction whose results are still to be printed. */
+  const hali_cell_t *trace_pending;
 } hali_vm_frame_t;
+
+/* Returned by HAL instructions that would block when the running fiber may
+ * suspend instead (never freed, never dereferenced). */
+#define HALI_VM_SUSPEND ((hali_status_t)(uintptr_t)1)
+
+struct hali_trace_s;
+struct hali_hal_fence_t;
 
 #define HALI_VM_DEFAULT_MAX_DEPTH 4096
 
@@ -119,6 +128,28 @@ typedef struct hali_vm_stack_s {
   /* The device HAL instructions use (hal.device.get); borrowed, may be
    * NULL for programs without HAL work. */
   struct hali_hal_device_t *device;
+
+  /* Asynchrony (vm/fiber.c).  With |can_suspend|, an await on a fence that
+   * is not ready returns HALI_VM_SUSPEND instead of blocking; the
+   * interpreter then saves pc in the top frame, sets |suspended| and
+   * returns, and resuming re-executes the await. */
+  bool can_suspend;
+  bool suspended;
+  struct hali_hal_fence_t *awaiting; /* retained while suspended */
+  int64_t await_deadline_ns;         /* CLOCK_MONOTONIC; INT64_MAX = none */
+  bool await_timed_out;              /* set by the scheduler on expiry */
+  struct hali_vm_scheduler_s *scheduler; /* for fiber.spawn; may be NULL */
+
+  /* Limits.  |interrupt| is polled at calls and backward branches (another
+   * thread may set it: cancellation); |fuel| counts instructions down when
+   * |fuel_enabled| (the instrumented dispatch, zero cost otherwise). */
+  atomic_bool interrupt;
+  hali_status_code_t interrupt_code;
+  bool fuel_enabled;
+  uint64_t fuel;
+  uint64_t fuel_used;
+  /* Tracing (vm/trace.c); NULL = off, at no cost. */
+  struct hali_trace_s *trace;
 } hali_vm_stack_t;
 
 HALI_MUST_USE hali_status_t hali_vm_stack_create(uint32_t max_depth,
@@ -136,9 +167,23 @@ HALI_MUST_USE hali_status_t hali_vm_invoke(hali_vm_stack_t *st,
                                            hali_value_t *results,
                                            size_t result_count);
 
-/* Internal: the interpreter loop (vm/interp.c).  The top frame is set up;
- * it runs until that frame returns, storing its results in |results|. */
+/* Internal: the interpreter loop (vm/interp.c).  Runs from the top frame's
+ * pc until the bottom frame returns, storing its results in |results|, or
+ * until it suspends (st->suspended; call again to resume). */
 hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results);
+
+/* Prepares |st| to run |fn| of |m| with |args| (checked against the
+ * signature) without running it; hali_vm_interpret then runs it.
+ * hali_vm_invoke is begin + interpret. */
+HALI_MUST_USE hali_status_t hali_vm_begin(hali_vm_stack_t *st,
+                                          hali_vm_module_t *m,
+                                          const hali_vm_func_t *fn,
+                                          const hali_value_t *args,
+                                          size_t arg_count,
+                                          hali_value_t *results,
+                                          size_t result_count);
+/* Abandons a suspended or failed invocation: releases its refs. */
+void hali_vm_stack_reset(hali_vm_stack_t *st);
 
 /* Internal: grows the stack so that |scalars| and |refs| more slots fit
  * above the given bases; may move the banks. */
@@ -154,5 +199,8 @@ hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
 
 /* The instruction index (pc) and IR instruction at cell |pc| of |fn|. */
 uint32_t hali_vm_func_pc(const hali_vm_func_t *fn, const hali_cell_t *pc);
+/* The IR instruction whose code starts at or before |pc| (NULL if none). */
+const hali_ir_insn_t *hali_vm_func_insn(const hali_vm_func_t *fn,
+                                        const hali_cell_t *pc);
 
 #endif /* HALI_VM_VM_H */

@@ -1,0 +1,307 @@
+/* hali — tracing (see vm/trace.h). */
+#include "vm/trace.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hal/buffer_view.h"
+
+struct hali_trace_s {
+  hali_trace_options_t o;
+  char *filter;
+  pthread_mutex_t mutex;
+  int64_t t0;
+  bool any_event; /* chrome: an event was written (comma before the next) */
+};
+
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+hali_status_t hali_trace_create(const hali_trace_options_t *o,
+                                hali_trace_t **out) {
+  *out = NULL;
+  hali_trace_t *t = calloc(1, sizeof(*t));
+  if (!t) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  t->o = *o;
+  if (!t->o.out) t->o.out = stderr;
+  if (!t->o.max_values) t->o.max_values = 8;
+  if (o->filter) {
+    t->filter = strdup(o->filter);
+    if (!t->filter) {
+      free(t);
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    }
+  }
+  t->o.filter = t->filter;
+  pthread_mutex_init(&t->mutex, NULL);
+  t->t0 = mono_ns();
+  if (t->o.format == HALI_TRACE_CHROME && !t->o.callback)
+    fputs("{\"traceEvents\":[\n", t->o.out);
+  *out = t;
+  return HALI_OK;
+}
+
+void hali_trace_free(hali_trace_t *t) {
+  if (!t) return;
+  if (t->o.format == HALI_TRACE_CHROME && !t->o.callback) {
+    fputs("\n],\"displayTimeUnit\":\"ns\"}\n", t->o.out);
+    fflush(t->o.out);
+  }
+  pthread_mutex_destroy(&t->mutex);
+  free(t->filter);
+  free(t);
+}
+
+unsigned hali_trace_flags(const hali_trace_t *t) { return t ? t->o.flags : 0; }
+
+int64_t hali_trace_now(const hali_trace_t *t) { return mono_ns() - t->t0; }
+
+static void emit(hali_trace_t *t, const char *text) {
+  pthread_mutex_lock(&t->mutex);
+  if (t->o.callback) {
+    t->o.callback(t->o.user, text);
+  } else if (t->o.format == HALI_TRACE_CHROME) {
+    fprintf(t->o.out, "%s%s", t->any_event ? ",\n" : "", text);
+  } else {
+    fprintf(t->o.out, "%s\n", text);
+  }
+  t->any_event = true;
+  pthread_mutex_unlock(&t->mutex);
+}
+
+void hali_trace_printf(hali_trace_t *t, const char *fmt, ...) {
+  if (t->o.format != HALI_TRACE_TEXT) return;
+  char small[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof(small)) {
+    emit(t, small);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  if (!big) return;
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  emit(t, big);
+  free(big);
+}
+
+/* Writes |s| as the body of a JSON string. */
+static void json_escape(hali_strbuf_t *sb, const char *s) {
+  for (; *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') hali_strbuf_printf(sb, "\\%c", c);
+    else if (c < 0x20) hali_strbuf_printf(sb, "\\u%04x", c);
+    else hali_strbuf_append(sb, (const char *)&c, 1);
+  }
+}
+
+void hali_trace_slice(hali_trace_t *t, const char *name, const char *cat,
+                      uint32_t tid, int64_t start_ns, int64_t dur_ns,
+                      const char *args_json) {
+  if (t->o.format != HALI_TRACE_CHROME) return;
+  hali_strbuf_t sb = {0};
+  hali_strbuf_append(&sb, "{\"name\":\"", 9);
+  json_escape(&sb, name);
+  hali_strbuf_append(&sb, "\",\"cat\":\"", 9);
+  json_escape(&sb, cat);
+  /* Microseconds with ns precision, as the format expects. */
+  hali_strbuf_printf(&sb,
+                     "\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":%" PRId64
+                     ".%03" PRId64 ",\"dur\":%" PRId64 ".%03" PRId64,
+                     tid, start_ns / 1000, start_ns % 1000, dur_ns / 1000,
+                     dur_ns % 1000);
+  if (args_json) hali_strbuf_printf(&sb, ",\"args\":%s", args_json);
+  hali_strbuf_append(&sb, "}", 1);
+  char *text = hali_strbuf_take(&sb);
+  if (text) emit(t, text);
+  free(text);
+}
+
+static void format_float(hali_strbuf_t *sb, double v, bool single) {
+  char buf[64];
+  if (isnan(v)) {
+    hali_strbuf_append(sb, "nan", 3);
+    return;
+  }
+  if (isinf(v)) {
+    hali_strbuf_printf(sb, "%sinf", v < 0 ? "-" : "");
+    return;
+  }
+  for (int prec = 1; prec <= 17; ++prec) {
+    snprintf(buf, sizeof(buf), "%.*g", prec, v);
+    if (single ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
+  }
+  hali_strbuf_printf(sb, "%s", buf);
+}
+
+void hali_trace_format_ref(const hali_trace_t *t, const hali_ref_t *ref,
+                           hali_strbuf_t *sb) {
+  if (!ref) {
+    hali_strbuf_append(sb, "null", 4);
+    return;
+  }
+  hali_strbuf_printf(sb, "%s#%u", hali_type_name(ref->type), ref->id);
+  if (ref->type != HALI_TYPE_BUFFER_VIEW) return;
+  hali_hal_buffer_view_t *v = (hali_hal_buffer_view_t *)(uintptr_t)ref;
+  char type[HALI_HAL_MAX_RANK * 21 + 16];
+  hali_strbuf_printf(sb, "<%s>",
+                     hali_hal_buffer_view_format_type(v, type, sizeof(type)));
+  /* A few leading elements (only when the storage is readable now). */
+  hali_hal_element_type_t et = hali_hal_buffer_view_element_type(v);
+  uint32_t es = hali_hal_element_type_byte_size(et);
+  uint64_t count = hali_hal_buffer_view_element_count(v);
+  size_t shown = count < t->o.max_values ? (size_t)count : t->o.max_values;
+  if (!shown || !es || es > 8) return;
+  uint8_t *bytes;
+  hali_status_t s = hali_hal_buffer_scalar_ptr(
+      hali_hal_buffer_view_buffer(v), 0, (uint32_t)(shown * es), false, &bytes);
+  if (s) { /* not mappable or not committed yet: no values */
+    hali_status_free(s);
+    return;
+  }
+  hali_strbuf_append(sb, "=[", 2);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i) hali_strbuf_append(sb, " ", 1);
+    uint64_t bits = 0;
+    memcpy(&bits, bytes + i * es, es);
+    if (et == HALI_HAL_ELEMENT_TYPE_FLOAT_32) {
+      float f;
+      uint32_t u = (uint32_t)bits;
+      memcpy(&f, &u, 4);
+      format_float(sb, f, true);
+    } else if (et == HALI_HAL_ELEMENT_TYPE_FLOAT_64) {
+      double d;
+      memcpy(&d, &bits, 8);
+      format_float(sb, d, false);
+    } else if (hali_hal_element_type_numerical_type(et) ==
+               HALI_HAL_NUMERICAL_TYPE_INTEGER_UNSIGNED) {
+      hali_strbuf_printf(sb, "%" PRIu64, bits);
+    } else {
+      uint32_t shift = 64 - 8 * es;
+      hali_strbuf_printf(sb, "%" PRId64, (int64_t)(bits << shift) >> shift);
+    }
+  }
+  if (shown < count) hali_strbuf_append(sb, " ...", 4);
+  hali_strbuf_append(sb, "]", 1);
+}
+
+/* "%name=value" for IR register |r| of the top frame. */
+static void format_reg(const hali_trace_t *t, const hali_vm_stack_t *st,
+                       const hali_vm_frame_t *fr, uint32_t r,
+                       hali_strbuf_t *sb) {
+  const hali_ir_func_t *f = fr->fn->ir;
+  if (f->reg_names && f->reg_names[r])
+    hali_strbuf_printf(sb, "%%%s=", f->reg_names[r]);
+  else
+    hali_strbuf_printf(sb, "%%r%u=", r);
+  uint16_t slot = fr->fn->slot[r];
+  const hali_slot_t *v = &st->scalars[fr->scalar_base + slot];
+  switch (f->reg_types[r]) {
+  case HALI_TYPE_I32: hali_strbuf_printf(sb, "%d", v->i32); break;
+  case HALI_TYPE_I64: hali_strbuf_printf(sb, "%" PRId64, v->i64); break;
+  case HALI_TYPE_F32: format_float(sb, v->f32, true); break;
+  case HALI_TYPE_F64: format_float(sb, v->f64, false); break;
+  default:
+    hali_trace_format_ref(t, st->refs[fr->ref_base + slot], sb);
+  }
+}
+
+/* Appends the registers |insn| reads (or writes) as "%a=1 %b=2". */
+static void format_operands(const hali_trace_t *t, const hali_vm_stack_t *st,
+                            const hali_vm_frame_t *fr,
+                            const hali_ir_insn_t *insn, bool writes,
+                            hali_strbuf_t *sb) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  bool any = false;
+  for (uint32_t k = 0; k < insn->operand_count; ++k) {
+    if (insn->operands[k].kind != HALI_IR_REG) continue;
+    bool w = insn->op == HALI_OP_CALL
+                 ? k > insn->aux
+                 : k < info->operand_count &&
+                       info->operands[k].role == HALI_ROLE_WRITE;
+    if (w != writes) continue;
+    hali_strbuf_append(sb, any ? " " : "", any ? 1 : 0);
+    format_reg(t, st, fr, insn->operands[k].v, sb);
+    any = true;
+  }
+}
+
+static bool traced(const hali_trace_t *t, const hali_vm_func_t *fn) {
+  return (t->o.flags & HALI_TRACE_VM) && t->o.format == HALI_TRACE_TEXT &&
+         (!t->filter || fnmatch(t->filter, fn->ir->name, 0) == 0);
+}
+
+hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
+  if (st->fuel_enabled) {
+    if (st->fuel == 0)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "instruction budget (fuel) of %" PRIu64
+                              " exhausted",
+                              st->fuel_used);
+    st->fuel--;
+    st->fuel_used++;
+  }
+  hali_trace_t *t = st->trace;
+  if (!t) return HALI_OK;
+  hali_vm_frame_t *fr = &st->frames[st->depth - 1];
+  if (!traced(t, fr->fn)) return HALI_OK;
+  const hali_vm_module_t *m = st->module;
+  hali_strbuf_t sb = {0};
+  /* The results of the previous instruction of this frame. */
+  if (fr->trace_pending) {
+    const hali_ir_insn_t *prev = hali_vm_func_insn(fr->fn, fr->trace_pending);
+    hali_strbuf_t out = {0};
+    if (prev) format_operands(t, st, fr, prev, true, &out);
+    char *o = hali_strbuf_take(&out);
+    if (o && o[0]) hali_trace_printf(t, "[vm]   -> %s", o);
+    free(o);
+    fr->trace_pending = NULL;
+  }
+  const hali_ir_insn_t *insn = hali_vm_func_insn(fr->fn, pc);
+  if (!insn) return HALI_OK;
+  uint32_t ipc = hali_vm_func_pc(fr->fn, pc);
+  hali_strbuf_printf(&sb, "[vm] @%s@%u", fr->fn->ir->name, ipc);
+  if (insn->line)
+    hali_strbuf_printf(&sb, " (%s:%u)", m->ir->source ? m->ir->source : "?",
+                       insn->line);
+  hali_strbuf_append(&sb, " ", 1);
+  hali_ir_print_insn(&sb, m->ir, fr->fn->ir, insn);
+  hali_strbuf_t in = {0};
+  format_operands(t, st, fr, insn, false, &in);
+  char *i = hali_strbuf_take(&in);
+  if (i && i[0]) hali_strbuf_printf(&sb, "  ; %s", i);
+  free(i);
+  char *line = hali_strbuf_take(&sb);
+  if (line) hali_trace_printf(t, "%s", line);
+  free(line);
+  if (pc->i.op >= HALI_OP_COUNT) {
+    /* A compare fused with its cond_br: the branch is the next IR
+     * instruction of the block. */
+    hali_strbuf_t br = {0};
+    hali_strbuf_printf(&br, "[vm] @%s@%u", fr->fn->ir->name, ipc + 1);
+    if (insn[1].line)
+      hali_strbuf_printf(&br, " (%s:%u)",
+                         m->ir->source ? m->ir->source : "?", insn[1].line);
+    hali_strbuf_append(&br, " ", 1);
+    hali_ir_print_insn(&br, m->ir, fr->fn->ir, &insn[1]);
+    char *b = hali_strbuf_take(&br);
+    if (b) hali_trace_printf(t, "%s", b);
+    free(b);
+  }
+  fr->trace_pending = pc;
+  return HALI_OK;
+}
