@@ -1,0 +1,506 @@
+/* hali — the interpreter loop body, included twice by vm/interp.c:
+ * once plain (HALI_INTERP_INSTRUMENTED 0, the fast path) and once with
+ * every dispatch going through hali_vm_instrument (fuel, tracing).  Two
+ * copies mean tracing compiled in costs nothing while it is off: the
+ * plain copy has no hook and no flag test.  Define HALI_INTERP_NAME and
+ * HALI_INTERP_INSTRUMENTED before including. */
+static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results) {
+#ifdef HALI_DISPATCH_GOTO
+  static const void *const table[HALI_OP_INTERNAL_END] = {
+#define OP(e, n, f, s, y) [HALI_OP_##e] = &&L_##e,
+#include "vm/ops.def"
+#undef OP
+#define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  };
+#if HALI_INTERP_INSTRUMENTED
+  /* Every op goes through L_instrumented first (fuel, tracing). */
+#define vmdispatch() goto L_instrumented;
+#define vmbreak goto L_instrumented
+#else
+#define vmdispatch() goto *table[pc->i.op];
+#define vmbreak goto *table[pc->i.op]
+#endif
+#define vmcase(name) L_##name:
+#define vmdefault L_unhandled: __attribute__((unused));
+#else
+#if HALI_INTERP_INSTRUMENTED
+#define vmdispatch()                                                           \
+  status = hali_vm_instrument(st, pc);                                         \
+  if (status) goto fail;                                                       \
+  switch (pc->i.op)
+#else
+#define vmdispatch() switch (pc->i.op)
+#endif
+#define vmcase(name) case HALI_OP_##name:
+#define vmbreak break
+#define vmdefault default:
+#endif
+
+  hali_vm_frame_t *frame = &st->frames[st->depth - 1];
+  const hali_vm_func_t *fn = frame->fn;
+  const hali_cell_t *pc = frame->pc; /* the start, or where it suspended */
+  hali_slot_t *regs = st->scalars + frame->scalar_base;
+  hali_ref_t **refs = st->refs + frame->ref_base;
+  hali_status_t status = NULL;
+
+#define A (pc->i.a)
+#define B (pc->i.b)
+#define C (pc->i.c)
+#define D (pc[1].r[0])
+
+/* r[A].F = EXPR over x = r[B], y = r[C]; one cell. */
+#define BIN(name, F, EXPR)                                                     \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B], y = regs[C];                                \
+    regs[A].F = (EXPR);                                                        \
+    pc += 1;                                                                   \
+    vmbreak;                                                                   \
+  }
+#define UN(name, F, EXPR)                                                      \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B];                                             \
+    regs[A].F = (EXPR);                                                        \
+    pc += 1;                                                                   \
+    vmbreak;                                                                   \
+  }
+/* Division and remainder: the two failures the ISA defines. */
+#define DIVOP(name, F, ZERO_CHECK, OVF_CHECK, EXPR)                            \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B], y = regs[C];                                \
+    if (HALI_UNLIKELY(ZERO_CHECK)) goto div_by_zero;                           \
+    if (HALI_UNLIKELY(OVF_CHECK)) goto div_overflow;                           \
+    regs[A].F = (EXPR);                                                        \
+    pc += 1;                                                                   \
+    vmbreak;                                                                   \
+  }
+/* Jumps to |target|, polling for an interrupt (cancellation): every loop
+ * branches, so none can spin forever, and the poll is one compare. */
+#define JUMP(target)                                                           \
+  do {                                                                         \
+    if (HALI_UNLIKELY(                                                         \
+            atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
+      goto interrupted;                                                        \
+    pc = (target);                                                             \
+  } while (0)
+/* A compare fused with the cond_br that consumes it. */
+#define FUSED_BR(name, F, EXPR)                                                \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B], y = regs[C];                                \
+    const int32_t t = (EXPR);                                                  \
+    regs[A].i32 = t;                                                           \
+    JUMP(t ? pc[1].target : pc[2].target);                                     \
+    vmbreak;                                                                   \
+  }
+
+#define INT_OPS(T, S, U, BITS, MIN)                                            \
+  BIN(ADD_##T, U, x.U + y.U)                                                   \
+  BIN(SUB_##T, U, x.U - y.U)                                                   \
+  BIN(MUL_##T, U, x.U * y.U)                                                   \
+  DIVOP(DIV_S_##T, S, y.S == 0, x.S == MIN && y.S == -1, x.S / y.S)            \
+  DIVOP(DIV_U_##T, U, y.U == 0, 0, x.U / y.U)                                  \
+  DIVOP(REM_S_##T, S, y.S == 0, x.S == MIN && y.S == -1, x.S % y.S)            \
+  DIVOP(REM_U_##T, U, y.U == 0, 0, x.U % y.U)                                  \
+  UN(NEG_##T, U, 0 - x.U)                                                      \
+  UN(ABS_##T, S, abs##BITS(x.S))                                               \
+  BIN(MIN_S_##T, S, x.S < y.S ? x.S : y.S)                                     \
+  BIN(MIN_U_##T, U, x.U < y.U ? x.U : y.U)                                     \
+  BIN(MAX_S_##T, S, x.S > y.S ? x.S : y.S)                                     \
+  BIN(MAX_U_##T, U, x.U > y.U ? x.U : y.U)                                     \
+  BIN(AND_##T, U, x.U & y.U)                                                   \
+  BIN(OR_##T, U, x.U | y.U)                                                    \
+  BIN(XOR_##T, U, x.U ^ y.U)                                                   \
+  UN(NOT_##T, U, ~x.U)                                                         \
+  BIN(SHL_##T, U, x.U << (y.U & (BITS - 1)))                                   \
+  BIN(SHR_S_##T, S, x.S >> (y.U & (BITS - 1)))                                 \
+  BIN(SHR_U_##T, U, x.U >> (y.U & (BITS - 1)))                                 \
+  UN(CTLZ_##T, U, clz##BITS(x.U))                                              \
+  BIN(EQ_##T, i32, x.U == y.U)                                                 \
+  BIN(NE_##T, i32, x.U != y.U)                                                 \
+  BIN(LT_S_##T, i32, x.S < y.S)                                                \
+  BIN(LE_S_##T, i32, x.S <= y.S)                                               \
+  BIN(GT_S_##T, i32, x.S > y.S)                                                \
+  BIN(GE_S_##T, i32, x.S >= y.S)                                               \
+  BIN(LT_U_##T, i32, x.U < y.U)                                                \
+  BIN(LE_U_##T, i32, x.U <= y.U)                                               \
+  BIN(GT_U_##T, i32, x.U > y.U)                                                \
+  BIN(GE_U_##T, i32, x.U >= y.U)                                               \
+  FUSED_BR(BR_EQ_##T, U, x.U == y.U)                                           \
+  FUSED_BR(BR_NE_##T, U, x.U != y.U)                                           \
+  FUSED_BR(BR_LT_S_##T, S, x.S < y.S)                                          \
+  FUSED_BR(BR_LE_S_##T, S, x.S <= y.S)                                         \
+  FUSED_BR(BR_GT_S_##T, S, x.S > y.S)                                          \
+  FUSED_BR(BR_GE_S_##T, S, x.S >= y.S)                                         \
+  FUSED_BR(BR_LT_U_##T, U, x.U < y.U)                                          \
+  FUSED_BR(BR_LE_U_##T, U, x.U <= y.U)                                         \
+  FUSED_BR(BR_GT_U_##T, U, x.U > y.U)                                          \
+  FUSED_BR(BR_GE_U_##T, U, x.U >= y.U)                                         \
+  vmcase(SELECT_##T) {                                                         \
+    regs[A] = regs[B].i32 ? regs[C] : regs[D];                                 \
+    pc += 2;                                                                   \
+    vmbreak;                                                                   \
+  }
+
+#define FLOAT_OPS(T, F, SFX, MIN, MAX)                                         \
+  BIN(ADD_##T, F, x.F + y.F)                                                   \
+  BIN(SUB_##T, F, x.F - y.F)                                                   \
+  BIN(MUL_##T, F, x.F * y.F)                                                   \
+  BIN(DIV_##T, F, x.F / y.F)                                                   \
+  UN(NEG_##T, F, -x.F)                                                         \
+  UN(ABS_##T, F, fabs##SFX(x.F))                                               \
+  BIN(MIN_##T, F, MIN(x.F, y.F))                                               \
+  BIN(MAX_##T, F, MAX(x.F, y.F))                                               \
+  UN(SQRT_##T, F, sqrt##SFX(x.F))                                              \
+  UN(FLOOR_##T, F, floor##SFX(x.F))                                            \
+  UN(CEIL_##T, F, ceil##SFX(x.F))                                              \
+  vmcase(FMA_##T) {                                                            \
+    regs[A].F = fma##SFX(regs[B].F, regs[C].F, regs[D].F);                     \
+    pc += 2;                                                                   \
+    vmbreak;                                                                   \
+  }                                                                            \
+  BIN(EQ_##T, i32, x.F == y.F)                                                 \
+  BIN(NE_##T, i32, x.F != y.F)                                                 \
+  BIN(LT_##T, i32, x.F < y.F)                                                  \
+  BIN(LE_##T, i32, x.F <= y.F)                                                 \
+  BIN(GT_##T, i32, x.F > y.F)                                                  \
+  BIN(GE_##T, i32, x.F >= y.F)                                                 \
+  vmcase(SELECT_##T) {                                                         \
+    regs[A] = regs[B].i32 ? regs[C] : regs[D];                                 \
+    pc += 2;                                                                   \
+    vmbreak;                                                                   \
+  }
+
+#ifdef HALI_DISPATCH_GOTO
+  vmdispatch();
+  {
+#else
+  for (;;) {
+    vmdispatch() {
+#endif
+    vmcase(CONST_I32) {
+      regs[A].i32 = (int32_t)pc[1].imm;
+      pc += 2;
+      vmbreak;
+    }
+    vmcase(CONST_I64) {
+      regs[A].i64 = pc[1].imm;
+      pc += 2;
+      vmbreak;
+    }
+    vmcase(CONST_F32) {
+      regs[A].u32 = (uint32_t)pc[1].imm;
+      pc += 2;
+      vmbreak;
+    }
+    vmcase(CONST_F64) {
+      regs[A].i64 = pc[1].imm;
+      pc += 2;
+      vmbreak;
+    }
+    vmcase(MOV_I32)
+    vmcase(MOV_I64)
+    vmcase(MOV_F32)
+    vmcase(MOV_F64) {
+      regs[A] = regs[B];
+      pc += 1;
+      vmbreak;
+    }
+
+    INT_OPS(I32, i32, u32, 32, INT32_MIN)
+    INT_OPS(I64, i64, u64, 64, INT64_MIN)
+    FLOAT_OPS(F32, f32, f, fmin32, fmax32)
+    FLOAT_OPS(F64, f64, , fmin64, fmax64)
+
+    UN(TRUNC_I64_I32, u32, (uint32_t)x.u64)
+    UN(EXT_S_I32_I64, i64, (int64_t)x.i32)
+    UN(EXT_U_I32_I64, u64, (uint64_t)x.u32)
+    UN(SITOFP_I32_F32, f32, (float)x.i32)
+    UN(UITOFP_I32_F32, f32, (float)x.u32)
+    UN(SITOFP_I32_F64, f64, (double)x.i32)
+    UN(UITOFP_I32_F64, f64, (double)x.u32)
+    UN(SITOFP_I64_F32, f32, (float)x.i64)
+    UN(UITOFP_I64_F32, f32, (float)x.u64)
+    UN(SITOFP_I64_F64, f64, (double)x.i64)
+    UN(UITOFP_I64_F64, f64, (double)x.u64)
+    UN(FPTOSI_F32_I32, i32, f32_to_i32(x.f32))
+    UN(FPTOUI_F32_I32, u32, f32_to_u32(x.f32))
+    UN(FPTOSI_F32_I64, i64, f32_to_i64(x.f32))
+    UN(FPTOUI_F32_I64, u64, f32_to_u64(x.f32))
+    UN(FPTOSI_F64_I32, i32, f64_to_i32(x.f64))
+    UN(FPTOUI_F64_I32, u32, f64_to_u32(x.f64))
+    UN(FPTOSI_F64_I64, i64, f64_to_i64(x.f64))
+    UN(FPTOUI_F64_I64, u64, f64_to_u64(x.f64))
+    UN(FPEXT_F32_F64, f64, (double)x.f32)
+    UN(FPTRUNC_F64_F32, f32, (float)x.f64)
+    /* Bitcasts: the slot already holds the bits. */
+    UN(BITCAST_I32_F32, u32, x.u32)
+    UN(BITCAST_F32_I32, u32, x.u32)
+    UN(BITCAST_I64_F64, u64, x.u64)
+    UN(BITCAST_F64_I64, u64, x.u64)
+
+    vmcase(BR) {
+      JUMP(pc[1].target);
+      vmbreak;
+    }
+    vmcase(COND_BR) {
+      JUMP(regs[A].i32 ? pc[1].target : pc[2].target);
+      vmbreak;
+    }
+    vmcase(SWITCH) {
+      const uint32_t index = regs[A].u32;
+      JUMP(index < B ? pc[2 + index].target : pc[1].target);
+      vmbreak;
+    }
+
+    vmcase(CALL) {
+      if (HALI_UNLIKELY(
+              atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
+        goto interrupted;
+      const hali_vm_func_t *callee = pc[1].ptr;
+      const uint16_t *list = pc[2].r;
+      const uint32_t nargs = B;
+      const uint32_t sbase = frame->scalar_base + fn->scalar_count;
+      const uint32_t rbase = frame->ref_base + fn->ref_count;
+      if (HALI_UNLIKELY(sbase + callee->scalar_count > st->scalar_capacity ||
+                        rbase + callee->ref_count > st->ref_capacity)) {
+        status = hali_vm_stack_reserve(st, sbase + callee->scalar_count,
+                                       rbase + callee->ref_count);
+        if (status) goto fail;
+        /* The banks may have moved: reload the window pointers. */
+        regs = st->scalars + frame->scalar_base;
+        refs = st->refs + frame->ref_base;
+      }
+      if (HALI_UNLIKELY(st->depth == st->frame_capacity ||
+                        st->depth >= st->max_depth)) {
+        status = hali_vm_stack_push_frame(st);
+        if (status) goto fail;
+        st->depth--;
+      }
+      frame = &st->frames[st->depth - 1]; /* frames may have moved */
+      frame->pc = pc;
+      hali_slot_t *nregs = st->scalars + sbase;
+      hali_ref_t **nrefs = st->refs + rbase;
+      if (HALI_LIKELY(callee->scalar_params_only)) {
+        for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];
+      } else {
+        const hali_type_t *types = callee->ir->reg_types;
+        for (uint32_t i = 0; i < nargs; ++i) {
+          const uint16_t s = callee->slot[i];
+          if (hali_type_is_ref(types[i])) {
+            hali_ref_retain(refs[list[i]]);
+            nrefs[s] = refs[list[i]];
+          } else {
+            nregs[s] = regs[list[i]];
+          }
+        }
+      }
+      frame = &st->frames[st->depth++];
+      frame->fn = callee;
+      frame->scalar_base = sbase;
+      frame->ref_base = rbase;
+      frame->trace_pending = NULL;
+      fn = callee;
+      regs = nregs;
+      refs = nrefs;
+      pc = callee->code;
+      vmbreak;
+    }
+
+    vmcase(RETURN) {
+      const uint16_t *list = pc[1].r;
+      const uint32_t n = B;
+      if (HALI_UNLIKELY(st->depth == 1)) {
+        /* The invocation's own frame: results go to the host. */
+        for (uint32_t i = 0; i < n; ++i) {
+          hali_value_t *v = &results[i];
+          switch (v->type) {
+          case HALI_TYPE_I32: v->i32 = regs[list[i]].i32; break;
+          case HALI_TYPE_I64: v->i64 = regs[list[i]].i64; break;
+          case HALI_TYPE_F32: v->f32 = regs[list[i]].f32; break;
+          case HALI_TYPE_F64: v->f64 = regs[list[i]].f64; break;
+          default:
+            v->ref = refs[list[i]];
+            hali_ref_retain(v->ref);
+          }
+        }
+        for (uint32_t i = 0; i < fn->ref_count; ++i) {
+          hali_ref_release(refs[i]);
+          refs[i] = NULL;
+        }
+        st->depth = 0;
+        return HALI_OK;
+      }
+      hali_vm_frame_t *caller = &st->frames[st->depth - 2];
+      const hali_cell_t *call = caller->pc;
+      const uint16_t *out = call[2].r + call->i.b;
+      hali_slot_t *cregs = st->scalars + caller->scalar_base;
+      hali_ref_t **crefs = st->refs + caller->ref_base;
+      if (HALI_LIKELY(fn->scalar_results_only)) {
+        for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
+      } else {
+        const hali_type_t *types = fn->ir->results;
+        for (uint32_t i = 0; i < n; ++i) {
+          if (hali_type_is_ref(types[i])) {
+            hali_ref_t *r = refs[list[i]];
+            hali_ref_retain(r);
+            hali_ref_release(crefs[out[i]]);
+            crefs[out[i]] = r;
+          } else {
+            cregs[out[i]] = regs[list[i]];
+          }
+        }
+      }
+      for (uint32_t i = 0; i < fn->ref_count; ++i) {
+        hali_ref_release(refs[i]);
+        refs[i] = NULL;
+      }
+      st->depth--;
+      frame = caller;
+      fn = caller->fn;
+      regs = cregs;
+      refs = crefs;
+      pc = call + 2 + HALI_CELLS_FOR_SLOTS((uint32_t)call->i.b + call->i.c);
+      vmbreak;
+    }
+
+    vmcase(FAIL) {
+      const hali_vm_string_t *msg = pc[1].ptr;
+      int32_t code = regs[A].i32;
+      if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
+      status = hali_status_make((hali_status_code_t)code, "%.*s",
+                                (int)msg->length, msg->data);
+      goto fail;
+    }
+    vmcase(ASSERT) {
+      if (HALI_UNLIKELY(regs[A].i32 == 0)) {
+        const hali_vm_string_t *msg = pc[1].ptr;
+        status = hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                                  "assertion failed: %.*s", (int)msg->length,
+                                  msg->data);
+        goto fail;
+      }
+      pc += 2;
+      vmbreak;
+    }
+
+    /* Scalar buffer access (bounds and permissions checked by the HAL). */
+#define LOAD(name, T, F)                                                       \
+  vmcase(name) {                                                               \
+    uint8_t *p;                                                                \
+    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[B],          \
+                                        regs[C].i64, sizeof(T), false, &p);    \
+    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    T v;                                                                       \
+    memcpy(&v, p, sizeof(T));                                                  \
+    regs[A].F = v;                                                             \
+    pc += 1;                                                                   \
+    vmbreak;                                                                   \
+  }
+#define STORE(name, T, F)                                                      \
+  vmcase(name) {                                                               \
+    uint8_t *p;                                                                \
+    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[A],          \
+                                        regs[B].i64, sizeof(T), true, &p);     \
+    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    const T v = (T)regs[C].F;                                                  \
+    memcpy(p, &v, sizeof(T));                                                  \
+    pc += 1;                                                                   \
+    vmbreak;                                                                   \
+  }
+    LOAD(HAL_BUFFER_LOAD_I8_S, int8_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I8_U, uint8_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I16_S, int16_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I16_U, uint16_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I32, int32_t, i32)
+    LOAD(HAL_BUFFER_LOAD_I64, int64_t, i64)
+    LOAD(HAL_BUFFER_LOAD_F32, float, f32)
+    LOAD(HAL_BUFFER_LOAD_F64, double, f64)
+    STORE(HAL_BUFFER_STORE_I8, uint8_t, u32)
+    STORE(HAL_BUFFER_STORE_I16, uint16_t, u32)
+    STORE(HAL_BUFFER_STORE_I32, uint32_t, u32)
+    STORE(HAL_BUFFER_STORE_I64, uint64_t, u64)
+    STORE(HAL_BUFFER_STORE_F32, float, f32)
+    STORE(HAL_BUFFER_STORE_F64, double, f64)
+#undef LOAD
+#undef STORE
+
+    /* The HAL family: one out-of-line handler.  It advances pc itself (the
+     * length of these instructions varies) and leaves pc at the instruction
+     * when it fails, for the backtrace. */
+#define OP(e, n, f, sig, syn) vmcase(e)
+#include "vm/ops_hal.def"
+#undef OP
+    {
+      /* Through a copy: taking pc's address would keep it in memory for
+       * the whole loop (one store and one load per instruction). */
+      const hali_cell_t *next = pc;
+      status = hali_vm_hal_op(st, &next, regs, refs);
+      pc = next;
+      if (HALI_UNLIKELY(status)) {
+        if (status != HALI_VM_SUSPEND) goto fail;
+        /* Suspend: resuming re-executes this instruction. */
+        frame->pc = pc;
+        st->suspended = true;
+        return HALI_OK;
+      }
+      vmbreak;
+    }
+
+    vmdefault {
+      /* Unreachable: the verifier admits only known opcodes. */
+      status = hali_status_make(HALI_STATUS_INTERNAL,
+                                "unhandled opcode %u (verifier bug)",
+                                pc->i.op);
+      goto fail;
+    }
+#ifndef HALI_DISPATCH_GOTO
+    }
+#endif
+  }
+
+#if defined(HALI_DISPATCH_GOTO) && HALI_INTERP_INSTRUMENTED
+L_instrumented:
+  status = hali_vm_instrument(st, pc);
+  if (HALI_UNLIKELY(status)) goto fail;
+  goto *table[pc->i.op];
+#endif
+interrupted:
+  status = hali_status_make(st->interrupt_code ? st->interrupt_code
+                                               : HALI_STATUS_CANCELLED,
+                            "invocation %s",
+                            st->interrupt_code == HALI_STATUS_DEADLINE_EXCEEDED
+                                ? "exceeded its deadline"
+                                : "cancelled");
+  goto fail;
+
+div_by_zero:
+  status = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%s: integer division by zero",
+                            hali_op_info(pc->i.op)->name);
+  goto fail;
+div_overflow:
+  status = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%s: signed overflow (INT_MIN divided by -1)",
+                            hali_op_info(pc->i.op)->name);
+  goto fail;
+fail:
+  return hali_vm_fail_at(st, pc, status);
+}
+
+#undef vmdispatch
+#undef vmcase
+#undef vmbreak
+#undef vmdefault
+#undef A
+#undef B
+#undef C
+#undef D
+#undef BIN
+#undef UN
+#undef DIVOP
+#undef FUSED_BR
+#undef JUMP
+#undef INT_OPS
+#undef FLOAT_OPS
+
