@@ -518,7 +518,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   uint32_t nops = 0;
   uint16_t aux = 0;
 
-  if (op == HALI_OP_CALL) {
+  if (hali_op_is_call((uint16_t)op)) {
     tok_t *callee;
     if (!expect_kind(p, T_SYM, "a function (@name) to call", &callee))
       return false;
@@ -553,14 +553,20 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
               cf->param_count, nargs);
       return false;
     }
-    if (ndefs != cf->result_count) {
-      perr_at(p, callee, "@%s returns %u value(s), %zu assigned", cf->name,
-              cf->result_count, ndefs);
+    const hali_type_t *rtypes;
+    uint32_t nres = hali_ir_call_results((uint16_t)op, cf, &rtypes);
+    if (ndefs != nres) {
+      if (op == HALI_OP_CALL)
+        perr_at(p, callee, "@%s returns %u value(s), %zu assigned", cf->name,
+                nres, ndefs);
+      else
+        perr_at(p, callee, "fiber.spawn gives one !hal.fence, %zu assigned",
+                ndefs);
       return false;
     }
     for (size_t i = 0; i < ndefs; ++i)
       if (!(o = push_op(p, &nops)) ||
-          !parse_reg(b, defs[i], cf->results[i], true, o))
+          !parse_reg(b, defs[i], rtypes[i], true, o))
         return false;
     aux = (uint16_t)nargs;
   } else if (op == HALI_OP_RETURN) {

@@ -92,7 +92,7 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     hali_strbuf_printf(sb, "<bad op %u>", insn->op);
     return;
   }
-  if (insn->op == HALI_OP_CALL) {
+  if (hali_op_is_call(insn->op)) {
     uint32_t nargs = insn->aux;
     for (uint32_t i = 1 + nargs; i < insn->operand_count; ++i) {
       if (i > 1 + nargs) hali_strbuf_append(sb, ", ", 2);
@@ -100,7 +100,7 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     }
     if (insn->operand_count > 1 + nargs) hali_strbuf_append(sb, " = ", 3);
     uint32_t callee = insn->operand_count ? insn->operands[0].v : 0;
-    hali_strbuf_printf(sb, "call @%s(",
+    hali_strbuf_printf(sb, "%s @%s(", info->name,
                        callee < m->func_count ? m->funcs[callee].name : "?");
     for (uint32_t i = 1; i <= nargs && i < insn->operand_count; ++i) {
       if (i > 1) hali_strbuf_append(sb, ", ", 2);
@@ -241,7 +241,7 @@ static bool needs_locals(const hali_ir_func_t *f) {
       for (uint32_t k = 0; k < insn->operand_count; ++k) {
         const hali_ir_operand_t *o = &insn->operands[k];
         if (o->kind != HALI_IR_REG) continue;
-        bool write = insn->op == HALI_OP_CALL ? k > insn->aux
+        bool write = hali_op_is_call(insn->op) ? k > insn->aux
                      : k < info->operand_count &&
                          info->operands[k].role == HALI_ROLE_WRITE;
         if (o->v < next) continue;   /* already defined */

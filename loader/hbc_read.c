@@ -157,7 +157,7 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
   uint16_t aux = 0;
   uint32_t ntail = 0;
   const uint8_t *tail = NULL;
-  if (op == HALI_OP_CALL) {
+  if (hali_op_is_call(op)) {
     ops[0].kind = HALI_IR_FUNC;
     ops[0].v = get_u32(c, "callee");
     nfixed = 1;

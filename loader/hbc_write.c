@@ -87,7 +87,7 @@ static uint32_t stab_name(stab_t *t, const char *s) {
 static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
   const hali_op_info_t *info = hali_op_info(insn->op);
   put_u16(w, insn->op);
-  if (insn->op == HALI_OP_CALL) {
+  if (hali_op_is_call(insn->op)) {
     put_u32(w, insn->operands[0].v);
     put_u16(w, insn->aux);
     put_u16(w, (uint16_t)(insn->operand_count - 1 - insn->aux));

@@ -11,6 +11,7 @@
 #include "loader/executables.h"
 #include "loader/loader.h"
 #include "tools/tensor.h"
+#include "vm/fiber.h"
 #include "vm/trace.h"
 #include "tools/tools.h"
 #include "vm/vm.h"
@@ -270,6 +271,7 @@ static int run(const run_options_t *o) {
   hali_vm_stack_t *st = NULL;
   FILE *trace_file = NULL;
   hali_trace_t *trace = NULL;
+  hali_vm_scheduler_t *sched = NULL;
   hali_value_t *args = calloc(o->ninputs + 1, sizeof(hali_value_t));
   hali_value_t *results = calloc(f->result_count + 1, sizeof(hali_value_t));
   int rc = 1;
@@ -289,13 +291,28 @@ static int run(const run_options_t *o) {
       to.out = trace_file;
     }
     if (!s) s = hali_trace_create(&to, &trace);
-    if (!s) st->trace = trace;
   }
   for (size_t i = 0; !s && i < o->ninputs; ++i)
     s = make_arg(o, dev, f, i, &args[i]);
   if (s) goto done;
-  st->device = dev;
-  s = hali_vm_invoke(st, m, fn, args, o->ninputs, results, f->result_count);
+  /* The invocation runs as a fiber: awaits suspend, fiber.spawn works,
+   * deadlocks are reported instead of hanging. */
+  hali_vm_scheduler_options_t so = {.max_depth = o->max_depth, .trace = trace};
+  s = hali_vm_scheduler_create(dev, &so, &sched);
+  hali_vm_fiber_t *fiber = NULL;
+  if (!s) s = hali_vm_scheduler_start(sched, m, fn, args, o->ninputs, &fiber);
+  if (!s) s = hali_vm_scheduler_run(sched, fiber);
+  if (!s && hali_vm_fiber_status(fiber))
+    s = hali_status_clone(hali_vm_fiber_status(fiber));
+  if (!s) {
+    size_t n;
+    const hali_value_t *r = hali_vm_fiber_results(fiber, &n);
+    for (size_t i = 0; i < n; ++i) {
+      results[i] = r[i];
+      if (hali_type_is_ref(r[i].type)) hali_ref_retain(r[i].ref);
+    }
+  }
+  if (fiber) hali_vm_fiber_release(fiber);
   if (s) goto done;
   hali_strbuf_t failures = {0};
   bool all_match = true;
@@ -339,6 +356,7 @@ done:
   free(args);
   free(results);
   hali_vm_stack_free(st);
+  hali_vm_scheduler_free(sched);
   hali_vm_module_free(m);
   if (dev) hali_hal_device_release(dev);
   hali_trace_free(trace);

@@ -31,6 +31,7 @@ static uint32_t insn_cells(const hali_ir_insn_t *insn) {
   case HALI_OP_SWITCH:
     return 2 + (insn->operand_count - info->operand_count);
   case HALI_OP_CALL:
+  case HALI_OP_FIBER_SPAWN:
     return 2 + HALI_CELLS_FOR_SLOTS(insn->operand_count - 1);
   case HALI_OP_RETURN:
     return 1 + HALI_CELLS_FOR_SLOTS(insn->operand_count);
@@ -129,10 +130,11 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           c[2 + t].target = &code[block_at[o[2 + t].v]];
         break;
       }
-      case HALI_OP_CALL: {
+      case HALI_OP_CALL:
+      case HALI_OP_FIBER_SPAWN: {
         const hali_ir_func_t *cf = &vm->ir->funcs[o[0].v];
         c[0].i.b = (uint16_t)cf->param_count;
-        c[0].i.c = (uint16_t)cf->result_count;
+        c[0].i.c = (uint16_t)(insn->operand_count - 1 - cf->param_count);
         c[1].ptr = &vm->funcs[o[0].v];
         uint32_t k = 0;
         for (uint32_t a = 1; a < insn->operand_count; ++a)

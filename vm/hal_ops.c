@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "hal/hal.h"
 #include "vm/hal_ops.h"
@@ -382,6 +383,29 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     set_ref(refs, d.reg[0], f);
     break;
   }
+  case HALI_OP_HAL_FENCE_OFFSET: {
+    hali_hal_fence_t *from = REF(hali_hal_fence_t, 1);
+    int64_t delta = I64(2);
+    if (delta < 0)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "fence offset %lld is negative: timeline values "
+                              "only move forward",
+                              (long long)delta);
+    hali_hal_fence_t *f = NULL;
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+    for (size_t i = 0; i < hali_hal_fence_point_count(from); ++i) {
+      hali_hal_semaphore_t *sem;
+      uint64_t value;
+      hali_hal_fence_point(from, i, &sem, &value);
+      hali_status_t s2 = hali_hal_fence_insert(f, sem, value + (uint64_t)delta);
+      if (s2) {
+        hali_hal_fence_release(f);
+        return s2;
+      }
+    }
+    set_ref(refs, d.reg[0], f);
+    break;
+  }
   case HALI_OP_HAL_FENCE_SIGNAL:
     s = hali_hal_fence_signal(REF(hali_hal_fence_t, 0));
     break;
@@ -402,12 +426,49 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     break;
   }
   case HALI_OP_HAL_FENCE_AWAIT: {
+    /* OK -> 0, timeout -> 4 (DEADLINE_EXCEEDED); a failed fence fails the
+     * awaiting function with its status (query it to handle failures). */
+    hali_hal_fence_t *fence = REF(hali_hal_fence_t, 1);
     int64_t ms = I64(2);
     hali_timeout_ns_t ns = ms < 0 ? HALI_INFINITE
                            : ms > INT64_MAX / 1000000 ? INT64_MAX
                                                       : ms * 1000000;
-    hali_status_t w = hali_hal_fence_await(REF(hali_hal_fence_t, 1), ns);
-    regs[d.reg[0]].i32 = fence_code(w, true);
+    bool ready = false;
+    hali_status_t w = hali_hal_fence_query(fence, &ready);
+    if (!w && !ready) {
+      if (st->await_timed_out) { /* resumed by the scheduler's deadline */
+        st->await_timed_out = false;
+        regs[d.reg[0]].i32 = HALI_STATUS_DEADLINE_EXCEEDED;
+        break;
+      }
+      if (st->can_suspend && ns != 0) {
+        hali_hal_fence_retain(fence);
+        st->awaiting = fence;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+        st->await_deadline_ns =
+            ns < 0 || ns > INT64_MAX - t ? INT64_MAX : t + ns;
+        return HALI_VM_SUSPEND; /* *ppc stays: resuming re-runs the await */
+      }
+      w = hali_hal_fence_await(fence, ns);
+      if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
+        /* Expired rather than failed?  The fence's own state tells. */
+        bool now_ready = false;
+        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
+        if (!q) {
+          hali_status_free(w);
+          w = HALI_OK;
+          regs[d.reg[0]].i32 = now_ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
+          break;
+        }
+        hali_status_free(q);
+      }
+    }
+    if (w)
+      return hali_status_annotate(w, "awaited fence #%u",
+                                  ((hali_ref_t *)fence)->id);
+    regs[d.reg[0]].i32 = 0;
     break;
   }
   default:

@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "hal/buffer.h"
+#include "vm/fiber.h"
 #include "vm/hal_ops.h"
 #include "vm/trace.h"
 #include "vm/vm.h"

@@ -307,6 +307,13 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
+    vmcase(FIBER_SPAWN) {
+      status = hali_vm_fiber_spawn_op(st, pc, regs, refs);
+      if (HALI_UNLIKELY(status)) goto fail;
+      pc += 2 + HALI_CELLS_FOR_SLOTS((uint32_t)B + C);
+      vmbreak;
+    }
+
     vmcase(RETURN) {
       const uint16_t *list = pc[1].r;
       const uint32_t n = B;

@@ -197,6 +197,17 @@ hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
   return &x[(*count)++];
 }
 
+uint32_t hali_ir_call_results(uint16_t op, const hali_ir_func_t *callee,
+                              const hali_type_t **out_types) {
+  static const hali_type_t fence[1] = {HALI_TYPE_FENCE};
+  if (op == HALI_OP_FIBER_SPAWN) {
+    *out_types = fence;
+    return 1;
+  }
+  *out_types = callee->results;
+  return callee->result_count;
+}
+
 void hali_ir_export_interface(const hali_ir_export_t *e,
                               uint32_t *out_bindings, uint32_t *out_constants) {
   uint32_t bindings = e->result_count, constants = 0;

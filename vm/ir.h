@@ -196,6 +196,15 @@ static inline hali_type_t hali_ir_func_param(const hali_ir_func_t *f,
   return f->reg_types[i];
 }
 
+/* call and fiber.spawn share one shape: [callee, args..., results...] with
+ * |aux| = number of arguments.  A call's results are the callee's; a
+ * spawn's is one !hal.fence.  Returns the result count and types. */
+static inline bool hali_op_is_call(uint16_t op) {
+  return op == HALI_OP_CALL || op == HALI_OP_FIBER_SPAWN;
+}
+uint32_t hali_ir_call_results(uint16_t op, const hali_ir_func_t *callee,
+                              const hali_type_t **out_types);
+
 /* Verifies |m|: see vm/verify.c for everything it proves. */
 HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
 

@@ -229,7 +229,7 @@ static void format_operands(const hali_trace_t *t, const hali_vm_stack_t *st,
   bool any = false;
   for (uint32_t k = 0; k < insn->operand_count; ++k) {
     if (insn->operands[k].kind != HALI_IR_REG) continue;
-    bool w = insn->op == HALI_OP_CALL
+    bool w = hali_op_is_call(insn->op)
                  ? k > insn->aux
                  : k < info->operand_count &&
                        info->operands[k].role == HALI_ROLE_WRITE;

@@ -99,29 +99,31 @@ static hali_status_t verify_insn(const vctx_t *v) {
   const hali_ir_insn_t *insn = v->insn;
   const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info) return verr(v, "unknown opcode %u", insn->op);
-  if (insn->op == HALI_OP_CALL) {
+  if (hali_op_is_call(insn->op)) {
     if (insn->operand_count < 1 || insn->operands[0].kind != HALI_IR_FUNC)
-      return verr(v, "call needs a callee");
+      return verr(v, "%s needs a callee", info->name);
     uint32_t ci = insn->operands[0].v;
     if (ci >= v->m->func_count)
       return verr(v, "callee %u out of range (module has %u functions)", ci,
                   v->m->func_count);
     const hali_ir_func_t *cf = &v->m->funcs[ci];
+    const hali_type_t *rtypes;
+    uint32_t nres = hali_ir_call_results(insn->op, cf, &rtypes);
     if (insn->aux != cf->param_count ||
-        insn->operand_count != 1u + cf->param_count + cf->result_count)
+        insn->operand_count != 1u + cf->param_count + nres)
       return verr(v,
-                  "call to @%s passes %u argument(s) and takes %u result(s); "
+                  "%s to @%s passes %u argument(s) and takes %u result(s); "
                   "it has %u parameter(s) and %u result(s)",
-                  cf->name, insn->aux,
+                  info->name, cf->name, insn->aux,
                   insn->operand_count - 1 - (insn->aux < insn->operand_count
                                                  ? insn->aux
                                                  : 0),
-                  cf->param_count, cf->result_count);
+                  cf->param_count, nres);
     for (uint32_t i = 0; i < cf->param_count; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, 1 + i, cf->reg_types[i]));
-    for (uint32_t i = 0; i < cf->result_count; ++i)
+    for (uint32_t i = 0; i < nres; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(
-          check_reg(v, 1 + cf->param_count + i, cf->results[i]));
+          check_reg(v, 1 + cf->param_count + i, rtypes[i]));
     return HALI_OK;
   }
   if (insn->op == HALI_OP_RETURN) {
@@ -196,7 +198,7 @@ static hali_status_t verify_insn(const vctx_t *v) {
 static void for_each_reg(const hali_ir_insn_t *insn, bool writes,
                          void (*fn)(void *, uint32_t, uint32_t), void *u) {
   const hali_op_info_t *info = hali_op_info(insn->op);
-  if (insn->op == HALI_OP_CALL) {
+  if (hali_op_is_call(insn->op)) {
     uint32_t nargs = insn->aux;
     for (uint32_t i = 1; i < insn->operand_count; ++i)
       if ((i > nargs) == writes) fn(u, insn->operands[i].v, i);

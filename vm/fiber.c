@@ -1,0 +1,528 @@
+/* hali — fibers and the scheduler (see vm/fiber.h). */
+#include "vm/fiber.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hal/fence.h"
+#include "hal/semaphore.h"
+#include "vm/trace.h"
+
+typedef enum {
+  FIBER_READY,
+  FIBER_RUNNING,
+  FIBER_SUSPENDED,
+  FIBER_DONE
+} fiber_state_t;
+
+/* One registration on a semaphore for a suspended fiber.  Two references:
+ * the wake-up callback's and the fiber's; whoever drops the last frees. */
+typedef struct waiter_s {
+  hali_hal_semaphore_timepoint_t timepoint;
+  hali_vm_fiber_t *fiber;
+  hali_hal_semaphore_t *semaphore; /* retained */
+  atomic_int refs;
+} waiter_t;
+
+struct hali_vm_fiber_s {
+  hali_vm_scheduler_t *scheduler;
+  uint32_t id;
+  fiber_state_t state;
+  hali_vm_stack_t *stack;
+  hali_vm_module_t *module; /* retained */
+  const hali_vm_func_t *fn;
+  hali_value_t *results;
+  uint32_t result_count;
+  hali_hal_fence_t *fence;  /* completion */
+  hali_status_t status;     /* final, once done */
+  waiter_t *waiter;         /* while suspended on a semaphore */
+  bool host_owned;          /* started by the host (else by fiber.spawn) */
+  bool released;            /* the host released it */
+  atomic_bool cancel_requested;
+  hali_vm_fiber_t *next_ready;
+  hali_vm_fiber_t *prev, *next; /* all fibers */
+};
+
+struct hali_vm_scheduler_s {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond; /* a fiber became ready, or a wake-up finished */
+  hali_hal_device_t *device;
+  hali_vm_scheduler_options_t options;
+  hali_vm_fiber_t *ready_head, *ready_tail;
+  hali_vm_fiber_t *all;
+  size_t live, suspended;
+  size_t waiters_live; /* callback references not yet dropped */
+  uint32_t next_id;
+  bool allow_external;
+};
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void waiter_release(waiter_t *w) {
+  if (atomic_fetch_sub(&w->refs, 1) == 1) {
+    hali_hal_semaphore_release(w->semaphore);
+    free(w);
+  }
+}
+
+/* Callers hold the mutex. */
+static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
+  f->state = FIBER_READY;
+  f->next_ready = NULL;
+  if (s->ready_tail) s->ready_tail->next_ready = f;
+  else s->ready_head = f;
+  s->ready_tail = f;
+  pthread_cond_broadcast(&s->cond);
+}
+
+static hali_vm_fiber_t *pop_ready(hali_vm_scheduler_t *s) {
+  hali_vm_fiber_t *f = s->ready_head;
+  if (!f) return NULL;
+  s->ready_head = f->next_ready;
+  if (!s->ready_head) s->ready_tail = NULL;
+  return f;
+}
+
+/* A semaphore reached the awaited value or failed: the fiber is ready. */
+static void wake(void *user, hali_status_t status) {
+  waiter_t *w = user;
+  hali_vm_scheduler_t *s = w->fiber->scheduler;
+  pthread_mutex_lock(&s->mutex);
+  bool mine = w->fiber->waiter == w;
+  if (mine) {
+    /* The fiber's reference goes with it. */
+    w->fiber->waiter = NULL;
+    s->suspended--;
+    push_ready(s, w->fiber);
+  }
+  s->waiters_live--;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->mutex);
+  if (mine) waiter_release(w);
+  waiter_release(w);
+}
+
+/* Takes |f|'s waiter away (the mutex is held): the fiber is no longer
+ * waiting, whether or not the callback already fired. */
+static void detach_waiter(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
+  waiter_t *w = f->waiter;
+  if (!w) return;
+  f->waiter = NULL;
+  s->suspended--;
+  if (hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
+    /* It will never fire: drop the callback's reference for it. */
+    s->waiters_live--;
+    waiter_release(w);
+  }
+  waiter_release(w);
+}
+
+/* Registers |f| to wake when |fence| may be ready: on the first point not
+ * yet reached.  Returns false when every point is reached or failed (the
+ * fiber can run again at once).  Called without the mutex. */
+static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                          hali_hal_fence_t *fence) {
+  size_t n = hali_hal_fence_point_count(fence);
+  for (size_t i = 0; i < n; ++i) {
+    hali_hal_semaphore_t *sem;
+    uint64_t value, now = 0;
+    hali_hal_fence_point(fence, i, &sem, &value);
+    hali_status_t q = hali_hal_semaphore_query(sem, &now);
+    if (q) { /* failed: the await will see it */
+      hali_status_free(q);
+      return false;
+    }
+    if (now >= value) continue;
+    waiter_t *w = calloc(1, sizeof(*w));
+    if (!w) return false; /* the await re-runs and waits again */
+    atomic_init(&w->refs, 2);
+    w->fiber = f;
+    w->semaphore = sem;
+    hali_hal_semaphore_retain(sem);
+    pthread_mutex_lock(&s->mutex);
+    f->waiter = w;
+    s->waiters_live++;
+    pthread_mutex_unlock(&s->mutex);
+    if (hali_hal_semaphore_notify(sem, value, &w->timepoint, wake, w))
+      return true;
+    /* Reached meanwhile: nothing was registered. */
+    pthread_mutex_lock(&s->mutex);
+    if (f->waiter == w) f->waiter = NULL;
+    s->waiters_live--;
+    pthread_mutex_unlock(&s->mutex);
+    waiter_release(w);
+    waiter_release(w);
+  }
+  return false;
+}
+
+hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
+                                       const hali_vm_scheduler_options_t *o,
+                                       hali_vm_scheduler_t **out) {
+  *out = NULL;
+  hali_vm_scheduler_t *s = calloc(1, sizeof(*s));
+  if (!s) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  pthread_mutex_init(&s->mutex, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->cond, &ca);
+  pthread_condattr_destroy(&ca);
+  if (o) s->options = *o;
+  s->device = device;
+  if (device) hali_hal_device_retain(device);
+  *out = s;
+  return HALI_OK;
+}
+
+void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
+                                              bool allow) {
+  pthread_mutex_lock(&s->mutex);
+  s->allow_external = allow;
+  pthread_mutex_unlock(&s->mutex);
+}
+
+static void fiber_free(hali_vm_fiber_t *f) {
+  hali_vm_scheduler_t *s = f->scheduler;
+  if (f->prev) f->prev->next = f->next;
+  else s->all = f->next;
+  if (f->next) f->next->prev = f->prev;
+  for (uint32_t i = 0; i < f->result_count; ++i)
+    hali_value_release(&f->results[i]);
+  free(f->results);
+  hali_vm_stack_free(f->stack);
+  hali_hal_fence_release(f->fence);
+  hali_status_free(f->status);
+  hali_vm_module_release(f->module);
+  free(f);
+}
+
+hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
+                                      hali_vm_module_t *m,
+                                      const hali_vm_func_t *fn,
+                                      const hali_value_t *args,
+                                      size_t arg_count, hali_vm_fiber_t **out) {
+  *out = NULL;
+  hali_vm_fiber_t *f = calloc(1, sizeof(*f));
+  if (!f) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  f->scheduler = s;
+  f->fn = fn;
+  f->host_owned = true;
+  f->result_count = fn->ir->result_count;
+  f->results = calloc(f->result_count ? f->result_count : 1,
+                      sizeof(hali_value_t));
+  atomic_init(&f->cancel_requested, false);
+  hali_status_t st = f->results ? HALI_OK
+                                : hali_status_make(
+                                      HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!st) st = hali_vm_stack_create(s->options.max_depth, &f->stack);
+  if (!st) st = hali_hal_fence_create_pending(&f->fence);
+  if (!st)
+    st = hali_vm_begin(f->stack, m, fn, args, arg_count, f->results,
+                       f->result_count);
+  if (st) {
+    hali_vm_stack_free(f->stack);
+    hali_hal_fence_release(f->fence);
+    free(f->results);
+    free(f);
+    return st;
+  }
+  f->module = m;
+  hali_vm_module_retain(m);
+  f->stack->can_suspend = true;
+  f->stack->device = s->device;
+  f->stack->scheduler = s;
+  f->stack->trace = s->options.trace;
+  f->stack->fuel_enabled = s->options.fuel_enabled;
+  f->stack->fuel = s->options.fuel;
+  pthread_mutex_lock(&s->mutex);
+  f->id = ++s->next_id;
+  f->next = s->all;
+  if (s->all) s->all->prev = f;
+  s->all = f;
+  s->live++;
+  push_ready(s, f);
+  pthread_mutex_unlock(&s->mutex);
+  if (s->options.trace)
+    hali_trace_printf(s->options.trace, "[fiber] %u start @%s", f->id,
+                      fn->ir->name);
+  *out = f;
+  return HALI_OK;
+}
+
+/* |f| finished with |status| (owned): record it, signal or fail its fence
+ * (without the mutex: waking others takes it). */
+static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                   hali_status_t status) {
+  if (status) hali_vm_stack_reset(f->stack);
+  if (s->options.trace)
+    hali_trace_printf(s->options.trace, "[fiber] %u %s%s%s", f->id,
+                      status ? "failed: " : "done",
+                      status ? hali_status_code_name(hali_status_code(status))
+                             : "",
+                      "");
+  if (status) {
+    hali_hal_fence_fail(f->fence, hali_status_clone(status));
+  } else {
+    hali_status_t sig = hali_hal_fence_signal(f->fence);
+    hali_status_free(sig);
+  }
+  pthread_mutex_lock(&s->mutex);
+  f->status = status;
+  f->state = FIBER_DONE;
+  s->live--;
+  bool free_now = !f->host_owned || f->released;
+  if (free_now) fiber_free(f);
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->mutex);
+}
+
+/* Runs |f| until it finishes or suspends. */
+static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
+  hali_vm_stack_t *st = f->stack;
+  st->suspended = false;
+  if (st->awaiting) {
+    hali_hal_fence_release(st->awaiting);
+    st->awaiting = NULL;
+  }
+  if (atomic_load(&f->cancel_requested)) {
+    finish(s, f, hali_status_make(HALI_STATUS_CANCELLED,
+                                  "fiber %u (@%s) was cancelled", f->id,
+                                  f->fn->ir->name));
+    return;
+  }
+  int64_t t0 = s->options.trace ? hali_trace_now(s->options.trace) : 0;
+  hali_status_t status = hali_vm_interpret(st, f->results);
+  if (s->options.trace) {
+    char name[96];
+    snprintf(name, sizeof(name), "fiber %u @%s", f->id, f->fn->ir->name);
+    hali_trace_slice(s->options.trace, name, "fiber", 0, t0,
+                     hali_trace_now(s->options.trace) - t0, NULL);
+  }
+  if (status || !st->suspended) {
+    finish(s, f, status);
+    return;
+  }
+  /* Suspended on st->awaiting. */
+  pthread_mutex_lock(&s->mutex);
+  f->state = FIBER_SUSPENDED;
+  s->suspended++;
+  pthread_mutex_unlock(&s->mutex);
+  if (!register_wait(s, f, st->awaiting)) {
+    pthread_mutex_lock(&s->mutex);
+    if (f->state == FIBER_SUSPENDED && !f->waiter) {
+      s->suspended--;
+      push_ready(s, f);
+    }
+    pthread_mutex_unlock(&s->mutex);
+  }
+}
+
+/* The deadlock report: every fiber, what it awaits and where. */
+static hali_status_t deadlock(hali_vm_scheduler_t *s) {
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb,
+                     "deadlock: all %zu fiber(s) are suspended and neither "
+                     "queue work nor a deadline can wake them",
+                     s->live);
+  for (hali_vm_fiber_t *f = s->all; f; f = f->next) {
+    if (f->state != FIBER_SUSPENDED) continue;
+    hali_vm_stack_t *st = f->stack;
+    const hali_vm_frame_t *fr = &st->frames[st->depth - 1];
+    const hali_ir_insn_t *insn = hali_vm_func_insn(fr->fn, fr->pc);
+    uint32_t pc = hali_vm_func_pc(fr->fn, fr->pc);
+    hali_strbuf_printf(&sb, "\n  fiber %u (@%s) awaits fence #%u at @%s@%u",
+                       f->id, f->fn->ir->name,
+                       st->awaiting ? ((hali_ref_t *)st->awaiting)->id : 0,
+                       fr->fn->ir->name, pc);
+    if (insn && insn->line)
+      hali_strbuf_printf(&sb, " (%s:%u)",
+                         f->module->ir->source ? f->module->ir->source : "?",
+                         insn->line);
+  }
+  char *text = hali_strbuf_take(&sb);
+  hali_status_t st = hali_status_make(HALI_STATUS_FAILED_PRECONDITION, "%s",
+                                      text ? text : "deadlock");
+  free(text);
+  return st;
+}
+
+hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
+                                    hali_vm_fiber_t *until) {
+  pthread_mutex_lock(&s->mutex);
+  for (;;) {
+    if (until && until->state == FIBER_DONE) break;
+    hali_vm_fiber_t *f = pop_ready(s);
+    if (f) {
+      f->state = FIBER_RUNNING;
+      pthread_mutex_unlock(&s->mutex);
+      resume(s, f);
+      pthread_mutex_lock(&s->mutex);
+      continue;
+    }
+    if (!s->suspended) {
+      if (!until || s->live == 0) break; /* idle */
+    }
+    /* Nothing ready: what could wake a fiber? */
+    int64_t now = now_ns(), deadline = INT64_MAX;
+    for (hali_vm_fiber_t *g = s->all; g; g = g->next)
+      if (g->state == FIBER_SUSPENDED &&
+          g->stack->await_deadline_ns < deadline)
+        deadline = g->stack->await_deadline_ns;
+    if (deadline <= now) {
+      for (hali_vm_fiber_t *g = s->all; g; g = g->next)
+        if (g->state == FIBER_SUSPENDED &&
+            g->stack->await_deadline_ns <= now) {
+          detach_waiter(s, g);
+          g->stack->await_timed_out = true;
+          g->stack->await_deadline_ns = INT64_MAX;
+          push_ready(s, g);
+        }
+      continue;
+    }
+    pthread_mutex_unlock(&s->mutex);
+    bool queue = s->device && hali_hal_device_queue_can_progress(s->device);
+    pthread_mutex_lock(&s->mutex);
+    if (s->ready_head) continue;
+    if (!queue && deadline == INT64_MAX && !s->allow_external) {
+      if (!until && !s->suspended) break;
+      hali_status_t d = deadlock(s);
+      pthread_mutex_unlock(&s->mutex);
+      return d;
+    }
+    if (!until && !queue && deadline == INT64_MAX) break; /* external */
+    /* Sleep until woken, the deadline, or a short poll of the queue (its
+     * progress does not always wake us: it may signal other fences). */
+    int64_t wake_at = deadline;
+    if (queue || s->allow_external)
+      wake_at = now + 10000000 < wake_at ? now + 10000000 : wake_at;
+    struct timespec ts = {(time_t)(wake_at / 1000000000),
+                          (long)(wake_at % 1000000000)};
+    pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+  }
+  pthread_mutex_unlock(&s->mutex);
+  return HALI_OK;
+}
+
+size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s) { return s->live; }
+size_t hali_vm_scheduler_suspended(const hali_vm_scheduler_t *s) {
+  return s->suspended;
+}
+
+bool hali_vm_fiber_done(const hali_vm_fiber_t *f) {
+  return f->state == FIBER_DONE;
+}
+hali_hal_fence_t *hali_vm_fiber_fence(const hali_vm_fiber_t *f) {
+  return f->fence;
+}
+hali_status_t hali_vm_fiber_status(const hali_vm_fiber_t *f) {
+  return f->status;
+}
+const hali_value_t *hali_vm_fiber_results(const hali_vm_fiber_t *f,
+                                          size_t *out_count) {
+  *out_count = f->result_count;
+  return f->results;
+}
+
+void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
+  hali_vm_scheduler_t *s = f->scheduler;
+  pthread_mutex_lock(&s->mutex);
+  if (f->state != FIBER_DONE) {
+    atomic_store(&f->cancel_requested, true);
+    f->stack->interrupt_code = HALI_STATUS_CANCELLED;
+    atomic_store(&f->stack->interrupt, true);
+    if (f->state == FIBER_SUSPENDED) {
+      detach_waiter(s, f);
+      push_ready(s, f);
+    }
+  }
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->mutex);
+}
+
+void hali_vm_fiber_release(hali_vm_fiber_t *f) {
+  if (!f) return;
+  hali_vm_scheduler_t *s = f->scheduler;
+  pthread_mutex_lock(&s->mutex);
+  f->released = true;
+  if (f->state == FIBER_DONE) fiber_free(f);
+  pthread_mutex_unlock(&s->mutex);
+}
+
+size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f) {
+  return sizeof(*f) + sizeof(*f->stack) +
+         f->stack->frame_capacity * sizeof(hali_vm_frame_t) +
+         f->result_count * sizeof(hali_value_t) +
+         (f->waiter ? sizeof(waiter_t) : 0);
+}
+
+void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
+  if (!s) return;
+  pthread_mutex_lock(&s->mutex);
+  for (hali_vm_fiber_t *f = s->all; f; f = f->next)
+    if (f->state == FIBER_SUSPENDED) detach_waiter(s, f);
+  /* Wake-ups already firing hold references: wait for them. */
+  while (s->waiters_live) pthread_cond_wait(&s->cond, &s->mutex);
+  while (s->all) fiber_free(s->all);
+  pthread_mutex_unlock(&s->mutex);
+  if (s->device) hali_hal_device_release(s->device);
+  pthread_cond_destroy(&s->cond);
+  pthread_mutex_destroy(&s->mutex);
+  free(s);
+}
+
+hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
+                                     const hali_cell_t *pc,
+                                     const hali_slot_t *regs,
+                                     hali_ref_t **refs) {
+  const hali_vm_func_t *callee = pc[1].ptr;
+  if (!st->scheduler)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "fiber.spawn @%s needs a scheduler (this "
+                            "invocation runs without one)",
+                            callee->ir->name);
+  const uint16_t *list = pc[2].r;
+  uint32_t nargs = pc->i.b;
+  hali_value_t args[256];
+  if (nargs > 256)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "fiber.spawn passes %u arguments; at most 256",
+                            nargs);
+  for (uint32_t i = 0; i < nargs; ++i) {
+    hali_type_t t = callee->ir->reg_types[i];
+    args[i].type = t;
+    switch (t) {
+    case HALI_TYPE_I32: args[i].i32 = regs[list[i]].i32; break;
+    case HALI_TYPE_I64: args[i].i64 = regs[list[i]].i64; break;
+    case HALI_TYPE_F32: args[i].f32 = regs[list[i]].f32; break;
+    case HALI_TYPE_F64: args[i].f64 = regs[list[i]].f64; break;
+    default: args[i].ref = refs[list[i]]; break;
+    }
+  }
+  hali_vm_fiber_t *f;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_vm_scheduler_start(st->scheduler, st->module, callee, args, nargs,
+                              &f));
+  /* Owned by the scheduler: freed when it finishes (the fence lives on in
+   * the register). */
+  pthread_mutex_lock(&st->scheduler->mutex);
+  f->host_owned = false;
+  if (f->state == FIBER_DONE) fiber_free(f);
+  pthread_mutex_unlock(&st->scheduler->mutex);
+  hali_hal_fence_t *fence = f->fence;
+  hali_hal_fence_retain(fence);
+  uint16_t out = list[nargs];
+  hali_ref_t *old = refs[out];
+  refs[out] = (hali_ref_t *)fence;
+  hali_ref_release(old);
+  return HALI_OK;
+}

@@ -1,0 +1,93 @@
+/* hali — fibers and the scheduler (DESIGN §6).
+ *
+ * Every invocation run through a scheduler is a fiber: its own register
+ * stack (a hali_vm_stack_t, reused for its whole life).  hal.fence.await on
+ * a fence that is not ready suspends the fiber instead of blocking; the
+ * thread runs other ready fibers and resumes the waiter when the fence is
+ * signalled, fails, or its timeout expires.  fiber.spawn starts a function
+ * on a new fiber and returns a fence signalled when it returns (failed
+ * with its status if it fails).
+ *
+ * Threads: a scheduler is run by one thread at a time; fences may be
+ * signalled from any thread (queue threads, workers, the host) and wake
+ * fibers safely.  Cancellation may come from any thread.
+ *
+ * Blocking: plain hali_vm_invoke (no scheduler) blocks the thread in
+ * awaits; so does the scheduler itself when every fiber is suspended and
+ * work it can wait for is in flight.  When nothing can make progress (every
+ * fiber suspended, the device queue empty or waiting too, no deadline
+ * pending) the run fails with DEADLOCK-style FAILED_PRECONDITION naming
+ * each fiber and what it awaits — unless the host said it may signal
+ * fences itself (hali_vm_scheduler_allow_external_signals).
+ */
+#ifndef HALI_VM_FIBER_H
+#define HALI_VM_FIBER_H
+
+#include "hal/device.h"
+#include "vm/vm.h"
+
+typedef struct hali_vm_scheduler_s hali_vm_scheduler_t;
+typedef struct hali_vm_fiber_s hali_vm_fiber_t;
+
+typedef struct hali_vm_scheduler_options_s {
+  uint32_t max_depth;          /* per fiber; 0 = default */
+  bool fuel_enabled;           /* instruction budget per fiber */
+  uint64_t fuel;
+  struct hali_trace_s *trace;  /* borrowed; may be NULL */
+} hali_vm_scheduler_options_t;
+
+/* |device| (retained) is what hal.device.get returns; may be NULL. */
+HALI_MUST_USE hali_status_t hali_vm_scheduler_create(
+    hali_hal_device_t *device, const hali_vm_scheduler_options_t *options,
+    hali_vm_scheduler_t **out);
+/* Cancels what is left, waits for in-flight wake-ups, frees every fiber. */
+void hali_vm_scheduler_free(hali_vm_scheduler_t *s);
+/* The host may signal fences the fibers await: never report a deadlock,
+ * wait instead. */
+void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
+                                              bool allow);
+
+/* Starts |fn| of |m| with |args| on a new fiber (ready, not yet run).
+ * The fiber belongs to the scheduler; |*out| stays valid until
+ * hali_vm_fiber_release or the scheduler is freed. */
+HALI_MUST_USE hali_status_t hali_vm_scheduler_start(
+    hali_vm_scheduler_t *s, hali_vm_module_t *m, const hali_vm_func_t *fn,
+    const hali_value_t *args, size_t arg_count, hali_vm_fiber_t **out);
+
+/* Runs ready fibers until |until| has finished (or, with NULL, until no
+ * fiber is ready and nothing is in flight).  Returns OK, or the deadlock
+ * report; fiber failures are the fibers' own (hali_vm_fiber_status). */
+HALI_MUST_USE hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
+                                                  hali_vm_fiber_t *until);
+
+/* Fibers alive (not finished), and of those suspended. */
+size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s);
+size_t hali_vm_scheduler_suspended(const hali_vm_scheduler_t *s);
+
+bool hali_vm_fiber_done(const hali_vm_fiber_t *f);
+/* The fence signalled when the fiber returns (failed if it fails);
+ * borrowed. */
+struct hali_hal_fence_t *hali_vm_fiber_fence(const hali_vm_fiber_t *f);
+/* Its final status (borrowed; NULL = OK) once done. */
+hali_status_t hali_vm_fiber_status(const hali_vm_fiber_t *f);
+/* Its results once done (ref results stay owned by the fiber). */
+const hali_value_t *hali_vm_fiber_results(const hali_vm_fiber_t *f,
+                                          size_t *out_count);
+/* Requests cancellation: a running fiber stops at its next call or
+ * branch, a suspended or ready one at once; either fails its fence with
+ * CANCELLED.  Safe from any thread. */
+void hali_vm_fiber_cancel(hali_vm_fiber_t *f);
+/* The host is done with |f| (it is freed once finished). */
+void hali_vm_fiber_release(hali_vm_fiber_t *f);
+
+/* Bytes the scheduler holds for |f| while it is suspended (fiber record,
+ * stack bookkeeping and frames), excluding its register banks. */
+size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f);
+
+/* Internal: fiber.spawn from the interpreter (pc at the instruction). */
+hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
+                                     const hali_cell_t *pc,
+                                     const hali_slot_t *regs,
+                                     hali_ref_t **refs);
+
+#endif /* HALI_VM_FIBER_H */
