@@ -7,6 +7,7 @@
  * and it keeps a corrupt recording from reaching a kernel.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "hal/command_list.h"
@@ -69,9 +70,14 @@ typedef struct hali_hal_replay_state_t {
   hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
 } hali_hal_replay_state_t;
 
+static void trace_dispatch_line(const hali_hal_tracer_t *t,
+                                const hali_hal_command_dispatch_t *cmd,
+                                const hali_kernel_dispatch_state_t *d);
+
 static hali_status_t hali_hal_replay_dispatch(
     hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
-    hali_hal_dispatch_runner_t run_dispatch, void *runner_self) {
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer) {
   hali_hal_dispatch_bindings_t check = {
       .constants_set = state->constants_set,
       .bindings_set = state->bindings_set,
@@ -109,12 +115,50 @@ static hali_status_t hali_hal_replay_dispatch(
       .binding_ptrs = ptrs,
       .binding_lengths = lengths,
   };
+  if (tracer && tracer->line) trace_dispatch_line(tracer, cmd, &dispatch);
   return run_dispatch(runner_self, cmd->executable, cmd->ordinal, &dispatch);
+}
+
+void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
+                             hali_hal_executable_t *executable,
+                             uint32_t ordinal, uint32_t tid, uint64_t begin,
+                             uint64_t end, int64_t t0) {
+  char name[160], args[96];
+  snprintf(name, sizeof(name), "%s::%s", hali_hal_executable_name(executable),
+           hali_hal_executable_export(executable, ordinal)->name);
+  snprintf(args, sizeof(args),
+           "{\"workgroups\":[%" PRIu64 ",%" PRIu64 "],\"worker\":%d}", begin,
+           end, tid >= 2 ? (int)tid - 2 : 0);
+  t->span(t->user, "dispatch", name, tid, t0, t->now(t->user), args);
+}
+
+/* One line per dispatch: executable, export, grid, bindings, constants. */
+static void trace_dispatch_line(const hali_hal_tracer_t *t,
+                                const hali_hal_command_dispatch_t *cmd,
+                                const hali_kernel_dispatch_state_t *d) {
+  const hali_hal_executable_export_t *e =
+      hali_hal_executable_export(cmd->executable, cmd->ordinal);
+  char line[2048];
+  size_t n = (size_t)snprintf(
+      line, sizeof(line), "[hal] dispatch %s::%s workgroups %ux%ux%u",
+      hali_hal_executable_name(cmd->executable), e->name, d->workgroup_count_x,
+      d->workgroup_count_y, d->workgroup_count_z);
+  for (uint32_t i = 0; i < d->binding_count && n < sizeof(line) - 64; ++i)
+    n += (size_t)snprintf(line + n, sizeof(line) - n,
+                          " binding[%u]=%zu bytes", i, d->binding_lengths[i]);
+  if (d->constant_count && n < sizeof(line) - 32)
+    n += (size_t)snprintf(line + n, sizeof(line) - n, " constants=[");
+  for (uint32_t i = 0; i < d->constant_count && n < sizeof(line) - 16; ++i)
+    n += (size_t)snprintf(line + n, sizeof(line) - n, "%s0x%x", i ? " " : "",
+                          d->constants[i]);
+  if (d->constant_count && n < sizeof(line) - 2)
+    snprintf(line + n, sizeof(line) - n, "]");
+  t->line(t->user, line);
 }
 
 hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *cb, hali_hal_dispatch_runner_t run_dispatch,
-    void *runner_self) {
+    void *runner_self, const hali_hal_tracer_t *tracer) {
   hali_hal_replay_state_t state;
   state.constants_set = 0;
   state.bindings_set = 0;
@@ -172,7 +216,7 @@ hali_status_t hali_hal_command_buffer_execute(
       case HALI_HAL_COMMAND_DISPATCH:
         status = hali_hal_replay_dispatch(
             &state, (const hali_hal_command_dispatch_t *)(const void *)h,
-            run_dispatch, runner_self);
+            run_dispatch, runner_self, tracer);
         break;
       case HALI_HAL_COMMAND_BARRIER:
         /* Commands already run one after another. */

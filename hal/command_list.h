@@ -150,7 +150,14 @@ typedef hali_status_t (*hali_hal_dispatch_runner_t)(
     const hali_kernel_dispatch_state_t *dispatch);
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *command_buffer,
-    hali_hal_dispatch_runner_t run_dispatch, void *runner_self);
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer);
+
+/* Reports workgroups [begin, end) of a dispatch, run on |tid| since |t0|. */
+void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
+                             hali_hal_executable_t *executable,
+                             uint32_t ordinal, uint32_t tid, uint64_t begin,
+                             uint64_t end, int64_t t0);
 
 /* Runs workgroups with linear index [begin, end) of a dispatch (x fastest)
  * on the calling thread as worker |worker_id|, with |scratch| of

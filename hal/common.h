@@ -61,6 +61,23 @@ typedef struct hali_hal_semaphore_t hali_hal_semaphore_t;
 typedef struct hali_hal_fence_t hali_hal_fence_t;
 typedef struct hali_hal_device_t hali_hal_device_t;
 
+/* Where a device reports what it executes (tracing; see vm/trace.h for the
+ * VM's implementation).  All callbacks may run on any thread: the
+ * submitting thread, the queue thread or a worker. */
+typedef struct hali_hal_tracer_t {
+  void *user;
+  /* Nanoseconds on the tracer's clock. */
+  int64_t (*now)(void *user);
+  /* A finished span of work: |cat| is "queue", "command_buffer" or
+   * "dispatch"; |tid| 0 is the thread that submitted (local-sync) or the
+   * queue thread (local-task, 1), workers are 2 + worker id; |args| is a
+   * JSON object text or NULL. */
+  void (*span)(void *user, const char *cat, const char *name, uint32_t tid,
+               int64_t start_ns, int64_t end_ns, const char *args);
+  /* A text line describing an executed command (bindings, constants). */
+  void (*line)(void *user, const char *text);
+} hali_hal_tracer_t;
+
 /* Writes "DEVICE_LOCAL|HOST_VISIBLE" (or "NONE") into |buf| of |cap| bytes
  * and returns |buf|. */
 const char *hali_hal_memory_type_bits_format(hali_hal_memory_type_bits_t bits,

@@ -18,6 +18,7 @@
  * the device mutex.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ struct hali_hal_device_t {
   hali_hal_submission_t *tail;
   uint64_t next_id;
   size_t pending; /* queued or executing */
+  hali_hal_tracer_t tracer; /* |now| NULL = off */
   /* local-task: the submission the queue thread has taken (waiting for its
    * fence or executing), NULL between submissions. */
   hali_hal_submission_t *current;
@@ -164,17 +166,22 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
   }
   uint64_t total = (uint64_t)dispatch->workgroup_count_x *
                    dispatch->workgroup_count_y * dispatch->workgroup_count_z;
-  return hali_hal_dispatch_run_workgroups(
+  const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
+  int64_t t0 = t ? t->now(t->user) : 0;
+  hali_status_t status = hali_hal_dispatch_run_workgroups(
       executable, ordinal, dispatch, 0, total, 0,
       scratch_size ? device->scratch : NULL, scratch_size);
+  if (t) hali_hal_trace_dispatch(t, executable, ordinal, 0, 0, total, t0);
+  return status;
 }
 
 static hali_status_t hali_hal_local_task_run_dispatch(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch) {
   hali_hal_device_t *device = self;
-  return hali_hal_worker_pool_dispatch(device->pool, executable, ordinal,
-                                       dispatch);
+  return hali_hal_worker_pool_dispatch(
+      device->pool, executable, ordinal, dispatch,
+      device->tracer.now ? &device->tracer : NULL);
 }
 
 static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
@@ -185,11 +192,26 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
           device->kind == HALI_HAL_DEVICE_LOCAL_TASK
               ? hali_hal_local_task_run_dispatch
               : hali_hal_local_sync_run_dispatch;
-      for (size_t i = 0; i < sub->command_buffer_count; ++i)
-        HALI_RETURN_IF_ERROR(
-            hali_hal_command_buffer_execute(sub->command_buffers[i], runner,
-                                            device),
-            "in command buffer %zu of %zu", i, sub->command_buffer_count);
+      const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
+      for (size_t i = 0; i < sub->command_buffer_count; ++i) {
+        int64_t t0 = t ? t->now(t->user) : 0;
+        hali_status_t s = hali_hal_command_buffer_execute(
+            sub->command_buffers[i], runner, device, t);
+        if (t) {
+          char name[64], args[96];
+          snprintf(name, sizeof(name), "command buffer #%u",
+                   ((hali_ref_t *)sub->command_buffers[i])->id);
+          snprintf(args, sizeof(args), "{\"submission\":%" PRIu64
+                   ",\"commands\":%zu}", sub->id,
+                   hali_hal_command_buffer_command_count(sub->command_buffers[i]));
+          t->span(t->user, "command_buffer", name,
+                  device->kind == HALI_HAL_DEVICE_LOCAL_TASK ? 1 : 0, t0,
+                  t->now(t->user), args);
+        }
+        if (s)
+          return hali_status_annotate(s, "in command buffer %zu of %zu", i,
+                                      sub->command_buffer_count);
+      }
       return HALI_OK;
     }
     case HALI_HAL_SUBMISSION_ALLOCA:
@@ -211,12 +233,28 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
 static void hali_hal_submission_complete(hali_hal_device_t *device,
                                          hali_hal_submission_t *sub,
                                          hali_status_t wait_status) {
+  const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
+  int64_t t0 = t ? t->now(t->user) : 0;
   hali_status_t status =
       wait_status ? hali_status_annotate(wait_status,
                                          "the wait fence of queue submission "
                                          "%" PRIu64 " failed",
                                          sub->id)
                   : hali_hal_submission_run(device, sub);
+  if (t) {
+    static const char *const kinds[] = {"execute", "alloca", "dealloca"};
+    char name[64], args[160];
+    snprintf(name, sizeof(name), "submission %" PRIu64 " (%s)", sub->id,
+             (unsigned)sub->kind < 3 ? kinds[sub->kind] : "?");
+    snprintf(args, sizeof(args),
+             "{\"wait_fence\":%u,\"signal_fence\":%u,\"status\":\"%s\"}",
+             sub->wait_fence ? ((hali_ref_t *)sub->wait_fence)->id : 0,
+             sub->signal_fence ? ((hali_ref_t *)sub->signal_fence)->id : 0,
+             hali_status_code_name(hali_status_code(status)));
+    t->span(t->user, "queue", name,
+            device->kind == HALI_HAL_DEVICE_LOCAL_TASK ? 1 : 0, t0,
+            t->now(t->user), args);
+  }
   if (status) {
     status = hali_status_annotate(status, "queue submission %" PRIu64 " on %s",
                                   sub->id,
@@ -392,6 +430,14 @@ static void *hali_hal_local_task_main(void *arg) {
   }
   pthread_mutex_unlock(&device->mutex);
   return NULL;
+}
+
+void hali_hal_device_set_tracer(hali_hal_device_t *device,
+                                const hali_hal_tracer_t *tracer) {
+  pthread_mutex_lock(&device->mutex);
+  if (tracer) device->tracer = *tracer;
+  else memset(&device->tracer, 0, sizeof(device->tracer));
+  pthread_mutex_unlock(&device->mutex);
 }
 
 bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {

@@ -97,6 +97,11 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_dealloca(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence, hali_hal_buffer_t *buffer);
 
+/* Reports execution to |tracer| from now on (copied; NULL = off).  Set it
+ * while the queue is idle. */
+void hali_hal_device_set_tracer(hali_hal_device_t *device,
+                                const hali_hal_tracer_t *tracer);
+
 /* Whether queued work can finish without anyone else signalling: true when
  * the submission that runs next (or is running) has its wait fence
  * reached (or failed); false when the queue is empty or waits on a fence

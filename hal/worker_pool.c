@@ -10,6 +10,7 @@ typedef struct hali_hal_pool_job_t {
   hali_hal_executable_t *executable;
   uint32_t ordinal;
   const hali_kernel_dispatch_state_t *dispatch;
+  const hali_hal_tracer_t *tracer; /* NULL = off */
   uint32_t scratch_size;
   uint64_t total;  /* workgroups in the grid */
   uint64_t chunk;  /* workgroups claimed at a time */
@@ -76,9 +77,14 @@ static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
     if (begin >= job->total) break;
     uint64_t end = begin + job->chunk < job->total ? begin + job->chunk
                                                    : job->total;
+    const hali_hal_tracer_t *t = job->tracer;
+    int64_t t0 = t ? t->now(t->user) : 0;
     hali_status_t status = hali_hal_dispatch_run_workgroups(
         job->executable, job->ordinal, job->dispatch, begin, end, worker->id,
         job->scratch_size ? worker->scratch : NULL, job->scratch_size);
+    if (t)
+      hali_hal_trace_dispatch(t, job->executable, job->ordinal, 2 + worker->id,
+                              begin, end, t0);
     if (status) {
       hali_hal_pool_job_fail(worker->pool, job, status);
       break;
@@ -157,11 +163,13 @@ uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool) {
 
 hali_status_t hali_hal_worker_pool_dispatch(
     hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
-    uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch) {
+    uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch,
+    const hali_hal_tracer_t *tracer) {
   hali_hal_pool_job_t job = {
       .executable = executable,
       .ordinal = ordinal,
       .dispatch = dispatch,
+      .tracer = tracer,
       .scratch_size =
           hali_hal_executable_export(executable, ordinal)->scratch_size,
       .total = (uint64_t)dispatch->workgroup_count_x *

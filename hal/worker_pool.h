@@ -26,6 +26,7 @@ uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool);
  * are skipped once one fails). */
 HALI_MUST_USE hali_status_t hali_hal_worker_pool_dispatch(
     hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
-    uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch);
+    uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch,
+    const hali_hal_tracer_t *tracer);
 
 #endif /* HALI_HAL_WORKER_POOL_H */

@@ -291,6 +291,10 @@ static int run(const run_options_t *o) {
       to.out = trace_file;
     }
     if (!s) s = hali_trace_create(&to, &trace);
+    if (!s && ((to.flags & HALI_TRACE_HAL) || to.format == HALI_TRACE_CHROME)) {
+      hali_hal_tracer_t ht = hali_trace_hal_tracer(trace);
+      hali_hal_device_set_tracer(dev, &ht);
+    }
   }
   for (size_t i = 0; !s && i < o->ninputs; ++i)
     s = make_arg(o, dev, f, i, &args[i]);
@@ -358,7 +362,7 @@ done:
   hali_vm_stack_free(st);
   hali_vm_scheduler_free(sched);
   hali_vm_module_free(m);
-  if (dev) hali_hal_device_release(dev);
+  if (dev) hali_hal_device_release(dev); /* drains the queue first */
   hali_trace_free(trace);
   if (trace_file) fclose(trace_file);
   if (s) return report(s);

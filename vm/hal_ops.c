@@ -13,6 +13,7 @@
 
 #include "hal/hal.h"
 #include "vm/hal_ops.h"
+#include "vm/trace.h"
 
 /* An instruction's operands, decoded from the generic layout (vm/code.h). */
 typedef struct {
@@ -70,6 +71,14 @@ static hali_status_t offset_arg(int64_t v, const char *what,
 
 static void release_module(void *m) { hali_vm_module_release(m); }
 
+/* --trace=hal: one line per HAL operation the program performs. */
+#define HAL_TRACE(...)                                                         \
+  do {                                                                         \
+    if (HALI_UNLIKELY(hali_trace_flags(st->trace) & HALI_TRACE_HAL))           \
+      hali_trace_printf(st->trace, "[hal] " __VA_ARGS__);                      \
+  } while (0)
+#define ID(k) (refs[d.reg[k]] ? refs[d.reg[k]]->id : 0u)
+
 /* A fence's state as a status code (see hal.fence.query). */
 static int32_t fence_code(hali_status_t s, bool ready) {
   if (s) {
@@ -110,6 +119,15 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_allocator_allocate_buffer(
         REF(hali_hal_allocator_t, 1), params, size, &b));
     set_ref(refs, d.reg[0], b);
+    {
+      char mt[96], us[96];
+      HAL_TRACE("allocate %llu bytes memory=%s usage=%s -> !hal.buffer#%u",
+                (unsigned long long)size,
+                hali_hal_memory_type_bits_format(params.memory_types, mt,
+                                                 sizeof(mt)),
+                hali_hal_buffer_usage_bits_format(params.usage, us, sizeof(us)),
+                ID(0));
+    }
     break;
   }
   case HALI_OP_HAL_BUFFER_CONSTANT: {
@@ -128,6 +146,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
         "rodata @%s", r->name);
     hali_vm_module_retain(m);
     set_ref(refs, d.reg[0], b);
+    HAL_TRACE("constant @%s %llu bytes -> !hal.buffer#%u", r->name,
+              (unsigned long long)r->size, ID(0));
     break;
   }
   case HALI_OP_HAL_EXECUTABLE_GET: {
@@ -151,6 +171,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     HALI_RETURN_IF_ERROR_PLAIN(
         hali_hal_buffer_subspan(REF(hali_hal_buffer_t, 1), off, len, &b));
     set_ref(refs, d.reg[0], b);
+    HAL_TRACE("subspan !hal.buffer#%u [%llu, +%llu) -> !hal.buffer#%u", ID(1),
+              (unsigned long long)off, (unsigned long long)len, ID(0));
     break;
   }
   case HALI_OP_HAL_BUFFER_LENGTH:
@@ -199,6 +221,12 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_view_create(
         REF(hali_hal_buffer_t, 1), d.tail_count, shape, U32(2), U32(3), &v));
     set_ref(refs, d.reg[0], v);
+    {
+      char type[HALI_HAL_MAX_RANK * 21 + 16];
+      HAL_TRACE("buffer_view.create !hal.buffer#%u %s -> !hal.buffer_view#%u",
+                ID(1), hali_hal_buffer_view_format_type(v, type, sizeof(type)),
+                ID(0));
+    }
     break;
   }
   case HALI_OP_HAL_BUFFER_VIEW_BUFFER: {
@@ -258,6 +286,9 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     HALI_RETURN_IF_ERROR_PLAIN(
         hali_hal_command_buffer_create(U32(2), U32(3), &cb));
     set_ref(refs, d.reg[0], cb);
+    HAL_TRACE("command_buffer.create mode=%u categories=%u -> "
+              "!hal.command_buffer#%u",
+              U32(2), U32(3), ID(0));
     break;
   }
   case HALI_OP_HAL_COMMAND_BUFFER_FILL: {
@@ -267,6 +298,11 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     s = hali_hal_command_buffer_fill(REF(hali_hal_command_buffer_t, 0),
                                      REF(hali_hal_buffer_t, 1), off, len,
                                      U32(4), U32(5));
+    if (!s)
+      HAL_TRACE("command_buffer#%u fill !hal.buffer#%u [%llu, +%llu) "
+                "pattern=0x%x/%u",
+                ID(0), ID(1), (unsigned long long)off, (unsigned long long)len,
+                U32(4), U32(5));
     break;
   }
   case HALI_OP_HAL_COMMAND_BUFFER_COPY: {
@@ -277,6 +313,11 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     s = hali_hal_command_buffer_copy(REF(hali_hal_command_buffer_t, 0),
                                      REF(hali_hal_buffer_t, 1), so,
                                      REF(hali_hal_buffer_t, 3), to, len);
+    if (!s)
+      HAL_TRACE("command_buffer#%u copy !hal.buffer#%u+%llu -> "
+                "!hal.buffer#%u+%llu %llu bytes",
+                ID(0), ID(1), (unsigned long long)so, ID(3),
+                (unsigned long long)to, (unsigned long long)len);
     break;
   }
   case HALI_OP_HAL_COMMAND_BUFFER_UPDATE: {
@@ -295,6 +336,11 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     s = hali_hal_command_buffer_update(REF(hali_hal_command_buffer_t, 0),
                                        r->data + so, REF(hali_hal_buffer_t, 2),
                                        to, len);
+    if (!s)
+      HAL_TRACE("command_buffer#%u update @%s+%llu -> !hal.buffer#%u+%llu "
+                "%llu bytes",
+                ID(0), r->name, (unsigned long long)so, ID(2),
+                (unsigned long long)to, (unsigned long long)len);
     break;
   }
   case HALI_OP_HAL_COMMAND_BUFFER_PUSH_CONSTANTS: {
@@ -309,6 +355,16 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
                               "push constant offset %d is negative", I32(1));
     s = hali_hal_command_buffer_push_constants(
         REF(hali_hal_command_buffer_t, 0), U32(1), values, d.tail_count);
+    if (!s && (hali_trace_flags(st->trace) & HALI_TRACE_HAL)) {
+      char list[512];
+      size_t n = 0;
+      list[0] = 0;
+      for (uint32_t i = 0; i < d.tail_count && n < sizeof(list) - 16; ++i)
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s0x%x",
+                              i ? " " : "", values[i]);
+      HAL_TRACE("command_buffer#%u push_constants at %u [%s]", ID(0), U32(1),
+                list);
+    }
     break;
   }
   case HALI_OP_HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET: {
@@ -317,19 +373,33 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &b.length));
     s = hali_hal_command_buffer_push_descriptor_set(
         REF(hali_hal_command_buffer_t, 0), &b, 1);
+    if (!s)
+      HAL_TRACE("command_buffer#%u push_descriptor_set binding %u = "
+                "!hal.buffer#%u [%llu, +%llu)",
+                ID(0), b.ordinal, ID(2), (unsigned long long)b.offset,
+                (unsigned long long)b.length);
     break;
   }
   case HALI_OP_HAL_COMMAND_BUFFER_DISPATCH:
     s = hali_hal_command_buffer_dispatch(
         REF(hali_hal_command_buffer_t, 0), REF(hali_hal_executable_t, 1),
         U32(2), U32(3), U32(4), U32(5));
+    if (!s) {
+      hali_hal_executable_t *x = REF(hali_hal_executable_t, 1);
+      const hali_hal_executable_export_t *e = hali_hal_executable_export(x, U32(2));
+      HAL_TRACE("command_buffer#%u dispatch %s::%s workgroups %ux%ux%u", ID(0),
+                hali_hal_executable_name(x), e ? e->name : "?", U32(3), U32(4),
+                U32(5));
+    }
     break;
   case HALI_OP_HAL_COMMAND_BUFFER_EXECUTION_BARRIER:
     s = hali_hal_command_buffer_execution_barrier(
         REF(hali_hal_command_buffer_t, 0));
+    if (!s) HAL_TRACE("command_buffer#%u execution_barrier", ID(0));
     break;
   case HALI_OP_HAL_COMMAND_BUFFER_FINALIZE:
     s = hali_hal_command_buffer_finalize(REF(hali_hal_command_buffer_t, 0));
+    if (!s) HAL_TRACE("command_buffer#%u finalize", ID(0));
     break;
 
   case HALI_OP_HAL_DEVICE_QUEUE_EXECUTE: {
@@ -344,6 +414,17 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
                                       REF(hali_hal_fence_t, 1),
                                       REF(hali_hal_fence_t, 2), cbs,
                                       d.tail_count);
+    if (!s && (hali_trace_flags(st->trace) & HALI_TRACE_HAL)) {
+      char list[256];
+      size_t n = 0;
+      list[0] = 0;
+      for (uint32_t i = 0; i < d.tail_count && n < sizeof(list) - 16; ++i)
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s#%u", i ? " " : "",
+                              refs[d.tail[i]]->id);
+      HAL_TRACE("queue.execute wait=!hal.fence#%u signal=!hal.fence#%u "
+                "command_buffers=[%s]",
+                ID(1), ID(2), list);
+    }
     break;
   }
   case HALI_OP_HAL_DEVICE_QUEUE_ALLOCA: {
@@ -355,18 +436,26 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
         REF(hali_hal_device_t, 1), REF(hali_hal_fence_t, 2),
         REF(hali_hal_fence_t, 3), params, size, &b));
     set_ref(refs, d.reg[0], b);
+    HAL_TRACE("queue.alloca %llu bytes wait=!hal.fence#%u signal=!hal.fence#%u "
+              "-> !hal.buffer#%u",
+              (unsigned long long)size, ID(2), ID(3), ID(0));
     break;
   }
   case HALI_OP_HAL_DEVICE_QUEUE_DEALLOCA:
     s = hali_hal_device_queue_dealloca(
         REF(hali_hal_device_t, 0), REF(hali_hal_fence_t, 1),
         REF(hali_hal_fence_t, 2), REF(hali_hal_buffer_t, 3));
+    if (!s)
+      HAL_TRACE("queue.dealloca !hal.buffer#%u wait=!hal.fence#%u "
+                "signal=!hal.fence#%u",
+                ID(3), ID(1), ID(2));
     break;
 
   case HALI_OP_HAL_FENCE_CREATE: {
     hali_hal_fence_t *f = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(&f));
     set_ref(refs, d.reg[0], f);
+    HAL_TRACE("fence.create -> !hal.fence#%u", ID(0));
     break;
   }
   case HALI_OP_HAL_FENCE_NULL: {
@@ -381,6 +470,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     hali_hal_fence_t *f = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(both, 2, &f));
     set_ref(refs, d.reg[0], f);
+    HAL_TRACE("fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u", ID(1),
+              ID(2), ID(0));
     break;
   }
   case HALI_OP_HAL_FENCE_OFFSET: {
@@ -408,10 +499,12 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
   }
   case HALI_OP_HAL_FENCE_SIGNAL:
     s = hali_hal_fence_signal(REF(hali_hal_fence_t, 0));
+    if (!s) HAL_TRACE("fence.signal !hal.fence#%u", ID(0));
     break;
   case HALI_OP_HAL_FENCE_FAIL: {
     int32_t code = I32(1);
     if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
+    HAL_TRACE("fence.fail !hal.fence#%u code %d", ID(0), code);
     hali_hal_fence_fail(REF(hali_hal_fence_t, 0),
                         hali_status_make((hali_status_code_t)code,
                                          "fence failed by hal.fence.fail "
@@ -423,6 +516,7 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     bool ready = false;
     hali_status_t q = hali_hal_fence_query(REF(hali_hal_fence_t, 1), &ready);
     regs[d.reg[0]].i32 = fence_code(q, ready);
+    HAL_TRACE("fence.query !hal.fence#%u -> %d", ID(1), regs[d.reg[0]].i32);
     break;
   }
   case HALI_OP_HAL_FENCE_AWAIT: {
@@ -433,42 +527,56 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     hali_timeout_ns_t ns = ms < 0 ? HALI_INFINITE
                            : ms > INT64_MAX / 1000000 ? INT64_MAX
                                                       : ms * 1000000;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    if (!st->await_started_ns) st->await_started_ns = now;
+    int32_t code = 0;
     bool ready = false;
     hali_status_t w = hali_hal_fence_query(fence, &ready);
     if (!w && !ready) {
       if (st->await_timed_out) { /* resumed by the scheduler's deadline */
         st->await_timed_out = false;
-        regs[d.reg[0]].i32 = HALI_STATUS_DEADLINE_EXCEEDED;
-        break;
-      }
-      if (st->can_suspend && ns != 0) {
+        code = HALI_STATUS_DEADLINE_EXCEEDED;
+      } else if (st->can_suspend && ns != 0) {
         hali_hal_fence_retain(fence);
         st->awaiting = fence;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        int64_t t = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
         st->await_deadline_ns =
-            ns < 0 || ns > INT64_MAX - t ? INT64_MAX : t + ns;
+            ns < 0 || ns > INT64_MAX - now ? INT64_MAX : now + ns;
         return HALI_VM_SUSPEND; /* *ppc stays: resuming re-runs the await */
-      }
-      w = hali_hal_fence_await(fence, ns);
-      if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
-        /* Expired rather than failed?  The fence's own state tells. */
-        bool now_ready = false;
-        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
-        if (!q) {
-          hali_status_free(w);
-          w = HALI_OK;
-          regs[d.reg[0]].i32 = now_ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
-          break;
+      } else {
+        w = hali_hal_fence_await(fence, ns);
+        if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
+          /* Expired rather than failed?  The fence's own state tells. */
+          bool now_ready = false;
+          hali_status_t q = hali_hal_fence_query(fence, &now_ready);
+          if (!q) {
+            hali_status_free(w);
+            w = HALI_OK;
+            code = now_ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
+          }
+          hali_status_free(q);
         }
-        hali_status_free(q);
       }
     }
+    if (st->trace) {
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      int64_t end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+      int64_t waited = end - st->await_started_ns;
+      HAL_TRACE("fence.await !hal.fence#%u -> %s after %lld us", ID(1),
+                w ? hali_status_code_name(hali_status_code(w))
+                  : code ? "DEADLINE_EXCEEDED" : "OK",
+                (long long)(waited / 1000));
+      char name[48];
+      snprintf(name, sizeof(name), "await fence#%u", ID(1));
+      int64_t t1 = hali_trace_now(st->trace);
+      hali_trace_slice(st->trace, name, "fence", 0, t1 - waited, waited, NULL);
+    }
+    st->await_started_ns = 0;
     if (w)
       return hali_status_annotate(w, "awaited fence #%u",
                                   ((hali_ref_t *)fence)->id);
-    regs[d.reg[0]].i32 = 0;
+    regs[d.reg[0]].i32 = code;
     break;
   }
   default:

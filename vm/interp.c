@@ -97,7 +97,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st,
 #undef HALI_INTERP_INSTRUMENTED
 
 hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
-  if (st->fuel_enabled || st->trace)
+  if (st->fuel_enabled || (hali_trace_flags(st->trace) & HALI_TRACE_VM))
     return hali_vm_interpret_instrumented(st, results);
   return hali_vm_interpret_plain(st, results);
 }

@@ -131,6 +131,28 @@ void hali_trace_slice(hali_trace_t *t, const char *name, const char *cat,
   free(text);
 }
 
+static int64_t tracer_now(void *user) { return hali_trace_now(user); }
+static void tracer_span(void *user, const char *cat, const char *name,
+                        uint32_t tid, int64_t start, int64_t end,
+                        const char *args) {
+  hali_trace_t *t = user;
+  if (t->o.format == HALI_TRACE_CHROME)
+    hali_trace_slice(t, name, cat, tid, start, end - start, args);
+  else if (t->o.flags & HALI_TRACE_HAL)
+    hali_trace_printf(t, "[hal] %s %s on thread %u took %" PRId64 " us%s%s",
+                      cat, name, tid, (end - start) / 1000, args ? " " : "",
+                      args ? args : "");
+}
+static void tracer_line(void *user, const char *text) {
+  hali_trace_t *t = user;
+  if (t->o.flags & HALI_TRACE_HAL) hali_trace_printf(t, "%s", text);
+}
+
+hali_hal_tracer_t hali_trace_hal_tracer(hali_trace_t *t) {
+  hali_hal_tracer_t r = {t, tracer_now, tracer_span, tracer_line};
+  return r;
+}
+
 static void format_float(hali_strbuf_t *sb, double v, bool single) {
   char buf[64];
   if (isnan(v)) {

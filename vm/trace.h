@@ -13,6 +13,7 @@
 
 #include <stdio.h>
 
+#include "hal/common.h"
 #include "vm/vm.h"
 
 enum {
@@ -61,6 +62,10 @@ int64_t hali_trace_now(const hali_trace_t *t);
  * "!hal.buffer_view#4<4xf32>=[1 2 3 4]" (at most max_values elements). */
 void hali_trace_format_ref(const hali_trace_t *t, const hali_ref_t *ref,
                            hali_strbuf_t *sb);
+
+/* A HAL tracer (hal/common.h) that writes into |t|: spans as Chrome
+ * events, lines as text.  |t| must outlive the device's use of it. */
+hali_hal_tracer_t hali_trace_hal_tracer(hali_trace_t *t);
 
 /* Called before each instruction when the stack is instrumented (fuel or
  * tracing on): charges fuel, prints the previous instruction's results
