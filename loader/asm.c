@@ -1099,8 +1099,20 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       if (!expect(p, ")", "to close locals")) return false;
     }
   }
+  /* func @host.f(...) -> T import [optional]: no body. */
+  if (tok_is(peek(p), T_IDENT, "import")) {
+    next(p);
+    f->flags |= HALI_FUNC_IMPORT;
+    if (tok_is(peek(p), T_IDENT, "optional")) {
+      next(p);
+      f->flags |= HALI_FUNC_OPTIONAL;
+    }
+    h->body = SIZE_MAX;
+    return true;
+  }
   if (!tok_is(peek(p), T_PUNCT, "{")) {
-    perr_at(p, peek(p), "expected '{' to open the body of @%s", f->name);
+    perr_at(p, peek(p), "expected '{' to open the body of @%s (or 'import')",
+            f->name);
     return false;
   }
   h->body = p->pos;
@@ -1211,7 +1223,8 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   free(exe_starts);
   /* Pass 2: bodies. */
   for (uint32_t i = 0; !p.error && i < p.m->func_count; ++i)
-    if (!parse_body(&p, &p.m->funcs[i], headers, i))
+    if (headers[i].body != SIZE_MAX &&
+        !parse_body(&p, &p.m->funcs[i], headers, i))
       perr_at(&p, peek(&p), "bad function body");
   free(headers);
   free(p.toks);

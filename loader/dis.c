@@ -317,6 +317,11 @@ char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
       }
       hali_strbuf_append(&sb, ")", 1);
     }
+    if (f->flags & HALI_FUNC_IMPORT) {
+      hali_strbuf_printf(&sb, " import%s\n",
+                         (f->flags & HALI_FUNC_OPTIONAL) ? " optional" : "");
+      continue;
+    }
     hali_strbuf_append(&sb, " {\n", 3);
     for (uint32_t b = 0; b < f->block_count; ++b) {
       print_block(&sb, f, b);

@@ -30,6 +30,7 @@ enum {
   HALI_HBC_SECTION_FUNCTIONS = 3, /* u32 count, then functions */
   HALI_HBC_SECTION_DEBUG = 4,     /* source, names, lines */
   HALI_HBC_SECTION_EXECUTABLES = 6, /* see doc/format.md */
+  HALI_HBC_SECTION_IMPORTS = 7, /* u32 count, (u32 function, u32 flags)* */
   HALI_HBC_SECTION_RODATA = 5,    /* u32 count, then (u32 name, u32 kind,
                                      u64 size, bytes)* */
 };

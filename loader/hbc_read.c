@@ -364,6 +364,24 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+static void read_imports(cur_t *c, hali_ir_module_t *m) {
+  uint32_t n = get_count(c, 8, "import");
+  for (uint32_t i = 0; i < n && !c->error; ++i) {
+    uint32_t fi = get_u32(c, "import function");
+    uint32_t flags = get_u32(c, "import flags");
+    if (c->error) return;
+    if (fi >= m->func_count)
+      FAIL("import %u names function %u but the module has %u", i, fi,
+           m->func_count);
+    if (!(flags & HALI_FUNC_IMPORT) ||
+        (flags & ~(uint32_t)(HALI_FUNC_IMPORT | HALI_FUNC_OPTIONAL)))
+      FAIL("import %u has bad flags 0x%x", i, flags);
+    if (m->funcs[fi].flags)
+      FAIL("function %u is imported twice", fi);
+    m->funcs[fi].flags = flags;
+  }
+}
+
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
   for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
@@ -429,7 +447,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL};
-  bool seen[7] = {0};
+  bool seen[8] = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
@@ -437,7 +455,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     if (!need(&top, len, "section")) break;
     cur_t c = {data, top.p, top.p + len, "?", NULL};
     top.p += len;
-    if (id >= 1 && id <= 6) {
+    if (id >= 1 && id <= 7) {
       if (seen[id]) {
         c.section = "a";
         rerr(&c, "section %u appears twice", id);
@@ -477,6 +495,13 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       else
         read_executables(&c, m);
       break;
+    case HALI_HBC_SECTION_IMPORTS:
+      c.section = "IMPORTS";
+      if (!seen[HALI_HBC_SECTION_FUNCTIONS])
+        rerr(&c, "IMPORTS must follow FUNCTIONS");
+      else
+        read_imports(&c, m);
+      break;
     case HALI_HBC_SECTION_DEBUG:
       c.section = "DEBUG";
       if (!seen[HALI_HBC_SECTION_FUNCTIONS])
@@ -487,7 +512,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     default:
       break; /* unknown sections are skipped */
     }
-    if (!c.error && c.p != c.end && id >= 1 && id <= 6)
+    if (!c.error && c.p != c.end && id >= 1 && id <= 7)
       rerr(&c, "%zu unread bytes at the end of the section",
            (size_t)(c.end - c.p));
     top.error = c.error;

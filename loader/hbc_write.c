@@ -268,6 +268,20 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   }
   end_section(&w, s);
 
+  uint32_t nimports = 0;
+  for (uint32_t fi = 0; fi < m->func_count; ++fi)
+    nimports += (m->funcs[fi].flags & HALI_FUNC_IMPORT) != 0;
+  if (nimports) {
+    s = begin_section(&w, HALI_HBC_SECTION_IMPORTS);
+    put_u32(&w, nimports);
+    for (uint32_t fi = 0; fi < m->func_count; ++fi)
+      if (m->funcs[fi].flags & HALI_FUNC_IMPORT) {
+        put_u32(&w, fi);
+        put_u32(&w, m->funcs[fi].flags);
+      }
+    end_section(&w, s);
+  }
+
   if (debug) {
     s = begin_section(&w, HALI_HBC_SECTION_DEBUG);
     put(&w, dbg.data, dbg.len);

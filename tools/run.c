@@ -239,6 +239,8 @@ static int run(const run_options_t *o) {
     s = hali_vm_module_load_executables(m, registry, o->path, o->exec_paths,
                                         o->nexec_paths);
   hali_executable_registry_free(registry);
+  /* hali run binds no host functions: modules needing some cannot run. */
+  if (!s) s = hali_vm_module_check_imports(m);
   if (s) {
     hali_vm_module_free(m);
     return report(s);

@@ -83,6 +83,8 @@ enum {
 #define HALI_X(name, base) HALI_OP_##name,
   HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
+  /* A call whose callee is a host import (same layout as call). */
+  HALI_OP_CALL_IMPORT,
   HALI_OP_INTERNAL_END
 };
 

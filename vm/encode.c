@@ -136,6 +136,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         c[0].i.b = (uint16_t)cf->param_count;
         c[0].i.c = (uint16_t)(insn->operand_count - 1 - cf->param_count);
         c[1].ptr = &vm->funcs[o[0].v];
+        if (insn->op == HALI_OP_CALL && (cf->flags & HALI_FUNC_IMPORT))
+          c[0].i.op = HALI_OP_CALL_IMPORT;
         uint32_t k = 0;
         for (uint32_t a = 1; a < insn->operand_count; ++a)
           put_slots(&c[2], &k, out->slot[o[a].v]);
@@ -221,6 +223,7 @@ void hali_vm_module_release(hali_vm_module_t *m) {
   }
   free(m->funcs);
   free(m->strings);
+  free(m->imports);
   hali_ir_module_free(m->ir);
   free(m);
 }
@@ -239,7 +242,9 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   m->funcs = calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));
   m->strings = calloc(ir->string_count ? ir->string_count : 1,
                       sizeof(hali_vm_string_t));
-  if (!m->funcs || !m->strings) {
+  m->imports = calloc(ir->func_count ? ir->func_count : 1,
+                      sizeof(hali_vm_import_t));
+  if (!m->funcs || !m->strings || !m->imports) {
     hali_vm_module_free(m);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
@@ -257,6 +262,38 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   }
   *out = m;
   return HALI_OK;
+}
+
+hali_status_t hali_vm_module_bind_import(hali_vm_module_t *m,
+                                         const char *name,
+                                         hali_vm_import_fn_t fn, void *user) {
+  int32_t i = hali_ir_module_find_func(m->ir, name);
+  if (i < 0 || !(m->ir->funcs[i].flags & HALI_FUNC_IMPORT))
+    return hali_status_make(HALI_STATUS_NOT_FOUND,
+                            "module @%s has no import @%s", m->ir->name, name);
+  m->imports[i].fn = fn;
+  m->imports[i].user = user;
+  return HALI_OK;
+}
+
+hali_status_t hali_vm_module_check_imports(const hali_vm_module_t *m) {
+  hali_strbuf_t sb = {0};
+  uint32_t missing = 0;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    const hali_ir_func_t *f = &m->ir->funcs[i];
+    if ((f->flags & HALI_FUNC_IMPORT) && !(f->flags & HALI_FUNC_OPTIONAL) &&
+        !m->imports[i].fn)
+      hali_strbuf_printf(&sb, "%s@%s", missing++ ? ", " : "", f->name);
+  }
+  char *list = hali_strbuf_take(&sb);
+  hali_status_t s =
+      missing ? hali_status_make(HALI_STATUS_NOT_FOUND,
+                                 "module @%s: %u required import(s) not "
+                                 "provided by the host: %s",
+                                 m->ir->name, missing, list ? list : "")
+              : HALI_OK;
+  free(list);
+  return s;
 }
 
 const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,

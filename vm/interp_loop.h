@@ -13,6 +13,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
+      [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
   };
 #if HALI_INTERP_INSTRUMENTED
   /* Every op goes through L_instrumented first (fuel, tracing). */
@@ -304,6 +305,16 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       regs = nregs;
       refs = nrefs;
       pc = callee->code;
+      vmbreak;
+    }
+
+    vmcase(CALL_IMPORT) {
+      if (HALI_UNLIKELY(
+              atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
+        goto interrupted;
+      status = hali_vm_call_import(st, pc, regs, refs);
+      if (HALI_UNLIKELY(status)) goto fail;
+      pc += 2 + HALI_CELLS_FOR_SLOTS((uint32_t)B + C);
       vmbreak;
     }
 

@@ -56,8 +56,17 @@ typedef struct hali_ir_block_s {
   hali_ir_insn_t *insns;
 } hali_ir_block_t;
 
+enum {
+  /* A host import: no body; calls go to what the host binds at link time
+   * (vm/vm.h hali_vm_module_bind_import). */
+  HALI_FUNC_IMPORT = 1u << 0,
+  /* An import the host may leave unbound (calling it then fails). */
+  HALI_FUNC_OPTIONAL = 1u << 1,
+};
+
 typedef struct hali_ir_func_s {
   char *name;
+  uint32_t flags; /* HALI_FUNC_* */
   uint32_t line;
   uint32_t param_count;
   uint32_t result_count;

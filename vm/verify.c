@@ -414,7 +414,14 @@ static hali_status_t verify_header(vctx_t *v) {
                 f->reg_count);
   if (f->reg_count > 0xffff)
     return verr(v, "%u registers; at most 65535 are supported", f->reg_count);
-  if (f->block_count == 0) return verr(v, "function has no blocks");
+  if (f->flags & HALI_FUNC_IMPORT) {
+    if (f->block_count)
+      return verr(v, "an imported function has no body, but this one has "
+                     "%u block(s)",
+                  f->block_count);
+  } else if (f->block_count == 0) {
+    return verr(v, "function has no blocks");
+  }
   if (f->block_count > 0xffff)
     return verr(v, "%u blocks; at most 65535 are supported", f->block_count);
   for (uint32_t r = 0; r < f->reg_count; ++r)
@@ -459,6 +466,7 @@ static hali_status_t verify_names(vctx_t *v) {
 
 static hali_status_t verify_func(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
+  if (f->flags & HALI_FUNC_IMPORT) return verify_names(v); /* no body */
   HALI_RETURN_IF_ERROR_PLAIN(verify_names(v));
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];

@@ -235,6 +235,61 @@ hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
   return hali_vm_interpret(st, results);
 }
 
+hali_status_t hali_vm_call_import(hali_vm_stack_t *st, const hali_cell_t *pc,
+                                  hali_slot_t *regs, hali_ref_t **refs) {
+  const hali_vm_func_t *callee = pc[1].ptr;
+  const hali_ir_func_t *f = callee->ir;
+  const hali_vm_import_t *imp = &st->module->imports[callee->index];
+  if (!imp->fn)
+    return hali_status_make(HALI_STATUS_NOT_FOUND,
+                            "import @%s is not provided by the host (it is "
+                            "optional, so the module linked without it)",
+                            f->name);
+  const uint16_t *list = pc[2].r;
+  uint32_t nargs = pc->i.b, nres = pc->i.c;
+  hali_value_t args[64], results[64];
+  if (nargs > 64 || nres > 64)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "import @%s: at most 64 arguments and results",
+                            f->name);
+  for (uint32_t i = 0; i < nargs; ++i) {
+    hali_type_t t = f->reg_types[i];
+    args[i].type = t;
+    if (hali_type_is_ref(t)) args[i].ref = refs[list[i]];
+    else args[i].i64 = regs[list[i]].i64; /* the whole slot */
+  }
+  for (uint32_t i = 0; i < nres; ++i) {
+    memset(&results[i], 0, sizeof(results[i]));
+    results[i].type = f->results[i];
+  }
+  hali_status_t s = imp->fn(imp->user, args, nargs, results, nres);
+  if (s) return hali_status_annotate(s, "in host import @%s", f->name);
+  for (uint32_t i = 0; i < nres; ++i) {
+    uint16_t out = list[nargs + i];
+    if (hali_type_is_ref(results[i].type)) {
+      if (results[i].ref && results[i].ref->type != f->results[i]) {
+        hali_ref_release(results[i].ref);
+        return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                "host import @%s returned a %s for result %u, "
+                                "declared %s",
+                                f->name, hali_type_name(results[i].ref->type),
+                                i, hali_type_name(f->results[i]));
+      }
+      hali_ref_t *old = refs[out];
+      refs[out] = results[i].ref;
+      hali_ref_release(old);
+    } else {
+      switch (f->results[i]) {
+      case HALI_TYPE_I32: regs[out].i32 = results[i].i32; break;
+      case HALI_TYPE_I64: regs[out].i64 = results[i].i64; break;
+      case HALI_TYPE_F32: regs[out].f32 = results[i].f32; break;
+      default: regs[out].f64 = results[i].f64; break;
+      }
+    }
+  }
+  return HALI_OK;
+}
+
 void hali_vm_stack_reset(hali_vm_stack_t *st) {
   unwind(st);
   st->suspended = false;

@@ -35,6 +35,21 @@ typedef struct hali_vm_func_s {
   const hali_ir_insn_t **insn_ir;
 } hali_vm_func_t;
 
+struct hali_value_s;
+typedef struct hali_vm_stack_s hali_vm_stack_t;
+
+/* A host function bound to an import: |results| arrive typed; ref results
+ * are returned retained (the VM takes them over). */
+typedef hali_status_t (*hali_vm_import_fn_t)(void *user,
+                                             const struct hali_value_s *args,
+                                             size_t arg_count,
+                                             struct hali_value_s *results,
+                                             size_t result_count);
+typedef struct hali_vm_import_s {
+  hali_vm_import_fn_t fn; /* NULL: unbound */
+  void *user;
+} hali_vm_import_t;
+
 typedef struct hali_vm_module_s {
   /* Modules are shared: buffers over their rodata keep them alive. */
   atomic_uint_fast32_t count;
@@ -45,6 +60,8 @@ typedef struct hali_vm_module_s {
   /* Loaded executables, one per module executable (NULL until
    * hali_vm_module_load_executables); released by hali_vm_module_free. */
   struct hali_hal_executable_t **executables;
+  /* Host bindings, one per function (used only for imports). */
+  hali_vm_import_t *imports;
 } hali_vm_module_t;
 
 /* Encodes a verified module for the interpreter; takes ownership of |ir|
@@ -58,6 +75,19 @@ void hali_vm_module_release(hali_vm_module_t *m);
  * executable refers back to its module, so this breaks the cycle), then
  * the creator's reference.  Buffers over rodata may keep the rest alive. */
 void hali_vm_module_free(hali_vm_module_t *m);
+/* Binds import @|name| to |fn|(|user|, ...).  NOT_FOUND when the module
+ * has no such import.  Bind before running; not thread-safe with calls. */
+HALI_MUST_USE hali_status_t hali_vm_module_bind_import(hali_vm_module_t *m,
+                                                       const char *name,
+                                                       hali_vm_import_fn_t fn,
+                                                       void *user);
+/* NOT_FOUND naming every required import still unbound. */
+HALI_MUST_USE hali_status_t hali_vm_module_check_imports(
+    const hali_vm_module_t *m);
+/* Internal: the interpreter's call into a host import. */
+hali_status_t hali_vm_call_import(hali_vm_stack_t *st, const hali_cell_t *pc,
+                                  hali_slot_t *regs, hali_ref_t **refs);
+
 /* The function named |name|, or NULL. */
 const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
                                             const char *name);
