@@ -175,7 +175,8 @@ static hali_value_t run_ok1(const char *file, int line, const char *text,
   }
   return r;
 }
-#define RUN1(text, fn, ...) run_ok1(__FILE__, __LINE__, text, fn, ARGS(__VA_ARGS__))
+#define RUN1(text, fn, ...)                                                    \
+  run_ok1(__FILE__, __LINE__, text, fn, ARGS(__VA_ARGS__))
 #define RUN1_NOARGS(text, fn) run_ok1(__FILE__, __LINE__, text, fn, NO_ARGS)
 #define EXPECT_I32(text, fn, want, ...)                                        \
   do {                                                                         \
