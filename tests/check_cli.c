@@ -1124,6 +1124,75 @@ START_TEST(bug_bf16_npy_round_trip) {
 }
 END_TEST
 
+/* Runs `timeout 3 hali ARGS` (for programs that may hang). */
+static void hali_timeout(const char *fmt, ...) HALI_PRINTF(1, 2);
+static void hali_timeout(const char *fmt, ...) {
+  char args[2048], cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof(args), fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof(cmd), "timeout 3 '%s' %s", HALI_TOOL, args);
+  char *out = NULL, *err = NULL;
+  run.rc = hali_test_shell(cmd, &out, &err);
+  snprintf(run.out, sizeof(run.out), "%s", out ? out : "");
+  snprintf(run.err, sizeof(run.err), "%s", err ? err : "");
+  free(out);
+  free(err);
+}
+
+static const char pending_text[] =
+    "func @fails_with_pending_work() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %go = hal.fence.create %device\n"
+    "  %done = hal.fence.create %device\n"
+    "  hal.device.queue.execute %device, %go, %done, []\n"
+    "  %code = const.i32 3\n"
+    "  fail %code, \"early exit\"\n"
+    "}\n"
+    "func @awaits_itself() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %forever = const.i64 -1\n"
+    "  %st = hal.fence.await %f, %forever\n"
+    "  return %st\n"
+    "}\n";
+
+/* BUG (tools/run.c with hal/device.c): a function that fails while a
+ * queue submission still waits on a fence only that function could have
+ * signalled makes `hali run` hang forever, silently: run() releases the
+ * device (which drains the queue, waiting for the parked submission)
+ * before it reports the error.  Expected: "INVALID_ARGUMENT: early exit"
+ * on stderr and exit 1 (the orphaned submission failed or abandoned, or
+ * at least the error printed first), on both devices. */
+START_TEST(bug_failure_with_pending_queue_work_hangs) {
+  write_file(tmp("pending.hasm"), pending_text);
+  char m[512];
+  snprintf(m, sizeof m, "%s", tmp("pending.hasm"));
+  hali_timeout("run '%s' --function=fails_with_pending_work", m);
+  EXPECT_ERROR("INVALID_ARGUMENT: early exit");
+  hali_timeout("run '%s' --function=fails_with_pending_work "
+               "--device=local-task",
+               m);
+  EXPECT_ERROR("INVALID_ARGUMENT: early exit");
+}
+END_TEST
+
+/* BUG (vm/hal_ops.c, hal.fence.await): awaiting forever a fence that
+ * nothing can signal (here: the program's own, never signalled) blocks
+ * the thread for ever.  DESIGN §4: "Nothing hangs silently: when every
+ * fiber waits and no queue work can make progress, the context reports a
+ * deadlock naming what each fiber waits on."  Expected: exit 1 with an
+ * error that says deadlock. */
+START_TEST(bug_await_on_unsignallable_fence_hangs) {
+  write_file(tmp("pending.hasm"), pending_text);
+  char m[512];
+  snprintf(m, sizeof m, "%s", tmp("pending.hasm"));
+  hali_timeout("run '%s' --function=awaits_itself", m);
+  EXPECT_ERROR("deadlock");
+}
+END_TEST
+
 static Suite *suite_cli(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("run");
@@ -1187,6 +1256,8 @@ static Suite *suite_cli(void) {
   tcase_add_test(tc, bug_max_depth_value_is_checked);
   tcase_add_test(tc, bug_expected_f32_threshold_sets_f32);
   tcase_add_test(tc, bug_bf16_npy_round_trip);
+  tcase_add_test(tc, bug_failure_with_pending_queue_work_hangs);
+  tcase_add_test(tc, bug_await_on_unsignallable_fence_hangs);
   suite_add_tcase(s, tc);
   return s;
 }
