@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "tests/hal_ops_suite.h"
 #include "tests/testutil.h"
 #include "vm/code.h"
 #include "vm/ops.h"
@@ -174,6 +175,8 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
 
 /* ------------------------------------------------------------------------ */
 /* Running code. */
+
+void check_ops_note_module(const hali_vm_module_t *m) { note_ops(m); }
 
 static hali_vm_module_t *load(const char *text) {
   hali_vm_module_t *m = hali_test_module(text);
@@ -2339,7 +2342,7 @@ static const char k_down[] = "func @down(%n: i32) -> i32 {\n"
                              "}\n";
 
 /* @down(n) needs n + 1 frames. */
-static hali_status_t down(hali_vm_stack_t *st, const hali_vm_module_t *m,
+static hali_status_t down(hali_vm_stack_t *st, hali_vm_module_t *m,
                           const char *fn, int32_t n, int32_t *out) {
   hali_value_t r = {0};
   hali_status_t s = hali_vm_invoke(st, m, lookup(m, fn), ARGS(I32(n)), &r, 1);
@@ -2535,6 +2538,9 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, invoke_unbounded_recursion_default_stack);
   tcase_add_test(tc, invoke_argument_errors);
   suite_add_tcase(s, tc);
+
+  /* Every HAL op (tests/check_hal_ops.c). */
+  check_hal_ops_add_tcases(s);
 
   /* Check runs test cases in the order they were added, so this one sees
    * what all the others recorded. */
