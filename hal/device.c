@@ -68,6 +68,7 @@ struct hali_hal_device_t {
   uint64_t next_id;
   size_t pending; /* queued or executing */
   hali_hal_tracer_t tracer; /* |now| NULL = off */
+  bool abandoning; /* hali_hal_device_abandon: stop waiting on fences */
   /* local-task: the submission the queue thread has taken (waiting for its
    * fence or executing), NULL between submissions. */
   hali_hal_submission_t *current;
@@ -417,8 +418,33 @@ static void *hali_hal_local_task_main(void *arg) {
     if (!device->head) device->tail = NULL;
     device->current = sub;
     pthread_mutex_unlock(&device->mutex);
-    hali_status_t wait_status =
-        hali_hal_fence_await(sub->wait_fence, HALI_INFINITE);
+    /* Wait in slices so that abandon can stop a wait nobody will end. */
+    hali_status_t wait_status;
+    for (;;) {
+      wait_status = hali_hal_fence_await(sub->wait_fence, 20000000);
+      if (!wait_status ||
+          hali_status_code(wait_status) != HALI_STATUS_DEADLINE_EXCEEDED)
+        break;
+      bool ready = false;
+      hali_status_t q = hali_hal_fence_query(sub->wait_fence, &ready);
+      if (q) { /* failed meanwhile */
+        hali_status_free(wait_status);
+        wait_status = q;
+        break;
+      }
+      pthread_mutex_lock(&device->mutex);
+      bool give_up = device->abandoning;
+      pthread_mutex_unlock(&device->mutex);
+      if (give_up) {
+        hali_status_free(wait_status);
+        wait_status = hali_status_make(
+            HALI_STATUS_CANCELLED,
+            "abandoned: the device was shut down while this submission "
+            "waited on a fence nobody signalled");
+        break;
+      }
+      hali_status_free(wait_status);
+    }
     hali_hal_submission_complete(device, sub, wait_status);
     pthread_mutex_lock(&device->mutex);
     device->current = NULL;
@@ -430,6 +456,30 @@ static void *hali_hal_local_task_main(void *arg) {
   }
   pthread_mutex_unlock(&device->mutex);
   return NULL;
+}
+
+void hali_hal_device_abandon(hali_hal_device_t *device) {
+  pthread_mutex_lock(&device->mutex);
+  device->abandoning = true;
+  hali_hal_submission_t *subs = device->head;
+  device->head = device->tail = NULL;
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_SYNC)
+    hali_hal_local_sync_disarm(device);
+  pthread_mutex_unlock(&device->mutex);
+  while (subs) {
+    hali_hal_submission_t *next = subs->next;
+    hali_hal_submission_complete(
+        device, subs,
+        hali_status_make(HALI_STATUS_CANCELLED,
+                         "abandoned: the device was shut down while this "
+                         "submission waited on a fence nobody signalled"));
+    hali_hal_submission_free(subs);
+    pthread_mutex_lock(&device->mutex);
+    device->pending--;
+    pthread_cond_broadcast(&device->cond);
+    pthread_mutex_unlock(&device->mutex);
+    subs = next;
+  }
 }
 
 void hali_hal_device_set_tracer(hali_hal_device_t *device,

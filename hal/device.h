@@ -97,6 +97,12 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_dealloca(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence, hali_hal_buffer_t *buffer);
 
+/* Gives up on queued work that waits on fences: every submission not yet
+ * running fails its signal fence with CANCELLED, and a local-task queue
+ * thread stops waiting within ~20 ms.  For shutting down after an error
+ * (releasing a device otherwise waits for all queued work). */
+void hali_hal_device_abandon(hali_hal_device_t *device);
+
 /* Reports execution to |tracer| from now on (copied; NULL = off).  Set it
  * while the queue is idle. */
 void hali_hal_device_set_tracer(hali_hal_device_t *device,

@@ -168,6 +168,8 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
   };
   if (op < HALI_OP_COUNT)
     snprintf(buf, n, "%s", hali_op_info(op)->name);
+  else if (op == HALI_OP_CALL_IMPORT)
+    snprintf(buf, n, "call of a host import");
   else
     snprintf(buf, n, "%s fused with cond_br",
              hali_op_info(fused_base[op])->name);
@@ -2541,6 +2543,7 @@ static Suite *suite_ops(bool with_coverage) {
 
   /* Every HAL op (tests/check_hal_ops.c). */
   check_hal_ops_add_tcases(s);
+  check_calls_add_tcases(s);
 
   /* Check runs test cases in the order they were added, so this one sees
    * what all the others recorded. */

@@ -11,4 +11,7 @@ void check_ops_note_module(const hali_vm_module_t *m);
 /* Defined by tests/check_hal_ops.c: adds the HAL test cases to |s|. */
 void check_hal_ops_add_tcases(Suite *s);
 
+/* Defined by tests/check_calls.c: imports, fiber.spawn, fence offsets. */
+void check_calls_add_tcases(Suite *s);
+
 #endif /* HALI_TESTS_HAL_OPS_SUITE_H */

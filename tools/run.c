@@ -364,6 +364,9 @@ done:
   hali_vm_stack_free(st);
   hali_vm_scheduler_free(sched);
   hali_vm_module_free(m);
+  /* After a failure, queued work may wait on fences nobody will signal:
+   * give it up rather than wait forever in the release's drain. */
+  if (dev && s) hali_hal_device_abandon(dev);
   if (dev) hali_hal_device_release(dev); /* drains the queue first */
   hali_trace_free(trace);
   if (trace_file) fclose(trace_file);
@@ -405,7 +408,7 @@ int hali_tool_run(int argc, char **argv) {
         fprintf(stderr, "hali run: '%s' is not a threshold >= 0\n", a);
         goto done;
       }
-      if (a[11] == 'f' && a[13] == '3') o.f32_threshold = t;
+      if (strncmp(a, "--expected_f32_threshold=", 25) == 0) o.f32_threshold = t;
       else o.f64_threshold = t;
     } else if ((v = VALUE("--print_max_elements"))) {
       o.print_max = (size_t)strtoull(v, &end, 10);

@@ -398,6 +398,7 @@ static const struct {
     {"u2", HALI_HAL_ELEMENT_TYPE_UINT_16},  {"u4", HALI_HAL_ELEMENT_TYPE_UINT_32},
     {"u8", HALI_HAL_ELEMENT_TYPE_UINT_64},  {"f2", HALI_HAL_ELEMENT_TYPE_FLOAT_16},
     {"f4", HALI_HAL_ELEMENT_TYPE_FLOAT_32}, {"f8", HALI_HAL_ELEMENT_TYPE_FLOAT_64},
+    {"V2", HALI_HAL_ELEMENT_TYPE_BFLOAT_16},
 };
 #define NPY_TYPES (sizeof(npy_types) / sizeof(npy_types[0]))
 
@@ -408,6 +409,8 @@ static const char *npy_descr(hali_hal_element_type_t t) {
   case HALI_HAL_ELEMENT_TYPE_SINT_32: return "i4";
   case HALI_HAL_ELEMENT_TYPE_SINT_64: return "i8";
   case HALI_HAL_ELEMENT_TYPE_INT_1: return "b1";
+  /* numpy has no bfloat16: 2-byte void, as ml_dtypes writes it. */
+  case HALI_HAL_ELEMENT_TYPE_BFLOAT_16: return "V2";
   default: break;
   }
   for (size_t i = 0; i < NPY_TYPES; ++i)

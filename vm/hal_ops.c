@@ -519,7 +519,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     HAL_TRACE("fence.query !hal.fence#%u -> %d", ID(1), regs[d.reg[0]].i32);
     break;
   }
-  case HALI_OP_HAL_FENCE_AWAIT: {
+  case HALI_OP_HAL_FENCE_AWAIT:
+  case HALI_OP_HAL_FENCE_AWAIT_STATUS: {
     /* OK -> 0, timeout -> 4 (DEADLINE_EXCEEDED); a failed fence fails the
      * awaiting function with its status (query it to handle failures). */
     hali_hal_fence_t *fence = REF(hali_hal_fence_t, 1);
@@ -546,6 +547,16 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
         return HALI_VM_SUSPEND; /* *ppc stays: resuming re-runs the await */
       } else {
         w = hali_hal_fence_await(fence, ns);
+        if (w) {
+          /* Report the fence's own failure, as a ready fence would (the
+           * wait's annotations depend on timing). */
+          bool now_ready = false;
+          hali_status_t q = hali_hal_fence_query(fence, &now_ready);
+          if (q) {
+            hali_status_free(w);
+            w = q;
+          }
+        }
         if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
           /* Expired rather than failed?  The fence's own state tells. */
           bool now_ready = false;
@@ -573,6 +584,11 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
       hali_trace_slice(st->trace, name, "fence", 0, t1 - waited, waited, NULL);
     }
     st->await_started_ns = 0;
+    if (w && pc->i.op == HALI_OP_HAL_FENCE_AWAIT_STATUS) {
+      code = (int32_t)hali_status_code(w); /* handled by the program */
+      hali_status_free(w);
+      w = HALI_OK;
+    }
     if (w)
       return hali_status_annotate(w, "awaited fence #%u",
                                   ((hali_ref_t *)fence)->id);
