@@ -8,6 +8,7 @@
  * rejects NULL ref arguments.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -252,6 +253,17 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
   case HALI_OP_HAL_BUFFER_VIEW_ELEMENT_TYPE:
     regs[d.reg[0]].u32 =
         hali_hal_buffer_view_element_type(REF(hali_hal_buffer_view_t, 1));
+    break;
+  case HALI_OP_HAL_BUFFER_VIEW_TRACE:
+    if (st->trace) {
+      const hali_vm_string_t *label = d.x[0]->ptr;
+      hali_strbuf_t sb = {0};
+      hali_trace_format_ref(st->trace, refs[d.reg[0]], &sb);
+      char *text = hali_strbuf_take(&sb);
+      hali_trace_printf(st->trace, "[trace] %.*s: %s", (int)label->length,
+                        label->data, text ? text : "");
+      free(text);
+    }
     break;
   case HALI_OP_HAL_BUFFER_VIEW_ASSERT: {
     hali_hal_buffer_view_t *v = REF(hali_hal_buffer_view_t, 0);
