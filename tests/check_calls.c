@@ -1,12 +1,14 @@
 /* Calls that leave the running function: host imports, fiber.spawn, and
  * timelines through hal.fence.offset.  Compiled into check_ops (its
  * coverage case sees these ops). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hal/hal.h"
 #include "tests/hal_ops_suite.h"
 #include "vm/fiber.h"
+#include "vm/trace.h"
 
 static const char k_imports[] =
     "func @env.add(%a: i32, %b: i32) -> i32 import\n"
@@ -253,6 +255,65 @@ START_TEST(spawn_needs_a_scheduler) {
 }
 END_TEST
 
+static char g_trace[4096];
+static void collect(void *user, const char *text) {
+  size_t n = strlen(g_trace);
+  snprintf(g_trace + n, sizeof(g_trace) - n, "%s\n", text);
+}
+
+START_TEST(buffer_view_trace_dumps_values) {
+  static const char text[] =
+      "func @f(%v: !hal.buffer_view) {\n"
+      "  hal.buffer_view.trace %v, \"input\"\n"
+      "  return\n"
+      "}\n";
+  hali_vm_module_t *m = hali_test_module(text);
+  check_ops_note_module(m);
+  hali_hal_device_t *dev = NULL;
+  ck_assert_ok(hali_hal_device_create(NULL, &dev));
+  hali_hal_buffer_params_t p = {HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
+                                HALI_HAL_BUFFER_USAGE_MAPPING};
+  hali_hal_buffer_t *b = NULL;
+  ck_assert_ok(hali_hal_allocator_allocate_buffer(hali_hal_device_allocator(dev),
+                                                  p, 40, &b));
+  int32_t data[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  ck_assert_ok(hali_hal_buffer_write(b, 0, data, sizeof(data)));
+  hali_hal_dim_t shape[1] = {10};
+  hali_hal_buffer_view_t *v = NULL;
+  ck_assert_ok(hali_hal_buffer_view_create(b, 1, shape,
+                                           HALI_HAL_ELEMENT_TYPE_INT_32,
+                                           HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+                                           &v));
+  hali_trace_options_t o = {.flags = HALI_TRACE_HAL, .callback = collect,
+                            .max_values = 4};
+  hali_trace_t *t = NULL;
+  ck_assert_ok(hali_trace_create(&o, &t));
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  hali_value_t arg = {.type = HALI_TYPE_BUFFER_VIEW};
+  arg.ref = (hali_ref_t *)v;
+  g_trace[0] = 0;
+  /* Without a trace: nothing printed. */
+  ck_assert_ok(hali_vm_invoke(st, m, hali_vm_module_lookup(m, "f"), &arg, 1,
+                              NULL, 0));
+  ck_assert_str_eq(g_trace, "");
+  st->trace = t;
+  ck_assert_ok(hali_vm_invoke(st, m, hali_vm_module_lookup(m, "f"), &arg, 1,
+                              NULL, 0));
+  char want[128];
+  snprintf(want, sizeof(want),
+           "[trace] input: !hal.buffer_view#%u<10xi32>=[1 2 3 4 ...]\n",
+           ((hali_ref_t *)v)->id);
+  ck_assert_str_eq(g_trace, want);
+  hali_vm_stack_free(st);
+  hali_trace_free(t);
+  hali_hal_buffer_view_release(v);
+  hali_hal_buffer_release(b);
+  hali_hal_device_release(dev);
+  hali_vm_module_free(m);
+}
+END_TEST
+
 void check_calls_add_tcases(Suite *s) {
   TCase *tc = tcase_create("imports");
   tcase_add_test(tc, import_bound_and_called);
@@ -263,5 +324,8 @@ void check_calls_add_tcases(Suite *s) {
   tcase_add_test(tc, spawn_runs_and_joins);
   tcase_add_test(tc, spawn_failure_reaches_the_awaiter);
   tcase_add_test(tc, spawn_needs_a_scheduler);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("trace_op");
+  tcase_add_test(tc, buffer_view_trace_dumps_values);
   suite_add_tcase(s, tc);
 }
