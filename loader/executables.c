@@ -298,12 +298,17 @@ static const hali_executable_loader_vtable_t static_loader = {
 /* ffi: plain C functions through libffi.  Each export's call interface is
  * prepared once at load; a workgroup is one ffi_call. */
 
+/* What a call needs from the export's declaration, copied at load: the
+ * executable may outlive its module (a command buffer retains it). */
 typedef struct {
   void (*fn)(void);
   ffi_cif cif;
   ffi_type **arg_types;
   uint32_t arg_count;
-  const hali_ir_export_t *decl;
+  uint32_t flags;        /* HALI_EXPORT_* */
+  uint32_t param_count;  /* then result_count tensor results */
+  uint32_t result_count;
+  hali_type_t *params;   /* owned: each parameter's type (NONE = tensor) */
 } ffi_export_t;
 
 typedef struct {
@@ -315,7 +320,10 @@ typedef struct {
 
 static void ffi_executable_destroy(hali_ref_t *ref) {
   ffi_executable_t *e = (ffi_executable_t *)ref;
-  for (uint32_t i = 0; i < e->export_count; ++i) free(e->exports[i].arg_types);
+  for (uint32_t i = 0; i < e->export_count; ++i) {
+    free(e->exports[i].arg_types);
+    free(e->exports[i].params);
+  }
   free(e->exports);
   hali_hal_executable_deinitialize(&e->base);
   if (e->dl) dlclose(e->dl);
@@ -330,14 +338,13 @@ static hali_status_t ffi_run_workgroup(
     const hali_kernel_dispatch_state_t *d,
     const hali_kernel_workgroup_state_t *w) {
   ffi_executable_t *e = (ffi_executable_t *)base;
-  ffi_export_t *x = &e->exports[ordinal];
-  const hali_ir_export_t *decl = x->decl;
+  ffi_export_t *x = &e->exports[ordinal]; /* ffi_call takes a non-const cif */
   /* Storage for every argument value (8 bytes each) and pointers to it. */
   uint64_t storage[HALI_HAL_MAX_BINDINGS + HALI_HAL_MAX_PUSH_CONSTANTS + 6];
   void *values[HALI_HAL_MAX_BINDINGS + HALI_HAL_MAX_PUSH_CONSTANTS + 6];
   uint32_t a = 0, binding = 0, constant = 0;
-  for (uint32_t i = 0; i < decl->param_count; ++i, ++a) {
-    hali_type_t t = decl->params[i].type;
+  for (uint32_t i = 0; i < x->param_count; ++i, ++a) {
+    hali_type_t t = x->params[i];
     if (t == HALI_TYPE_NONE) {
       void *ptr = d->binding_ptrs[binding++];
       memcpy(&storage[a], &ptr, sizeof(ptr));
@@ -352,12 +359,12 @@ static hali_status_t ffi_run_workgroup(
     }
     values[a] = &storage[a];
   }
-  for (uint32_t i = 0; i < decl->result_count; ++i, ++a) {
+  for (uint32_t i = 0; i < x->result_count; ++i, ++a) {
     void *ptr = d->binding_ptrs[binding++];
     memcpy(&storage[a], &ptr, sizeof(ptr));
     values[a] = &storage[a];
   }
-  if (decl->flags & HALI_EXPORT_WORKGROUP_INFO) {
+  if (x->flags & HALI_EXPORT_WORKGROUP_INFO) {
     uint32_t info[6] = {w->workgroup_id_x,    w->workgroup_id_y,
                         w->workgroup_id_z,    d->workgroup_count_x,
                         d->workgroup_count_y, d->workgroup_count_z};
@@ -368,12 +375,13 @@ static hali_status_t ffi_run_workgroup(
   }
   ffi_arg rc = 0;
   ffi_call(&x->cif, x->fn, &rc, values);
-  int code = (decl->flags & HALI_EXPORT_RETURNS_STATUS) ? (int)(int32_t)rc : 0;
+  int code = (x->flags & HALI_EXPORT_RETURNS_STATUS) ? (int)(int32_t)rc : 0;
   if (HALI_LIKELY(code == 0)) return HALI_OK;
   return hali_status_make(HALI_STATUS_INTERNAL,
                           "kernel returned error code %d: executable '%s' "
                           "export %u '%s' workgroup (%u,%u,%u)",
-                          code, base->name, ordinal, decl->name,
+                          code, base->name, ordinal,
+                          base->exports[ordinal].name,
                           w->workgroup_id_x, w->workgroup_id_y,
                           w->workgroup_id_z);
 }
@@ -401,9 +409,12 @@ static hali_status_t ffi_prepare(ffi_export_t *fx, const hali_ir_export_t *x) {
   uint32_t n = x->param_count + x->result_count +
                ((x->flags & HALI_EXPORT_WORKGROUP_INFO) ? 6 : 0);
   fx->arg_types = calloc(n ? n : 1, sizeof(ffi_type *));
-  if (!fx->arg_types) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  fx->params = calloc(x->param_count ? x->param_count : 1, sizeof(hali_type_t));
+  if (!fx->arg_types || !fx->params)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   uint32_t a = 0;
   for (uint32_t i = 0; i < x->param_count; ++i) {
+    fx->params[i] = x->params[i].type;
     switch (x->params[i].type) {
     case HALI_TYPE_NONE: fx->arg_types[a++] = &ffi_type_pointer; break;
     case HALI_TYPE_I32: fx->arg_types[a++] = &ffi_type_sint32; break;
@@ -429,7 +440,9 @@ static hali_status_t ffi_prepare(ffi_export_t *fx, const hali_ir_export_t *x) {
                             "libffi could not prepare the call interface of "
                             "export @%s",
                             x->name);
-  fx->decl = x;
+  fx->flags = x->flags;
+  fx->param_count = x->param_count;
+  fx->result_count = x->result_count;
   return HALI_OK;
 }
 
@@ -465,8 +478,10 @@ static hali_status_t ffi_load(void *self, const hali_executable_load_params_t *p
                                        e->name, "ffi", meta, e->export_count);
   free(meta);
   if (s) {
-    for (uint32_t i = 0; i < fe->export_count; ++i)
+    for (uint32_t i = 0; i < fe->export_count; ++i) {
       free(fe->exports[i].arg_types);
+      free(fe->exports[i].params);
+    }
     free(fe->exports);
     if (fe->dl) dlclose(fe->dl);
     free(fe);
@@ -489,7 +504,13 @@ static const hali_executable_loader_vtable_t ffi_loader = {
  *           %count_x: i32, %count_y: i32, %count_z: i32)
  *
  * Tensor arguments arrive as read-only buffers over their bindings, results
- * as writable ones.  Each worker thread has its own register stack. */
+ * as writable ones.
+ *
+ * Register stacks are cached in slots indexed by worker id.  A workgroup
+ * takes its slot's stack by atomic exchange and puts it back afterwards, so
+ * one executable can serve several devices at once (two local-task devices
+ * both have a worker 0): whoever finds the slot empty makes a stack of its
+ * own and frees it if the slot has been refilled meanwhile. */
 
 #define BYTECODE_STACKS 256
 
@@ -497,6 +518,7 @@ typedef struct {
   hali_hal_executable_t base;
   hali_vm_module_t *module; /* retained; see hali_vm_module_free */
   const hali_vm_func_t **fns;
+  const hali_ir_export_t **decls; /* into module->ir, which we keep alive */
   _Atomic(hali_vm_stack_t *) stacks[BYTECODE_STACKS];
 } bytecode_executable_t;
 
@@ -505,6 +527,7 @@ static void bytecode_destroy(hali_ref_t *ref) {
   for (int i = 0; i < BYTECODE_STACKS; ++i)
     hali_vm_stack_free(atomic_load(&e->stacks[i]));
   free(e->fns);
+  free(e->decls);
   hali_hal_executable_deinitialize(&e->base);
   hali_vm_module_release(e->module);
   free(e);
@@ -516,23 +539,11 @@ static hali_status_t bytecode_run_workgroup(
     const hali_kernel_workgroup_state_t *w) {
   bytecode_executable_t *e = (bytecode_executable_t *)base;
   const hali_vm_func_t *fn = e->fns[ordinal];
-  const hali_ir_export_t *decl =
-      &e->module->ir->executables[0].exports[0]; /* replaced below */
-  for (uint32_t i = 0; i < e->module->ir->executable_count; ++i)
-    if (strcmp(e->module->ir->executables[i].name, base->name) == 0)
-      decl = &e->module->ir->executables[i].exports[ordinal];
-  /* A stack per worker: workers never share one. */
-  hali_vm_stack_t *st = NULL, *own = NULL;
-  if (w->worker_id < BYTECODE_STACKS) {
-    st = atomic_load_explicit(&e->stacks[w->worker_id], memory_order_acquire);
-    if (!st) {
-      HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_create(0, &st));
-      atomic_store_explicit(&e->stacks[w->worker_id], st, memory_order_release);
-    }
-  } else {
-    HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_create(0, &own));
-    st = own;
-  }
+  const hali_ir_export_t *decl = e->decls[ordinal];
+  _Atomic(hali_vm_stack_t *) *slot = &e->stacks[w->worker_id % BYTECODE_STACKS];
+  hali_vm_stack_t *st = atomic_exchange_explicit(slot, NULL,
+                                                 memory_order_acquire);
+  if (!st) HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_create(0, &st));
   hali_value_t args[HALI_HAL_MAX_BINDINGS + HALI_HAL_MAX_PUSH_CONSTANTS + 6];
   uint32_t a = 0, binding = 0, constant = 0;
   hali_status_t s = HALI_OK;
@@ -574,7 +585,11 @@ static hali_status_t bytecode_run_workgroup(
     s = hali_vm_invoke(st, e->module, fn, args, a, NULL, 0);
   }
   for (uint32_t i = 0; i < a; ++i) hali_value_release(&args[i]);
-  hali_vm_stack_free(own);
+  hali_vm_stack_t *empty = NULL;
+  if (!atomic_compare_exchange_strong_explicit(slot, &empty, st,
+                                               memory_order_release,
+                                               memory_order_relaxed))
+    hali_vm_stack_free(st);
   if (s)
     s = hali_status_annotate(s, "in bytecode kernel: executable '%s' export "
                                 "%u '%s' workgroup (%u,%u,%u)",
@@ -634,9 +649,12 @@ static hali_status_t bytecode_load(void *self,
                             "bytecode kernels need their module");
   bytecode_executable_t *be = calloc(1, sizeof(*be));
   hali_hal_executable_export_t *meta = exports_from_ir(e);
-  if (be) be->fns = calloc(e->export_count ? e->export_count : 1,
-                           sizeof(*be->fns));
-  hali_status_t s = (!be || !meta || !be->fns)
+  if (be) {
+    be->fns = calloc(e->export_count ? e->export_count : 1, sizeof(*be->fns));
+    be->decls = calloc(e->export_count ? e->export_count : 1,
+                       sizeof(*be->decls));
+  }
+  hali_status_t s = (!be || !meta || !be->fns || !be->decls)
                         ? hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom")
                         : HALI_OK;
   for (uint32_t i = 0; !s && i < e->export_count; ++i) {
@@ -649,6 +667,7 @@ static hali_status_t bytecode_load(void *self,
     }
     s = bytecode_check(x, &p->module->ir->funcs[x->function]);
     be->fns[i] = &p->module->funcs[x->function];
+    be->decls[i] = x;
   }
   if (!s)
     s = hali_hal_executable_initialize(&be->base, &bytecode_executable_vtable,
@@ -656,7 +675,10 @@ static hali_status_t bytecode_load(void *self,
                                        e->export_count);
   free(meta);
   if (s) {
-    if (be) free(be->fns);
+    if (be) {
+      free(be->fns);
+      free(be->decls);
+    }
     free(be);
     return s;
   }
@@ -712,7 +734,9 @@ hali_status_t hali_vm_module_load_executables(
   }
   size_t np = 0;
   for (size_t i = 0; i < search_path_count; ++i) paths[np++] = search_paths[i];
-  for (char *tok = env ? strtok(env, ":") : NULL; tok; tok = strtok(NULL, ":"))
+  char *save = NULL;
+  for (char *tok = env ? strtok_r(env, ":", &save) : NULL; tok;
+       tok = strtok_r(NULL, ":", &save))
     paths[np++] = tok;
   if (dir) {
     char *slash = strrchr(dir, '/');
