@@ -369,6 +369,13 @@ hali_status_t hali_hal_dispatch_validate(
                               hali_hal_executable_name(executable), ordinal,
                               e->name, e->binding_count, i);
     const hali_hal_command_binding_t *b = &state->bindings[i];
+    /* The common case costs two tests; the label is only formatted for
+     * the error (this runs for every binding of every dispatch). */
+    if (HALI_LIKELY(hali_hal_range_fits(hali_hal_buffer_length(b->buffer),
+                                        b->offset, b->length) &&
+                    (hali_hal_buffer_usage(b->buffer) &
+                     HALI_HAL_BUFFER_USAGE_DISPATCH)))
+      continue;
     char what[64];
     snprintf(what, sizeof(what), "binding %u", i);
     HALI_RETURN_IF_ERROR(

@@ -183,6 +183,15 @@ hali_status_t hali_hal_worker_pool_dispatch(
   if (job.chunk == 0) job.chunk = 1;
   atomic_init(&job.next, 0);
   atomic_init(&job.failed, false);
+  /* A single workgroup gains nothing from the workers: run it here, on the
+   * queue thread, as worker 0 (idle while we run: dispatches are serial),
+   * saving the wake-up round trip. */
+  if (job.total == 1) {
+    job.chunk = 1;
+    hali_hal_worker_t *w = &pool->workers[0];
+    hali_hal_worker_run_job(w, &job);
+    return job.failure;
+  }
   pthread_mutex_lock(&pool->mutex);
   pool->job = &job;
   pool->generation++;
