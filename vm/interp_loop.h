@@ -272,8 +272,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
         regs = st->scalars + frame->scalar_base;
         refs = st->refs + frame->ref_base;
       }
-      if (HALI_UNLIKELY(st->depth == st->frame_capacity ||
-                        st->depth >= st->max_depth)) {
+      /* frame_limit = min(frame capacity, max depth): one test. */
+      if (HALI_UNLIKELY(st->depth >= st->frame_limit)) {
         status = hali_vm_stack_push_frame(st);
         if (status) goto fail;
         st->depth--;
@@ -300,7 +300,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       frame->fn = callee;
       frame->scalar_base = sbase;
       frame->ref_base = rbase;
-      frame->trace_pending = NULL;
+#if HALI_INTERP_INSTRUMENTED
+      frame->trace_pending = NULL; /* only the tracing copy reads it */
+#endif
       fn = callee;
       regs = nregs;
       refs = nrefs;

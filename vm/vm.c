@@ -85,6 +85,8 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
     st->frames = f;
     st->frame_capacity = cap;
   }
+  st->frame_limit = st->frame_capacity < st->max_depth ? st->frame_capacity
+                                                       : st->max_depth;
   st->depth++;
   return HALI_OK;
 }

@@ -154,6 +154,7 @@ typedef struct hali_vm_stack_s {
   uint32_t frame_capacity;
   uint32_t depth;
   uint32_t max_depth;
+  uint32_t frame_limit; /* min(frame_capacity, max_depth): calls test it */
   hali_vm_module_t *module;
   /* The device HAL instructions use (hal.device.get); borrowed, may be
    * NULL for programs without HAL work. */
