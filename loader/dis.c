@@ -62,7 +62,7 @@ static void print_imm(hali_strbuf_t *sb, hali_type_t type, int64_t imm) {
       hali_strbuf_printf(sb, "bits(0x%08" PRIx32 ")", u);
       return;
     }
-    hali_format_f32(buf, sizeof(buf), f);
+    hali_format_float(buf, sizeof(buf), f, HALI_FLOAT_F32, true);
     if (f != f && (u >> 31)) memmove(buf + 1, buf, strlen(buf) + 1), buf[0] = '-';
     hali_strbuf_printf(sb, "%s", buf);
     return;
@@ -75,7 +75,7 @@ static void print_imm(hali_strbuf_t *sb, hali_type_t type, int64_t imm) {
       hali_strbuf_printf(sb, "bits(0x%016" PRIx64 ")", u);
       return;
     }
-    hali_format_f64(buf, sizeof(buf), d);
+    hali_format_float(buf, sizeof(buf), d, HALI_FLOAT_F64, true);
     if (d != d && (u >> 63)) memmove(buf + 1, buf, strlen(buf) + 1), buf[0] = '-';
     hali_strbuf_printf(sb, "%s", buf);
     return;

@@ -39,7 +39,7 @@ static const char usage[] =
     "                                   (also $HALI_EXECUTABLE_PATH)\n"
     "  --max-depth=N                    call depth limit (default 4096)\n";
 
-static int report(hali_status_t s) {
+int hali_tool_report(hali_status_t s) {
   char *text = hali_status_to_string(s);
   fprintf(stderr, "hali: error: %s\n", text ? text : "(out of memory)");
   free(text);
@@ -69,22 +69,22 @@ static int cmd_asm(int argc, char **argv) {
   }
   hali_ir_module_t *m;
   hali_status_t s = hali_load_file(in, &m);
-  if (s) return report(s);
+  if (s) return hali_tool_report(s);
   uint8_t *data;
   size_t size;
   s = hali_hbc_write(m, &opts, &data, &size);
   hali_ir_module_free(m);
-  if (s) return report(s);
+  if (s) return hali_tool_report(s);
   FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
   if (!f) {
     free(data);
-    return report(hali_status_make(HALI_STATUS_NOT_FOUND,
+    return hali_tool_report(hali_status_make(HALI_STATUS_NOT_FOUND,
                                    "%s: cannot open for writing", out));
   }
   size_t n = fwrite(data, 1, size, f);
   free(data);
   if ((f != stdout && fclose(f) != 0) || n != size)
-    return report(
+    return hali_tool_report(
         hali_status_make(HALI_STATUS_DATA_LOSS, "%s: write failed", out));
   return 0;
 }
@@ -105,11 +105,11 @@ static int cmd_dis(int argc, char **argv) {
   }
   hali_ir_module_t *m;
   hali_status_t s = hali_load_file(in, &m);
-  if (s) return report(s);
+  if (s) return hali_tool_report(s);
   char *text = hali_ir_print(m, locs);
   hali_ir_module_free(m);
   if (!text)
-    return report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
+    return hali_tool_report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
   fputs(text, stdout);
   free(text);
   return 0;
@@ -122,7 +122,7 @@ static int cmd_verify(int argc, char **argv) {
   }
   hali_ir_module_t *m;
   hali_status_t s = hali_load_file(argv[1], &m);
-  if (s) return report(s);
+  if (s) return hali_tool_report(s);
   printf("%s: ok (%u function%s)\n", argv[1], m->func_count,
          m->func_count == 1 ? "" : "s");
   hali_ir_module_free(m);
@@ -131,7 +131,7 @@ static int cmd_verify(int argc, char **argv) {
 
 static int cmd_isa(void) {
   char *md = hali_isa_markdown();
-  if (!md) return report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  if (!md) return hali_tool_report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
   fputs(md, stdout);
   free(md);
   return 0;

@@ -29,13 +29,6 @@ typedef struct {
   const char *trace_out;
 } run_options_t;
 
-static int report(hali_status_t s) {
-  char *text = hali_status_to_string(s);
-  fprintf(stderr, "hali: error: %s\n", text ? text : "(out of memory)");
-  free(text);
-  hali_status_free(s);
-  return 1;
-}
 
 /* Parses a scalar "42" (i32) or "TYPE=VALUE" of the expected |type|. */
 static hali_status_t parse_scalar(const char *text, const char *what,
@@ -92,28 +85,17 @@ bad:
                           hali_type_name(type));
 }
 
-/* Shortest text that reads back as the same float. */
-static void format_float(char *buf, size_t n, double v, bool single) {
-  if (isnan(v)) {
-    snprintf(buf, n, "nan");
-    return;
-  }
-  if (isinf(v)) {
-    snprintf(buf, n, v < 0 ? "-inf" : "inf");
-    return;
-  }
-  for (int prec = 1; prec <= 17; ++prec) {
-    snprintf(buf, n, "%.*g", prec, v);
-    if (single ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
-  }
-}
 
 static void format_scalar(const hali_value_t *v, char *buf, size_t n) {
   switch (v->type) {
   case HALI_TYPE_I32: snprintf(buf, n, "%d", v->i32); break;
   case HALI_TYPE_I64: snprintf(buf, n, "%lld", (long long)v->i64); break;
-  case HALI_TYPE_F32: format_float(buf, n, v->f32, true); break;
-  default: format_float(buf, n, v->f64, false); break;
+  case HALI_TYPE_F32:
+    hali_format_float(buf, n, v->f32, HALI_FLOAT_F32, false);
+    break;
+  default:
+    hali_format_float(buf, n, v->f64, HALI_FLOAT_F64, false);
+    break;
   }
 }
 
@@ -229,10 +211,10 @@ static bool check_expected(const run_options_t *o, size_t i,
 static int run(const run_options_t *o) {
   hali_ir_module_t *ir;
   hali_status_t s = hali_load_file(o->path, &ir);
-  if (s) return report(s);
+  if (s) return hali_tool_report(s);
   hali_vm_module_t *m;
   s = hali_vm_module_create(ir, &m);
-  if (s) return report(s);
+  if (s) return hali_tool_report(s);
   hali_executable_registry_t *registry = NULL;
   s = hali_executable_registry_create(&registry);
   if (!s)
@@ -243,7 +225,7 @@ static int run(const run_options_t *o) {
   if (!s) s = hali_vm_module_check_imports(m);
   if (s) {
     hali_vm_module_free(m);
-    return report(s);
+    return hali_tool_report(s);
   }
   const hali_vm_func_t *fn = hali_vm_module_lookup(m, o->function);
   if (!fn) {
@@ -251,7 +233,7 @@ static int run(const run_options_t *o) {
                          "%s: no function @%s in module @%s", o->path,
                          o->function, m->ir->name);
     hali_vm_module_free(m);
-    return report(s);
+    return hali_tool_report(s);
   }
   const hali_ir_func_t *f = fn->ir;
   if (o->ninputs != f->param_count) {
@@ -259,7 +241,7 @@ static int run(const run_options_t *o) {
                          "@%s takes %u argument(s), %zu given",
                          f->name, f->param_count, o->ninputs);
     hali_vm_module_free(m);
-    return report(s);
+    return hali_tool_report(s);
   }
   if (o->nexpected && o->nexpected != f->result_count) {
     s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
@@ -267,7 +249,7 @@ static int run(const run_options_t *o) {
                          "given",
                          f->name, f->result_count, o->nexpected);
     hali_vm_module_free(m);
-    return report(s);
+    return hali_tool_report(s);
   }
   hali_hal_device_t *dev = NULL;
   hali_vm_stack_t *st = NULL;
@@ -370,7 +352,7 @@ done:
   if (dev) hali_hal_device_release(dev); /* drains the queue first */
   hali_trace_free(trace);
   if (trace_file) fclose(trace_file);
-  if (s) return report(s);
+  if (s) return hali_tool_report(s);
   return rc;
 }
 
@@ -382,7 +364,7 @@ int hali_tool_run(int argc, char **argv) {
   o.print_max = 1024;
   hali_hal_device_params_initialize(&o.device);
   const char **lists = calloc((size_t)argc * 4 + 4, sizeof(char *));
-  if (!lists) return report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  if (!lists) return hali_tool_report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
   o.inputs = lists;
   o.outputs = lists + argc + 1;
   o.expected = lists + 2 * argc + 2;
@@ -419,7 +401,7 @@ int hali_tool_run(int argc, char **argv) {
     } else if ((v = VALUE("--device"))) {
       hali_status_t s = hali_hal_device_kind_parse(v, &o.device.kind);
       if (s) {
-        rc = report(s);
+        rc = hali_tool_report(s);
         goto done;
       }
     } else if ((v = VALUE("--workers"))) {

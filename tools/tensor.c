@@ -17,70 +17,6 @@ void hali_tensor_free(hali_tensor_t *t) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Half precision. */
-
-float hali_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f,
-           man = h & 0x3ff, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else { /* subnormal: renormalize */
-      int e = -1;
-      do {
-        man <<= 1;
-        e++;
-      } while (!(man & 0x400));
-      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
-    }
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t hali_f32_to_f16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-  uint32_t exp = (x >> 23) & 0xff, man = x & 0x7fffff;
-  if (exp == 0xff) return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
-  int32_t e = (int32_t)exp - 127 + 15;
-  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00); /* overflow -> inf */
-  if (e <= 0) {
-    if (e < -10) return sign; /* underflow -> 0 */
-    man |= 0x800000;
-    uint32_t shift = (uint32_t)(14 - e);
-    uint32_t half = man >> shift, rem = man & ((1u << shift) - 1),
-             mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
-  return (uint16_t)(sign | half);
-}
-
-float hali_bf16_to_f32(uint16_t h) {
-  uint32_t bits = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-uint16_t hali_f32_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
-  x += 0x7fff + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Elements. */
 
 typedef enum { EK_SIGNED, EK_UNSIGNED, EK_BOOL, EK_FLOAT } elem_kind_t;
@@ -136,43 +72,16 @@ static int64_t elem_to_int(hali_hal_element_type_t t, const uint8_t *p) {
   return (int64_t)(bits << shift) >> shift;
 }
 
-/* Shortest decimal text that parses back to the same element of |t|. */
-static bool same_after_parse(hali_hal_element_type_t t, const char *buf,
-                             double v) {
-  double p = strtod(buf, NULL);
-  switch (t) {
-  case HALI_HAL_ELEMENT_TYPE_FLOAT_16:
-    return hali_f32_to_f16((float)p) == hali_f32_to_f16((float)v);
-  case HALI_HAL_ELEMENT_TYPE_BFLOAT_16:
-    return hali_f32_to_bf16((float)p) == hali_f32_to_bf16((float)v);
-  case HALI_HAL_ELEMENT_TYPE_FLOAT_32:
-    return (float)p == (float)v;
-  default:
-    return p == v;
-  }
-}
-
-static void format_double(char *buf, size_t n, double v,
-                          hali_hal_element_type_t t) {
-  if (isnan(v)) {
-    snprintf(buf, n, "nan");
-    return;
-  }
-  if (isinf(v)) {
-    snprintf(buf, n, v < 0 ? "-inf" : "inf");
-    return;
-  }
-  for (int prec = 1; prec <= 17; ++prec) {
-    snprintf(buf, n, "%.*g", prec, v);
-    if (same_after_parse(t, buf, v)) break;
-  }
-}
-
 static void format_elem(hali_hal_element_type_t t, const uint8_t *p, char *buf,
                         size_t n) {
   switch (elem_kind(t)) {
   case EK_FLOAT:
-    format_double(buf, n, elem_to_double(t, p), t);
+    hali_format_float(buf, n, elem_to_double(t, p),
+                      t == HALI_HAL_ELEMENT_TYPE_FLOAT_16    ? HALI_FLOAT_F16
+                      : t == HALI_HAL_ELEMENT_TYPE_BFLOAT_16 ? HALI_FLOAT_BF16
+                      : t == HALI_HAL_ELEMENT_TYPE_FLOAT_32  ? HALI_FLOAT_F32
+                                                             : HALI_FLOAT_F64,
+                      false);
     break;
   case EK_UNSIGNED:
   case EK_BOOL:

@@ -57,10 +57,5 @@ HALI_MUST_USE hali_status_t hali_tensor_to_view(const hali_tensor_t *t,
 HALI_MUST_USE hali_status_t hali_tensor_from_view(hali_hal_buffer_view_t *v,
                                                   hali_tensor_t *out);
 
-/* f16 / bf16 <-> f32 (round to nearest even). */
-float hali_f16_to_f32(uint16_t h);
-uint16_t hali_f32_to_f16(float f);
-float hali_bf16_to_f32(uint16_t h);
-uint16_t hali_f32_to_bf16(float f);
 
 #endif /* HALI_TOOLS_TENSOR_H */

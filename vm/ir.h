@@ -260,8 +260,23 @@ bool hali_parse_integer(const char *s, bool *out_negative,
 void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                         const hali_ir_func_t *f, const hali_ir_insn_t *insn);
 
-/* Formats a float literal so that parsing it gives back the same bits. */
-void hali_format_f64(char *out, size_t n, double v);
-void hali_format_f32(char *out, size_t n, float v);
+/* Floats print in the shortest decimal text that reads back to the same
+ * value of |kind|; nan, inf and -inf by name (a nan's payload is not kept:
+ * `hali dis` prints non-canonical nans as bits(0x...)).  With |literal|,
+ * integral values get ".0" so that they read as float literals. */
+typedef enum hali_float_kind_e {
+  HALI_FLOAT_F64,
+  HALI_FLOAT_F32,
+  HALI_FLOAT_F16,
+  HALI_FLOAT_BF16,
+} hali_float_kind_t;
+void hali_format_float(char *out, size_t n, double v, hali_float_kind_t kind,
+                       bool literal);
+
+/* f16 / bf16 <-> f32 (round to nearest even). */
+float hali_f16_to_f32(uint16_t h);
+uint16_t hali_f32_to_f16(float f);
+float hali_bf16_to_f32(uint16_t h);
+uint16_t hali_f32_to_bf16(float f);
 
 #endif /* HALI_VM_IR_H */

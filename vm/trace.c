@@ -155,18 +155,8 @@ hali_hal_tracer_t hali_trace_hal_tracer(hali_trace_t *t) {
 
 static void format_float(hali_strbuf_t *sb, double v, bool single) {
   char buf[64];
-  if (isnan(v)) {
-    hali_strbuf_append(sb, "nan", 3);
-    return;
-  }
-  if (isinf(v)) {
-    hali_strbuf_printf(sb, "%sinf", v < 0 ? "-" : "");
-    return;
-  }
-  for (int prec = 1; prec <= 17; ++prec) {
-    snprintf(buf, sizeof(buf), "%.*g", prec, v);
-    if (single ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
-  }
+  hali_format_float(buf, sizeof(buf), v, single ? HALI_FLOAT_F32 : HALI_FLOAT_F64,
+                    false);
   hali_strbuf_printf(sb, "%s", buf);
 }
 
