@@ -237,6 +237,32 @@ START_TEST(spawn_failure_reaches_the_awaiter) {
 }
 END_TEST
 
+/* Warm invocations through a scheduler reuse finished fibers and their
+ * register stacks: after the first, nothing is allocated for the fiber. */
+START_TEST(warm_invocations_reuse_fibers) {
+  hali_vm_module_t *m = hali_test_module(k_imports);
+  ck_assert_ok(hali_vm_module_bind_import(m, "env.add", host_add, &g_calls));
+  hali_vm_scheduler_t *s = NULL;
+  ck_assert_ok(hali_vm_scheduler_create(NULL, NULL, &s));
+  for (int i = 0; i < 10; ++i) {
+    hali_vm_fiber_t *f = NULL;
+    hali_value_t arg = hali_value_i32(i);
+    ck_assert_ok(hali_vm_scheduler_start(s, m, hali_vm_module_lookup(m, "twice"),
+                                         &arg, 1, &f));
+    ck_assert_ok(hali_vm_scheduler_run(s, f));
+    size_t n;
+    ck_assert_int_eq(hali_vm_fiber_results(f, &n)[0].i32, 2 * i);
+    hali_vm_fiber_release(f);
+  }
+  uint64_t created, reused;
+  hali_vm_scheduler_stats(s, &created, &reused);
+  ck_assert_uint_eq(created, 1);
+  ck_assert_uint_eq(reused, 9);
+  hali_vm_scheduler_free(s);
+  hali_vm_module_free(m);
+}
+END_TEST
+
 START_TEST(spawn_needs_a_scheduler) {
   hali_vm_module_t *m = hali_test_module(k_spawn);
   hali_hal_device_t *dev = NULL;
@@ -324,6 +350,7 @@ void check_calls_add_tcases(Suite *s) {
   tcase_add_test(tc, spawn_runs_and_joins);
   tcase_add_test(tc, spawn_failure_reaches_the_awaiter);
   tcase_add_test(tc, spawn_needs_a_scheduler);
+  tcase_add_test(tc, warm_invocations_reuse_fibers);
   suite_add_tcase(s, tc);
   tc = tcase_create("trace_op");
   tcase_add_test(tc, buffer_view_trace_dumps_values);

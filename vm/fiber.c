@@ -38,7 +38,8 @@ struct hali_vm_fiber_s {
   const hali_vm_func_t *fn;
   hali_value_t *results;
   uint32_t result_count;
-  hali_hal_fence_t *fence;  /* completion */
+  uint32_t result_capacity;
+  hali_hal_fence_t *fence;  /* completion; created when first asked for */
   hali_status_t status;     /* final, once done */
   waiter_t *waiter;         /* while suspended on a semaphore */
   bool host_owned;          /* started by the host (else by fiber.spawn) */
@@ -59,7 +60,14 @@ struct hali_vm_scheduler_s {
   size_t waiters_live; /* callback references not yet dropped */
   uint32_t next_id;
   bool allow_external;
+  /* Finished fibers kept for reuse (with their register stacks), so that a
+   * warm invocation allocates nothing. */
+  hali_vm_fiber_t *pool;
+  size_t pool_count;
+  uint64_t created, reused;
 };
+
+#define FIBER_POOL_MAX 64
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -191,6 +199,15 @@ void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
   pthread_mutex_unlock(&s->mutex);
 }
 
+static void fiber_destroy(hali_vm_fiber_t *f) {
+  free(f->results);
+  hali_vm_stack_free(f->stack);
+  free(f);
+}
+
+/* Unlinks a finished fiber and drops what this invocation held; keeps the
+ * fiber (its stack, its results array) in the pool when there is room.
+ * The mutex is held. */
 static void fiber_free(hali_vm_fiber_t *f) {
   hali_vm_scheduler_t *s = f->scheduler;
   if (f->prev) f->prev->next = f->next;
@@ -198,12 +215,65 @@ static void fiber_free(hali_vm_fiber_t *f) {
   if (f->next) f->next->prev = f->prev;
   for (uint32_t i = 0; i < f->result_count; ++i)
     hali_value_release(&f->results[i]);
-  free(f->results);
-  hali_vm_stack_free(f->stack);
+  hali_vm_stack_reset(f->stack);
   hali_hal_fence_release(f->fence);
+  f->fence = NULL;
   hali_status_free(f->status);
+  f->status = NULL;
   hali_vm_module_release(f->module);
-  free(f);
+  f->module = NULL;
+  if (s->pool_count < FIBER_POOL_MAX) {
+    f->next = s->pool;
+    s->pool = f;
+    s->pool_count++;
+  } else {
+    fiber_destroy(f);
+  }
+}
+
+/* A fiber record for a new invocation: from the pool, or new. */
+static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
+                                      uint32_t results) {
+  pthread_mutex_lock(&s->mutex);
+  hali_vm_fiber_t *f = s->pool;
+  if (f) {
+    s->pool = f->next;
+    s->pool_count--;
+    s->reused++;
+  } else {
+    s->created++;
+  }
+  pthread_mutex_unlock(&s->mutex);
+  if (!f) {
+    f = calloc(1, sizeof(*f));
+    if (!f) return NULL;
+    hali_status_t st = hali_vm_stack_create(s->options.max_depth, &f->stack);
+    if (st) {
+      hali_status_free(st);
+      free(f);
+      return NULL;
+    }
+  }
+  if (results > f->result_capacity) {
+    hali_value_t *r = realloc(f->results, results * sizeof(hali_value_t));
+    if (!r) {
+      fiber_destroy(f);
+      return NULL;
+    }
+    f->results = r;
+    f->result_capacity = results;
+  }
+  hali_vm_stack_t *stack = f->stack;
+  hali_value_t *res = f->results;
+  uint32_t cap = f->result_capacity;
+  memset(f, 0, sizeof(*f));
+  f->stack = stack;
+  f->results = res;
+  f->result_capacity = cap;
+  memset(f->results, 0, cap * sizeof(hali_value_t));
+  atomic_store(&f->stack->interrupt, false);
+  f->stack->interrupt_code = HALI_STATUS_OK;
+  return f;
 }
 
 hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
@@ -212,28 +282,21 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
                                       const hali_value_t *args,
                                       size_t arg_count, hali_vm_fiber_t **out) {
   *out = NULL;
-  hali_vm_fiber_t *f = calloc(1, sizeof(*f));
-  if (!f) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  hali_vm_fiber_t *f =
+      fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
+  if (!f)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of memory starting a fiber for @%s",
+                            fn->ir->name);
   f->scheduler = s;
   f->fn = fn;
   f->host_owned = true;
   f->result_count = fn->ir->result_count;
-  f->results = calloc(f->result_count ? f->result_count : 1,
-                      sizeof(hali_value_t));
   atomic_init(&f->cancel_requested, false);
-  hali_status_t st = f->results ? HALI_OK
-                                : hali_status_make(
-                                      HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
-  if (!st) st = hali_vm_stack_create(s->options.max_depth, &f->stack);
-  if (!st) st = hali_hal_fence_create_pending(&f->fence);
-  if (!st)
-    st = hali_vm_begin(f->stack, m, fn, args, arg_count, f->results,
-                       f->result_count);
+  hali_status_t st = hali_vm_begin(f->stack, m, fn, args, arg_count,
+                                   f->results, f->result_count);
   if (st) {
-    hali_vm_stack_free(f->stack);
-    hali_hal_fence_release(f->fence);
-    free(f->results);
-    free(f);
+    fiber_destroy(f);
     return st;
   }
   f->module = m;
@@ -270,15 +333,24 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                       status ? hali_status_code_name(hali_status_code(status))
                              : "",
                       "");
-  if (status) {
-    hali_hal_fence_fail(f->fence, hali_status_clone(status));
-  } else {
-    hali_status_t sig = hali_hal_fence_signal(f->fence);
-    hali_status_free(sig);
-  }
+  /* Publish the result, then signal the fence outside the mutex (waking
+   * others takes it).  A fence asked for later is made signalled. */
   pthread_mutex_lock(&s->mutex);
   f->status = status;
   f->state = FIBER_DONE;
+  hali_hal_fence_t *fence = f->fence;
+  hali_hal_fence_retain(fence);
+  pthread_mutex_unlock(&s->mutex);
+  if (fence) {
+    if (status) {
+      hali_hal_fence_fail(fence, hali_status_clone(status));
+    } else {
+      hali_status_t sig = hali_hal_fence_signal(fence);
+      hali_status_free(sig);
+    }
+    hali_hal_fence_release(fence);
+  }
+  pthread_mutex_lock(&s->mutex);
   s->live--;
   bool free_now = !f->host_owned || f->released;
   if (free_now) fiber_free(f);
@@ -421,8 +493,33 @@ size_t hali_vm_scheduler_suspended(const hali_vm_scheduler_t *s) {
 bool hali_vm_fiber_done(const hali_vm_fiber_t *f) {
   return f->state == FIBER_DONE;
 }
-hali_hal_fence_t *hali_vm_fiber_fence(const hali_vm_fiber_t *f) {
-  return f->fence;
+hali_hal_fence_t *hali_vm_fiber_fence(hali_vm_fiber_t *f) {
+  hali_vm_scheduler_t *s = f->scheduler;
+  pthread_mutex_lock(&s->mutex);
+  if (!f->fence) {
+    hali_status_t st = hali_hal_fence_create_pending(&f->fence);
+    if (st) {
+      hali_status_free(st);
+      f->fence = NULL;
+    } else if (f->state == FIBER_DONE) {
+      /* Nobody can be waiting on a fence made just now: no wake-ups run
+       * under the mutex. */
+      if (f->status) {
+        hali_hal_fence_fail(f->fence, hali_status_clone(f->status));
+      } else {
+        hali_status_free(hali_hal_fence_signal(f->fence));
+      }
+    }
+  }
+  hali_hal_fence_t *fence = f->fence;
+  pthread_mutex_unlock(&s->mutex);
+  return fence;
+}
+
+void hali_vm_scheduler_stats(const hali_vm_scheduler_t *s,
+                             uint64_t *out_created, uint64_t *out_reused) {
+  *out_created = s->created;
+  *out_reused = s->reused;
 }
 hali_status_t hali_vm_fiber_status(const hali_vm_fiber_t *f) {
   return f->status;
@@ -473,6 +570,11 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   /* Wake-ups already firing hold references: wait for them. */
   while (s->waiters_live) pthread_cond_wait(&s->cond, &s->mutex);
   while (s->all) fiber_free(s->all);
+  while (s->pool) {
+    hali_vm_fiber_t *f = s->pool;
+    s->pool = f->next;
+    fiber_destroy(f);
+  }
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
   pthread_cond_destroy(&s->cond);
@@ -512,13 +614,17 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_vm_scheduler_start(st->scheduler, st->module, callee, args, nargs,
                               &f));
-  /* Owned by the scheduler: freed when it finishes (the fence lives on in
-   * the register). */
+  hali_hal_fence_t *fence = hali_vm_fiber_fence(f);
+  /* Owned by the scheduler: recycled when it finishes (the fence lives on
+   * in the register).  It has not run yet: this thread runs the
+   * scheduler. */
   pthread_mutex_lock(&st->scheduler->mutex);
   f->host_owned = false;
-  if (f->state == FIBER_DONE) fiber_free(f);
   pthread_mutex_unlock(&st->scheduler->mutex);
-  hali_hal_fence_t *fence = f->fence;
+  if (!fence)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of memory creating the fence of a spawned "
+                            "fiber");
   hali_hal_fence_retain(fence);
   uint16_t out = list[nargs];
   hali_ref_t *old = refs[out];

@@ -66,8 +66,13 @@ size_t hali_vm_scheduler_suspended(const hali_vm_scheduler_t *s);
 
 bool hali_vm_fiber_done(const hali_vm_fiber_t *f);
 /* The fence signalled when the fiber returns (failed if it fails);
- * borrowed. */
-struct hali_hal_fence_t *hali_vm_fiber_fence(const hali_vm_fiber_t *f);
+ * borrowed.  Made when first asked for (already signalled or failed if the
+ * fiber is done); NULL only when out of memory. */
+struct hali_hal_fence_t *hali_vm_fiber_fence(hali_vm_fiber_t *f);
+/* How many fiber records were allocated and how many came from the pool
+ * of finished ones (a warm invocation allocates nothing). */
+void hali_vm_scheduler_stats(const hali_vm_scheduler_t *s,
+                             uint64_t *out_created, uint64_t *out_reused);
 /* Its final status (borrowed; NULL = OK) once done. */
 hali_status_t hali_vm_fiber_status(const hali_vm_fiber_t *f);
 /* Its results once done (ref results stay owned by the fiber). */
