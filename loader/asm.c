@@ -367,6 +367,18 @@ static bool parse_float(parser_t *p, int bits, int64_t *out) {
   return true;
 }
 
+static bool parse_xtype(parser_t *p, hali_ir_xtype_t *x);
+
+/* A register type in a function header or locals: a scalar, a !hal type,
+ * or (tensor level) tensor<...>, whose shape goes to |x|. */
+static hali_type_t parse_value_type(parser_t *p, hali_ir_xtype_t *x) {
+  tok_t *t = peek(p);
+  memset(x, 0, sizeof(*x));
+  if (t->kind == T_TYPE && t->len > 8 && memcmp(t->text, "tensor<", 7) == 0)
+    return parse_xtype(p, x) ? HALI_TYPE_TENSOR : HALI_TYPE_NONE;
+  return parse_type(p);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Function bodies. */
 
@@ -497,6 +509,367 @@ static size_t parse_defs(body_t *b) {
   return 0;
 }
 
+/* ---- The tensor level (doc/asm.md, "Tensor level"). */
+
+static int32_t find_reg_tok(body_t *b, const tok_t *t) {
+  if (t->kind != T_REG) {
+    perr_at(b->p, t, "expected a register");
+    return -1;
+  }
+  int32_t r = find_reg(b->f, t);
+  if (r < 0) perr_at(b->p, t, "use of undefined register");
+  return r;
+}
+
+/* Defines (or redefines, with the same shape) tensor register |t|. */
+static bool def_tensor(body_t *b, const tok_t *t, const hali_ir_xtype_t *x,
+                       hali_ir_operand_t *o) {
+  uint32_t before = b->f->reg_count;
+  if (!parse_reg(b, t, HALI_TYPE_TENSOR, true, o)) return false;
+  if (o->v >= before) {
+    if (!hali_ir_func_set_reg_xtype(b->f, o->v, x)) {
+      perr_at(b->p, t, "out of memory");
+      return false;
+    }
+    return true;
+  }
+  if (!hali_ir_xtype_equal(&b->f->reg_xtypes[o->v], x)) {
+    perr_at(b->p, t, "tensor register written again with another shape or "
+                     "element type");
+    return false;
+  }
+  return true;
+}
+
+/* A tensor type token (no scalars here). */
+static bool parse_tensor_type(parser_t *p, hali_ir_xtype_t *x) {
+  tok_t *t = peek(p);
+  memset(x, 0, sizeof(*x));
+  if (!(t->kind == T_TYPE && t->len > 8 && memcmp(t->text, "tensor<", 7) == 0)) {
+    perr_at(p, t, "expected a tensor type (tensor<4x?xf32>)");
+    return false;
+  }
+  return parse_xtype(p, x);
+}
+
+/* `{%d0, %d1}`: the i64 registers giving |x|'s dynamic dimensions. */
+static bool parse_dyn_dims(body_t *b, const hali_ir_xtype_t *x,
+                           uint32_t *nops) {
+  parser_t *p = b->p;
+  uint32_t want = hali_ir_xtype_dynamic_dims(x), got = 0;
+  tok_t *at = peek(p);
+  if (accept(p, "{") && !accept(p, "}")) {
+    do {
+      hali_ir_operand_t *o = push_op(p, nops);
+      if (!o || !parse_reg(b, next(p), HALI_TYPE_I64, false, o)) return false;
+      got++;
+    } while (accept(p, ","));
+    if (!expect(p, "}", "to close the dynamic dimensions")) return false;
+  }
+  if (got != want) {
+    perr_at(p, at, "the tensor type has %u dynamic dimension(s) but %u "
+                   "value(s) are given in {...}",
+            want, got);
+    return false;
+  }
+  return true;
+}
+
+static bool expect_tensor_reg(body_t *b, const tok_t *t, hali_ir_operand_t *o) {
+  return parse_reg(b, t, HALI_TYPE_TENSOR, false, o);
+}
+
+typedef struct {
+  int32_t tie;
+  hali_ir_xtype_t x;
+  uint32_t dims_at, ndims; /* in the scratch operand list */
+} dresult_t;
+
+static bool parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
+                            size_t ndefs, uint32_t *nops) {
+  parser_t *p = b->p;
+  hali_ir_operand_t *o;
+  hali_ir_xtype_t x = {0};
+  bool ok = false;
+#define NEED_DEFS(n)                                                        \
+  if (ndefs != (n)) {                                                       \
+    perr_at(p, opt, "'%.*s' defines %d register(s), %zu given",             \
+            (int)opt->len, opt->text, (n), ndefs);                          \
+    return false;                                                           \
+  }
+  switch (op) {
+  case HALI_OP_TENSOR_DISPATCH: {
+    tok_t *sym;
+    if (!expect_kind(p, T_SYM, "@executable::@export", &sym)) return false;
+    /* The lexer reads `@exe::` and `@export` as two tokens. */
+    if (!(sym->len > 3 && sym->text[sym->len - 1] == ':' &&
+          sym->text[sym->len - 2] == ':') ||
+        peek(p)->kind != T_SYM) {
+      perr_at(p, sym, "expected @executable::@export");
+      return false;
+    }
+    tok_t *xsym = next(p);
+    size_t elen = sym->len - 3;
+    const char *xname = xsym->text + 1;
+    size_t xlen = xsym->len - 1;
+    int32_t ei = -1, xi = -1;
+    for (uint32_t k = 0; k < p->m->executable_count; ++k)
+      if (strlen(p->m->executables[k].name) == elen &&
+          memcmp(p->m->executables[k].name, sym->text + 1, elen) == 0)
+        ei = (int32_t)k;
+    if (ei < 0) {
+      perr_at(p, sym, "undefined executable");
+      return false;
+    }
+    hali_ir_executable_t *e = &p->m->executables[ei];
+    for (uint32_t k = 0; k < e->export_count; ++k)
+      if (strlen(e->exports[k].name) == xlen &&
+          memcmp(e->exports[k].name, xname, xlen) == 0)
+        xi = (int32_t)k;
+    if (xi < 0) {
+      perr_at(p, sym, "@%s has no such export", e->name);
+      return false;
+    }
+    for (int k = 0; k < HALI_TD_HEADER; ++k) {
+      if (!(o = push_op(p, nops))) return false;
+      o->kind = HALI_IR_IMM;
+      o->imm = -1;
+    }
+    p->ops[HALI_TD_EXE].kind = HALI_IR_EXECUTABLE;
+    p->ops[HALI_TD_EXE].v = (uint32_t)ei;
+    p->ops[HALI_TD_EXPORT].imm = xi;
+    /* Workload: registers (i64) or literals. */
+    uint32_t nw = 0;
+    if (!expect(p, "[", "to open the workload")) return false;
+    if (!accept(p, "]")) {
+      do {
+        if (!(o = push_op(p, nops))) return false;
+        tok_t *t = next(p);
+        if (t->kind == T_NUMBER) {
+          o->kind = HALI_IR_IMM;
+          if (!parse_int(p, t, 64, &o->imm)) return false;
+        } else if (!parse_reg(b, t, HALI_TYPE_I64, false, o)) {
+          return false;
+        }
+        nw++;
+      } while (accept(p, ","));
+      if (!expect(p, "]", "to close the workload")) return false;
+    }
+    if (nw > 3) {
+      perr_at(p, sym, "a workload has at most 3 dimensions, %u given", nw);
+      return false;
+    }
+    uint32_t first_operand = *nops, nargs = 0;
+    if (!expect(p, "(", "to open the operands")) return false;
+    if (!accept(p, ")")) {
+      do {
+        tok_t *t = next(p);
+        int32_t r = find_reg_tok(b, t);
+        if (r < 0) return false;
+        if (hali_type_is_ref(b->f->reg_types[r])) {
+          perr_at(p, t, "dispatch operands are tensors and scalars, not refs");
+          return false;
+        }
+        if (!(o = push_op(p, nops))) return false;
+        o->kind = HALI_IR_REG;
+        o->v = (uint32_t)r;
+        nargs++;
+      } while (accept(p, ","));
+      if (!expect(p, ")", "to close the operands")) return false;
+    }
+    /* Results: [%operand as] tensor<...>[{dims}] */
+    dresult_t res[16];
+    uint32_t nres = 0;
+    if (accept(p, "->")) {
+      bool paren = accept(p, "(");
+      do {
+        if (nres == 16) {
+          perr_at(p, peek(p), "too many results");
+          goto fail;
+        }
+        dresult_t *d = &res[nres];
+        d->tie = -1;
+        if (peek(p)->kind == T_REG) {
+          tok_t *t = next(p);
+          int32_t r = find_reg_tok(b, t);
+          if (r < 0) goto fail;
+          for (uint32_t k = 0; k < nargs; ++k)
+            if (p->ops[first_operand + k].v == (uint32_t)r) d->tie = (int32_t)k;
+          if (d->tie < 0) {
+            perr_at(p, t, "a tied result names one of the dispatch's operands");
+            goto fail;
+          }
+          if (!tok_is(peek(p), T_IDENT, "as")) {
+            perr_at(p, peek(p), "expected 'as' after the tied operand");
+            goto fail;
+          }
+          next(p);
+        }
+        if (!parse_tensor_type(p, &d->x)) goto fail;
+        nres++;
+        d->dims_at = *nops;
+        if (!parse_dyn_dims(b, &d->x, nops)) goto fail;
+        d->ndims = *nops - d->dims_at;
+      } while (paren && accept(p, ","));
+      if (paren && !expect(p, ")", "to close the results")) goto fail;
+    }
+    if (nres != ndefs) {
+      perr_at(p, opt, "the dispatch has %u result type(s) but %zu register(s) "
+                      "are assigned",
+              nres, ndefs);
+      goto fail;
+    }
+    /* Move the dims (parsed inline) behind the results and ties. */
+    uint32_t dims_start = nres ? res[0].dims_at : *nops;
+    uint32_t ndim_total = *nops - dims_start;
+    hali_ir_operand_t dimbuf[64];
+    if (ndim_total > 64) {
+      perr_at(p, opt, "too many dynamic dimensions");
+      goto fail;
+    }
+    memcpy(dimbuf, p->ops + dims_start, ndim_total * sizeof(dimbuf[0]));
+    *nops = dims_start;
+    for (uint32_t k = 0; k < nres; ++k) {
+      if (!(o = push_op(p, nops)) || !def_tensor(b, defs[k], &res[k].x, o))
+        goto fail;
+    }
+    for (uint32_t k = 0; k < nres; ++k) {
+      if (!(o = push_op(p, nops))) goto fail;
+      o->kind = HALI_IR_IMM;
+      o->imm = res[k].tie;
+    }
+    for (uint32_t k = 0; k < ndim_total; ++k) {
+      if (!(o = push_op(p, nops))) goto fail;
+      *o = dimbuf[k];
+    }
+    p->ops[HALI_TD_NWORKLOAD].imm = nw;
+    p->ops[HALI_TD_NOPERANDS].imm = nargs;
+    p->ops[HALI_TD_NRESULTS].imm = nres;
+    if (tok_is(peek(p), T_IDENT, "interface")) {
+      next(p);
+      int64_t nb, nc;
+      if (!expect(p, "(", "after interface") ||
+          !tok_is(peek(p), T_IDENT, "bindings")) {
+        perr_at(p, peek(p), "expected interface(bindings N, constants M)");
+        goto fail;
+      }
+      next(p);
+      if (!parse_int(p, next(p), 32, &nb) || !expect(p, ",", "") ||
+          !tok_is(peek(p), T_IDENT, "constants")) {
+        perr_at(p, peek(p), "expected interface(bindings N, constants M)");
+        goto fail;
+      }
+      next(p);
+      if (!parse_int(p, next(p), 32, &nc) || !expect(p, ")", "")) goto fail;
+      p->ops[HALI_TD_BINDINGS].imm = nb;
+      p->ops[HALI_TD_CONSTANTS].imm = nc;
+    }
+    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    return true;
+  fail:
+    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    return false;
+  }
+  case HALI_OP_TENSOR_SPLAT:
+  case HALI_OP_TENSOR_IMPORT: {
+    NEED_DEFS(1);
+    hali_ir_operand_t *r0 = push_op(p, nops);
+    if (!r0) return false;
+    uint32_t vi = *nops;
+    if (!(o = push_op(p, nops))) return false;
+    tok_t *src = next(p);
+    if (op == HALI_OP_TENSOR_IMPORT) {
+      if (!parse_reg(b, src, HALI_TYPE_BUFFER_VIEW, false, o)) return false;
+    } else {
+      int32_t r = find_reg_tok(b, src);
+      if (r < 0) return false;
+      hali_type_t t = b->f->reg_types[r];
+      if (t != HALI_TYPE_I32 && t != HALI_TYPE_I64 && t != HALI_TYPE_F32 &&
+          t != HALI_TYPE_F64) {
+        perr_at(p, src, "tensor.splat takes a scalar register");
+        return false;
+      }
+      o->kind = HALI_IR_REG;
+      o->v = (uint32_t)r;
+    }
+    (void)vi;
+    if (!expect(p, ":", "before the tensor type") || !parse_tensor_type(p, &x))
+      return false;
+    ok = parse_dyn_dims(b, &x, nops) && def_tensor(b, defs[0], &x, &p->ops[0]);
+    free(x.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_CONSTANT: {
+    NEED_DEFS(1);
+    if (!push_op(p, nops) || !(o = push_op(p, nops))) return false;
+    tok_t *s;
+    if (!expect_kind(p, T_SYM, "a rodata name (@name)", &s)) return false;
+    int32_t ri = -1;
+    for (uint32_t k = 0; k < p->m->rodata_count; ++k)
+      if (strlen(p->m->rodata[k].name) == s->len - 1 &&
+          memcmp(p->m->rodata[k].name, s->text + 1, s->len - 1) == 0)
+        ri = (int32_t)k;
+    if (ri < 0) {
+      perr_at(p, s, "undefined rodata");
+      return false;
+    }
+    o->kind = HALI_IR_RODATA;
+    o->v = (uint32_t)ri;
+    if (!expect(p, ":", "before the tensor type") || !parse_tensor_type(p, &x))
+      return false;
+    if (hali_ir_xtype_dynamic_dims(&x)) {
+      perr_at(p, &p->toks[p->pos - 1], "a constant has a static shape");
+      free(x.dims);
+      return false;
+    }
+    ok = def_tensor(b, defs[0], &x, &p->ops[0]);
+    free(x.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_CLONE: {
+    NEED_DEFS(1);
+    if (!push_op(p, nops) || !(o = push_op(p, nops))) return false;
+    if (!expect_tensor_reg(b, next(p), o)) return false;
+    hali_ir_xtype_t src;
+    if (!hali_ir_xtype_copy(&src, &b->f->reg_xtypes[p->ops[1].v])) return false;
+    ok = def_tensor(b, defs[0], &src, &p->ops[0]);
+    free(src.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_OVERWRITE: {
+    NEED_DEFS(0);
+    if (!(o = push_op(p, nops)) || !expect_tensor_reg(b, next(p), o) ||
+        !expect(p, ",", "between the value and the mutable argument") ||
+        !(o = push_op(p, nops)))
+      return false;
+    tok_t *t = next(p);
+    if (!expect_tensor_reg(b, t, o)) return false;
+    if (o->v >= b->f->param_count) {
+      perr_at(p, t, "tensor.overwrite writes into a parameter");
+      return false;
+    }
+    return true;
+  }
+  case HALI_OP_TENSOR_EXPORT: {
+    NEED_DEFS(1);
+    if (!(o = push_op(p, nops)) ||
+        !parse_reg(b, defs[0], HALI_TYPE_BUFFER_VIEW, true, o) ||
+        !(o = push_op(p, nops)))
+      return false;
+    return expect_tensor_reg(b, next(p), o);
+  }
+  case HALI_OP_TENSOR_WAIT:
+  case HALI_OP_TENSOR_BARRIER:
+    NEED_DEFS(0);
+    if (!(o = push_op(p, nops))) return false;
+    return parse_reg(b, next(p), HALI_TYPE_FENCE, false, o);
+  default:
+    perr_at(p, opt, "write groups as `execute {`, `concurrent {` and `}`");
+    return false;
+  }
+#undef NEED_DEFS
+}
+
 static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   parser_t *p = b->p;
   tok_t *first = peek(p);
@@ -569,6 +942,8 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
           !parse_reg(b, defs[i], rtypes[i], true, o))
         return false;
     aux = (uint16_t)nargs;
+  } else if (info->flags & HALI_OPF_TENSOR) {
+    if (!parse_tensor_op(b, op, opt, defs, ndefs, &nops)) return false;
   } else if (op == HALI_OP_RETURN) {
     if (ndefs) {
       perr_at(p, first, "return does not define registers");
@@ -725,6 +1100,18 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   return true;
 }
 
+/* `execute { loc(N)` and `} loc(N)`: the line of a group marker. */
+static bool parse_group_loc(parser_t *p, const tok_t *at, hali_ir_insn_t *g) {
+  if (!(tok_is(peek(p), T_IDENT, "loc") && same_line(peek(p), at))) return true;
+  next(p);
+  int64_t l;
+  if (!expect(p, "(", "after loc") || !parse_int(p, next(p), 32, &l) ||
+      !expect(p, ")", "after the line number"))
+    return false;
+  g->line = (uint32_t)l;
+  return true;
+}
+
 static bool parse_body(parser_t *p, hali_ir_func_t *f,
                        const func_header_t *headers, uint32_t fidx) {
   body_t b = {p, f, fidx, headers};
@@ -750,8 +1137,33 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
     }
   }
   int32_t cur = implicit_entry ? 0 : -1;
+  uint32_t groups = 0; /* open execute / concurrent groups */
   while (!p->error) {
     tok_t *t = peek(p);
+    if ((tok_is(t, T_IDENT, "execute") || tok_is(t, T_IDENT, "concurrent")) &&
+        tok_is(&p->toks[p->pos + 1], T_PUNCT, "{") && cur >= 0) {
+      hali_ir_insn_t *g = hali_ir_block_add_insn(
+          &f->blocks[cur],
+          tok_is(t, T_IDENT, "execute") ? HALI_OP_TENSOR_EXECUTE
+                                        : HALI_OP_TENSOR_CONCURRENT,
+          0);
+      if (!g) return false;
+      g->line = t->line;
+      p->pos += 2;
+      if (!parse_group_loc(p, t, g)) return false;
+      groups++;
+      continue;
+    }
+    if (groups && tok_is(t, T_PUNCT, "}")) {
+      hali_ir_insn_t *g =
+          hali_ir_block_add_insn(&f->blocks[cur], HALI_OP_TENSOR_END, 0);
+      if (!g) return false;
+      g->line = t->line;
+      p->pos++;
+      if (!parse_group_loc(p, t, g)) return false;
+      groups--;
+      continue;
+    }
     if (accept(p, "}")) return true;
     if (t->kind == T_EOF) {
       perr_at(p, t, "expected '}' to close @%s", f->name);
@@ -887,11 +1299,8 @@ static bool parse_xtype(parser_t *p, hali_ir_xtype_t *x) {
   }
   hali_type_t type = parse_type(p);
   if (type == HALI_TYPE_NONE) return false;
-  if (hali_type_is_ref(type)) {
-    perr_at(p, &p->toks[p->pos - 1],
-            "kernel signatures take scalars and tensors, not refs");
-    return false;
-  }
+  /* Refs parse here so that materialize-interfaces can reject them with
+   * the export and argument named (doc/passes.md). */
   x->type = type;
   return true;
 }
@@ -1010,6 +1419,30 @@ static bool parse_executable(parser_t *p, const func_header_t *headers,
           x->workgroup_size[k] = (uint32_t)v;
         }
         if (!expect(p, "]", "to close the workgroup size")) return false;
+      } else if (tok_is(a, T_IDENT, "layout")) {
+        /* layout(constants N, bindings M): a declared interface, checked
+         * against the signature by materialize-interfaces. */
+        next(p);
+        int64_t nc, nb;
+        if (!expect(p, "(", "after layout") ||
+            !tok_is(peek(p), T_IDENT, "constants")) {
+          perr_at(p, peek(p), "expected layout(constants N, bindings M)");
+          return false;
+        }
+        next(p);
+        if (!parse_int(p, next(p), 32, &nc) ||
+            !expect(p, ",", "in layout(constants N, bindings M)") ||
+            !tok_is(peek(p), T_IDENT, "bindings")) {
+          perr_at(p, peek(p), "expected layout(constants N, bindings M)");
+          return false;
+        }
+        next(p);
+        if (!parse_int(p, next(p), 32, &nb) ||
+            !expect(p, ")", "to close the layout"))
+          return false;
+        x->layout_declared = true;
+        x->layout_constants = (uint32_t)nc;
+        x->layout_bindings = (uint32_t)nb;
       } else if (tok_is(a, T_IDENT, "workgroup_info")) {
         next(p);
         x->flags |= HALI_EXPORT_WORKGROUP_INFO;
@@ -1052,10 +1485,31 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         return false;
       }
       if (!expect(p, ":", "after the parameter name")) return false;
-      hali_type_t type = parse_type(p);
+      bool mut = false;
+      if (tok_is(peek(p), T_IDENT, "mutable")) {
+        next(p);
+        mut = true;
+      }
+      hali_ir_xtype_t x;
+      hali_type_t type = parse_value_type(p, &x);
       if (type == HALI_TYPE_NONE) return false;
-      if (hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1) == UINT32_MAX)
+      if (mut && type != HALI_TYPE_TENSOR && type != HALI_TYPE_BUFFER_VIEW) {
+        free(x.dims);
+        perr_at(p, r, "only tensor (or buffer view) parameters may be mutable");
         return false;
+      }
+      uint32_t reg = hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1);
+      bool okx = reg != UINT32_MAX &&
+                 (type != HALI_TYPE_TENSOR || hali_ir_func_set_reg_xtype(f, reg, &x));
+      free(x.dims);
+      if (!okx) return false;
+      if (mut || f->param_flags) {
+        uint8_t *pf = realloc(f->param_flags, f->param_count + 1);
+        if (!pf) return false;
+        if (!f->param_flags) memset(pf, 0, f->param_count + 1);
+        f->param_flags = pf;
+        pf[f->param_count] = mut ? HALI_PARAM_MUTABLE : 0;
+      }
       f->param_count++;
     } while (accept(p, ","));
     if (!expect(p, ")", "to close the parameter list")) return false;
@@ -1064,14 +1518,74 @@ static bool parse_header(parser_t *p, func_header_t *h) {
     bool paren = accept(p, "(");
     if (!(paren && accept(p, ")"))) {
       do {
-        hali_type_t type = parse_type(p);
+        int32_t tie = -1;
+        if (peek(p)->kind == T_REG) {
+          tok_t *r = next(p);
+          int32_t reg = find_reg(f, r);
+          if (reg < 0 || (uint32_t)reg >= f->param_count) {
+            perr_at(p, r, "a tied result names a parameter");
+            return false;
+          }
+          if (!tok_is(peek(p), T_IDENT, "as")) {
+            perr_at(p, peek(p), "expected 'as' after the tied parameter");
+            return false;
+          }
+          next(p);
+          tie = reg;
+        }
+        hali_ir_xtype_t x;
+        hali_type_t type = parse_value_type(p, &x);
         if (type == HALI_TYPE_NONE) return false;
+        if (type != HALI_TYPE_TENSOR) x.type = type;
         hali_type_t *rs = realloc(f->results, f->result_count + 1);
-        if (!rs) return false;
+        if (!rs) {
+          free(x.dims);
+          return false;
+        }
         f->results = rs;
+        if ((type == HALI_TYPE_TENSOR || tie >= 0) && !f->result_xtypes) {
+          f->result_xtypes = calloc(f->result_count + 17, sizeof(hali_ir_xtype_t));
+          f->result_ties = malloc((f->result_count + 17) * sizeof(int32_t));
+          if (!f->result_xtypes || !f->result_ties) {
+            free(x.dims);
+            return false;
+          }
+          for (uint32_t k = 0; k < f->result_count + 17; ++k) f->result_ties[k] = -1;
+          for (uint32_t k = 0; k < f->result_count; ++k)
+            f->result_xtypes[k].type = f->results[k];
+        }
+        if (f->result_xtypes) {
+          if (f->result_count >= 16) {
+            free(x.dims);
+            perr_at(p, peek(p), "at most 16 results at the tensor level");
+            return false;
+          }
+          f->result_xtypes[f->result_count] = x;
+          f->result_ties[f->result_count] = tie;
+        } else {
+          free(x.dims);
+        }
         f->results[f->result_count++] = type;
       } while (paren && accept(p, ","));
       if (paren && !expect(p, ")", "to close the result list")) return false;
+    }
+  }
+  /* attributes ["text", ...]: metadata carried over by the passes. */
+  if (tok_is(peek(p), T_IDENT, "attributes")) {
+    next(p);
+    if (!expect(p, "[", "after attributes")) return false;
+    if (!accept(p, "]")) {
+      do {
+        tok_t *s;
+        size_t slen;
+        if (!expect_kind(p, T_STRING, "an attribute string", &s)) return false;
+        char *str = decode_string(p, s, &slen);
+        if (!str) return false;
+        bool ok = hali_ir_func_add_attr(f, str, slen);
+        free(str);
+        if (!ok) return false;
+      } while (accept(p, ","));
+      if (!expect(p, "]", "to close the attributes")) return false;
     }
   }
   /* locals(%x: T, ...) declares registers up front, in this order (hali dis
@@ -1090,11 +1604,15 @@ static bool parse_header(parser_t *p, func_header_t *h) {
           return false;
         }
         if (!expect(p, ":", "after the register name")) return false;
-        hali_type_t type = parse_type(p);
+        hali_ir_xtype_t x;
+        hali_type_t type = parse_value_type(p, &x);
         if (type == HALI_TYPE_NONE) return false;
-        if (hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1) ==
-            UINT32_MAX)
-          return false;
+        uint32_t reg = hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1);
+        bool okx = reg != UINT32_MAX &&
+                   (type != HALI_TYPE_TENSOR ||
+                    hali_ir_func_set_reg_xtype(f, reg, &x));
+        free(x.dims);
+        if (!okx) return false;
       } while (accept(p, ","));
       if (!expect(p, ")", "to close locals")) return false;
     }

@@ -86,6 +86,164 @@ static void print_imm(hali_strbuf_t *sb, hali_type_t type, int64_t imm) {
 }
 
 void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                        const hali_ir_func_t *f, const hali_ir_insn_t *insn);
+
+void hali_ir_xtype_print(hali_strbuf_t *sb, const hali_ir_xtype_t *x) {
+  if (x->type != HALI_TYPE_NONE) {
+    hali_strbuf_printf(sb, "%s", hali_type_name(x->type));
+    return;
+  }
+  hali_strbuf_append(sb, "tensor<", 7);
+  for (uint32_t d = 0; d < x->rank; ++d)
+    if (x->dims[d] < 0) hali_strbuf_append(sb, "?x", 2);
+    else hali_strbuf_printf(sb, "%" PRId64 "x", x->dims[d]);
+  const char *et = hali_hal_element_type_name(x->element_type);
+  hali_strbuf_printf(sb, "%s>", et ? et : "?");
+}
+
+/* A register's type: its tensor shape at the tensor level. */
+static void print_reg_type(hali_strbuf_t *sb, const hali_ir_func_t *f,
+                           uint32_t r) {
+  if (f->reg_types[r] == HALI_TYPE_TENSOR && f->reg_xtypes)
+    hali_ir_xtype_print(sb, &f->reg_xtypes[r]);
+  else
+    hali_strbuf_printf(sb, "%s", hali_type_name(f->reg_types[r]));
+}
+
+static void print_dims(hali_strbuf_t *sb, const hali_ir_func_t *f,
+                       const hali_ir_insn_t *insn, uint32_t at, uint32_t n) {
+  if (!n) return;
+  hali_strbuf_append(sb, "{", 1);
+  for (uint32_t k = 0; k < n && at + k < insn->operand_count; ++k) {
+    if (k) hali_strbuf_append(sb, ", ", 2);
+    print_reg(sb, f, insn->operands[at + k].v);
+  }
+  hali_strbuf_append(sb, "}", 1);
+}
+
+static const hali_ir_xtype_t *reg_xtype(const hali_ir_func_t *f, uint32_t r) {
+  static const hali_ir_xtype_t none = {0};
+  return f->reg_xtypes && r < f->reg_count ? &f->reg_xtypes[r] : &none;
+}
+
+/* The tensor level's own syntax (loader/asm.c parse_tensor_op). */
+static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                              const hali_ir_func_t *f,
+                              const hali_ir_insn_t *insn) {
+  const hali_ir_operand_t *o = insn->operands;
+  uint32_t n = insn->operand_count;
+  switch (insn->op) {
+  case HALI_OP_TENSOR_DISPATCH: {
+    if (n < HALI_TD_HEADER) break;
+    uint32_t nw = (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+    uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
+    uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
+    uint32_t w0 = HALI_TD_HEADER, a0 = w0 + nw, r0 = a0 + na, t0 = r0 + nr,
+             d0 = t0 + nr;
+    if (d0 > n) break;
+    for (uint32_t k = 0; k < nr; ++k) {
+      if (k) hali_strbuf_append(sb, ", ", 2);
+      print_reg(sb, f, o[r0 + k].v);
+    }
+    if (nr) hali_strbuf_append(sb, " = ", 3);
+    const hali_ir_executable_t *e =
+        o[HALI_TD_EXE].v < m->executable_count ? &m->executables[o[HALI_TD_EXE].v]
+                                               : NULL;
+    uint32_t xi = (uint32_t)o[HALI_TD_EXPORT].imm;
+    hali_strbuf_printf(sb, "tensor.dispatch @%s::@%s[", e ? e->name : "?",
+                       e && xi < e->export_count ? e->exports[xi].name : "?");
+    for (uint32_t k = 0; k < nw; ++k) {
+      if (k) hali_strbuf_append(sb, ", ", 2);
+      if (o[w0 + k].kind == HALI_IR_IMM)
+        hali_strbuf_printf(sb, "%" PRId64, o[w0 + k].imm);
+      else
+        print_reg(sb, f, o[w0 + k].v);
+    }
+    hali_strbuf_append(sb, "](", 2);
+    for (uint32_t k = 0; k < na; ++k) {
+      if (k) hali_strbuf_append(sb, ", ", 2);
+      print_reg(sb, f, o[a0 + k].v);
+    }
+    hali_strbuf_append(sb, ")", 1);
+    if (nr) {
+      hali_strbuf_append(sb, nr > 1 ? " -> (" : " -> ", nr > 1 ? 5 : 4);
+      uint32_t d = d0;
+      for (uint32_t k = 0; k < nr; ++k) {
+        if (k) hali_strbuf_append(sb, ", ", 2);
+        int64_t tie = o[t0 + k].imm;
+        if (tie >= 0 && (uint64_t)tie < na) {
+          print_reg(sb, f, o[a0 + tie].v);
+          hali_strbuf_append(sb, " as ", 4);
+        }
+        const hali_ir_xtype_t *x = reg_xtype(f, o[r0 + k].v);
+        hali_ir_xtype_print(sb, x);
+        uint32_t nd = hali_ir_xtype_dynamic_dims(x);
+        print_dims(sb, f, insn, d, nd);
+        d += nd;
+      }
+      if (nr > 1) hali_strbuf_append(sb, ")", 1);
+    }
+    if (o[HALI_TD_BINDINGS].imm >= 0)
+      hali_strbuf_printf(sb, " interface(bindings %" PRId64 ", constants %" PRId64 ")",
+                         o[HALI_TD_BINDINGS].imm, o[HALI_TD_CONSTANTS].imm);
+    return;
+  }
+  case HALI_OP_TENSOR_SPLAT:
+  case HALI_OP_TENSOR_IMPORT:
+    if (n < 2) break;
+    print_reg(sb, f, o[0].v);
+    hali_strbuf_printf(sb, " = %s ", insn->op == HALI_OP_TENSOR_SPLAT
+                                         ? "tensor.splat" : "tensor.import");
+    print_reg(sb, f, o[1].v);
+    hali_strbuf_append(sb, " : ", 3);
+    hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
+    print_dims(sb, f, insn, 2, n - 2);
+    return;
+  case HALI_OP_TENSOR_CONSTANT:
+    if (n < 2) break;
+    print_reg(sb, f, o[0].v);
+    hali_strbuf_printf(sb, " = tensor.constant @%s : ",
+                       o[1].v < m->rodata_count ? m->rodata[o[1].v].name : "?");
+    hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
+    return;
+  case HALI_OP_TENSOR_CLONE:
+  case HALI_OP_TENSOR_EXPORT:
+    if (n < 2) break;
+    print_reg(sb, f, o[0].v);
+    hali_strbuf_printf(sb, " = %s ", insn->op == HALI_OP_TENSOR_CLONE
+                                         ? "tensor.clone" : "tensor.export");
+    print_reg(sb, f, o[1].v);
+    return;
+  case HALI_OP_TENSOR_OVERWRITE:
+    if (n < 2) break;
+    hali_strbuf_append(sb, "tensor.overwrite ", 17);
+    print_reg(sb, f, o[0].v);
+    hali_strbuf_append(sb, ", ", 2);
+    print_reg(sb, f, o[1].v);
+    return;
+  case HALI_OP_TENSOR_WAIT:
+  case HALI_OP_TENSOR_BARRIER:
+    if (n < 1) break;
+    hali_strbuf_printf(sb, "%s ", insn->op == HALI_OP_TENSOR_WAIT
+                                      ? "tensor.wait" : "tensor.barrier");
+    print_reg(sb, f, o[0].v);
+    return;
+  case HALI_OP_TENSOR_EXECUTE:
+    hali_strbuf_append(sb, "execute {", 9);
+    return;
+  case HALI_OP_TENSOR_CONCURRENT:
+    hali_strbuf_append(sb, "concurrent {", 12);
+    return;
+  case HALI_OP_TENSOR_END:
+    hali_strbuf_append(sb, "}", 1);
+    return;
+  default:
+    break;
+  }
+  hali_strbuf_printf(sb, "<malformed %s>", hali_op_info(insn->op)->name);
+}
+
+void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                         const hali_ir_func_t *f, const hali_ir_insn_t *insn) {
   const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info) {
@@ -107,6 +265,10 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
       print_reg(sb, f, insn->operands[i].v);
     }
     hali_strbuf_append(sb, ")", 1);
+    return;
+  }
+  if (info->flags & HALI_OPF_TENSOR) {
+    print_tensor_insn(sb, m, f, insn);
     return;
   }
   if (insn->op == HALI_OP_RETURN) {
@@ -174,22 +336,14 @@ static void print_xtypes(hali_strbuf_t *sb, const hali_ir_xtype_t *v,
   hali_strbuf_append(sb, "(", 1);
   for (uint32_t i = 0; i < n; ++i) {
     if (i) hali_strbuf_append(sb, ", ", 2);
-    if (v[i].type != HALI_TYPE_NONE) {
-      hali_strbuf_printf(sb, "%s", hali_type_name(v[i].type));
-      continue;
-    }
-    hali_strbuf_append(sb, "tensor<", 7);
-    for (uint32_t d = 0; d < v[i].rank; ++d)
-      if (v[i].dims[d] < 0) hali_strbuf_append(sb, "?x", 2);
-      else hali_strbuf_printf(sb, "%" PRId64 "x", v[i].dims[d]);
-    const char *et = hali_hal_element_type_name(v[i].element_type);
-    hali_strbuf_printf(sb, "%s>", et ? et : "?");
+    hali_ir_xtype_print(sb, &v[i]);
   }
   hali_strbuf_append(sb, ")", 1);
 }
 
 static void print_executable(hali_strbuf_t *sb, const hali_ir_module_t *m,
-                             const hali_ir_executable_t *e) {
+                             const hali_ir_executable_t *e,
+                             bool show_layouts) {
   hali_strbuf_printf(sb, "\nexecutable @%s format ", e->name);
   print_string(sb, e->format ? e->format : "", (uint32_t)strlen(e->format ? e->format : ""));
   if (e->library) {
@@ -218,6 +372,9 @@ static void print_executable(hali_strbuf_t *sb, const hali_ir_module_t *m,
       hali_strbuf_printf(sb, " workgroup_size [%u, %u, %u]",
                          x->workgroup_size[0], x->workgroup_size[1],
                          x->workgroup_size[2]);
+    if (x->layout_declared || (show_layouts && x->layout_materialized))
+      hali_strbuf_printf(sb, " layout(constants %u, bindings %u)",
+                         x->layout_constants, x->layout_bindings);
     if (x->flags & HALI_EXPORT_WORKGROUP_INFO)
       hali_strbuf_append(sb, " workgroup_info", 15);
     if (x->flags & HALI_EXPORT_RETURNS_STATUS)
@@ -241,9 +398,7 @@ static bool needs_locals(const hali_ir_func_t *f) {
       for (uint32_t k = 0; k < insn->operand_count; ++k) {
         const hali_ir_operand_t *o = &insn->operands[k];
         if (o->kind != HALI_IR_REG) continue;
-        bool write = hali_op_is_call(insn->op) ? k > insn->aux
-                     : k < info->operand_count &&
-                         info->operands[k].role == HALI_ROLE_WRITE;
+        bool write = hali_ir_operand_is_write(insn, k);
         if (o->v < next) continue;   /* already defined */
         if (!write || o->v != next) return true;
         next++;
@@ -253,6 +408,11 @@ static bool needs_locals(const hali_ir_func_t *f) {
 }
 
 char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
+  return hali_ir_print_ex(m, with_locs, false);
+}
+
+char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
+                       bool show_layouts) {
   with_locs = with_locs && m->has_debug;
   hali_strbuf_t sb = {0};
   hali_strbuf_printf(&sb, "module @%s", m->name ? m->name : "module");
@@ -291,29 +451,49 @@ char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
     hali_strbuf_append(&sb, "]\n", 2);
   }
   for (uint32_t i = 0; i < m->executable_count; ++i)
-    print_executable(&sb, m, &m->executables[i]);
+    print_executable(&sb, m, &m->executables[i], show_layouts);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
     const hali_ir_func_t *f = &m->funcs[fi];
     hali_strbuf_printf(&sb, "\nfunc @%s(", f->name);
     for (uint32_t i = 0; i < f->param_count; ++i) {
       if (i) hali_strbuf_append(&sb, ", ", 2);
       print_reg(&sb, f, i);
-      hali_strbuf_printf(&sb, ": %s", hali_type_name(f->reg_types[i]));
+      hali_strbuf_append(&sb, ": ", 2);
+      if (f->param_flags && (f->param_flags[i] & HALI_PARAM_MUTABLE))
+        hali_strbuf_append(&sb, "mutable ", 8);
+      print_reg_type(&sb, f, i);
     }
     hali_strbuf_append(&sb, ")", 1);
     if (f->result_count) {
       hali_strbuf_append(&sb, " -> (", 5);
-      for (uint32_t i = 0; i < f->result_count; ++i)
-        hali_strbuf_printf(&sb, "%s%s", i ? ", " : "",
-                           hali_type_name(f->results[i]));
+      for (uint32_t i = 0; i < f->result_count; ++i) {
+        if (i) hali_strbuf_append(&sb, ", ", 2);
+        if (f->result_ties && f->result_ties[i] >= 0) {
+          print_reg(&sb, f, (uint32_t)f->result_ties[i]);
+          hali_strbuf_append(&sb, " as ", 4);
+        }
+        if (f->results[i] == HALI_TYPE_TENSOR && f->result_xtypes)
+          hali_ir_xtype_print(&sb, &f->result_xtypes[i]);
+        else
+          hali_strbuf_printf(&sb, "%s", hali_type_name(f->results[i]));
+      }
       hali_strbuf_append(&sb, ")", 1);
+    }
+    if (f->attr_count) {
+      hali_strbuf_append(&sb, " attributes [", 13);
+      for (uint32_t i = 0; i < f->attr_count; ++i) {
+        if (i) hali_strbuf_append(&sb, ", ", 2);
+        print_string(&sb, f->attrs[i], (uint32_t)strlen(f->attrs[i]));
+      }
+      hali_strbuf_append(&sb, "]", 1);
     }
     if (needs_locals(f)) {
       hali_strbuf_append(&sb, " locals(", 8);
       for (uint32_t r = f->param_count; r < f->reg_count; ++r) {
         if (r > f->param_count) hali_strbuf_append(&sb, ", ", 2);
         print_reg(&sb, f, r);
-        hali_strbuf_printf(&sb, ": %s", hali_type_name(f->reg_types[r]));
+        hali_strbuf_append(&sb, ": ", 2);
+        print_reg_type(&sb, f, r);
       }
       hali_strbuf_append(&sb, ")", 1);
     }
@@ -327,8 +507,14 @@ char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
       print_block(&sb, f, b);
       hali_strbuf_append(&sb, ":\n", 2);
       const hali_ir_block_t *blk = &f->blocks[b];
+      uint32_t depth = 0; /* open execute / concurrent groups */
       for (uint32_t i = 0; i < blk->insn_count; ++i) {
+        uint16_t op = blk->insns[i].op;
+        if (op == HALI_OP_TENSOR_END && depth) depth--;
         hali_strbuf_append(&sb, "  ", 2);
+        for (uint32_t d = 0; d < depth; ++d) hali_strbuf_append(&sb, "  ", 2);
+        if (op == HALI_OP_TENSOR_EXECUTE || op == HALI_OP_TENSOR_CONCURRENT)
+          depth++;
         hali_ir_print_insn(&sb, m, f, &blk->insns[i]);
         if (with_locs)
           hali_strbuf_printf(&sb, " loc(%u)", blk->insns[i].line);

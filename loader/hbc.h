@@ -22,7 +22,7 @@
 #define HALI_HBC_MAGIC_SIZE 8
 #define HALI_HBC_HEADER_SIZE 24
 #define HALI_HBC_VERSION_MAJOR 1
-#define HALI_HBC_VERSION_MINOR 0
+#define HALI_HBC_VERSION_MINOR 1
 
 enum {
   HALI_HBC_SECTION_MODULE = 1,    /* u32 name string, u32 flags */
@@ -33,6 +33,9 @@ enum {
   HALI_HBC_SECTION_IMPORTS = 7, /* u32 count, (u32 function, u32 flags)* */
   HALI_HBC_SECTION_RODATA = 5,    /* u32 count, then (u32 name, u32 kind,
                                      u64 size, bytes)* */
+  /* Minor 1: the tensor level and attributes (doc/format.md); written only
+   * when a module has any. */
+  HALI_HBC_SECTION_TENSOR = 8,
 };
 
 #define HALI_HBC_NONE 0xffffffffu

@@ -110,7 +110,7 @@ static char *get_string_copy(cur_t *c, const hali_ir_module_t *m,
 
 static hali_type_t get_type(cur_t *c, const char *what) {
   uint8_t t = get_u8(c, what);
-  if (!c->error && !hali_type_is_valid(t)) {
+  if (!c->error && !hali_type_is_valid_tensor_level(t)) {
     c->p--;
     rerr(c, "unknown type code %u in %s", t, what);
   }
@@ -150,6 +150,32 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
   if (!info) {
     c->p -= 2;
     rerr(c, "unknown opcode %u", op);
+    return;
+  }
+  if (info->flags & HALI_OPF_TENSOR) {
+    uint32_t n = get_count(c, 9, "tensor operand");
+    if (c->error) return;
+    hali_ir_insn_t *insn = hali_ir_block_add_insn(blk, op, n);
+    if (!insn) {
+      rerr(c, "out of memory");
+      return;
+    }
+    for (uint32_t i = 0; i < n && !c->error; ++i) {
+      uint8_t kind = get_u8(c, "operand kind");
+      uint64_t v = get_u64(c, "operand");
+      if (c->error) return;
+      if (kind < HALI_IR_REG || kind > HALI_IR_EXECUTABLE) {
+        rerr(c, "unknown operand kind %u", kind);
+        return;
+      }
+      if (kind != HALI_IR_IMM && v > UINT32_MAX) {
+        rerr(c, "operand %u out of range", i);
+        return;
+      }
+      insn->operands[i].kind = kind;
+      if (kind == HALI_IR_IMM) insn->operands[i].imm = (int64_t)v;
+      else insn->operands[i].v = (uint32_t)v;
+    }
     return;
   }
   hali_ir_operand_t ops[HALI_OP_MAX_OPERANDS];
@@ -299,7 +325,7 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
     x->type = get_u8(c, "signature type");
     if (c->error) return;
     if (x->type != HALI_TYPE_NONE) {
-      if (x->type < HALI_TYPE_I32 || x->type > HALI_TYPE_F64)
+      if (!hali_type_is_valid(x->type))
         FAIL("signature value %u has type code %u (expected a scalar or 0 "
              "for a tensor)",
              i, x->type);
@@ -318,6 +344,111 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
       if (!c->error && x->dims[d] < -1) FAIL("dimension %" PRId64 " is negative", x->dims[d]);
     }
     x->rank = rank;
+  }
+}
+
+static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x) {
+  memset(x, 0, sizeof(*x));
+  x->type = get_u8(c, "shape type");
+  if (c->error) return false;
+  if (x->type != HALI_TYPE_NONE) {
+    if (!hali_type_is_valid(x->type)) {
+      rerr(c, "unknown type code %u", x->type);
+      return false;
+    }
+    return true;
+  }
+  x->element_type = get_u32(c, "element type");
+  if (!c->error && !hali_hal_element_type_is_known(x->element_type)) {
+    rerr(c, "unknown element type 0x%08x", x->element_type);
+    return false;
+  }
+  uint32_t rank = get_count(c, 8, "dimension");
+  if (c->error) return false;
+  if (rank > HALI_HAL_MAX_RANK) {
+    rerr(c, "rank %u exceeds %d", rank, HALI_HAL_MAX_RANK);
+    return false;
+  }
+  x->dims = malloc((rank ? rank : 1) * sizeof(int64_t));
+  if (!x->dims) {
+    rerr(c, "out of memory");
+    return false;
+  }
+  x->rank = rank;
+  for (uint32_t d = 0; d < rank; ++d) {
+    x->dims[d] = (int64_t)get_u64(c, "dimension");
+    if (!c->error && x->dims[d] < -1) rerr(c, "negative dimension");
+  }
+  return !c->error;
+}
+
+static void read_tensor(cur_t *c, hali_ir_module_t *m) {
+  uint32_t nf = get_u32(c, "function count");
+  if (!c->error && nf != m->func_count) {
+    rerr(c, "describes %u functions, the module has %u", nf, m->func_count);
+    return;
+  }
+  for (uint32_t fi = 0; fi < nf && !c->error; ++fi) {
+    hali_ir_func_t *f = &m->funcs[fi];
+    uint32_t na = get_count(c, 4, "attribute");
+    for (uint32_t i = 0; i < na && !c->error; ++i) {
+      char *a = get_string_copy(c, m, "attribute");
+      if (!c->error && (!a || !hali_ir_func_add_attr(f, a, strlen(a))))
+        rerr(c, "bad attribute");
+      free(a);
+    }
+    if (get_u8(c, "parameter flags") && !c->error) {
+      f->param_flags = calloc(f->param_count + 1, 1);
+      if (!f->param_flags) FAIL("out of memory");
+      for (uint32_t i = 0; i < f->param_count; ++i)
+        f->param_flags[i] = get_u8(c, "parameter flags");
+    }
+    if (get_u8(c, "result shapes") && !c->error) {
+      f->result_xtypes = calloc(f->result_count + 1, sizeof(hali_ir_xtype_t));
+      f->result_ties = malloc((f->result_count + 1) * sizeof(int32_t));
+      if (!f->result_xtypes || !f->result_ties) FAIL("out of memory");
+      for (uint32_t i = 0; i < f->result_count && !c->error; ++i) {
+        f->result_ties[i] = (int32_t)get_u32(c, "result tie");
+        if (!c->error && f->result_ties[i] != -1 &&
+            (f->result_ties[i] < 0 || (uint32_t)f->result_ties[i] >= f->param_count))
+          FAIL("result %u tied to parameter %d of %u", i, f->result_ties[i],
+               f->param_count);
+        read_one_xtype(c, &f->result_xtypes[i]);
+      }
+    }
+    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r) {
+      if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
+      hali_ir_xtype_t x;
+      if (!read_one_xtype(c, &x)) {
+        free(x.dims);
+        return;
+      }
+      if (x.type != HALI_TYPE_NONE) {
+        free(x.dims);
+        FAIL("tensor register %u has a scalar shape", r);
+      }
+      bool ok = hali_ir_func_set_reg_xtype(f, r, &x);
+      free(x.dims);
+      if (!ok) FAIL("out of memory");
+    }
+  }
+  uint32_t ne = get_u32(c, "executable count");
+  if (!c->error && ne != m->executable_count) {
+    rerr(c, "describes %u executables, the module has %u", ne,
+         m->executable_count);
+    return;
+  }
+  for (uint32_t i = 0; i < ne && !c->error; ++i) {
+    hali_ir_executable_t *e = &m->executables[i];
+    uint32_t nx = get_u32(c, "export count");
+    if (!c->error && nx != e->export_count) FAIL("export count mismatch");
+    for (uint32_t k = 0; k < nx && !c->error; ++k) {
+      hali_ir_export_t *x = &e->exports[k];
+      x->layout_declared = get_u8(c, "layout flag") != 0;
+      if (!x->layout_declared) continue;
+      x->layout_constants = get_u32(c, "layout constants");
+      x->layout_bindings = get_u32(c, "layout bindings");
+    }
   }
 }
 
@@ -447,7 +578,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL};
-  bool seen[8] = {0};
+  bool seen[9] = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
@@ -455,7 +586,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     if (!need(&top, len, "section")) break;
     cur_t c = {data, top.p, top.p + len, "?", NULL};
     top.p += len;
-    if (id >= 1 && id <= 7) {
+    if (id >= 1 && id <= 8) {
       if (seen[id]) {
         c.section = "a";
         rerr(&c, "section %u appears twice", id);
@@ -509,10 +640,17 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       else
         read_debug(&c, m);
       break;
+    case HALI_HBC_SECTION_TENSOR:
+      c.section = "TENSOR";
+      if (!seen[HALI_HBC_SECTION_FUNCTIONS])
+        rerr(&c, "TENSOR must follow FUNCTIONS");
+      else
+        read_tensor(&c, m);
+      break;
     default:
       break; /* unknown sections are skipped */
     }
-    if (!c.error && c.p != c.end && id >= 1 && id <= 7)
+    if (!c.error && c.p != c.end && id >= 1 && id <= 8)
       rerr(&c, "%zu unread bytes at the end of the section",
            (size_t)(c.end - c.p));
     top.error = c.error;

@@ -87,6 +87,17 @@ static uint32_t stab_name(stab_t *t, const char *s) {
 static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
   const hali_op_info_t *info = hali_op_info(insn->op);
   put_u16(w, insn->op);
+  if (info->flags & HALI_OPF_TENSOR) {
+    /* Tensor ops: a generic operand list (u32 count, then u8 kind and
+     * u64 value each). */
+    put_u32(w, insn->operand_count);
+    for (uint32_t i = 0; i < insn->operand_count; ++i) {
+      const hali_ir_operand_t *o = &insn->operands[i];
+      put_u8(w, o->kind);
+      put_u64(w, o->kind == HALI_IR_IMM ? (uint64_t)o->imm : o->v);
+    }
+    return;
+  }
   if (hali_op_is_call(insn->op)) {
     put_u32(w, insn->operands[0].v);
     put_u16(w, insn->aux);
@@ -139,6 +150,72 @@ static void write_xtypes(wbuf_t *w, const hali_ir_xtype_t *v, uint32_t n) {
     put_u32(w, v[i].element_type);
     put_u32(w, v[i].rank);
     for (uint32_t d = 0; d < v[i].rank; ++d) put_u64(w, (uint64_t)v[i].dims[d]);
+  }
+}
+
+static void write_xtype(wbuf_t *w, const hali_ir_xtype_t *x) {
+  put_u8(w, x->type);
+  if (x->type != HALI_TYPE_NONE) return;
+  put_u32(w, x->element_type);
+  put_u32(w, x->rank);
+  for (uint32_t d = 0; d < x->rank; ++d) put_u64(w, (uint64_t)x->dims[d]);
+}
+
+static bool module_has_tensor_section(const hali_ir_module_t *m) {
+  for (uint32_t i = 0; i < m->executable_count; ++i)
+    for (uint32_t k = 0; k < m->executables[i].export_count; ++k)
+      if (m->executables[i].exports[k].layout_declared) return true;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    const hali_ir_func_t *f = &m->funcs[i];
+    if (f->attr_count || hali_ir_func_is_tensor_level(f)) return true;
+    for (uint32_t k = 0; f->param_flags && k < f->param_count; ++k)
+      if (f->param_flags[k]) return true;
+    for (uint32_t k = 0; f->result_ties && k < f->result_count; ++k)
+      if (f->result_ties[k] >= 0) return true;
+  }
+  return false;
+}
+
+/* The TENSOR section: per function its attributes, parameter flags,
+ * result ties and shapes and the shapes of its tensor registers; per
+ * export its declared layout. */
+static void write_tensor_section(wbuf_t *w, stab_t *st,
+                                 const hali_ir_module_t *m) {
+  put_u32(w, m->func_count);
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    put_u32(w, f->attr_count);
+    for (uint32_t i = 0; i < f->attr_count; ++i)
+      put_u32(w, stab_name(st, f->attrs[i]));
+    /* Written only when they say something, so that the text form (which
+     * shows only what is set) reassembles to the same bytes. */
+    bool flags = false, results = false;
+    for (uint32_t i = 0; f->param_flags && i < f->param_count; ++i)
+      flags |= f->param_flags[i] != 0;
+    for (uint32_t i = 0; f->result_xtypes && i < f->result_count; ++i)
+      results |= f->results[i] == HALI_TYPE_TENSOR || f->result_ties[i] >= 0;
+    put_u8(w, flags);
+    for (uint32_t i = 0; flags && i < f->param_count; ++i)
+      put_u8(w, f->param_flags[i]);
+    put_u8(w, results);
+    for (uint32_t i = 0; results && i < f->result_count; ++i) {
+      put_u32(w, (uint32_t)f->result_ties[i]);
+      write_xtype(w, &f->result_xtypes[i]);
+    }
+    for (uint32_t r = 0; r < f->reg_count; ++r)
+      if (f->reg_types[r] == HALI_TYPE_TENSOR) write_xtype(w, &f->reg_xtypes[r]);
+  }
+  put_u32(w, m->executable_count);
+  for (uint32_t i = 0; i < m->executable_count; ++i) {
+    const hali_ir_executable_t *e = &m->executables[i];
+    put_u32(w, e->export_count);
+    for (uint32_t k = 0; k < e->export_count; ++k) {
+      const hali_ir_export_t *x = &e->exports[k];
+      put_u8(w, x->layout_declared);
+      if (!x->layout_declared) continue;
+      put_u32(w, x->layout_constants);
+      put_u32(w, x->layout_bindings);
+    }
   }
 }
 
@@ -195,6 +272,9 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   }
   for (uint32_t i = 0; i < m->func_count; ++i)
     fnames[i] = stab_name(&st, m->funcs[i].name);
+  wbuf_t tsec = {0};
+  bool tensor = module_has_tensor_section(m);
+  if (tensor) write_tensor_section(&tsec, &st, m);
   wbuf_t dbg = {0};
   if (debug) {
     put_u32(&dbg, stab_name(&st, m->source));
@@ -282,16 +362,22 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     end_section(&w, s);
   }
 
+  if (tensor) {
+    s = begin_section(&w, HALI_HBC_SECTION_TENSOR);
+    put(&w, tsec.data, tsec.len);
+    end_section(&w, s);
+  }
   if (debug) {
     s = begin_section(&w, HALI_HBC_SECTION_DEBUG);
     put(&w, dbg.data, dbg.len);
     end_section(&w, s);
   }
   free(dbg.data);
+  free(tsec.data);
   free(exe.data);
   free(fnames);
   free(rnames);
-  bool oom = w.oom || st.oom || dbg.oom || exe.oom;
+  bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom;
   free(st.s);
   free(st.len);
   if (oom) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "loader/loader.h"
+#include "passes/pipeline.h"
 
 hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) {
   *out = NULL;
@@ -43,23 +44,50 @@ hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) 
   return HALI_OK;
 }
 
-hali_status_t hali_load_bytes(const uint8_t *data, size_t size,
+hali_status_t hali_read_module(const uint8_t *data, size_t size,
                               const char *name, hali_ir_module_t **out) {
   *out = NULL;
-  hali_ir_module_t *m = NULL;
   if (hali_hbc_is_binary(data, size))
-    HALI_RETURN_IF_ERROR(hali_hbc_read(data, size, NULL, &m), "loading %s",
+    HALI_RETURN_IF_ERROR(hali_hbc_read(data, size, NULL, out), "loading %s",
                          name);
   else
     HALI_RETURN_IF_ERROR_PLAIN(
-        hali_asm_parse((const char *)data, size, name, &m));
-  hali_status_t s = hali_ir_verify(m);
+        hali_asm_parse((const char *)data, size, name, out));
+  return HALI_OK;
+}
+
+hali_status_t hali_load_bytes_ex(const uint8_t *data, size_t size,
+                                 const char *name, const hali_load_options_t *o,
+                                 hali_ir_module_t **out) {
+  *out = NULL;
+  hali_ir_module_t *m = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_read_module(data, size, name, &m));
+  /* The passes lower the tensor level between reading and verifying;
+   * nothing runs from a module a pass rejected. */
+  hali_status_t s = hali_passes_run(m, o ? o->passes : NULL);
+  if (!s && !(o && o->no_verify)) s = hali_ir_verify(m);
   if (s) {
     hali_ir_module_free(m);
     return hali_status_annotate(s, "while loading %s", name);
   }
   *out = m;
   return HALI_OK;
+}
+
+hali_status_t hali_load_bytes(const uint8_t *data, size_t size,
+                              const char *name, hali_ir_module_t **out) {
+  return hali_load_bytes_ex(data, size, name, NULL, out);
+}
+
+hali_status_t hali_load_file_ex(const char *path, const hali_load_options_t *o,
+                                hali_ir_module_t **out) {
+  *out = NULL;
+  uint8_t *data;
+  size_t size;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_read_file(path, &data, &size));
+  hali_status_t s = hali_load_bytes_ex(data, size, path, o, out);
+  free(data);
+  return s;
 }
 
 hali_status_t hali_load_file(const char *path, hali_ir_module_t **out) {

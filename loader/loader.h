@@ -41,14 +41,35 @@ HALI_MUST_USE hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
 /* True when |data| starts with the .hbc magic. */
 bool hali_hbc_is_binary(const uint8_t *data, size_t size);
 
-/* Reads a file (.hasm or .hbc, told apart by the magic) into IR and
- * verifies it. */
+/* How the loader treats a module (hali_load_*_ex). */
+typedef struct hali_load_options_s {
+  /* Which passes run (passes/pipeline.h); NULL = the whole pipeline. */
+  const struct hali_pass_options_s *passes;
+  /* Skip the verifier (hali dis --after=PASS prints intermediate IR that
+   * is not yet runnable). */
+  bool no_verify;
+} hali_load_options_t;
+
+/* Reads a file (.hasm or .hbc, told apart by the magic) into IR, runs the
+ * load-time passes (passes/pipeline.h) and verifies it. */
 HALI_MUST_USE hali_status_t hali_load_file(const char *path,
                                            hali_ir_module_t **out_module);
 /* Same for bytes already in memory. */
 HALI_MUST_USE hali_status_t hali_load_bytes(const uint8_t *data, size_t size,
                                             const char *name,
                                             hali_ir_module_t **out_module);
+
+HALI_MUST_USE hali_status_t hali_load_bytes_ex(const uint8_t *data, size_t size,
+                                               const char *name,
+                                               const hali_load_options_t *o,
+                                               hali_ir_module_t **out_module);
+HALI_MUST_USE hali_status_t hali_load_file_ex(const char *path,
+                                              const hali_load_options_t *o,
+                                              hali_ir_module_t **out_module);
+/* Reads only (no passes, no verifier): the module as written. */
+HALI_MUST_USE hali_status_t hali_read_module(const uint8_t *data, size_t size,
+                                             const char *name,
+                                             hali_ir_module_t **out_module);
 
 /* Reads a whole file (malloc'ed, NUL-terminated). */
 HALI_MUST_USE hali_status_t hali_read_file(const char *path, uint8_t **out,

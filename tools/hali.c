@@ -5,6 +5,7 @@
 
 #include "hali/hali.h"
 #include "loader/loader.h"
+#include "passes/pipeline.h"
 #include "tools/tools.h"
 
 static const char usage[] =
@@ -37,7 +38,11 @@ static const char usage[] =
     "  --device=local-sync|local-task   --workers=N (local-task threads)\n"
     "  --executable-path=DIR            where kernel libraries are looked up\n"
     "                                   (also $HALI_EXECUTABLE_PATH)\n"
-    "  --max-depth=N                    call depth limit (default 4096)\n";
+    "  --max-depth=N                    call depth limit (default 4096)\n"
+    "passes (run, dis):\n"
+    "  --passes=a,b                     run only these load-time passes\n"
+    "  --no-passes                      run none (tensor-level modules then\n"
+    "                                   fail verification)\n";
 
 int hali_tool_report(hali_status_t s) {
   char *text = hali_status_to_string(s);
@@ -67,14 +72,28 @@ static int cmd_asm(int argc, char **argv) {
     fprintf(stderr, "usage: hali asm IN.hasm -o OUT.hbc [--strip]\n");
     return 2;
   }
+  /* The binary holds the module as written (the loader lowers it when it
+   * is loaded); it is checked here by loading it the way `hali run` will. */
+  uint8_t *text;
+  size_t text_size;
+  hali_status_t s = hali_read_file(in, &text, &text_size);
+  if (s) return hali_tool_report(s);
   hali_ir_module_t *m;
-  hali_status_t s = hali_load_file(in, &m);
+  s = hali_read_module(text, text_size, in, &m);
+  free(text);
   if (s) return hali_tool_report(s);
   uint8_t *data;
   size_t size;
   s = hali_hbc_write(m, &opts, &data, &size);
   hali_ir_module_free(m);
   if (s) return hali_tool_report(s);
+  hali_ir_module_t *check;
+  s = hali_load_bytes(data, size, in, &check);
+  hali_ir_module_free(check);
+  if (s) {
+    free(data);
+    return hali_tool_report(s);
+  }
   FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
   if (!f) {
     free(data);
@@ -92,21 +111,52 @@ static int cmd_asm(int argc, char **argv) {
 static int cmd_dis(int argc, char **argv) {
   const char *in = NULL;
   bool locs = true;
+  hali_pass_options_t po = {0};
+  bool after = false;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--no-locs") == 0) locs = false;
-    else if (argv[i][0] == '-') {
+    else if (strncmp(argv[i], "--after=", 8) == 0) {
+      po.after = argv[i] + 8;
+      after = true;
+    } else if (strncmp(argv[i], "--passes=", 9) == 0) {
+      po.only = argv[i] + 9;
+      after = true;
+    } else if (strcmp(argv[i], "--no-passes") == 0) {
+      po.none = true;
+    } else if (argv[i][0] == '-') {
       fprintf(stderr, "hali dis: unknown option '%s'\n", argv[i]);
       return 2;
     } else in = argv[i];
   }
   if (!in) {
-    fprintf(stderr, "usage: hali dis IN.hbc|IN.hasm [--no-locs]\n");
+    fprintf(stderr, "usage: hali dis IN.hbc|IN.hasm [--no-locs] "
+                    "[--after=PASS|all] [--passes=a,b] [--no-passes]\n");
     return 2;
   }
-  hali_ir_module_t *m;
-  hali_status_t s = hali_load_file(in, &m);
+  hali_status_t s = hali_pass_options_check(&po);
   if (s) return hali_tool_report(s);
-  char *text = hali_ir_print(m, locs);
+  hali_ir_module_t *m;
+  if (after) {
+    /* After some passes the IR may not be runnable yet: verify only when
+     * the whole pipeline ran. */
+    bool all = !po.only && (!po.after || strcmp(po.after, "all") == 0);
+    hali_load_options_t lo = {&po, !all};
+    s = hali_load_file_ex(in, &lo, &m);
+  } else {
+    /* As written; but only a module that loads is printed. */
+    uint8_t *data;
+    size_t size;
+    s = hali_read_file(in, &data, &size);
+    if (!s) {
+      hali_load_options_t lo = {&po, po.none};
+      s = hali_load_bytes_ex(data, size, in, &lo, &m);
+      hali_ir_module_free(s ? NULL : m);
+      if (!s) s = hali_read_module(data, size, in, &m);
+      free(data);
+    }
+  }
+  if (s) return hali_tool_report(s);
+  char *text = hali_ir_print_ex(m, locs, after);
   hali_ir_module_free(m);
   if (!text)
     return hali_tool_report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));

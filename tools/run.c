@@ -10,6 +10,7 @@
 #include "hal/hal.h"
 #include "loader/executables.h"
 #include "loader/loader.h"
+#include "passes/pipeline.h"
 #include "tools/tensor.h"
 #include "vm/fiber.h"
 #include "vm/trace.h"
@@ -27,6 +28,7 @@ typedef struct {
   hali_hal_device_params_t device;
   hali_trace_options_t trace;
   const char *trace_out;
+  hali_pass_options_t passes; /* --passes=, --no-passes */
 } run_options_t;
 
 
@@ -210,7 +212,8 @@ static bool check_expected(const run_options_t *o, size_t i,
 
 static int run(const run_options_t *o) {
   hali_ir_module_t *ir;
-  hali_status_t s = hali_load_file(o->path, &ir);
+  hali_load_options_t lo = {&o->passes, false};
+  hali_status_t s = hali_load_file_ex(o->path, &lo, &ir);
   if (s) return hali_tool_report(s);
   hali_vm_module_t *m;
   s = hali_vm_module_create(ir, &m);
@@ -439,6 +442,10 @@ int hali_tool_run(int argc, char **argv) {
       o.trace.max_values = n;
     } else if ((v = VALUE("--executable-path"))) {
       o.exec_paths[o.nexec_paths++] = v;
+    } else if ((v = VALUE("--passes"))) {
+      o.passes.only = v;
+    } else if (strcmp(a, "--no-passes") == 0) {
+      o.passes.none = true;
     } else if ((v = VALUE("--max-depth"))) {
       unsigned long n = strtoul(v, &end, 10);
       if (!*v || *end || n == 0 || n > 1000000) {

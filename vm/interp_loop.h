@@ -8,7 +8,11 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #ifdef HALI_DISPATCH_GOTO
   static const void *const table[HALI_OP_INTERNAL_END] = {
 #define OP(e, n, f, s, y) [HALI_OP_##e] = &&L_##e,
+  /* Tensor-level ops never reach the interpreter (the verifier rejects
+   * them after the passes). */
+#define OP_TENSOR(e, n, f, s, y) [HALI_OP_##e] = &&L_unhandled,
 #include "vm/ops.def"
+#undef OP_TENSOR
 #undef OP
 #define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
       HALI_FUSED_OPS(HALI_X)

@@ -51,6 +51,17 @@ static void hali_ir_func_free(hali_ir_func_t *f) {
   free(f->reg_types);
   free(f->results);
   free(f->name);
+  if (f->reg_xtypes)
+    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
+  free(f->reg_xtypes);
+  if (f->result_xtypes)
+    for (uint32_t r = 0; r < f->result_count; ++r)
+      free(f->result_xtypes[r].dims);
+  free(f->result_xtypes);
+  free(f->result_ties);
+  free(f->param_flags);
+  for (uint32_t i = 0; i < f->attr_count; ++i) free(f->attrs[i]);
+  free(f->attrs);
 }
 
 void hali_ir_module_free(hali_ir_module_t *m) {
@@ -237,7 +248,109 @@ uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
   f->reg_names[f->reg_count] = name ? hali_strndup(name, len) : NULL;
   if (name && !f->reg_names[f->reg_count]) return UINT32_MAX;
   f->reg_types[f->reg_count] = type;
+  if (f->reg_xtypes) {
+    hali_ir_xtype_t *x =
+        realloc(f->reg_xtypes, (f->reg_count + 1) * sizeof(hali_ir_xtype_t));
+    if (!x) return UINT32_MAX;
+    f->reg_xtypes = x;
+    memset(&x[f->reg_count], 0, sizeof(x[0]));
+  }
   return f->reg_count++;
+}
+
+bool hali_ir_func_set_reg_xtype(hali_ir_func_t *f, uint32_t r,
+                                const hali_ir_xtype_t *x) {
+  if (!f->reg_xtypes) {
+    f->reg_xtypes = calloc(f->reg_count ? f->reg_count : 1,
+                           sizeof(hali_ir_xtype_t));
+    if (!f->reg_xtypes) return false;
+  }
+  free(f->reg_xtypes[r].dims);
+  f->reg_xtypes[r].dims = NULL;
+  return hali_ir_xtype_copy(&f->reg_xtypes[r], x);
+}
+
+bool hali_ir_func_add_attr(hali_ir_func_t *f, const char *s, size_t len) {
+  char **a = realloc(f->attrs, (f->attr_count + 1) * sizeof(char *));
+  if (!a) return false;
+  f->attrs = a;
+  if (!(a[f->attr_count] = hali_strndup(s, len))) return false;
+  f->attr_count++;
+  return true;
+}
+
+bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  if (!info || k >= insn->operand_count ||
+      insn->operands[k].kind != HALI_IR_REG)
+    return false;
+  if (hali_op_is_call(insn->op)) return k > insn->aux;
+  if (insn->op == HALI_OP_RETURN) return false;
+  switch (insn->op) {
+  case HALI_OP_TENSOR_DISPATCH: {
+    if (insn->operand_count < HALI_TD_HEADER) return false;
+    uint64_t r0 = HALI_TD_HEADER +
+                  (uint64_t)insn->operands[HALI_TD_NWORKLOAD].imm +
+                  (uint64_t)insn->operands[HALI_TD_NOPERANDS].imm;
+    return k >= r0 &&
+           k < r0 + (uint64_t)insn->operands[HALI_TD_NRESULTS].imm;
+  }
+  case HALI_OP_TENSOR_SPLAT:
+  case HALI_OP_TENSOR_CONSTANT:
+  case HALI_OP_TENSOR_CLONE:
+  case HALI_OP_TENSOR_IMPORT:
+  case HALI_OP_TENSOR_EXPORT:
+    return k == 0;
+  default:
+    break;
+  }
+  if (info->flags & HALI_OPF_TENSOR) return false;
+  return k < info->operand_count && info->operands[k].role == HALI_ROLE_WRITE;
+}
+
+uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x) {
+  uint32_t n = 0;
+  for (uint32_t d = 0; d < x->rank; ++d) n += x->dims[d] < 0;
+  return n;
+}
+
+bool hali_ir_xtype_copy(hali_ir_xtype_t *dst, const hali_ir_xtype_t *src) {
+  *dst = *src;
+  dst->dims = NULL;
+  if (!src->rank) return true;
+  dst->dims = malloc(src->rank * sizeof(int64_t));
+  if (!dst->dims) {
+    dst->rank = 0;
+    return false;
+  }
+  memcpy(dst->dims, src->dims, src->rank * sizeof(int64_t));
+  return true;
+}
+
+bool hali_ir_xtype_equal(const hali_ir_xtype_t *a, const hali_ir_xtype_t *b) {
+  if (a->type != b->type) return false;
+  if (a->type != HALI_TYPE_NONE) return true;
+  return a->element_type == b->element_type && a->rank == b->rank &&
+         (!a->rank || memcmp(a->dims, b->dims, a->rank * sizeof(int64_t)) == 0);
+}
+
+bool hali_ir_func_is_tensor_level(const hali_ir_func_t *f) {
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    if (f->reg_types[r] == HALI_TYPE_TENSOR) return true;
+  for (uint32_t r = 0; r < f->result_count; ++r)
+    if (f->results[r] == HALI_TYPE_TENSOR) return true;
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_op_info_t *info = hali_op_info(f->blocks[b].insns[i].op);
+      if (info && (info->flags & HALI_OPF_TENSOR)) return true;
+    }
+  return false;
+}
+
+bool hali_ir_module_is_tensor_level(const hali_ir_module_t *m) {
+  for (uint32_t i = 0; i < m->func_count; ++i)
+    if (hali_ir_func_is_tensor_level(&m->funcs[i])) return true;
+  return false;
 }
 
 hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,

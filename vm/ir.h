@@ -64,6 +64,23 @@ enum {
   HALI_FUNC_OPTIONAL = 1u << 1,
 };
 
+/* A value in an executable export's signature, or the element type and
+ * shape of a tensor register: a scalar (|type| is i32, i64, f32 or f64) or
+ * a tensor (|type| is HALI_TYPE_NONE) with an element type (HAL code, e.g.
+ * 0x21000020 for f32) and a shape whose dynamic dimensions are -1. */
+typedef struct hali_ir_xtype_s {
+  hali_type_t type;
+  uint32_t element_type;
+  uint32_t rank;
+  int64_t *dims;
+} hali_ir_xtype_t;
+
+/* Parameter attributes (tensor level). */
+enum {
+  /* The argument's storage is written in place (tensor.overwrite). */
+  HALI_PARAM_MUTABLE = 1u << 0,
+};
+
 typedef struct hali_ir_func_s {
   char *name;
   uint32_t flags; /* HALI_FUNC_* */
@@ -76,7 +93,68 @@ typedef struct hali_ir_func_s {
   char **reg_names;       /* NULL when stripped; entries may be NULL */
   uint32_t block_count;
   hali_ir_block_t *blocks;
+  /* ---- Tensor level and attributes (all NULL/0 in a plain module). */
+  /* Per register (reg_count entries, or NULL): element type and shape of
+   * the HALI_TYPE_TENSOR registers; other entries are zero. */
+  hali_ir_xtype_t *reg_xtypes;
+  /* Per result (result_count entries, or NULL): tensor results' shapes. */
+  hali_ir_xtype_t *result_xtypes;
+  /* Per result (or NULL): the parameter a result is tied to (its storage
+   * is that argument's), -1 for none. */
+  int32_t *result_ties;
+  /* Per parameter (or NULL): HALI_PARAM_* bits. */
+  uint8_t *param_flags;
+  /* Metadata attributes: free-form strings that every pass carries over
+   * to the functions it derives from this one. */
+  uint32_t attr_count;
+  char **attrs;
 } hali_ir_func_t;
+
+/* Is |f| written at the tensor level (tensor types or tensor ops)? */
+bool hali_ir_func_is_tensor_level(const hali_ir_func_t *f);
+
+/* Tensor-op operand layouts (see vm/ops_tensor.def).
+ * tensor.dispatch:
+ *   [0] executable  [1] imm export  [2] imm #workload  [3] imm #operands
+ *   [4] imm #results  [5] imm bindings  [6] imm push constants (both -1
+ *   until materialize-interfaces annotates the site)
+ *   then workload (registers or immediates), operands (registers), results
+ *   (registers written), one imm tie per result (operand index or -1), and
+ *   the i64 registers giving the results' dynamic dimensions in order.
+ * tensor.splat     [result, scalar value, dynamic dims...]
+ * tensor.constant  [result, rodata]
+ * tensor.clone     [result, source]
+ * tensor.overwrite [value, mutable parameter]
+ * tensor.import    [result tensor, buffer view, dynamic dims...]
+ * tensor.export    [buffer view written, tensor]
+ * tensor.wait / tensor.barrier [fence]
+ * tensor.execute / tensor.concurrent / tensor.end: no operands. */
+enum {
+  HALI_TD_EXE = 0,
+  HALI_TD_EXPORT = 1,
+  HALI_TD_NWORKLOAD = 2,
+  HALI_TD_NOPERANDS = 3,
+  HALI_TD_NRESULTS = 4,
+  HALI_TD_BINDINGS = 5,
+  HALI_TD_CONSTANTS = 6,
+  HALI_TD_HEADER = 7,
+};
+/* Does operand |k| of |insn| name a register the instruction writes?
+ * (Covers call, the signature-driven ops and the tensor ops.) */
+bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k);
+/* Number of dynamic (-1) dimensions of |x|. */
+uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x);
+/* Deep copy of |src| into |dst|; false on OOM. */
+bool hali_ir_xtype_copy(hali_ir_xtype_t *dst, const hali_ir_xtype_t *src);
+bool hali_ir_xtype_equal(const hali_ir_xtype_t *a, const hali_ir_xtype_t *b);
+/* Appends `tensor<4x?xf32>` (or the scalar type name). */
+struct hali_strbuf_s;
+void hali_ir_xtype_print(struct hali_strbuf_s *sb, const hali_ir_xtype_t *x);
+/* Gives register |r| of |f| the shape |x| (copied); false on OOM. */
+bool hali_ir_func_set_reg_xtype(hali_ir_func_t *f, uint32_t r,
+                                const hali_ir_xtype_t *x);
+/* Adds a metadata attribute; false on OOM. */
+bool hali_ir_func_add_attr(hali_ir_func_t *f, const char *s, size_t len);
 
 /* Read-only data: bytes the module carries (weights, tables, messages),
  * 64-byte aligned when loaded.  |kind| only records how the text form
@@ -103,16 +181,6 @@ typedef struct hali_ir_rodata_s {
 uint32_t hali_rodata_kind_size(uint8_t kind);
 const char *hali_rodata_kind_name(uint8_t kind);
 
-/* A value in an executable export's signature: a scalar (|type| is i32,
- * i64, f32 or f64) or a tensor (|type| is HALI_TYPE_NONE) with an element
- * type (HAL code, e.g. 0x21000020 for f32) and a shape whose dynamic
- * dimensions are -1. */
-typedef struct hali_ir_xtype_s {
-  hali_type_t type;
-  uint32_t element_type;
-  uint32_t rank;
-  int64_t *dims;
-} hali_ir_xtype_t;
 
 enum {
   /* ffi: pass workgroup id x, y, z and count x, y, z as trailing uint32_t
@@ -131,6 +199,11 @@ typedef struct hali_ir_export_s {
   uint32_t workgroup_size[3];
   uint32_t param_count, result_count;
   hali_ir_xtype_t *params, *results;
+  /* The interface (materialize-interfaces records it; the text may declare
+   * it with `layout(constants N, bindings M)`, and the pass rejects a
+   * declaration that disagrees with the signature). */
+  bool layout_declared, layout_materialized;
+  uint32_t layout_bindings, layout_constants;
 } hali_ir_export_t;
 
 typedef struct hali_ir_executable_s {
@@ -161,6 +234,9 @@ typedef struct hali_ir_module_s {
   uint32_t executable_count;
   hali_ir_executable_t *executables;
 } hali_ir_module_t;
+
+/* Is |m| (any function) written at the tensor level? */
+bool hali_ir_module_is_tensor_level(const hali_ir_module_t *m);
 
 hali_ir_module_t *hali_ir_module_create(void);
 void hali_ir_module_free(hali_ir_module_t *m);
@@ -221,6 +297,10 @@ HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
  * |with_locs|, each instruction carries its line as `loc(N)`. Returns a
  * malloc'ed string. */
 char *hali_ir_print(const hali_ir_module_t *m, bool with_locs);
+/* Same, optionally showing the interfaces materialize-interfaces recorded
+ * on exports (hali dis --after). */
+char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
+                       bool show_layouts);
 
 /* Writes the ISA reference (markdown) generated from the op table. */
 char *hali_isa_markdown(void);

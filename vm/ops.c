@@ -29,6 +29,7 @@ static const struct {
     {'E', HALI_TYPE_FENCE, "!hal.fence"},
     {'X', HALI_TYPE_EXECUTABLE, "!hal.executable"},
     {'R', HALI_TYPE_ANY_REF, "!ref"},
+    {'t', HALI_TYPE_TENSOR, "tensor"},
 };
 #define HALI_TYPE_TABLE_N (sizeof(hali_type_table) / sizeof(hali_type_table[0]))
 

@@ -19,6 +19,9 @@ enum {
   HALI_OPF_SIDE = 1u << 2,
   HALI_OPF_VARIADIC = 1u << 3,
   HALI_OPF_SUSPEND = 1u << 4,
+  /* Tensor level (vm/ops_tensor.def): consumed by the passes; the verifier
+   * rejects any that remain, so the interpreter never sees one. */
+  HALI_OPF_TENSOR = 1u << 5,
 };
 
 /* Operand roles (first letter of a signature operand). */

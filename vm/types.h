@@ -14,6 +14,10 @@ enum {
   HALI_TYPE_I64 = 2,
   HALI_TYPE_F32 = 3,
   HALI_TYPE_F64 = 4,
+  /* Tensor level only (doc/passes.md): a tensor value whose element type
+   * and shape are in the function's reg_xtypes.  Never valid after the
+   * passes, so hali_type_is_valid rejects it. */
+  HALI_TYPE_TENSOR = 8,
   /* Reference types live in the ref bank. */
   HALI_TYPE_REF_FIRST = 16,
   HALI_TYPE_DEVICE = 16,
@@ -34,6 +38,10 @@ static inline bool hali_type_is_ref(hali_type_t t) {
 static inline bool hali_type_is_valid(hali_type_t t) {
   return (t >= HALI_TYPE_I32 && t <= HALI_TYPE_F64) ||
          (t >= HALI_TYPE_REF_FIRST && t <= HALI_TYPE_REF_LAST);
+}
+/* Valid in a module as written (before the passes). */
+static inline bool hali_type_is_valid_tensor_level(hali_type_t t) {
+  return hali_type_is_valid(t) || t == HALI_TYPE_TENSOR;
 }
 /* "i32", "!hal.buffer", ... ; "?" for an invalid type. */
 const char *hali_type_name(hali_type_t t);

@@ -99,6 +99,10 @@ static hali_status_t verify_insn(const vctx_t *v) {
   const hali_ir_insn_t *insn = v->insn;
   const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info) return verr(v, "unknown opcode %u", insn->op);
+  if (info->flags & HALI_OPF_TENSOR)
+    return verr(v, "tensor-level op '%s' remains: the load-time passes lower "
+                   "the tensor level to HAL ops before a module runs",
+                info->name);
   if (hali_op_is_call(insn->op)) {
     if (insn->operand_count < 1 || insn->operands[0].kind != HALI_IR_FUNC)
       return verr(v, "%s needs a callee", info->name);
@@ -425,7 +429,11 @@ static hali_status_t verify_header(vctx_t *v) {
   if (f->block_count > 0xffff)
     return verr(v, "%u blocks; at most 65535 are supported", f->block_count);
   for (uint32_t r = 0; r < f->reg_count; ++r)
-    if (!hali_type_is_valid(f->reg_types[r]))
+    if (f->reg_types[r] == HALI_TYPE_TENSOR)
+      return verr(v, "register %u is a tensor: tensor-level functions are "
+                     "lowered by the load-time passes before a module runs",
+                  r);
+    else if (!hali_type_is_valid(f->reg_types[r]))
       return verr(v, "register %u has unknown type code %u", r,
                   f->reg_types[r]);
   for (uint32_t r = 0; r < f->result_count; ++r)
@@ -503,6 +511,21 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   vctx_t v = {m, NULL, 0, 0, NULL};
   for (uint32_t i = 0; i < m->executable_count; ++i) {
     const hali_ir_executable_t *e = &m->executables[i];
+    for (uint32_t k = 0; k < e->export_count; ++k) {
+      const hali_ir_export_t *x = &e->exports[k];
+      for (uint32_t a = 0; a < x->param_count + x->result_count; ++a) {
+        const hali_ir_xtype_t *t = a < x->param_count
+                                       ? &x->params[a]
+                                       : &x->results[a - x->param_count];
+        if (hali_type_is_ref(t->type))
+          return verr(&v, "export @%s::@%s: %s %u is %s, which a kernel cannot "
+                          "take",
+                      e->name, x->name,
+                      a < x->param_count ? "argument" : "result",
+                      a < x->param_count ? a : a - x->param_count,
+                      hali_type_name(t->type));
+      }
+    }
     for (uint32_t k = 0; k < e->export_count; ++k)
       if (e->exports[k].function != UINT32_MAX &&
           e->exports[k].function >= m->func_count)

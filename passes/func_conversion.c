@@ -1,0 +1,424 @@
+/* hali — func-conversion: the coarse-fences ABI (doc/passes.md).
+ *
+ * Every tensor-level function f becomes
+ *   f$async(args..., %wait: !hal.fence, %signal: !hal.fence)
+ * whose tensor arguments arrive as buffer views imported after %wait and
+ * whose results are exported behind a barrier that signals %signal, plus a
+ * synchronous wrapper f(args...) that calls f$async with a null wait fence
+ * and awaits the signal fence.  Functions not at the tensor level, already
+ * converted (f$async exists, or the name ends in $async) or marked with the
+ * "external" attribute are left alone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/buffer_view.h"
+#include "passes/pass_util.h"
+#include "passes/pipeline.h"
+
+#define PASS "func-conversion"
+
+/* The ABI type of a value of |t| at the function boundary: scalars widen
+ * (integers to i64, floats to f64), tensors travel as buffer views. */
+static hali_type_t abi_type(hali_type_t t) {
+  switch (t) {
+  case HALI_TYPE_I32: return HALI_TYPE_I64;
+  case HALI_TYPE_F32: return HALI_TYPE_F64;
+  case HALI_TYPE_TENSOR: return HALI_TYPE_BUFFER_VIEW;
+  default: return t;
+  }
+}
+
+static bool has_attr(const hali_ir_func_t *f, const char *a) {
+  for (uint32_t i = 0; i < f->attr_count; ++i)
+    if (strcmp(f->attrs[i], a) == 0) return true;
+  return false;
+}
+
+static bool skipped(const hali_ir_module_t *m, const hali_ir_func_t *f) {
+  if (!hali_ir_func_is_tensor_level(f)) return true;
+  if (has_attr(f, "external")) return true;
+  size_t n = strlen(f->name);
+  if (n > 6 && strcmp(f->name + n - 6, "$async") == 0) return true;
+  char name[512];
+  snprintf(name, sizeof(name), "%s$async", f->name);
+  return hali_ir_module_find_func(m, name) >= 0;
+}
+
+/* Is parameter |p| of |f| read only by the return (an argument returned
+ * unchanged, which passes through without an import or a barrier)? */
+static bool only_returned(const hali_ir_func_t *f, uint32_t p) {
+  bool returned = false;
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      for (uint32_t k = 0; k < insn->operand_count; ++k) {
+        if (insn->operands[k].kind != HALI_IR_REG || insn->operands[k].v != p)
+          continue;
+        if (insn->op != HALI_OP_RETURN) return false;
+        returned = true;
+      }
+    }
+  return returned;
+}
+
+static char *fmt_xtype(const hali_ir_xtype_t *x) {
+  hali_strbuf_t sb = {0};
+  hali_ir_xtype_print(&sb, x);
+  return hali_strbuf_take(&sb);
+}
+
+/* Builds f$async (appended to |m|) from m->funcs[fi]. */
+static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
+  const hali_ir_func_t *f0 = &m->funcs[fi];
+  /* Checks first, so that nothing is built for a rejected function. */
+  uint32_t nret = 0;
+  for (uint32_t b = 0; b < f0->block_count; ++b)
+    for (uint32_t i = 0; i < f0->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f0->blocks[b].insns[i];
+      if (insn->op == HALI_OP_RETURN && ++nret > 1)
+        return hali_pass_error(
+            PASS, m, f0, insn, i,
+            "a tensor-level function must have exactly one return (this is "
+            "return %u): merge the exits so that the results pass one "
+            "barrier",
+            nret);
+      if (insn->op == HALI_OP_CALL && insn->operands[0].v < m->func_count &&
+          hali_ir_func_is_tensor_level(&m->funcs[insn->operands[0].v]))
+        return hali_pass_error(PASS, m, f0, insn, i,
+                               "calls between tensor-level functions are not "
+                               "supported (@%s)",
+                               m->funcs[insn->operands[0].v].name);
+      if (insn->op == HALI_OP_TENSOR_IMPORT || insn->op == HALI_OP_TENSOR_EXPORT ||
+          insn->op == HALI_OP_TENSOR_WAIT || insn->op == HALI_OP_TENSOR_BARRIER)
+        return hali_pass_error(PASS, m, f0, insn, i,
+                               "%s is written by func-conversion, not by hand",
+                               hali_op_info(insn->op)->name);
+    }
+  if (nret == 0)
+    return hali_pass_error(PASS, m, f0, NULL, 0, "function never returns");
+  for (uint32_t k = 0; k < f0->result_count; ++k)
+    if (f0->results[k] != HALI_TYPE_TENSOR &&
+        f0->results[k] != HALI_TYPE_I32 && f0->results[k] != HALI_TYPE_I64 &&
+        f0->results[k] != HALI_TYPE_F32 && f0->results[k] != HALI_TYPE_F64)
+      return hali_pass_error(PASS, m, f0, NULL, 0,
+                             "result %u is %s: tensor-level functions return "
+                             "tensors and scalars",
+                             k, hali_type_name(f0->results[k]));
+
+  char name[512];
+  snprintf(name, sizeof(name), "%s$async", f0->name);
+  hali_ir_func_t *g = hali_ir_module_add_func(m, name, strlen(name));
+  if (!g) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  const hali_ir_func_t *f = &m->funcs[fi]; /* add_func moved it */
+  g->line = f->line;
+  bool oom = false;
+  uint32_t np = f->param_count;
+  /* Registers: the ABI parameters, %wait and %signal, then f's registers
+   * (parameters whose type is already the ABI type map onto the ABI
+   * parameter itself). */
+  uint32_t *map = calloc(f->reg_count + 1, sizeof(uint32_t));
+  if (!map) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  g->reg_names = NULL;
+  for (uint32_t p = 0; p < np; ++p) {
+    hali_type_t t = f->reg_types[p];
+    const char *n = f->reg_names && f->reg_names[p] ? f->reg_names[p] : NULL;
+    char buf[128];
+    if (t == HALI_TYPE_TENSOR) snprintf(buf, sizeof(buf), "%s.view", n ? n : "arg");
+    else if (abi_type(t) != t) snprintf(buf, sizeof(buf), "%s.abi", n ? n : "arg");
+    else snprintf(buf, sizeof(buf), "%s", n ? n : "arg");
+    if (n || !f->reg_names) {
+      /* names: only when f has them */
+    }
+    if (f->reg_names)
+      oom |= hali_pass_reg(g, abi_type(t), "%s", buf) == UINT32_MAX;
+    else
+      oom |= hali_ir_func_add_reg(g, abi_type(t), NULL, 0) == UINT32_MAX;
+  }
+  uint32_t wait = f->reg_names ? hali_pass_reg(g, HALI_TYPE_FENCE, "wait")
+                               : hali_ir_func_add_reg(g, HALI_TYPE_FENCE, NULL, 0);
+  uint32_t signal = f->reg_names
+                        ? hali_pass_reg(g, HALI_TYPE_FENCE, "signal")
+                        : hali_ir_func_add_reg(g, HALI_TYPE_FENCE, NULL, 0);
+  g->param_count = np + 2;
+  for (uint32_t r = 0; r < f->reg_count && !oom; ++r) {
+    if (r < np && abi_type(f->reg_types[r]) == f->reg_types[r]) {
+      map[r] = r;
+      continue;
+    }
+    const char *n = f->reg_names ? f->reg_names[r] : NULL;
+    map[r] = f->reg_names ? hali_pass_reg(g, f->reg_types[r], "%s", n ? n : "r")
+                          : hali_ir_func_add_reg(g, f->reg_types[r], NULL, 0);
+    if (map[r] == UINT32_MAX) oom = true;
+    else if (f->reg_types[r] == HALI_TYPE_TENSOR)
+      oom |= !hali_ir_func_set_reg_xtype(g, map[r], &f->reg_xtypes[r]);
+  }
+  /* Signature: ABI results, ties and attributes carried over. */
+  g->result_count = f->result_count;
+  g->results = malloc(f->result_count + 1);
+  oom |= !g->results;
+  for (uint32_t k = 0; !oom && k < f->result_count; ++k)
+    g->results[k] = abi_type(f->results[k]);
+  if (f->result_ties) {
+    g->result_ties = malloc((f->result_count + 1) * sizeof(int32_t));
+    g->result_xtypes = calloc(f->result_count + 1, sizeof(hali_ir_xtype_t));
+    oom |= !g->result_ties || !g->result_xtypes;
+    for (uint32_t k = 0; !oom && k < f->result_count; ++k) {
+      g->result_ties[k] = f->result_ties[k];
+      g->result_xtypes[k].type = g->results[k];
+    }
+  }
+  if (f->param_flags) {
+    g->param_flags = calloc(np + 3, 1);
+    oom |= !g->param_flags;
+    if (!oom) memcpy(g->param_flags, f->param_flags, np);
+  }
+  for (uint32_t i = 0; i < f->attr_count && !oom; ++i)
+    oom |= !hali_ir_func_add_attr(g, f->attrs[i], strlen(f->attrs[i]));
+
+  /* Prologue: wait, then import (asserting shape and element type), and
+   * narrow scalars. */
+  hali_insn_list_t pro = {0};
+  uint32_t line = f->line;
+  hali_pass_emit(&pro, line, HALI_OP_TENSOR_WAIT, 1, hali_pr(wait));
+  uint32_t enc = UINT32_MAX;
+  for (uint32_t p = 0; p < np && !oom; ++p) {
+    hali_type_t t = f->reg_types[p];
+    const char *pname = f->reg_names && f->reg_names[p] ? f->reg_names[p] : "arg";
+    if (t == HALI_TYPE_TENSOR) {
+      if (only_returned(f, p)) continue;
+      const hali_ir_xtype_t *x = &f->reg_xtypes[p];
+      uint32_t dims[HALI_HAL_MAX_RANK];
+      uint32_t ndyn = 0, dyn[HALI_HAL_MAX_RANK];
+      char *ts = fmt_xtype(x);
+      char msg[512];
+      snprintf(msg, sizeof(msg), "@%s: argument %u (%%%s, %s)", f->name, p,
+               pname, ts ? ts : "?");
+      free(ts);
+      uint32_t smsg = hali_ir_module_intern(m, msg, strlen(msg));
+      if (hali_ir_xtype_dynamic_dims(x)) {
+        /* A wrong rank would make buffer_view.dim fail without naming the
+         * argument: check it first. */
+        uint32_t rank = hali_pass_reg(g, HALI_TYPE_I32, "%s.rank", pname);
+        uint32_t want = hali_pass_reg(g, HALI_TYPE_I32, "%s.rank_expected", pname);
+        uint32_t ok = hali_pass_reg(g, HALI_TYPE_I32, "%s.rank_ok", pname);
+        char rmsg[600];
+        snprintf(rmsg, sizeof(rmsg), "%s: expected rank %u", msg, x->rank);
+        uint32_t srm = hali_ir_module_intern(m, rmsg, strlen(rmsg));
+        hali_pass_emit(&pro, line, HALI_OP_HAL_BUFFER_VIEW_RANK, 2, hali_pr(rank),
+                       hali_pr(p));
+        hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(want),
+                       hali_pk(x->rank));
+        hali_pass_emit(&pro, line, HALI_OP_EQ_I32, 3, hali_pr(ok), hali_pr(rank),
+                       hali_pr(want));
+        hali_pass_emit(&pro, line, HALI_OP_ASSERT, 2, hali_pr(ok),
+                       hali_pref(HALI_IR_STRING, srm));
+      }
+      for (uint32_t d = 0; d < x->rank && d < HALI_HAL_MAX_RANK; ++d) {
+        dims[d] = hali_pass_reg(g, HALI_TYPE_I64, "%s.dim%u", pname, d);
+        if (x->dims[d] >= 0) {
+          hali_pass_emit(&pro, line, HALI_OP_CONST_I64, 2, hali_pr(dims[d]),
+                         hali_pk(x->dims[d]));
+        } else {
+          uint32_t di = hali_pass_reg(g, HALI_TYPE_I32, "%s.index%u", pname, d);
+          hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(di), hali_pk(d));
+          hali_pass_emit(&pro, line, HALI_OP_HAL_BUFFER_VIEW_DIM, 3,
+                         hali_pr(dims[d]), hali_pr(p), hali_pr(di));
+          dyn[ndyn++] = dims[d];
+        }
+      }
+      uint32_t et = hali_pass_reg(g, HALI_TYPE_I32, "%s.element_type", pname);
+      hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(et),
+                     hali_pk((int32_t)x->element_type));
+      if (enc == UINT32_MAX) {
+        enc = hali_pass_reg(g, HALI_TYPE_I32, "dense");
+        hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(enc), hali_pk(1));
+      }
+      hali_ir_insn_t *a = hali_pass_emit(&pro, line, HALI_OP_HAL_BUFFER_VIEW_ASSERT,
+                                         4 + x->rank, hali_pr(p), hali_pr(et),
+                                         hali_pr(enc),
+                                         hali_pref(HALI_IR_STRING, smsg));
+      for (uint32_t d = 0; a && d < x->rank; ++d) a->operands[4 + d] = hali_pr(dims[d]);
+      hali_ir_insn_t *im = hali_pass_emit(&pro, line, HALI_OP_TENSOR_IMPORT,
+                                          2 + ndyn, hali_pr(map[p]), hali_pr(p));
+      for (uint32_t d = 0; im && d < ndyn; ++d) im->operands[2 + d] = hali_pr(dyn[d]);
+    } else if (abi_type(t) != t) {
+      hali_pass_emit(&pro, line,
+                     t == HALI_TYPE_I32 ? HALI_OP_TRUNC_I64_I32
+                                        : HALI_OP_FPTRUNC_F64_F32,
+                     2, hali_pr(map[p]), hali_pr(p));
+    }
+  }
+
+  /* Body: copied with registers renumbered; the return becomes exports, a
+   * barrier that signals %signal, and a return of views. */
+  g->blocks = calloc(f->block_count, sizeof(hali_ir_block_t));
+  oom |= !g->blocks;
+  for (uint32_t b = 0; b < f->block_count && !oom; ++b) {
+    g->block_count++;
+    hali_insn_list_t out = {0};
+    if (b == 0) hali_pass_splice(&out, &pro);
+    const hali_ir_block_t *src = &f->blocks[b];
+    if (src->name) g->blocks[b].name = strdup(src->name);
+    for (uint32_t i = 0; i < src->insn_count; ++i) {
+      const hali_ir_insn_t *insn = &src->insns[i];
+      if (insn->op != HALI_OP_RETURN) {
+        hali_pass_copy_insn(&out, insn, map);
+        continue;
+      }
+      uint32_t rl = insn->line;
+      uint32_t views[64];
+      for (uint32_t k = 0; k < insn->operand_count && k < 64; ++k) {
+        uint32_t r = insn->operands[k].v;
+        hali_type_t t = f->reg_types[r];
+        if (t == HALI_TYPE_TENSOR) {
+          int32_t tie = f->result_ties ? f->result_ties[k] : -1;
+          if (r < np && only_returned(f, r)) {
+            views[k] = r; /* passthrough: the caller's view */
+          } else if (tie >= 0) {
+            if ((uint32_t)tie != r)
+              hali_pass_emit(&out, rl, HALI_OP_TENSOR_OVERWRITE, 2,
+                             hali_pr(map[r]), hali_pr(map[tie]));
+            views[k] = (uint32_t)tie;
+          } else {
+            const char *n = f->reg_names && f->reg_names[r] ? f->reg_names[r] : "result";
+            views[k] = hali_pass_reg(g, HALI_TYPE_BUFFER_VIEW, "%s.view", n);
+            hali_pass_emit(&out, rl, HALI_OP_TENSOR_EXPORT, 2, hali_pr(views[k]),
+                           hali_pr(map[r]));
+          }
+        } else if (abi_type(t) != t) {
+          views[k] = hali_pass_reg(g, abi_type(t), "result%u", k);
+          hali_pass_emit(&out, rl,
+                         t == HALI_TYPE_I32 ? HALI_OP_EXT_S_I32_I64
+                                            : HALI_OP_FPEXT_F32_F64,
+                         2, hali_pr(views[k]), hali_pr(map[r]));
+        } else {
+          views[k] = map[r];
+        }
+      }
+      hali_pass_emit(&out, rl, HALI_OP_TENSOR_BARRIER, 1, hali_pr(signal));
+      hali_ir_insn_t *ret =
+          hali_pass_emit(&out, rl, HALI_OP_RETURN, insn->operand_count);
+      for (uint32_t k = 0; ret && k < insn->operand_count; ++k)
+        ret->operands[k] = hali_pr(views[k]);
+    }
+    g->blocks[b].insns = out.b.insns;
+    g->blocks[b].insn_count = out.b.insn_count;
+    g->blocks[b].insn_capacity = out.b.insn_capacity;
+    oom |= out.oom;
+  }
+  hali_pass_list_free(&pro);
+  free(map);
+  if (oom) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  return HALI_OK;
+}
+
+/* Rebuilds m->funcs[fi] as the synchronous wrapper of m->funcs[gi]. */
+static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
+                                   uint32_t gi) {
+  hali_ir_func_t *f = &m->funcs[fi];
+  const hali_ir_func_t *g = &m->funcs[gi];
+  uint32_t np = g->param_count - 2;
+  /* Keep what survives: parameter names and flags, attributes. */
+  char **names = calloc(np + 1, sizeof(char *));
+  char **attrs = f->attrs;
+  uint32_t nattrs = f->attr_count;
+  uint8_t *pflags = f->param_flags;
+  bool named = f->reg_names != NULL;
+  if (!names) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  for (uint32_t p = 0; named && p < np; ++p)
+    names[p] = f->reg_names[p] ? strdup(f->reg_names[p]) : NULL;
+  f->attrs = NULL;
+  f->attr_count = 0;
+  f->param_flags = NULL;
+  hali_pass_func_reset(f);
+  f->attrs = attrs;
+  f->attr_count = nattrs;
+  f->param_flags = pflags;
+  bool oom = false;
+  for (uint32_t p = 0; p < np; ++p) {
+    if (named) oom |= hali_pass_reg(f, g->reg_types[p], "%s", names[p] ? names[p] : "arg") == UINT32_MAX;
+    else oom |= hali_ir_func_add_reg(f, g->reg_types[p], NULL, 0) == UINT32_MAX;
+    free(names[p]);
+  }
+  free(names);
+  f->param_count = np;
+  f->result_count = g->result_count;
+  f->results = malloc(g->result_count + 1);
+  if (oom || !f->results)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  memcpy(f->results, g->results, g->result_count);
+#define REG(t, n) (named ? hali_pass_reg(f, t, n) : hali_ir_func_add_reg(f, t, NULL, 0))
+  uint32_t device = REG(HALI_TYPE_DEVICE, "device");
+  uint32_t wait = REG(HALI_TYPE_FENCE, "wait");
+  uint32_t signal = REG(HALI_TYPE_FENCE, "signal");
+  uint32_t res[64];
+  for (uint32_t k = 0; k < g->result_count && k < 64; ++k)
+    res[k] = named ? hali_pass_reg(f, g->results[k], "result%u", k)
+                   : hali_ir_func_add_reg(f, g->results[k], NULL, 0);
+  uint32_t forever = REG(HALI_TYPE_I64, "forever");
+  uint32_t status = REG(HALI_TYPE_I32, "status");
+  uint32_t zero = REG(HALI_TYPE_I32, "zero");
+  uint32_t ok = REG(HALI_TYPE_I32, "ok");
+#undef REG
+  uint32_t line = f->line;
+  hali_insn_list_t entry = {0}, failed = {0}, done = {0};
+  hali_pass_emit(&entry, line, HALI_OP_HAL_DEVICE_GET, 1, hali_pr(device));
+  hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(wait));
+  hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(signal),
+                 hali_pr(device));
+  hali_ir_insn_t *call = hali_pass_emit(&entry, line, HALI_OP_CALL,
+                                        1 + g->param_count + g->result_count,
+                                        hali_pref(HALI_IR_FUNC, gi));
+  if (call) {
+    call->aux = (uint16_t)g->param_count;
+    for (uint32_t p = 0; p < np; ++p) call->operands[1 + p] = hali_pr(p);
+    call->operands[1 + np] = hali_pr(wait);
+    call->operands[2 + np] = hali_pr(signal);
+    for (uint32_t k = 0; k < g->result_count; ++k)
+      call->operands[1 + g->param_count + k] = hali_pr(res[k]);
+  }
+  hali_pass_emit(&entry, line, HALI_OP_CONST_I64, 2, hali_pr(forever), hali_pk(-1));
+  hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_AWAIT, 3, hali_pr(status),
+                 hali_pr(signal), hali_pr(forever));
+  hali_pass_emit(&entry, line, HALI_OP_CONST_I32, 2, hali_pr(zero), hali_pk(0));
+  hali_pass_emit(&entry, line, HALI_OP_EQ_I32, 3, hali_pr(ok), hali_pr(status),
+                 hali_pr(zero));
+  hali_pass_emit(&entry, line, HALI_OP_COND_BR, 3, hali_pr(ok),
+                 hali_pref(HALI_IR_BLOCK, 1), hali_pref(HALI_IR_BLOCK, 2));
+  hali_ir_insn_t *ret = hali_pass_emit(&done, line, HALI_OP_RETURN, g->result_count);
+  for (uint32_t k = 0; ret && k < g->result_count; ++k) ret->operands[k] = hali_pr(res[k]);
+  char msg[512];
+  snprintf(msg, sizeof(msg), "@%s: the work of @%s failed", f->name, g->name);
+  hali_pass_emit(&failed, line, HALI_OP_FAIL, 2, hali_pr(status),
+                 hali_pref(HALI_IR_STRING, hali_ir_module_intern(m, msg, strlen(msg))));
+  hali_insn_list_t *lists[3] = {&entry, &done, &failed};
+  const char *bnames[3] = {"entry", "done", "failed"};
+  f->blocks = calloc(3, sizeof(hali_ir_block_t));
+  oom |= !f->blocks;
+  for (int b = 0; b < 3; ++b) {
+    oom |= lists[b]->oom;
+    if (oom) {
+      hali_pass_list_free(lists[b]);
+      continue;
+    }
+    f->blocks[b].name = strdup(bnames[b]);
+    f->blocks[b].insns = lists[b]->b.insns;
+    f->blocks[b].insn_count = lists[b]->b.insn_count;
+    f->blocks[b].insn_capacity = lists[b]->b.insn_capacity;
+    f->block_count++;
+  }
+  if (oom) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  return HALI_OK;
+}
+
+hali_status_t hali_pass_func_conversion(hali_ir_module_t *m) {
+  uint32_t n = m->func_count;
+  for (uint32_t fi = 0; fi < n; ++fi) {
+    if (skipped(m, &m->funcs[fi])) continue;
+    HALI_RETURN_IF_ERROR_PLAIN(convert(m, fi));
+    HALI_RETURN_IF_ERROR_PLAIN(build_wrapper(m, fi, m->func_count - 1));
+  }
+  return HALI_OK;
+}

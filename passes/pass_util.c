@@ -1,0 +1,152 @@
+/* hali — helpers shared by the passes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/buffer_view.h"
+#include "passes/pass_util.h"
+
+hali_ir_insn_t *hali_pass_emit(hali_insn_list_t *l, uint32_t line, uint16_t op,
+                               uint32_t n, ...) {
+  if (l->oom) return NULL;
+  hali_ir_insn_t *insn = hali_ir_block_add_insn(&l->b, op, n);
+  if (!insn) {
+    l->oom = true;
+    return NULL;
+  }
+  insn->line = line;
+  va_list ap;
+  va_start(ap, n);
+  for (uint32_t i = 0; i < n; ++i)
+    insn->operands[i] = va_arg(ap, hali_ir_operand_t);
+  va_end(ap);
+  return insn;
+}
+
+hali_ir_insn_t *hali_pass_copy_insn(hali_insn_list_t *l,
+                                    const hali_ir_insn_t *src,
+                                    const uint32_t *map) {
+  if (l->oom) return NULL;
+  hali_ir_insn_t *insn =
+      hali_ir_block_add_insn(&l->b, src->op, src->operand_count);
+  if (!insn) {
+    l->oom = true;
+    return NULL;
+  }
+  insn->aux = src->aux;
+  insn->line = src->line;
+  for (uint32_t i = 0; i < src->operand_count; ++i) {
+    insn->operands[i] = src->operands[i];
+    if (map && src->operands[i].kind == HALI_IR_REG)
+      insn->operands[i].v = map[src->operands[i].v];
+  }
+  return insn;
+}
+
+void hali_pass_splice(hali_insn_list_t *l, hali_insn_list_t *src) {
+  for (uint32_t i = 0; i < src->b.insn_count && !l->oom; ++i) {
+    hali_ir_insn_t *insn = hali_ir_block_add_insn(&l->b, 0, 0);
+    if (!insn) {
+      l->oom = true;
+      break;
+    }
+    *insn = src->b.insns[i];
+    src->b.insns[i].operands = NULL;
+  }
+  l->oom |= src->oom;
+  hali_pass_list_free(src);
+}
+
+void hali_pass_list_free(hali_insn_list_t *l) {
+  for (uint32_t i = 0; i < l->b.insn_count; ++i) free(l->b.insns[i].operands);
+  free(l->b.insns);
+  memset(&l->b, 0, sizeof(l->b));
+}
+
+static bool reg_named(const hali_ir_func_t *f, const char *n) {
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    if (f->reg_names[r] && strcmp(f->reg_names[r], n) == 0) return true;
+  return false;
+}
+
+uint32_t hali_pass_reg(hali_ir_func_t *f, hali_type_t type, const char *fmt,
+                       ...) {
+  if (!f->reg_names && f->reg_count) {
+    /* A stripped module: keep it stripped (unnamed registers). */
+    return hali_ir_func_add_reg(f, type, NULL, 0);
+  }
+  char base[96], name[112];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(base, sizeof(base), fmt, ap);
+  va_end(ap);
+  snprintf(name, sizeof(name), "%s", base);
+  for (unsigned k = 1; f->reg_names && reg_named(f, name); ++k)
+    snprintf(name, sizeof(name), "%s.%u", base, k);
+  return hali_ir_func_add_reg(f, type, name, strlen(name));
+}
+
+hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
+                              const hali_ir_func_t *f,
+                              const hali_ir_insn_t *insn, uint32_t index,
+                              const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  char where[256] = "";
+  if (f && insn) {
+    const hali_op_info_t *info = hali_op_info(insn->op);
+    int n = snprintf(where, sizeof(where), "@%s, instruction %u (%s)", f->name,
+                     index, info ? info->name : "?");
+    if (insn->line && n > 0 && (size_t)n < sizeof(where))
+      snprintf(where + n, sizeof(where) - (size_t)n, ", %s:%u",
+               m->source ? m->source : "line", insn->line);
+  } else if (f) {
+    int n = snprintf(where, sizeof(where), "@%s", f->name);
+    if (f->line && n > 0 && (size_t)n < sizeof(where))
+      snprintf(where + n, sizeof(where) - (size_t)n, ", %s:%u",
+               m->source ? m->source : "line", f->line);
+  } else {
+    snprintf(where, sizeof(where), "module @%s", m->name ? m->name : "?");
+  }
+  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT, "%s: %s: %s", pass,
+                          where, msg);
+}
+
+uint32_t hali_pass_element_size(uint32_t et) {
+  uint32_t bits = hali_hal_element_type_bit_count(et);
+  return bits % 8 ? 0 : bits / 8;
+}
+
+void hali_pass_func_reset(hali_ir_func_t *f) {
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
+    free(blk->insns);
+    free(blk->name);
+  }
+  free(f->blocks);
+  if (f->reg_names)
+    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_names[r]);
+  free(f->reg_names);
+  free(f->reg_types);
+  free(f->results);
+  if (f->reg_xtypes)
+    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
+  free(f->reg_xtypes);
+  if (f->result_xtypes)
+    for (uint32_t r = 0; r < f->result_count; ++r)
+      free(f->result_xtypes[r].dims);
+  free(f->result_xtypes);
+  free(f->result_ties);
+  free(f->param_flags);
+  for (uint32_t i = 0; i < f->attr_count; ++i) free(f->attrs[i]);
+  free(f->attrs);
+  char *name = f->name;
+  uint32_t line = f->line;
+  memset(f, 0, sizeof(*f));
+  f->name = name;
+  f->line = line;
+}

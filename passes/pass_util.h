@@ -1,0 +1,61 @@
+/* hali — helpers shared by the passes: building instructions, naming new
+ * registers, reporting errors with function, instruction and line. */
+#ifndef HALI_PASSES_PASS_UTIL_H
+#define HALI_PASSES_PASS_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "hali/base.h"
+#include "vm/ir.h"
+
+/* Operand constructors for hali_pass_emit. */
+static inline hali_ir_operand_t hali_pr(uint32_t r) {
+  hali_ir_operand_t o = {HALI_IR_REG, r, 0};
+  return o;
+}
+static inline hali_ir_operand_t hali_pk(int64_t v) {
+  hali_ir_operand_t o = {HALI_IR_IMM, 0, v};
+  return o;
+}
+static inline hali_ir_operand_t hali_pref(uint8_t kind, uint32_t v) {
+  hali_ir_operand_t o = {kind, v, 0};
+  return o;
+}
+
+/* A growable instruction list: a block being rebuilt.  Errors are sticky
+ * (|oom|), checked once at the end. */
+typedef struct hali_insn_list_s {
+  hali_ir_block_t b; /* only insns/insn_count/insn_capacity are used */
+  bool oom;
+} hali_insn_list_t;
+
+/* Appends |op| with |n| operands (hali_ir_operand_t varargs); returns the
+ * instruction (or NULL on OOM, recorded in |l|). */
+hali_ir_insn_t *hali_pass_emit(hali_insn_list_t *l, uint32_t line, uint16_t op,
+                               uint32_t n, ...);
+/* Appends a copy of |insn|, operands remapped through |map| when non-NULL. */
+hali_ir_insn_t *hali_pass_copy_insn(hali_insn_list_t *l,
+                                    const hali_ir_insn_t *insn,
+                                    const uint32_t *map);
+/* Appends every instruction of |src| (moving them) and empties |src|. */
+void hali_pass_splice(hali_insn_list_t *l, hali_insn_list_t *src);
+void hali_pass_list_free(hali_insn_list_t *l);
+
+/* Adds a register of |type| named |base| (made unique with .1, .2 ...). */
+uint32_t hali_pass_reg(hali_ir_func_t *f, hali_type_t type, const char *fmt,
+                       ...) HALI_PRINTF(3, 4);
+
+/* "PASS: @f, instruction N (op), file:line: message". */
+hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
+                              const hali_ir_func_t *f,
+                              const hali_ir_insn_t *insn, uint32_t index,
+                              const char *fmt, ...) HALI_PRINTF(6, 7);
+
+/* Byte size of one element of HAL element type |et| (0 if not whole bytes). */
+uint32_t hali_pass_element_size(uint32_t et);
+
+/* Frees everything |f| owns except its name and line, and zeroes it. */
+void hali_pass_func_reset(hali_ir_func_t *f);
+
+#endif /* HALI_PASSES_PASS_UTIL_H */

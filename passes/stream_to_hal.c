@@ -1,0 +1,673 @@
+/* hali — stream-to-hal: the tensor level becomes HAL ops (doc/passes.md).
+ *
+ * Within a function, consecutive tensor ops (or an explicit `execute {}`)
+ * form an execution region, recorded into one one-shot command buffer
+ * whose categories follow its contents; serial regions get an execution
+ * barrier between ops, `concurrent {}` groups none inside.  Regions are
+ * submitted with queue.execute, each waiting on the previous one's fence
+ * (the first on the tensor.wait fence) — chained, never awaited on the
+ * host; tensor.barrier makes the last region signal the given fence.
+ * Every tensor gets storage by lifetime: imported (the caller's buffer,
+ * asserted), constant, returned (exported), aliased (a tied dispatch
+ * result or a value overwritten into a mutable argument) or transient.
+ * A tensor register becomes the !hal.buffer register holding its storage.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hal/buffer_view.h"
+#include "passes/pass_util.h"
+#include "passes/pipeline.h"
+
+#define PASS "stream-to-hal"
+
+/* doc/hal.md bits. */
+enum {
+  MEM_DEVICE_LOCAL = 1,
+  MEM_HOST_VISIBLE = 2,
+  MEM_DEVICE_VISIBLE = 16,
+  MEM_TRANSIENT = 32,
+  USE_TRANSFER = 1,
+  USE_DISPATCH = 2,
+  USE_MAPPING = 4,
+  USE_CONSTANT = 8,
+  CAT_TRANSFER = 1,
+  CAT_DISPATCH = 2,
+  MODE_ONE_SHOT = 1,
+};
+
+typedef enum {
+  LT_NONE = 0,
+  LT_TRANSIENT,
+  LT_IMPORTED,
+  LT_CONSTANT,
+  LT_RETURNED,
+  LT_ALIAS, /* storage of |alias| */
+} lifetime_t;
+
+typedef struct {
+  uint8_t lifetime;
+  uint32_t alias;
+  uint32_t writes;
+  uint32_t size;                   /* i64 register, bytes */
+  uint32_t dims[HALI_HAL_MAX_RANK]; /* i64 registers */
+  bool defined;
+} tinfo_t;
+
+typedef struct {
+  hali_ir_module_t *m;
+  hali_ir_func_t *f;
+  uint32_t nregs; /* registers before lowering (tinfo size) */
+  tinfo_t *t;
+  uint32_t device, allocator, *exes;
+  uint32_t cur; /* fence the next submission waits on; UINT32_MAX = none */
+  hali_insn_list_t pre, cmds, out;
+  bool open, concurrent, pending_barrier, any_cmd;
+  uint32_t cmd, cats, line;
+  /* Constants already materialized (registers are never rewritten). */
+  uint32_t nconst;
+  struct {
+    hali_type_t type;
+    int64_t v;
+    uint32_t reg;
+  } consts[256];
+} lw_t;
+
+static uint32_t cached(lw_t *w, hali_type_t t, int64_t v) {
+  for (uint32_t i = 0; i < w->nconst; ++i)
+    if (w->consts[i].type == t && w->consts[i].v == v) return w->consts[i].reg;
+  return UINT32_MAX;
+}
+static void remember(lw_t *w, hali_type_t t, int64_t v, uint32_t r) {
+  if (w->nconst == 256) return;
+  w->consts[w->nconst].type = t;
+  w->consts[w->nconst].v = v;
+  w->consts[w->nconst++].reg = r;
+}
+
+static uint32_t root(const lw_t *w, uint32_t r) {
+  for (int guard = 0; w->t[r].lifetime == LT_ALIAS && guard < 64; ++guard)
+    r = w->t[r].alias;
+  return r;
+}
+
+static uint32_t c32(lw_t *w, int64_t v) {
+  uint32_t r = cached(w, HALI_TYPE_I32, v);
+  if (r != UINT32_MAX) return r;
+  r = hali_pass_reg(w->f, HALI_TYPE_I32, "c%lld", (long long)v);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I32, 2, hali_pr(r), hali_pk(v));
+  remember(w, HALI_TYPE_I32, v, r);
+  return r;
+}
+static uint32_t c64(lw_t *w, int64_t v) {
+  uint32_t r = cached(w, HALI_TYPE_I64, v);
+  if (r != UINT32_MAX) return r;
+  r = hali_pass_reg(w->f, HALI_TYPE_I64, "c%lld_i64", (long long)v);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(r), hali_pk(v));
+  remember(w, HALI_TYPE_I64, v, r);
+  return r;
+}
+
+static const char *rname(const lw_t *w, uint32_t r) {
+  return w->f->reg_names && w->f->reg_names[r] ? w->f->reg_names[r] : "t";
+}
+
+/* Records tensor |r|'s dims (|dyn| the dynamic ones in order) and size. */
+static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn) {
+  /* A copy: adding registers below may move reg_xtypes. */
+  hali_ir_xtype_t xs = w->f->reg_xtypes[r];
+  int64_t dims[HALI_HAL_MAX_RANK];
+  if (xs.rank > HALI_HAL_MAX_RANK) xs.rank = HALI_HAL_MAX_RANK;
+  memcpy(dims, xs.dims, xs.rank * sizeof(int64_t));
+  xs.dims = dims;
+  const hali_ir_xtype_t *x = &xs;
+  tinfo_t *t = &w->t[r];
+  uint32_t k = 0;
+  int64_t static_bytes = hali_pass_element_size(x->element_type);
+  bool all_static = true;
+  for (uint32_t d = 0; d < x->rank; ++d) {
+    if (x->dims[d] >= 0) {
+      t->dims[d] = c64(w, x->dims[d]);
+      static_bytes *= x->dims[d];
+    } else {
+      t->dims[d] = dyn[k++].v;
+      all_static = false;
+    }
+  }
+  if (all_static) {
+    t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", rname(w, r));
+    hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->size),
+                   hali_pk(static_bytes));
+    return;
+  }
+  uint32_t acc = c64(w, hali_pass_element_size(x->element_type));
+  t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", rname(w, r));
+  for (uint32_t d = 0; d < x->rank; ++d) {
+    hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(t->size),
+                   hali_pr(acc), hali_pr(t->dims[d]));
+    acc = t->size;
+  }
+  if (!x->rank)
+    hali_pass_emit(&w->pre, w->line, HALI_OP_MOV_I64, 2, hali_pr(t->size),
+                   hali_pr(acc));
+}
+
+/* Gives tensor |r| storage according to its lifetime. */
+static void allocate(lw_t *w, uint32_t r) {
+  tinfo_t *t = &w->t[r];
+  t->defined = true;
+  uint32_t mem, use;
+  switch (t->lifetime) {
+  case LT_ALIAS:
+    return;
+  case LT_CONSTANT:
+    mem = MEM_DEVICE_LOCAL;
+    use = USE_CONSTANT | USE_TRANSFER | USE_DISPATCH;
+    break;
+  case LT_RETURNED:
+    mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
+    use = USE_TRANSFER | USE_DISPATCH | USE_MAPPING;
+    break;
+  default:
+    mem = MEM_DEVICE_LOCAL | MEM_TRANSIENT;
+    use = USE_TRANSFER | USE_DISPATCH;
+    break;
+  }
+  uint32_t cm = c32(w, mem), cu = c32(w, use);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(r),
+                 hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
+                 hali_pr(t->size));
+}
+
+static uint32_t fence_now(lw_t *w) {
+  if (w->cur == UINT32_MAX) {
+    w->cur = hali_pass_reg(w->f, HALI_TYPE_FENCE, "ready");
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(w->cur));
+  }
+  return w->cur;
+}
+
+/* Before recording a command of category |cat|. */
+static void begin_cmd(lw_t *w, uint32_t cat) {
+  if (!w->open) {
+    w->open = true;
+    w->cats = 0;
+    w->any_cmd = false;
+    w->pending_barrier = false;
+    w->cmd = hali_pass_reg(w->f, HALI_TYPE_COMMAND_BUFFER, "cmd");
+  }
+  if (w->pending_barrier)
+    hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_EXECUTION_BARRIER,
+                   1, hali_pr(w->cmd));
+  w->pending_barrier = false;
+  w->cats |= cat;
+}
+static void end_cmd(lw_t *w) {
+  w->any_cmd = true;
+  if (!w->concurrent) w->pending_barrier = true;
+}
+
+/* Emits the pending setup, then the region (if any) signalling |signal|
+ * (UINT32_MAX: a fresh fence). */
+static void close_region(lw_t *w, uint32_t signal) {
+  if (w->open || signal != UINT32_MAX) fence_now(w);
+  hali_pass_splice(&w->out, &w->pre);
+  if (!w->open) {
+    if (signal != UINT32_MAX) {
+      /* Nothing recorded: a submission without command buffers orders the
+       * signal after everything before it. */
+      hali_pass_emit(&w->out, w->line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 3,
+                     hali_pr(w->device), hali_pr(w->cur), hali_pr(signal));
+      w->cur = signal;
+    }
+    return;
+  }
+  uint32_t mode = c32(w, MODE_ONE_SHOT), cats = c32(w, w->cats);
+  hali_pass_splice(&w->out, &w->pre);
+  hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
+                 hali_pr(w->cmd), hali_pr(w->device), hali_pr(mode),
+                 hali_pr(cats));
+  hali_pass_splice(&w->out, &w->cmds);
+  hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
+                 hali_pr(w->cmd));
+  if (signal == UINT32_MAX) {
+    signal = hali_pass_reg(w->f, HALI_TYPE_FENCE, "timepoint");
+    hali_pass_emit(&w->out, w->line, HALI_OP_HAL_FENCE_CREATE, 2,
+                   hali_pr(signal), hali_pr(w->device));
+  }
+  hali_pass_emit(&w->out, w->line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 4,
+                 hali_pr(w->device), hali_pr(w->cur), hali_pr(signal),
+                 hali_pr(w->cmd));
+  w->cur = signal;
+  w->open = false;
+}
+
+static void bind(lw_t *w, uint32_t slot, uint32_t r, uint32_t zero) {
+  uint32_t s = c32(w, slot);
+  hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET,
+                 5, hali_pr(w->cmd), hali_pr(s), hali_pr(root(w, r)),
+                 hali_pr(zero), hali_pr(w->t[r].size));
+}
+
+static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
+  const hali_ir_operand_t *o = insn->operands;
+  const hali_ir_executable_t *e = &w->m->executables[o[HALI_TD_EXE].v];
+  uint32_t xi = (uint32_t)o[HALI_TD_EXPORT].imm;
+  const hali_ir_export_t *x = &e->exports[xi];
+  uint32_t nw = (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+  uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
+  uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
+  uint32_t w0 = HALI_TD_HEADER, a0 = w0 + nw, r0 = a0 + na, d0 = r0 + 2 * nr;
+  uint32_t d = d0;
+  for (uint32_t k = 0; k < nr; ++k) {
+    uint32_t r = o[r0 + k].v;
+    set_shape(w, r, &o[d]);
+    d += hali_ir_xtype_dynamic_dims(&w->f->reg_xtypes[r]);
+    allocate(w, r);
+  }
+  begin_cmd(w, CAT_DISPATCH);
+  /* Push constants: scalar operands in order, 64-bit ones as two words. */
+  uint32_t words[64], nwords = 0;
+  for (uint32_t k = 0; k < na && nwords + 2 <= 64; ++k) {
+    uint32_t r = o[a0 + k].v;
+    hali_type_t t = w->f->reg_types[r];
+    if (t == HALI_TYPE_I32) {
+      words[nwords++] = r;
+    } else if (t == HALI_TYPE_F32) {
+      uint32_t b = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.bits", rname(w, r));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_BITCAST_F32_I32, 2, hali_pr(b),
+                     hali_pr(r));
+      words[nwords++] = b;
+    } else if (t == HALI_TYPE_I64 || t == HALI_TYPE_F64) {
+      uint32_t v = r;
+      if (t == HALI_TYPE_F64) {
+        v = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.bits", rname(w, r));
+        hali_pass_emit(&w->pre, w->line, HALI_OP_BITCAST_F64_I64, 2, hali_pr(v),
+                       hali_pr(r));
+      }
+      uint32_t lo = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.lo", rname(w, r));
+      uint32_t hi = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.hi", rname(w, r));
+      uint32_t sh = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.high", rname(w, r));
+      uint32_t k32 = c64(w, 32);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2, hali_pr(lo), hali_pr(v));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_SHR_U_I64, 3, hali_pr(sh), hali_pr(v),
+                     hali_pr(k32));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2, hali_pr(hi), hali_pr(sh));
+      words[nwords++] = lo;
+      words[nwords++] = hi;
+    }
+  }
+  if (nwords) {
+    uint32_t first = c32(w, 0);
+    hali_ir_insn_t *pc = hali_pass_emit(
+        &w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_PUSH_CONSTANTS, 2 + nwords,
+        hali_pr(w->cmd), hali_pr(first));
+    for (uint32_t k = 0; pc && k < nwords; ++k) pc->operands[2 + k] = hali_pr(words[k]);
+  }
+  /* Bindings: tensor operands, then results. */
+  uint32_t zero = c64(w, 0), slot = 0;
+  for (uint32_t k = 0; k < na; ++k)
+    if (w->f->reg_types[o[a0 + k].v] == HALI_TYPE_TENSOR)
+      bind(w, slot++, o[a0 + k].v, zero);
+  for (uint32_t k = 0; k < nr; ++k) bind(w, slot++, o[r0 + k].v, zero);
+  /* Workgroup count: ceil(workload / workgroup size) per dimension,
+   * missing dimensions 1. */
+  uint32_t count[3];
+  for (uint32_t k = 0; k < 3; ++k) {
+    uint32_t ws = x->workgroup_size[k] ? x->workgroup_size[k] : 1;
+    if (k >= nw) {
+      count[k] = c32(w, 1);
+    } else if (o[w0 + k].kind == HALI_IR_IMM) {
+      int64_t v = o[w0 + k].imm;
+      count[k] = c32(w, (v + ws - 1) / ws);
+    } else {
+      uint32_t add = c64(w, ws - 1), div = c64(w, ws);
+      uint32_t g64 = hali_pass_reg(w->f, HALI_TYPE_I64, "workgroups%u.i64", k);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_ADD_I64, 3, hali_pr(g64),
+                     hali_pr(o[w0 + k].v), hali_pr(add));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_DIV_U_I64, 3, hali_pr(g64),
+                     hali_pr(g64), hali_pr(div));
+      count[k] = hali_pass_reg(w->f, HALI_TYPE_I32, "workgroups%u", k);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2, hali_pr(count[k]),
+                     hali_pr(g64));
+    }
+  }
+  uint32_t ord = c32(w, xi);
+  hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_DISPATCH, 6,
+                 hali_pr(w->cmd), hali_pr(w->exes[o[HALI_TD_EXE].v]), hali_pr(ord),
+                 hali_pr(count[0]), hali_pr(count[1]), hali_pr(count[2]));
+  end_cmd(w);
+}
+
+static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
+                                uint32_t index) {
+  const hali_ir_operand_t *o = insn->operands;
+  hali_ir_func_t *f = w->f;
+  w->line = insn->line;
+  switch (insn->op) {
+  case HALI_OP_TENSOR_WAIT:
+    close_region(w, UINT32_MAX);
+    w->cur = o[0].v;
+    return HALI_OK;
+  case HALI_OP_TENSOR_BARRIER:
+    close_region(w, o[0].v);
+    return HALI_OK;
+  case HALI_OP_TENSOR_EXECUTE:
+    close_region(w, UINT32_MAX);
+    return HALI_OK;
+  case HALI_OP_TENSOR_CONCURRENT:
+    if (w->concurrent)
+      return hali_pass_error(PASS, w->m, f, insn, index,
+                             "concurrent groups do not nest");
+    w->concurrent = true;
+    return HALI_OK;
+  case HALI_OP_TENSOR_END:
+    if (w->concurrent) {
+      w->concurrent = false;
+      w->pending_barrier = w->open && w->any_cmd;
+    } else {
+      close_region(w, UINT32_MAX);
+    }
+    return HALI_OK;
+  case HALI_OP_TENSOR_IMPORT: {
+    uint32_t r = o[0].v;
+    set_shape(w, r, &o[2]);
+    w->t[r].defined = true;
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_BUFFER, 2,
+                   hali_pr(r), hali_pr(o[1].v));
+    char msg[300];
+    snprintf(msg, sizeof(msg), "@%s: the storage of %%%s", f->name, rname(w, r));
+    uint32_t cm = c32(w, MEM_DEVICE_VISIBLE), cu = c32(w, USE_TRANSFER | USE_DISPATCH);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_ASSERT, 5, hali_pr(r),
+                   hali_pr(w->t[r].size), hali_pr(cm), hali_pr(cu),
+                   hali_pref(HALI_IR_STRING,
+                             hali_ir_module_intern(w->m, msg, strlen(msg))));
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_EXPORT: {
+    uint32_t r = o[1].v;
+    uint32_t rank = f->reg_xtypes[r].rank;
+    uint32_t et = c32(w, (int32_t)f->reg_xtypes[r].element_type), enc = c32(w, 1);
+    hali_ir_insn_t *vc = hali_pass_emit(&w->pre, w->line,
+                                        HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + rank,
+                                        hali_pr(o[0].v), hali_pr(root(w, r)),
+                                        hali_pr(et), hali_pr(enc));
+    for (uint32_t d = 0; vc && d < rank; ++d)
+      vc->operands[4 + d] = hali_pr(w->t[r].dims[d]);
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_CONSTANT: {
+    uint32_t r = o[0].v;
+    const hali_ir_rodata_t *rd = &w->m->rodata[o[1].v];
+    set_shape(w, r, NULL);
+    const hali_ir_xtype_t *x = &f->reg_xtypes[r];
+    uint64_t bytes = hali_pass_element_size(x->element_type);
+    for (uint32_t d = 0; d < x->rank; ++d) bytes *= (uint64_t)x->dims[d];
+    if (rd->size != bytes)
+      return hali_pass_error(PASS, w->m, f, insn, index,
+                             "rodata @%s has %llu bytes but the tensor needs %llu",
+                             rd->name, (unsigned long long)rd->size,
+                             (unsigned long long)bytes);
+    allocate(w, r);
+    uint32_t zero = c64(w, 0);
+    begin_cmd(w, CAT_TRANSFER);
+    hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_UPDATE, 6,
+                   hali_pr(w->cmd), hali_pref(HALI_IR_RODATA, o[1].v),
+                   hali_pr(zero), hali_pr(root(w, r)), hali_pr(zero),
+                   hali_pr(w->t[r].size));
+    end_cmd(w);
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_SPLAT: {
+    uint32_t r = o[0].v, v = o[1].v;
+    uint32_t es = hali_pass_element_size(f->reg_xtypes[r].element_type);
+    hali_type_t vt = f->reg_types[v];
+    if (!((vt == HALI_TYPE_F32 && es == 4) ||
+          (vt == HALI_TYPE_I32 && (es == 1 || es == 2 || es == 4))))
+      return hali_pass_error(PASS, w->m, f, insn, index,
+                             "splat of %s into %u-byte elements: fill patterns "
+                             "are 1, 2 or 4 bytes (use an i32 or f32 value)",
+                             hali_type_name(vt), es);
+    set_shape(w, r, &o[2]);
+    allocate(w, r);
+    uint32_t pat = v;
+    if (vt == HALI_TYPE_F32) {
+      pat = hali_pass_reg(f, HALI_TYPE_I32, "%s.pattern", rname(w, r));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_BITCAST_F32_I32, 2, hali_pr(pat),
+                     hali_pr(v));
+    }
+    uint32_t zero = c64(w, 0), plen = c32(w, es);
+    begin_cmd(w, CAT_TRANSFER);
+    hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
+                   hali_pr(w->cmd), hali_pr(root(w, r)), hali_pr(zero),
+                   hali_pr(w->t[r].size), hali_pr(plen), hali_pr(pat));
+    end_cmd(w);
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_CLONE: {
+    uint32_t r = o[0].v, s = o[1].v;
+    const hali_ir_xtype_t *x = &f->reg_xtypes[r];
+    hali_ir_operand_t dyn[HALI_HAL_MAX_RANK];
+    uint32_t k = 0;
+    for (uint32_t d = 0; d < x->rank; ++d)
+      if (x->dims[d] < 0) dyn[k++] = hali_pr(w->t[s].dims[d]);
+    set_shape(w, r, dyn);
+    allocate(w, r);
+    uint32_t zero = c64(w, 0);
+    begin_cmd(w, CAT_TRANSFER);
+    hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                   hali_pr(w->cmd), hali_pr(root(w, s)), hali_pr(zero),
+                   hali_pr(root(w, r)), hali_pr(zero), hali_pr(w->t[r].size));
+    end_cmd(w);
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_OVERWRITE: {
+    uint32_t v = o[0].v, a = o[1].v;
+    if (root(w, v) == root(w, a)) return HALI_OK; /* written in place */
+    uint32_t zero = c64(w, 0);
+    begin_cmd(w, CAT_TRANSFER);
+    hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                   hali_pr(w->cmd), hali_pr(root(w, v)), hali_pr(zero),
+                   hali_pr(root(w, a)), hali_pr(zero), hali_pr(w->t[v].size));
+    end_cmd(w);
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_DISPATCH:
+    if (o[HALI_TD_BINDINGS].imm < 0)
+      return hali_pass_error(PASS, w->m, f, insn, index,
+                             "dispatch site without an interface: run "
+                             "materialize-interfaces first");
+    lower_dispatch(w, insn);
+    return HALI_OK;
+  default:
+    return hali_pass_error(PASS, w->m, f, insn, index, "unexpected op");
+  }
+}
+
+/* Lifetimes, single assignment, one block. */
+static hali_status_t analyse(lw_t *w) {
+  hali_ir_func_t *f = w->f;
+  int32_t tensor_block = -1;
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      const hali_op_info_t *info = hali_op_info(insn->op);
+      if (!(info->flags & HALI_OPF_TENSOR)) {
+        for (uint32_t k = 0; k < insn->operand_count; ++k)
+          if (insn->operands[k].kind == HALI_IR_REG &&
+              f->reg_types[insn->operands[k].v] == HALI_TYPE_TENSOR)
+            return hali_pass_error(PASS, w->m, f, insn, i,
+                                   "%s cannot take a tensor (only tensor ops "
+                                   "and the return of a tensor-level function)",
+                                   info->name);
+        continue;
+      }
+      if (tensor_block >= 0 && (uint32_t)tensor_block != b)
+        return hali_pass_error(PASS, w->m, f, insn, i,
+                               "tensor ops in more than one block: the "
+                               "lowering chains fences within one block");
+      tensor_block = (int32_t)b;
+      const hali_ir_operand_t *o = insn->operands;
+      for (uint32_t k = 0; k < insn->operand_count; ++k) {
+        if (!hali_ir_operand_is_write(insn, k)) continue;
+        uint32_t r = o[k].v;
+        if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
+        if (++w->t[r].writes > 1)
+          return hali_pass_error(PASS, w->m, f, insn, i,
+                                 "tensor register %%%s is written twice: "
+                                 "tensor values are single-assignment",
+                                 rname(w, r));
+        w->t[r].lifetime = LT_TRANSIENT;
+      }
+      switch (insn->op) {
+      case HALI_OP_TENSOR_IMPORT: w->t[o[0].v].lifetime = LT_IMPORTED; break;
+      case HALI_OP_TENSOR_CONSTANT: w->t[o[0].v].lifetime = LT_CONSTANT; break;
+      case HALI_OP_TENSOR_DISPATCH: {
+        uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
+        uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
+        uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+        for (uint32_t k = 0; k < nr; ++k) {
+          int64_t tie = o[a0 + na + nr + k].imm;
+          if (tie >= 0) {
+            w->t[o[a0 + na + k].v].lifetime = LT_ALIAS;
+            w->t[o[a0 + na + k].v].alias = o[a0 + tie].v;
+          }
+        }
+        break;
+      }
+      default: break;
+      }
+    }
+  /* Escapes: exported values are returned to the caller; a value
+   * overwritten into a mutable argument is produced in its storage. */
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      const hali_ir_operand_t *o = insn->operands;
+      if (insn->op == HALI_OP_TENSOR_EXPORT) {
+        uint32_t r = root(w, o[1].v);
+        if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
+      } else if (insn->op == HALI_OP_TENSOR_OVERWRITE) {
+        uint32_t v = o[0].v;
+        if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v) {
+          w->t[v].lifetime = LT_ALIAS;
+          w->t[v].alias = o[1].v;
+        }
+      }
+    }
+  return HALI_OK;
+}
+
+static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
+  hali_ir_func_t *f = &m->funcs[fi];
+  for (uint32_t p = 0; p < f->param_count; ++p)
+    if (f->reg_types[p] == HALI_TYPE_TENSOR)
+      return hali_pass_error(PASS, m, f, NULL, 0,
+                             "parameter %u is a tensor: run func-conversion "
+                             "first",
+                             p);
+  lw_t *wp = calloc(1, sizeof(lw_t));
+  if (!wp) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+#define w (*wp)
+  w.m = m;
+  w.f = f;
+  w.nregs = f->reg_count;
+  w.cur = UINT32_MAX;
+  w.t = calloc(f->reg_count + 1, sizeof(tinfo_t));
+  w.exes = malloc((m->executable_count + 1) * sizeof(uint32_t));
+  if (!w.t || !w.exes) {
+    free(w.t);
+    free(w.exes);
+    free(wp);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  }
+  hali_status_t s = analyse(&w);
+  /* Prologue: the device, its allocator and the executables used. */
+  w.line = f->line;
+  if (!s) {
+    w.device = hali_pass_reg(f, HALI_TYPE_DEVICE, "device");
+    w.allocator = hali_pass_reg(f, HALI_TYPE_ALLOCATOR, "allocator");
+    hali_pass_emit(&w.pre, w.line, HALI_OP_HAL_DEVICE_GET, 1, hali_pr(w.device));
+    hali_pass_emit(&w.pre, w.line, HALI_OP_HAL_DEVICE_ALLOCATOR, 2,
+                   hali_pr(w.allocator), hali_pr(w.device));
+    for (uint32_t e = 0; e < m->executable_count; ++e) {
+      w.exes[e] = UINT32_MAX;
+      for (uint32_t b = 0; b < f->block_count && w.exes[e] == UINT32_MAX; ++b)
+        for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i)
+          if (f->blocks[b].insns[i].op == HALI_OP_TENSOR_DISPATCH &&
+              f->blocks[b].insns[i].operands[HALI_TD_EXE].v == e) {
+            w.exes[e] = hali_pass_reg(f, HALI_TYPE_EXECUTABLE, "%s",
+                                      m->executables[e].name);
+            hali_pass_emit(&w.pre, w.line, HALI_OP_HAL_EXECUTABLE_GET, 2,
+                           hali_pr(w.exes[e]),
+                           hali_pref(HALI_IR_EXECUTABLE, e));
+            break;
+          }
+    }
+  }
+  for (uint32_t b = 0; b < f->block_count && !s; ++b) {
+    hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count && !s; ++i) {
+      const hali_ir_insn_t *insn = &blk->insns[i];
+      if (hali_op_info(insn->op)->flags & HALI_OPF_TENSOR) {
+        s = lower_insn(&w, insn, i);
+        continue;
+      }
+      /* Host code that cannot suspend or leave the block joins the setup
+       * of the open region instead of ending it (it does not depend on
+       * the region's results: tensors are not visible to it). */
+      uint32_t fl = hali_op_info(insn->op)->flags;
+      if (w.open && !(fl & (HALI_OPF_TERM | HALI_OPF_SUSPEND)) &&
+          insn->op != HALI_OP_CALL) {
+        hali_pass_copy_insn(&w.pre, insn, NULL);
+        continue;
+      }
+      close_region(&w, UINT32_MAX);
+      hali_pass_copy_insn(&w.out, insn, NULL);
+    }
+    if (!s) {
+      /* Swap the rebuilt block in. */
+      for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
+      free(blk->insns);
+      blk->insns = w.out.b.insns;
+      blk->insn_count = w.out.b.insn_count;
+      blk->insn_capacity = w.out.b.insn_capacity;
+      memset(&w.out.b, 0, sizeof(w.out.b));
+    }
+  }
+  bool oom = w.out.oom || w.pre.oom || w.cmds.oom;
+  hali_pass_list_free(&w.out);
+  hali_pass_list_free(&w.pre);
+  hali_pass_list_free(&w.cmds);
+  if (!s && oom) s = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!s) {
+    /* Tensor registers now hold their storage. */
+    for (uint32_t r = 0; r < w.nregs; ++r)
+      if (f->reg_types[r] == HALI_TYPE_TENSOR) f->reg_types[r] = HALI_TYPE_BUFFER;
+    if (f->reg_xtypes) {
+      for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
+      free(f->reg_xtypes);
+      f->reg_xtypes = NULL;
+    }
+  }
+  free(w.t);
+  free(w.exes);
+#undef w
+  free(wp);
+  return s;
+}
+
+hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m) {
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    bool has = false;
+    for (uint32_t b = 0; b < f->block_count && !has; ++b)
+      for (uint32_t i = 0; i < f->blocks[b].insn_count && !has; ++i)
+        has = (hali_op_info(f->blocks[b].insns[i].op)->flags & HALI_OPF_TENSOR) != 0;
+    for (uint32_t r = 0; r < f->reg_count && !has; ++r)
+      has = f->reg_types[r] == HALI_TYPE_TENSOR;
+    if (has) HALI_RETURN_IF_ERROR_PLAIN(lower_func(m, fi));
+  }
+  return HALI_OK;
+}
