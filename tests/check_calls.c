@@ -237,6 +237,62 @@ START_TEST(spawn_failure_reaches_the_awaiter) {
 }
 END_TEST
 
+/* attributes ["blocking"]: awaits in that function block the thread, so a
+ * fiber spawned just before does not get to run during the wait; without
+ * the attribute the await suspends and the spawned fiber runs. */
+START_TEST(blocking_functions_block) {
+  static const char text[] =
+      "func @child(%b: !hal.buffer) {\n"
+      "  %z = const.i64 0\n"
+      "  %one = const.i32 1\n"
+      "  hal.buffer.store.i32 %b, %z, %one\n"
+      "  return\n"
+      "}\n"
+      "func @wait_blocking() attributes [\"blocking\"] {\n"
+      "  %device = hal.device.get\n"
+      "  %a = hal.fence.create %device\n"
+      "  %ms = const.i64 20\n"
+      "  %s = hal.fence.await %a, %ms\n"
+      "  return\n"
+      "}\n"
+      "func @wait_suspending() {\n"
+      "  %device = hal.device.get\n"
+      "  %a = hal.fence.create %device\n"
+      "  %ms = const.i64 20\n"
+      "  %s = hal.fence.await %a, %ms\n"
+      "  return\n"
+      "}\n"
+      "func @outer(%blocking: i32) -> i32 {\n"
+      "^entry:\n"
+      "  %device = hal.device.get\n"
+      "  %alloc = hal.device.allocator %device\n"
+      "  %mem = const.i32 3\n"
+      "  %use = const.i32 5\n"
+      "  %four = const.i64 4\n"
+      "  %b = hal.allocator.allocate %alloc, %mem, %use, %four\n"
+      "  %f = fiber.spawn @child(%b)\n"
+      "  cond_br %blocking, ^block, ^suspend\n"
+      "^block:\n"
+      "  call @wait_blocking()\n"
+      "  br ^read\n"
+      "^suspend:\n"
+      "  call @wait_suspending()\n"
+      "  br ^read\n"
+      "^read:\n"
+      "  %z = const.i64 0\n"
+      "  %v = hal.buffer.load.i32 %b, %z\n"
+      "  return %v\n"
+      "}\n";
+  hali_vm_module_t *m = hali_test_module(text);
+  hali_value_t r = {0};
+  ck_assert_ok(run_fiber(m, "outer", hali_value_i32(1), &r));
+  ck_assert_int_eq(r.i32, 0); /* the child had not run yet */
+  ck_assert_ok(run_fiber(m, "outer", hali_value_i32(0), &r));
+  ck_assert_int_eq(r.i32, 1); /* the child ran while @outer waited */
+  hali_vm_module_free(m);
+}
+END_TEST
+
 /* Warm invocations through a scheduler reuse finished fibers and their
  * register stacks: after the first, nothing is allocated for the fiber. */
 START_TEST(warm_invocations_reuse_fibers) {
@@ -351,6 +407,7 @@ void check_calls_add_tcases(Suite *s) {
   tcase_add_test(tc, spawn_failure_reaches_the_awaiter);
   tcase_add_test(tc, spawn_needs_a_scheduler);
   tcase_add_test(tc, warm_invocations_reuse_fibers);
+  tcase_add_test(tc, blocking_functions_block);
   suite_add_tcase(s, tc);
   tc = tcase_create("trace_op");
   tcase_add_test(tc, buffer_view_trace_dumps_values);

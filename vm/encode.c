@@ -64,6 +64,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
   out->scalar_params_only = true;
   for (uint32_t i = 0; i < f->param_count; ++i)
     if (hali_type_is_ref(f->reg_types[i])) out->scalar_params_only = false;
+  for (uint32_t i = 0; i < f->attr_count; ++i)
+    if (strcmp(f->attrs[i], "blocking") == 0) out->may_block = true;
   out->scalar_results_only = true;
   for (uint32_t i = 0; i < f->result_count; ++i)
     if (hali_type_is_ref(f->results[i])) out->scalar_results_only = false;

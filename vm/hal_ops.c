@@ -551,7 +551,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
       if (st->await_timed_out) { /* resumed by the scheduler's deadline */
         st->await_timed_out = false;
         code = HALI_STATUS_DEADLINE_EXCEEDED;
-      } else if (st->can_suspend && ns != 0) {
+      } else if (st->can_suspend && ns != 0 &&
+                 !st->frames[st->depth - 1].fn->may_block) {
         hali_hal_fence_retain(fence);
         st->awaiting = fence;
         st->await_deadline_ns =

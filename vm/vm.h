@@ -27,6 +27,9 @@ typedef struct hali_vm_func_s {
   uint16_t ref_count;       /* slots in the ref bank */
   bool scalar_params_only;  /* every parameter is a scalar */
   bool scalar_results_only; /* every result is a scalar */
+  /* attributes ["blocking"]: awaits in this function block the thread
+   * even on a fiber (for code that must not be interleaved). */
+  bool may_block;
   uint16_t *slot;           /* IR register -> slot in its bank */
   /* Instruction map for errors and tracing: the cell offset where each
    * instruction starts, in code order, and the IR instruction it came from. */
