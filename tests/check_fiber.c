@@ -38,6 +38,9 @@ static void sleep_ms(int ms) {
 /* Under valgrind or a sanitizer everything is many times slower: latency
  * bounds (not lower bounds) are relaxed by this factor. */
 static int64_t slow_factor(void) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  return 20;
+#endif
   const char *p = getenv("LD_PRELOAD");
   if (p && strstr(p, "valgrind")) return 50;
   const char *s = getenv("HALI_TEST_SLOW");
@@ -1434,6 +1437,7 @@ static Suite *suite_fiber(void) {
    * CK_EXCLUDE_TAGS=open_bugs runs everything else. */
   tc = tcase_create("open_bugs");
   tcase_set_tags(tc, "open_bugs");
+  tcase_set_timeout(tc, 2); /* cancel_while_switching_stress hangs */
   tcase_add_test(tc, first_failure_wins_independent);
   tcase_add_test(tc, joined_fence_fails_fast);
   tcase_add_test(tc, await_after_stale_timeout);
