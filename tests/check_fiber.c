@@ -1,0 +1,1454 @@
+/* hali — fibers and the scheduler (vm/fiber.h, DESIGN §6, doc/fibers.md).
+ *
+ * Every test drives real programs through hali_vm_scheduler_*: ping-pong,
+ * many suspended fibers, failures travelling through fences, cancellation,
+ * deadlock reports, timeouts, fairness and device independence.  Keep it
+ * fast (well under 5 s) and valgrind-clean:
+ *   CK_FORK=no valgrind --leak-check=full --error-exitcode=1 tests/check_fiber
+ */
+#include <inttypes.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hal/hal.h"
+#include "tests/testutil.h"
+#include "vm/fiber.h"
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define MS 1000000LL
+
+/* ------------------------------------------------------------------------ */
+/* Helpers. */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Under valgrind or a sanitizer everything is many times slower: latency
+ * bounds (not lower bounds) are relaxed by this factor. */
+static int64_t slow_factor(void) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  return 20;
+#endif
+  const char *p = getenv("LD_PRELOAD");
+  if (p && strstr(p, "valgrind")) return 50;
+  const char *s = getenv("HALI_TEST_SLOW");
+  if (s && *s) return atoi(s) > 0 ? atoi(s) : 20;
+  return 1;
+}
+
+/* 1-based line of the first line of |text| containing |needle|. */
+static unsigned line_of(const char *text, const char *needle) {
+  const char *at = strstr(text, needle);
+  ck_assert_msg(at != NULL, "\"%s\" not in the program", needle);
+  unsigned line = 1;
+  for (const char *p = text; p < at; ++p) line += *p == '\n';
+  return line;
+}
+
+static const hali_vm_func_t *lookup(hali_vm_module_t *m, const char *name) {
+  const hali_vm_func_t *f = hali_vm_module_lookup(m, name);
+  ck_assert_msg(f != NULL, "no @%s", name);
+  return f;
+}
+
+static hali_value_t fence_arg(hali_hal_fence_t *f) {
+  hali_value_t v = {.type = HALI_TYPE_FENCE};
+  v.ref = (hali_ref_t *)f;
+  return v;
+}
+
+static uint32_t ref_id(const void *ref) { return ((const hali_ref_t *)ref)->id; }
+
+static hali_hal_device_t *device(hali_hal_device_kind_t kind,
+                                 uint32_t workers) {
+  hali_hal_device_params_t p;
+  hali_hal_device_params_initialize(&p);
+  p.kind = kind;
+  p.worker_count = workers;
+  hali_hal_device_t *d = NULL;
+  ck_assert_ok(hali_hal_device_create(&p, &d));
+  return d;
+}
+
+/* One program, one scheduler, one device (local-sync unless given). */
+typedef struct {
+  hali_vm_module_t *m;
+  hali_hal_device_t *dev;
+  hali_vm_scheduler_t *s;
+} env_t;
+
+static env_t env_open_on(const char *text, hali_hal_device_t *dev) {
+  env_t e = {.m = hali_test_module(text), .dev = dev};
+  ck_assert_ok(hali_vm_scheduler_create(dev, NULL, &e.s));
+  return e;
+}
+static env_t env_open(const char *text) {
+  return env_open_on(text, device(HALI_HAL_DEVICE_LOCAL_SYNC, 0));
+}
+static void env_close(env_t *e) {
+  hali_vm_scheduler_free(e->s);
+  hali_vm_module_free(e->m);
+  if (e->dev) hali_hal_device_release(e->dev);
+}
+
+static hali_vm_fiber_t *start(env_t *e, const char *fn,
+                              const hali_value_t *args, size_t n) {
+  hali_vm_fiber_t *f = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(e->s, e->m, lookup(e->m, fn), args, n,
+                                       &f));
+  return f;
+}
+
+/* Runs |f| to completion; the scheduler must not report a deadlock. */
+static void run_until(env_t *e, hali_vm_fiber_t *f) {
+  ck_assert_ok(hali_vm_scheduler_run(e->s, f));
+  ck_assert(hali_vm_fiber_done(f));
+}
+
+static int32_t result_i32(hali_vm_fiber_t *f) {
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(f)));
+  size_t n = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &n);
+  ck_assert_uint_ge(n, 1);
+  ck_assert_int_eq(r[0].type, HALI_TYPE_I32);
+  return r[0].i32;
+}
+static int64_t result_i64(hali_vm_fiber_t *f) {
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(f)));
+  size_t n = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &n);
+  ck_assert_uint_ge(n, 1);
+  ck_assert_int_eq(r[0].type, HALI_TYPE_I64);
+  return r[0].i64;
+}
+
+/* The fiber's failure as text (caller frees), asserting its code. */
+static char *failure_text(hali_vm_fiber_t *f, hali_status_code_t code) {
+  hali_status_t st = hali_vm_fiber_status(f);
+  char *text = hali_status_to_string(st);
+  ck_assert_msg(st != NULL, "expected %s, the fiber succeeded",
+                hali_status_code_name(code));
+  ck_assert_msg(hali_status_code(st) == code, "expected %s, got %s",
+                hali_status_code_name(code), text);
+  return text;
+}
+
+static void assert_contains(const char *text, const char *needle) {
+  ck_assert_msg(strstr(text, needle) != NULL, "\"%s\" not in:\n%s", needle,
+                text);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Ping-pong: two fibers hand a baton back and forth through two timeline
+ * fences (fence@i = the same semaphore at value 1 + i). */
+
+static const char ping_pong[] =
+    "func @ping(%mine: !hal.fence, %theirs: !hal.fence, %n: i64) {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %forever = const.i64 -1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %m = hal.fence.offset %mine, %i\n"
+    "  hal.fence.signal %m\n"
+    "  %t = hal.fence.offset %theirs, %i\n"
+    "  %s = hal.fence.await %t, %forever\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = lt.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return\n"
+    "}\n"
+    "func @pong(%mine: !hal.fence, %theirs: !hal.fence, %n: i64) {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %forever = const.i64 -1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %t = hal.fence.offset %theirs, %i\n"
+    "  %s = hal.fence.await %t, %forever\n"
+    "  %m = hal.fence.offset %mine, %i\n"
+    "  hal.fence.signal %m\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = lt.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return\n"
+    "}\n"
+    "func @main(%n: i64) -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %a = hal.fence.create %device\n"
+    "  %b = hal.fence.create %device\n"
+    "  %p = fiber.spawn @ping(%a, %b, %n)\n"
+    "  %q = fiber.spawn @pong(%b, %a, %n)\n"
+    "  %both = hal.fence.join %p, %q\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %both, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(ping_pong_10000) {
+  env_t e = env_open(ping_pong);
+  const int64_t n = 10000;
+  hali_value_t args[] = {hali_value_i64(n)};
+  int64_t t0 = now_ns();
+  hali_vm_fiber_t *f = start(&e, "main", args, 1);
+  run_until(&e, f);
+  int64_t t1 = now_ns();
+  ck_assert_int_eq(result_i32(f), 0);
+  /* Every fiber finished; the spawned ones freed themselves. */
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0);
+  ck_assert_uint_eq(hali_vm_scheduler_suspended(e.s), 0);
+  printf("ping-pong: %" PRId64 " round trips in %.2f ms (%.0f ns per "
+         "round trip, two suspensions each)\n",
+         n, (double)(t1 - t0) / 1e6, (double)(t1 - t0) / (double)n);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* 10,000 fibers suspended at once on one fence the host signals. */
+
+static const char waiter[] =
+    "func @wait(%f: !hal.fence, %k: i32) -> i32 {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  %r = add.i32 %s, %k\n"
+    "  return %r\n"
+    "}\n";
+
+START_TEST(ten_thousand_suspended) {
+  enum { N = 10000 };
+  env_t e = env_open(waiter);
+  hali_vm_scheduler_allow_external_signals(e.s, true);
+  hali_hal_fence_t *gate = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&gate));
+  hali_vm_fiber_t **fibers = calloc(N, sizeof(*fibers));
+  ck_assert_ptr_nonnull(fibers);
+
+  struct mallinfo2 before = mallinfo2();
+  for (int i = 0; i < N; ++i) {
+    hali_value_t args[] = {fence_arg(gate), hali_value_i32(i)};
+    fibers[i] = start(&e, "wait", args, 2);
+  }
+  /* Runs each until it suspends; the host may signal, so no deadlock. */
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  struct mallinfo2 after = mallinfo2();
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), N);
+  ck_assert_uint_eq(hali_vm_scheduler_suspended(e.s), N);
+
+  size_t overhead = hali_vm_fiber_overhead_bytes(fibers[0]);
+  for (int i = 1; i < N; ++i)
+    ck_assert_uint_eq(hali_vm_fiber_overhead_bytes(fibers[i]), overhead);
+  const hali_vm_func_t *fn = lookup(e.m, "wait");
+  size_t banks = fn->scalar_count * sizeof(hali_slot_t) +
+                 fn->ref_count * sizeof(hali_ref_t *);
+  double heap = after.uordblks > before.uordblks
+                    ? (double)(after.uordblks - before.uordblks) / N
+                    : 0.0;
+  printf("suspended fibers: %d; per fiber: %zu bytes overhead (fiber, stack "
+         "bookkeeping, frames, waiter) + %zu bytes of registers "
+         "(%u scalar + %u ref slots); heap in use grew by %.0f bytes per "
+         "fiber (malloc headers and the stack's initial capacity "
+         "included)\n",
+         N, overhead, banks, fn->scalar_count, fn->ref_count, heap);
+  ck_assert_uint_lt(overhead, 1024);
+
+  /* One host signal wakes them all; each returns its own index. */
+  ck_assert_ok(hali_hal_fence_signal(gate));
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0);
+  for (int i = 0; i < N; ++i) {
+    ck_assert(hali_vm_fiber_done(fibers[i]));
+    ck_assert_int_eq(result_i32(fibers[i]), i);
+    hali_vm_fiber_release(fibers[i]);
+  }
+  free(fibers);
+  hali_hal_fence_release(gate);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Failure in a spawned fiber reaches its awaiter. */
+
+static const char child_fails[] =
+    "func @divide(%x: i32) -> i32 {\n"
+    "  %zero = const.i32 0\n"
+    "  %q = div.s.i32 %x, %zero\n" /* the fault */
+    "  return %q\n"
+    "}\n"
+    "func @child(%x: i32) {\n"
+    "  %q = call @divide(%x)\n" /* child's caller frame */
+    "  return\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "  %one = const.i32 1\n"
+    "  %f = fiber.spawn @child(%one)\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n" /* the awaiter */
+    "  return %s\n"
+    "}\n";
+
+START_TEST(spawned_failure_reaches_awaiter) {
+  env_t e = env_open(child_fails);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  char *text = failure_text(f, HALI_STATUS_OUT_OF_RANGE);
+  hali_status_t st = hali_vm_fiber_status(f);
+  /* The child's own message and backtrace ... */
+  ck_assert_str_eq(hali_status_message(st),
+                   "div.s.i32: integer division by zero");
+  char want[128];
+  snprintf(want, sizeof(want), "at @divide@1 (test.hasm:%u)",
+           line_of(child_fails, "div.s.i32"));
+  assert_contains(text, want);
+  snprintf(want, sizeof(want), "at @child@0 (test.hasm:%u)",
+           line_of(child_fails, "call @divide"));
+  assert_contains(text, want);
+  /* ... then where it was awaited, then the awaiter's backtrace, in that
+   * order (innermost first). */
+  size_t n = hali_status_annotation_count(st);
+  ck_assert_uint_ge(n, 4);
+  const char *awaited = hali_status_annotation(st, 2);
+  ck_assert_msg(strncmp(awaited, "awaited fence #", 15) == 0,
+                "annotation 2 is \"%s\"; full text:\n%s", awaited, text);
+  snprintf(want, sizeof(want), "at @main@3 (test.hasm:%u)",
+           line_of(child_fails, "hal.fence.await %f"));
+  ck_assert_str_eq(hali_status_annotation(st, 3), want);
+  printf("failure seen by the awaiter:\n%s\n", text);
+  free(text);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* First failure wins. */
+
+START_TEST(first_failure_wins_fence_fail_twice) {
+  static const char text[] =
+      "func @main() -> i32 {\n"
+      "  %device = hal.device.get\n"
+      "  %f = hal.fence.create %device\n"
+      "  %aborted = const.i32 10\n"
+      "  %data_loss = const.i32 15\n"
+      "  hal.fence.fail %f, %aborted\n"
+      "  hal.fence.fail %f, %data_loss\n"
+      "  %q = hal.fence.query %f\n"
+      "  %forever = const.i64 -1\n"
+      "  %s = hal.fence.await %f, %forever\n"
+      "  return %q\n"
+      "}\n";
+  env_t e = env_open(text);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  char *t = failure_text(f, HALI_STATUS_ABORTED);
+  assert_contains(t, "fence failed by hal.fence.fail in @main");
+  assert_contains(t, "awaited fence #");
+  free(t);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* Two spawned fibers fail (ABORTED first, then DATA_LOSS); the awaiter of
+ * their joined fence sees the first, in either join order. */
+static const char two_failures[] =
+    "func @early() {\n"
+    "  %code = const.i32 10\n"
+    "  fail %code, \"early failure\"\n"
+    "}\n"
+    "func @late(%after: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %after, %forever\n"
+    "  %code = const.i32 15\n"
+    "  fail %code, \"late failure\"\n"
+    "}\n"
+    "func @main(%swap: i32) -> i32 {\n"
+    "^entry:\n"
+    "  %a = fiber.spawn @early()\n"
+    "  %b = fiber.spawn @late(%a)\n" /* fails only after @early failed */
+    "  %forever = const.i64 -1\n"
+    "  cond_br %swap, ^ba, ^ab\n"
+    "^ab:\n"
+    "  %ab = hal.fence.join %a, %b\n"
+    "  %s = hal.fence.await %ab, %forever\n"
+    "  return %s\n"
+    "^ba:\n"
+    "  %ba = hal.fence.join %b, %a\n"
+    "  %t = hal.fence.await %ba, %forever\n"
+    "  return %t\n"
+    "}\n";
+
+START_TEST(first_failure_wins_joined_fibers) {
+  /* @late awaits @early's fence, which fails: @late fails with ABORTED too
+   * (propagation), never reaching its own fail.  So both points carry
+   * ABORTED and "early failure". */
+  for (int swap = 0; swap < 2; ++swap) {
+    env_t e = env_open(two_failures);
+    hali_value_t args[] = {hali_value_i32(swap)};
+    hali_vm_fiber_t *f = start(&e, "main", args, 1);
+    run_until(&e, f);
+    char *t = failure_text(f, HALI_STATUS_ABORTED);
+    assert_contains(t, "early failure");
+    ck_assert_msg(strstr(t, "late failure") == NULL, "%s", t);
+    free(t);
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+/* Two independent failures: @first fails at once, @second only after the
+ * awaiter has started waiting on the join.  The awaiter must fail with the
+ * one that happened first, whatever the join order. */
+static const char independent_failures[] =
+    "func @first() {\n"
+    "  %code = const.i32 10\n"
+    "  fail %code, \"first failure\"\n"
+    "}\n"
+    "func @second(%go: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %go, %forever\n"
+    "  %code = const.i32 15\n"
+    "  fail %code, \"second failure\"\n"
+    "}\n"
+    "func @release(%go: !hal.fence, %after: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %q = hal.fence.query %after\n" /* no await: it would fail us */
+    "  hal.fence.signal %go\n"
+    "  return\n"
+    "}\n"
+    "func @main(%swap: i32) -> i32 {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %go = hal.fence.create %device\n"
+    "  %b = fiber.spawn @second(%go)\n"
+    "  %a = fiber.spawn @first()\n"
+    "  %r = fiber.spawn @release(%go, %a)\n"
+    "  %forever = const.i64 -1\n"
+    "  cond_br %swap, ^ba, ^ab\n"
+    "^ab:\n"
+    "  %ab = hal.fence.join %a, %b\n"
+    "  %s = hal.fence.await %ab, %forever\n"
+    "  return %s\n"
+    "^ba:\n"
+    "  %ba = hal.fence.join %b, %a\n"
+    "  %t = hal.fence.await %ba, %forever\n"
+    "  return %t\n"
+    "}\n";
+
+START_TEST(first_failure_wins_independent) {
+  for (int swap = 0; swap < 2; ++swap) {
+    env_t e = env_open(independent_failures);
+    hali_value_t args[] = {hali_value_i32(swap)};
+    hali_vm_fiber_t *f = start(&e, "main", args, 1);
+    run_until(&e, f);
+    hali_status_t st = hali_vm_fiber_status(f);
+    char *t = hali_status_to_string(st);
+    ck_assert_msg(st && hali_status_code(st) == HALI_STATUS_ABORTED &&
+                      strstr(t, "first failure"),
+                  "join order %s: expected the first failure (ABORTED, "
+                  "\"first failure\"), got: %s",
+                  swap ? "(second, first)" : "(first, second)",
+                  t ? t : "OK");
+    free(t);
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+/* A joined fence fails as soon as any point fails: awaiting join(p, q)
+ * where p waits forever and q fails must fail with q's status (as
+ * hali_hal_fence_await does), not hang or report a deadlock. */
+static const char fail_fast[] =
+    "func @forever(%never: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %never, %forever\n"
+    "  return\n"
+    "}\n"
+    "func @broken() {\n"
+    "  %code = const.i32 15\n"
+    "  fail %code, \"broken\"\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %never = hal.fence.create %device\n"
+    "  %p = fiber.spawn @forever(%never)\n"
+    "  %q = fiber.spawn @broken()\n"
+    "  %both = hal.fence.join %p, %q\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %both, %forever\n"
+    "  hal.fence.signal %never\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(joined_fence_fails_fast) {
+  env_t e = env_open(fail_fast);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  hali_status_t st = hali_vm_scheduler_run(e.s, f);
+  char *t = hali_status_to_string(st);
+  ck_assert_msg(st == NULL, "the scheduler reported: %s", t);
+  free(t);
+  ck_assert(hali_vm_fiber_done(f));
+  t = failure_text(f, HALI_STATUS_DATA_LOSS);
+  assert_contains(t, "broken");
+  assert_contains(t, "awaited fence #");
+  free(t);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Handling failures: query instead of await; assert/fail in a spawned
+ * fiber fails its fence, not the invocation. */
+
+/* Waiting without failing: await a private fence with a short timeout (the
+ * scheduler runs the spawned fiber meanwhile), then query the child. */
+static const char handled[] =
+    "func @child(%x: i32) {\n"
+    "  %zero = const.i32 0\n"
+    "  %ok = ne.i32 %x, %zero\n"
+    "  assert %ok, \"x must not be zero\"\n"
+    "  return\n"
+    "}\n"
+    "func @failing() {\n"
+    "  %code = const.i32 14\n"
+    "  fail %code, \"unavailable\"\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %zero = const.i32 0\n"
+    "  %a = fiber.spawn @child(%zero)\n"
+    "  %b = fiber.spawn @failing()\n"
+    "  %nap = hal.fence.create %device\n"
+    "  %one_ms = const.i64 1\n"
+    "  %t = hal.fence.await %nap, %one_ms\n" /* 4: timed out; a, b ran */
+    "  %qa = hal.fence.query %a\n"           /* 9 FAILED_PRECONDITION */
+    "  %qb = hal.fence.query %b\n"           /* 14 UNAVAILABLE */
+    "  %hundred = const.i32 100\n"
+    "  %x = mul.i32 %qa, %hundred\n"
+    "  %y = add.i32 %x, %qb\n"
+    "  %z = mul.i32 %y, %hundred\n"
+    "  %r = add.i32 %z, %t\n"
+    "  return %r\n" /* 9 14 04 */
+    "}\n";
+
+START_TEST(query_handles_failure) {
+  env_t e = env_open(handled);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  /* The invocation succeeded although both children failed. */
+  ck_assert_int_eq(result_i32(f), 91404);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* The host sees a spawned fiber's failure on its fence; the invocation
+ * itself goes on. */
+static const char assert_in_child[] =
+    "func @child(%x: i32) -> i32 {\n"
+    "  %zero = const.i32 0\n"
+    "  %ok = ne.i32 %x, %zero\n"
+    "  assert %ok, \"x must not be zero\"\n"
+    "  return %x\n"
+    "}\n"
+    "func @main(%gate: !hal.fence) -> !hal.fence {\n"
+    "  %zero = const.i32 0\n"
+    "  %a = fiber.spawn @child(%zero)\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %gate, %forever\n"
+    "  %q = hal.fence.query %a\n"
+    "  %nine = const.i32 9\n"
+    "  %ok = eq.i32 %q, %nine\n"
+    "  assert %ok, \"the child's fence should have failed\"\n"
+    "  return %a\n"
+    "}\n";
+
+START_TEST(assert_in_spawned_fails_fence_only) {
+  env_t e = env_open(assert_in_child);
+  hali_vm_scheduler_allow_external_signals(e.s, true);
+  hali_hal_fence_t *gate = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&gate));
+  hali_value_t args[] = {fence_arg(gate)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 1);
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL)); /* main waits, child ran */
+  ck_assert(!hali_vm_fiber_done(f));
+  ck_assert_ok(hali_hal_fence_signal(gate));
+  run_until(&e, f);
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(f)));
+  size_t n = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &n);
+  ck_assert_uint_eq(n, 1);
+  bool ready = false;
+  hali_status_t q = hali_hal_fence_query((hali_hal_fence_t *)r[0].ref, &ready);
+  char *t = hali_status_to_string(q);
+  ck_assert_int_eq(hali_status_code(q), HALI_STATUS_FAILED_PRECONDITION);
+  assert_contains(t, "x must not be zero");
+  assert_contains(t, "at @child@2");
+  free(t);
+  hali_status_free(q);
+  hali_vm_fiber_release(f);
+  hali_hal_fence_release(gate);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Cancellation. */
+
+static const char cancellable[] =
+    "func @wait(%f: !hal.fence) -> i32 {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %s\n"
+    "}\n"
+    "func @spin() -> i64 {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %i = add.i64 %i, %one\n"
+    "  br ^loop\n"
+    "}\n"
+    "func @main(%f: !hal.fence) -> i32 {\n"
+    "  %c = fiber.spawn @wait(%f)\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %c, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(cancel_suspended) {
+  env_t e = env_open(cancellable);
+  hali_vm_scheduler_allow_external_signals(e.s, true);
+  hali_hal_fence_t *never = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&never));
+  hali_value_t args[] = {fence_arg(never)};
+  hali_vm_fiber_t *w = start(&e, "wait", args, 1);
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  ck_assert_uint_eq(hali_vm_scheduler_suspended(e.s), 1);
+  hali_vm_fiber_cancel(w);
+  run_until(&e, w);
+  char *t = failure_text(w, HALI_STATUS_CANCELLED);
+  free(t);
+  /* Its fence failed with CANCELLED. */
+  bool ready = false;
+  hali_status_t q = hali_hal_fence_query(hali_vm_fiber_fence(w), &ready);
+  ck_assert_int_eq(hali_status_code(q), HALI_STATUS_CANCELLED);
+  hali_status_free(q);
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0);
+  ck_assert_uint_eq(hali_vm_scheduler_suspended(e.s), 0);
+  hali_vm_fiber_release(w);
+  /* Cancelling a finished fiber does nothing. */
+  hali_hal_fence_release(never);
+  env_close(&e);
+}
+END_TEST
+
+/* Cancelling a fiber a program awaits reaches the program as CANCELLED. */
+START_TEST(cancel_reaches_awaiter) {
+  env_t e = env_open(cancellable);
+  hali_vm_scheduler_allow_external_signals(e.s, true);
+  hali_hal_fence_t *never = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&never));
+  hali_value_t args[] = {fence_arg(never)};
+  hali_vm_fiber_t *main_f = start(&e, "main", args, 1);
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  ck_assert_uint_eq(hali_vm_scheduler_suspended(e.s), 2);
+  hali_vm_fiber_cancel(main_f);
+  run_until(&e, main_f);
+  char *t = failure_text(main_f, HALI_STATUS_CANCELLED);
+  free(t);
+  hali_vm_fiber_release(main_f);
+  /* The spawned waiter is still suspended: freeing the scheduler cancels
+   * and frees it. */
+  ck_assert_uint_eq(hali_vm_scheduler_suspended(e.s), 1);
+  hali_hal_fence_release(never);
+  env_close(&e);
+}
+END_TEST
+
+typedef struct {
+  hali_vm_fiber_t *fiber;
+  int delay_ms;
+  int64_t cancelled_at;
+} canceller_t;
+
+static void *cancel_later(void *arg) {
+  canceller_t *c = arg;
+  sleep_ms(c->delay_ms);
+  c->cancelled_at = now_ns();
+  hali_vm_fiber_cancel(c->fiber);
+  return NULL;
+}
+
+START_TEST(cancel_running_loop_from_thread) {
+  env_t e = env_open(cancellable);
+  hali_vm_fiber_t *f = start(&e, "spin", NULL, 0);
+  canceller_t c = {.fiber = f, .delay_ms = 30};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, cancel_later, &c), 0);
+  ck_assert_ok(hali_vm_scheduler_run(e.s, f));
+  int64_t stopped_at = now_ns();
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  double ms = (double)(stopped_at - c.cancelled_at) / 1e6;
+  printf("cancel of a running loop from another thread: stopped %.3f ms "
+         "after hali_vm_fiber_cancel\n",
+         ms);
+  char *t = failure_text(f, HALI_STATUS_CANCELLED);
+  /* Stopped inside the loop (interrupt poll on the back-edge), not before
+   * it started. */
+  assert_contains(t, "invocation cancelled");
+  assert_contains(t, "at @spin@");
+  free(t);
+  ck_assert_msg(stopped_at - c.cancelled_at < 10 * MS * slow_factor(),
+                "took %.3f ms to stop", ms);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* Cancellation from another thread while the fiber is busy suspending and
+ * resuming (ping-pong with a partner): whenever it lands, the fiber ends
+ * CANCELLED, the scheduler's counts stay consistent (only the partner is
+ * left suspended) and no wake-up is left registered for the finished
+ * fiber (the partner is then released and everything is freed). */
+typedef struct {
+  hali_vm_fiber_t *fiber;
+  int delay_us;
+} racer_t;
+
+static void *cancel_soon(void *arg) {
+  racer_t *r = arg;
+  struct timespec ts = {0, (long)r->delay_us * 1000L};
+  nanosleep(&ts, NULL);
+  hali_vm_fiber_cancel(r->fiber);
+  return NULL;
+}
+
+START_TEST(cancel_while_switching_stress) {
+  hali_vm_module_t *m = hali_test_module(ping_pong);
+  int bad = 0;
+  const int rounds = 100;
+  for (int i = 0; i < rounds && !bad; ++i) {
+    hali_vm_scheduler_t *s = NULL;
+    ck_assert_ok(hali_vm_scheduler_create(NULL, NULL, &s));
+    hali_vm_scheduler_allow_external_signals(s, true);
+    hali_hal_fence_t *a = NULL, *b = NULL;
+    ck_assert_ok(hali_hal_fence_create_pending(&a));
+    ck_assert_ok(hali_hal_fence_create_pending(&b));
+    hali_value_t pa[] = {fence_arg(a), fence_arg(b), hali_value_i64(1000000)};
+    hali_value_t pb[] = {fence_arg(b), fence_arg(a), hali_value_i64(1000000)};
+    hali_vm_fiber_t *p = NULL, *q = NULL;
+    ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "ping"), pa, 3, &p));
+    ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "pong"), pb, 3, &q));
+    racer_t r = {p, (i * 37) % 200};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, cancel_soon, &r), 0);
+    ck_assert_ok(hali_vm_scheduler_run(s, p));
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(hali_status_code(hali_vm_fiber_status(p)),
+                     HALI_STATUS_CANCELLED);
+    /* pong may be ready (ping signalled it last): let it suspend. */
+    ck_assert_ok(hali_vm_scheduler_run(s, NULL));
+    if (hali_vm_scheduler_live(s) != 1 || hali_vm_scheduler_suspended(s) != 1)
+      bad = i + 1;
+    size_t live = hali_vm_scheduler_live(s),
+           susp = hali_vm_scheduler_suspended(s);
+    hali_vm_fiber_release(p);
+    hali_vm_fiber_release(q);
+    hali_vm_scheduler_free(s);
+    hali_hal_fence_release(a);
+    hali_hal_fence_release(b);
+    ck_assert_msg(!bad,
+                  "round %d: after cancelling ping, %zu live and %zu "
+                  "suspended (expected 1 and 1: pong)",
+                  i, live, susp);
+  }
+  hali_vm_module_free(m);
+}
+END_TEST
+
+/* A fiber cancelled before it ever ran fails with CANCELLED at once. */
+START_TEST(cancel_ready) {
+  env_t e = env_open(cancellable);
+  hali_vm_fiber_t *f = start(&e, "spin", NULL, 0);
+  hali_vm_fiber_cancel(f);
+  run_until(&e, f);
+  char *t = failure_text(f, HALI_STATUS_CANCELLED);
+  assert_contains(t, "@spin");
+  free(t);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Deadlock: every fiber suspended, nothing can wake them. */
+
+static const char deadlocked[] =
+    "func @stuck(%theirs: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %theirs, %forever\n"
+    "  return\n"
+    "}\n"
+    "func @main(%a: !hal.fence, %b: !hal.fence) -> i32 {\n"
+    "  %p = fiber.spawn @stuck(%b)\n"
+    "  %q = fiber.spawn @stuck(%a)\n"
+    "  %both = hal.fence.join %p, %q\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %both, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(deadlock_report) {
+  env_t e = env_open(deadlocked);
+  hali_hal_fence_t *a = NULL, *b = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&a));
+  ck_assert_ok(hali_hal_fence_create_pending(&b));
+  hali_value_t args[] = {fence_arg(a), fence_arg(b)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 2);
+  int64_t t0 = now_ns();
+  hali_status_t st = hali_vm_scheduler_run(e.s, f);
+  int64_t t1 = now_ns();
+  char *t = hali_status_to_string(st);
+  ck_assert_msg(st && hali_status_code(st) == HALI_STATUS_FAILED_PRECONDITION,
+                "expected a deadlock report, got %s", t ? t : "OK");
+  printf("deadlock report (after %.3f ms):\n%s\n", (double)(t1 - t0) / 1e6,
+         t);
+  assert_contains(t, "deadlock: all 3 fiber(s) are suspended");
+  unsigned await_main = line_of(deadlocked, "hal.fence.await %both");
+  unsigned await_stuck = line_of(deadlocked, "hal.fence.await %theirs");
+  char want[160];
+  /* fiber 1 is @main, awaiting the joined fence (created in the program,
+   * so only its form is known); 2 and 3 are the two @stuck. */
+  snprintf(want, sizeof(want), "fiber 1 (@main) awaits fence #");
+  assert_contains(t, want);
+  snprintf(want, sizeof(want), "at @main@4 (test.hasm:%u)", await_main);
+  assert_contains(t, want);
+  snprintf(want, sizeof(want),
+           "fiber 2 (@stuck) awaits fence #%u at @stuck@1 (test.hasm:%u)",
+           ref_id(b), await_stuck);
+  assert_contains(t, want);
+  snprintf(want, sizeof(want),
+           "fiber 3 (@stuck) awaits fence #%u at @stuck@1 (test.hasm:%u)",
+           ref_id(a), await_stuck);
+  assert_contains(t, want);
+  free(t);
+  hali_status_free(st);
+  /* Deadlock detection is immediate, not a timeout. */
+  ck_assert_int_lt(t1 - t0, 1000 * MS);
+  /* The program is still intact: signalling from the host unblocks it. */
+  hali_vm_scheduler_allow_external_signals(e.s, true);
+  ck_assert_ok(hali_hal_fence_signal(a));
+  ck_assert_ok(hali_hal_fence_signal(b));
+  run_until(&e, f);
+  ck_assert_int_eq(result_i32(f), 0);
+  hali_vm_fiber_release(f);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+  env_close(&e);
+}
+END_TEST
+
+/* With external signals allowed the scheduler waits instead: a host thread
+ * signals later. */
+typedef struct {
+  hali_hal_fence_t *fence;
+  int delay_ms;
+} signaller_t;
+
+static void *signal_later(void *arg) {
+  signaller_t *sg = arg;
+  sleep_ms(sg->delay_ms);
+  hali_status_t s = hali_hal_fence_signal(sg->fence);
+  hali_status_free(s);
+  return NULL;
+}
+
+START_TEST(external_signal_no_deadlock) {
+  env_t e = env_open(waiter);
+  hali_vm_scheduler_allow_external_signals(e.s, true);
+  hali_hal_fence_t *gate = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&gate));
+  hali_value_t args[] = {fence_arg(gate), hali_value_i32(7)};
+  hali_vm_fiber_t *f = start(&e, "wait", args, 2);
+  signaller_t sg = {gate, 20};
+  pthread_t th;
+  int64_t t0 = now_ns();
+  ck_assert_int_eq(pthread_create(&th, NULL, signal_later, &sg), 0);
+  run_until(&e, f);
+  int64_t t1 = now_ns();
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert_int_eq(result_i32(f), 7);
+  ck_assert_int_ge(t1 - t0, 20 * MS);
+  hali_vm_fiber_release(f);
+  hali_hal_fence_release(gate);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Timeouts. */
+
+static const char timed[] =
+    "func @wait(%f: !hal.fence, %ms: i64) -> i32 {\n"
+    "  %s = hal.fence.await %f, %ms\n"
+    "  return %s\n"
+    "}\n";
+
+/* Runs @wait(never, ms) through the scheduler (or, with |blocking|, plain
+ * hali_vm_invoke) and returns its result and the elapsed time. */
+static int32_t timed_wait(int64_t ms, bool blocking, int64_t *out_ns) {
+  env_t e = env_open(timed);
+  hali_hal_fence_t *never = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&never));
+  hali_value_t args[] = {fence_arg(never), hali_value_i64(ms)};
+  int32_t r = -1;
+  int64_t t0 = now_ns();
+  if (blocking) {
+    hali_vm_stack_t *st = NULL;
+    hali_value_t out;
+    ck_assert_ok(hali_vm_stack_create(0, &st));
+    ck_assert_ok(hali_vm_invoke(st, e.m, lookup(e.m, "wait"), args, 2, &out,
+                                1));
+    r = out.i32;
+    hali_vm_stack_free(st);
+  } else {
+    hali_vm_fiber_t *f = start(&e, "wait", args, 2);
+    run_until(&e, f);
+    r = result_i32(f);
+    hali_vm_fiber_release(f);
+  }
+  *out_ns = now_ns() - t0;
+  hali_hal_fence_release(never);
+  env_close(&e);
+  return r;
+}
+
+START_TEST(await_timeout_zero) {
+  for (int blocking = 0; blocking < 2; ++blocking) {
+    int64_t ns;
+    ck_assert_int_eq(timed_wait(0, blocking, &ns), 4);
+    printf("await timeout 0 (%s): %.3f ms\n",
+           blocking ? "hali_vm_invoke" : "scheduler", (double)ns / 1e6);
+    ck_assert_int_lt(ns, 5 * MS * slow_factor());
+  }
+}
+END_TEST
+
+START_TEST(await_timeout_finite) {
+  for (int blocking = 0; blocking < 2; ++blocking) {
+    int64_t ns;
+    ck_assert_int_eq(timed_wait(30, blocking, &ns), 4);
+    printf("await timeout 30 ms (%s): returned 4 after %.3f ms\n",
+           blocking ? "hali_vm_invoke" : "scheduler", (double)ns / 1e6);
+    ck_assert_int_ge(ns, 30 * MS);
+    ck_assert_int_lt(ns, 30 * MS + 500 * MS * slow_factor());
+  }
+}
+END_TEST
+
+/* A timed-out await leaves the fiber free to await again: the fence is
+ * signalled later by another fiber that sleeps with its own timeout. */
+static const char timeout_then_signal[] =
+    "func @later(%f: !hal.fence) {\n"
+    "  %device = hal.device.get\n"
+    "  %nap = hal.fence.create %device\n"
+    "  %ms = const.i64 20\n"
+    "  %t = hal.fence.await %nap, %ms\n"
+    "  hal.fence.signal %f\n"
+    "  return\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %g = fiber.spawn @later(%f)\n"
+    "  %short = const.i64 1\n"
+    "  %a = hal.fence.await %f, %short\n" /* 4 */
+    "  %forever = const.i64 -1\n"
+    "  %b = hal.fence.await %f, %forever\n" /* 0 */
+    "  %ten = const.i32 10\n"
+    "  %x = mul.i32 %a, %ten\n"
+    "  %r = add.i32 %x, %b\n"
+    "  return %r\n"
+    "}\n";
+
+START_TEST(await_timeout_then_signal) {
+  env_t e = env_open(timeout_then_signal);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  ck_assert_int_eq(result_i32(f), 40);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* A timed-out await whose fence got signalled before the fiber resumed
+ * returns 0; the next await must then wait normally.  @a and @b both time
+ * out in the same scheduler pass (while @spin kept the thread busy); @b
+ * runs first (it was started later) and signals %f, so @a's timed-out
+ * await finds %f ready.  @a's second await, on %h, must suspend until @b
+ * signals %h. */
+static const char stale_timeout[] =
+    "func @a(%f: !hal.fence, %h: !hal.fence) {\n"
+    "  %one = const.i64 1\n"
+    "  %s1 = hal.fence.await %f, %one\n"
+    "  %forever = const.i64 -1\n"
+    "  %s2 = hal.fence.await %h, %forever\n"
+    "  %zero = const.i32 0\n"
+    "  %ok = eq.i32 %s2, %zero\n"
+    "  assert %ok, \"the second await returned without %h being signalled\"\n"
+    "  return\n"
+    "}\n"
+    "func @b(%f: !hal.fence, %h: !hal.fence) {\n"
+    "  %device = hal.device.get\n"
+    "  %nap = hal.fence.create %device\n"
+    "  %one = const.i64 1\n"
+    "  %t1 = hal.fence.await %nap, %one\n"
+    "  hal.fence.signal %f\n"
+    "  %t2 = hal.fence.await %nap, %one\n"
+    "  hal.fence.signal %h\n"
+    "  return\n"
+    "}\n"
+    "func @spin(%n: i64) {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = lt.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return\n"
+    "}\n"
+    "func @main(%n: i64) -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %h = hal.fence.create %device\n"
+    "  %pa = fiber.spawn @a(%f, %h)\n"
+    "  %pb = fiber.spawn @b(%f, %h)\n"
+    "  %ps = fiber.spawn @spin(%n)\n"
+    "  %ab = hal.fence.join %pa, %pb\n"
+    "  %all = hal.fence.join %ab, %ps\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %all, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(await_after_stale_timeout) {
+  env_t e = env_open(stale_timeout);
+  /* Enough iterations to keep the thread busy for a few ms. */
+  hali_value_t args[] = {hali_value_i64(3000000)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 1);
+  run_until(&e, f);
+  hali_status_t st = hali_vm_fiber_status(f);
+  char *t = hali_status_to_string(st);
+  ck_assert_msg(st == NULL, "%s", t);
+  free(t);
+  ck_assert_int_eq(result_i32(f), 0);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Blocking: plain hali_vm_invoke blocks the thread in an await (no
+ * scheduler), and fiber.spawn needs a scheduler. */
+
+START_TEST(invoke_blocks) {
+  env_t e = env_open(waiter);
+  hali_hal_fence_t *gate = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&gate));
+  signaller_t sg = {gate, 20};
+  pthread_t th;
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  hali_value_t args[] = {fence_arg(gate), hali_value_i32(3)}, out;
+  int64_t t0 = now_ns();
+  ck_assert_int_eq(pthread_create(&th, NULL, signal_later, &sg), 0);
+  ck_assert_ok(hali_vm_invoke(st, e.m, lookup(e.m, "wait"), args, 2, &out, 1));
+  int64_t t1 = now_ns();
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert_int_eq(out.i32, 3);
+  ck_assert_int_ge(t1 - t0, 20 * MS);
+  ck_assert_status(hali_test_call(child_fails, "main", NULL, 0, &out, 1),
+                   HALI_STATUS_FAILED_PRECONDITION, "needs a scheduler");
+  hali_vm_stack_free(st);
+  hali_hal_fence_release(gate);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Fairness.  Each round the host signals one tick; every fiber awaiting it
+ * wakes, logs its id into a shared buffer and awaits the next tick: every
+ * round logs each fiber exactly once (none starves, none runs twice).  A
+ * second pair passes a baton and must alternate. */
+
+static const char ticker[] =
+    "func @tick(%clock: !hal.fence, %log: !hal.buffer, %id: i32, %n: i64) {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %four = const.i64 4\n"
+    "  %zero = const.i64 0\n"
+    "  %forever = const.i64 -1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %t = hal.fence.offset %clock, %i\n"
+    "  %s = hal.fence.await %t, %forever\n"
+    /* log[1 + log[0]++] = id  (offsets in bytes) */
+    "  %pos = hal.buffer.load.i64 %log, %zero\n"
+    "  %next = add.i64 %pos, %one\n"
+    "  hal.buffer.store.i64 %log, %zero, %next\n"
+    "  %slot = add.i64 %pos, %one\n"
+    "  %at = mul.i64 %slot, %four\n"
+    "  %at = add.i64 %at, %four\n"
+    "  hal.buffer.store.i32 %log, %at, %id\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = lt.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return\n"
+    "}\n"
+    /* Two fibers pass a baton: each logs, signals the other, awaits it. */
+    "func @baton(%mine: !hal.fence, %theirs: !hal.fence, %log: !hal.buffer,\n"
+    "            %id: i32, %n: i64) {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %four = const.i64 4\n"
+    "  %zero = const.i64 0\n"
+    "  %forever = const.i64 -1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %pos = hal.buffer.load.i64 %log, %zero\n"
+    "  %next = add.i64 %pos, %one\n"
+    "  hal.buffer.store.i64 %log, %zero, %next\n"
+    "  %slot = add.i64 %pos, %one\n"
+    "  %at = mul.i64 %slot, %four\n"
+    "  %at = add.i64 %at, %four\n"
+    "  hal.buffer.store.i32 %log, %at, %id\n"
+    "  %m = hal.fence.offset %mine, %i\n"
+    "  hal.fence.signal %m\n"
+    "  %t = hal.fence.offset %theirs, %i\n"
+    "  %s = hal.fence.await %t, %forever\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = lt.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return\n"
+    "}\n";
+
+static hali_hal_buffer_t *host_buffer(hali_hal_device_t *dev, size_t size) {
+  hali_hal_buffer_params_t p = {.memory_types = 0x13, .usage = 0x7};
+  hali_hal_buffer_t *b = NULL;
+  ck_assert_ok(hali_hal_allocator_allocate_buffer(
+      hali_hal_device_allocator(dev), p, size, &b));
+  return b;
+}
+
+static hali_value_t buffer_arg(hali_hal_buffer_t *b) {
+  hali_value_t v = {.type = HALI_TYPE_BUFFER};
+  v.ref = (hali_ref_t *)b;
+  return v;
+}
+
+START_TEST(fairness_fifo_wakeups) {
+  enum { FIBERS = 4, ROUNDS = 100 };
+  env_t e = env_open(ticker);
+  hali_vm_scheduler_allow_external_signals(e.s, true);
+  hali_hal_semaphore_t *sem = NULL;
+  ck_assert_ok(hali_hal_semaphore_create(0, &sem));
+  hali_hal_fence_t *clock = NULL;
+  ck_assert_ok(hali_hal_fence_create_at(sem, 1, &clock));
+  hali_hal_buffer_t *log = host_buffer(e.dev, 8 + 4 * FIBERS * ROUNDS + 4);
+  hali_vm_fiber_t *f[FIBERS];
+  for (int k = 0; k < FIBERS; ++k) {
+    hali_value_t args[] = {fence_arg(clock), buffer_arg(log),
+                           hali_value_i32(k), hali_value_i64(ROUNDS)};
+    f[k] = start(&e, "tick", args, 4);
+  }
+  for (uint64_t r = 1; r <= ROUNDS; ++r) {
+    ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+    ck_assert_uint_eq(hali_vm_scheduler_suspended(e.s), FIBERS);
+    ck_assert_ok(hali_hal_semaphore_signal(sem, r));
+  }
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0);
+  int64_t count = 0;
+  ck_assert_ok(hali_hal_buffer_read(log, 0, &count, 8));
+  ck_assert_int_eq(count, FIBERS * ROUNDS);
+  int32_t *ids = malloc(4 * FIBERS * ROUNDS);
+  ck_assert_ok(hali_hal_buffer_read(log, 8, ids, 4 * FIBERS * ROUNDS));
+  /* Every round runs every fiber exactly once.  (The order within a round
+   * is the order the semaphore fires its timepoints: hal/semaphore.c keeps
+   * them in a LIFO list, so it alternates between reverse and forward
+   * start order; the ready queue itself is FIFO.) */
+  for (int r = 0; r < ROUNDS; ++r) {
+    int seen = 0;
+    for (int k = 0; k < FIBERS; ++k) {
+      int32_t id = ids[r * FIBERS + k];
+      ck_assert_msg(id >= 0 && id < FIBERS && !(seen & (1 << id)),
+                    "round %d: fiber %d ran twice or is unknown", r, id);
+      seen |= 1 << id;
+    }
+  }
+  printf("fairness: wake order round 1: %d %d %d %d, round 2: %d %d %d %d\n",
+         ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6], ids[7]);
+  free(ids);
+  for (int k = 0; k < FIBERS; ++k) hali_vm_fiber_release(f[k]);
+  hali_hal_buffer_release(log);
+  hali_hal_fence_release(clock);
+  hali_hal_semaphore_release(sem);
+  env_close(&e);
+}
+END_TEST
+
+START_TEST(fairness_baton_alternates) {
+  enum { N = 1000 };
+  env_t e = env_open(ticker);
+  hali_hal_fence_t *a = NULL, *b = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&a));
+  ck_assert_ok(hali_hal_fence_create_pending(&b));
+  hali_hal_buffer_t *log = host_buffer(e.dev, 8 + 4 * 2 * N + 4);
+  hali_value_t a_args[] = {fence_arg(a), fence_arg(b), buffer_arg(log),
+                           hali_value_i32(0), hali_value_i64(N)};
+  hali_value_t b_args[] = {fence_arg(b), fence_arg(a), buffer_arg(log),
+                           hali_value_i32(1), hali_value_i64(N)};
+  hali_vm_fiber_t *fa = start(&e, "baton", a_args, 5);
+  hali_vm_fiber_t *fb = start(&e, "baton", b_args, 5);
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  ck_assert(hali_vm_fiber_done(fa) && hali_vm_fiber_done(fb));
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(fa)));
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(fb)));
+  int32_t *ids = malloc(4 * 2 * N);
+  ck_assert_ok(hali_hal_buffer_read(log, 8, ids, 4 * 2 * N));
+  /* Each fiber is at most one step ahead of the other: after any prefix,
+   * the two counts differ by at most 1 (with lag, by at most 2). */
+  int seen[2] = {0, 0};
+  for (int i = 0; i < 2 * N; ++i) {
+    ck_assert(ids[i] == 0 || ids[i] == 1);
+    seen[ids[i]]++;
+    ck_assert_msg(abs(seen[0] - seen[1]) <= 2, "at %d: %d vs %d", i, seen[0],
+                  seen[1]);
+  }
+  ck_assert_int_eq(seen[0], N);
+  ck_assert_int_eq(seen[1], N);
+  free(ids);
+  hali_vm_fiber_release(fa);
+  hali_vm_fiber_release(fb);
+  hali_hal_buffer_release(log);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+  env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Device independence: fibers mixed with queue work give the same results
+ * on local-sync and local-task with 1, 2 and 4 workers. */
+
+static const char mixed[] =
+    /* Fills its slice of %buf with |value| on the queue (after %after),
+     * awaits it, then sums the slice and stores the sum at sums[k]. */
+    "func @part(%buf: !hal.buffer, %sums: !hal.buffer, %k: i64, %n: i64,\n"
+    "           %after: !hal.fence, %done: !hal.fence) {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %four = const.i64 4\n"
+    "  %eight = const.i64 8\n"
+    "  %one = const.i64 1\n"
+    "  %zero = const.i64 0\n"
+    "  %bytes = mul.i64 %n, %four\n"
+    "  %base = mul.i64 %k, %bytes\n"
+    "  %k32 = trunc.i64.i32 %k\n"
+    "  %seven = const.i32 7\n"
+    "  %value = mul.i32 %k32, %seven\n"
+    "  %c1 = const.i32 1\n"
+    "  %value = add.i32 %value, %c1\n"
+    "  %mode = const.i32 1\n"
+    "  %cmd = hal.command_buffer.create %device, %mode, %mode\n"
+    "  %psize = const.i32 4\n"
+    "  hal.command_buffer.fill %cmd, %buf, %base, %bytes, %value, %psize\n"
+    "  hal.command_buffer.finalize %cmd\n"
+    "  hal.device.queue.execute %device, %after, %done, [%cmd]\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %done, %forever\n"
+    "  %i = const.i64 0\n"
+    "  %sum = const.i64 0\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %off = mul.i64 %i, %four\n"
+    "  %off = add.i64 %off, %base\n"
+    "  %x = hal.buffer.load.i32 %buf, %off\n"
+    "  %x64 = ext.s.i32.i64 %x\n"
+    "  %w = add.i64 %i, %one\n"
+    "  %x64 = mul.i64 %x64, %w\n"
+    "  %sum = add.i64 %sum, %x64\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = lt.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^out\n"
+    "^out:\n"
+    "  %at = mul.i64 %k, %eight\n"
+    "  hal.buffer.store.i64 %sums, %at, %sum\n"
+    "  return\n"
+    "}\n"
+    "func @main(%parts: i64, %n: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %allocator = hal.device.allocator %device\n"
+    "  %memory = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %four = const.i64 4\n"
+    "  %eight = const.i64 8\n"
+    "  %total = mul.i64 %parts, %n\n"
+    "  %bytes = mul.i64 %total, %four\n"
+    "  %buf = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"
+    "  %sbytes = mul.i64 %parts, %eight\n"
+    "  %sums = hal.allocator.allocate %allocator, %memory, %usage, %sbytes\n"
+    "  %one = const.i64 1\n"
+    "  %k = const.i64 0\n"
+    "  %after = hal.fence.null\n"
+    "  %all = hal.fence.null\n"
+    "  br ^spawn\n"
+    "^spawn:\n"
+    /* Each part's queue work waits for the previous part's. */
+    "  %done = hal.fence.create %device\n"
+    "  %f = fiber.spawn @part(%buf, %sums, %k, %n, %after, %done)\n"
+    "  %all = hal.fence.join %all, %f\n"
+    "  %after = hal.fence.join %done, %done\n"
+    "  %k = add.i64 %k, %one\n"
+    "  %more = lt.s.i64 %k, %parts\n"
+    "  cond_br %more, ^spawn, ^join\n"
+    "^join:\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %all, %forever\n"
+    "  %i = const.i64 0\n"
+    "  %acc = const.i64 0\n"
+    "  %prime = const.i64 1000003\n"
+    "  br ^fold\n"
+    "^fold:\n"
+    "  %at = mul.i64 %i, %eight\n"
+    "  %x = hal.buffer.load.i64 %sums, %at\n"
+    "  %acc = mul.i64 %acc, %prime\n"
+    "  %acc = add.i64 %acc, %x\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more2 = lt.s.i64 %i, %parts\n"
+    "  cond_br %more2, ^fold, ^end\n"
+    "^end:\n"
+    "  return %acc\n"
+    "}\n";
+
+static int64_t run_mixed(hali_hal_device_kind_t kind, uint32_t workers) {
+  env_t e = env_open_on(mixed, device(kind, workers));
+  hali_value_t args[] = {hali_value_i64(8), hali_value_i64(1000)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 2);
+  run_until(&e, f);
+  int64_t r = result_i64(f);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+  return r;
+}
+
+START_TEST(same_results_on_every_device) {
+  /* part k fills value 7k+1 and sums value * (i+1) over i < n. */
+  const int64_t n = 1000, parts = 8;
+  int64_t want = 0;
+  for (int64_t k = 0; k < parts; ++k)
+    want = want * 1000003 + (7 * k + 1) * (n * (n + 1) / 2);
+  ck_assert_int_eq(run_mixed(HALI_HAL_DEVICE_LOCAL_SYNC, 0), want);
+  static const uint32_t workers[] = {1, 2, 4};
+  for (size_t i = 0; i < COUNT_OF(workers); ++i)
+    for (int rep = 0; rep < 3; ++rep)
+      ck_assert_int_eq(run_mixed(HALI_HAL_DEVICE_LOCAL_TASK, workers[i]),
+                       want);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+
+static Suite *suite_fiber(void) {
+  Suite *s = suite_create("fiber");
+  TCase *tc;
+
+  tc = tcase_create("switching");
+  tcase_add_test(tc, ping_pong_10000);
+  tcase_add_test(tc, ten_thousand_suspended);
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("errors");
+  tcase_add_test(tc, spawned_failure_reaches_awaiter);
+  tcase_add_test(tc, first_failure_wins_fence_fail_twice);
+  tcase_add_test(tc, first_failure_wins_joined_fibers);
+  tcase_add_test(tc, query_handles_failure);
+  tcase_add_test(tc, assert_in_spawned_fails_fence_only);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("cancellation");
+  tcase_add_test(tc, cancel_suspended);
+  tcase_add_test(tc, cancel_reaches_awaiter);
+  tcase_add_test(tc, cancel_running_loop_from_thread);
+  tcase_add_test(tc, cancel_ready);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("deadlock");
+  tcase_add_test(tc, deadlock_report);
+  tcase_add_test(tc, external_signal_no_deadlock);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("timeouts");
+  tcase_add_test(tc, await_timeout_zero);
+  tcase_add_test(tc, await_timeout_finite);
+  tcase_add_test(tc, await_timeout_then_signal);
+  tcase_add_test(tc, invoke_blocks);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("fairness");
+  tcase_add_test(tc, fairness_fifo_wakeups);
+  tcase_add_test(tc, fairness_baton_alternates);
+  suite_add_tcase(s, tc);
+
+  /* Behaviour the implementation gets wrong today (reported with the
+   * fibers work); move each test to its unit's case once it passes.
+   * CK_EXCLUDE_TAGS=open_bugs runs everything else. */
+  tc = tcase_create("open_bugs");
+  tcase_set_tags(tc, "open_bugs");
+  tcase_set_timeout(tc, 2); /* cancel_while_switching_stress hangs */
+  tcase_add_test(tc, first_failure_wins_independent);
+  tcase_add_test(tc, joined_fence_fails_fast);
+  tcase_add_test(tc, await_after_stale_timeout);
+  tcase_add_test(tc, cancel_while_switching_stress);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("devices");
+  tcase_add_test(tc, same_results_on_every_device);
+  tcase_set_timeout(tc, 60);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return hali_test_main(suite_fiber()); }
