@@ -231,18 +231,29 @@ hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
   *out_ready = true;
   if (!fence) return HALI_OK;
   pthread_mutex_lock(&fence->mutex);
+  /* The earliest failure among the points wins (first in time, not in
+   * point order). */
   hali_status_t failure = HALI_OK;
+  uint64_t first = UINT64_MAX;
   for (size_t i = 0; i < fence->count; ++i) {
     uint64_t current = 0;
     hali_status_t status =
         hali_hal_semaphore_query(fence->points[i].semaphore, &current);
     if (status) {
-      failure = status;
-      *out_ready = true;
-      break;
+      uint64_t order =
+          hali_hal_semaphore_failure_order(fence->points[i].semaphore);
+      if (order < first) {
+        hali_status_free(failure);
+        failure = status;
+        first = order;
+      } else {
+        hali_status_free(status);
+      }
+      continue;
     }
     if (current < fence->points[i].value) *out_ready = false;
   }
+  if (failure) *out_ready = true;
   pthread_mutex_unlock(&fence->mutex);
   return failure;
 }

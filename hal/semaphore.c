@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -14,8 +15,20 @@ struct hali_hal_semaphore_t {
   /* Guarded by |mutex|. */
   uint64_t value;
   hali_status_t failure; /* first failure, owned; NULL while healthy */
+  uint64_t failure_order; /* when it failed, process-wide order */
   hali_hal_semaphore_timepoint_t *timepoints; /* unordered list */
 };
+
+/* Orders failures across semaphores, so that a fence made of several
+ * reports the one that happened first. */
+static atomic_uint_fast64_t hali_hal_failure_clock;
+
+uint64_t hali_hal_semaphore_failure_order(hali_hal_semaphore_t *semaphore) {
+  pthread_mutex_lock(&semaphore->mutex);
+  uint64_t order = semaphore->failure ? semaphore->failure_order : 0;
+  pthread_mutex_unlock(&semaphore->mutex);
+  return order;
+}
 
 static void hali_hal_semaphore_destroy(hali_ref_t *ref) {
   hali_hal_semaphore_t *semaphore = (hali_hal_semaphore_t *)ref;
@@ -137,6 +150,7 @@ void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,
     return;
   }
   semaphore->failure = status;
+  semaphore->failure_order = atomic_fetch_add(&hali_hal_failure_clock, 1) + 1;
   hali_ref_retain(&semaphore->ref);
   pthread_cond_broadcast(&semaphore->cond);
   pthread_mutex_unlock(&semaphore->mutex);

@@ -48,6 +48,10 @@ HALI_MUST_USE hali_status_t hali_hal_semaphore_wait(
     hali_hal_semaphore_t *semaphore, uint64_t value,
     hali_timeout_ns_t timeout_ns);
 
+/* The order in which |semaphore| failed among all failures in the process
+ * (0 while healthy): fences report the earliest failure of their points. */
+uint64_t hali_hal_semaphore_failure_order(hali_hal_semaphore_t *semaphore);
+
 /* ---- Timepoints: learn without blocking when a value is reached. ---- */
 
 /* Called once when the payload reaches the timepoint's value (|status| OK)

@@ -16,16 +16,23 @@
 typedef enum {
   FIBER_READY,
   FIBER_RUNNING,
+  FIBER_SUSPENDING, /* stopped at an await, wake-ups being registered */
   FIBER_SUSPENDED,
   FIBER_DONE
 } fiber_state_t;
 
-/* One registration on a semaphore for a suspended fiber.  Two references:
- * the wake-up callback's and the fiber's; whoever drops the last frees. */
+/* One registration on a semaphore for a suspended fiber: one per point of
+ * the awaited fence not yet reached, so that any point failing wakes the
+ * fiber at once.  Two references: the wake-up callback's and the fiber's
+ * list's; whoever drops the last frees.  |detached| (under the scheduler
+ * mutex) tells a late callback that the fiber no longer waits on it. */
 typedef struct waiter_s {
   hali_hal_semaphore_timepoint_t timepoint;
+  hali_vm_scheduler_t *scheduler;
   hali_vm_fiber_t *fiber;
   hali_hal_semaphore_t *semaphore; /* retained */
+  struct waiter_s *next;           /* the fiber's list */
+  bool detached;
   atomic_int refs;
 } waiter_t;
 
@@ -41,7 +48,7 @@ struct hali_vm_fiber_s {
   uint32_t result_capacity;
   hali_hal_fence_t *fence;  /* completion; created when first asked for */
   hali_status_t status;     /* final, once done */
-  waiter_t *waiter;         /* while suspended on a semaphore */
+  waiter_t *waiters;        /* while suspending or suspended */
   bool host_owned;          /* started by the host (else by fiber.spawn) */
   bool released;            /* the host released it */
   atomic_bool cancel_requested;
@@ -100,46 +107,55 @@ static hali_vm_fiber_t *pop_ready(hali_vm_scheduler_t *s) {
   return f;
 }
 
-/* A semaphore reached the awaited value or failed: the fiber is ready. */
+/* Stops waiting (the mutex is held): every registration of |f| is
+ * detached, and cancelled when it has not fired (a callback already firing
+ * finds it detached and leaves the fiber alone). */
+static void detach_waiters(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
+  waiter_t *w = f->waiters;
+  f->waiters = NULL;
+  while (w) {
+    waiter_t *next = w->next;
+    w->detached = true;
+    if (hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
+      /* It will never fire: drop the callback's reference for it. */
+      s->waiters_live--;
+      waiter_release(w);
+    }
+    waiter_release(w); /* the list's */
+    w = next;
+  }
+}
+
+/* Makes a suspended (or suspending) fiber ready again (mutex held). */
+static void wake_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
+  detach_waiters(s, f);
+  if (f->state == FIBER_SUSPENDED) s->suspended--;
+  push_ready(s, f);
+}
+
+/* A semaphore reached a point's value or failed: the fiber is ready (the
+ * await re-runs and finds out which). */
 static void wake(void *user, hali_status_t status) {
   waiter_t *w = user;
-  hali_vm_scheduler_t *s = w->fiber->scheduler;
+  hali_vm_scheduler_t *s = w->scheduler;
   pthread_mutex_lock(&s->mutex);
-  bool mine = w->fiber->waiter == w;
-  if (mine) {
-    /* The fiber's reference goes with it. */
-    w->fiber->waiter = NULL;
-    s->suspended--;
-    push_ready(s, w->fiber);
-  }
+  if (!w->detached &&
+      (w->fiber->state == FIBER_SUSPENDED ||
+       w->fiber->state == FIBER_SUSPENDING))
+    wake_fiber(s, w->fiber);
   s->waiters_live--;
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->mutex);
-  if (mine) waiter_release(w);
   waiter_release(w);
 }
 
-/* Takes |f|'s waiter away (the mutex is held): the fiber is no longer
- * waiting, whether or not the callback already fired. */
-static void detach_waiter(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
-  waiter_t *w = f->waiter;
-  if (!w) return;
-  f->waiter = NULL;
-  s->suspended--;
-  if (hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
-    /* It will never fire: drop the callback's reference for it. */
-    s->waiters_live--;
-    waiter_release(w);
-  }
-  waiter_release(w);
-}
-
-/* Registers |f| to wake when |fence| may be ready: on the first point not
- * yet reached.  Returns false when every point is reached or failed (the
- * fiber can run again at once).  Called without the mutex. */
+/* Registers |f| to wake when any point of |fence| not yet reached is
+ * reached or fails.  Returns true when the fiber may run again at once (a
+ * point already failed, or every point is reached).  Called without the
+ * mutex while |f| is SUSPENDING. */
 static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                           hali_hal_fence_t *fence) {
-  size_t n = hali_hal_fence_point_count(fence);
+  size_t n = hali_hal_fence_point_count(fence), registered = 0;
   for (size_t i = 0; i < n; ++i) {
     hali_hal_semaphore_t *sem;
     uint64_t value, now = 0;
@@ -147,30 +163,33 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     hali_status_t q = hali_hal_semaphore_query(sem, &now);
     if (q) { /* failed: the await will see it */
       hali_status_free(q);
-      return false;
+      return true;
     }
     if (now >= value) continue;
     waiter_t *w = calloc(1, sizeof(*w));
-    if (!w) return false; /* the await re-runs and waits again */
+    if (!w) return true; /* the await re-runs and waits again */
     atomic_init(&w->refs, 2);
+    w->scheduler = s;
     w->fiber = f;
     w->semaphore = sem;
     hali_hal_semaphore_retain(sem);
     pthread_mutex_lock(&s->mutex);
-    f->waiter = w;
+    w->next = f->waiters;
+    f->waiters = w;
     s->waiters_live++;
     pthread_mutex_unlock(&s->mutex);
-    if (hali_hal_semaphore_notify(sem, value, &w->timepoint, wake, w))
-      return true;
-    /* Reached meanwhile: nothing was registered. */
+    if (hali_hal_semaphore_notify(sem, value, &w->timepoint, wake, w)) {
+      registered++;
+      continue;
+    }
+    /* Reached (or failed) meanwhile: no callback will come. */
     pthread_mutex_lock(&s->mutex);
-    if (f->waiter == w) f->waiter = NULL;
     s->waiters_live--;
     pthread_mutex_unlock(&s->mutex);
     waiter_release(w);
-    waiter_release(w);
+    return true;
   }
-  return false;
+  return registered == 0;
 }
 
 hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
@@ -272,7 +291,7 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   f->result_capacity = cap;
   memset(f->results, 0, cap * sizeof(hali_value_t));
   atomic_store(&f->stack->interrupt, false);
-  f->stack->interrupt_code = HALI_STATUS_OK;
+  atomic_store(&f->stack->interrupt_code, HALI_STATUS_OK);
   return f;
 }
 
@@ -384,19 +403,23 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     finish(s, f, status);
     return;
   }
-  /* Suspended on st->awaiting. */
+  /* Suspended on st->awaiting: register the wake-ups, then decide, under
+   * the mutex, whether the fiber sleeps (a wake-up or a cancel may have
+   * come meanwhile). */
   pthread_mutex_lock(&s->mutex);
-  f->state = FIBER_SUSPENDED;
-  s->suspended++;
+  f->state = FIBER_SUSPENDING;
   pthread_mutex_unlock(&s->mutex);
-  if (!register_wait(s, f, st->awaiting)) {
-    pthread_mutex_lock(&s->mutex);
-    if (f->state == FIBER_SUSPENDED && !f->waiter) {
-      s->suspended--;
-      push_ready(s, f);
+  bool ready = register_wait(s, f, st->awaiting);
+  pthread_mutex_lock(&s->mutex);
+  if (f->state == FIBER_SUSPENDING) {
+    if (ready || atomic_load(&f->cancel_requested)) {
+      wake_fiber(s, f);
+    } else {
+      f->state = FIBER_SUSPENDED;
+      s->suspended++;
     }
-    pthread_mutex_unlock(&s->mutex);
   }
+  pthread_mutex_unlock(&s->mutex);
 }
 
 /* The deadlock report: every fiber, what it awaits and where. */
@@ -454,10 +477,9 @@ hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
       for (hali_vm_fiber_t *g = s->all; g; g = g->next)
         if (g->state == FIBER_SUSPENDED &&
             g->stack->await_deadline_ns <= now) {
-          detach_waiter(s, g);
           g->stack->await_timed_out = true;
           g->stack->await_deadline_ns = INT64_MAX;
-          push_ready(s, g);
+          wake_fiber(s, g);
         }
       continue;
     }
@@ -535,12 +557,10 @@ void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
   pthread_mutex_lock(&s->mutex);
   if (f->state != FIBER_DONE) {
     atomic_store(&f->cancel_requested, true);
-    f->stack->interrupt_code = HALI_STATUS_CANCELLED;
+    atomic_store(&f->stack->interrupt_code, HALI_STATUS_CANCELLED);
     atomic_store(&f->stack->interrupt, true);
-    if (f->state == FIBER_SUSPENDED) {
-      detach_waiter(s, f);
-      push_ready(s, f);
-    }
+    /* A suspending fiber is woken by resume() once it sees the flag. */
+    if (f->state == FIBER_SUSPENDED) wake_fiber(s, f);
   }
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->mutex);
@@ -559,14 +579,17 @@ size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f) {
   return sizeof(*f) + sizeof(*f->stack) +
          f->stack->frame_capacity * sizeof(hali_vm_frame_t) +
          f->result_count * sizeof(hali_value_t) +
-         (f->waiter ? sizeof(waiter_t) : 0);
+         (f->waiters ? sizeof(waiter_t) : 0);
 }
 
 void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (!s) return;
   pthread_mutex_lock(&s->mutex);
   for (hali_vm_fiber_t *f = s->all; f; f = f->next)
-    if (f->state == FIBER_SUSPENDED) detach_waiter(s, f);
+    if (f->state == FIBER_SUSPENDED) {
+      detach_waiters(s, f);
+      s->suspended--;
+    }
   /* Wake-ups already firing hold references: wait for them. */
   while (s->waiters_live) pthread_cond_wait(&s->cond, &s->mutex);
   while (s->all) fiber_free(s->all);

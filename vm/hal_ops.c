@@ -597,6 +597,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
       hali_trace_slice(st->trace, name, "fence", 0, t1 - waited, waited, NULL);
     }
     st->await_started_ns = 0;
+    /* A timeout that raced the signal must not leak into the next await. */
+    st->await_timed_out = false;
     if (w && pc->i.op == HALI_OP_HAL_FENCE_AWAIT_STATUS) {
       code = (int32_t)hali_status_code(w); /* handled by the program */
       hali_status_free(w);

@@ -490,12 +490,17 @@ L_instrumented:
   goto *table[pc->i.op];
 #endif
 interrupted:
-  status = hali_status_make(st->interrupt_code ? st->interrupt_code
-                                               : HALI_STATUS_CANCELLED,
-                            "invocation %s",
-                            st->interrupt_code == HALI_STATUS_DEADLINE_EXCEEDED
-                                ? "exceeded its deadline"
-                                : "cancelled");
+  {
+    /* The flag was read relaxed: this acquire pairs with the canceller's
+     * stores (code first, then the flag). */
+    hali_status_code_t code =
+        atomic_load_explicit(&st->interrupt_code, memory_order_acquire);
+    status = hali_status_make(code ? code : HALI_STATUS_CANCELLED,
+                              "invocation %s",
+                              code == HALI_STATUS_DEADLINE_EXCEEDED
+                                  ? "exceeded its deadline"
+                                  : "cancelled");
+  }
   goto fail;
 
 div_by_zero:

@@ -179,7 +179,7 @@ typedef struct hali_vm_stack_s {
    * thread may set it: cancellation); |fuel| counts instructions down when
    * |fuel_enabled| (the instrumented dispatch, zero cost otherwise). */
   atomic_bool interrupt;
-  hali_status_code_t interrupt_code;
+  _Atomic(hali_status_code_t) interrupt_code; /* set before |interrupt| */
   bool fuel_enabled;
   uint64_t fuel;
   uint64_t fuel_used;
