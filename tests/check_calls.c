@@ -262,8 +262,8 @@ START_TEST(blocking_functions_block) {
       "  %s = hal.fence.await %a, %ms\n"
       "  return\n"
       "}\n"
-      "func @outer(%blocking: i32) -> i32 {\n"
-      "^entry:\n"
+      /* No branch between the wait and the load: a branch may yield. */
+      "func @outer_blocking(%unused: i32) -> i32 {\n"
       "  %device = hal.device.get\n"
       "  %alloc = hal.device.allocator %device\n"
       "  %mem = const.i32 3\n"
@@ -271,24 +271,84 @@ START_TEST(blocking_functions_block) {
       "  %four = const.i64 4\n"
       "  %b = hal.allocator.allocate %alloc, %mem, %use, %four\n"
       "  %f = fiber.spawn @child(%b)\n"
-      "  cond_br %blocking, ^block, ^suspend\n"
-      "^block:\n"
       "  call @wait_blocking()\n"
-      "  br ^read\n"
-      "^suspend:\n"
+      "  %z = const.i64 0\n"
+      "  %v = hal.buffer.load.i32 %b, %z\n"
+      "  return %v\n"
+      "}\n"
+      "func @outer_suspending(%unused: i32) -> i32 {\n"
+      "  %device = hal.device.get\n"
+      "  %alloc = hal.device.allocator %device\n"
+      "  %mem = const.i32 3\n"
+      "  %use = const.i32 5\n"
+      "  %four = const.i64 4\n"
+      "  %b = hal.allocator.allocate %alloc, %mem, %use, %four\n"
+      "  %f = fiber.spawn @child(%b)\n"
       "  call @wait_suspending()\n"
-      "  br ^read\n"
-      "^read:\n"
       "  %z = const.i64 0\n"
       "  %v = hal.buffer.load.i32 %b, %z\n"
       "  return %v\n"
       "}\n";
   hali_vm_module_t *m = hali_test_module(text);
   hali_value_t r = {0};
-  ck_assert_ok(run_fiber(m, "outer", hali_value_i32(1), &r));
+  ck_assert_ok(run_fiber(m, "outer_blocking", hali_value_i32(0), &r));
   ck_assert_int_eq(r.i32, 0); /* the child had not run yet */
-  ck_assert_ok(run_fiber(m, "outer", hali_value_i32(0), &r));
+  ck_assert_ok(run_fiber(m, "outer_suspending", hali_value_i32(0), &r));
   ck_assert_int_eq(r.i32, 1); /* the child ran while @outer waited */
+  hali_vm_module_free(m);
+}
+END_TEST
+
+/* Fairness without awaits: @spin loops until @setter (spawned after it)
+ * stores a flag; only preemption lets @setter run. */
+START_TEST(busy_fibers_are_preempted) {
+  static const char text[] =
+      "func @setter(%b: !hal.buffer) {\n"
+      "  %z = const.i64 0\n"
+      "  %one = const.i32 1\n"
+      "  hal.buffer.store.i32 %b, %z, %one\n"
+      "  return\n"
+      "}\n"
+      "func @spin(%b: !hal.buffer) {\n"
+      "^entry:\n"
+      "  %z = const.i64 0\n"
+      "  %zero = const.i32 0\n"
+      "  br ^loop\n"
+      "^loop:\n"
+      "  %v = hal.buffer.load.i32 %b, %z\n"
+      "  %unset = eq.i32 %v, %zero\n"
+      "  cond_br %unset, ^loop, ^done\n"
+      "^done:\n"
+      "  return\n"
+      "}\n"
+      "func @main() -> i32 {\n"
+      "  %device = hal.device.get\n"
+      "  %alloc = hal.device.allocator %device\n"
+      "  %mem = const.i32 3\n"
+      "  %use = const.i32 5\n"
+      "  %four = const.i64 4\n"
+      "  %b = hal.allocator.allocate %alloc, %mem, %use, %four\n"
+      "  %f1 = fiber.spawn @spin(%b)\n"
+      "  %f2 = fiber.spawn @setter(%b)\n"
+      "  %both = hal.fence.join %f1, %f2\n"
+      "  %forever = const.i64 -1\n"
+      "  %s = hal.fence.await %both, %forever\n"
+      "  return %s\n"
+      "}\n";
+  hali_vm_module_t *m = hali_test_module(text);
+  hali_hal_device_t *dev = NULL;
+  ck_assert_ok(hali_hal_device_create(NULL, &dev));
+  hali_vm_scheduler_t *s = NULL;
+  ck_assert_ok(hali_vm_scheduler_create(dev, NULL, &s));
+  hali_vm_fiber_t *f = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(s, m, hali_vm_module_lookup(m, "main"),
+                                       NULL, 0, &f));
+  ck_assert_ok(hali_vm_scheduler_run(s, f));
+  ck_assert_ptr_null(hali_vm_fiber_status(f));
+  ck_assert_uint_ge(hali_vm_scheduler_preemptions(s), 1);
+  hali_vm_fiber_release(f);
+  hali_vm_scheduler_free(s);
+  hali_hal_device_release(dev);
   hali_vm_module_free(m);
 }
 END_TEST
@@ -408,6 +468,7 @@ void check_calls_add_tcases(Suite *s) {
   tcase_add_test(tc, spawn_needs_a_scheduler);
   tcase_add_test(tc, warm_invocations_reuse_fibers);
   tcase_add_test(tc, blocking_functions_block);
+  tcase_add_test(tc, busy_fibers_are_preempted);
   suite_add_tcase(s, tc);
   tc = tcase_create("trace_op");
   tcase_add_test(tc, buffer_view_trace_dumps_values);

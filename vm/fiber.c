@@ -72,7 +72,17 @@ struct hali_vm_scheduler_s {
   hali_vm_fiber_t *pool;
   size_t pool_count;
   uint64_t created, reused;
+  /* Fairness: while a fiber runs longer than its slice and others are
+   * ready, a watchdog thread interrupts it (it yields at its next call or
+   * branch).  Started when a second fiber appears. */
+  hali_vm_fiber_t *running;
+  int64_t running_since;
+  bool watchdog_started, watchdog_stop;
+  pthread_t watchdog;
+  uint64_t preemptions;
 };
+
+#define FIBER_SLICE_NS 10000000 /* 10 ms */
 
 #define FIBER_POOL_MAX 64
 
@@ -190,6 +200,32 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     return true;
   }
   return registered == 0;
+}
+
+static void *watchdog_main(void *arg) {
+  hali_vm_scheduler_t *s = arg;
+  pthread_mutex_lock(&s->mutex);
+  while (!s->watchdog_stop) {
+    int64_t now = now_ns();
+    if (s->running && s->ready_head &&
+        now - s->running_since >= FIBER_SLICE_NS &&
+        !atomic_load(&s->running->stack->interrupt)) {
+      atomic_store(&s->running->stack->interrupt_code,
+                   HALI_VM_INTERRUPT_YIELD);
+      atomic_store(&s->running->stack->interrupt, true);
+      s->preemptions++;
+    }
+    int64_t wake = now + FIBER_SLICE_NS / 2;
+    struct timespec ts = {(time_t)(wake / 1000000000),
+                          (long)(wake % 1000000000)};
+    pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+  }
+  pthread_mutex_unlock(&s->mutex);
+  return NULL;
+}
+
+uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s) {
+  return s->preemptions;
 }
 
 hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
@@ -333,6 +369,9 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
   s->all = f;
   s->live++;
   push_ready(s, f);
+  if (s->live >= 2 && !s->watchdog_started &&
+      pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
+    s->watchdog_started = true;
   pthread_mutex_unlock(&s->mutex);
   if (s->options.trace)
     hali_trace_printf(s->options.trace, "[fiber] %u start @%s", f->id,
@@ -392,7 +431,19 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     return;
   }
   int64_t t0 = s->options.trace ? hali_trace_now(s->options.trace) : 0;
+  pthread_mutex_lock(&s->mutex);
+  s->running = f;
+  s->running_since = now_ns();
+  pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
+  pthread_mutex_lock(&s->mutex);
+  s->running = NULL;
+  /* A yield request that came too late to be seen is dropped. */
+  if (atomic_load(&st->interrupt_code) == HALI_VM_INTERRUPT_YIELD) {
+    atomic_store(&st->interrupt_code, HALI_STATUS_OK);
+    atomic_store(&st->interrupt, false);
+  }
+  pthread_mutex_unlock(&s->mutex);
   if (s->options.trace) {
     char name[96];
     snprintf(name, sizeof(name), "fiber %u @%s", f->id, f->fn->ir->name);
@@ -401,6 +452,14 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   }
   if (status || !st->suspended) {
     finish(s, f, status);
+    return;
+  }
+  if (st->yielded) { /* time slice over: to the back of the queue */
+    st->yielded = false;
+    st->suspended = false;
+    pthread_mutex_lock(&s->mutex);
+    push_ready(s, f);
+    pthread_mutex_unlock(&s->mutex);
     return;
   }
   /* Suspended on st->awaiting: register the wake-ups, then decide, under
@@ -584,6 +643,13 @@ size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f) {
 
 void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (!s) return;
+  if (s->watchdog_started) {
+    pthread_mutex_lock(&s->mutex);
+    s->watchdog_stop = true;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->mutex);
+    pthread_join(s->watchdog, NULL);
+  }
   pthread_mutex_lock(&s->mutex);
   for (hali_vm_fiber_t *f = s->all; f; f = f->next)
     if (f->state == FIBER_SUSPENDED) {

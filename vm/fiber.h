@@ -60,6 +60,10 @@ HALI_MUST_USE hali_status_t hali_vm_scheduler_start(
 HALI_MUST_USE hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
                                                   hali_vm_fiber_t *until);
 
+/* How often a fiber was preempted (ran past its 10 ms slice while others
+ * were ready): fibers that never await still take turns. */
+uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s);
+
 /* Fibers alive (not finished), and of those suspended. */
 size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s);
 size_t hali_vm_scheduler_suspended(const hali_vm_scheduler_t *s);

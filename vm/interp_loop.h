@@ -495,6 +495,17 @@ interrupted:
      * stores (code first, then the flag). */
     hali_status_code_t code =
         atomic_load_explicit(&st->interrupt_code, memory_order_acquire);
+    if (code == HALI_VM_INTERRUPT_YIELD) {
+      /* Preempted at a call or branch that has not happened yet: resuming
+       * runs it. */
+      atomic_store_explicit(&st->interrupt_code, HALI_STATUS_OK,
+                            memory_order_relaxed);
+      atomic_store_explicit(&st->interrupt, false, memory_order_relaxed);
+      frame->pc = pc;
+      st->suspended = true;
+      st->yielded = true;
+      return HALI_OK;
+    }
     status = hali_status_make(code ? code : HALI_STATUS_CANCELLED,
                               "invocation %s",
                               code == HALI_STATUS_DEADLINE_EXCEEDED

@@ -143,6 +143,10 @@ typedef struct hali_vm_frame_s {
  * suspend instead (never freed, never dereferenced). */
 #define HALI_VM_SUSPEND ((hali_status_t)(uintptr_t)1)
 
+/* An interrupt code that is not a failure: the scheduler asks the running
+ * fiber to yield (time slice over, others are ready). */
+#define HALI_VM_INTERRUPT_YIELD ((hali_status_code_t)1000)
+
 struct hali_trace_s;
 struct hali_hal_fence_t;
 
@@ -169,6 +173,7 @@ typedef struct hali_vm_stack_s {
    * returns, and resuming re-executes the await. */
   bool can_suspend;
   bool suspended;
+  bool yielded; /* suspended by a time-slice interrupt, not an await */
   struct hali_hal_fence_t *awaiting; /* retained while suspended */
   int64_t await_deadline_ns;         /* CLOCK_MONOTONIC; INT64_MAX = none */
   bool await_timed_out;              /* set by the scheduler on expiry */
