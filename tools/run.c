@@ -414,6 +414,15 @@ int hali_tool_run(int argc, char **argv) {
         goto done;
       }
       o.device.worker_count = (uint32_t)n;
+    } else if (!HALI_TRACING && (strncmp(a, "--trace=", 8) == 0 ||
+                                 strncmp(a, "--trace-", 8) == 0)) {
+      /* Compiled out (configure --disable-tracing): say so, rather than
+       * run silently without the trace that was asked for. */
+      fprintf(stderr,
+              "hali run: '%s': tracing is not available: this hali was "
+              "configured with --disable-tracing\n",
+              a);
+      goto done;
     } else if ((v = VALUE("--trace"))) {
       if (strcmp(v, "vm") == 0) o.trace.flags |= HALI_TRACE_VM;
       else if (strcmp(v, "hal") == 0) o.trace.flags |= HALI_TRACE_HAL;

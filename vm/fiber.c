@@ -373,7 +373,7 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
     s->watchdog_started = true;
   pthread_mutex_unlock(&s->mutex);
-  if (s->options.trace)
+  if (HALI_TRACE_ON(s->options.trace))
     hali_trace_printf(s->options.trace, "[fiber] %u start @%s", f->id,
                       fn->ir->name);
   *out = f;
@@ -385,7 +385,7 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
 static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                    hali_status_t status) {
   if (status) hali_vm_stack_reset(f->stack);
-  if (s->options.trace)
+  if (HALI_TRACE_ON(s->options.trace))
     hali_trace_printf(s->options.trace, "[fiber] %u %s%s%s", f->id,
                       status ? "failed: " : "done",
                       status ? hali_status_code_name(hali_status_code(status))
@@ -430,7 +430,8 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
                                   f->fn->ir->name));
     return;
   }
-  int64_t t0 = s->options.trace ? hali_trace_now(s->options.trace) : 0;
+  int64_t t0 =
+      HALI_TRACE_ON(s->options.trace) ? hali_trace_now(s->options.trace) : 0;
   pthread_mutex_lock(&s->mutex);
   s->running = f;
   s->running_since = now_ns();
@@ -444,7 +445,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     atomic_store(&st->interrupt, false);
   }
   pthread_mutex_unlock(&s->mutex);
-  if (s->options.trace) {
+  if (HALI_TRACE_ON(s->options.trace)) {
     char name[96];
     snprintf(name, sizeof(name), "fiber %u @%s", f->id, f->fn->ir->name);
     hali_trace_slice(s->options.trace, name, "fiber", 0, t0,

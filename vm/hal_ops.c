@@ -255,7 +255,7 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
         hali_hal_buffer_view_element_type(REF(hali_hal_buffer_view_t, 1));
     break;
   case HALI_OP_HAL_BUFFER_VIEW_TRACE:
-    if (st->trace) {
+    if (HALI_TRACE_ON(st->trace)) {
       const hali_vm_string_t *label = d.x[0]->ptr;
       hali_strbuf_t sb = {0};
       hali_trace_format_ref(st->trace, refs[d.reg[0]], &sb);
@@ -583,7 +583,7 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
         }
       }
     }
-    if (st->trace) {
+    if (HALI_TRACE_ON(st->trace)) {
       clock_gettime(CLOCK_MONOTONIC, &ts);
       int64_t end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
       int64_t waited = end - st->await_started_ns;

@@ -96,6 +96,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st,
 #undef HALI_INTERP_NAME
 #undef HALI_INTERP_INSTRUMENTED
 
+/* With --disable-tracing hali_trace_flags is the constant 0 (vm/trace.h):
+ * the test below is fuel alone and the instrumented copy serves only fuel. */
 hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results) {
   if (st->fuel_enabled || (hali_trace_flags(st->trace) & HALI_TRACE_VM))
     return hali_vm_interpret_instrumented(st, results);

@@ -29,6 +29,12 @@ static int64_t mono_ns(void) {
 hali_status_t hali_trace_create(const hali_trace_options_t *o,
                                 hali_trace_t **out) {
   *out = NULL;
+#if !HALI_TRACING
+  (void)o;
+  return hali_status_make(HALI_STATUS_UNIMPLEMENTED,
+                          "tracing was compiled out of this build "
+                          "(configured with --disable-tracing)");
+#endif
   hali_trace_t *t = calloc(1, sizeof(*t));
   if (!t) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   t->o = *o;
@@ -42,6 +48,9 @@ hali_status_t hali_trace_create(const hali_trace_options_t *o,
     }
   }
   t->o.filter = t->filter;
+  /* Chrome traces carry no instruction events: without the VM bit the
+   * interpreter keeps its plain loop (vm/interp.c). */
+  if (t->o.format == HALI_TRACE_CHROME) t->o.flags &= ~(unsigned)HALI_TRACE_VM;
   pthread_mutex_init(&t->mutex, NULL);
   t->t0 = mono_ns();
   if (t->o.format == HALI_TRACE_CHROME && !t->o.callback)
@@ -61,7 +70,9 @@ void hali_trace_free(hali_trace_t *t) {
   free(t);
 }
 
+#if HALI_TRACING
 unsigned hali_trace_flags(const hali_trace_t *t) { return t ? t->o.flags : 0; }
+#endif
 
 int64_t hali_trace_now(const hali_trace_t *t) { return mono_ns() - t->t0; }
 
@@ -211,6 +222,7 @@ void hali_trace_format_ref(const hali_trace_t *t, const hali_ref_t *ref,
   hali_strbuf_append(sb, "]", 1);
 }
 
+#if HALI_TRACING
 /* "%name=value" for IR register |r| of the top frame. */
 static void format_reg(const hali_trace_t *t, const hali_vm_stack_t *st,
                        const hali_vm_frame_t *fr, uint32_t r,
@@ -257,6 +269,8 @@ static bool traced(const hali_trace_t *t, const hali_vm_func_t *fn) {
          (!t->filter || fnmatch(t->filter, fn->ir->name, 0) == 0);
 }
 
+#endif /* HALI_TRACING */
+
 hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   if (st->fuel_enabled) {
     if (st->fuel == 0)
@@ -267,6 +281,10 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
     st->fuel--;
     st->fuel_used++;
   }
+#if !HALI_TRACING
+  /* Compiled out: the instrumented loop runs only for fuel. */
+  return HALI_OK;
+#else
   hali_trace_t *t = st->trace;
   if (!t) return HALI_OK;
   hali_vm_frame_t *fr = &st->frames[st->depth - 1];
@@ -316,4 +334,5 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   }
   fr->trace_pending = pc;
   return HALI_OK;
+#endif /* HALI_TRACING */
 }

@@ -7,12 +7,20 @@
  * a FILE or a callback, as text lines or Chrome trace-event JSON
  * (viewable in Perfetto).  A trace may be shared by threads (workers, the
  * queue thread): writes are serialized.
+ *
+ * Compiled out: `configure --disable-tracing` sets HALI_TRACING to 0.
+ * hali_trace_create then fails (UNIMPLEMENTED), hali_trace_flags is the
+ * constant 0 and HALI_TRACE_ON() is false, so every hook that tests them
+ * (the interpreter's choice of the instrumented loop, HAL_TRACE lines, await
+ * timing, fiber slices) folds away at compile time.  The instrumented copy
+ * of the loop stays, for fuel only: fuel is a limit, not tracing.
  */
 #ifndef HALI_VM_TRACE_H
 #define HALI_VM_TRACE_H
 
 #include <stdio.h>
 
+#include "config.h" /* HALI_TRACING */
 #include "hal/common.h"
 #include "vm/vm.h"
 
@@ -42,11 +50,29 @@ typedef struct hali_trace_options_s {
 
 typedef struct hali_trace_s hali_trace_t;
 
+/* Creates a trace writing to |o|'s FILE or callback.  Fails with
+ * UNIMPLEMENTED when tracing was compiled out (HALI_TRACING 0).  A Chrome
+ * trace has no per-instruction events: HALI_TRACE_VM is dropped from its
+ * flags, so it never selects the instrumented interpreter loop. */
 HALI_MUST_USE hali_status_t hali_trace_create(const hali_trace_options_t *o,
                                               hali_trace_t **out);
-/* Finishes the output (closes the JSON array) and frees |t|. */
+/* Finishes the output (closes the JSON array) and frees |t| (may be NULL). */
 void hali_trace_free(hali_trace_t *t);
+
+#if HALI_TRACING
+/* HALI_TRACE_* bits of |t| (0 for NULL). */
 unsigned hali_trace_flags(const hali_trace_t *t);
+/* Whether |t| is a live trace: the test every hook makes first. */
+#define HALI_TRACE_ON(t) ((t) != NULL)
+#else
+/* Compiled out: no trace can exist, and these constants let the compiler
+ * drop every hook guarded by them. */
+static inline unsigned hali_trace_flags(const hali_trace_t *t) {
+  (void)t;
+  return 0;
+}
+#define HALI_TRACE_ON(t) ((void)(t), 0)
+#endif
 
 /* A text line (text format) — HAL and scheduler events use it. */
 void hali_trace_printf(hali_trace_t *t, const char *fmt, ...) HALI_PRINTF(2, 3);
