@@ -11,6 +11,7 @@ typedef struct hali_hal_pool_job_t {
   uint32_t ordinal;
   const hali_kernel_dispatch_state_t *dispatch;
   const hali_hal_tracer_t *tracer; /* NULL = off */
+  uint32_t trace_tid;              /* 0: the worker's own track */
   uint32_t scratch_size;
   uint64_t total;  /* workgroups in the grid */
   uint64_t chunk;  /* workgroups claimed at a time */
@@ -83,7 +84,8 @@ static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
         job->executable, job->ordinal, job->dispatch, begin, end, worker->id,
         job->scratch_size ? worker->scratch : NULL, job->scratch_size);
     if (t)
-      hali_hal_trace_dispatch(t, job->executable, job->ordinal, 2 + worker->id,
+      hali_hal_trace_dispatch(t, job->executable, job->ordinal,
+                              job->trace_tid ? job->trace_tid : 2 + worker->id,
                               begin, end, t0);
     if (status) {
       hali_hal_pool_job_fail(worker->pool, job, status);
@@ -188,6 +190,7 @@ hali_status_t hali_hal_worker_pool_dispatch(
    * saving the wake-up round trip. */
   if (job.total == 1) {
     job.chunk = 1;
+    job.trace_tid = 1; /* the queue thread's track */
     hali_hal_worker_t *w = &pool->workers[0];
     hali_hal_worker_run_job(w, &job);
     return job.failure;

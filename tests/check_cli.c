@@ -5,8 +5,8 @@
  * made by mkdtemp for each test case and removed after it (an unchecked
  * fixture, so that the directory goes away even when a test fails).
  *
- * Tests in the "known_bugs" case assert the expected behaviour and fail
- * today; each names the bug it pins down. */
+ * Tests in the "known_bugs" case are regression tests: each was written
+ * against a bug (named in its comment) and passes since the fix. */
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdio.h>

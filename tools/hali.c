@@ -42,7 +42,13 @@ static const char usage[] =
     "passes (run, dis):\n"
     "  --passes=a,b                     run only these load-time passes\n"
     "  --no-passes                      run none (tensor-level modules then\n"
-    "                                   fail verification)\n";
+    "                                   fail verification)\n"
+    "tracing (run; doc/tracing.md):\n"
+    "  --trace=vm|hal|all               every instruction / HAL operation\n"
+    "  --trace-format=text|chrome       chrome: trace-event JSON (Perfetto)\n"
+    "  --trace-filter=GLOB              instruction lines of matching functions\n"
+    "  --trace-out=FILE                 instead of stderr\n"
+    "  --trace-values=N                 tensor elements shown (default 8)\n";
 
 int hali_tool_report(hali_status_t s) {
   char *text = hali_status_to_string(s);

@@ -364,6 +364,9 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
   f->stack->fuel = s->options.fuel;
   pthread_mutex_lock(&s->mutex);
   f->id = ++s->next_id;
+  /* Awaits overlap the fiber slices on the scheduler's track: each fiber
+   * gets a track of its own for them. */
+  f->stack->trace_tid = 1000 + f->id;
   f->next = s->all;
   if (s->all) s->all->prev = f;
   s->all = f;

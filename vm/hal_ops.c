@@ -594,7 +594,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
       char name[48];
       snprintf(name, sizeof(name), "await fence#%u", ID(1));
       int64_t t1 = hali_trace_now(st->trace);
-      hali_trace_slice(st->trace, name, "fence", 0, t1 - waited, waited, NULL);
+      hali_trace_slice(st->trace, name, "fence", st->trace_tid, t1 - waited,
+                       waited, NULL);
     }
     st->await_started_ns = 0;
     /* A timeout that raced the signal must not leak into the next await. */

@@ -190,6 +190,7 @@ typedef struct hali_vm_stack_s {
   uint64_t fuel_used;
   /* Tracing (vm/trace.c); NULL = off, at no cost. */
   struct hali_trace_s *trace;
+  uint32_t trace_tid; /* track for this stack's await slices */
 } hali_vm_stack_t;
 
 HALI_MUST_USE hali_status_t hali_vm_stack_create(uint32_t max_depth,
