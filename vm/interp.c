@@ -82,8 +82,11 @@ static inline int64_t abs64(int64_t v) {
 /* The two copies of the loop (see vm/interp_loop.h). */
 #define HALI_INTERP_NAME hali_vm_interpret_plain
 #define HALI_INTERP_INSTRUMENTED 0
+/* Cache-line aligned, so that builds differing elsewhere (tracing compiled
+ * in or out) time the same loop the same way. */
 static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st,
-                                      hali_value_t *results);
+                                      hali_value_t *results)
+    __attribute__((aligned(64)));
 #include "vm/interp_loop.h"
 #undef HALI_INTERP_NAME
 #undef HALI_INTERP_INSTRUMENTED
