@@ -281,8 +281,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
         status = hali_vm_stack_push_frame(st);
         if (status) goto fail;
         st->depth--;
+        frame = &st->frames[st->depth - 1]; /* frames may have moved */
       }
-      frame = &st->frames[st->depth - 1]; /* frames may have moved */
       frame->pc = pc;
       hali_slot_t *nregs = st->scalars + sbase;
       hali_ref_t **nrefs = st->refs + rbase;
@@ -300,7 +300,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
           }
         }
       }
-      frame = &st->frames[st->depth++];
+      ++frame; /* frames[depth]: the callee's */
+      st->depth++;
       frame->fn = callee;
       frame->scalar_base = sbase;
       frame->ref_base = rbase;
