@@ -356,7 +356,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
         st->depth = 0;
         return HALI_OK;
       }
-      hali_vm_frame_t *caller = &st->frames[st->depth - 2];
+      hali_vm_frame_t *caller = frame - 1;
       const hali_cell_t *call = caller->pc;
       const uint16_t *out = call[2].r + call->i.b;
       hali_slot_t *cregs = st->scalars + caller->scalar_base;
