@@ -98,6 +98,11 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
     }
   if (nret == 0)
     return hali_pass_error(PASS, m, f0, NULL, 0, "function never returns");
+  if (f0->result_count > 64)
+    return hali_pass_error(PASS, m, f0, NULL, 0,
+                           "%u results: a tensor-level function returns at "
+                           "most 64",
+                           f0->result_count);
   for (uint32_t k = 0; k < f0->result_count; ++k)
     if (f0->results[k] != HALI_TYPE_TENSOR &&
         f0->results[k] != HALI_TYPE_I32 && f0->results[k] != HALI_TYPE_I64 &&
