@@ -512,6 +512,30 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   }
 }
 
+/* Is tensor |a| read by a tensor op at or after the one that writes |v|
+ * (other than the overwrite of |v| into |a|)?  Then |v| cannot be produced
+ * in |a|'s storage: the reader (or the producer itself, e.g. a matmul
+ * reading |a|) would see it half-written. */
+static bool read_after_def(const hali_ir_func_t *f, uint32_t v, uint32_t a) {
+  bool after = false;
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      if (!(hali_op_info(insn->op)->flags & HALI_OPF_TENSOR)) continue;
+      for (uint32_t k = 0; k < insn->operand_count && !after; ++k)
+        after = insn->operands[k].kind == HALI_IR_REG &&
+                insn->operands[k].v == v && hali_ir_operand_is_write(insn, k);
+      if (!after || (insn->op == HALI_OP_TENSOR_OVERWRITE &&
+                     insn->operands[0].v == v))
+        continue;
+      for (uint32_t k = 0; k < insn->operand_count; ++k)
+        if (insn->operands[k].kind == HALI_IR_REG &&
+            insn->operands[k].v == a && !hali_ir_operand_is_write(insn, k))
+          return true;
+    }
+  return false;
+}
+
 /* Lifetimes, single assignment, one block. */
 static hali_status_t analyse(lw_t *w) {
   hali_ir_func_t *f = w->f;
@@ -577,7 +601,8 @@ static hali_status_t analyse(lw_t *w) {
         if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
       } else if (insn->op == HALI_OP_TENSOR_OVERWRITE) {
         uint32_t v = o[0].v;
-        if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v) {
+        if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v &&
+            !read_after_def(f, v, o[1].v)) {
           w->t[v].lifetime = LT_ALIAS;
           w->t[v].alias = o[1].v;
         }
