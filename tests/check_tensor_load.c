@@ -311,6 +311,21 @@ START_TEST(functions_are_checked) {
 }
 END_TEST
 
+/* An export argument no kernel can take (a ref: only a binary module can
+ * say so) is rejected by materialize-interfaces, naming export, index and
+ * type. */
+START_TEST(export_argument_type) {
+  hali_ir_module_t *m = every_op();
+  m->executables[0].exports[0].params[1].type = HALI_TYPE_BUFFER;
+  hali_ir_module_t *out = NULL;
+  hali_status_t s = hali_load_module(m, "every_op.hasm", NULL, &out);
+  ck_assert_ptr_null(out);
+  ck_assert_status(s, HALI_STATUS_INVALID_ARGUMENT,
+                   "materialize-interfaces: export @ex::@scale: argument 1 "
+                   "has type !hal.buffer, which cannot be passed to a kernel");
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tensor_load");
   TCase *tc = tcase_create("fuzz");
@@ -321,6 +336,7 @@ static Suite *suite(void) {
   tc = tcase_create("structure");
   tcase_add_test(tc, mutations_are_named);
   tcase_add_test(tc, functions_are_checked);
+  tcase_add_test(tc, export_argument_type);
   suite_add_tcase(s, tc);
   return s;
 }
