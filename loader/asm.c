@@ -937,10 +937,16 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
                 ndefs);
       return false;
     }
-    for (size_t i = 0; i < ndefs; ++i)
-      if (!(o = push_op(p, &nops)) ||
-          !parse_reg(b, defs[i], rtypes[i], true, o))
+    for (size_t i = 0; i < ndefs; ++i) {
+      if (!(o = push_op(p, &nops))) return false;
+      /* A tensor result takes the callee's declared shape. */
+      if (rtypes[i] == HALI_TYPE_TENSOR && op == HALI_OP_CALL &&
+          cf->result_xtypes) {
+        if (!def_tensor(b, defs[i], &cf->result_xtypes[i], o)) return false;
+      } else if (!parse_reg(b, defs[i], rtypes[i], true, o)) {
         return false;
+      }
+    }
     aux = (uint16_t)nargs;
   } else if (info->flags & HALI_OPF_TENSOR) {
     if (!parse_tensor_op(b, op, opt, defs, ndefs, &nops)) return false;

@@ -56,15 +56,16 @@ hali_status_t hali_read_module(const uint8_t *data, size_t size,
   return HALI_OK;
 }
 
-hali_status_t hali_load_bytes_ex(const uint8_t *data, size_t size,
-                                 const char *name, const hali_load_options_t *o,
-                                 hali_ir_module_t **out) {
+hali_status_t hali_load_module(hali_ir_module_t *m, const char *name,
+                               const hali_load_options_t *o,
+                               hali_ir_module_t **out) {
   *out = NULL;
-  hali_ir_module_t *m = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_read_module(data, size, name, &m));
   /* The passes lower the tensor level between reading and verifying;
-   * nothing runs from a module a pass rejected. */
-  hali_status_t s = hali_passes_run(m, o ? o->passes : NULL);
+   * nothing runs from a module a pass rejected.  They run on unverified
+   * input, so its structure is proved first (vm/verify.c), whatever the
+   * options: the printer relies on it too. */
+  hali_status_t s = hali_ir_verify_structure(m);
+  if (!s) s = hali_passes_run(m, o ? o->passes : NULL);
   if (!s && !(o && o->no_verify)) s = hali_ir_verify(m);
   if (s) {
     hali_ir_module_free(m);
@@ -72,6 +73,15 @@ hali_status_t hali_load_bytes_ex(const uint8_t *data, size_t size,
   }
   *out = m;
   return HALI_OK;
+}
+
+hali_status_t hali_load_bytes_ex(const uint8_t *data, size_t size,
+                                 const char *name, const hali_load_options_t *o,
+                                 hali_ir_module_t **out) {
+  *out = NULL;
+  hali_ir_module_t *m = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_read_module(data, size, name, &m));
+  return hali_load_module(m, name, o, out);
 }
 
 hali_status_t hali_load_bytes(const uint8_t *data, size_t size,

@@ -66,6 +66,14 @@ HALI_MUST_USE hali_status_t hali_load_bytes_ex(const uint8_t *data, size_t size,
 HALI_MUST_USE hali_status_t hali_load_file_ex(const char *path,
                                               const hali_load_options_t *o,
                                               hali_ir_module_t **out_module);
+/* The rest of a load, for a module already read (|m| is taken, and
+ * freed on error): the structural check (hali_ir_verify_structure), the
+ * passes, then the verifier (unless |o| says no_verify).  |name| names the
+ * module in errors. */
+HALI_MUST_USE hali_status_t hali_load_module(hali_ir_module_t *m,
+                                             const char *name,
+                                             const hali_load_options_t *o,
+                                             hali_ir_module_t **out_module);
 /* Reads only (no passes, no verifier): the module as written. */
 HALI_MUST_USE hali_status_t hali_read_module(const uint8_t *data, size_t size,
                                              const char *name,

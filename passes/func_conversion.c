@@ -69,10 +69,11 @@ static char *fmt_xtype(const hali_ir_xtype_t *x) {
   return hali_strbuf_take(&sb);
 }
 
-/* Builds f$async (appended to |m|) from m->funcs[fi]. */
-static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
+/* What convert() needs of m->funcs[fi].  Run on every function before
+ * any is converted: a converted callee is no longer at the tensor level,
+ * and a call to it must still be rejected. */
+static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
   const hali_ir_func_t *f0 = &m->funcs[fi];
-  /* Checks first, so that nothing is built for a rejected function. */
   uint32_t nret = 0;
   for (uint32_t b = 0; b < f0->block_count; ++b)
     for (uint32_t i = 0; i < f0->blocks[b].insn_count; ++i) {
@@ -98,6 +99,11 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
     }
   if (nret == 0)
     return hali_pass_error(PASS, m, f0, NULL, 0, "function never returns");
+  if (f0->result_count > 64)
+    return hali_pass_error(PASS, m, f0, NULL, 0,
+                           "%u results: a tensor-level function returns at "
+                           "most 64",
+                           f0->result_count);
   for (uint32_t k = 0; k < f0->result_count; ++k)
     if (f0->results[k] != HALI_TYPE_TENSOR &&
         f0->results[k] != HALI_TYPE_I32 && f0->results[k] != HALI_TYPE_I64 &&
@@ -106,9 +112,13 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
                              "result %u is %s: tensor-level functions return "
                              "tensors and scalars",
                              k, hali_type_name(f0->results[k]));
+  return HALI_OK;
+}
 
+/* Builds f$async (appended to |m|) from m->funcs[fi] (check()ed). */
+static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
   char name[512];
-  snprintf(name, sizeof(name), "%s$async", f0->name);
+  snprintf(name, sizeof(name), "%s$async", m->funcs[fi].name);
   hali_ir_func_t *g = hali_ir_module_add_func(m, name, strlen(name));
   if (!g) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   const hali_ir_func_t *f = &m->funcs[fi]; /* add_func moved it */
@@ -415,6 +425,8 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
 
 hali_status_t hali_pass_func_conversion(hali_ir_module_t *m) {
   uint32_t n = m->func_count;
+  for (uint32_t fi = 0; fi < n; ++fi)
+    if (!skipped(m, &m->funcs[fi])) HALI_RETURN_IF_ERROR_PLAIN(check(m, fi));
   for (uint32_t fi = 0; fi < n; ++fi) {
     if (skipped(m, &m->funcs[fi])) continue;
     HALI_RETURN_IF_ERROR_PLAIN(convert(m, fi));

@@ -340,11 +340,38 @@ static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   end_cmd(w);
 }
 
+/* The tensors |insn| reads (the lowering uses their storage, size and
+ * dims registers, which exist once the tensor is written). */
+static hali_status_t check_reads(lw_t *w, const hali_ir_insn_t *insn,
+                                 uint32_t index) {
+  const hali_ir_operand_t *o = insn->operands;
+  uint32_t first = 0, end = 0;
+  switch (insn->op) {
+  case HALI_OP_TENSOR_DISPATCH:
+    first = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+    end = first + (uint32_t)o[HALI_TD_NOPERANDS].imm;
+    break;
+  case HALI_OP_TENSOR_CLONE:
+  case HALI_OP_TENSOR_EXPORT: first = 1; end = 2; break;
+  case HALI_OP_TENSOR_OVERWRITE: first = 0; end = 2; break;
+  default: break;
+  }
+  for (uint32_t k = first; k < end; ++k) {
+    uint32_t r = o[k].v;
+    if (w->f->reg_types[r] == HALI_TYPE_TENSOR && !w->t[r].defined)
+      return hali_pass_error(PASS, w->m, w->f, insn, index,
+                             "tensor %%%s is read before it is written",
+                             rname(w, r));
+  }
+  return HALI_OK;
+}
+
 static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                                 uint32_t index) {
   const hali_ir_operand_t *o = insn->operands;
   hali_ir_func_t *f = w->f;
   w->line = insn->line;
+  HALI_RETURN_IF_ERROR_PLAIN(check_reads(w, insn, index));
   switch (insn->op) {
   case HALI_OP_TENSOR_WAIT:
     close_region(w, UINT32_MAX);
@@ -441,7 +468,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     begin_cmd(w, CAT_TRANSFER);
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
                    hali_pr(w->cmd), hali_pr(root(w, r)), hali_pr(zero),
-                   hali_pr(w->t[r].size), hali_pr(plen), hali_pr(pat));
+                   hali_pr(w->t[r].size), hali_pr(pat), hali_pr(plen));
     end_cmd(w);
     return HALI_OK;
   }
@@ -483,6 +510,30 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   default:
     return hali_pass_error(PASS, w->m, f, insn, index, "unexpected op");
   }
+}
+
+/* Is tensor |a| read by a tensor op at or after the one that writes |v|
+ * (other than the overwrite of |v| into |a|)?  Then |v| cannot be produced
+ * in |a|'s storage: the reader (or the producer itself, e.g. a matmul
+ * reading |a|) would see it half-written. */
+static bool read_after_def(const hali_ir_func_t *f, uint32_t v, uint32_t a) {
+  bool after = false;
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      if (!(hali_op_info(insn->op)->flags & HALI_OPF_TENSOR)) continue;
+      for (uint32_t k = 0; k < insn->operand_count && !after; ++k)
+        after = insn->operands[k].kind == HALI_IR_REG &&
+                insn->operands[k].v == v && hali_ir_operand_is_write(insn, k);
+      if (!after || (insn->op == HALI_OP_TENSOR_OVERWRITE &&
+                     insn->operands[0].v == v))
+        continue;
+      for (uint32_t k = 0; k < insn->operand_count; ++k)
+        if (insn->operands[k].kind == HALI_IR_REG &&
+            insn->operands[k].v == a && !hali_ir_operand_is_write(insn, k))
+          return true;
+    }
+  return false;
 }
 
 /* Lifetimes, single assignment, one block. */
@@ -550,7 +601,8 @@ static hali_status_t analyse(lw_t *w) {
         if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
       } else if (insn->op == HALI_OP_TENSOR_OVERWRITE) {
         uint32_t v = o[0].v;
-        if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v) {
+        if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v &&
+            !read_after_def(f, v, o[1].v)) {
           w->t[v].lifetime = LT_ALIAS;
           w->t[v].alias = o[1].v;
         }

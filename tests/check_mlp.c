@@ -14,7 +14,10 @@
 
 enum { IN = 64, HIDDEN = 128, OUT = 10 };
 
-static const char *const variants[] = {"mlp.hasm", "mlp_native.hasm"};
+/* mlp_tensor.hasm is the same network written at the tensor level (the
+ * loader's passes lower it). */
+static const char *const variants[] = {"mlp.hasm", "mlp_native.hasm",
+                                       "mlp_tensor.hasm"};
 
 /* The module's rodata entry |name|, which must hold |count| f32. */
 static const float *rodata(const hali_ir_module_t *ir, const char *name,
@@ -138,6 +141,19 @@ START_TEST(test_variants_agree) {
 }
 END_TEST
 
+/* The tensor-level module lowers to the same two dispatches of the same
+ * bytecode kernel on the same rodata: the same logits, bit for bit. */
+START_TEST(test_tensor_level_matches) {
+  float a[OUT], b[OUT];
+  run_main(variants[0], HALI_HAL_DEVICE_LOCAL_SYNC, 0, a, NULL);
+  run_main(variants[2], HALI_HAL_DEVICE_LOCAL_TASK, 2, b, NULL);
+  for (int i = 0; i < OUT; ++i)
+    ck_assert_msg(memcmp(&a[i], &b[i], sizeof(float)) == 0,
+                  "logit %d: mlp.hasm %.9g, mlp_tensor.hasm %.9g", i,
+                  (double)a[i], (double)b[i]);
+}
+END_TEST
+
 /* `hali run examples/mlp.hasm` (what ./quickstart runs) prints a 10xf32
  * view. */
 START_TEST(test_cli_runs_main) {
@@ -164,9 +180,10 @@ END_TEST
 static Suite *mlp_suite(void) {
   Suite *s = suite_create("mlp");
   TCase *tc = tcase_create("mlp");
-  tcase_add_loop_test(tc, test_logits_match_reference, 0, 2);
+  tcase_add_loop_test(tc, test_logits_match_reference, 0, 3);
   tcase_add_test(tc, test_variants_agree);
-  tcase_add_loop_test(tc, test_cli_runs_main, 0, 2);
+  tcase_add_test(tc, test_tensor_level_matches);
+  tcase_add_loop_test(tc, test_cli_runs_main, 0, 3);
   tcase_set_timeout(tc, 30);
   suite_add_tcase(s, tc);
   return s;

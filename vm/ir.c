@@ -242,11 +242,19 @@ uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
   hali_type_t *types = realloc(f->reg_types, (f->reg_count + 1));
   if (!types) return UINT32_MAX;
   f->reg_types = types;
-  char **names = realloc(f->reg_names, (f->reg_count + 1) * sizeof(char *));
-  if (!names) return UINT32_MAX;
-  f->reg_names = names;
-  f->reg_names[f->reg_count] = name ? hali_strndup(name, len) : NULL;
-  if (name && !f->reg_names[f->reg_count]) return UINT32_MAX;
+  /* A stripped function (registers but no names) stays stripped unless
+   * this register has a name; then the earlier ones get NULL names (not
+   * the uninitialised entries a realloc of NULL would leave). */
+  if (f->reg_names || !f->reg_count || name) {
+    char **names =
+        f->reg_names
+            ? realloc(f->reg_names, (f->reg_count + 1) * sizeof(char *))
+            : calloc(f->reg_count + 1, sizeof(char *));
+    if (!names) return UINT32_MAX;
+    f->reg_names = names;
+    f->reg_names[f->reg_count] = name ? hali_strndup(name, len) : NULL;
+    if (name && !f->reg_names[f->reg_count]) return UINT32_MAX;
+  }
   f->reg_types[f->reg_count] = type;
   if (f->reg_xtypes) {
     hali_ir_xtype_t *x =

@@ -1,0 +1,378 @@
+/* Tensor-level modules on the full load path (loader/load.c): a corrupted
+ * .hbc holding tensor-level code must end, every time, in a clean error
+ * or a module that loads — read, structural check (vm/verify.c
+ * hali_ir_verify_structure), the load-time passes, the verifier, encoding
+ * — never in a crash or a leak (run under valgrind: CK_FORK=no valgrind
+ * --leak-check=full --error-exitcode=1 tests/check_tensor_load).
+ *
+ * Inputs: examples/mlp_tensor.hasm (its weights left alone),
+ * tests/passes/sh_mlp_tiny.hasm and tests/passes/sh_every_op.hasm (every
+ * tensor op), written as .hbc *before* the passes (the TENSOR section and
+ * the tensor ops' (kind, value) operand lists), then cut at every length
+ * and flipped at every byte, with the checksum ignored so the corruption
+ * reaches the section readers; plus direct IR mutations of each tensor op
+ * operand that the structural check must name. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/hbc.h"
+#include "passes/pipeline.h"
+#include "tests/testutil.h"
+
+typedef struct {
+  uint8_t *d;
+  size_t n;
+} bytes_t;
+
+typedef struct {
+  unsigned read_err, structure_err, pass_err, verify_err, ok;
+} outcome_t;
+
+static char *status_text(hali_status_t s) {
+  char *t = hali_status_to_string(s);
+  hali_status_free(s);
+  return t;
+}
+
+/* The module as written (no passes), as .hbc bytes. */
+static bytes_t unlowered_hbc(const char *rel) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", HALI_SRCDIR, rel);
+  uint8_t *text = NULL;
+  size_t len = 0;
+  ck_assert_ok(hali_read_file(path, &text, &len));
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_read_module(text, len, rel, &m));
+  free(text);
+  ck_assert(hali_ir_module_is_tensor_level(m));
+  bytes_t b = {0};
+  ck_assert_ok(hali_hbc_write(m, NULL, &b.d, &b.n));
+  hali_ir_module_free(m);
+  return b;
+}
+
+/* Printing 38 KB of weights as shortest round-trip floats thousands of
+ * times would dominate the run: the flagship is fuzzed without printing
+ * (the small modules cover the printer). */
+static bool print_text = true;
+
+/* Read (checksum ignored), then the rest of the load; a loaded module is
+ * printed and encoded. Any failure must be a clean, named error. */
+static void try_load(const uint8_t *d, size_t n, outcome_t *o) {
+  hali_hbc_read_options_t ro = {.ignore_checksum = true};
+  hali_ir_module_t *m = NULL;
+  hali_status_t s = hali_hbc_read(d, n, &ro, &m);
+  if (s) {
+    ck_assert_ptr_null(m);
+    ck_assert(hali_status_message(s)[0] != 0);
+    hali_status_free(s);
+    o->read_err++;
+    return;
+  }
+  /* What `hali dis --no-passes` does: the structural check, then print. */
+  s = hali_ir_verify_structure(m);
+  if (!s && print_text) {
+    char *text = hali_ir_print(m, true);
+    ck_assert_ptr_nonnull(text);
+    free(text);
+  } else {
+    hali_status_free(s);
+  }
+  hali_ir_module_t *loaded = NULL;
+  s = hali_load_module(m, "fuzz", NULL, &loaded);
+  if (s) {
+    ck_assert_ptr_null(loaded);
+    ck_assert_int_eq(hali_status_code(s), HALI_STATUS_INVALID_ARGUMENT);
+    const char *msg = hali_status_message(s);
+    if (strncmp(msg, "verify structure: ", 18) == 0) o->structure_err++;
+    else if (strncmp(msg, "verify: ", 8) == 0) o->verify_err++;
+    else o->pass_err++;
+    hali_status_free(s);
+    return;
+  }
+  if (print_text) {
+    char *text = hali_ir_print(loaded, true);
+    ck_assert_ptr_nonnull(text);
+    free(text);
+  }
+  hali_vm_module_t *vm = NULL;
+  s = hali_vm_module_create(loaded, &vm); /* takes |loaded| */
+  if (s) {
+    char *t = status_text(s);
+    ck_abort_msg("a verified module failed to encode: %s", t);
+  }
+  hali_vm_module_free(vm);
+  o->ok++;
+}
+
+static uint32_t rd32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+         ((uint32_t)p[3] << 24);
+}
+
+/* Is byte |at| deep inside the RODATA section (past its first 64 bytes)?
+ * Those are weights: the passes never look at them, and skipping them
+ * keeps the flagship's 38 KB of floats from dominating the run. */
+static bool in_weights(const bytes_t *b, size_t at) {
+  size_t p = HALI_HBC_HEADER_SIZE;
+  while (p + 8 <= b->n) {
+    size_t end = p + 8 + rd32(b->d + p + 4);
+    if (rd32(b->d + p) == HALI_HBC_SECTION_RODATA)
+      return at >= p + 8 + 64 && at < end;
+    p = end;
+  }
+  return false;
+}
+
+static void fuzz(const char *rel) {
+  bytes_t b = unlowered_hbc(rel);
+  print_text = b.n < 16384;
+  /* The clean bytes load. */
+  outcome_t clean = {0};
+  try_load(b.d, b.n, &clean);
+  ck_assert_uint_eq(clean.ok, 1);
+  uint8_t *d = malloc(b.n);
+  ck_assert_ptr_nonnull(d);
+  outcome_t cut = {0}, flip = {0};
+  size_t cuts = 0, flips = 0;
+  for (size_t len = 0; len < b.n; ++len) {
+    if (in_weights(&b, len)) continue;
+    memcpy(d, b.d, len);
+    try_load(d, len, &cut);
+    cuts++;
+  }
+  static const uint8_t masks[] = {0xff, 0x01};
+  for (size_t i = HALI_HBC_HEADER_SIZE; i < b.n; ++i)
+    for (int k = 0; k < 2 && !in_weights(&b, i); ++k, ++flips) {
+      memcpy(d, b.d, b.n);
+      d[i] ^= masks[k];
+      try_load(d, b.n, &flip);
+    }
+  ck_assert_uint_eq(cut.read_err + cut.structure_err + cut.pass_err +
+                        cut.verify_err + cut.ok,
+                    cuts);
+  ck_assert_uint_eq(flip.read_err + flip.structure_err + flip.pass_err +
+                        flip.verify_err + flip.ok,
+                    flips);
+  /* Every stage was reached. */
+  ck_assert_uint_gt(flip.read_err, 0);
+  ck_assert_uint_gt(flip.structure_err, 0);
+  ck_assert_uint_gt(flip.pass_err, 0);
+  ck_assert_uint_gt(flip.ok, 0);
+  free(d);
+  free(b.d);
+}
+
+START_TEST(fuzz_mlp_tensor) { fuzz("examples/mlp_tensor.hasm"); }
+END_TEST
+START_TEST(fuzz_every_op) { fuzz("tests/passes/sh_every_op.hasm"); }
+END_TEST
+START_TEST(fuzz_mlp_tiny) { fuzz("tests/passes/sh_mlp_tiny.hasm"); }
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Direct mutations: each operand of each tensor op, made wrong, is named
+ * by the structural check (and nothing reaches the passes). */
+
+static hali_ir_module_t *every_op(void) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/tests/passes/sh_every_op.hasm",
+           HALI_SRCDIR);
+  uint8_t *text = NULL;
+  size_t len = 0;
+  ck_assert_ok(hali_read_file(path, &text, &len));
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_read_module(text, len, "every_op.hasm", &m));
+  free(text);
+  return m;
+}
+
+/* The first instruction of @|fn| with opcode |op|. */
+static hali_ir_insn_t *find_insn(hali_ir_module_t *m, const char *fn,
+                                 uint16_t op) {
+  int32_t fi = hali_ir_module_find_func(m, fn);
+  ck_assert_int_ge(fi, 0);
+  hali_ir_func_t *f = &m->funcs[fi];
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i)
+      if (f->blocks[b].insns[i].op == op) return &f->blocks[b].insns[i];
+  ck_abort_msg("no such op in @%s", fn);
+  return NULL;
+}
+
+/* Loads |m| (taken) and expects a structural error containing |needle|. */
+static void expect_structure_error(hali_ir_module_t *m, const char *needle) {
+  hali_ir_module_t *out = NULL;
+  hali_status_t s = hali_load_module(m, "every_op.hasm", NULL, &out);
+  ck_assert_ptr_null(out);
+  ck_assert_msg(s != NULL, "accepted (wanted \"%s\")", needle);
+  char *t = status_text(s);
+  bool ok = strstr(t, "verify structure: ") && strstr(t, needle);
+  if (!ok) {
+    char copy[1024];
+    snprintf(copy, sizeof(copy), "%s", t);
+    free(t);
+    ck_abort_msg("wanted \"%s\", got: %s", needle, copy);
+  }
+  free(t);
+}
+
+typedef struct {
+  const char *fn;
+  uint16_t op;
+  uint32_t operand; /* NONE: change the operand count by |delta| instead */
+  uint8_t kind;
+  uint32_t v;
+  int64_t imm;
+  int delta;
+  const char *needle;
+} mutation_t;
+#define NONE UINT32_MAX
+
+/* In @f (parameters %x, %acc, %s: f32, %n: i64) the first dispatch is
+ *   %w = tensor.dispatch @ex::@scale[%n](%z, %s) -> tensor<?xf32>{%n}
+ * operands: 7 header, 7 %n, 8 %z, 9 %s, 10 %w, 11 tie, 12 %n. */
+START_TEST(mutations_are_named) {
+  static const mutation_t cases[] = {
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_EXE, HALI_IR_EXECUTABLE, 7, 0, 0,
+       "@f, block ^entry, instruction 5 (tensor.dispatch), every_op.hasm:22: "
+       "operand 0 must be an executable"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_EXPORT, HALI_IR_IMM, 0, 2, 0,
+       "export 2 is out of range [0, 1]"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_NWORKLOAD, HALI_IR_IMM, 0, 4, 0,
+       "workload count 4 is out of range"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_NOPERANDS, HALI_IR_IMM, 0, 5, 0,
+       "counts (1 workload, 5 operands, 1 results) need 15"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_NRESULTS, HALI_IR_IMM, 0, -1, 0,
+       "result count -1 is out of range"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_HEADER, HALI_IR_REG, 999, 0, 0,
+       "operand 7: register 999 out of range"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_HEADER + 1, HALI_IR_IMM, 0, 0, 0,
+       "operand 8 must be a register"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_HEADER + 3, HALI_IR_REG, 2, 0, 0,
+       "operand 10: register %s is f32, expected tensor"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_HEADER + 4, HALI_IR_IMM, 0, 2, 0,
+       "tie 2 is out of range [-1, 1]"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_HEADER + 4, HALI_IR_IMM, 0, 1, 0,
+       "operand 9: register %s is f32, expected tensor"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_HEADER + 5, HALI_IR_REG, 2, 0, 0,
+       "operand 12: register %s is f32, expected i64"},
+      {"f", HALI_OP_TENSOR_DISPATCH, NONE, 0, 0, 0, -1,
+       "has 12 operand(s); its layout needs 13"},
+      {"f", HALI_OP_TENSOR_SPLAT, 0, HALI_IR_REG, 2, 0, 0,
+       "operand 0: register %s is f32, expected tensor"},
+      {"f", HALI_OP_TENSOR_SPLAT, NONE, 0, 0, 0, -1,
+       "operand 0 has 1 dynamic dimension(s) but 0 are given"},
+      {"f", HALI_OP_TENSOR_CONSTANT, 1, HALI_IR_RODATA, 5, 0, 0,
+       "operand 1 must be rodata of the module's 1"},
+      {"f", HALI_OP_TENSOR_CONSTANT, 1, HALI_IR_REG, 0, 0, 0,
+       "operand 1 must be rodata"},
+      {"f", HALI_OP_TENSOR_CLONE, 1, HALI_IR_REG, 3, 0, 0,
+       "operand 1: register %n is i64, expected tensor"},
+      {"f", HALI_OP_TENSOR_OVERWRITE, 0, HALI_IR_REG, 2, 0, 0,
+       "operand 0: register %s is f32, expected tensor"},
+      {"f", HALI_OP_TENSOR_OVERWRITE, NONE, 0, 0, 0, -1,
+       "has 1 operand(s), expected 2"},
+      {"f", HALI_OP_TENSOR_EXECUTE, NONE, 0, 0, 0, 1,
+       "has 1 operand(s), expected 0"},
+      {"g$async", HALI_OP_TENSOR_WAIT, 0, HALI_IR_REG, 0, 0, 0,
+       "operand 0: register %v is !hal.buffer_view, expected !hal.fence"},
+      {"g$async", HALI_OP_TENSOR_IMPORT, 1, HALI_IR_REG, 1, 0, 0,
+       "operand 1: register %wait is !hal.fence, expected !hal.buffer_view"},
+      {"g$async", HALI_OP_TENSOR_IMPORT, NONE, 0, 0, 0, 1,
+       "operand 0 has 0 dynamic dimension(s) but 1 are given"},
+      {"g$async", HALI_OP_TENSOR_EXPORT, 1, HALI_IR_BLOCK, 0, 0, 0,
+       "operand 1 must be a register"},
+      {"g$async", HALI_OP_TENSOR_BARRIER, 0, HALI_IR_REG, 70000, 0, 0,
+       "register 70000 out of range"},
+      {"g$async", HALI_OP_RETURN, NONE, 0, 0, 0, 1,
+       "returns 2 value(s), function returns 1"},
+      {"g$async", HALI_OP_RETURN, 0, HALI_IR_STRING, 99, 0, 0,
+       "operand 0: string 99 out of range"},
+  };
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+    const mutation_t *k = &cases[c];
+    hali_ir_module_t *m = every_op();
+    hali_ir_insn_t *insn = find_insn(m, k->fn, k->op);
+    if (k->operand == NONE && k->delta < 0) {
+      insn->operand_count--;
+    } else if (k->operand == NONE) {
+      hali_ir_operand_t *ops =
+          realloc(insn->operands, (insn->operand_count + 1) * sizeof(*ops));
+      ck_assert_ptr_nonnull(ops);
+      insn->operands = ops;
+      hali_ir_operand_t imm = {HALI_IR_IMM, 0, 0};
+      ops[insn->operand_count] =
+          insn->operand_count ? ops[insn->operand_count - 1] : imm;
+      insn->operand_count++;
+    } else {
+      ck_assert_uint_lt(k->operand, insn->operand_count);
+      insn->operands[k->operand].kind = k->kind;
+      insn->operands[k->operand].v = k->v;
+      insn->operands[k->operand].imm = k->imm;
+    }
+    expect_structure_error(m, k->needle);
+  }
+}
+END_TEST
+
+START_TEST(functions_are_checked) {
+  /* A tensor register without a shape (a TENSOR section left out). */
+  hali_ir_module_t *m = every_op();
+  int32_t fi = hali_ir_module_find_func(m, "f");
+  hali_ir_func_t *f = &m->funcs[fi];
+  f->reg_xtypes[0].type = HALI_TYPE_I32;
+  expect_structure_error(m, "@f: tensor register 0 has no tensor shape");
+  /* A result tied to a scalar parameter. */
+  m = every_op();
+  f = &m->funcs[hali_ir_module_find_func(m, "f")];
+  ck_assert_ptr_nonnull(f->result_ties);
+  f->result_ties[1] = 2;
+  expect_structure_error(m, "@f: result 1 is tied to parameter 2");
+  /* A shape beyond any size the passes can compute. */
+  m = every_op();
+  f = &m->funcs[hali_ir_module_find_func(m, "f")];
+  f->reg_xtypes[0].dims[0] = INT64_C(1) << 60;
+  expect_structure_error(m, "register 0: the static dimensions make more "
+                            "than 2^48 bytes");
+  /* A group left open. */
+  m = every_op();
+  hali_ir_insn_t *end = find_insn(m, "f", HALI_OP_TENSOR_END);
+  end->op = HALI_OP_TENSOR_EXECUTE;
+  expect_structure_error(m, "leaves 2 execute/concurrent group(s) open");
+}
+END_TEST
+
+/* An export argument no kernel can take (a ref: only a binary module can
+ * say so) is rejected by materialize-interfaces, naming export, index and
+ * type. */
+START_TEST(export_argument_type) {
+  hali_ir_module_t *m = every_op();
+  m->executables[0].exports[0].params[1].type = HALI_TYPE_BUFFER;
+  hali_ir_module_t *out = NULL;
+  hali_status_t s = hali_load_module(m, "every_op.hasm", NULL, &out);
+  ck_assert_ptr_null(out);
+  ck_assert_status(s, HALI_STATUS_INVALID_ARGUMENT,
+                   "materialize-interfaces: export @ex::@scale: argument 1 "
+                   "has type !hal.buffer, which cannot be passed to a kernel");
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("tensor_load");
+  TCase *tc = tcase_create("fuzz");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, fuzz_mlp_tensor);
+  tcase_add_test(tc, fuzz_every_op);
+  tcase_add_test(tc, fuzz_mlp_tiny);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("structure");
+  tcase_add_test(tc, mutations_are_named);
+  tcase_add_test(tc, functions_are_checked);
+  tcase_add_test(tc, export_argument_type);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return hali_test_main(suite()); }
