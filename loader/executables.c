@@ -229,6 +229,17 @@ fail:
   return s;
 }
 
+hali_status_t hali_executable_create_from_table(
+    const hali_executable_load_params_t *params,
+    const hali_kernel_library_t *library, const char *format,
+    hali_hal_executable_t **out) {
+  *out = NULL;
+  if (!library)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "the loader returned no kernel table");
+  return executable_from_table(params, library, format, NULL, out);
+}
+
 /* ------------------------------------------------------------------------ */
 /* native */
 

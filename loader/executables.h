@@ -62,6 +62,16 @@ HALI_MUST_USE hali_status_t hali_executable_registry_register(
 HALI_MUST_USE hali_status_t hali_executable_registry_register_static(
     hali_executable_registry_t *r, const hali_kernel_library_t *library);
 
+/* Builds an executable for |params->executable| from a kernel table, as
+ * the static and native loaders do: exports matched by symbol, binding
+ * and constant counts checked against the declarations.  |library| must
+ * outlive the executable; |format| labels it.  For loaders that produce
+ * kernel tables (the public API's host loaders). */
+HALI_MUST_USE hali_status_t hali_executable_create_from_table(
+    const hali_executable_load_params_t *params,
+    const hali_kernel_library_t *library, const char *format,
+    hali_hal_executable_t **out);
+
 /* Loads one executable with the first loader that supports its format. */
 HALI_MUST_USE hali_status_t hali_executable_registry_load(
     const hali_executable_registry_t *r,

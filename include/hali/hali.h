@@ -1,13 +1,546 @@
 /* hali — the public C API (umbrella header).
  *
- * See doc/embedding.md.  Every fallible call returns hali_status_t: NULL on
- * success, otherwise an owned status (include/hali/base.h).
+ * A host program embeds hali through this header alone (it includes
+ * hali/base.h for statuses and hali/kernel.h for the kernel ABI) and links
+ * libhali (`pkg-config --cflags --libs hali`).  doc/embedding.md is the
+ * tutorial; this header is the contract.
+ *
+ * Lifecycle
+ *
+ *   instance   registries: executable loaders (built-in and the host's),
+ *              static kernel tables, host import modules (C callbacks or
+ *              C functions in shared libraries called through libffi),
+ *              executable search paths and default context limits
+ *   device     local-sync (no threads) or local-task (a queue thread and
+ *              workers), with an optional memory limit
+ *   module     a .hasm or .hbc module, loaded and verified
+ *   context    a device plus one or more modules linked together with the
+ *              host imports; limits (memory, call depth, fuel), tracing
+ *   function   looked up by name in a context
+ *   invoke     synchronous, or asynchronous with caller-provided fences
+ *
+ * Errors.  Every fallible call returns a hali_status_t: NULL (HALI_OK) on
+ * success, otherwise an owned status the caller must free (or pass on) —
+ * see hali/base.h.  All of them are marked warn-unused-result.  A NULL
+ * handle where one is required is INVALID_ARGUMENT; non-fallible getters
+ * given NULL return 0/NULL.
+ *
+ * Ownership.  Objects are reference counted: *_create / *_load return a
+ * handle with one reference the caller owns; *_retain adds one; *_release
+ * drops one and the last frees the object.  A released handle must not be
+ * used again (that is undefined behaviour; the library cannot detect it).
+ * Objects retain what they depend on, so the host may release them in any
+ * order: a context keeps its instance, device and modules alive, an
+ * invocation keeps its context alive.  Parameters documented as
+ * "borrowed" are only used during the call; strings are copied.
+ *
+ * Threads.
+ *   - Instances and modules are immutable once set up and may be shared by
+ *     any number of threads and contexts.  Instance registration calls
+ *     (hali_instance_register_*) must all happen before the first context
+ *     is created from it and not concurrently with each other.
+ *   - Devices may be used from any thread.
+ *   - A context (and its invocations) is used by one thread at a time:
+ *     invoke, run, await and result calls must not overlap.  The exceptions
+ *     are hali_context_cancel and hali_invocation_cancel, which may be
+ *     called from any thread at any time while the handle is alive.
+ *   - Buffer views are immutable after creation (their bytes are not
+ *     synchronized: order host access against device work with fences).
+ *   - Fences (and the semaphores behind them) are thread-safe: any thread
+ *     may signal, fail, query or await them.
+ *   - Host import callbacks run on the thread that runs the invocation.
  */
 #ifndef HALI_HALI_H
 #define HALI_HALI_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "hali/base.h"
+#include "hali/kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define HALI_VERSION_STRING "0.1.0"
+
+/* "0.1.0": the version of the library actually loaded. */
+HALI_API const char *hali_version(void);
+
+typedef struct hali_instance_s hali_instance_t;
+typedef struct hali_device_s hali_device_t;
+typedef struct hali_module_s hali_module_t;
+typedef struct hali_context_s hali_context_t;
+typedef struct hali_function_s hali_function_t;
+typedef struct hali_invocation_s hali_invocation_t;
+/* HAL objects, shared with modules' !hal.buffer_view and !hal.fence. */
+typedef struct hali_hal_buffer_view_t hali_buffer_view_t;
+typedef struct hali_hal_fence_t hali_fence_t;
+
+/* Relative timeouts in nanoseconds: 0 polls, HALI_TIMEOUT_INFINITE (or any
+ * negative value) waits forever. */
+#define HALI_TIMEOUT_INFINITE ((int64_t)-1)
+
+/* ======================================================================== */
+/* Values crossing the boundary                                              */
+/* ======================================================================== */
+
+/* The numbers are those of the module format (doc/format.md). */
+typedef enum hali_variant_type_e {
+  HALI_VARIANT_NONE = 0,
+  HALI_VARIANT_I32 = 1,
+  HALI_VARIANT_I64 = 2,
+  HALI_VARIANT_F32 = 3,
+  HALI_VARIANT_F64 = 4,
+  /* References.  Views and fences have helpers below; the others can be
+   * passed through (e.g. a result handed back as an argument) and
+   * released. */
+  HALI_VARIANT_DEVICE = 16,
+  HALI_VARIANT_ALLOCATOR = 17,
+  HALI_VARIANT_BUFFER = 18,
+  HALI_VARIANT_BUFFER_VIEW = 19,
+  HALI_VARIANT_COMMAND_BUFFER = 20,
+  HALI_VARIANT_FENCE = 21,
+  HALI_VARIANT_EXECUTABLE = 22,
+} hali_variant_type_t;
+
+/* An argument or result: a scalar or a reference.  For arguments, refs are
+ * borrowed (the runtime retains what it keeps).  Ref results written by
+ * hali are owned by the caller: free them with hali_variant_release. */
+typedef struct hali_variant_s {
+  hali_variant_type_t type;
+  union {
+    int32_t i32;
+    int64_t i64;
+    float f32;
+    double f64;
+    hali_buffer_view_t *view; /* HALI_VARIANT_BUFFER_VIEW */
+    hali_fence_t *fence;      /* HALI_VARIANT_FENCE */
+    void *ref;                /* any reference type */
+  } u;
+} hali_variant_t;
+
+static inline hali_variant_t hali_variant_i32(int32_t v) {
+  hali_variant_t x;
+  x.type = HALI_VARIANT_I32;
+  x.u.i64 = 0;
+  x.u.i32 = v;
+  return x;
+}
+static inline hali_variant_t hali_variant_i64(int64_t v) {
+  hali_variant_t x;
+  x.type = HALI_VARIANT_I64;
+  x.u.i64 = v;
+  return x;
+}
+static inline hali_variant_t hali_variant_f32(float v) {
+  hali_variant_t x;
+  x.type = HALI_VARIANT_F32;
+  x.u.i64 = 0;
+  x.u.f32 = v;
+  return x;
+}
+static inline hali_variant_t hali_variant_f64(double v) {
+  hali_variant_t x;
+  x.type = HALI_VARIANT_F64;
+  x.u.f64 = v;
+  return x;
+}
+/* |view| is borrowed by the variant (not retained). */
+static inline hali_variant_t hali_variant_view(hali_buffer_view_t *view) {
+  hali_variant_t x;
+  x.type = HALI_VARIANT_BUFFER_VIEW;
+  x.u.view = view;
+  return x;
+}
+/* |fence| is borrowed by the variant (not retained). */
+static inline hali_variant_t hali_variant_fence(hali_fence_t *fence) {
+  hali_variant_t x;
+  x.type = HALI_VARIANT_FENCE;
+  x.u.fence = fence;
+  return x;
+}
+
+/* Releases the reference |*v| holds (no-op for scalars and NULL refs) and
+ * sets |v| to HALI_VARIANT_NONE.  |v| may be NULL. */
+HALI_API void hali_variant_release(hali_variant_t *v);
+/* "i32", "!hal.buffer_view", ...; "?" for an unknown type. */
+HALI_API const char *hali_variant_type_name(hali_variant_type_t type);
+
+/* ======================================================================== */
+/* Limits and tracing (per context)                                          */
+/* ======================================================================== */
+
+typedef enum hali_trace_bits_e {
+  HALI_TRACE_BITS_NONE = 0,
+  HALI_TRACE_BITS_VM = 1u << 0,  /* every executed instruction */
+  HALI_TRACE_BITS_HAL = 1u << 1, /* every HAL operation */
+} hali_trace_bits_t;
+
+/* Receives one trace line (no newline); |line| is borrowed for the call.
+ * May run on device threads (HAL lines): make it thread-safe. */
+typedef void (*hali_trace_line_callback_t)(void *user, const char *line);
+
+typedef struct hali_context_params_s {
+  /* Bytes of device memory the context's programs may hold at once; 0 =
+   * the device's limit.  Allocations beyond it fail with
+   * RESOURCE_EXHAUSTED.  A context with a limit (or HAL tracing) runs on
+   * a private device of the same kind and worker count. */
+  uint64_t max_memory_bytes;
+  /* Maximum call depth of each invocation; 0 = the default (4096).
+   * Deeper calls fail with RESOURCE_EXHAUSTED. */
+  uint32_t max_call_depth;
+  /* Instruction budget of each invocation; 0 = unlimited.  Running out
+   * fails the invocation with RESOURCE_EXHAUSTED ("instruction budget
+   * (fuel) of N exhausted"). */
+  uint64_t fuel;
+  /* Tracing: which events (0 = off) and where each line goes (NULL callback
+   * = stderr).  |trace_user| is passed to the callback. */
+  uint32_t trace_bits; /* hali_trace_bits_t */
+  hali_trace_line_callback_t trace_callback;
+  void *trace_user;
+  /* Glob on function names limiting VM trace lines; NULL = all.  Copied. */
+  const char *trace_filter;
+} hali_context_params_t;
+
+/* No limits, no tracing. */
+HALI_API void hali_context_params_initialize(hali_context_params_t *out_params);
+
+/* ======================================================================== */
+/* Instance                                                                  */
+/* ======================================================================== */
+
+typedef struct hali_instance_options_s {
+  /* Directories searched (after the module's own directory) for kernel
+   * libraries named by modules' executables, before $HALI_EXECUTABLE_PATH.
+   * The strings are copied. */
+  const char *const *executable_paths;
+  size_t executable_path_count;
+  /* Limits used by hali_context_create when it is given no params. */
+  hali_context_params_t default_context_params;
+} hali_instance_options_t;
+
+HALI_API void hali_instance_options_initialize(
+    hali_instance_options_t *out_options);
+
+/* Creates an instance with the built-in executable loaders (native, ffi,
+ * static, bytecode).  |options| may be NULL (defaults); it is copied.  The
+ * caller owns |*out_instance|. */
+HALI_API HALI_MUST_USE hali_status_t hali_instance_create(
+    const hali_instance_options_t *options, hali_instance_t **out_instance);
+HALI_API void hali_instance_retain(hali_instance_t *instance);
+HALI_API void hali_instance_release(hali_instance_t *instance);
+
+/* Registers a table of C kernels for modules' `format "static"`
+ * executables, found by |library->name| (the executable's `library`
+ * string, else its name).  |library| and its kernels are borrowed: they
+ * must outlive the instance.  ALREADY_EXISTS for a duplicate name. */
+HALI_API HALI_MUST_USE hali_status_t hali_instance_register_static_library(
+    hali_instance_t *instance, const hali_kernel_library_t *library);
+
+/* What a custom loader is asked to load: one executable declaration of a
+ * module (`executable @name format "F" library "L" { export ... }`).
+ * Everything is borrowed for the duration of the load call. */
+typedef struct hali_executable_request_s {
+  const char *name;       /* the executable's name in the module */
+  const char *format;     /* "F" */
+  const char *library;    /* "L", or NULL when not given */
+  const char *module_dir; /* the module file's directory, or NULL */
+} hali_executable_request_t;
+
+/* A custom executable loader: the interface the built-in loaders use,
+ * reduced to what a host needs.  |load| produces a kernel table (the
+ * kernel ABI of hali/kernel.h); the runtime matches the module's exports
+ * to it by name (or `symbol`) and checks binding and constant counts, as
+ * for `static` and `native` executables. */
+typedef struct hali_executable_loader_s {
+  /* Called with |self| when the instance is destroyed; may be NULL. */
+  void (*destroy)(void *self);
+  /* Whether this loader loads |format|. */
+  bool (*supports)(void *self, const char *format);
+  /* Loads |request|.  The returned table (and its kernels) is borrowed:
+   * it must stay valid until |destroy| runs.  Errors are annotated with
+   * the executable and format. */
+  hali_status_t (*load)(void *self, const hali_executable_request_t *request,
+                        const hali_kernel_library_t **out_library);
+  /* The formats it loads, for error messages ("myformat").  Copied. */
+  const char *formats;
+} hali_executable_loader_t;
+
+/* Adds |loader| (copied) with |self| (owned by the loader: passed to
+ * destroy).  Loaders are asked in registration order, built-ins first.
+ * On failure |destroy| is not called. */
+HALI_API HALI_MUST_USE hali_status_t hali_instance_register_executable_loader(
+    hali_instance_t *instance, const hali_executable_loader_t *loader,
+    void *self);
+
+/* A host import callback.  |args| (|arg_count| of them, typed as the
+ * module declares) are borrowed; |results| arrive with their types set
+ * and must be filled in; ref results are handed over owned (e.g. a view
+ * from hali_buffer_view_create).  A returned error fails the invocation,
+ * annotated with the import's name. */
+typedef hali_status_t (*hali_import_callback_t)(void *user,
+                                                const hali_variant_t *args,
+                                                size_t arg_count,
+                                                hali_variant_t *results,
+                                                size_t result_count);
+
+typedef struct hali_import_function_s {
+  /* The function's name within its module: "add" for `@env.add`. */
+  const char *name;
+  /* The expected signature, e.g. "(i32, i32) -> i32", "(f64)" or
+   * "(!hal.buffer_view) -> (!hal.buffer_view, i32)"; checked against the
+   * module's declaration at link (INVALID_ARGUMENT naming both on a
+   * mismatch).  NULL = not checked. */
+  const char *signature;
+  hali_import_callback_t callback;
+  void *user; /* passed to |callback|; must outlive the instance */
+} hali_import_function_t;
+
+/* Registers host import module |module_name| ("env"): a module's import
+ * `@env.NAME` binds to the function whose name is NAME when a context
+ * links it.  |functions| (|count|) and the strings are copied.
+ * ALREADY_EXISTS when the module name is taken, INVALID_ARGUMENT for a
+ * malformed signature. */
+HALI_API HALI_MUST_USE hali_status_t hali_instance_register_import_module(
+    hali_instance_t *instance, const char *module_name,
+    const hali_import_function_t *functions, size_t count);
+
+/* Registers |module_name| as plain C functions of the shared library
+ * |library_path| (a path for dlopen: absolute, or found by the dynamic
+ * linker): an import `@MODULE.SYM` calls the C function SYM through
+ * libffi with its declared scalar types (i32 -> int32_t, i64 -> int64_t,
+ * f32 -> float, f64 -> double; at most one result, none = void).  The
+ * library is opened and each call interface prepared once, when a context
+ * links a module using it; a missing library or symbol or a non-scalar
+ * signature is then a link error.  Strings are copied. */
+HALI_API HALI_MUST_USE hali_status_t hali_instance_register_ffi_library(
+    hali_instance_t *instance, const char *module_name,
+    const char *library_path);
+
+/* ======================================================================== */
+/* Device                                                                    */
+/* ======================================================================== */
+
+typedef enum hali_device_kind_e {
+  HALI_DEVICE_LOCAL_SYNC = 0, /* no threads: work runs inline */
+  HALI_DEVICE_LOCAL_TASK = 1, /* a queue thread plus worker threads */
+} hali_device_kind_t;
+
+typedef struct hali_device_params_s {
+  hali_device_kind_t kind;
+  uint32_t worker_count;     /* local-task: 0 = one per core */
+  uint64_t max_memory_bytes; /* 0 = unlimited */
+} hali_device_params_t;
+
+/* local-sync, one worker per core, unlimited memory. */
+HALI_API void hali_device_params_initialize(hali_device_params_t *out_params);
+
+/* Creates a device.  |instance| is borrowed (it may be NULL); |params| may
+ * be NULL for defaults.  INVALID_ARGUMENT for an unknown kind.  The caller
+ * owns |*out_device|.  Releasing the last reference waits for the
+ * device's queued work. */
+HALI_API HALI_MUST_USE hali_status_t hali_device_create(
+    hali_instance_t *instance, const hali_device_params_t *params,
+    hali_device_t **out_device);
+HALI_API void hali_device_retain(hali_device_t *device);
+HALI_API void hali_device_release(hali_device_t *device);
+
+/* ======================================================================== */
+/* Modules                                                                   */
+/* ======================================================================== */
+
+/* Loads and verifies a module file (.hasm text or .hbc binary, told apart
+ * by content).  Relative kernel library paths of its executables are
+ * looked up in the file's directory first.  |instance| is borrowed.  The
+ * caller owns |*out_module|.  Errors name the file, line and column. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_load_file(
+    hali_instance_t *instance, const char *path, hali_module_t **out_module);
+/* Same for |size| bytes at |data| (copied); |name| names it in errors. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_load_bytes(
+    hali_instance_t *instance, const void *data, size_t size, const char *name,
+    hali_module_t **out_module);
+HALI_API void hali_module_retain(hali_module_t *module);
+HALI_API void hali_module_release(hali_module_t *module);
+/* The module's name (`module @name`); borrowed, valid while |module| is. */
+HALI_API const char *hali_module_name(const hali_module_t *module);
+
+/* ======================================================================== */
+/* Contexts                                                                  */
+/* ======================================================================== */
+
+/* Links |modules| (|module_count| >= 1; borrowed array, each module
+ * retained) on |device| (retained) into a new context.  |params| NULL uses
+ * the instance's default_context_params.  Linking, per module: its
+ * executables are loaded with the instance's loaders; each import
+ * `@M.F` is bound to, in order, host import module M (function F), an
+ * ffi library registered as M, or function F of another module of this
+ * context named M.  A required import left unbound is NOT_FOUND naming
+ * it; optional ones may stay unbound (calling one then fails).  The
+ * instance is frozen: later registrations fail.  The caller owns
+ * |*out_context|. */
+HALI_API HALI_MUST_USE hali_status_t hali_context_create(
+    hali_instance_t *instance, hali_device_t *device,
+    hali_module_t *const *modules, size_t module_count,
+    const hali_context_params_t *params, hali_context_t **out_context);
+HALI_API void hali_context_retain(hali_context_t *context);
+/* Drops a reference; the last one cancels invocations still pending. */
+HALI_API void hali_context_release(hali_context_t *context);
+
+/* Finds function |name| ("main", or "module.main" to pick a module) in
+ * the context's modules, in link order.  |*out_function| is borrowed from
+ * the context (valid while it lives; never released).  NOT_FOUND for an
+ * unknown name or an import. */
+HALI_API HALI_MUST_USE hali_status_t hali_context_lookup_function(
+    hali_context_t *context, const char *name, hali_function_t **out_function);
+
+/* The function's name (borrowed), argument and result counts and types
+ * (HALI_VARIANT_NONE when |i| is out of range). */
+HALI_API const char *hali_function_name(const hali_function_t *function);
+HALI_API size_t hali_function_argument_count(const hali_function_t *function);
+HALI_API size_t hali_function_result_count(const hali_function_t *function);
+HALI_API hali_variant_type_t hali_function_argument_type(
+    const hali_function_t *function, size_t i);
+HALI_API hali_variant_type_t hali_function_result_type(
+    const hali_function_t *function, size_t i);
+
+/* Runs |function| of |context| with |args| to completion on the calling
+ * thread and stores its results in |results| (|result_count| must equal
+ * the function's).  INVALID_ARGUMENT when a count or type differs from
+ * the signature or a ref argument is NULL or of another type.  A failing
+ * program returns its status with a backtrace; cancellation returns
+ * CANCELLED; limits return RESOURCE_EXHAUSTED.  An await on a fence that
+ * nothing in the context can signal is reported as a deadlock
+ * (FAILED_PRECONDITION) — use hali_context_invoke_async for functions
+ * that wait on fences the host signals.  The caller owns ref results. */
+HALI_API HALI_MUST_USE hali_status_t hali_context_invoke(
+    hali_context_t *context, const hali_function_t *function,
+    const hali_variant_t *args, size_t arg_count, hali_variant_t *results,
+    size_t result_count);
+
+/* Starts |function| with |args| (checked as for invoke) without running
+ * it.  This is how `f$async`-style functions, which take a wait fence and
+ * a signal fence among their arguments, are chained: start several, then
+ * drive them with hali_context_run or hali_invocation_await; a program
+ * suspended on a fence resumes when it is signalled (by the host, the
+ * device, or another invocation).  The caller owns |*out_invocation|,
+ * which retains the context. */
+HALI_API HALI_MUST_USE hali_status_t hali_context_invoke_async(
+    hali_context_t *context, const hali_function_t *function,
+    const hali_variant_t *args, size_t arg_count,
+    hali_invocation_t **out_invocation);
+
+/* Runs the context's ready invocations until none can make progress
+ * without the host (every one finished or waiting on a fence).  Returns
+ * OK; invocation failures are reported by the invocations. */
+HALI_API HALI_MUST_USE hali_status_t hali_context_run(hali_context_t *context);
+
+/* Cancels every invocation of |context| running or pending now: each
+ * stops at its next call, branch or await and fails with CANCELLED.  Any
+ * thread may call it. */
+HALI_API void hali_context_cancel(hali_context_t *context);
+
+/* Runs the context until |invocation| finishes, waiting (blocking) for
+ * fences the host or the device will signal, then returns OK — the
+ * invocation's own outcome is hali_invocation_status. */
+HALI_API HALI_MUST_USE hali_status_t hali_invocation_await(
+    hali_invocation_t *invocation);
+/* Whether it has finished (successfully or not). */
+HALI_API bool hali_invocation_is_done(const hali_invocation_t *invocation);
+/* Its outcome once done: OK, or an owned copy of its failure;
+ * FAILED_PRECONDITION while it has not finished. */
+HALI_API HALI_MUST_USE hali_status_t hali_invocation_status(
+    const hali_invocation_t *invocation);
+/* Copies its results (owned by the caller; refs retained) once it
+ * finished successfully; |result_count| must equal the function's. */
+HALI_API HALI_MUST_USE hali_status_t hali_invocation_results(
+    const hali_invocation_t *invocation, hali_variant_t *results,
+    size_t result_count);
+/* A fence signalled when the invocation returns, failed when it fails;
+ * borrowed (retain it to keep it past the invocation). */
+HALI_API hali_fence_t *hali_invocation_fence(
+    const hali_invocation_t *invocation);
+/* Cancels it (see hali_context_cancel); any thread may call it. */
+HALI_API void hali_invocation_cancel(hali_invocation_t *invocation);
+/* The host is done with it; a pending invocation still runs to the end
+ * (or is cancelled when the context goes). */
+HALI_API void hali_invocation_release(hali_invocation_t *invocation);
+
+/* ======================================================================== */
+/* Buffer views                                                              */
+/* ======================================================================== */
+
+/* Element types: (numerical type << 24) | bits, as in doc/hal.md. */
+typedef uint32_t hali_element_type_t;
+#define HALI_ELEMENT_TYPE_I8 0x10000008u
+#define HALI_ELEMENT_TYPE_I16 0x10000010u
+#define HALI_ELEMENT_TYPE_I32 0x10000020u
+#define HALI_ELEMENT_TYPE_I64 0x10000040u
+#define HALI_ELEMENT_TYPE_SI32 0x11000020u
+#define HALI_ELEMENT_TYPE_U8 0x12000008u
+#define HALI_ELEMENT_TYPE_U32 0x12000020u
+#define HALI_ELEMENT_TYPE_BOOL 0x13000008u
+#define HALI_ELEMENT_TYPE_F16 0x21000010u
+#define HALI_ELEMENT_TYPE_F32 0x21000020u
+#define HALI_ELEMENT_TYPE_F64 0x21000040u
+#define HALI_ELEMENT_TYPE_BF16 0x22000010u
+
+/* Creates a dense row-major view of |rank| dims |shape| (borrowed) and
+ * |element_type| in new host-visible memory of |device|'s allocator (its
+ * memory limit applies), filled with |data_size| bytes copied from |data|
+ * (which must be exactly the view's byte size), or zeroed when |data| is
+ * NULL.  INVALID_ARGUMENT for an unknown element type, a negative dim or a
+ * size mismatch; RESOURCE_EXHAUSTED beyond the memory limit.  The caller
+ * owns |*out_view|. */
+HALI_API HALI_MUST_USE hali_status_t hali_buffer_view_create(
+    hali_device_t *device, hali_element_type_t element_type, size_t rank,
+    const int64_t *shape, const void *data, size_t data_size,
+    hali_buffer_view_t **out_view);
+HALI_API void hali_buffer_view_retain(hali_buffer_view_t *view);
+HALI_API void hali_buffer_view_release(hali_buffer_view_t *view);
+HALI_API size_t hali_buffer_view_rank(const hali_buffer_view_t *view);
+/* Dim |i|; 0 when out of range. */
+HALI_API int64_t hali_buffer_view_dim(const hali_buffer_view_t *view,
+                                      size_t i);
+HALI_API hali_element_type_t hali_buffer_view_element_type(
+    const hali_buffer_view_t *view);
+HALI_API uint64_t hali_buffer_view_element_count(
+    const hali_buffer_view_t *view);
+HALI_API uint64_t hali_buffer_view_byte_length(const hali_buffer_view_t *view);
+/* Copies the view's bytes (byte_length of them) into |target| of
+ * |target_size| bytes; OUT_OF_RANGE if it is too small.  The bytes must
+ * not be written by device work at the same time (await its fence). */
+HALI_API HALI_MUST_USE hali_status_t hali_buffer_view_read(
+    const hali_buffer_view_t *view, void *target, size_t target_size);
+
+/* ======================================================================== */
+/* Fences                                                                    */
+/* ======================================================================== */
+
+/* Creates an unsignalled fence (a new timeline semaphore at 0, the fence
+ * at 1).  The caller owns |*out_fence|. */
+HALI_API HALI_MUST_USE hali_status_t hali_fence_create(
+    hali_fence_t **out_fence);
+HALI_API void hali_fence_retain(hali_fence_t *fence);
+HALI_API void hali_fence_release(hali_fence_t *fence);
+/* Signals it (waking invocations and device work waiting on it).  Returns
+ * the failure of a failed fence.  Any thread. */
+HALI_API HALI_MUST_USE hali_status_t hali_fence_signal(hali_fence_t *fence);
+/* Fails it with |status| (consumed; OK becomes UNKNOWN).  Any thread. */
+HALI_API void hali_fence_fail(hali_fence_t *fence, hali_status_t status);
+/* |*out_ready| = signalled (or failed); returns an owned copy of the
+ * failure, if any.  Never blocks. */
+HALI_API HALI_MUST_USE hali_status_t hali_fence_query(hali_fence_t *fence,
+                                                      bool *out_ready);
+/* Blocks until signalled, for at most |timeout_ns|; OK, the failure, or
+ * DEADLINE_EXCEEDED. */
+HALI_API HALI_MUST_USE hali_status_t hali_fence_await(hali_fence_t *fence,
+                                                      int64_t timeout_ns);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* HALI_HALI_H */

@@ -1,0 +1,1258 @@
+/* The public C API end to end, through include/hali/hali.h only and
+ * linked against the shared libhali (so every entry point used here is
+ * exported): instances, devices, modules, contexts, invocation (sync and
+ * async), host imports (callbacks, libffi, other modules), executable
+ * loaders and static kernels, buffer views, fences, limits and
+ * cancellation, tracing, and the error paths of each. */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hali/hali.h"
+
+/* ------------------------------------------------------------------------ */
+/* Helpers. */
+
+#define ck_ok(s) assert_ok((s), __FILE__, __LINE__)
+static void assert_ok(hali_status_t s, const char *file, int line) {
+  if (!s) return;
+  char *text = hali_status_to_string(s);
+  hali_status_free(s);
+  ck_abort_msg("%s:%d: unexpected error: %s", file, line, text);
+}
+
+/* |s| has |code| and its text contains |needle|. */
+#define ck_status(s, code, needle)                                             \
+  assert_status((s), (code), (needle), __FILE__, __LINE__)
+static void assert_status(hali_status_t s, hali_status_code_t code,
+                          const char *needle, const char *file, int line) {
+  if (!s) ck_abort_msg("%s:%d: expected %s, got OK", file, line,
+                       hali_status_code_name(code));
+  char *text = hali_status_to_string(s);
+  hali_status_code_t have = hali_status_code(s);
+  hali_status_free(s);
+  int bad_code = have != code;
+  int bad_text = needle && !strstr(text, needle);
+  if (bad_code || bad_text) {
+    char buf[2048];
+    snprintf(buf, sizeof(buf), "%s:%d: expected %s containing '%s', got: %s",
+             file, line, hali_status_code_name(code), needle ? needle : "",
+             text);
+    free(text);
+    ck_abort_msg("%s", buf);
+  }
+  free(text);
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static hali_instance_t *instance_new(void) {
+  hali_instance_t *in = NULL;
+  ck_ok(hali_instance_create(NULL, &in));
+  return in;
+}
+
+static hali_device_t *device_new(hali_instance_t *in, hali_device_kind_t k) {
+  hali_device_params_t p;
+  hali_device_params_initialize(&p);
+  p.kind = k;
+  p.worker_count = 2;
+  hali_device_t *d = NULL;
+  ck_ok(hali_device_create(in, &p, &d));
+  return d;
+}
+
+static hali_module_t *module_new(hali_instance_t *in, const char *text) {
+  hali_module_t *m = NULL;
+  ck_ok(hali_module_load_bytes(in, text, strlen(text), "test.hasm", &m));
+  return m;
+}
+
+/* Links |text| alone on a new local-sync device with |params|. */
+static hali_status_t try_context(hali_instance_t *in, const char *text,
+                                 const hali_context_params_t *params,
+                                 hali_context_t **out) {
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(in, text);
+  hali_status_t s = hali_context_create(in, d, &m, 1, params, out);
+  hali_module_release(m);
+  hali_device_release(d);
+  return s;
+}
+
+static hali_context_t *context_new(hali_instance_t *in, const char *text,
+                                   const hali_context_params_t *params) {
+  hali_context_t *c = NULL;
+  ck_ok(try_context(in, text, params, &c));
+  return c;
+}
+
+static hali_function_t *lookup(hali_context_t *c, const char *name) {
+  hali_function_t *f = NULL;
+  ck_ok(hali_context_lookup_function(c, name, &f));
+  return f;
+}
+
+/* Calls a (i32...) -> i32 function. */
+static hali_status_t call_i32(hali_context_t *c, const char *name,
+                              const int32_t *in, size_t n, int32_t *out) {
+  hali_variant_t args[8], res;
+  for (size_t i = 0; i < n; ++i) args[i] = hali_variant_i32(in[i]);
+  hali_status_t s =
+      hali_context_invoke(c, lookup(c, name), args, n, &res, 1);
+  if (!s) *out = res.u.i32;
+  return s;
+}
+
+static const char k_arith[] =
+    "module @arith\n"
+    "func @add(%a: i32, %b: i32) -> i32 {\n"
+    "  %c = add.i32 %a, %b\n"
+    "  return %c\n"
+    "}\n"
+    "func @mix(%a: i64, %b: f32, %c: f64) -> (i64, f32, f64) {\n"
+    "  return %a, %b, %c\n"
+    "}\n"
+    "func @dim0(%v: !hal.buffer_view) -> i64 {\n"
+    "  %z = const.i32 0\n"
+    "  %d = hal.buffer_view.dim %v, %z\n"
+    "  return %d\n"
+    "}\n"
+    "func @same(%v: !hal.buffer_view) -> !hal.buffer_view {\n"
+    "  return %v\n"
+    "}\n"
+    "func @nothing() {\n"
+    "  return\n"
+    "}\n"
+    "func @fails() {\n"
+    "  %f = const.i32 0\n"
+    "  assert %f, \"deliberately\"\n"
+    "  return\n"
+    "}\n";
+
+/* ------------------------------------------------------------------------ */
+/* Instance, device, module. */
+
+START_TEST(instance_lifecycle_and_errors) {
+  ck_status(hali_instance_create(NULL, NULL), HALI_STATUS_INVALID_ARGUMENT,
+            "out_instance is NULL");
+  hali_instance_options_t o;
+  hali_instance_options_initialize(&o);
+  const char *paths[] = {"/nonexistent", "/tmp"};
+  o.executable_paths = paths;
+  o.executable_path_count = 2;
+  o.default_context_params.max_call_depth = 7;
+  o.default_context_params.trace_filter = "x*";
+  hali_instance_t *in = NULL;
+  ck_ok(hali_instance_create(&o, &in));
+  hali_instance_retain(in);
+  hali_instance_release(in);
+  /* NULL handles are refused, not dereferenced. */
+  ck_status(hali_instance_register_static_library(NULL, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "instance is NULL");
+  ck_status(hali_instance_register_import_module(in, NULL, NULL, 0),
+            HALI_STATUS_INVALID_ARGUMENT, "module_name is NULL");
+  ck_status(hali_instance_register_import_module(in, "a.b", NULL, 0),
+            HALI_STATUS_INVALID_ARGUMENT, "without '.'");
+  ck_status(hali_instance_register_ffi_library(in, "m", NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "library_path is NULL");
+  ck_status(hali_instance_register_executable_loader(in, NULL, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "loader is NULL");
+  hali_executable_loader_t empty = {0};
+  ck_status(hali_instance_register_executable_loader(in, &empty, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "supports and load");
+  hali_instance_release(in);
+  hali_instance_release(NULL);
+  hali_instance_retain(NULL);
+  ck_assert_str_eq(hali_version(), HALI_VERSION_STRING);
+}
+END_TEST
+
+START_TEST(device_kinds_and_errors) {
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = NULL;
+  ck_ok(hali_device_create(in, NULL, &d)); /* defaults */
+  hali_device_retain(d);
+  hali_device_release(d);
+  hali_device_release(d);
+  hali_device_t *t = device_new(in, HALI_DEVICE_LOCAL_TASK);
+  hali_device_release(t);
+  hali_device_params_t p;
+  hali_device_params_initialize(&p);
+  p.kind = (hali_device_kind_t)7;
+  ck_status(hali_device_create(in, &p, &d), HALI_STATUS_INVALID_ARGUMENT,
+            "unknown device kind 7");
+  ck_assert_ptr_null(d);
+  ck_status(hali_device_create(in, NULL, NULL), HALI_STATUS_INVALID_ARGUMENT,
+            "out_device");
+  hali_device_release(NULL);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(module_load_and_errors) {
+  hali_instance_t *in = instance_new();
+  hali_module_t *m = module_new(in, k_arith);
+  ck_assert_str_eq(hali_module_name(m), "arith");
+  hali_module_retain(m);
+  hali_module_release(m);
+  hali_module_release(m);
+  ck_assert_ptr_null(hali_module_name(NULL));
+  const char bad[] = "func @f() -> i32 {\n  return %nope\n}\n";
+  ck_status(hali_module_load_bytes(in, bad, strlen(bad), "bad.hasm", &m),
+            HALI_STATUS_INVALID_ARGUMENT, "bad.hasm:2");
+  ck_assert_ptr_null(m);
+  ck_status(hali_module_load_file(in, "/nonexistent/x.hasm", &m),
+            HALI_STATUS_NOT_FOUND, "/nonexistent/x.hasm");
+  ck_status(hali_module_load_file(NULL, "x", &m),
+            HALI_STATUS_INVALID_ARGUMENT, "instance is NULL");
+  ck_status(hali_module_load_bytes(in, NULL, 0, "x", &m),
+            HALI_STATUS_INVALID_ARGUMENT, "data is NULL");
+  /* From a file: the examples' fib. */
+  ck_ok(hali_module_load_file(in, HALI_SRCDIR "/examples/fib.hasm", &m));
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  int32_t n = 20, r = 0;
+  ck_ok(call_i32(c, "fib", &n, 1, &r));
+  ck_assert_int_eq(r, 6765);
+  hali_context_release(c);
+  hali_device_release(d);
+  hali_module_release(m);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Contexts, lookup, synchronous invoke. */
+
+START_TEST(invoke_scalars) {
+  hali_instance_t *in = instance_new();
+  hali_context_t *c = context_new(in, k_arith, NULL);
+  int32_t ab[2] = {40, 2}, r = 0;
+  ck_ok(call_i32(c, "add", ab, 2, &r));
+  ck_assert_int_eq(r, 42);
+  ck_ok(call_i32(c, "@arith.add", ab, 2, &r)); /* qualified, with sigil */
+  hali_function_t *mix = lookup(c, "mix");
+  ck_assert_str_eq(hali_function_name(mix), "mix");
+  ck_assert_uint_eq(hali_function_argument_count(mix), 3);
+  ck_assert_uint_eq(hali_function_result_count(mix), 3);
+  ck_assert_int_eq(hali_function_argument_type(mix, 1), HALI_VARIANT_F32);
+  ck_assert_int_eq(hali_function_result_type(mix, 2), HALI_VARIANT_F64);
+  ck_assert_int_eq(hali_function_result_type(mix, 3), HALI_VARIANT_NONE);
+  ck_assert_uint_eq(hali_function_argument_count(NULL), 0);
+  ck_assert_ptr_null(hali_function_name(NULL));
+  hali_variant_t args[3] = {hali_variant_i64(-5), hali_variant_f32(1.5f),
+                            hali_variant_f64(2.25)};
+  hali_variant_t res[3];
+  ck_ok(hali_context_invoke(c, mix, args, 3, res, 3));
+  ck_assert_int_eq(res[0].type, HALI_VARIANT_I64);
+  ck_assert_int_eq(res[0].u.i64, -5);
+  ck_assert(res[1].u.f32 == 1.5f);
+  ck_assert(res[2].u.f64 == 2.25);
+  ck_ok(hali_context_invoke(c, lookup(c, "nothing"), NULL, 0, NULL, 0));
+  ck_assert_str_eq(hali_variant_type_name(HALI_VARIANT_BUFFER_VIEW),
+                   "!hal.buffer_view");
+  ck_assert_str_eq(hali_variant_type_name((hali_variant_type_t)99), "?");
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(invoke_errors) {
+  hali_instance_t *in = instance_new();
+  hali_context_t *c = context_new(in, k_arith, NULL);
+  hali_function_t *add = lookup(c, "add"), *f = NULL;
+  hali_variant_t args[3] = {hali_variant_i32(1), hali_variant_i32(2),
+                            hali_variant_i32(3)};
+  hali_variant_t res[2];
+  ck_status(hali_context_invoke(c, add, args, 3, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "@add takes 2 argument(s), 3 given");
+  ck_status(hali_context_invoke(c, add, args, 1, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "2 argument(s), 1 given");
+  ck_status(hali_context_invoke(c, add, args, 2, res, 2),
+            HALI_STATUS_INVALID_ARGUMENT, "returns 1 result(s), room for 2");
+  ck_status(hali_context_invoke(c, add, args, 2, NULL, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "results is NULL");
+  ck_status(hali_context_invoke(c, add, NULL, 2, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "argument array is NULL");
+  args[1] = hali_variant_f32(2.0f);
+  ck_status(hali_context_invoke(c, add, args, 2, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT,
+            "@add argument 1: expected i32, got f32");
+  ck_status(hali_context_invoke(NULL, add, args, 2, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "context is NULL");
+  ck_status(hali_context_invoke(c, NULL, args, 2, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "function is NULL");
+  /* Refs: NULL, and an object that is not what its label says. */
+  hali_function_t *dim0 = lookup(c, "dim0");
+  hali_variant_t v = hali_variant_view(NULL);
+  ck_status(hali_context_invoke(c, dim0, &v, 1, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "NULL !hal.buffer_view");
+  hali_fence_t *fence = NULL;
+  ck_ok(hali_fence_create(&fence));
+  v = hali_variant_fence(fence);
+  ck_status(hali_context_invoke(c, dim0, &v, 1, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT,
+            "expected !hal.buffer_view, got !hal.fence");
+  v.type = HALI_VARIANT_BUFFER_VIEW; /* mislabelled */
+  ck_status(hali_context_invoke(c, dim0, &v, 1, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "the object is a !hal.fence");
+  hali_fence_release(fence);
+  /* Lookup. */
+  ck_status(hali_context_lookup_function(c, "nope", &f), HALI_STATUS_NOT_FOUND,
+            "no function @nope");
+  ck_assert_ptr_null(f);
+  ck_status(hali_context_lookup_function(c, "other.add", &f),
+            HALI_STATUS_NOT_FOUND, "@other.add");
+  ck_status(hali_context_lookup_function(NULL, "add", &f),
+            HALI_STATUS_INVALID_ARGUMENT, "context is NULL");
+  ck_status(hali_context_lookup_function(c, NULL, &f),
+            HALI_STATUS_INVALID_ARGUMENT, "name is NULL");
+  /* A program failure comes back with its location. */
+  ck_status(hali_context_invoke(c, lookup(c, "fails"), NULL, 0, NULL, 0),
+            HALI_STATUS_FAILED_PRECONDITION, "deliberately");
+  /* A function of another context. */
+  hali_context_t *c2 = context_new(in, k_arith, NULL);
+  args[1] = hali_variant_i32(2);
+  ck_status(hali_context_invoke(c2, add, args, 2, res, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "another context");
+  hali_context_release(c2);
+  /* Context creation errors. */
+  hali_context_t *bad = NULL;
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *none[1] = {NULL};
+  ck_status(hali_context_create(in, d, none, 1, NULL, &bad),
+            HALI_STATUS_INVALID_ARGUMENT, "module 0 is NULL");
+  ck_status(hali_context_create(in, d, none, 0, NULL, &bad),
+            HALI_STATUS_INVALID_ARGUMENT, "at least one module");
+  ck_status(hali_context_create(in, NULL, none, 1, NULL, &bad),
+            HALI_STATUS_INVALID_ARGUMENT, "device is NULL");
+  ck_assert_ptr_null(bad);
+  hali_device_release(d);
+  hali_context_cancel(NULL);
+  hali_context_release(NULL);
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(handles_outlive_their_creators) {
+  /* The context keeps instance, device and module alive: the host may drop
+   * its references right after creating it. */
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_TASK);
+  hali_module_t *m = module_new(in, k_arith);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+  int32_t ab[2] = {1, 2}, r = 0;
+  ck_ok(call_i32(c, "add", ab, 2, &r));
+  ck_assert_int_eq(r, 3);
+  hali_context_retain(c);
+  hali_context_release(c);
+  hali_context_release(c);
+}
+END_TEST
+
+START_TEST(instance_frozen_after_first_context) {
+  hali_instance_t *in = instance_new();
+  hali_context_t *c = context_new(in, k_arith, NULL);
+  ck_status(hali_instance_register_import_module(in, "late", NULL, 0),
+            HALI_STATUS_FAILED_PRECONDITION, "register everything before");
+  ck_status(hali_instance_register_ffi_library(in, "late", "x.so"),
+            HALI_STATUS_FAILED_PRECONDITION, "already has a context");
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Buffer views. */
+
+START_TEST(buffer_views) {
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  float data[6] = {1, 2, 3, 4, 5, 6};
+  int64_t shape[2] = {2, 3};
+  hali_buffer_view_t *v = NULL;
+  ck_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_F32, 2, shape, data,
+                                sizeof(data), &v));
+  ck_assert_uint_eq(hali_buffer_view_rank(v), 2);
+  ck_assert_int_eq(hali_buffer_view_dim(v, 1), 3);
+  ck_assert_int_eq(hali_buffer_view_dim(v, 2), 0);
+  ck_assert_uint_eq(hali_buffer_view_element_type(v), HALI_ELEMENT_TYPE_F32);
+  ck_assert_uint_eq(hali_buffer_view_element_count(v), 6);
+  ck_assert_uint_eq(hali_buffer_view_byte_length(v), 24);
+  float back[6] = {0};
+  ck_ok(hali_buffer_view_read(v, back, sizeof(back)));
+  ck_assert(memcmp(back, data, sizeof(data)) == 0);
+  ck_status(hali_buffer_view_read(v, back, 8), HALI_STATUS_OUT_OF_RANGE,
+            "holds 24 bytes; the target has room for 8");
+  ck_status(hali_buffer_view_read(NULL, back, 8), HALI_STATUS_INVALID_ARGUMENT,
+            "view is NULL");
+  hali_buffer_view_t *w = NULL;
+  ck_status(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_F32, 2, shape, data,
+                                    8, &w),
+            HALI_STATUS_INVALID_ARGUMENT, "holds 24 bytes; 8 given");
+  ck_status(hali_buffer_view_create(d, 0x77000020u, 2, shape, data, 24, &w),
+            HALI_STATUS_INVALID_ARGUMENT, "unknown element type");
+  int64_t neg = -1;
+  ck_status(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_F32, 1, &neg, NULL, 0,
+                                    &w),
+            HALI_STATUS_INVALID_ARGUMENT, NULL);
+  ck_status(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_F32, 2, NULL, NULL, 0,
+                                    &w),
+            HALI_STATUS_INVALID_ARGUMENT, "shape is NULL");
+  ck_assert_ptr_null(w);
+  /* Zero-filled when no data is given; views pass through functions. */
+  ck_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_I32, 1, shape, NULL, 0,
+                                &w));
+  hali_module_t *m = module_new(in, k_arith);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  hali_variant_t arg = hali_variant_view(v), res;
+  ck_ok(hali_context_invoke(c, lookup(c, "dim0"), &arg, 1, &res, 1));
+  ck_assert_int_eq(res.u.i64, 2);
+  arg = hali_variant_view(w);
+  ck_ok(hali_context_invoke(c, lookup(c, "same"), &arg, 1, &res, 1));
+  ck_assert_int_eq(res.type, HALI_VARIANT_BUFFER_VIEW);
+  ck_assert_ptr_eq(res.u.view, w);
+  int32_t zeros[2] = {7, 7};
+  ck_ok(hali_buffer_view_read(res.u.view, zeros, sizeof(zeros)));
+  ck_assert_int_eq(zeros[0] + zeros[1], 0);
+  hali_variant_release(&res); /* the result's reference */
+  ck_assert_int_eq(res.type, HALI_VARIANT_NONE);
+  hali_variant_release(NULL);
+  hali_buffer_view_retain(w);
+  hali_buffer_view_release(w);
+  hali_buffer_view_release(w);
+  hali_buffer_view_release(v);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Host imports. */
+
+static const char k_imports[] =
+    "module @imp\n"
+    "func @env.add(%a: i32, %b: i32) -> i32 import\n"
+    "func @env.maybe(%a: i32) -> i32 import optional\n"
+    "func @env.make(%n: i64) -> !hal.buffer_view import optional\n"
+    "func @twice(%x: i32) -> i32 {\n"
+    "  %y = call @env.add(%x, %x)\n"
+    "  return %y\n"
+    "}\n"
+    "func @maybe(%x: i32) -> i32 {\n"
+    "  %y = call @env.maybe(%x)\n"
+    "  return %y\n"
+    "}\n"
+    "func @make(%n: i64) -> !hal.buffer_view {\n"
+    "  %v = call @env.make(%n)\n"
+    "  return %v\n"
+    "}\n";
+
+static atomic_int g_calls;
+static hali_device_t *g_device;
+
+static hali_status_t host_add(void *user, const hali_variant_t *args,
+                              size_t n, hali_variant_t *results, size_t m) {
+  ck_assert_ptr_eq(user, &g_calls);
+  ck_assert_uint_eq(n, 2);
+  ck_assert_uint_eq(m, 1);
+  ck_assert_int_eq(args[0].type, HALI_VARIANT_I32);
+  ck_assert_int_eq(results[0].type, HALI_VARIANT_I32);
+  atomic_fetch_add(&g_calls, 1);
+  results[0].u.i32 = args[0].u.i32 + args[1].u.i32;
+  return HALI_OK;
+}
+
+static hali_status_t host_refuse(void *user, const hali_variant_t *args,
+                                 size_t n, hali_variant_t *results, size_t m) {
+  return hali_status_make(HALI_STATUS_PERMISSION_DENIED, "the host says no");
+}
+
+static hali_status_t host_make(void *user, const hali_variant_t *args,
+                               size_t n, hali_variant_t *results, size_t m) {
+  int64_t shape = args[0].u.i64;
+  return hali_buffer_view_create(g_device, HALI_ELEMENT_TYPE_I8, 1, &shape,
+                                 NULL, 0, &results[0].u.view);
+}
+
+START_TEST(imports_host_callbacks) {
+  hali_instance_t *in = instance_new();
+  hali_import_function_t fns[] = {
+      {"add", "(i32, i32) -> i32", host_add, &g_calls},
+      {"maybe", NULL, host_refuse, NULL},
+      {"make", "(i64) -> (!hal.buffer_view)", host_make, NULL},
+  };
+  ck_ok(hali_instance_register_import_module(in, "env", fns, 3));
+  ck_status(hali_instance_register_import_module(in, "env", fns, 1),
+            HALI_STATUS_ALREADY_EXISTS, "'env' is already registered");
+  g_device = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(in, k_imports);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, g_device, &m, 1, NULL, &c));
+  int32_t x = 21, r = 0;
+  atomic_store(&g_calls, 0);
+  ck_ok(call_i32(c, "twice", &x, 1, &r));
+  ck_assert_int_eq(r, 42);
+  ck_assert_int_eq(atomic_load(&g_calls), 1);
+  ck_status(call_i32(c, "maybe", &x, 1, &r), HALI_STATUS_PERMISSION_DENIED,
+            "in host import @env.maybe");
+  hali_variant_t n = hali_variant_i64(5), res;
+  ck_ok(hali_context_invoke(c, lookup(c, "make"), &n, 1, &res, 1));
+  ck_assert_int_eq(hali_buffer_view_dim(res.u.view, 0), 5);
+  hali_variant_release(&res);
+  /* Imports are not functions to call. */
+  hali_function_t *f;
+  ck_status(hali_context_lookup_function(c, "env.add", &f),
+            HALI_STATUS_NOT_FOUND, "is an import");
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(g_device);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(imports_missing_and_mismatched) {
+  /* Nothing registered: the required import is a link error naming it. */
+  hali_instance_t *in = instance_new();
+  hali_context_t *c = NULL;
+  ck_status(try_context(in, k_imports, NULL, &c), HALI_STATUS_NOT_FOUND,
+            "required import(s) not provided by the host: @env.add");
+  ck_assert_ptr_null(c);
+  hali_instance_release(in);
+  /* Only the required one: optional ones stay unbound and fail if called. */
+  in = instance_new();
+  hali_import_function_t add = {"add", "(i32,i32)->i32", host_add, &g_calls};
+  ck_ok(hali_instance_register_import_module(in, "env", &add, 1));
+  c = context_new(in, k_imports, NULL);
+  int32_t x = 1, r;
+  ck_status(call_i32(c, "maybe", &x, 1, &r), HALI_STATUS_NOT_FOUND,
+            "import @env.maybe is not provided by the host");
+  hali_context_release(c);
+  hali_instance_release(in);
+  /* A signature that differs from the declaration. */
+  in = instance_new();
+  hali_import_function_t wrong = {"add", "(i32) -> i32", host_add, NULL};
+  ck_ok(hali_instance_register_import_module(in, "env", &wrong, 1));
+  ck_status(try_context(in, k_imports, NULL, &c), HALI_STATUS_INVALID_ARGUMENT,
+            "declares (i32, i32) -> (i32) but the host registered (i32) -> "
+            "(i32)");
+  hali_instance_release(in);
+  /* Malformed signatures and entries. */
+  in = instance_new();
+  hali_import_function_t bad = {"add", "(i32, int) -> i32", host_add, NULL};
+  ck_status(hali_instance_register_import_module(in, "env", &bad, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "cannot parse signature");
+  bad.signature = "i32 -> i32";
+  ck_status(hali_instance_register_import_module(in, "env", &bad, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "cannot parse signature");
+  bad.signature = NULL;
+  bad.callback = NULL;
+  ck_status(hali_instance_register_import_module(in, "env", &bad, 1),
+            HALI_STATUS_INVALID_ARGUMENT, "needs a name and a callback");
+  hali_instance_release(in);
+}
+END_TEST
+
+static const char k_ffi[] =
+    "module @ffi\n"
+    "func @c.imp_add3(%a: i32, %b: i32, %c: i32) -> i32 import\n"
+    "func @c.imp_mul64(%a: i64, %b: i64) -> i64 import\n"
+    "func @c.imp_mix(%a: f64, %b: f32) -> f64 import\n"
+    "func @c.imp_half(%a: f32) -> f32 import\n"
+    "func @c.imp_bump(%a: i32) import\n"
+    "func @c.imp_counter() -> i32 import\n"
+    "func @run(%a: i32, %x: i64, %d: f64, %f: f32) -> (i32, i64, f64, f32, "
+    "i32) {\n"
+    "  %r1 = call @c.imp_add3(%a, %a, %a)\n"
+    "  %r2 = call @c.imp_mul64(%x, %x)\n"
+    "  %r3 = call @c.imp_mix(%d, %f)\n"
+    "  %r4 = call @c.imp_half(%f)\n"
+    "  call @c.imp_bump(%a)\n"
+    "  call @c.imp_bump(%a)\n"
+    "  %r5 = call @c.imp_counter()\n"
+    "  return %r1, %r2, %r3, %r4, %r5\n"
+    "}\n";
+
+#define TEST_IMPORTS_SO HALI_BUILDDIR "/tests/kernels/test_imports.so"
+
+START_TEST(imports_ffi_library) {
+  hali_instance_t *in = instance_new();
+  ck_ok(hali_instance_register_ffi_library(in, "c", TEST_IMPORTS_SO));
+  ck_status(hali_instance_register_ffi_library(in, "c", TEST_IMPORTS_SO),
+            HALI_STATUS_ALREADY_EXISTS, "'c'");
+  hali_context_t *c = context_new(in, k_ffi, NULL);
+  hali_variant_t args[4] = {hali_variant_i32(5), hali_variant_i64(3000000000),
+                            hali_variant_f64(1.25), hali_variant_f32(3.0f)};
+  hali_variant_t res[5];
+  ck_ok(hali_context_invoke(c, lookup(c, "run"), args, 4, res, 5));
+  ck_assert_int_eq(res[0].u.i32, 15);
+  ck_assert(res[1].u.i64 == 9000000000000000000ll);
+  ck_assert(res[2].u.f64 == 5.5);
+  ck_assert(res[3].u.f32 == 1.5f);
+  ck_assert_int_eq(res[4].u.i32, 10);
+  hali_context_release(c);
+  hali_instance_release(in);
+  /* Link errors: a missing library, a missing symbol, a ref parameter. */
+  in = instance_new();
+  ck_ok(hali_instance_register_ffi_library(in, "c", "/nonexistent/lib.so"));
+  ck_status(try_context(in, k_ffi, NULL, &c), HALI_STATUS_NOT_FOUND,
+            "cannot load library \"/nonexistent/lib.so\"");
+  hali_instance_release(in);
+  in = instance_new();
+  ck_ok(hali_instance_register_ffi_library(in, "c", TEST_IMPORTS_SO));
+  const char missing[] = "func @c.imp_nope() import\n"
+                         "func @f() {\n  call @c.imp_nope()\n  return\n}\n";
+  ck_status(try_context(in, missing, NULL, &c), HALI_STATUS_NOT_FOUND,
+            "no symbol 'imp_nope'");
+  const char refs[] = "func @c.imp_half(%v: !hal.fence) import\n"
+                      "func @f() {\n  return\n}\n";
+  ck_status(try_context(in, refs, NULL, &c), HALI_STATUS_INVALID_ARGUMENT,
+            "parameter 0 is !hal.fence");
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(imports_between_modules) {
+  const char lib[] = "module @lib\n"
+                     "func @square(%x: i32) -> i32 {\n"
+                     "  %y = mul.i32 %x, %x\n"
+                     "  return %y\n"
+                     "}\n";
+  const char app[] = "module @app\n"
+                     "func @lib.square(%x: i32) -> i32 import\n"
+                     "func @main(%x: i32) -> i32 {\n"
+                     "  %y = call @lib.square(%x)\n"
+                     "  %z = call @lib.square(%y)\n"
+                     "  return %z\n"
+                     "}\n";
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *ms[2] = {module_new(in, app), module_new(in, lib)};
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, ms, 2, NULL, &c));
+  int32_t x = 3, r = 0;
+  ck_ok(call_i32(c, "main", &x, 1, &r));
+  ck_assert_int_eq(r, 81);
+  ck_ok(call_i32(c, "lib.square", &x, 1, &r));
+  ck_assert_int_eq(r, 9);
+  hali_context_release(c);
+  /* Alone, @app misses its import. */
+  ck_status(hali_context_create(in, d, ms, 1, NULL, &c), HALI_STATUS_NOT_FOUND,
+            "@lib.square");
+  /* A signature mismatch between modules. */
+  const char app2[] = "module @app2\n"
+                      "func @lib.square(%x: i64) -> i64 import\n"
+                      "func @f() {\n  return\n}\n";
+  hali_module_t *ms2[2] = {module_new(in, app2), ms[1]};
+  ck_status(hali_context_create(in, d, ms2, 2, NULL, &c),
+            HALI_STATUS_INVALID_ARGUMENT, "module @lib defines (i32)");
+  hali_module_release(ms2[0]);
+  hali_module_release(ms[0]);
+  hali_module_release(ms[1]);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Static kernels and custom executable loaders. */
+
+static int twice_kernel(const hali_kernel_dispatch_state_t *d,
+                        const hali_kernel_workgroup_state_t *w) {
+  const int32_t *x = d->binding_ptrs[0];
+  int32_t *out = d->binding_ptrs[1];
+  size_t n = d->binding_lengths[0] / sizeof(int32_t);
+  for (size_t i = 0; i < n; ++i) out[i] = 2 * x[i];
+  return 0;
+}
+
+static const hali_kernel_export_t k_twice_exports[] = {
+    {"twice", twice_kernel, 2, 0, {1, 1, 1}, 0},
+};
+static const hali_kernel_library_t k_twice_library = {
+    HALI_KERNEL_ABI_VERSION, "test_static", 1, k_twice_exports};
+
+/* A dispatch of export @twice of executable @EXE over an i32 vector. */
+#define DISPATCH_FN(EXE)                                                       \
+  "func @run_" EXE "(%x: !hal.buffer_view) -> !hal.buffer_view {\n"            \
+  "  %zero32 = const.i32 0\n"                                                  \
+  "  %one32 = const.i32 1\n"                                                   \
+  "  %two32 = const.i32 2\n"                                                   \
+  "  %n = hal.buffer_view.dim %x, %zero32\n"                                   \
+  "  %device = hal.device.get\n"                                               \
+  "  %allocator = hal.device.allocator %device\n"                              \
+  "  %four = const.i64 4\n"                                                    \
+  "  %bytes = mul.i64 %n, %four\n"                                             \
+  "  %memory = const.i32 19\n"                                                 \
+  "  %usage = const.i32 7\n"                                                   \
+  "  %out = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"      \
+  "  %xb = hal.buffer_view.buffer %x\n"                                        \
+  "  %cmd = hal.command_buffer.create %device, %one32, %two32\n"               \
+  "  %zero = const.i64 0\n"                                                    \
+  "  hal.command_buffer.push_descriptor_set %cmd, %zero32, %xb, %zero, "       \
+  "%bytes\n"                                                                   \
+  "  hal.command_buffer.push_descriptor_set %cmd, %one32, %out, %zero, "       \
+  "%bytes\n"                                                                   \
+  "  %exe = hal.executable.get @" EXE "\n"                                     \
+  "  hal.command_buffer.dispatch %cmd, %exe, %zero32, %one32, %one32, "        \
+  "%one32\n"                                                                   \
+  "  hal.command_buffer.finalize %cmd\n"                                       \
+  "  %wait = hal.fence.null\n"                                                 \
+  "  %done = hal.fence.create %device\n"                                       \
+  "  hal.device.queue.execute %device, %wait, %done, [%cmd]\n"                 \
+  "  %forever = const.i64 -1\n"                                                \
+  "  %status = hal.fence.await %done, %forever\n"                              \
+  "  %i32 = const.i32 0x10000020\n"                                            \
+  "  %view = hal.buffer_view.create %out, %i32, %one32, [%n]\n"                \
+  "  return %view\n"                                                           \
+  "}\n"
+
+static const char k_kernels[] =
+    "module @kern\n"
+    "executable @st format \"static\" library \"test_static\" {\n"
+    "  export @twice(tensor<?xi32>) -> (tensor<?xi32>)\n"
+    "}\n"
+    "executable @mine format \"mine\" library \"anything\" {\n"
+    "  export @twice(tensor<?xi32>) -> (tensor<?xi32>)\n"
+    "}\n" DISPATCH_FN("st") DISPATCH_FN("mine");
+
+typedef struct {
+  int loads, destroyed;
+  char library[64];
+} my_loader_t;
+
+static bool my_supports(void *self, const char *format) {
+  return strcmp(format, "mine") == 0;
+}
+static hali_status_t my_load(void *self, const hali_executable_request_t *r,
+                             const hali_kernel_library_t **out) {
+  my_loader_t *l = self;
+  l->loads++;
+  snprintf(l->library, sizeof(l->library), "%s", r->library);
+  if (strcmp(r->name, "mine") != 0)
+    return hali_status_make(HALI_STATUS_NOT_FOUND, "not mine");
+  *out = &k_twice_library;
+  return HALI_OK;
+}
+static void my_destroy(void *self) { ((my_loader_t *)self)->destroyed++; }
+
+static void check_twice(hali_context_t *c, hali_device_t *d, const char *fn) {
+  int32_t data[5] = {1, 2, 3, 4, -5}, out[5];
+  int64_t n = 5;
+  hali_buffer_view_t *v = NULL;
+  ck_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_I32, 1, &n, data,
+                                sizeof(data), &v));
+  hali_variant_t arg = hali_variant_view(v), res;
+  ck_ok(hali_context_invoke(c, lookup(c, fn), &arg, 1, &res, 1));
+  ck_ok(hali_buffer_view_read(res.u.view, out, sizeof(out)));
+  for (int i = 0; i < 5; ++i) ck_assert_int_eq(out[i], 2 * data[i]);
+  hali_variant_release(&res);
+  hali_buffer_view_release(v);
+}
+
+START_TEST(static_kernels_and_host_loader) {
+  my_loader_t mine = {0};
+  hali_instance_t *in = instance_new();
+  hali_executable_loader_t loader = {my_destroy, my_supports, my_load, "mine"};
+  ck_ok(hali_instance_register_executable_loader(in, &loader, &mine));
+  ck_ok(hali_instance_register_static_library(in, &k_twice_library));
+  ck_status(hali_instance_register_static_library(in, &k_twice_library),
+            HALI_STATUS_ALREADY_EXISTS, "test_static");
+  hali_kernel_library_t old = k_twice_library;
+  old.abi_version = 99;
+  ck_status(hali_instance_register_static_library(in, &old),
+            HALI_STATUS_INVALID_ARGUMENT, "ABI version 99");
+  hali_device_t *d = device_new(in, _i ? HALI_DEVICE_LOCAL_TASK
+                                       : HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(in, k_kernels);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  ck_assert_int_eq(mine.loads, 1);
+  ck_assert_str_eq(mine.library, "anything");
+  check_twice(c, d, "run_st");
+  check_twice(c, d, "run_mine");
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  ck_assert_int_eq(mine.destroyed, 0);
+  hali_instance_release(in);
+  ck_assert_int_eq(mine.destroyed, 1);
+  /* Without the static table or the loader the module does not link. */
+  in = instance_new();
+  ck_status(try_context(in, k_kernels, NULL, &c), HALI_STATUS_NOT_FOUND,
+            "no static kernel library named 'test_static'");
+  hali_instance_release(in);
+  in = instance_new();
+  ck_ok(hali_instance_register_static_library(in, &k_twice_library));
+  ck_status(try_context(in, k_kernels, NULL, &c), HALI_STATUS_UNIMPLEMENTED,
+            "format \"mine\", which no loader supports");
+  hali_instance_release(in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Limits. */
+
+static const char k_limits[] =
+    "module @limits\n"
+    "func @down(%n: i32) -> i32 {\n"
+    "  %one = const.i32 1\n"
+    "  %m = sub.i32 %n, %one\n"
+    "  %r = call @down(%m)\n"
+    "  return %r\n"
+    "}\n"
+    "func @count(%n: i32) -> i32 {\n"
+    "  %i = const.i32 0\n"
+    "  %one = const.i32 1\n"
+    "  br ^head\n"
+    "^head:\n"
+    "  %more = lt.s.i32 %i, %n\n"
+    "  cond_br %more, ^body, ^done\n"
+    "^body:\n"
+    "  %i = add.i32 %i, %one\n"
+    "  br ^head\n"
+    "^done:\n"
+    "  return %i\n"
+    "}\n"
+    "func @alloc(%bytes: i64) -> i64 {\n"
+    "  %device = hal.device.get\n"
+    "  %allocator = hal.device.allocator %device\n"
+    "  %memory = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %b = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"
+    "  %n = hal.buffer.length %b\n"
+    "  return %n\n"
+    "}\n";
+
+START_TEST(limit_memory) {
+  hali_instance_t *in = instance_new();
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.max_memory_bytes = 64 * 1024;
+  hali_context_t *c = context_new(in, k_limits, &p);
+  hali_variant_t arg = hali_variant_i64(4096), res;
+  ck_ok(hali_context_invoke(c, lookup(c, "alloc"), &arg, 1, &res, 1));
+  ck_assert_int_eq(res.u.i64, 4096);
+  arg = hali_variant_i64(1 << 20);
+  ck_status(hali_context_invoke(c, lookup(c, "alloc"), &arg, 1, &res, 1),
+            HALI_STATUS_RESOURCE_EXHAUSTED, NULL);
+  hali_context_release(c);
+  /* The device's own limit applies as well. */
+  hali_device_params_t dp;
+  hali_device_params_initialize(&dp);
+  dp.max_memory_bytes = 1024;
+  hali_device_t *d = NULL;
+  ck_ok(hali_device_create(in, &dp, &d));
+  int64_t big = 2048;
+  hali_buffer_view_t *v = NULL;
+  ck_status(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_I8, 1, &big, NULL, 0,
+                                    &v),
+            HALI_STATUS_RESOURCE_EXHAUSTED, NULL);
+  hali_module_t *m = module_new(in, k_limits);
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  arg = hali_variant_i64(2048);
+  ck_status(hali_context_invoke(c, lookup(c, "alloc"), &arg, 1, &res, 1),
+            HALI_STATUS_RESOURCE_EXHAUSTED, NULL);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(limit_call_depth) {
+  hali_instance_t *in = instance_new();
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.max_call_depth = 50;
+  hali_context_t *c = context_new(in, k_limits, &p);
+  int32_t n = 10, r;
+  ck_status(call_i32(c, "down", &n, 1, &r), HALI_STATUS_RESOURCE_EXHAUSTED,
+            "call depth limit of 50 exceeded");
+  hali_context_release(c);
+  /* The instance's defaults apply when a context gives no params. */
+  hali_instance_options_t o;
+  hali_instance_options_initialize(&o);
+  o.default_context_params.max_call_depth = 9;
+  hali_instance_release(in);
+  ck_ok(hali_instance_create(&o, &in));
+  c = context_new(in, k_limits, NULL);
+  ck_status(call_i32(c, "down", &n, 1, &r), HALI_STATUS_RESOURCE_EXHAUSTED,
+            "call depth limit of 9 exceeded");
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(limit_fuel) {
+  hali_instance_t *in = instance_new();
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.fuel = 1000;
+  hali_context_t *c = context_new(in, k_limits, &p);
+  int32_t n = 10, r = 0;
+  ck_ok(call_i32(c, "count", &n, 1, &r));
+  ck_assert_int_eq(r, 10);
+  n = 1000000;
+  ck_status(call_i32(c, "count", &n, 1, &r), HALI_STATUS_RESOURCE_EXHAUSTED,
+            "instruction budget (fuel) of 1000 exhausted");
+  /* Each invocation gets the whole budget again. */
+  n = 10;
+  ck_ok(call_i32(c, "count", &n, 1, &r));
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+static const char k_spin[] =
+    "module @spin\n"
+    "func @env.started() import\n"
+    "func @spin() -> i32 {\n"
+    "  call @env.started()\n"
+    "  %x = const.i32 0\n"
+    "  %one = const.i32 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %x = add.i32 %x, %one\n"
+    "  br ^loop\n"
+    "}\n";
+
+static atomic_int g_started;
+
+static hali_status_t host_started(void *user, const hali_variant_t *args,
+                                  size_t n, hali_variant_t *results,
+                                  size_t m) {
+  atomic_store(&g_started, 1);
+  return HALI_OK;
+}
+
+typedef struct {
+  hali_context_t *context;
+  hali_invocation_t *invocation;
+  int64_t cancelled_at;
+} canceller_t;
+
+static void *cancel_soon(void *p) {
+  canceller_t *k = p;
+  while (!atomic_load(&g_started)) usleep(1000);
+  usleep(20000); /* well inside the loop */
+  k->cancelled_at = now_ns();
+  if (k->invocation) hali_invocation_cancel(k->invocation);
+  else hali_context_cancel(k->context);
+  return NULL;
+}
+
+START_TEST(limit_cancel_from_another_thread) {
+  hali_instance_t *in = instance_new();
+  hali_import_function_t started = {"started", "()", host_started, NULL};
+  ck_ok(hali_instance_register_import_module(in, "env", &started, 1));
+  hali_context_t *c = context_new(in, k_spin, NULL);
+  atomic_store(&g_started, 0);
+  canceller_t k = {c, NULL, 0};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, cancel_soon, &k), 0);
+  hali_variant_t res;
+  hali_status_t s = hali_context_invoke(c, lookup(c, "spin"), NULL, 0, &res, 1);
+  int64_t returned_at = now_ns();
+  pthread_join(t, NULL);
+  ck_status(s, HALI_STATUS_CANCELLED, NULL);
+  int64_t latency = returned_at - k.cancelled_at;
+  ck_assert_msg(latency >= 0 && latency < 10000000,
+                "cancellation took %lld ns", (long long)latency);
+  /* The context stays usable; an async invocation can be cancelled too. */
+  atomic_store(&g_started, 0);
+  hali_invocation_t *inv = NULL;
+  ck_ok(hali_context_invoke_async(c, lookup(c, "spin"), NULL, 0, &inv));
+  k.invocation = inv;
+  ck_assert_int_eq(pthread_create(&t, NULL, cancel_soon, &k), 0);
+  ck_ok(hali_invocation_await(inv));
+  returned_at = now_ns();
+  pthread_join(t, NULL);
+  ck_assert(hali_invocation_is_done(inv));
+  ck_status(hali_invocation_status(inv), HALI_STATUS_CANCELLED, NULL);
+  latency = returned_at - k.cancelled_at;
+  ck_assert_msg(latency >= 0 && latency < 10000000,
+                "cancellation took %lld ns", (long long)latency);
+  hali_invocation_release(inv);
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Asynchronous invocation and fences. */
+
+static const char k_async[] =
+    "module @async\n"
+    "func @env.log(%x: i32) import\n"
+    "func @step$async(%wait: !hal.fence, %signal: !hal.fence, %x: i32) -> "
+    "i32 {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %wait, %forever\n"
+    "  call @env.log(%x)\n"
+    "  %one = const.i32 1\n"
+    "  %y = add.i32 %x, %one\n"
+    "  hal.fence.signal %signal\n"
+    "  return %y\n"
+    "}\n";
+
+static int g_log[8], g_log_count;
+
+static hali_status_t host_log(void *user, const hali_variant_t *args,
+                              size_t n, hali_variant_t *results, size_t m) {
+  if (g_log_count < 8) g_log[g_log_count++] = args[0].u.i32;
+  return HALI_OK;
+}
+
+START_TEST(async_chain_through_fences) {
+  hali_instance_t *in = instance_new();
+  hali_import_function_t log = {"log", "(i32)", host_log, NULL};
+  ck_ok(hali_instance_register_import_module(in, "env", &log, 1));
+  hali_device_t *d = device_new(in, _i ? HALI_DEVICE_LOCAL_TASK
+                                       : HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(in, k_async);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  hali_function_t *step = lookup(c, "step$async");
+  hali_fence_t *f0, *f1, *f2;
+  ck_ok(hali_fence_create(&f0));
+  ck_ok(hali_fence_create(&f1));
+  ck_ok(hali_fence_create(&f2));
+  g_log_count = 0;
+  /* Start the second step first: the order comes from the fences. */
+  hali_variant_t a2[3] = {hali_variant_fence(f1), hali_variant_fence(f2),
+                          hali_variant_i32(20)};
+  hali_variant_t a1[3] = {hali_variant_fence(f0), hali_variant_fence(f1),
+                          hali_variant_i32(10)};
+  hali_invocation_t *i2 = NULL, *i1 = NULL;
+  ck_ok(hali_context_invoke_async(c, step, a2, 3, &i2));
+  ck_ok(hali_context_invoke_async(c, step, a1, 3, &i1));
+  ck_ok(hali_context_run(c));
+  ck_assert(!hali_invocation_is_done(i1));
+  ck_assert(!hali_invocation_is_done(i2));
+  ck_assert_int_eq(g_log_count, 0);
+  ck_status(hali_invocation_status(i1), HALI_STATUS_FAILED_PRECONDITION,
+            "has not finished");
+  hali_variant_t r;
+  ck_status(hali_invocation_results(i1, &r, 1),
+            HALI_STATUS_FAILED_PRECONDITION, "has not finished");
+  bool ready = true;
+  ck_ok(hali_fence_query(f2, &ready));
+  ck_assert(!ready);
+  /* The host releases the chain. */
+  ck_ok(hali_fence_signal(f0));
+  ck_ok(hali_invocation_await(i2));
+  ck_assert(hali_invocation_is_done(i1));
+  ck_assert(hali_invocation_is_done(i2));
+  ck_assert_int_eq(g_log_count, 2);
+  ck_assert_int_eq(g_log[0], 10);
+  ck_assert_int_eq(g_log[1], 20);
+  ck_ok(hali_fence_query(f2, &ready));
+  ck_assert(ready);
+  ck_ok(hali_fence_await(hali_invocation_fence(i1), 0));
+  ck_ok(hali_invocation_status(i2));
+  ck_ok(hali_invocation_results(i2, &r, 1));
+  ck_assert_int_eq(r.u.i32, 21);
+  ck_status(hali_invocation_results(i2, &r, 2), HALI_STATUS_INVALID_ARGUMENT,
+            "returns 1 result(s), room for 2");
+  hali_invocation_t *bad = i1;
+  ck_status(hali_context_invoke_async(c, step, a1, 2, &bad),
+            HALI_STATUS_INVALID_ARGUMENT, "takes 3 argument(s), 2 given");
+  ck_assert_ptr_null(bad);
+  /* A failed wait fence fails the invocation waiting on it. */
+  hali_fence_t *f3;
+  ck_ok(hali_fence_create(&f3));
+  hali_variant_t a3[3] = {hali_variant_fence(f3), hali_variant_fence(f2),
+                          hali_variant_i32(0)};
+  hali_invocation_t *i3 = NULL;
+  ck_ok(hali_context_invoke_async(c, step, a3, 3, &i3));
+  hali_fence_fail(f3, hali_status_make(HALI_STATUS_ABORTED, "upstream"));
+  ck_ok(hali_invocation_await(i3));
+  ck_status(hali_invocation_status(i3), HALI_STATUS_ABORTED, "upstream");
+  ck_status(hali_fence_await(hali_invocation_fence(i3), 0),
+            HALI_STATUS_ABORTED, "upstream");
+  hali_invocation_release(i3);
+  hali_fence_release(f3);
+  /* A pending invocation released by the host is cancelled with the
+   * context. */
+  hali_fence_t *never;
+  ck_ok(hali_fence_create(&never));
+  hali_variant_t a4[3] = {hali_variant_fence(never), hali_variant_fence(f2),
+                          hali_variant_i32(0)};
+  hali_invocation_t *i4 = NULL;
+  ck_ok(hali_context_invoke_async(c, step, a4, 3, &i4));
+  ck_ok(hali_context_run(c));
+  hali_invocation_release(i4);
+  hali_fence_release(never);
+  /* A synchronous invoke of a function awaiting a fence nobody signals is
+   * a deadlock report, not a hang. */
+  hali_fence_t *stuck;
+  ck_ok(hali_fence_create(&stuck));
+  hali_variant_t a5[3] = {hali_variant_fence(stuck), hali_variant_fence(f2),
+                          hali_variant_i32(0)};
+  ck_status(hali_context_invoke(c, step, a5, 3, &r, 1),
+            HALI_STATUS_FAILED_PRECONDITION, "deadlock");
+  hali_fence_release(stuck);
+  hali_invocation_release(i1);
+  hali_invocation_release(i2);
+  hali_fence_release(f0);
+  hali_fence_release(f1);
+  hali_fence_release(f2);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(fences) {
+  hali_fence_t *f = NULL;
+  ck_ok(hali_fence_create(&f));
+  bool ready = true;
+  ck_ok(hali_fence_query(f, &ready));
+  ck_assert(!ready);
+  ck_status(hali_fence_await(f, 1000000), HALI_STATUS_DEADLINE_EXCEEDED, NULL);
+  hali_fence_retain(f);
+  ck_ok(hali_fence_signal(f));
+  ck_ok(hali_fence_await(f, HALI_TIMEOUT_INFINITE));
+  ck_ok(hali_fence_query(f, &ready));
+  ck_assert(ready);
+  hali_fence_release(f);
+  hali_fence_release(f);
+  ck_ok(hali_fence_create(&f));
+  hali_fence_fail(f, hali_status_make(HALI_STATUS_DATA_LOSS, "gone"));
+  ck_status(hali_fence_query(f, &ready), HALI_STATUS_DATA_LOSS, "gone");
+  ck_assert(ready);
+  ck_status(hali_fence_signal(f), HALI_STATUS_DATA_LOSS, "gone");
+  hali_fence_fail(f, NULL); /* the first failure stays */
+  ck_status(hali_fence_await(f, 0), HALI_STATUS_DATA_LOSS, "gone");
+  hali_fence_release(f);
+  ck_status(hali_fence_create(NULL), HALI_STATUS_INVALID_ARGUMENT, NULL);
+  ck_status(hali_fence_signal(NULL), HALI_STATUS_INVALID_ARGUMENT, NULL);
+  ck_status(hali_fence_query(NULL, &ready), HALI_STATUS_INVALID_ARGUMENT,
+            NULL);
+  ck_status(hali_fence_await(NULL, 0), HALI_STATUS_INVALID_ARGUMENT, NULL);
+  hali_fence_fail(NULL, hali_status_make(HALI_STATUS_UNKNOWN, "dropped"));
+  hali_fence_release(NULL);
+  ck_assert_ptr_null(hali_invocation_fence(NULL));
+  ck_assert(!hali_invocation_is_done(NULL));
+  hali_invocation_cancel(NULL);
+  hali_invocation_release(NULL);
+  ck_status(hali_invocation_await(NULL), HALI_STATUS_INVALID_ARGUMENT, NULL);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Tracing. */
+
+typedef struct {
+  int lines;
+  int saw_add;
+} trace_sink_t;
+
+static void on_trace(void *user, const char *line) {
+  trace_sink_t *t = user;
+  t->lines++;
+  if (strstr(line, "add.i32")) t->saw_add = 1;
+}
+
+START_TEST(tracing_to_a_callback) {
+  hali_instance_t *in = instance_new();
+  trace_sink_t sink = {0};
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.trace_bits = HALI_TRACE_BITS_VM | HALI_TRACE_BITS_HAL;
+  p.trace_callback = on_trace;
+  p.trace_user = &sink;
+  hali_context_t *c = context_new(in, k_arith, &p);
+  int32_t ab[2] = {1, 2}, r;
+  ck_ok(call_i32(c, "add", ab, 2, &r));
+  ck_assert_int_eq(r, 3);
+  hali_context_release(c);
+  ck_assert_int_gt(sink.lines, 0);
+  ck_assert(sink.saw_add);
+  /* A filter that matches nothing: no instruction lines. */
+  trace_sink_t quiet = {0};
+  p.trace_bits = HALI_TRACE_BITS_VM;
+  p.trace_user = &quiet;
+  p.trace_filter = "nomatch*";
+  c = context_new(in, k_arith, &p);
+  ck_ok(call_i32(c, "add", ab, 2, &r));
+  hali_context_release(c);
+  ck_assert(!quiet.saw_add);
+  hali_instance_release(in);
+}
+END_TEST
+
+static Suite *api_suite(void) {
+  Suite *s = suite_create("api");
+  TCase *tc = tcase_create("instance");
+  tcase_add_test(tc, instance_lifecycle_and_errors);
+  tcase_add_test(tc, instance_frozen_after_first_context);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("device");
+  tcase_add_test(tc, device_kinds_and_errors);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("module");
+  tcase_add_test(tc, module_load_and_errors);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("invoke");
+  tcase_add_test(tc, invoke_scalars);
+  tcase_add_test(tc, invoke_errors);
+  tcase_add_test(tc, handles_outlive_their_creators);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("buffer_view");
+  tcase_add_test(tc, buffer_views);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("imports");
+  tcase_add_test(tc, imports_host_callbacks);
+  tcase_add_test(tc, imports_missing_and_mismatched);
+  tcase_add_test(tc, imports_ffi_library);
+  tcase_add_test(tc, imports_between_modules);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("executables");
+  /* _i = 0: local-sync, 1: local-task. */
+  tcase_add_loop_test(tc, static_kernels_and_host_loader, 0, 2);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("limits");
+  tcase_add_test(tc, limit_memory);
+  tcase_add_test(tc, limit_call_depth);
+  tcase_add_test(tc, limit_fuel);
+  tcase_add_test(tc, limit_cancel_from_another_thread);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("async");
+  tcase_add_loop_test(tc, async_chain_through_fences, 0, 2);
+  tcase_add_test(tc, fences);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("trace");
+  tcase_add_test(tc, tracing_to_a_callback);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(api_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
