@@ -362,6 +362,7 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
   f->stack->trace = s->options.trace;
   f->stack->fuel_enabled = s->options.fuel_enabled;
   f->stack->fuel = s->options.fuel;
+  f->stack->fuel_used = 0; /* pooled stacks carry the last count */
   pthread_mutex_lock(&s->mutex);
   f->id = ++s->next_id;
   /* Awaits overlap the fiber slices on the scheduler's track: each fiber
