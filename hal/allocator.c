@@ -11,9 +11,17 @@
 struct hali_hal_allocator_t {
   hali_ref_t ref;
   pthread_mutex_t mutex;
+  hali_hal_memory_hooks_t hooks; /* immutable */
   /* Guarded by |mutex|. */
   hali_hal_allocator_statistics_t stats;
 };
+
+/* Storage is handed out in whole alignment units. */
+static size_t storage_size(hali_hal_device_size_t size) {
+  const uint64_t align = HALI_HAL_ALLOCATOR_ALIGNMENT;
+  size_t rounded = (size_t)((size + align - 1) / align * align);
+  return rounded ? rounded : (size_t)align;
+}
 
 static void hali_hal_allocator_destroy(hali_ref_t *ref) {
   hali_hal_allocator_t *allocator = (hali_hal_allocator_t *)ref;
@@ -78,7 +86,11 @@ hali_status_t hali_hal_allocator_create(
   hali_ref_init(&allocator->ref, HALI_TYPE_ALLOCATOR,
                 &hali_hal_allocator_vtable);
   pthread_mutex_init(&allocator->mutex, NULL);
-  if (params) allocator->stats.max_bytes = params->max_bytes;
+  if (params) {
+    allocator->stats.max_bytes = params->max_bytes;
+    if (params->hooks.alloc && params->hooks.free)
+      allocator->hooks = params->hooks;
+  }
   *out_allocator = allocator;
   return HALI_OK;
 }
@@ -136,10 +148,13 @@ hali_status_t hali_hal_allocator_allocate_storage(
   st->allocations_live++;
   pthread_mutex_unlock(&allocator->mutex);
 
-  size_t rounded = (size_t)((size + align - 1) / align * align);
-  if (rounded == 0) rounded = align;
+  size_t rounded = storage_size(size);
   void *p = NULL;
-  if (posix_memalign(&p, (size_t)align, rounded) != 0 || !p) {
+  if (allocator->hooks.alloc)
+    p = allocator->hooks.alloc(allocator->hooks.user, rounded, (size_t)align);
+  else if (posix_memalign(&p, (size_t)align, rounded) != 0)
+    p = NULL;
+  if (!p) {
     hali_hal_allocator_free_storage(allocator, NULL, size);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "out of host memory allocating %" PRIu64 " bytes",
@@ -153,7 +168,10 @@ hali_status_t hali_hal_allocator_allocate_storage(
 void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
                                      uint8_t *storage,
                                      hali_hal_device_size_t size) {
-  free(storage);
+  if (storage && allocator->hooks.free)
+    allocator->hooks.free(allocator->hooks.user, storage, storage_size(size));
+  else
+    free(storage);
   pthread_mutex_lock(&allocator->mutex);
   allocator->stats.bytes_live -= size;
   allocator->stats.allocations_live--;

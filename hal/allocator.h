@@ -14,7 +14,18 @@
 /* Alignment of every allocation's host memory. */
 #define HALI_HAL_ALLOCATOR_ALIGNMENT 64
 
+/* Where buffer storage comes from (NULL functions: posix_memalign/free).
+ * |alloc| returns |size| bytes aligned to |alignment| (a power of two) or
+ * NULL; |free| gets back the pointer and the same size.  Called from any
+ * thread that allocates or frees (queue threads included). */
+typedef struct hali_hal_memory_hooks_t {
+  void *(*alloc)(void *user, size_t size, size_t alignment);
+  void (*free)(void *user, void *ptr, size_t size);
+  void *user;
+} hali_hal_memory_hooks_t;
+
 typedef struct hali_hal_allocator_params_t {
+  hali_hal_memory_hooks_t hooks;
   /* Upper bound on live bytes (the sum of the sizes of committed buffers);
    * 0 = unlimited.  An allocation that would exceed it fails with
    * RESOURCE_EXHAUSTED naming the sizes. */

@@ -722,7 +722,8 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&device->cond, &attr);
   pthread_condattr_destroy(&attr);
-  hali_hal_allocator_params_t allocator_params = {.max_bytes =
+  hali_hal_allocator_params_t allocator_params = {.hooks = params->hooks,
+                                                 .max_bytes =
                                                       params->max_bytes};
   hali_status_t status =
       hali_hal_allocator_create(&allocator_params, &device->allocator);

@@ -45,6 +45,8 @@ typedef struct hali_hal_device_params_t {
   uint32_t worker_count;
   /* The allocator's max_bytes (0 = unlimited). */
   uint64_t max_bytes;
+  /* Where buffer storage comes from (zeroed = the C library). */
+  hali_hal_memory_hooks_t hooks;
 } hali_hal_device_params_t;
 
 /* Defaults: local-sync, workers = cores, no memory limit. */

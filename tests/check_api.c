@@ -879,6 +879,57 @@ START_TEST(limit_memory) {
 }
 END_TEST
 
+/* Allocator hooks: every buffer's storage goes through them, and all of
+ * it comes back. */
+typedef struct {
+  atomic_int allocs, frees;
+  atomic_llong live;
+} hook_counts_t;
+
+static void *hook_alloc(void *user, size_t size, size_t alignment) {
+  hook_counts_t *h = user;
+  void *p = NULL;
+  if (posix_memalign(&p, alignment, size) != 0) return NULL;
+  atomic_fetch_add(&h->allocs, 1);
+  atomic_fetch_add(&h->live, (long long)size);
+  return p;
+}
+
+static void hook_free(void *user, void *ptr, size_t size) {
+  hook_counts_t *h = user;
+  atomic_fetch_add(&h->frees, 1);
+  atomic_fetch_sub(&h->live, (long long)size);
+  free(ptr);
+}
+
+START_TEST(allocator_hooks) {
+  hook_counts_t counts;
+  atomic_init(&counts.allocs, 0);
+  atomic_init(&counts.frees, 0);
+  atomic_init(&counts.live, 0);
+  hali_instance_options_t o;
+  hali_instance_options_initialize(&o);
+  o.allocator.alloc = hook_alloc;
+  o.allocator.free = hook_free;
+  o.allocator.user = &counts;
+  hali_instance_t *in = NULL;
+  ck_ok(hali_instance_create(&o, &in));
+  hali_context_t *c = context_new(in, k_limits, NULL);
+  hali_variant_t arg = hali_variant_i64(4096), res;
+  ck_ok(hali_context_invoke(c, lookup(c, "alloc"), &arg, 1, &res, 1));
+  ck_assert_int_eq(res.u.i64, 4096);
+  hali_context_release(c);
+  hali_instance_release(in);
+  ck_assert_int_ge(atomic_load(&counts.allocs), 1);
+  ck_assert_int_eq(atomic_load(&counts.allocs), atomic_load(&counts.frees));
+  ck_assert_int_eq(atomic_load(&counts.live), 0);
+  /* Only one of the two is an error. */
+  o.allocator.free = NULL;
+  ck_status(hali_instance_create(&o, &in), HALI_STATUS_INVALID_ARGUMENT,
+            "allocator hooks need both alloc and free");
+}
+END_TEST
+
 START_TEST(limit_call_depth) {
   hali_instance_t *in = instance_new();
   hali_context_params_t p;
@@ -1235,6 +1286,7 @@ static Suite *api_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("limits");
   tcase_add_test(tc, limit_memory);
+  tcase_add_test(tc, allocator_hooks);
   tcase_add_test(tc, limit_call_depth);
   tcase_add_test(tc, limit_fuel);
   tcase_add_test(tc, limit_cancel_from_another_thread);

@@ -255,6 +255,7 @@ struct hali_instance_s {
   size_t ffi_count;
   hali_context_params_t defaults;
   char *default_filter;
+  hali_allocator_hooks_t allocator;
 };
 
 void hali_context_params_initialize(hali_context_params_t *out) {
@@ -310,6 +311,10 @@ hali_status_t hali_instance_create(const hali_instance_options_t *options,
       }
     }
     in->defaults = options->default_context_params;
+    if ((options->allocator.alloc != NULL) != (options->allocator.free != NULL))
+      s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                           "allocator hooks need both alloc and free");
+    in->allocator = options->allocator;
     in->defaults.trace_filter = NULL;
     if (!s && options->default_context_params.trace_filter) {
       in->default_filter = strdup(options->default_context_params.trace_filter);
@@ -532,6 +537,7 @@ hali_status_t hali_instance_register_ffi_library(hali_instance_t *instance,
 struct hali_device_s {
   atomic_uint_fast32_t count;
   hali_device_params_t params;
+  hali_allocator_hooks_t allocator; /* the instance's, copied */
   hali_hal_device_t *hal;
 };
 
@@ -542,10 +548,14 @@ void hali_device_params_initialize(hali_device_params_t *out) {
 }
 
 static hali_status_t make_hal_device(const hali_device_params_t *p,
+                                     const hali_allocator_hooks_t *hooks,
                                      uint64_t max_bytes,
                                      hali_hal_device_t **out) {
   hali_hal_device_params_t hp;
   hali_hal_device_params_initialize(&hp);
+  hp.hooks.alloc = hooks->alloc;
+  hp.hooks.free = hooks->free;
+  hp.hooks.user = hooks->user;
   hp.kind = p->kind == HALI_DEVICE_LOCAL_TASK ? HALI_HAL_DEVICE_LOCAL_TASK
                                               : HALI_HAL_DEVICE_LOCAL_SYNC;
   hp.worker_count = p->worker_count;
@@ -570,7 +580,9 @@ hali_status_t hali_device_create(hali_instance_t *instance,
   if (!d) return oom();
   atomic_init(&d->count, 1);
   d->params = p;
-  hali_status_t s = make_hal_device(&p, p.max_memory_bytes, &d->hal);
+  if (instance) d->allocator = instance->allocator;
+  hali_status_t s =
+      make_hal_device(&p, &d->allocator, p.max_memory_bytes, &d->hal);
   if (s) {
     free(d);
     return s;
@@ -981,7 +993,8 @@ static hali_status_t context_link(hali_context_t *c,
     limit = dp->max_memory_bytes;
   if (p->max_memory_bytes || (p->trace_bits & HALI_TRACE_BITS_HAL)) {
     c->private_device = true;
-    HALI_RETURN_IF_ERROR(make_hal_device(dp, limit, &c->hal),
+    HALI_RETURN_IF_ERROR(make_hal_device(dp, &c->device->allocator, limit,
+                                         &c->hal),
                          "creating the context's device");
   } else {
     c->hal = c->device->hal;

@@ -212,6 +212,19 @@ HALI_API void hali_context_params_initialize(hali_context_params_t *out_params);
 /* Instance                                                                  */
 /* ======================================================================== */
 
+/* Allocator hooks: where the storage of every device buffer comes from
+ * (tensors, weights, scratch the programs allocate).  |alloc| returns
+ * |size| bytes aligned to |alignment| (a power of two, 64) or NULL (the
+ * allocation then fails with RESOURCE_EXHAUSTED); |free| gets back the
+ * pointer and the same |size|.  Both are called from any thread that
+ * allocates or frees, queue threads included, so they must be
+ * thread-safe.  Leave both NULL for the C library. */
+typedef struct hali_allocator_hooks_s {
+  void *(*alloc)(void *user, size_t size, size_t alignment);
+  void (*free)(void *user, void *ptr, size_t size);
+  void *user;
+} hali_allocator_hooks_t;
+
 typedef struct hali_instance_options_s {
   /* Directories searched (after the module's own directory) for kernel
    * libraries named by modules' executables, before $HALI_EXECUTABLE_PATH.
@@ -220,6 +233,8 @@ typedef struct hali_instance_options_s {
   size_t executable_path_count;
   /* Limits used by hali_context_create when it is given no params. */
   hali_context_params_t default_context_params;
+  /* Buffer storage for every device created with this instance. */
+  hali_allocator_hooks_t allocator;
 } hali_instance_options_t;
 
 HALI_API void hali_instance_options_initialize(
