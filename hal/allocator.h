@@ -37,6 +37,18 @@ typedef struct hali_hal_buffer_params_t {
   hali_hal_buffer_usage_bits_t usage;
 } hali_hal_buffer_params_t;
 
+/* The buffers that carry tensors in from and out to the host (hali run,
+ * the embedding API): device memory the host can map, usable by every
+ * command. */
+static inline hali_hal_buffer_params_t hali_hal_host_tensor_params(void) {
+  hali_hal_buffer_params_t p = {
+      HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
+          HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
+      HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH |
+          HALI_HAL_BUFFER_USAGE_MAPPING};
+  return p;
+}
+
 typedef struct hali_hal_allocator_statistics_t {
   uint64_t bytes_live;        /* bytes currently allocated */
   uint64_t bytes_peak;        /* high-water mark of bytes_live */

@@ -120,33 +120,4 @@ uint32_t hali_pass_element_size(uint32_t et) {
   return bits % 8 ? 0 : bits / 8;
 }
 
-void hali_pass_func_reset(hali_ir_func_t *f) {
-  for (uint32_t b = 0; b < f->block_count; ++b) {
-    hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
-    free(blk->insns);
-    free(blk->name);
-  }
-  free(f->blocks);
-  if (f->reg_names)
-    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_names[r]);
-  free(f->reg_names);
-  free(f->reg_types);
-  free(f->results);
-  if (f->reg_xtypes)
-    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
-  free(f->reg_xtypes);
-  if (f->result_xtypes)
-    for (uint32_t r = 0; r < f->result_count; ++r)
-      free(f->result_xtypes[r].dims);
-  free(f->result_xtypes);
-  free(f->result_ties);
-  free(f->param_flags);
-  for (uint32_t i = 0; i < f->attr_count; ++i) free(f->attrs[i]);
-  free(f->attrs);
-  char *name = f->name;
-  uint32_t line = f->line;
-  memset(f, 0, sizeof(*f));
-  f->name = name;
-  f->line = line;
-}
+void hali_pass_func_reset(hali_ir_func_t *f) { hali_ir_func_clear(f); }

@@ -588,13 +588,7 @@ hali_status_t hali_tensor_to_view(const hali_tensor_t *t,
                                   hali_hal_allocator_t *allocator,
                                   hali_hal_buffer_view_t **out) {
   *out = NULL;
-  hali_hal_buffer_params_t params = {
-      .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL |
-                      HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
-                      HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
-      .usage = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH |
-               HALI_HAL_BUFFER_USAGE_MAPPING,
-  };
+  hali_hal_buffer_params_t params = hali_hal_host_tensor_params();
   hali_hal_buffer_t *buffer = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_allocator_allocate_buffer(allocator, params, t->size, &buffer));

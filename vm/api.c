@@ -1388,13 +1388,7 @@ hali_status_t hali_buffer_view_create(hali_device_t *device,
                             "a view of that shape and element type holds "
                             "%llu bytes; %zu given",
                             (unsigned long long)bytes, data_size);
-  hali_hal_buffer_params_t params = {
-      .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL |
-                      HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
-                      HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
-      .usage = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH |
-               HALI_HAL_BUFFER_USAGE_MAPPING,
-  };
+  hali_hal_buffer_params_t params = hali_hal_host_tensor_params();
   hali_hal_buffer_t *buffer = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_allocator_allocate_buffer(
       hali_hal_device_allocator(device->hal), params, bytes, &buffer));

@@ -37,7 +37,17 @@ static void hali_ir_xtypes_free(hali_ir_xtype_t *v, uint32_t n) {
   free(v);
 }
 
-static void hali_ir_func_free(hali_ir_func_t *f) {
+static void hali_ir_func_free_all(hali_ir_func_t *f);
+
+void hali_ir_func_clear(hali_ir_func_t *f) {
+  char *name = f->name;
+  f->name = NULL;
+  hali_ir_func_free_all(f);
+  memset(f, 0, sizeof(*f));
+  f->name = name;
+}
+
+static void hali_ir_func_free_all(hali_ir_func_t *f) {
   for (uint32_t b = 0; b < f->block_count; ++b) {
     hali_ir_block_t *blk = &f->blocks[b];
     for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
@@ -66,7 +76,7 @@ static void hali_ir_func_free(hali_ir_func_t *f) {
 
 void hali_ir_module_free(hali_ir_module_t *m) {
   if (!m) return;
-  for (uint32_t i = 0; i < m->func_count; ++i) hali_ir_func_free(&m->funcs[i]);
+  for (uint32_t i = 0; i < m->func_count; ++i) hali_ir_func_free_all(&m->funcs[i]);
   free(m->funcs);
   for (uint32_t i = 0; i < m->rodata_count; ++i) {
     free(m->rodata[i].name);
@@ -415,27 +425,31 @@ void hali_strbuf_append(hali_strbuf_t *sb, const char *s, size_t len) {
   sb->data[sb->len] = 0;
 }
 
-void hali_strbuf_printf(hali_strbuf_t *sb, const char *fmt, ...) {
+void hali_strbuf_vprintf(hali_strbuf_t *sb, const char *fmt, va_list ap) {
   char small[256];
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  if (n >= 0 && (size_t)n < sizeof(small)) {
+    hali_strbuf_append(sb, small, (size_t)n);
+  } else if (n >= 0) {
+    char *big = malloc((size_t)n + 1);
+    if (big) {
+      vsnprintf(big, (size_t)n + 1, fmt, again);
+      hali_strbuf_append(sb, big, (size_t)n);
+      free(big);
+    } else {
+      sb->oom = true;
+    }
+  }
+  va_end(again);
+}
+
+void hali_strbuf_printf(hali_strbuf_t *sb, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  hali_strbuf_vprintf(sb, fmt, ap);
   va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof(small)) {
-    hali_strbuf_append(sb, small, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) {
-    sb->oom = true;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  hali_strbuf_append(sb, big, (size_t)n);
-  free(big);
 }
 
 char *hali_strbuf_take(hali_strbuf_t *sb) {

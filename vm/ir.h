@@ -266,6 +266,10 @@ hali_ir_export_t *hali_ir_executable_add_export(hali_ir_executable_t *e,
 hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
                                       uint32_t *count);
 
+/* Frees everything |f| holds but its name and empties it (the passes
+ * rebuild a function in place). */
+void hali_ir_func_clear(hali_ir_func_t *f);
+
 /* Adds a register of |type| and returns its number, UINT32_MAX on OOM. */
 uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
                               const char *name, size_t len);
@@ -320,6 +324,7 @@ typedef struct hali_strbuf_s {
 } hali_strbuf_t;
 void hali_strbuf_printf(hali_strbuf_t *sb, const char *fmt, ...)
     HALI_PRINTF(2, 3);
+void hali_strbuf_vprintf(hali_strbuf_t *sb, const char *fmt, va_list ap);
 void hali_strbuf_append(hali_strbuf_t *sb, const char *s, size_t len);
 /* Hands the string to the caller (NULL on OOM) and resets |sb|. */
 char *hali_strbuf_take(hali_strbuf_t *sb);

@@ -91,23 +91,14 @@ static void emit(hali_trace_t *t, const char *text) {
 
 void hali_trace_printf(hali_trace_t *t, const char *fmt, ...) {
   if (t->o.format != HALI_TRACE_TEXT) return;
-  char small[512];
+  hali_strbuf_t sb = {0};
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  hali_strbuf_vprintf(&sb, fmt, ap);
   va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof(small)) {
-    emit(t, small);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) return;
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  emit(t, big);
-  free(big);
+  char *line = hali_strbuf_take(&sb);
+  if (line) emit(t, line);
+  free(line);
 }
 
 /* Writes |s| as the body of a JSON string. */
