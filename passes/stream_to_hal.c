@@ -9,7 +9,9 @@
  * host; tensor.barrier makes the last region signal the given fence.
  * Every tensor gets storage by lifetime: imported (the caller's buffer,
  * asserted), constant, returned (exported), aliased (a tied dispatch
- * result or a value overwritten into a mutable argument) or transient.
+ * result or a value overwritten into a mutable argument) or transient;
+ * the static-size transients local to a region share one slab, packed by
+ * liveness interval (schedule-execution, see pack()).
  * A tensor register becomes the !hal.buffer register holding its storage.
  */
 #include <stdio.h>
