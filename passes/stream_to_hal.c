@@ -375,6 +375,12 @@ static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
     hali_type_t t = w->f->reg_types[r];
     if (t == HALI_TYPE_I32) {
       words[nwords++] = r;
+    } else if (t == HALI_TYPE_INDEX) {
+      /* One 32-bit word (materialize-interfaces made the export's slot i32). */
+      uint32_t lo = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.i32", rname(w, r));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2, hali_pr(lo),
+                     hali_pr(r));
+      words[nwords++] = lo;
     } else if (t == HALI_TYPE_F32) {
       uint32_t b = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.bits", rname(w, r));
       hali_pass_emit(&w->pre, w->line, HALI_OP_BITCAST_F32_I32, 2, hali_pr(b),
@@ -847,6 +853,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
     /* Tensor registers now hold their storage. */
     for (uint32_t r = 0; r < w.nregs; ++r)
       if (f->reg_types[r] == HALI_TYPE_TENSOR) f->reg_types[r] = HALI_TYPE_BUFFER;
+      else if (f->reg_types[r] == HALI_TYPE_INDEX) f->reg_types[r] = HALI_TYPE_I64;
     if (f->reg_xtypes) {
       for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
       free(f->reg_xtypes);
@@ -869,7 +876,7 @@ hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m) {
       for (uint32_t i = 0; i < f->blocks[b].insn_count && !has; ++i)
         has = (hali_op_info(f->blocks[b].insns[i].op)->flags & HALI_OPF_TENSOR) != 0;
     for (uint32_t r = 0; r < f->reg_count && !has; ++r)
-      has = f->reg_types[r] == HALI_TYPE_TENSOR;
+      has = f->reg_types[r] == HALI_TYPE_TENSOR || f->reg_types[r] == HALI_TYPE_INDEX;
     if (has) HALI_RETURN_IF_ERROR_PLAIN(lower_func(m, fi));
   }
   return HALI_OK;
