@@ -57,6 +57,8 @@ typedef struct {
   int64_t static_bytes;            /* -1: dynamic size */
   uint32_t def, last;              /* liveness interval (positions) */
   bool defined;
+  bool const_written, const_returned; /* a constant's storage is written
+                                        * (tied) / returned to the caller */
 } tinfo_t;
 
 /* Transients are packed into one slab per region by liveness (see pack). */
@@ -175,8 +177,22 @@ static void allocate(lw_t *w, uint32_t r) {
   case LT_ALIAS:
     return;
   case LT_CONSTANT:
-    mem = MEM_DEVICE_LOCAL;
-    use = USE_CONSTANT | USE_TRANSFER | USE_DISPATCH;
+    /* A constant's storage is a fresh buffer per invocation, filled by
+     * command_buffer.update from rodata.  Read-only constants are
+     * DEVICE_LOCAL with CONSTANT usage; one a kernel writes (a tied
+     * result) drops the CONSTANT usage; one returned to the caller
+     * (directly or through a tie) gets the returned bits, since the caller
+     * maps it. */
+    if (t->const_returned) {
+      mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
+      use = USE_TRANSFER | USE_DISPATCH | USE_MAPPING;
+    } else if (t->const_written) {
+      mem = MEM_DEVICE_LOCAL;
+      use = USE_TRANSFER | USE_DISPATCH;
+    } else {
+      mem = MEM_DEVICE_LOCAL;
+      use = USE_CONSTANT | USE_TRANSFER | USE_DISPATCH;
+    }
     break;
   case LT_RETURNED:
     mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
@@ -706,6 +722,17 @@ static hali_status_t analyse(lw_t *w) {
       if (insn->op == HALI_OP_TENSOR_EXPORT) {
         uint32_t r = root(w, o[1].v);
         if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
+        if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_returned = true;
+      } else if (insn->op == HALI_OP_TENSOR_DISPATCH) {
+        uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
+        uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
+        uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+        for (uint32_t k = 0; k < nr; ++k) {
+          int64_t tie = o[a0 + na + nr + k].imm;
+          if (tie < 0) continue;
+          uint32_t r = root(w, o[a0 + tie].v);
+          if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_written = true;
+        }
       } else if (insn->op == HALI_OP_TENSOR_OVERWRITE) {
         uint32_t v = o[0].v;
         if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v &&
