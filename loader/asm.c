@@ -788,7 +788,9 @@ static bool parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       hali_type_t t = b->f->reg_types[r];
       if (t != HALI_TYPE_I32 && t != HALI_TYPE_I64 && t != HALI_TYPE_F32 &&
           t != HALI_TYPE_F64) {
-        perr_at(p, src, "tensor.splat takes a scalar register");
+        perr_at(p, src, "tensor.splat takes a scalar register (i32, i64, f32 "
+                        "or f64; not %s)",
+                hali_type_name(t));
         return false;
       }
       o->kind = HALI_IR_REG;
