@@ -228,7 +228,7 @@ static hali_type_t parse_type(parser_t *p) {
   if (t->kind == T_IDENT || t->kind == T_TYPE)
     type = hali_type_parse(t->text, t->len);
   if (type == HALI_TYPE_NONE) {
-    perr_at(p, t, "expected a type (i32, i64, f32, f64 or a !hal type)");
+    perr_at(p, t, "expected a type (i32, i64, f32, f64, index or a !hal type)");
     return HALI_TYPE_NONE;
   }
   next(p);
@@ -419,6 +419,8 @@ static bool parse_reg(body_t *b, const tok_t *t, hali_type_t type, bool write,
       return false;
     }
     r = (int32_t)nr;
+  } else if (type == HALI_TYPE_I64 && b->f->reg_types[r] == HALI_TYPE_INDEX) {
+    /* Tensor level: an index is a 64-bit integer on the host. */
   } else if (type != HALI_TYPE_ANY_REF && b->f->reg_types[r] != type) {
     perr_at(p, t, "register is %s but this operand must be %s",
             hali_type_name(b->f->reg_types[r]), hali_type_name(type));
@@ -786,7 +788,9 @@ static bool parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       hali_type_t t = b->f->reg_types[r];
       if (t != HALI_TYPE_I32 && t != HALI_TYPE_I64 && t != HALI_TYPE_F32 &&
           t != HALI_TYPE_F64) {
-        perr_at(p, src, "tensor.splat takes a scalar register");
+        perr_at(p, src, "tensor.splat takes a scalar register (i32, i64, f32 "
+                        "or f64; not %s)",
+                hali_type_name(t));
         return false;
       }
       o->kind = HALI_IR_REG;

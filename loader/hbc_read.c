@@ -325,9 +325,9 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
     x->type = get_u8(c, "signature type");
     if (c->error) return;
     if (x->type != HALI_TYPE_NONE) {
-      if (!hali_type_is_valid(x->type))
-        FAIL("signature value %u has type code %u (expected a scalar or 0 "
-             "for a tensor)",
+      if (!hali_type_is_valid(x->type) && x->type != HALI_TYPE_INDEX)
+        FAIL("signature value %u has type code %u (expected a scalar, 9 for "
+             "index, or 0 for a tensor)",
              i, x->type);
       continue;
     }
@@ -352,7 +352,7 @@ static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x) {
   x->type = get_u8(c, "shape type");
   if (c->error) return false;
   if (x->type != HALI_TYPE_NONE) {
-    if (!hali_type_is_valid(x->type)) {
+    if (!hali_type_is_valid(x->type) && x->type != HALI_TYPE_INDEX) {
       rerr(c, "unknown type code %u", x->type);
       return false;
     }

@@ -24,6 +24,7 @@
 static hali_type_t abi_type(hali_type_t t) {
   switch (t) {
   case HALI_TYPE_I32: return HALI_TYPE_I64;
+  case HALI_TYPE_INDEX: return HALI_TYPE_I64;
   case HALI_TYPE_F32: return HALI_TYPE_F64;
   case HALI_TYPE_TENSOR: return HALI_TYPE_BUFFER_VIEW;
   default: return t;
@@ -107,6 +108,7 @@ static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
   for (uint32_t k = 0; k < f0->result_count; ++k)
     if (f0->results[k] != HALI_TYPE_TENSOR &&
         f0->results[k] != HALI_TYPE_I32 && f0->results[k] != HALI_TYPE_I64 &&
+        f0->results[k] != HALI_TYPE_INDEX &&
         f0->results[k] != HALI_TYPE_F32 && f0->results[k] != HALI_TYPE_F64)
       return hali_pass_error(PASS, m, f0, NULL, 0,
                              "result %u is %s: tensor-level functions return "
@@ -255,8 +257,9 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
       for (uint32_t d = 0; im && d < ndyn; ++d) im->operands[2 + d] = hali_pr(dyn[d]);
     } else if (abi_type(t) != t) {
       hali_pass_emit(&pro, line,
-                     t == HALI_TYPE_I32 ? HALI_OP_TRUNC_I64_I32
-                                        : HALI_OP_FPTRUNC_F64_F32,
+                     t == HALI_TYPE_I32     ? HALI_OP_TRUNC_I64_I32
+                     : t == HALI_TYPE_INDEX ? HALI_OP_MOV_I64
+                                            : HALI_OP_FPTRUNC_F64_F32,
                      2, hali_pr(map[p]), hali_pr(p));
     }
   }
@@ -300,8 +303,9 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
         } else if (abi_type(t) != t) {
           views[k] = hali_pass_reg(g, abi_type(t), "result%u", k);
           hali_pass_emit(&out, rl,
-                         t == HALI_TYPE_I32 ? HALI_OP_EXT_S_I32_I64
-                                            : HALI_OP_FPEXT_F32_F64,
+                         t == HALI_TYPE_I32     ? HALI_OP_EXT_S_I32_I64
+                         : t == HALI_TYPE_INDEX ? HALI_OP_MOV_I64
+                                                : HALI_OP_FPEXT_F32_F64,
                          2, hali_pr(views[k]), hali_pr(map[r]));
         } else {
           views[k] = map[r];

@@ -30,7 +30,7 @@ static hali_status_t export_error(const hali_ir_module_t *m,
       strcmp(what, "result") == 0
           ? "but kernel results are tensors (write bindings)"
           : "which cannot be passed to a kernel (tensors are bindings; "
-            "i32, i64, f32 and f64 are push constants)");
+            "i32, index, i64, f32 and f64 are push constants)");
   free(ts);
   (void)m;
   return s;
@@ -45,6 +45,7 @@ static hali_status_t materialize_export(const hali_ir_module_t *m,
     switch (t->type) {
     case HALI_TYPE_NONE: bindings++; break;
     case HALI_TYPE_I32:
+    case HALI_TYPE_INDEX:
     case HALI_TYPE_F32: constants += 1; break;
     case HALI_TYPE_I64:
     case HALI_TYPE_F64: constants += 2; break;
@@ -146,5 +147,13 @@ hali_status_t hali_pass_materialize_interfaces(hali_ir_module_t *m) {
         if (f->blocks[b].insns[i].op == HALI_OP_TENSOR_DISPATCH)
           HALI_RETURN_IF_ERROR_PLAIN(annotate(m, f, &f->blocks[b].insns[i], i));
   }
+  /* An index parameter is one 32-bit push constant: the kernel receives
+   * it as an i32 (the sites were checked against `index` above). */
+  for (uint32_t i = 0; i < m->executable_count; ++i)
+    for (uint32_t k = 0; k < m->executables[i].export_count; ++k) {
+      hali_ir_export_t *x = &m->executables[i].exports[k];
+      for (uint32_t a = 0; a < x->param_count; ++a)
+        if (x->params[a].type == HALI_TYPE_INDEX) x->params[a].type = HALI_TYPE_I32;
+    }
   return HALI_OK;
 }

@@ -9,7 +9,9 @@
  * host; tensor.barrier makes the last region signal the given fence.
  * Every tensor gets storage by lifetime: imported (the caller's buffer,
  * asserted), constant, returned (exported), aliased (a tied dispatch
- * result or a value overwritten into a mutable argument) or transient.
+ * result or a value overwritten into a mutable argument) or transient;
+ * the static-size transients local to a region share one slab, packed by
+ * liveness interval (schedule-execution, see pack()).
  * A tensor register becomes the !hal.buffer register holding its storage.
  */
 #include <stdio.h>
@@ -52,8 +54,15 @@ typedef struct {
   uint32_t writes;
   uint32_t size;                   /* i64 register, bytes */
   uint32_t dims[HALI_HAL_MAX_RANK]; /* i64 registers */
+  int64_t static_bytes;            /* -1: dynamic size */
+  uint32_t def, last;              /* liveness interval (positions) */
   bool defined;
+  bool const_written, const_returned; /* a constant's storage is written
+                                        * (tied) / returned to the caller */
 } tinfo_t;
+
+/* Transients are packed into one slab per region by liveness (see pack). */
+enum { SLAB_ALIGN = 64 };
 
 typedef struct {
   hali_ir_module_t *m;
@@ -65,6 +74,9 @@ typedef struct {
   hali_insn_list_t pre, cmds, out;
   bool open, concurrent, pending_barrier, any_cmd;
   uint32_t cmd, cats, line;
+  uint32_t index;       /* instruction being lowered (block position) */
+  uint32_t *pending;    /* static-size transients awaiting the region's slab */
+  uint32_t npending;
   /* Constants already materialized (registers are never rewritten). */
   uint32_t nconst;
   struct {
@@ -135,6 +147,7 @@ static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn) {
       all_static = false;
     }
   }
+  t->static_bytes = all_static ? static_bytes : -1;
   if (all_static) {
     t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", rname(w, r));
     hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->size),
@@ -153,6 +166,8 @@ static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn) {
                    hali_pr(acc));
 }
 
+static void own_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use);
+
 /* Gives tensor |r| storage according to its lifetime. */
 static void allocate(lw_t *w, uint32_t r) {
   tinfo_t *t = &w->t[r];
@@ -162,18 +177,42 @@ static void allocate(lw_t *w, uint32_t r) {
   case LT_ALIAS:
     return;
   case LT_CONSTANT:
-    mem = MEM_DEVICE_LOCAL;
-    use = USE_CONSTANT | USE_TRANSFER | USE_DISPATCH;
+    /* A constant's storage is a fresh buffer per invocation, filled by
+     * command_buffer.update from rodata.  Read-only constants are
+     * DEVICE_LOCAL with CONSTANT usage; one a kernel writes (a tied
+     * result) drops the CONSTANT usage; one returned to the caller
+     * (directly or through a tie) gets the returned bits, since the caller
+     * maps it. */
+    if (t->const_returned) {
+      mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
+      use = USE_TRANSFER | USE_DISPATCH | USE_MAPPING;
+    } else if (t->const_written) {
+      mem = MEM_DEVICE_LOCAL;
+      use = USE_TRANSFER | USE_DISPATCH;
+    } else {
+      mem = MEM_DEVICE_LOCAL;
+      use = USE_CONSTANT | USE_TRANSFER | USE_DISPATCH;
+    }
     break;
   case LT_RETURNED:
     mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
     use = USE_TRANSFER | USE_DISPATCH | USE_MAPPING;
     break;
   default:
+    /* Static-size transients wait for the region's slab (pack). */
+    if (t->static_bytes >= 0) {
+      w->pending[w->npending++] = r;
+      return;
+    }
     mem = MEM_DEVICE_LOCAL | MEM_TRANSIENT;
     use = USE_TRANSFER | USE_DISPATCH;
     break;
   }
+  own_buffer(w, r, mem, use);
+}
+
+static void own_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use) {
+  tinfo_t *t = &w->t[r];
   uint32_t cm = c32(w, mem), cu = c32(w, use);
   hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(r),
                  hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
@@ -208,9 +247,87 @@ static void end_cmd(lw_t *w) {
   if (!w->concurrent) w->pending_barrier = true;
 }
 
+static bool intervals_overlap(const tinfo_t *a, const tinfo_t *b) {
+  return a->def <= b->last && b->def <= a->last;
+}
+
+/* Storage for the transients of the region being closed at w->index.
+ * Those whose last use is inside the region (before w->index) share one
+ * slab: each gets the lowest 64-aligned offset whose bytes no value with
+ * an overlapping liveness interval uses (largest first, then in order of
+ * definition), and becomes a subspan of the slab.  A transient still read
+ * after the region gets its own buffer. */
+static void pack(lw_t *w) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < w->npending; ++k) {
+    uint32_t r = w->pending[k];
+    if (w->t[r].last < w->index)
+      w->pending[n++] = r;
+    else
+      own_buffer(w, r, MEM_DEVICE_LOCAL | MEM_TRANSIENT,
+                 USE_TRANSFER | USE_DISPATCH);
+  }
+  w->npending = 0;
+  if (!n) return;
+  /* Placement order: size descending, then definition (stable). */
+  uint32_t *order = w->pending + n; /* room: pending holds nregs + 1 twice */
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t j = k;
+    while (j > 0) {
+      const tinfo_t *a = &w->t[order[j - 1]], *b = &w->t[w->pending[k]];
+      if (a->static_bytes > b->static_bytes ||
+          (a->static_bytes == b->static_bytes && a->def <= b->def))
+        break;
+      order[j] = order[j - 1];
+      --j;
+    }
+    order[j] = w->pending[k];
+  }
+  int64_t *off = malloc(n * sizeof(int64_t));
+  if (!off) {
+    w->pre.oom = true;
+    return;
+  }
+  int64_t total = 0;
+  for (uint32_t k = 0; k < n; ++k) {
+    const tinfo_t *t = &w->t[order[k]];
+    int64_t o = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (uint32_t j = 0; j < k; ++j) {
+        const tinfo_t *u = &w->t[order[j]];
+        if (!intervals_overlap(t, u)) continue;
+        if (o < off[j] + u->static_bytes && off[j] < o + t->static_bytes) {
+          o = (off[j] + u->static_bytes + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN;
+          moved = true;
+        }
+      }
+    }
+    off[k] = o;
+    if (o + t->static_bytes > total) total = o + t->static_bytes;
+  }
+  uint32_t slab = hali_pass_reg(w->f, HALI_TYPE_BUFFER, "slab");
+  uint32_t cm = c32(w, MEM_DEVICE_LOCAL | MEM_TRANSIENT);
+  uint32_t cu = c32(w, USE_TRANSFER | USE_DISPATCH);
+  uint32_t size = c64(w, total);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
+                 hali_pr(slab), hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
+                 hali_pr(size));
+  /* Subspans in order of definition (pending order). */
+  for (uint32_t k = 0; k < n; ++k) {
+    uint32_t r = w->pending[k], j = 0;
+    while (order[j] != r) ++j;
+    uint32_t o = c64(w, off[j]);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_SUBSPAN, 4, hali_pr(r),
+                   hali_pr(slab), hali_pr(o), hali_pr(w->t[r].size));
+  }
+  free(off);
+}
+
 /* Emits the pending setup, then the region (if any) signalling |signal|
  * (UINT32_MAX: a fresh fence). */
 static void close_region(lw_t *w, uint32_t signal) {
+  pack(w);
   if (w->open || signal != UINT32_MAX) fence_now(w);
   hali_pass_splice(&w->out, &w->pre);
   if (!w->open) {
@@ -274,6 +391,12 @@ static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
     hali_type_t t = w->f->reg_types[r];
     if (t == HALI_TYPE_I32) {
       words[nwords++] = r;
+    } else if (t == HALI_TYPE_INDEX) {
+      /* One 32-bit word (materialize-interfaces made the export's slot i32). */
+      uint32_t lo = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.i32", rname(w, r));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2, hali_pr(lo),
+                     hali_pr(r));
+      words[nwords++] = lo;
     } else if (t == HALI_TYPE_F32) {
       uint32_t b = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.bits", rname(w, r));
       hali_pass_emit(&w->pre, w->line, HALI_OP_BITCAST_F32_I32, 2, hali_pr(b),
@@ -599,6 +722,17 @@ static hali_status_t analyse(lw_t *w) {
       if (insn->op == HALI_OP_TENSOR_EXPORT) {
         uint32_t r = root(w, o[1].v);
         if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
+        if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_returned = true;
+      } else if (insn->op == HALI_OP_TENSOR_DISPATCH) {
+        uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
+        uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
+        uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+        for (uint32_t k = 0; k < nr; ++k) {
+          int64_t tie = o[a0 + na + nr + k].imm;
+          if (tie < 0) continue;
+          uint32_t r = root(w, o[a0 + tie].v);
+          if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_written = true;
+        }
       } else if (insn->op == HALI_OP_TENSOR_OVERWRITE) {
         uint32_t v = o[0].v;
         if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v &&
@@ -609,6 +743,51 @@ static hali_status_t analyse(lw_t *w) {
       }
     }
   return HALI_OK;
+}
+
+/* Liveness intervals of storage roots, in positions of the tensor block:
+ * an op is at its index, except that the ops of a `concurrent {}` group
+ * run together, so they define at the group's start and use until its
+ * end.  A root's interval runs from its definition to the last op that
+ * reads or writes it or any alias of it. */
+static void liveness(lw_t *w) {
+  hali_ir_func_t *f = w->f;
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    bool conc = false;
+    uint32_t start = 0;
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      const hali_ir_insn_t *insn = &blk->insns[i];
+      if (!(hali_op_info(insn->op)->flags & HALI_OPF_TENSOR)) continue;
+      if (insn->op == HALI_OP_TENSOR_CONCURRENT) {
+        conc = true;
+        start = i;
+        continue;
+      }
+      uint32_t dpos = i, upos = i;
+      if (insn->op == HALI_OP_TENSOR_END) {
+        conc = false;
+        continue;
+      }
+      if (conc) {
+        dpos = start;
+        for (uint32_t j = i + 1; j < blk->insn_count; ++j)
+          if (blk->insns[j].op == HALI_OP_TENSOR_END) {
+            upos = j;
+            break;
+          }
+      }
+      for (uint32_t k = 0; k < insn->operand_count; ++k) {
+        const hali_ir_operand_t *o = &insn->operands[k];
+        if (o->kind != HALI_IR_REG || o->v >= w->nregs ||
+            f->reg_types[o->v] != HALI_TYPE_TENSOR)
+          continue;
+        uint32_t r = root(w, o->v);
+        if (hali_ir_operand_is_write(insn, k) && r == o->v) w->t[r].def = dpos;
+        if (upos > w->t[r].last) w->t[r].last = upos;
+      }
+    }
+  }
 }
 
 static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
@@ -628,13 +807,16 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
   w.cur = UINT32_MAX;
   w.t = calloc(f->reg_count + 1, sizeof(tinfo_t));
   w.exes = malloc((m->executable_count + 1) * sizeof(uint32_t));
-  if (!w.t || !w.exes) {
+  w.pending = malloc(2 * (f->reg_count + 1) * sizeof(uint32_t));
+  if (!w.t || !w.exes || !w.pending) {
     free(w.t);
     free(w.exes);
+    free(w.pending);
     free(wp);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   hali_status_t s = analyse(&w);
+  if (!s) liveness(&w);
   /* Prologue: the device, its allocator and the executables used. */
   w.line = f->line;
   if (!s) {
@@ -662,6 +844,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
     hali_ir_block_t *blk = &f->blocks[b];
     for (uint32_t i = 0; i < blk->insn_count && !s; ++i) {
       const hali_ir_insn_t *insn = &blk->insns[i];
+      w.index = i;
       if (hali_op_info(insn->op)->flags & HALI_OPF_TENSOR) {
         s = lower_insn(&w, insn, i);
         continue;
@@ -697,6 +880,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
     /* Tensor registers now hold their storage. */
     for (uint32_t r = 0; r < w.nregs; ++r)
       if (f->reg_types[r] == HALI_TYPE_TENSOR) f->reg_types[r] = HALI_TYPE_BUFFER;
+      else if (f->reg_types[r] == HALI_TYPE_INDEX) f->reg_types[r] = HALI_TYPE_I64;
     if (f->reg_xtypes) {
       for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
       free(f->reg_xtypes);
@@ -705,6 +889,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
   }
   free(w.t);
   free(w.exes);
+  free(w.pending);
 #undef w
   free(wp);
   return s;
@@ -718,7 +903,7 @@ hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m) {
       for (uint32_t i = 0; i < f->blocks[b].insn_count && !has; ++i)
         has = (hali_op_info(f->blocks[b].insns[i].op)->flags & HALI_OPF_TENSOR) != 0;
     for (uint32_t r = 0; r < f->reg_count && !has; ++r)
-      has = f->reg_types[r] == HALI_TYPE_TENSOR;
+      has = f->reg_types[r] == HALI_TYPE_TENSOR || f->reg_types[r] == HALI_TYPE_INDEX;
     if (has) HALI_RETURN_IF_ERROR_PLAIN(lower_func(m, fi));
   }
   return HALI_OK;

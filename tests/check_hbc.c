@@ -329,10 +329,10 @@ END_TEST
 START_TEST(hbc_unknown_type_code) {
   bytes_t b = bin_module(false);
   layout_t l = layout_of(&b);
-  b.d[l.f_types + 1] = 9;
+  b.d[l.f_types + 1] = 10;
   fix_header(b.d, b.n);
   EXPECT_BAD(&b, "FUNCTIONS section", at_byte(l.f_types + 1),
-             "unknown type code 9 in register type");
+             "unknown type code 10 in register type");
   free(b.d);
   b = bin_module(false);
   b.d[l.f_results] = 0;

@@ -367,8 +367,11 @@ START_TEST(verify_signature_checks) {
   m->funcs[F].param_count = 7;
   REJECT(m, "verify: @f", "7 parameters but only 6 registers");
   m = base();
-  m->funcs[F].reg_types[5] = 9;
-  REJECT(m, "verify: @f", "register 5 has unknown type code 9");
+  m->funcs[F].reg_types[5] = 10;
+  REJECT(m, "verify: @f", "register 5 has unknown type code 10");
+  m = base();
+  m->funcs[F].reg_types[5] = HALI_TYPE_INDEX; /* tensor level only */
+  REJECT(m, "verify: @f", "register 5 is an index");
   m = base();
   m->funcs[F].results[0] = 0;
   REJECT(m, "verify: @f", "result 0 has unknown type code 0");

@@ -236,6 +236,7 @@ void hali_ir_export_interface(const hali_ir_export_t *e,
     hali_type_t t = e->params[i].type;
     if (t == HALI_TYPE_NONE) bindings++;
     else constants += (t == HALI_TYPE_I64 || t == HALI_TYPE_F64) ? 2 : 1;
+    /* index: one 32-bit word, like i32. */
   }
   *out_bindings = bindings;
   *out_constants = constants;
@@ -354,9 +355,12 @@ bool hali_ir_xtype_equal(const hali_ir_xtype_t *a, const hali_ir_xtype_t *b) {
 
 bool hali_ir_func_is_tensor_level(const hali_ir_func_t *f) {
   for (uint32_t r = 0; r < f->reg_count; ++r)
-    if (f->reg_types[r] == HALI_TYPE_TENSOR) return true;
+    if (f->reg_types[r] == HALI_TYPE_TENSOR ||
+        f->reg_types[r] == HALI_TYPE_INDEX)
+      return true;
   for (uint32_t r = 0; r < f->result_count; ++r)
-    if (f->results[r] == HALI_TYPE_TENSOR) return true;
+    if (f->results[r] == HALI_TYPE_TENSOR || f->results[r] == HALI_TYPE_INDEX)
+      return true;
   for (uint32_t b = 0; b < f->block_count; ++b)
     for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
       const hali_op_info_t *info = hali_op_info(f->blocks[b].insns[i].op);

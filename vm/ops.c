@@ -30,6 +30,7 @@ static const struct {
     {'X', HALI_TYPE_EXECUTABLE, "!hal.executable"},
     {'R', HALI_TYPE_ANY_REF, "!ref"},
     {'t', HALI_TYPE_TENSOR, "tensor"},
+    {'x', HALI_TYPE_INDEX, "index"},
 };
 #define HALI_TYPE_TABLE_N (sizeof(hali_type_table) / sizeof(hali_type_table[0]))
 

@@ -18,6 +18,11 @@ enum {
    * and shape are in the function's reg_xtypes.  Never valid after the
    * passes, so hali_type_is_valid rejects it. */
   HALI_TYPE_TENSOR = 8,
+  /* Tensor level only: an `index` scalar.  A 64-bit integer on the host
+   * (an i64 register once stream-to-hal has run, i64 at the ABI) and one
+   * 32-bit push constant when passed to a kernel (materialize-interfaces
+   * rewrites the export's parameter to i32, the type the kernel gets). */
+  HALI_TYPE_INDEX = 9,
   /* Reference types live in the ref bank. */
   HALI_TYPE_REF_FIRST = 16,
   HALI_TYPE_DEVICE = 16,
@@ -41,7 +46,8 @@ static inline bool hali_type_is_valid(hali_type_t t) {
 }
 /* Valid in a module as written (before the passes). */
 static inline bool hali_type_is_valid_tensor_level(hali_type_t t) {
-  return hali_type_is_valid(t) || t == HALI_TYPE_TENSOR;
+  return hali_type_is_valid(t) || t == HALI_TYPE_TENSOR ||
+         t == HALI_TYPE_INDEX;
 }
 /* "i32", "!hal.buffer", ... ; "?" for an invalid type. */
 const char *hali_type_name(hali_type_t t);

@@ -437,6 +437,10 @@ static hali_status_t verify_header(vctx_t *v) {
       return verr(v, "register %u is a tensor: tensor-level functions are "
                      "lowered by the load-time passes before a module runs",
                   r);
+    else if (f->reg_types[r] == HALI_TYPE_INDEX)
+      return verr(v, "register %u is an index: index scalars are tensor "
+                     "level, lowered by the load-time passes",
+                  r);
     else if (!hali_type_is_valid(f->reg_types[r]))
       return verr(v, "register %u has unknown type code %u", r,
                   f->reg_types[r]);
@@ -571,7 +575,7 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
 static hali_status_t check_xtype(const vctx_t *v, const hali_ir_xtype_t *x,
                                  const char *what, uint32_t index) {
   if (x->type != HALI_TYPE_NONE) {
-    if (!hali_type_is_valid(x->type))
+    if (!hali_type_is_valid(x->type) && x->type != HALI_TYPE_INDEX)
       return verr(v, "%s %u has unknown type code %u", what, index, x->type);
     return HALI_OK;
   }
@@ -609,6 +613,8 @@ static hali_status_t s_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
     return verr(v, "operand %u: register %u out of range (function has %u)",
                 i, o->v, v->f->reg_count);
   hali_type_t have = v->f->reg_types[o->v];
+  /* An index register is an i64 on the host (dims, workloads). */
+  if (want == HALI_TYPE_I64 && have == HALI_TYPE_INDEX) return HALI_OK;
   if (want != HALI_TYPE_NONE && have != want) {
     char buf[64];
     return verr(v, "operand %u: register %s is %s, expected %s", i,
