@@ -544,6 +544,29 @@ static bool def_tensor(body_t *b, const tok_t *t, const hali_ir_xtype_t *x,
 }
 
 /* A tensor type token (no scalars here). */
+/* The index of the rodata blob the `@name` token |s| names, or -1. */
+static int32_t find_rodata(const parser_t *p, const tok_t *s) {
+  for (uint32_t k = 0; k < p->m->rodata_count; ++k)
+    if (strlen(p->m->rodata[k].name) == s->len - 1 &&
+        memcmp(p->m->rodata[k].name, s->text + 1, s->len - 1) == 0)
+      return (int32_t)k;
+  return -1;
+}
+
+/* `@name` naming a rodata blob declared earlier in the module. */
+static bool parse_rodata_ref(parser_t *p, hali_ir_operand_t *o) {
+  tok_t *s;
+  if (!expect_kind(p, T_SYM, "a rodata name (@name)", &s)) return false;
+  int32_t k = find_rodata(p, s);
+  if (k < 0) {
+    perr_at(p, s, "undefined rodata");
+    return false;
+  }
+  o->kind = HALI_IR_RODATA;
+  o->v = (uint32_t)k;
+  return true;
+}
+
 static bool parse_tensor_type(parser_t *p, hali_ir_xtype_t *x) {
   tok_t *t = peek(p);
   memset(x, 0, sizeof(*x));
@@ -806,19 +829,7 @@ static bool parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
   case HALI_OP_TENSOR_CONSTANT: {
     NEED_DEFS(1);
     if (!push_op(p, nops) || !(o = push_op(p, nops))) return false;
-    tok_t *s;
-    if (!expect_kind(p, T_SYM, "a rodata name (@name)", &s)) return false;
-    int32_t ri = -1;
-    for (uint32_t k = 0; k < p->m->rodata_count; ++k)
-      if (strlen(p->m->rodata[k].name) == s->len - 1 &&
-          memcmp(p->m->rodata[k].name, s->text + 1, s->len - 1) == 0)
-        ri = (int32_t)k;
-    if (ri < 0) {
-      perr_at(p, s, "undefined rodata");
-      return false;
-    }
-    o->kind = HALI_IR_RODATA;
-    o->v = (uint32_t)ri;
+    if (!parse_rodata_ref(p, o)) return false;
     if (!expect(p, ":", "before the tensor type") || !parse_tensor_type(p, &x))
       return false;
     if (hali_ir_xtype_dynamic_dims(&x)) {
@@ -1045,19 +1056,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         break;
       }
       case HALI_ROLE_RODATA: {
-        tok_t *s;
-        if (!expect_kind(p, T_SYM, "a rodata name (@name)", &s)) return false;
-        int32_t ri = -1;
-        for (uint32_t k = 0; k < p->m->rodata_count; ++k)
-          if (strlen(p->m->rodata[k].name) == s->len - 1 &&
-              memcmp(p->m->rodata[k].name, s->text + 1, s->len - 1) == 0)
-            ri = (int32_t)k;
-        if (ri < 0) {
-          perr_at(p, s, "undefined rodata");
-          return false;
-        }
-        o->kind = HALI_IR_RODATA;
-        o->v = (uint32_t)ri;
+        if (!parse_rodata_ref(p, o)) return false;
         break;
       }
       default:
@@ -1193,12 +1192,10 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
 static bool parse_rodata(parser_t *p) {
   tok_t *name;
   if (!expect_kind(p, T_SYM, "a rodata name (@name)", &name)) return false;
-  for (uint32_t i = 0; i < p->m->rodata_count; ++i)
-    if (strlen(p->m->rodata[i].name) == name->len - 1 &&
-        memcmp(p->m->rodata[i].name, name->text + 1, name->len - 1) == 0) {
-      perr_at(p, name, "rodata defined twice");
-      return false;
-    }
+  if (find_rodata(p, name) >= 0) {
+    perr_at(p, name, "rodata defined twice");
+    return false;
+  }
   if (!expect(p, "=", "after the rodata name")) return false;
   tok_t *kt = peek(p);
   uint8_t kind = HALI_RODATA_KIND_COUNT;

@@ -236,6 +236,16 @@ static const bad_text_t bad_texts[] = {
      "  return %a\n"
      "}\n",
      {"test.hasm:4:1: block label defined twice", "found '^x'"}},
+    {"undefined rodata",
+     "func @f() -> tensor<2xf32> {\n"
+     "  %c = tensor.constant @w : tensor<2xf32>\n"
+     "  return %c\n"
+     "}\n",
+     {"test.hasm:2:24: undefined rodata", "found '@w'"}},
+    {"rodata defined twice",
+     "rodata @w = f32[1.0]\n"
+     "rodata @w = i8[1]\n",
+     {"test.hasm:2:8: rodata defined twice", "found '@w'"}},
     {"function defined twice",
      "func @f(%a: i32) -> i32 {\n"
      "  return %a\n"
