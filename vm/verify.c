@@ -71,6 +71,8 @@ static const char *reg_name(const hali_ir_func_t *f, uint32_t r, char *buf,
   return buf;
 }
 
+/* Operand |i| is a register in range whose type is |want|: any ref for
+ * HALI_TYPE_ANY_REF, any type at all for HALI_TYPE_NONE. */
 static hali_status_t check_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
   const hali_ir_operand_t *o = &v->insn->operands[i];
   if (o->kind != HALI_IR_REG)
@@ -79,7 +81,9 @@ static hali_status_t check_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
     return verr(v, "operand %u: register %u out of range (function has %u)",
                 i, o->v, v->f->reg_count);
   hali_type_t have = v->f->reg_types[o->v];
-  bool ok = want == HALI_TYPE_ANY_REF ? hali_type_is_ref(have) : have == want;
+  bool ok = want == HALI_TYPE_NONE      ? true
+            : want == HALI_TYPE_ANY_REF ? hali_type_is_ref(have)
+                                        : have == want;
   if (!ok) {
     char buf[64];
     return verr(v, "operand %u: register %s is %s, expected %s", i,
@@ -603,25 +607,14 @@ static hali_status_t check_xtype(const vctx_t *v, const hali_ir_xtype_t *x,
   return HALI_OK;
 }
 
-/* Operand |i| is a register in range (of type |want|, unless it is
- * HALI_TYPE_NONE: any type). */
+/* check_reg for tensor-level code, where an index register stands for an
+ * i64 on the host (dims, workloads). */
 static hali_status_t s_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
   const hali_ir_operand_t *o = &v->insn->operands[i];
-  if (o->kind != HALI_IR_REG)
-    return verr(v, "operand %u must be a register", i);
-  if (o->v >= v->f->reg_count)
-    return verr(v, "operand %u: register %u out of range (function has %u)",
-                i, o->v, v->f->reg_count);
-  hali_type_t have = v->f->reg_types[o->v];
-  /* An index register is an i64 on the host (dims, workloads). */
-  if (want == HALI_TYPE_I64 && have == HALI_TYPE_INDEX) return HALI_OK;
-  if (want != HALI_TYPE_NONE && have != want) {
-    char buf[64];
-    return verr(v, "operand %u: register %s is %s, expected %s", i,
-                reg_name(v->f, o->v, buf, sizeof(buf)), hali_type_name(have),
-                hali_type_name(want));
-  }
-  return HALI_OK;
+  if (want == HALI_TYPE_I64 && o->kind == HALI_IR_REG &&
+      o->v < v->f->reg_count && v->f->reg_types[o->v] == HALI_TYPE_INDEX)
+    return HALI_OK;
+  return check_reg(v, i, want);
 }
 
 static hali_status_t s_imm(const vctx_t *v, uint32_t i, int64_t lo, int64_t hi,
