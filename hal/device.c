@@ -630,15 +630,7 @@ hali_status_t hali_hal_device_queue_dealloca(hali_hal_device_t *device,
 hali_status_t hali_hal_device_wait_idle(hali_hal_device_t *device,
                                         hali_timeout_ns_t timeout_ns) {
   struct timespec deadline;
-  if (timeout_ns > 0) {
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += (time_t)(timeout_ns / 1000000000);
-    deadline.tv_nsec += (long)(timeout_ns % 1000000000);
-    if (deadline.tv_nsec >= 1000000000) {
-      deadline.tv_sec++;
-      deadline.tv_nsec -= 1000000000;
-    }
-  }
+  if (timeout_ns > 0) hali_deadline_from_timeout(timeout_ns, &deadline);
   hali_status_t status = HALI_OK;
   pthread_mutex_lock(&device->mutex);
   while (device->pending) {

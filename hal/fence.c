@@ -336,15 +336,7 @@ static hali_status_t hali_hal_fence_await_points(
     }
   }
   struct timespec deadline;
-  if (timeout_ns > 0) {
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += (time_t)(timeout_ns / 1000000000);
-    deadline.tv_nsec += (long)(timeout_ns % 1000000000);
-    if (deadline.tv_nsec >= 1000000000) {
-      deadline.tv_sec++;
-      deadline.tv_nsec -= 1000000000;
-    }
-  }
+  if (timeout_ns > 0) hali_deadline_from_timeout(timeout_ns, &deadline);
   while (!status && !waiter.failure && waiter.remaining > 0) {
     if (timeout_ns < 0) {
       pthread_cond_wait(&waiter.cond, &waiter.mutex);

@@ -158,8 +158,8 @@ void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,
   hali_hal_semaphore_release(semaphore);
 }
 
-static void hali_deadline_from_timeout(hali_timeout_ns_t timeout_ns,
-                                       struct timespec *out) {
+void hali_deadline_from_timeout(hali_timeout_ns_t timeout_ns,
+                                struct timespec *out) {
   clock_gettime(CLOCK_MONOTONIC, out);
   int64_t sec = timeout_ns / 1000000000;
   int64_t nsec = timeout_ns % 1000000000;

@@ -12,6 +12,8 @@
 #ifndef HALI_HAL_SEMAPHORE_H
 #define HALI_HAL_SEMAPHORE_H
 
+#include <time.h>
+
 #include "hal/common.h"
 
 /* Creates a semaphore with payload |initial_value|.  Semaphores are
@@ -47,6 +49,11 @@ void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,
 HALI_MUST_USE hali_status_t hali_hal_semaphore_wait(
     hali_hal_semaphore_t *semaphore, uint64_t value,
     hali_timeout_ns_t timeout_ns);
+
+/* The CLOCK_MONOTONIC time |timeout_ns| (> 0) from now, for the
+ * pthread_cond_timedwait calls behind every timed wait. */
+void hali_deadline_from_timeout(hali_timeout_ns_t timeout_ns,
+                                struct timespec *out);
 
 /* The order in which |semaphore| failed among all failures in the process
  * (0 while healthy): fences report the earliest failure of their points. */
