@@ -1042,6 +1042,15 @@ START_TEST(limit_cancel_from_another_thread) {
   atomic_store(&g_started, 0);
   hali_invocation_t *inv = NULL;
   ck_ok(hali_context_invoke_async(c, lookup(c, "spin"), NULL, 0, &inv));
+  /* Code that never awaits still yields to a bounded await at the end of
+   * its preemption slice. */
+  int64_t t0 = now_ns();
+  ck_status(hali_invocation_await_for(inv, 30000000),
+            HALI_STATUS_DEADLINE_EXCEEDED, "@spin has not finished");
+  ck_assert_msg(now_ns() - t0 < 1000000000, "await_for overran by %lld ns",
+                (long long)(now_ns() - t0 - 30000000));
+  ck_assert(!hali_invocation_is_done(inv));
+  ck_assert(atomic_load(&g_started));
   k.invocation = inv;
   ck_assert_int_eq(pthread_create(&t, NULL, cancel_soon, &k), 0);
   ck_ok(hali_invocation_await(inv));
@@ -1119,9 +1128,22 @@ START_TEST(async_chain_through_fences) {
   bool ready = true;
   ck_ok(hali_fence_query(f2, &ready));
   ck_assert(!ready);
+  /* A bounded await gives up while the chain waits on the host, and
+   * leaves it pending. */
+  int64_t t0 = now_ns();
+  ck_status(hali_invocation_await_for(i2, 20000000),
+            HALI_STATUS_DEADLINE_EXCEEDED,
+            "@step$async has not finished by the deadline");
+  int64_t waited = now_ns() - t0;
+  ck_assert_msg(waited >= 20000000 && waited < 1000000000,
+                "await_for(20 ms) returned after %lld ns", (long long)waited);
+  ck_status(hali_invocation_await_for(i2, 0), HALI_STATUS_DEADLINE_EXCEEDED,
+            NULL);
+  ck_assert(!hali_invocation_is_done(i2));
+  ck_assert_int_eq(g_log_count, 0);
   /* The host releases the chain. */
   ck_ok(hali_fence_signal(f0));
-  ck_ok(hali_invocation_await(i2));
+  ck_ok(hali_invocation_await_for(i2, 5000000000));
   ck_assert(hali_invocation_is_done(i1));
   ck_assert(hali_invocation_is_done(i2));
   ck_assert_int_eq(g_log_count, 2);
@@ -1219,6 +1241,8 @@ START_TEST(fences) {
   hali_invocation_cancel(NULL);
   hali_invocation_release(NULL);
   ck_status(hali_invocation_await(NULL), HALI_STATUS_INVALID_ARGUMENT, NULL);
+  ck_status(hali_invocation_await_for(NULL, 0), HALI_STATUS_INVALID_ARGUMENT,
+            NULL);
 }
 END_TEST
 

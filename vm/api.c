@@ -1313,10 +1313,23 @@ void hali_context_cancel(hali_context_t *context) {
 }
 
 hali_status_t hali_invocation_await(hali_invocation_t *invocation) {
+  return hali_invocation_await_for(invocation, HALI_TIMEOUT_INFINITE);
+}
+
+hali_status_t hali_invocation_await_for(hali_invocation_t *invocation,
+                                        int64_t timeout_ns) {
   CHECK_ARG(invocation);
   hali_context_t *c = invocation->context;
+  int64_t deadline = INT64_MAX;
+  if (timeout_ns >= 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    deadline = timeout_ns < INT64_MAX - now ? now + timeout_ns : INT64_MAX - 1;
+  }
   hali_vm_scheduler_allow_external_signals(c->scheduler, true);
-  return hali_vm_scheduler_run(c->scheduler, invocation->fiber);
+  return hali_vm_scheduler_run_until(c->scheduler, invocation->fiber,
+                                     deadline);
 }
 
 bool hali_invocation_is_done(const hali_invocation_t *invocation) {

@@ -80,6 +80,9 @@ struct hali_vm_scheduler_s {
   bool watchdog_started, watchdog_stop;
   pthread_t watchdog;
   uint64_t preemptions;
+  /* A bounded run (hali_vm_scheduler_run_until): past it, the watchdog
+   * interrupts the running fiber even when no other fiber is ready. */
+  int64_t run_deadline;
 };
 
 #define FIBER_SLICE_NS 10000000 /* 10 ms */
@@ -207,8 +210,9 @@ static void *watchdog_main(void *arg) {
   pthread_mutex_lock(&s->mutex);
   while (!s->watchdog_stop) {
     int64_t now = now_ns();
-    if (s->running && s->ready_head &&
-        now - s->running_since >= FIBER_SLICE_NS &&
+    if (s->running &&
+        ((s->ready_head && now - s->running_since >= FIBER_SLICE_NS) ||
+         now >= s->run_deadline) &&
         !atomic_load(&s->running->stack->interrupt)) {
       atomic_store(&s->running->stack->interrupt_code,
                    HALI_VM_INTERRUPT_YIELD);
@@ -234,6 +238,7 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   *out = NULL;
   hali_vm_scheduler_t *s = calloc(1, sizeof(*s));
   if (!s) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  s->run_deadline = INT64_MAX;
   pthread_mutex_init(&s->mutex, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -517,6 +522,42 @@ static hali_status_t deadlock(hali_vm_scheduler_t *s) {
 
 hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
                                     hali_vm_fiber_t *until) {
+  return hali_vm_scheduler_run_until(s, until, INT64_MAX);
+}
+
+static hali_status_t run_deadline_exceeded(hali_vm_scheduler_t *s,
+                                           const hali_vm_fiber_t *until) {
+  pthread_mutex_unlock(&s->mutex);
+  return hali_status_make(HALI_STATUS_DEADLINE_EXCEEDED,
+                          "@%s has not finished by the deadline",
+                          until->fn->ir->name);
+}
+
+static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
+                         int64_t run_deadline);
+
+hali_status_t hali_vm_scheduler_run_until(hali_vm_scheduler_t *s,
+                                          hali_vm_fiber_t *until,
+                                          int64_t run_deadline) {
+  if (!until) run_deadline = INT64_MAX;
+  if (run_deadline == INT64_MAX) return run(s, until, run_deadline);
+  /* The watchdog enforces the deadline on code that never awaits. */
+  pthread_mutex_lock(&s->mutex);
+  int64_t outer = s->run_deadline;
+  if (run_deadline < outer) s->run_deadline = run_deadline;
+  if (!s->watchdog_started &&
+      pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
+    s->watchdog_started = true;
+  pthread_mutex_unlock(&s->mutex);
+  hali_status_t status = run(s, until, run_deadline);
+  pthread_mutex_lock(&s->mutex);
+  s->run_deadline = outer;
+  pthread_mutex_unlock(&s->mutex);
+  return status;
+}
+
+static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
+                         int64_t run_deadline) {
   pthread_mutex_lock(&s->mutex);
   for (;;) {
     if (until && until->state == FIBER_DONE) break;
@@ -526,6 +567,9 @@ hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
       pthread_mutex_unlock(&s->mutex);
       resume(s, f);
       pthread_mutex_lock(&s->mutex);
+      if (run_deadline != INT64_MAX && until->state != FIBER_DONE &&
+          now_ns() >= run_deadline)
+        return run_deadline_exceeded(s, until);
       continue;
     }
     if (!s->suspended) {
@@ -558,11 +602,13 @@ hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
       return d;
     }
     if (!until && !queue && deadline == INT64_MAX) break; /* external */
+    if (now >= run_deadline) return run_deadline_exceeded(s, until);
     /* Sleep until woken, the deadline, or a short poll of the queue (its
      * progress does not always wake us: it may signal other fences). */
     int64_t wake_at = deadline;
     if (queue || s->allow_external)
       wake_at = now + 10000000 < wake_at ? now + 10000000 : wake_at;
+    if (run_deadline < wake_at) wake_at = run_deadline;
     struct timespec ts = {(time_t)(wake_at / 1000000000),
                           (long)(wake_at % 1000000000)};
     pthread_cond_timedwait(&s->cond, &s->mutex, &ts);

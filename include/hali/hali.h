@@ -462,6 +462,14 @@ HALI_API void hali_context_cancel(hali_context_t *context);
  * invocation's own outcome is hali_invocation_status. */
 HALI_API HALI_MUST_USE hali_status_t hali_invocation_await(
     hali_invocation_t *invocation);
+/* hali_invocation_await for at most |timeout_ns| (HALI_TIMEOUT_INFINITE:
+ * no limit; 0 runs at most one slice of ready work).  Returns
+ * DEADLINE_EXCEEDED if the invocation has not finished by then: it stays
+ * pending, and the host may await it again or cancel it.  The deadline is
+ * checked between fiber slices, so code that never awaits can overrun it
+ * by up to one preemption slice (10 ms). */
+HALI_API HALI_MUST_USE hali_status_t hali_invocation_await_for(
+    hali_invocation_t *invocation, int64_t timeout_ns);
 /* Whether it has finished (successfully or not). */
 HALI_API bool hali_invocation_is_done(const hali_invocation_t *invocation);
 /* Its outcome once done: OK, or an owned copy of its failure;
