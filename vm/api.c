@@ -196,8 +196,9 @@ static void func_signature(const hali_ir_func_t *f, signature_t *sig) {
                                                       : API_MAX_VALUES;
   sig->result_count = f->result_count < API_MAX_VALUES ? f->result_count
                                                         : API_MAX_VALUES;
-  memcpy(sig->types, f->reg_types, sig->param_count);
-  memcpy(sig->types + sig->param_count, f->results, sig->result_count);
+  if (sig->param_count) memcpy(sig->types, f->reg_types, sig->param_count);
+  if (sig->result_count)
+    memcpy(sig->types + sig->param_count, f->results, sig->result_count);
 }
 
 static bool signature_equal(const signature_t *a, const signature_t *b) {
