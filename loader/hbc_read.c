@@ -245,7 +245,7 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
     return;
   }
   insn->aux = aux;
-  memcpy(insn->operands, ops, nfixed * sizeof(ops[0]));
+  if (nfixed) memcpy(insn->operands, ops, nfixed * sizeof(ops[0]));
   uint8_t tail_kind = info->tail == 'b' ? HALI_IR_BLOCK : HALI_IR_REG;
   for (uint32_t i = 0; i < ntail; ++i) {
     insn->operands[nfixed + i].kind = tail_kind;

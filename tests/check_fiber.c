@@ -1383,9 +1383,11 @@ static int64_t run_mixed(hali_hal_device_kind_t kind, uint32_t workers) {
 START_TEST(same_results_on_every_device) {
   /* part k fills value 7k+1 and sums value * (i+1) over i < n. */
   const int64_t n = 1000, parts = 8;
-  int64_t want = 0;
+  /* The program's i64 arithmetic wraps; so does this reference. */
+  uint64_t wrapped = 0;
   for (int64_t k = 0; k < parts; ++k)
-    want = want * 1000003 + (7 * k + 1) * (n * (n + 1) / 2);
+    wrapped = wrapped * 1000003u + (uint64_t)((7 * k + 1) * (n * (n + 1) / 2));
+  int64_t want = (int64_t)wrapped;
   ck_assert_int_eq(run_mixed(HALI_HAL_DEVICE_LOCAL_SYNC, 0), want);
   static const uint32_t workers[] = {1, 2, 4};
   for (size_t i = 0; i < COUNT_OF(workers); ++i)
