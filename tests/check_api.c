@@ -1068,6 +1068,65 @@ START_TEST(limit_cancel_from_another_thread) {
 }
 END_TEST
 
+/* A host callback of a spinning invocation awaits another invocation of
+ * the same context (a nested scheduler run); the outer bounded await must
+ * still stop the spin when the nested run is over. */
+static const char k_nested[] =
+    "module @nested\n"
+    "func @env.cb() import\n"
+    "func @quick() -> i32 {\n"
+    "  %one = const.i32 1\n"
+    "  return %one\n"
+    "}\n"
+    "func @spin() -> i32 {\n"
+    "  call @env.cb()\n"
+    "  %x = const.i32 0\n"
+    "  %one = const.i32 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %x = add.i32 %x, %one\n"
+    "  br ^loop\n"
+    "}\n";
+
+static hali_invocation_t *g_inner;
+static bool g_inner_ok;
+
+static hali_status_t host_await_inner(void *user, const hali_variant_t *args,
+                                      size_t n, hali_variant_t *results,
+                                      size_t m) {
+  hali_status_t s = hali_invocation_await_for(g_inner, 5000000000);
+  g_inner_ok = s == HALI_OK && hali_invocation_is_done(g_inner);
+  hali_status_free(s);
+  return HALI_OK;
+}
+
+START_TEST(await_for_after_nested_run) {
+  hali_instance_t *in = instance_new();
+  hali_import_function_t cb = {"cb", "()", host_await_inner, NULL};
+  ck_ok(hali_instance_register_import_module(in, "env", &cb, 1));
+  hali_context_t *c = context_new(in, k_nested, NULL);
+  hali_invocation_t *spin = NULL;
+  g_inner = NULL;
+  g_inner_ok = false;
+  ck_ok(hali_context_invoke_async(c, lookup(c, "spin"), NULL, 0, &spin));
+  ck_ok(hali_context_invoke_async(c, lookup(c, "quick"), NULL, 0, &g_inner));
+  int64_t t0 = now_ns();
+  ck_status(hali_invocation_await_for(spin, 50000000),
+            HALI_STATUS_DEADLINE_EXCEEDED, "@spin has not finished");
+  int64_t waited = now_ns() - t0;
+  ck_assert_msg(waited < 2000000000, "await_for(50 ms) took %lld ns",
+                (long long)waited);
+  ck_assert(g_inner_ok);
+  hali_invocation_cancel(spin);
+  ck_ok(hali_invocation_await(spin));
+  ck_status(hali_invocation_status(spin), HALI_STATUS_CANCELLED, NULL);
+  hali_invocation_release(g_inner);
+  hali_invocation_release(spin);
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Asynchronous invocation and fences. */
 
@@ -1324,6 +1383,7 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, limit_call_depth);
   tcase_add_test(tc, limit_fuel);
   tcase_add_test(tc, limit_cancel_from_another_thread);
+  tcase_add_test(tc, await_for_after_nested_run);
   suite_add_tcase(s, tc);
   tc = tcase_create("async");
   tcase_add_loop_test(tc, async_chain_through_fences, 0, 2);

@@ -210,14 +210,14 @@ static void *watchdog_main(void *arg) {
   pthread_mutex_lock(&s->mutex);
   while (!s->watchdog_stop) {
     int64_t now = now_ns();
-    if (s->running &&
-        ((s->ready_head && now - s->running_since >= FIBER_SLICE_NS) ||
-         now >= s->run_deadline) &&
+    bool slice_over =
+        s->ready_head && now - s->running_since >= FIBER_SLICE_NS;
+    if (s->running && (slice_over || now >= s->run_deadline) &&
         !atomic_load(&s->running->stack->interrupt)) {
       atomic_store(&s->running->stack->interrupt_code,
                    HALI_VM_INTERRUPT_YIELD);
       atomic_store(&s->running->stack->interrupt, true);
-      s->preemptions++;
+      if (slice_over) s->preemptions++;
     }
     int64_t wake = now + FIBER_SLICE_NS / 2;
     struct timespec ts = {(time_t)(wake / 1000000000),
@@ -441,13 +441,19 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   }
   int64_t t0 =
       HALI_TRACE_ON(s->options.trace) ? hali_trace_now(s->options.trace) : 0;
+  /* A host callback of a running fiber may run the scheduler again (it
+   * awaits another invocation): the outer fiber is running again after
+   * this one, and the watchdog must still see it. */
   pthread_mutex_lock(&s->mutex);
+  hali_vm_fiber_t *outer = s->running;
+  int64_t outer_since = s->running_since;
   s->running = f;
   s->running_since = now_ns();
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
   pthread_mutex_lock(&s->mutex);
-  s->running = NULL;
+  s->running = outer;
+  s->running_since = outer_since;
   /* A yield request that came too late to be seen is dropped. */
   if (atomic_load(&st->interrupt_code) == HALI_VM_INTERRUPT_YIELD) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);

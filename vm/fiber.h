@@ -62,8 +62,8 @@ HALI_MUST_USE hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
 /* hali_vm_scheduler_run(s, until) that gives up once CLOCK_MONOTONIC
  * passes |deadline_ns| (INT64_MAX: never) with |until| unfinished, and
  * returns DEADLINE_EXCEEDED; |until| stays live and may be run again.  The
- * deadline is checked between fiber slices, so it may be overrun by up to
- * one preemption slice. */
+ * watchdog interrupts the running fiber past the deadline (it stops at its
+ * next call or branch); a fiber blocked in the host is not interrupted. */
 HALI_MUST_USE hali_status_t hali_vm_scheduler_run_until(
     hali_vm_scheduler_t *s, hali_vm_fiber_t *until, int64_t deadline_ns);
 

@@ -465,9 +465,13 @@ HALI_API HALI_MUST_USE hali_status_t hali_invocation_await(
 /* hali_invocation_await for at most |timeout_ns| (HALI_TIMEOUT_INFINITE:
  * no limit; 0 runs at most one slice of ready work).  Returns
  * DEADLINE_EXCEEDED if the invocation has not finished by then: it stays
- * pending, and the host may await it again or cancel it.  The deadline is
- * checked between fiber slices, so code that never awaits can overrun it
- * by up to one preemption slice (10 ms). */
+ * pending, and the host may await it again or cancel it (cancel, then
+ * await, before releasing one that may never finish).  The deadline stops
+ * VM code at its next call or branch, a few ms late at most.  Work that
+ * holds the thread is not interrupted and delays the return until it
+ * ends: a host import callback, an await inside a function marked
+ * ["blocking"], or a call into another module of the context (which runs
+ * to completion on a blocking stack). */
 HALI_API HALI_MUST_USE hali_status_t hali_invocation_await_for(
     hali_invocation_t *invocation, int64_t timeout_ns);
 /* Whether it has finished (successfully or not). */
