@@ -985,6 +985,10 @@ static const char k_spin[] =
     "^loop:\n"
     "  %x = add.i32 %x, %one\n"
     "  br ^loop\n"
+    "}\n"
+    "func @quick() -> i32 {\n"
+    "  %one = const.i32 1\n"
+    "  return %one\n"
     "}\n";
 
 static atomic_int g_started;
@@ -1071,23 +1075,6 @@ END_TEST
 /* A host callback of a spinning invocation awaits another invocation of
  * the same context (a nested scheduler run); the outer bounded await must
  * still stop the spin when the nested run is over. */
-static const char k_nested[] =
-    "module @nested\n"
-    "func @env.cb() import\n"
-    "func @quick() -> i32 {\n"
-    "  %one = const.i32 1\n"
-    "  return %one\n"
-    "}\n"
-    "func @spin() -> i32 {\n"
-    "  call @env.cb()\n"
-    "  %x = const.i32 0\n"
-    "  %one = const.i32 1\n"
-    "  br ^loop\n"
-    "^loop:\n"
-    "  %x = add.i32 %x, %one\n"
-    "  br ^loop\n"
-    "}\n";
-
 static hali_invocation_t *g_inner;
 static bool g_inner_ok;
 
@@ -1102,9 +1089,9 @@ static hali_status_t host_await_inner(void *user, const hali_variant_t *args,
 
 START_TEST(await_for_after_nested_run) {
   hali_instance_t *in = instance_new();
-  hali_import_function_t cb = {"cb", "()", host_await_inner, NULL};
+  hali_import_function_t cb = {"started", "()", host_await_inner, NULL};
   ck_ok(hali_instance_register_import_module(in, "env", &cb, 1));
-  hali_context_t *c = context_new(in, k_nested, NULL);
+  hali_context_t *c = context_new(in, k_spin, NULL);
   hali_invocation_t *spin = NULL;
   g_inner = NULL;
   g_inner_ok = false;
