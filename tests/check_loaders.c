@@ -629,6 +629,16 @@ START_TEST(test_missing_symbol) {
       HALI_STATUS_NOT_FOUND,
       "library \"test_ffi.so\" does not export hali_kernel_library_query",
       "undefined symbol: hali_kernel_library_query");
+  /* native: the library was built for a newer kernel ABI. */
+  char want[96];
+  snprintf(want, sizeof(want),
+           "library \"test_future.so\" does not support kernel ABI version %d",
+           HALI_KERNEL_ABI_VERSION);
+  expect_status(
+      load_with("executable @k format \"native\" library \"test_future.so\" {\n"
+                "  export @affine" SIG_AFFINE "\n}\n",
+                NULL, NULL, &m),
+      HALI_STATUS_UNIMPLEMENTED, want);
   /* native: the table has no such kernel. */
   expect_status(
       load_with("executable @k format \"native\" library \"test_native.so\" {\n"
