@@ -64,6 +64,16 @@ static bool only_returned(const hali_ir_func_t *f, uint32_t p) {
   return returned;
 }
 
+static bool is_mutable(const hali_ir_func_t *f, uint32_t p) {
+  return p < f->param_count && f->param_flags &&
+         (f->param_flags[p] & HALI_PARAM_MUTABLE);
+}
+
+static const char *reg_name(const hali_ir_func_t *f, uint32_t r) {
+  return f->reg_names && r < f->reg_count && f->reg_names[r] ? f->reg_names[r]
+                                                             : "arg";
+}
+
 static char *fmt_xtype(const hali_ir_xtype_t *x) {
   hali_strbuf_t sb = {0};
   hali_ir_xtype_print(&sb, x);
@@ -92,6 +102,14 @@ static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
                                "calls between tensor-level functions are not "
                                "supported (@%s)",
                                m->funcs[insn->operands[0].v].name);
+      if (insn->op == HALI_OP_TENSOR_OVERWRITE && insn->operand_count == 2 &&
+          !is_mutable(f0, insn->operands[1].v))
+        return hali_pass_error(
+            PASS, m, f0, insn, i,
+            "tensor.overwrite into %%%s, which is not a mutable parameter: "
+            "an immutable argument is the caller's read-only value (declare "
+            "it `%%%s: mutable tensor<...>`)",
+            reg_name(f0, insn->operands[1].v), reg_name(f0, insn->operands[1].v));
       if (insn->op == HALI_OP_TENSOR_IMPORT || insn->op == HALI_OP_TENSOR_EXPORT ||
           insn->op == HALI_OP_TENSOR_WAIT || insn->op == HALI_OP_TENSOR_BARRIER)
         return hali_pass_error(PASS, m, f0, insn, i,
@@ -100,6 +118,16 @@ static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
     }
   if (nret == 0)
     return hali_pass_error(PASS, m, f0, NULL, 0, "function never returns");
+  for (uint32_t k = 0; f0->result_ties && k < f0->result_count; ++k) {
+    int32_t tie = f0->result_ties[k];
+    if (tie >= 0 && !is_mutable(f0, (uint32_t)tie))
+      return hali_pass_error(
+          PASS, m, f0, NULL, 0,
+          "result %u is tied to parameter %%%s, which is not mutable: a tie "
+          "writes the caller's buffer, so the parameter must be declared "
+          "`%%%s: mutable tensor<...>`",
+          k, reg_name(f0, (uint32_t)tie), reg_name(f0, (uint32_t)tie));
+  }
   if (f0->result_count > 64)
     return hali_pass_error(PASS, m, f0, NULL, 0,
                            "%u results: a tensor-level function returns at "
@@ -343,10 +371,12 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   if (!names) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   for (uint32_t p = 0; named && p < np; ++p)
     names[p] = f->reg_names[p] ? strdup(f->reg_names[p]) : NULL;
+  uint32_t fline = f->line;
   f->attrs = NULL;
   f->attr_count = 0;
   f->param_flags = NULL;
   hali_pass_func_reset(f);
+  f->line = fline;
   f->attrs = attrs;
   f->attr_count = nattrs;
   f->param_flags = pflags;
@@ -373,11 +403,11 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
                    : hali_ir_func_add_reg(f, g->results[k], NULL, 0);
   uint32_t forever = REG(HALI_TYPE_I64, "forever");
   uint32_t status = REG(HALI_TYPE_I32, "status");
-  uint32_t zero = REG(HALI_TYPE_I32, "zero");
-  uint32_t ok = REG(HALI_TYPE_I32, "ok");
 #undef REG
+  /* Every instruction carries the line of the function it wraps, so its
+   * frame in a backtrace names the source. */
   uint32_t line = f->line;
-  hali_insn_list_t entry = {0}, failed = {0}, done = {0};
+  hali_insn_list_t entry = {0};
   hali_pass_emit(&entry, line, HALI_OP_HAL_DEVICE_GET, 1, hali_pr(device));
   hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(wait));
   hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(signal),
@@ -393,35 +423,25 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
     for (uint32_t k = 0; k < g->result_count; ++k)
       call->operands[1 + g->param_count + k] = hali_pr(res[k]);
   }
+  /* A failed signal fence fails the await, and so this function, with the
+   * work's status; waiting forever never times out, so %status is 0 after
+   * it and needs no test. */
   hali_pass_emit(&entry, line, HALI_OP_CONST_I64, 2, hali_pr(forever), hali_pk(-1));
   hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_AWAIT, 3, hali_pr(status),
                  hali_pr(signal), hali_pr(forever));
-  hali_pass_emit(&entry, line, HALI_OP_CONST_I32, 2, hali_pr(zero), hali_pk(0));
-  hali_pass_emit(&entry, line, HALI_OP_EQ_I32, 3, hali_pr(ok), hali_pr(status),
-                 hali_pr(zero));
-  hali_pass_emit(&entry, line, HALI_OP_COND_BR, 3, hali_pr(ok),
-                 hali_pref(HALI_IR_BLOCK, 1), hali_pref(HALI_IR_BLOCK, 2));
-  hali_ir_insn_t *ret = hali_pass_emit(&done, line, HALI_OP_RETURN, g->result_count);
+  hali_ir_insn_t *ret = hali_pass_emit(&entry, line, HALI_OP_RETURN, g->result_count);
   for (uint32_t k = 0; ret && k < g->result_count; ++k) ret->operands[k] = hali_pr(res[k]);
-  char msg[512];
-  snprintf(msg, sizeof(msg), "@%s: the work of @%s failed", f->name, g->name);
-  hali_pass_emit(&failed, line, HALI_OP_FAIL, 2, hali_pr(status),
-                 hali_pref(HALI_IR_STRING, hali_ir_module_intern(m, msg, strlen(msg))));
-  hali_insn_list_t *lists[3] = {&entry, &done, &failed};
-  const char *bnames[3] = {"entry", "done", "failed"};
-  f->blocks = calloc(3, sizeof(hali_ir_block_t));
-  oom |= !f->blocks;
-  for (int b = 0; b < 3; ++b) {
-    oom |= lists[b]->oom;
-    if (oom) {
-      hali_pass_list_free(lists[b]);
-      continue;
-    }
-    f->blocks[b].name = strdup(bnames[b]);
-    f->blocks[b].insns = lists[b]->b.insns;
-    f->blocks[b].insn_count = lists[b]->b.insn_count;
-    f->blocks[b].insn_capacity = lists[b]->b.insn_capacity;
-    f->block_count++;
+  f->blocks = calloc(1, sizeof(hali_ir_block_t));
+  oom |= !f->blocks || entry.oom;
+  if (oom) {
+    hali_pass_list_free(&entry);
+  } else {
+    f->blocks[0].name = strdup("entry");
+    f->blocks[0].insns = entry.b.insns;
+    f->blocks[0].insn_count = entry.b.insn_count;
+    f->blocks[0].insn_capacity = entry.b.insn_capacity;
+    f->block_count = 1;
+    oom |= !f->blocks[0].name;
   }
   if (oom) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   return HALI_OK;

@@ -47,4 +47,10 @@ HALI_MUST_USE hali_status_t hali_pass_func_conversion(hali_ir_module_t *m);
 HALI_MUST_USE hali_status_t hali_pass_materialize_interfaces(hali_ir_module_t *m);
 HALI_MUST_USE hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m);
 
+/* Part of stream-to-hal (passes/copy_on_write.c): ties that would write
+ * storage |f| does not own, or a value still read, get a tensor.clone to
+ * write instead. */
+HALI_MUST_USE hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m,
+                                                    hali_ir_func_t *f);
+
 #endif /* HALI_PASSES_PIPELINE_H */

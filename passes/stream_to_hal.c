@@ -14,6 +14,8 @@
  * liveness interval (schedule-execution, see pack()).
  * A tensor register becomes the !hal.buffer register holding its storage.
  */
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +59,7 @@ typedef struct {
   int64_t static_bytes;            /* -1: dynamic size */
   uint32_t def, last;              /* liveness interval (positions) */
   bool defined;
-  bool const_written, const_returned; /* a constant's storage is written
-                                        * (tied) / returned to the caller */
+  bool const_returned; /* a constant's storage is returned to the caller */
 } tinfo_t;
 
 /* Transients are packed into one slab per region by liveness (see pack). */
@@ -75,6 +76,7 @@ typedef struct {
   bool open, concurrent, pending_barrier, any_cmd;
   uint32_t cmd, cats, line;
   uint32_t index;       /* instruction being lowered (block position) */
+  hali_status_t err;    /* sticky: the first error found while emitting */
   uint32_t *pending;    /* static-size transients awaiting the region's slab */
   uint32_t npending;
   /* Constants already materialized (registers are never rewritten). */
@@ -125,8 +127,27 @@ static const char *rname(const lw_t *w, uint32_t r) {
   return w->f->reg_names && w->f->reg_names[r] ? w->f->reg_names[r] : "t";
 }
 
-/* Records tensor |r|'s dims (|dyn| the dynamic ones in order) and size. */
-static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn) {
+/* Emits `cond_fail %cond, OUT_OF_RANGE, "@f: message"`. */
+static void fail_if(lw_t *w, uint32_t cond, const char *fmt, ...) HALI_PRINTF(3, 4);
+static void fail_if(lw_t *w, uint32_t cond, const char *fmt, ...) {
+  char msg[400];
+  int n = snprintf(msg, sizeof(msg), "@%s: ", w->f->name);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n > 0 && (size_t)n < sizeof(msg)) vsnprintf(msg + n, sizeof(msg) - n, fmt, ap);
+  va_end(ap);
+  uint32_t code = c32(w, HALI_STATUS_OUT_OF_RANGE);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_COND_FAIL, 3, hali_pr(cond), hali_pr(code),
+                 hali_pref(HALI_IR_STRING, hali_ir_module_intern(w->m, msg, strlen(msg))));
+}
+
+/* Records tensor |r|'s dims (|dyn| the dynamic ones in order) and size.
+ * The size is checked: static parts at load (an error in w->err), dynamic
+ * dims at run time when |check_dims| (negative, or a byte size past
+ * 2^63-1, fail with OUT_OF_RANGE naming the tensor and the dimension; an
+ * import's dims need none: the buffer view's creation checked them). */
+static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
+                      bool check_dims) {
   /* A copy: adding registers below may move reg_xtypes. */
   hali_ir_xtype_t xs = w->f->reg_xtypes[r];
   int64_t dims[HALI_HAL_MAX_RANK];
@@ -138,33 +159,83 @@ static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn) {
   uint32_t k = 0;
   int64_t static_bytes = hali_pass_element_size(x->element_type);
   bool all_static = true;
+  char *ts = NULL;
   for (uint32_t d = 0; d < x->rank; ++d) {
     if (x->dims[d] >= 0) {
       t->dims[d] = c64(w, x->dims[d]);
-      static_bytes *= x->dims[d];
+      if (__builtin_mul_overflow(static_bytes, x->dims[d], &static_bytes) &&
+          !w->err) {
+        hali_strbuf_t sb = {0};
+        hali_ir_xtype_print(&sb, x);
+        ts = hali_strbuf_take(&sb);
+        w->err = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                                  PASS ": @%s: %%%s (%s) is larger than 2^63-1 "
+                                  "bytes (at dimension %u)",
+                                  w->f->name, rname(w, r), ts ? ts : "?", d);
+        free(ts);
+        return;
+      }
     } else {
       t->dims[d] = dyn[k++].v;
       all_static = false;
     }
   }
   t->static_bytes = all_static ? static_bytes : -1;
+  t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", rname(w, r));
   if (all_static) {
-    t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", rname(w, r));
     hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->size),
                    hali_pk(static_bytes));
     return;
   }
-  uint32_t acc = c64(w, hali_pass_element_size(x->element_type));
-  t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", rname(w, r));
+  hali_strbuf_t sb = {0};
+  hali_ir_xtype_print(&sb, x);
+  ts = hali_strbuf_take(&sb);
+  /* static_bytes is the element size times the static dims; each dynamic
+   * dim D must be >= 0 and keep acc * D <= INT64_MAX, i.e. acc <=
+   * INT64_MAX / max(D, 1). */
+  uint32_t acc = c64(w, static_bytes);
+  uint32_t zero = c64(w, 0), one = c64(w, 1), max = c64(w, INT64_MAX);
+  const char *n = rname(w, r);
   for (uint32_t d = 0; d < x->rank; ++d) {
+    if (x->dims[d] >= 0) continue;
+    uint32_t dim = t->dims[d];
+    if (!check_dims) {
+      hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(t->size),
+                     hali_pr(acc), hali_pr(dim));
+      acc = t->size;
+      continue;
+    }
+    uint32_t neg = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.dim%u_negative", n, d);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_LT_S_I64, 3, hali_pr(neg), hali_pr(dim),
+                   hali_pr(zero));
+    fail_if(w, neg, "%%%s (%s): dimension %u is negative", n, ts ? ts : "?", d);
+    uint32_t div = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.dim%u_limit", n, d);
+    uint32_t big = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.dim%u_overflows", n, d);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_MAX_U_I64, 3, hali_pr(div), hali_pr(dim),
+                   hali_pr(one));
+    hali_pass_emit(&w->pre, w->line, HALI_OP_DIV_U_I64, 3, hali_pr(div), hali_pr(max),
+                   hali_pr(div));
+    hali_pass_emit(&w->pre, w->line, HALI_OP_GT_U_I64, 3, hali_pr(big), hali_pr(acc),
+                   hali_pr(div));
+    fail_if(w, big, "%%%s (%s) is larger than 2^63-1 bytes (at dimension %u)", n,
+            ts ? ts : "?", d);
     hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(t->size),
-                   hali_pr(acc), hali_pr(t->dims[d]));
+                   hali_pr(acc), hali_pr(dim));
     acc = t->size;
   }
-  if (!x->rank)
-    hali_pass_emit(&w->pre, w->line, HALI_OP_MOV_I64, 2, hali_pr(t->size),
-                   hali_pr(acc));
+  free(ts);
 }
+
+/* set_shape, then return its error, if any, from the calling lowering. */
+#define SET_SHAPE(w, r, dyn, check)                                            \
+  do {                                                                         \
+    set_shape(w, r, dyn, check);                                               \
+    if ((w)->err) {                                                            \
+      hali_status_t e_ = (w)->err;                                             \
+      (w)->err = HALI_OK;                                                      \
+      return e_;                                                               \
+    }                                                                          \
+  } while (0)
 
 static void own_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use);
 
@@ -178,17 +249,13 @@ static void allocate(lw_t *w, uint32_t r) {
     return;
   case LT_CONSTANT:
     /* A constant's storage is a fresh buffer per invocation, filled by
-     * command_buffer.update from rodata.  Read-only constants are
-     * DEVICE_LOCAL with CONSTANT usage; one a kernel writes (a tied
-     * result) drops the CONSTANT usage; one returned to the caller
-     * (directly or through a tie) gets the returned bits, since the caller
-     * maps it. */
+     * command_buffer.update from rodata.  No kernel writes it (a tie to a
+     * constant writes a copy: copy_on_write.c), so it is DEVICE_LOCAL with
+     * CONSTANT usage, unless it is returned to the caller, who maps it:
+     * then it gets the returned bits. */
     if (t->const_returned) {
       mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
       use = USE_TRANSFER | USE_DISPATCH | USE_MAPPING;
-    } else if (t->const_written) {
-      mem = MEM_DEVICE_LOCAL;
-      use = USE_TRANSFER | USE_DISPATCH;
     } else {
       mem = MEM_DEVICE_LOCAL;
       use = USE_CONSTANT | USE_TRANSFER | USE_DISPATCH;
@@ -367,7 +434,7 @@ static void bind(lw_t *w, uint32_t slot, uint32_t r, uint32_t zero) {
                  hali_pr(zero), hali_pr(w->t[r].size));
 }
 
-static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
+static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   const hali_ir_operand_t *o = insn->operands;
   const hali_ir_executable_t *e = &w->m->executables[o[HALI_TD_EXE].v];
   uint32_t xi = (uint32_t)o[HALI_TD_EXPORT].imm;
@@ -379,7 +446,7 @@ static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   uint32_t d = d0;
   for (uint32_t k = 0; k < nr; ++k) {
     uint32_t r = o[r0 + k].v;
-    set_shape(w, r, &o[d]);
+    SET_SHAPE(w, r, &o[d], true);
     d += hali_ir_xtype_dynamic_dims(&w->f->reg_xtypes[r]);
     allocate(w, r);
   }
@@ -435,7 +502,10 @@ static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
       bind(w, slot++, o[a0 + k].v, zero);
   for (uint32_t k = 0; k < nr; ++k) bind(w, slot++, o[r0 + k].v, zero);
   /* Workgroup count: ceil(workload / workgroup size) per dimension,
-   * missing dimensions 1. */
+   * missing dimensions 1.  A count is a uint32 in the kernel ABI: a
+   * workload that is negative or needs more than 2^32-1 workgroups is an
+   * error (at load when static, OUT_OF_RANGE at run time when dynamic),
+   * never a truncation.  The product x*y*z is the HAL's to check. */
   uint32_t count[3];
   for (uint32_t k = 0; k < 3; ++k) {
     uint32_t ws = x->workgroup_size[k] ? x->workgroup_size[k] : 1;
@@ -443,14 +513,38 @@ static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
       count[k] = c32(w, 1);
     } else if (o[w0 + k].kind == HALI_IR_IMM) {
       int64_t v = o[w0 + k].imm;
-      count[k] = c32(w, (v + ws - 1) / ws);
+      uint64_t g = v < 0 ? 0 : ((uint64_t)v + ws - 1) / ws;
+      if (v < 0 || g > UINT32_MAX)
+        return hali_status_make(
+            HALI_STATUS_OUT_OF_RANGE,
+            PASS ": @%s, dispatch of @%s::@%s: workload %lld in dimension %u "
+            "%s",
+            w->f->name, e->name, x->name, (long long)v, k,
+            v < 0 ? "is negative"
+                  : "needs more than 2^32-1 workgroups (the kernel ABI's count)");
+      count[k] = c32(w, (int64_t)(int32_t)(uint32_t)g);
     } else {
+      uint32_t wl = o[w0 + k].v;
       uint32_t add = c64(w, ws - 1), div = c64(w, ws);
+      uint32_t limit = c64(w, UINT32_MAX);
+      uint32_t neg = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_negative", k);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_LT_S_I64, 3, hali_pr(neg),
+                     hali_pr(wl), hali_pr(zero));
+      fail_if(w, neg, "dispatch of @%s::@%s: workload in dimension %u is negative",
+              e->name, x->name, k);
+      /* workload <= 2^63-1 and ws - 1 < 2^32: the unsigned sum fits. */
       uint32_t g64 = hali_pass_reg(w->f, HALI_TYPE_I64, "workgroups%u.i64", k);
       hali_pass_emit(&w->pre, w->line, HALI_OP_ADD_I64, 3, hali_pr(g64),
-                     hali_pr(o[w0 + k].v), hali_pr(add));
+                     hali_pr(wl), hali_pr(add));
       hali_pass_emit(&w->pre, w->line, HALI_OP_DIV_U_I64, 3, hali_pr(g64),
                      hali_pr(g64), hali_pr(div));
+      uint32_t big = hali_pass_reg(w->f, HALI_TYPE_I32, "workgroups%u_overflow", k);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_GT_U_I64, 3, hali_pr(big),
+                     hali_pr(g64), hali_pr(limit));
+      fail_if(w, big,
+              "dispatch of @%s::@%s: the workload in dimension %u needs more "
+              "than 2^32-1 workgroups (the kernel ABI's count)",
+              e->name, x->name, k);
       count[k] = hali_pass_reg(w->f, HALI_TYPE_I32, "workgroups%u", k);
       hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2, hali_pr(count[k]),
                      hali_pr(g64));
@@ -461,6 +555,7 @@ static void lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
                  hali_pr(w->cmd), hali_pr(w->exes[o[HALI_TD_EXE].v]), hali_pr(ord),
                  hali_pr(count[0]), hali_pr(count[1]), hali_pr(count[2]));
   end_cmd(w);
+  return HALI_OK;
 }
 
 /* The tensors |insn| reads (the lowering uses their storage, size and
@@ -522,7 +617,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     return HALI_OK;
   case HALI_OP_TENSOR_IMPORT: {
     uint32_t r = o[0].v;
-    set_shape(w, r, &o[2]);
+    SET_SHAPE(w, r, &o[2], false);
     w->t[r].defined = true;
     hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_BUFFER, 2,
                    hali_pr(r), hali_pr(o[1].v));
@@ -550,7 +645,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   case HALI_OP_TENSOR_CONSTANT: {
     uint32_t r = o[0].v;
     const hali_ir_rodata_t *rd = &w->m->rodata[o[1].v];
-    set_shape(w, r, NULL);
+    SET_SHAPE(w, r, NULL, true);
     const hali_ir_xtype_t *x = &f->reg_xtypes[r];
     uint64_t bytes = hali_pass_element_size(x->element_type);
     for (uint32_t d = 0; d < x->rank; ++d) bytes *= (uint64_t)x->dims[d];
@@ -575,11 +670,23 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     hali_type_t vt = f->reg_types[v];
     if (!((vt == HALI_TYPE_F32 && es == 4) ||
           (vt == HALI_TYPE_I32 && (es == 1 || es == 2 || es == 4))))
-      return hali_pass_error(PASS, w->m, f, insn, index,
-                             "splat of %s into %u-byte elements: fill patterns "
-                             "are 1, 2 or 4 bytes (use an i32 or f32 value)",
-                             hali_type_name(vt), es);
-    set_shape(w, r, &o[2]);
+    {
+      hali_strbuf_t sb = {0};
+      hali_ir_xtype_print(&sb, &f->reg_xtypes[r]);
+      char *ts = hali_strbuf_take(&sb);
+      hali_status_t e = hali_pass_error(
+          PASS, w->m, f, insn, index,
+          "a splat of %s into %s is not supported: fills take a pattern of 1, "
+          "2 or 4 bytes, so %u-byte elements take %s",
+          hali_type_name(vt), ts ? ts : "?", es,
+          es == 4   ? "an i32 or f32 value"
+          : es <= 2 ? "an i32 value (its low bytes are the pattern)"
+                    : "no scalar (8-byte patterns are not supported: write a kernel "
+                      "or use a constant)");
+      free(ts);
+      return e;
+    }
+    SET_SHAPE(w, r, &o[2], true);
     allocate(w, r);
     uint32_t pat = v;
     if (vt == HALI_TYPE_F32) {
@@ -602,7 +709,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     uint32_t k = 0;
     for (uint32_t d = 0; d < x->rank; ++d)
       if (x->dims[d] < 0) dyn[k++] = hali_pr(w->t[s].dims[d]);
-    set_shape(w, r, dyn);
+    SET_SHAPE(w, r, dyn, true);
     allocate(w, r);
     uint32_t zero = c64(w, 0);
     begin_cmd(w, CAT_TRANSFER);
@@ -628,8 +735,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       return hali_pass_error(PASS, w->m, f, insn, index,
                              "dispatch site without an interface: run "
                              "materialize-interfaces first");
-    lower_dispatch(w, insn);
-    return HALI_OK;
+    return lower_dispatch(w, insn);
   default:
     return hali_pass_error(PASS, w->m, f, insn, index, "unexpected op");
   }
@@ -723,16 +829,6 @@ static hali_status_t analyse(lw_t *w) {
         uint32_t r = root(w, o[1].v);
         if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
         if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_returned = true;
-      } else if (insn->op == HALI_OP_TENSOR_DISPATCH) {
-        uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-        uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-        uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-        for (uint32_t k = 0; k < nr; ++k) {
-          int64_t tie = o[a0 + na + nr + k].imm;
-          if (tie < 0) continue;
-          uint32_t r = root(w, o[a0 + tie].v);
-          if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_written = true;
-        }
       } else if (insn->op == HALI_OP_TENSOR_OVERWRITE) {
         uint32_t v = o[0].v;
         if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v &&
@@ -798,6 +894,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
                              "parameter %u is a tensor: run func-conversion "
                              "first",
                              p);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_pass_copy_on_write(m, f));
   lw_t *wp = calloc(1, sizeof(lw_t));
   if (!wp) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
 #define w (*wp)

@@ -2292,6 +2292,30 @@ START_TEST(assert_op) {
 }
 END_TEST
 
+START_TEST(cond_fail_op) {
+  static const char text[] = "func @f(%c: i32, %code: i32) -> i32 {\n"
+                             "  cond_fail %c, %code, \"c was set\"\n"
+                             "  return %code\n"
+                             "}\n";
+  EXPECT_RUN(text, "f", I32(11), I32(0), I32(11));
+  static const int32_t truthy[] = {1, -1, INT32_MIN, INT32_MAX, 0x100};
+  hali_value_t r;
+  for (size_t i = 0; i < COUNT_OF(truthy); ++i) {
+    hali_status_t s = run(text, "f", ARGS(I32(truthy[i]), I32(11)), &r, 1);
+    ck_assert_int_eq(hali_status_code(s), HALI_STATUS_OUT_OF_RANGE);
+    ck_assert_str_eq(hali_status_message(s), "c was set");
+    ck_assert_str_eq(hali_status_annotation(s, 0), "at @f@0 (test.hasm:2)");
+    hali_status_free(s);
+  }
+  /* Codes outside the status codes (0 is OK, which is no failure) become
+   * UNKNOWN, as for fail. */
+  static const int32_t odd[] = {0, -3, HALI_STATUS_CODE_COUNT, INT32_MAX};
+  for (size_t i = 0; i < COUNT_OF(odd); ++i)
+    ck_assert_status(run(text, "f", ARGS(I32(1), I32(odd[i])), &r, 1),
+                     HALI_STATUS_UNKNOWN, "c was set");
+}
+END_TEST
+
 /* A failure after a fused compare-and-branch reports the IR pc, which
  * counts the compare and the cond_br as two instructions. */
 START_TEST(failure_pc_counts_fused_instructions) {
@@ -2536,6 +2560,7 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, fail_status_codes);
   tcase_add_test(tc, fail_message_and_backtrace);
   tcase_add_test(tc, assert_op);
+  tcase_add_test(tc, cond_fail_op);
   tcase_add_test(tc, failure_pc_counts_fused_instructions);
   suite_add_tcase(s, tc);
 

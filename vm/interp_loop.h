@@ -409,6 +409,19 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
+    vmcase(COND_FAIL) {
+      if (HALI_UNLIKELY(regs[A].i32 != 0)) {
+        const hali_vm_string_t *msg = pc[1].ptr;
+        int32_t code = regs[B].i32;
+        if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
+        status = hali_status_make((hali_status_code_t)code, "%.*s",
+                                  (int)msg->length, msg->data);
+        goto fail;
+      }
+      pc += 2;
+      vmbreak;
+    }
+
     /* Scalar buffer access (bounds and permissions checked by the HAL). */
 #define LOAD(name, T, F)                                                       \
   vmcase(name) {                                                               \
