@@ -181,6 +181,7 @@ START_TEST(immutable_overwrite_and_tie_are_load_errors) {
     ck_assert_ptr_null(m);
     ck_assert_int_eq(hali_status_code(s), HALI_STATUS_INVALID_ARGUMENT);
     char *t = hali_status_to_string(s);
+    hali_status_free(s);
     ck_assert_msg(strstr(t, cases[k].needle) != NULL, "%s: %s", cases[k].file, t);
     ck_assert_msg(strstr(t, "@f") != NULL, "names the function: %s", t);
     free(t);
