@@ -275,14 +275,16 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
         enc = hali_pass_reg(g, HALI_TYPE_I32, "dense");
         hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(enc), hali_pk(1));
       }
-      hali_ir_insn_t *a = hali_pass_emit(&pro, line, HALI_OP_HAL_BUFFER_VIEW_ASSERT,
-                                         4 + x->rank, hali_pr(p), hali_pr(et),
-                                         hali_pr(enc),
-                                         hali_pref(HALI_IR_STRING, smsg));
-      for (uint32_t d = 0; a && d < x->rank; ++d) a->operands[4 + d] = hali_pr(dims[d]);
-      hali_ir_insn_t *im = hali_pass_emit(&pro, line, HALI_OP_TENSOR_IMPORT,
-                                          2 + ndyn, hali_pr(map[p]), hali_pr(p));
-      for (uint32_t d = 0; im && d < ndyn; ++d) im->operands[2 + d] = hali_pr(dyn[d]);
+      hali_ir_insn_t *a = hali_pass_emit_open(&pro, line, HALI_OP_HAL_BUFFER_VIEW_ASSERT,
+                                              4 + x->rank, 4, hali_pr(p), hali_pr(et),
+                                              hali_pr(enc),
+                                              hali_pref(HALI_IR_STRING, smsg));
+      for (uint32_t d = 0; d < x->rank; ++d)
+        hali_pass_set_operand(&pro, a, 4 + d, hali_pr(dims[d]));
+      hali_ir_insn_t *im = hali_pass_emit_open(&pro, line, HALI_OP_TENSOR_IMPORT,
+                                               2 + ndyn, 2, hali_pr(map[p]), hali_pr(p));
+      for (uint32_t d = 0; d < ndyn; ++d)
+        hali_pass_set_operand(&pro, im, 2 + d, hali_pr(dyn[d]));
     } else if (abi_type(t) != t) {
       hali_pass_emit(&pro, line,
                      t == HALI_TYPE_I32     ? HALI_OP_TRUNC_I64_I32
@@ -341,9 +343,9 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
       }
       hali_pass_emit(&out, rl, HALI_OP_TENSOR_BARRIER, 1, hali_pr(signal));
       hali_ir_insn_t *ret =
-          hali_pass_emit(&out, rl, HALI_OP_RETURN, insn->operand_count);
-      for (uint32_t k = 0; ret && k < insn->operand_count; ++k)
-        ret->operands[k] = hali_pr(views[k]);
+          hali_pass_emit_open(&out, rl, HALI_OP_RETURN, insn->operand_count, 0);
+      for (uint32_t k = 0; k < insn->operand_count; ++k)
+        hali_pass_set_operand(&out, ret, k, hali_pr(views[k]));
     }
     g->blocks[b].insns = out.b.insns;
     g->blocks[b].insn_count = out.b.insn_count;
@@ -412,25 +414,26 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(wait));
   hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(signal),
                  hali_pr(device));
-  hali_ir_insn_t *call = hali_pass_emit(&entry, line, HALI_OP_CALL,
-                                        1 + g->param_count + g->result_count,
-                                        hali_pref(HALI_IR_FUNC, gi));
-  if (call) {
-    call->aux = (uint16_t)g->param_count;
-    for (uint32_t p = 0; p < np; ++p) call->operands[1 + p] = hali_pr(p);
-    call->operands[1 + np] = hali_pr(wait);
-    call->operands[2 + np] = hali_pr(signal);
-    for (uint32_t k = 0; k < g->result_count; ++k)
-      call->operands[1 + g->param_count + k] = hali_pr(res[k]);
-  }
+  hali_ir_insn_t *call = hali_pass_emit_open(&entry, line, HALI_OP_CALL,
+                                             1 + g->param_count + g->result_count,
+                                             1, hali_pref(HALI_IR_FUNC, gi));
+  if (call) call->aux = (uint16_t)g->param_count;
+  for (uint32_t p = 0; p < np; ++p)
+    hali_pass_set_operand(&entry, call, 1 + p, hali_pr(p));
+  hali_pass_set_operand(&entry, call, 1 + np, hali_pr(wait));
+  hali_pass_set_operand(&entry, call, 2 + np, hali_pr(signal));
+  for (uint32_t k = 0; k < g->result_count; ++k)
+    hali_pass_set_operand(&entry, call, 1 + g->param_count + k, hali_pr(res[k]));
   /* A failed signal fence fails the await, and so this function, with the
    * work's status; waiting forever never times out, so %status is 0 after
    * it and needs no test. */
   hali_pass_emit(&entry, line, HALI_OP_CONST_I64, 2, hali_pr(forever), hali_pk(-1));
   hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_AWAIT, 3, hali_pr(status),
                  hali_pr(signal), hali_pr(forever));
-  hali_ir_insn_t *ret = hali_pass_emit(&entry, line, HALI_OP_RETURN, g->result_count);
-  for (uint32_t k = 0; ret && k < g->result_count; ++k) ret->operands[k] = hali_pr(res[k]);
+  hali_ir_insn_t *ret =
+      hali_pass_emit_open(&entry, line, HALI_OP_RETURN, g->result_count, 0);
+  for (uint32_t k = 0; k < g->result_count; ++k)
+    hali_pass_set_operand(&entry, ret, k, hali_pr(res[k]));
   f->blocks = calloc(1, sizeof(hali_ir_block_t));
   oom |= !f->blocks || entry.oom;
   if (oom) {

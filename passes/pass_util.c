@@ -6,21 +6,50 @@
 #include "hal/buffer_view.h"
 #include "passes/pass_util.h"
 
-hali_ir_insn_t *hali_pass_emit(hali_insn_list_t *l, uint32_t line, uint16_t op,
-                               uint32_t n, ...) {
+static bool bad_reg(hali_ir_operand_t o) {
+  return o.kind == HALI_IR_REG && o.v == UINT32_MAX;
+}
+
+static hali_ir_insn_t *emitv(hali_insn_list_t *l, uint32_t line, uint16_t op,
+                             uint32_t total, uint32_t n, va_list ap) {
   if (l->oom) return NULL;
-  hali_ir_insn_t *insn = hali_ir_block_add_insn(&l->b, op, n);
+  hali_ir_insn_t *insn = hali_ir_block_add_insn(&l->b, op, total);
   if (!insn) {
     l->oom = true;
     return NULL;
   }
   insn->line = line;
+  for (uint32_t i = 0; i < n && i < total; ++i) {
+    insn->operands[i] = va_arg(ap, hali_ir_operand_t);
+    if (bad_reg(insn->operands[i])) l->oom = true;
+  }
+  return l->oom ? NULL : insn;
+}
+
+hali_ir_insn_t *hali_pass_emit(hali_insn_list_t *l, uint32_t line, uint16_t op,
+                               uint32_t n, ...) {
   va_list ap;
   va_start(ap, n);
-  for (uint32_t i = 0; i < n; ++i)
-    insn->operands[i] = va_arg(ap, hali_ir_operand_t);
+  hali_ir_insn_t *insn = emitv(l, line, op, n, n, ap);
   va_end(ap);
   return insn;
+}
+
+hali_ir_insn_t *hali_pass_emit_open(hali_insn_list_t *l, uint32_t line,
+                                    uint16_t op, uint32_t total, uint32_t n,
+                                    ...) {
+  va_list ap;
+  va_start(ap, n);
+  hali_ir_insn_t *insn = emitv(l, line, op, total, n, ap);
+  va_end(ap);
+  return insn;
+}
+
+void hali_pass_set_operand(hali_insn_list_t *l, hali_ir_insn_t *insn,
+                           uint32_t k, hali_ir_operand_t o) {
+  if (!insn || k >= insn->operand_count) return;
+  insn->operands[k] = o;
+  if (bad_reg(o)) l->oom = true;
 }
 
 hali_ir_insn_t *hali_pass_copy_insn(hali_insn_list_t *l,
@@ -39,8 +68,9 @@ hali_ir_insn_t *hali_pass_copy_insn(hali_insn_list_t *l,
     insn->operands[i] = src->operands[i];
     if (map && src->operands[i].kind == HALI_IR_REG)
       insn->operands[i].v = map[src->operands[i].v];
+    if (bad_reg(insn->operands[i])) l->oom = true;
   }
-  return insn;
+  return l->oom ? NULL : insn;
 }
 
 void hali_pass_splice(hali_insn_list_t *l, hali_insn_list_t *src) {

@@ -30,10 +30,22 @@ typedef struct hali_insn_list_s {
   bool oom;
 } hali_insn_list_t;
 
-/* Appends |op| with |n| operands (hali_ir_operand_t varargs); returns the
- * instruction (or NULL on OOM, recorded in |l|). */
+/* Appends |op| with |n| operands (exactly |n| hali_ir_operand_t varargs);
+ * returns the instruction (or NULL on OOM, recorded in |l|).  An operand
+ * naming register UINT32_MAX (what hali_pass_reg returns when it runs out
+ * of memory) is treated as OOM too, so no instruction holds one. */
 hali_ir_insn_t *hali_pass_emit(hali_insn_list_t *l, uint32_t line, uint16_t op,
                                uint32_t n, ...);
+/* The same with |total| operands of which the first |n| come from the
+ * varargs; the caller fills the rest (a variadic tail) through the
+ * returned instruction, with hali_pass_set_operand. */
+hali_ir_insn_t *hali_pass_emit_open(hali_insn_list_t *l, uint32_t line,
+                                    uint16_t op, uint32_t total, uint32_t n,
+                                    ...);
+/* insn->operands[k] = |o|, with emit's check on registers; a NULL |insn|
+ * (an emit that failed) is ignored. */
+void hali_pass_set_operand(hali_insn_list_t *l, hali_ir_insn_t *insn,
+                           uint32_t k, hali_ir_operand_t o);
 /* Appends a copy of |insn|, operands remapped through |map| when non-NULL. */
 hali_ir_insn_t *hali_pass_copy_insn(hali_insn_list_t *l,
                                     const hali_ir_insn_t *insn,

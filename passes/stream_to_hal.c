@@ -152,7 +152,7 @@ static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
   hali_ir_xtype_t xs = w->f->reg_xtypes[r];
   int64_t dims[HALI_HAL_MAX_RANK];
   if (xs.rank > HALI_HAL_MAX_RANK) xs.rank = HALI_HAL_MAX_RANK;
-  memcpy(dims, xs.dims, xs.rank * sizeof(int64_t));
+  if (xs.rank) memcpy(dims, xs.dims, xs.rank * sizeof(int64_t));
   xs.dims = dims;
   const hali_ir_xtype_t *x = &xs;
   tinfo_t *t = &w->t[r];
@@ -490,10 +490,11 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   }
   if (nwords) {
     uint32_t first = c32(w, 0);
-    hali_ir_insn_t *pc = hali_pass_emit(
-        &w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_PUSH_CONSTANTS, 2 + nwords,
+    hali_ir_insn_t *pc = hali_pass_emit_open(
+        &w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_PUSH_CONSTANTS, 2 + nwords, 2,
         hali_pr(w->cmd), hali_pr(first));
-    for (uint32_t k = 0; pc && k < nwords; ++k) pc->operands[2 + k] = hali_pr(words[k]);
+    for (uint32_t k = 0; k < nwords; ++k)
+      hali_pass_set_operand(&w->cmds, pc, 2 + k, hali_pr(words[k]));
   }
   /* Bindings: tensor operands, then results. */
   uint32_t zero = c64(w, 0), slot = 0;
@@ -634,12 +635,12 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     uint32_t r = o[1].v;
     uint32_t rank = f->reg_xtypes[r].rank;
     uint32_t et = c32(w, (int32_t)f->reg_xtypes[r].element_type), enc = c32(w, 1);
-    hali_ir_insn_t *vc = hali_pass_emit(&w->pre, w->line,
-                                        HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + rank,
-                                        hali_pr(o[0].v), hali_pr(root(w, r)),
-                                        hali_pr(et), hali_pr(enc));
-    for (uint32_t d = 0; vc && d < rank; ++d)
-      vc->operands[4 + d] = hali_pr(w->t[r].dims[d]);
+    hali_ir_insn_t *vc = hali_pass_emit_open(&w->pre, w->line,
+                                             HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + rank,
+                                             4, hali_pr(o[0].v), hali_pr(root(w, r)),
+                                             hali_pr(et), hali_pr(enc));
+    for (uint32_t d = 0; d < rank; ++d)
+      hali_pass_set_operand(&w->pre, vc, 4 + d, hali_pr(w->t[r].dims[d]));
     return HALI_OK;
   }
   case HALI_OP_TENSOR_CONSTANT: {
