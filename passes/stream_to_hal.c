@@ -364,6 +364,8 @@ static void pack(lw_t *w) {
       for (uint32_t j = 0; j < k; ++j) {
         const tinfo_t *u = &w->t[order[j]];
         if (!intervals_overlap(t, u)) continue;
+        /* Sizes are < 2^48 (the structural check), offsets are checked
+         * below, so these sums do not wrap. */
         if (o < off[j] + u->static_bytes && off[j] < o + t->static_bytes) {
           o = (off[j] + u->static_bytes + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN;
           moved = true;
@@ -371,7 +373,17 @@ static void pack(lw_t *w) {
       }
     }
     off[k] = o;
-    if (o + t->static_bytes > total) total = o + t->static_bytes;
+    int64_t end;
+    if (__builtin_add_overflow(o, t->static_bytes, &end) || end > INT64_MAX / 2) {
+      if (!w->err)
+        w->err = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                                  PASS ": @%s: the transients of one region need "
+                                  "more than 2^62 bytes",
+                                  w->f->name);
+      free(off);
+      return;
+    }
+    if (end > total) total = end;
   }
   uint32_t slab = hali_pass_reg(w->f, HALI_TYPE_BUFFER, "slab");
   uint32_t cm = c32(w, MEM_DEVICE_LOCAL | MEM_TRANSIENT);
@@ -945,6 +957,10 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
       w.index = i;
       if (hali_op_info(insn->op)->flags & HALI_OPF_TENSOR) {
         s = lower_insn(&w, insn, i);
+        if (!s && w.err) {
+          s = w.err;
+          w.err = HALI_OK;
+        }
         continue;
       }
       /* Host code that cannot suspend or leave the block joins the setup
@@ -958,6 +974,10 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
       }
       close_region(&w, UINT32_MAX);
       hali_pass_copy_insn(&w.out, insn, NULL);
+      if (w.err) {
+        s = w.err;
+        w.err = HALI_OK;
+      }
     }
     if (!s) {
       /* Swap the rebuilt block in. */
@@ -985,6 +1005,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
       f->reg_xtypes = NULL;
     }
   }
+  hali_status_free(w.err); /* one found after another error */
   free(w.t);
   free(w.exes);
   free(w.pending);
