@@ -954,6 +954,81 @@ START_TEST(limit_call_depth) {
 }
 END_TEST
 
+/* A call-depth failure's backtrace through the API: repeated frames are one
+ * annotation with a count, however deep (doc/tracing.md, "Backtraces"). */
+static const char k_recursion[] = "module @recursion\n"             /*  1 */
+                                  "func @self(%n: i32) -> i32 {\n"  /*  2 */
+                                  "  %r = call @self(%n)\n"         /*  3 */
+                                  "  return %r\n"                   /*  4 */
+                                  "}\n"                             /*  5 */
+                                  "func @ping(%n: i32) -> i32 {\n"  /*  6 */
+                                  "  %r = call @pong(%n)\n"         /*  7 */
+                                  "  return %r\n"                   /*  8 */
+                                  "}\n"                             /*  9 */
+                                  "func @pong(%n: i32) -> i32 {\n"  /* 10 */
+                                  "  %r = call @ping(%n)\n"         /* 11 */
+                                  "  return %r\n"                   /* 12 */
+                                  "}\n"                             /* 13 */
+                                  "func @main(%n: i32) -> i32 {\n"  /* 14 */
+                                  "  %r = call @ping(%n)\n"         /* 15 */
+                                  "  return %r\n"                   /* 16 */
+                                  "}\n";                            /* 17 */
+
+/* Invokes @name(0) on a context limited to |depth| frames; returns the
+ * status text (the caller frees it) and its annotation count. */
+static char *recursion_failure(hali_instance_t *in, const char *name,
+                               uint32_t depth, size_t *out_lines) {
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.max_call_depth = depth;
+  hali_context_t *c = context_new(in, k_recursion, &p);
+  int32_t n = 0, r;
+  hali_status_t s = call_i32(c, name, &n, 1, &r);
+  hali_context_release(c);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+  *out_lines = hali_status_annotation_count(s);
+  char *text = hali_status_to_string(s);
+  hali_status_free(s);
+  ck_assert_ptr_nonnull(text);
+  return text;
+}
+
+START_TEST(limit_call_depth_backtrace) {
+  hali_instance_t *in = instance_new();
+  size_t lines;
+  /* A million frames: one line (it was a million lines, 35 MB). */
+  char *text = recursion_failure(in, "self", 1000000, &lines);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 1000000 "
+                         "exceeded\n"
+                         "  at @self@0 (test.hasm:3) × 1000000");
+  ck_assert_uint_eq(lines, 1);
+  free(text);
+  /* Mutual recursion under @main: frame k (from the bottom, @main's is 1)
+   * is @ping's when k is even, so the innermost (k = 1000000) is @ping's,
+   * then 499999 pairs end at k = 3, and frame 2 is left over. */
+  text = recursion_failure(in, "main", 1000000, &lines);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 1000000 "
+                         "exceeded\n"
+                         "  at [@ping@0 (test.hasm:7), @pong@0 "
+                         "(test.hasm:11)] × 499999\n"
+                         "  at @ping@0 (test.hasm:7)\n"
+                         "  at @main@0 (test.hasm:15)");
+  ck_assert_uint_eq(lines, 3);
+  ck_assert_uint_lt(strlen(text), 256);
+  free(text);
+  /* Nothing repeats in three frames: one line each. */
+  text = recursion_failure(in, "main", 3, &lines);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 3 "
+                         "exceeded\n"
+                         "  at @pong@0 (test.hasm:11)\n"
+                         "  at @ping@0 (test.hasm:7)\n"
+                         "  at @main@0 (test.hasm:15)");
+  ck_assert_uint_eq(lines, 3);
+  free(text);
+  hali_instance_release(in);
+}
+END_TEST
+
 START_TEST(limit_fuel) {
   hali_instance_t *in = instance_new();
   hali_context_params_t p;
@@ -1368,6 +1443,7 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, limit_memory);
   tcase_add_test(tc, allocator_hooks);
   tcase_add_test(tc, limit_call_depth);
+  tcase_add_test(tc, limit_call_depth_backtrace);
   tcase_add_test(tc, limit_fuel);
   tcase_add_test(tc, limit_cancel_from_another_thread);
   tcase_add_test(tc, await_for_after_nested_run);

@@ -476,6 +476,60 @@ START_TEST(cli_runtime_failure_backtrace) {
 }
 END_TEST
 
+/* A recursion that hits the depth limit prints one line per run of
+ * repeated frames, not one per frame (doc/tracing.md, "Backtraces"). */
+START_TEST(cli_deep_recursion_backtrace) {
+  char want[1024];
+  /* A million frames of @fib at its first call: one line.  Read in full
+   * (not through |run|'s fixed buffer) to bound the whole report. */
+  char cmd[1024], *out = NULL, *err = NULL;
+  snprintf(cmd, sizeof(cmd),
+           "'%s' run '%s' --function=fib --input=2000000 --max-depth=1000000",
+           HALI_TOOL, example("fib.hasm"));
+  int rc = hali_test_shell(cmd, &out, &err);
+  snprintf(want, sizeof(want),
+           "hali: error: RESOURCE_EXHAUSTED: call depth limit of 1000000 "
+           "exceeded\n"
+           "  at @fib@6 (%s:15) × 1000000\n",
+           example("fib.hasm"));
+  ck_assert_int_eq(rc, 1);
+  ck_assert_str_eq(out, "");
+  ck_assert_str_eq(err, want);
+  ck_assert_uint_lt(strlen(err), 512);
+  free(out);
+  free(err);
+  /* @main's frame stays visible below the run. */
+  hali("run '%s' --function=main --max-depth=5", example("fib.hasm"));
+  snprintf(want, sizeof(want),
+           "hali: error: RESOURCE_EXHAUSTED: call depth limit of 5 exceeded\n"
+           "  at @fib@6 (%1$s:15) × 4\n"
+           "  at @main@1 (%1$s:24)\n",
+           example("fib.hasm"));
+  EXPECT_RUN(1, "", want);
+  /* Mutual recursion: the pair is one line. */
+  write_file(tmp("pp.hasm"), "func @ping(%n: i32) -> i32 {\n" /*  1 */
+                             "  %r = call @pong(%n)\n"        /*  2 */
+                             "  return %r\n"                  /*  3 */
+                             "}\n"                            /*  4 */
+                             "func @pong(%n: i32) -> i32 {\n" /*  5 */
+                             "  %r = call @ping(%n)\n"        /*  6 */
+                             "  return %r\n"                  /*  7 */
+                             "}\n"                            /*  8 */
+                             "func @main(%n: i32) -> i32 {\n" /*  9 */
+                             "  %r = call @ping(%n)\n"        /* 10 */
+                             "  return %r\n"                  /* 11 */
+                             "}\n");                          /* 12 */
+  hali("run '%s' --function=main --input=1 --max-depth=10", tmp("pp.hasm"));
+  snprintf(want, sizeof(want),
+           "hali: error: RESOURCE_EXHAUSTED: call depth limit of 10 exceeded\n"
+           "  at [@ping@0 (%1$s:2), @pong@0 (%1$s:6)] × 4\n"
+           "  at @ping@0 (%1$s:2)\n"
+           "  at @main@0 (%1$s:10)\n",
+           tmp("pp.hasm"));
+  EXPECT_RUN(1, "", want);
+}
+END_TEST
+
 /* A stripped module still names function and pc, without file:line. */
 START_TEST(cli_stripped_runtime_failure) {
   write_file(tmp("dz.hasm"), div_text);
@@ -1225,6 +1279,7 @@ static Suite *suite_cli(void) {
   tcase_add_test(tc, cli_unknown_input_type);
   tcase_add_test(tc, cli_runtime_failure_backtrace);
   tcase_add_test(tc, cli_stripped_runtime_failure);
+  tcase_add_test(tc, cli_deep_recursion_backtrace);
   tcase_add_test(tc, cli_asm_errors);
   tcase_add_test(tc, cli_usage_errors);
   suite_add_tcase(s, tc);
