@@ -1196,7 +1196,7 @@ END_TEST
 static const char k_async[] =
     "module @async\n"
     "func @env.log(%x: i32) import\n"
-    "func @step$async(%wait: !hal.fence, %signal: !hal.fence, %x: i32) -> "
+    "func @step$async(%x: i32, %wait: !hal.fence, %signal: !hal.fence) -> "
     "i32 {\n"
     "  %forever = const.i64 -1\n"
     "  %s = hal.fence.await %wait, %forever\n"
@@ -1231,10 +1231,10 @@ START_TEST(async_chain_through_fences) {
   ck_ok(hali_fence_create(&f2));
   g_log_count = 0;
   /* Start the second step first: the order comes from the fences. */
-  hali_variant_t a2[3] = {hali_variant_fence(f1), hali_variant_fence(f2),
-                          hali_variant_i32(20)};
-  hali_variant_t a1[3] = {hali_variant_fence(f0), hali_variant_fence(f1),
-                          hali_variant_i32(10)};
+  hali_variant_t a2[3] = {hali_variant_i32(20), hali_variant_fence(f1),
+                          hali_variant_fence(f2)};
+  hali_variant_t a1[3] = {hali_variant_i32(10), hali_variant_fence(f0),
+                          hali_variant_fence(f1)};
   hali_invocation_t *i2 = NULL, *i1 = NULL;
   ck_ok(hali_context_invoke_async(c, step, a2, 3, &i2));
   ck_ok(hali_context_invoke_async(c, step, a1, 3, &i1));
@@ -1286,8 +1286,8 @@ START_TEST(async_chain_through_fences) {
   /* A failed wait fence fails the invocation waiting on it. */
   hali_fence_t *f3;
   ck_ok(hali_fence_create(&f3));
-  hali_variant_t a3[3] = {hali_variant_fence(f3), hali_variant_fence(f2),
-                          hali_variant_i32(0)};
+  hali_variant_t a3[3] = {hali_variant_i32(0), hali_variant_fence(f3),
+                          hali_variant_fence(f2)};
   hali_invocation_t *i3 = NULL;
   ck_ok(hali_context_invoke_async(c, step, a3, 3, &i3));
   hali_fence_fail(f3, hali_status_make(HALI_STATUS_ABORTED, "upstream"));
@@ -1301,8 +1301,8 @@ START_TEST(async_chain_through_fences) {
    * context. */
   hali_fence_t *never;
   ck_ok(hali_fence_create(&never));
-  hali_variant_t a4[3] = {hali_variant_fence(never), hali_variant_fence(f2),
-                          hali_variant_i32(0)};
+  hali_variant_t a4[3] = {hali_variant_i32(0), hali_variant_fence(never),
+                          hali_variant_fence(f2)};
   hali_invocation_t *i4 = NULL;
   ck_ok(hali_context_invoke_async(c, step, a4, 3, &i4));
   ck_ok(hali_context_run(c));
@@ -1312,8 +1312,8 @@ START_TEST(async_chain_through_fences) {
    * a deadlock report, not a hang. */
   hali_fence_t *stuck;
   ck_ok(hali_fence_create(&stuck));
-  hali_variant_t a5[3] = {hali_variant_fence(stuck), hali_variant_fence(f2),
-                          hali_variant_i32(0)};
+  hali_variant_t a5[3] = {hali_variant_i32(0), hali_variant_fence(stuck),
+                          hali_variant_fence(f2)};
   ck_status(hali_context_invoke(c, step, a5, 3, &r, 1),
             HALI_STATUS_FAILED_PRECONDITION, "deadlock");
   hali_fence_release(stuck);
