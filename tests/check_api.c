@@ -954,6 +954,82 @@ START_TEST(limit_call_depth) {
 }
 END_TEST
 
+/* A call-depth failure's backtrace through the API: repeated frames are one
+ * annotation with a count, however deep (doc/tracing.md, "Backtraces"). */
+static const char k_recursion[] = "module @recursion\n"             /*  1 */
+                                  "func @self(%n: i32) -> i32 {\n"  /*  2 */
+                                  "  %r = call @self(%n)\n"         /*  3 */
+                                  "  return %r\n"                   /*  4 */
+                                  "}\n"                             /*  5 */
+                                  "func @ping(%n: i32) -> i32 {\n"  /*  6 */
+                                  "  %r = call @pong(%n)\n"         /*  7 */
+                                  "  return %r\n"                   /*  8 */
+                                  "}\n"                             /*  9 */
+                                  "func @pong(%n: i32) -> i32 {\n"  /* 10 */
+                                  "  %r = call @ping(%n)\n"         /* 11 */
+                                  "  return %r\n"                   /* 12 */
+                                  "}\n"                             /* 13 */
+                                  "func @main(%n: i32) -> i32 {\n"  /* 14 */
+                                  "  %r = call @ping(%n)\n"         /* 15 */
+                                  "  return %r\n"                   /* 16 */
+                                  "}\n";                            /* 17 */
+
+/* Invokes @name(0) on a context limited to |depth| frames; returns the
+ * status text (the caller frees it) and its annotation count. */
+static char *recursion_failure(hali_instance_t *in, const char *name,
+                               uint32_t depth, size_t *out_lines) {
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.max_call_depth = depth;
+  hali_context_t *c = context_new(in, k_recursion, &p);
+  int32_t n = 0, r;
+  hali_status_t s = call_i32(c, name, &n, 1, &r);
+  hali_context_release(c);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+  *out_lines = hali_status_annotation_count(s);
+  char *text = hali_status_to_string(s);
+  hali_status_free(s);
+  ck_assert_ptr_nonnull(text);
+  return text;
+}
+
+START_TEST(limit_call_depth_backtrace) {
+  hali_instance_t *in = instance_new();
+  size_t lines;
+  /* 100,000 frames: one line (it was 100,000 lines; check_cli runs a
+   * million, which is slow under TSan). */
+  char *text = recursion_failure(in, "self", 100000, &lines);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 100000 "
+                         "exceeded\n"
+                         "  at @self@0 (test.hasm:3) × 100000");
+  ck_assert_uint_eq(lines, 1);
+  free(text);
+  /* Mutual recursion under @main: frame k (from the bottom, @main's is 1)
+   * is @ping's when k is even, so the innermost (k = 100000) is @ping's,
+   * then 49999 pairs end at k = 3, and frame 2 is left over. */
+  text = recursion_failure(in, "main", 100000, &lines);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 100000 "
+                         "exceeded\n"
+                         "  at [@ping@0 (test.hasm:7), @pong@0 "
+                         "(test.hasm:11)] × 49999\n"
+                         "  at @ping@0 (test.hasm:7)\n"
+                         "  at @main@0 (test.hasm:15)");
+  ck_assert_uint_eq(lines, 3);
+  ck_assert_uint_lt(strlen(text), 256);
+  free(text);
+  /* Nothing repeats in three frames: one line each. */
+  text = recursion_failure(in, "main", 3, &lines);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 3 "
+                         "exceeded\n"
+                         "  at @pong@0 (test.hasm:11)\n"
+                         "  at @ping@0 (test.hasm:7)\n"
+                         "  at @main@0 (test.hasm:15)");
+  ck_assert_uint_eq(lines, 3);
+  free(text);
+  hali_instance_release(in);
+}
+END_TEST
+
 START_TEST(limit_fuel) {
   hali_instance_t *in = instance_new();
   hali_context_params_t p;
@@ -1120,7 +1196,7 @@ END_TEST
 static const char k_async[] =
     "module @async\n"
     "func @env.log(%x: i32) import\n"
-    "func @step$async(%wait: !hal.fence, %signal: !hal.fence, %x: i32) -> "
+    "func @step$async(%x: i32, %wait: !hal.fence, %signal: !hal.fence) -> "
     "i32 {\n"
     "  %forever = const.i64 -1\n"
     "  %s = hal.fence.await %wait, %forever\n"
@@ -1155,10 +1231,10 @@ START_TEST(async_chain_through_fences) {
   ck_ok(hali_fence_create(&f2));
   g_log_count = 0;
   /* Start the second step first: the order comes from the fences. */
-  hali_variant_t a2[3] = {hali_variant_fence(f1), hali_variant_fence(f2),
-                          hali_variant_i32(20)};
-  hali_variant_t a1[3] = {hali_variant_fence(f0), hali_variant_fence(f1),
-                          hali_variant_i32(10)};
+  hali_variant_t a2[3] = {hali_variant_i32(20), hali_variant_fence(f1),
+                          hali_variant_fence(f2)};
+  hali_variant_t a1[3] = {hali_variant_i32(10), hali_variant_fence(f0),
+                          hali_variant_fence(f1)};
   hali_invocation_t *i2 = NULL, *i1 = NULL;
   ck_ok(hali_context_invoke_async(c, step, a2, 3, &i2));
   ck_ok(hali_context_invoke_async(c, step, a1, 3, &i1));
@@ -1210,8 +1286,8 @@ START_TEST(async_chain_through_fences) {
   /* A failed wait fence fails the invocation waiting on it. */
   hali_fence_t *f3;
   ck_ok(hali_fence_create(&f3));
-  hali_variant_t a3[3] = {hali_variant_fence(f3), hali_variant_fence(f2),
-                          hali_variant_i32(0)};
+  hali_variant_t a3[3] = {hali_variant_i32(0), hali_variant_fence(f3),
+                          hali_variant_fence(f2)};
   hali_invocation_t *i3 = NULL;
   ck_ok(hali_context_invoke_async(c, step, a3, 3, &i3));
   hali_fence_fail(f3, hali_status_make(HALI_STATUS_ABORTED, "upstream"));
@@ -1225,8 +1301,8 @@ START_TEST(async_chain_through_fences) {
    * context. */
   hali_fence_t *never;
   ck_ok(hali_fence_create(&never));
-  hali_variant_t a4[3] = {hali_variant_fence(never), hali_variant_fence(f2),
-                          hali_variant_i32(0)};
+  hali_variant_t a4[3] = {hali_variant_i32(0), hali_variant_fence(never),
+                          hali_variant_fence(f2)};
   hali_invocation_t *i4 = NULL;
   ck_ok(hali_context_invoke_async(c, step, a4, 3, &i4));
   ck_ok(hali_context_run(c));
@@ -1236,8 +1312,8 @@ START_TEST(async_chain_through_fences) {
    * a deadlock report, not a hang. */
   hali_fence_t *stuck;
   ck_ok(hali_fence_create(&stuck));
-  hali_variant_t a5[3] = {hali_variant_fence(stuck), hali_variant_fence(f2),
-                          hali_variant_i32(0)};
+  hali_variant_t a5[3] = {hali_variant_i32(0), hali_variant_fence(stuck),
+                          hali_variant_fence(f2)};
   ck_status(hali_context_invoke(c, step, a5, 3, &r, 1),
             HALI_STATUS_FAILED_PRECONDITION, "deadlock");
   hali_fence_release(stuck);
@@ -1368,6 +1444,7 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, limit_memory);
   tcase_add_test(tc, allocator_hooks);
   tcase_add_test(tc, limit_call_depth);
+  tcase_add_test(tc, limit_call_depth_backtrace);
   tcase_add_test(tc, limit_fuel);
   tcase_add_test(tc, limit_cancel_from_another_thread);
   tcase_add_test(tc, await_for_after_nested_run);

@@ -468,6 +468,240 @@ START_TEST(buffer_view_trace_dumps_values) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Backtraces: repeated frames collapse into one line with a count
+ * (doc/tracing.md, "Backtraces").  Line numbers are in the comments. */
+
+static const char k_backtrace[] =
+    "func @self(%n: i32) -> i32 {\n"           /*  1 */
+    "  %r = call @self(%n)\n"                  /*  2 */
+    "  return %r\n"                            /*  3 */
+    "}\n"                                      /*  4 */
+    "func @ping(%n: i32) -> i32 {\n"           /*  5 */
+    "  %r = call @pong(%n)\n"                  /*  6 */
+    "  return %r\n"                            /*  7 */
+    "}\n"                                      /*  8 */
+    "func @pong(%n: i32) -> i32 {\n"           /*  9 */
+    "  %r = call @ping(%n)\n"                  /* 10 */
+    "  return %r\n"                            /* 11 */
+    "}\n"                                      /* 12 */
+    /* A cycle of five functions: longer than any collapsed cycle. */
+    "func @c1(%n: i32) -> i32 {\n"             /* 13 */
+    "  %r = call @c2(%n)\n"                    /* 14 */
+    "  return %r\n"                            /* 15 */
+    "}\n"                                      /* 16 */
+    "func @c2(%n: i32) -> i32 {\n"             /* 17 */
+    "  %r = call @c3(%n)\n"                    /* 18 */
+    "  return %r\n"                            /* 19 */
+    "}\n"                                      /* 20 */
+    "func @c3(%n: i32) -> i32 {\n"             /* 21 */
+    "  %r = call @c4(%n)\n"                    /* 22 */
+    "  return %r\n"                            /* 23 */
+    "}\n"                                      /* 24 */
+    "func @c4(%n: i32) -> i32 {\n"             /* 25 */
+    "  %r = call @c5(%n)\n"                    /* 26 */
+    "  return %r\n"                            /* 27 */
+    "}\n"                                      /* 28 */
+    "func @c5(%n: i32) -> i32 {\n"             /* 29 */
+    "  %r = call @c1(%n)\n"                    /* 30 */
+    "  return %r\n"                            /* 31 */
+    "}\n"                                      /* 32 */
+    /* @again -> @twice(2) -> @twice(1) -> @twice(0) -> @again -> ...: a
+     * cycle of four frames, two of them the same. */
+    "func @twice(%k: i32) -> i32 {\n"          /* 33 */
+    "  %zero = const.i32 0\n"                  /* 34  pc 0 */
+    "  %last = le.s.i32 %k, %zero\n"           /* 35  pc 1 */
+    "  cond_br %last, ^out, ^self\n"           /* 36  pc 2 */
+    "^out:\n"                                  /* 37 */
+    "  %r = call @again(%k)\n"                 /* 38  pc 3 */
+    "  return %r\n"                            /* 39  pc 4 */
+    "^self:\n"                                 /* 40 */
+    "  %one = const.i32 1\n"                   /* 41  pc 5 */
+    "  %k1 = sub.i32 %k, %one\n"               /* 42  pc 6 */
+    "  %s = call @twice(%k1)\n"                /* 43  pc 7 */
+    "  return %s\n"                            /* 44 */
+    "}\n"                                      /* 45 */
+    "func @again(%k: i32) -> i32 {\n"          /* 46 */
+    "  %two = const.i32 2\n"                   /* 47  pc 0 */
+    "  %r = call @twice(%two)\n"               /* 48  pc 1 */
+    "  return %r\n"                            /* 49 */
+    "}\n"                                      /* 50 */
+    /* @main(n) -> @sink(n) ... @sink(0) -> @inner: divides by zero. */
+    "func @inner(%x: i32) -> i32 {\n"          /* 51 */
+    "  %zero = const.i32 0\n"                  /* 52  pc 0 */
+    "  %q = div.s.i32 %x, %zero\n"             /* 53  pc 1 */
+    "  return %q\n"                            /* 54 */
+    "}\n"                                      /* 55 */
+    "func @sink(%n: i32) -> i32 {\n"           /* 56 */
+    "  %zero = const.i32 0\n"                  /* 57  pc 0 */
+    "  %last = le.s.i32 %n, %zero\n"           /* 58  pc 1 */
+    "  cond_br %last, ^leaf, ^rec\n"           /* 59  pc 2 */
+    "^leaf:\n"                                 /* 60 */
+    "  %q = call @inner(%n)\n"                 /* 61  pc 3 */
+    "  return %q\n"                            /* 62  pc 4 */
+    "^rec:\n"                                  /* 63 */
+    "  %one = const.i32 1\n"                   /* 64  pc 5 */
+    "  %m = sub.i32 %n, %one\n"                /* 65  pc 6 */
+    "  %r = call @sink(%m)\n"                  /* 66  pc 7 */
+    "  return %r\n"                            /* 67 */
+    "}\n"                                      /* 68 */
+    "func @main(%n: i32) -> i32 {\n"           /* 69 */
+    "  %r = call @sink(%n)\n"                  /* 70  pc 0 */
+    "  return %r\n"                            /* 71 */
+    "}\n"                                      /* 72 */
+    "func @spawn_self(%n: i32) -> i32 {\n"     /* 73 */
+    "  %f = fiber.spawn @self(%n)\n"           /* 74  pc 0 */
+    "  %forever = const.i64 -1\n"              /* 75  pc 1 */
+    "  %s = hal.fence.await %f, %forever\n"    /* 76  pc 2 */
+    "  return %s\n"                            /* 77 */
+    "}\n";                                     /* 78 */
+
+/* The text of the status of @fn(n) on a stack of |max_depth| frames
+ * (0 = the default); the caller frees it. */
+static char *backtrace_of(hali_vm_module_t *m, const char *fn, int32_t n,
+                          uint32_t max_depth, hali_status_code_t want) {
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(max_depth, &st));
+  hali_value_t arg = hali_value_i32(n), res = {0};
+  hali_status_t s =
+      hali_vm_invoke(st, m, hali_vm_module_lookup(m, fn), &arg, 1, &res, 1);
+  hali_vm_stack_free(st);
+  ck_assert_int_eq(hali_status_code(s), want);
+  char *text = hali_status_to_string(s);
+  hali_status_free(s);
+  ck_assert_ptr_nonnull(text);
+  return text;
+}
+
+START_TEST(backtrace_without_repeats_is_unchanged) {
+  hali_vm_module_t *m = hali_test_module(k_backtrace);
+  check_ops_note_module(m);
+  char *text = backtrace_of(m, "main", 0, 0, HALI_STATUS_OUT_OF_RANGE);
+  ck_assert_str_eq(text, "OUT_OF_RANGE: div.s.i32: integer division by zero\n"
+                         "  at @inner@1 (test.hasm:53)\n"
+                         "  at @sink@3 (test.hasm:61)\n"
+                         "  at @main@0 (test.hasm:70)");
+  free(text);
+  /* One frame of each: nothing to collapse. */
+  text = backtrace_of(m, "main", 1, 0, HALI_STATUS_OUT_OF_RANGE);
+  ck_assert_str_eq(text, "OUT_OF_RANGE: div.s.i32: integer division by zero\n"
+                         "  at @inner@1 (test.hasm:53)\n"
+                         "  at @sink@3 (test.hasm:61)\n"
+                         "  at @sink@7 (test.hasm:66)\n"
+                         "  at @main@0 (test.hasm:70)");
+  free(text);
+  hali_vm_module_free(m);
+}
+END_TEST
+
+START_TEST(backtrace_collapses_self_recursion) {
+  hali_vm_module_t *m = hali_test_module(k_backtrace);
+  /* The default limit: 4096 frames were 4096 lines. */
+  char *text = backtrace_of(m, "self", 0, 0, HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 4096 "
+                         "exceeded\n"
+                         "  at @self@0 (test.hasm:2) × 4096");
+  free(text);
+  /* The innermost and the outermost frames stay on their own lines. */
+  text = backtrace_of(m, "main", 1000, 0, HALI_STATUS_OUT_OF_RANGE);
+  ck_assert_str_eq(text, "OUT_OF_RANGE: div.s.i32: integer division by zero\n"
+                         "  at @inner@1 (test.hasm:53)\n"
+                         "  at @sink@3 (test.hasm:61)\n"
+                         "  at @sink@7 (test.hasm:66) × 1000\n"
+                         "  at @main@0 (test.hasm:70)");
+  free(text);
+  /* Two frames of a kind are one line too. */
+  text = backtrace_of(m, "main", 2, 0, HALI_STATUS_OUT_OF_RANGE);
+  ck_assert_ptr_nonnull(strstr(text, "\n  at @sink@7 (test.hasm:66) × 2\n"));
+  free(text);
+  hali_vm_module_free(m);
+}
+END_TEST
+
+START_TEST(backtrace_collapses_cycles) {
+  hali_vm_module_t *m = hali_test_module(k_backtrace);
+  /* Mutual recursion: frame 10 (the innermost) is @pong's. */
+  char *text = backtrace_of(m, "ping", 0, 10, HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 10 "
+                         "exceeded\n"
+                         "  at [@pong@0 (test.hasm:10), @ping@0 "
+                         "(test.hasm:6)] × 5");
+  free(text);
+  /* An odd depth: the outermost @ping is left over. */
+  text = backtrace_of(m, "ping", 0, 11, HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 11 "
+                         "exceeded\n"
+                         "  at [@ping@0 (test.hasm:6), @pong@0 "
+                         "(test.hasm:10)] × 5\n"
+                         "  at @ping@0 (test.hasm:6)");
+  free(text);
+  /* A cycle of four with a repeated frame inside: the cycle covers more
+   * frames than "@twice@7 × 2" would, so it wins.  Frame 25 is @again's. */
+  text = backtrace_of(m, "again", 0, 25, HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: call depth limit of 25 "
+                         "exceeded\n"
+                         "  at [@again@1 (test.hasm:48), @twice@3 "
+                         "(test.hasm:38), @twice@7 (test.hasm:43), @twice@7 "
+                         "(test.hasm:43)] × 6\n"
+                         "  at @again@1 (test.hasm:48)");
+  free(text);
+  hali_vm_module_free(m);
+}
+END_TEST
+
+/* The expected text of a failure at |depth| in the five-function cycle:
+ * frame i (innermost 0) is frame depth - i of @c1 -> @c2 ..., so it is
+ * @c((depth - i - 1) % 5 + 1), calling at line 14 + 4 * (c - 1); 16 lines
+ * from each end are kept. */
+static void five_cycle_text(uint32_t depth, hali_strbuf_t *sb) {
+  hali_strbuf_printf(sb, "RESOURCE_EXHAUSTED: call depth limit of %u exceeded",
+                     depth);
+  for (uint32_t i = 0; i < depth; ++i) {
+    if (i == 16 && depth > 32) {
+      hali_strbuf_printf(sb, "\n  ... %u frames not shown", depth - 32);
+      i = depth - 16;
+    }
+    uint32_t c = (depth - i - 1) % 5 + 1;
+    hali_strbuf_printf(sb, "\n  at @c%u@0 (test.hasm:%u)", c, 14 + 4 * (c - 1));
+  }
+}
+
+START_TEST(backtrace_keeps_both_ends_of_a_long_stack) {
+  hali_vm_module_t *m = hali_test_module(k_backtrace);
+  static const uint32_t depths[] = {5, 32, 33, 100, 100000};
+  for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); ++d) {
+    char *text = backtrace_of(m, "c1", 0, depths[d],
+                              HALI_STATUS_RESOURCE_EXHAUSTED);
+    hali_strbuf_t want = {0};
+    five_cycle_text(depths[d], &want);
+    char *w = hali_strbuf_take(&want);
+    ck_assert_str_eq(text, w);
+    /* Bounded whatever the depth: 33 short lines at most. */
+    ck_assert_uint_lt(strlen(text), 33 * 40);
+    free(w);
+    free(text);
+  }
+  hali_vm_module_free(m);
+}
+END_TEST
+
+/* A spawned fiber's frames collapse before the awaiter's are added. */
+START_TEST(backtrace_collapses_in_a_spawned_fiber) {
+  hali_vm_module_t *m = hali_test_module(k_backtrace);
+  hali_value_t r = {0};
+  hali_status_t s = run_fiber(m, "spawn_self", hali_value_i32(0), &r);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_uint_eq(hali_status_annotation_count(s), 3);
+  ck_assert_str_eq(hali_status_annotation(s, 0),
+                   "at @self@0 (test.hasm:2) × 4096");
+  ck_assert_ptr_nonnull(strstr(hali_status_annotation(s, 1), "awaited fence #"));
+  ck_assert_str_eq(hali_status_annotation(s, 2),
+                   "at @spawn_self@2 (test.hasm:76)");
+  hali_status_free(s);
+  hali_vm_module_free(m);
+}
+END_TEST
+
 void check_calls_add_tcases(Suite *s) {
   TCase *tc = tcase_create("imports");
   tcase_add_test(tc, import_bound_and_called);
@@ -484,5 +718,12 @@ void check_calls_add_tcases(Suite *s) {
   suite_add_tcase(s, tc);
   tc = tcase_create("trace_op");
   tcase_add_test(tc, buffer_view_trace_dumps_values);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("backtraces");
+  tcase_add_test(tc, backtrace_without_repeats_is_unchanged);
+  tcase_add_test(tc, backtrace_collapses_self_recursion);
+  tcase_add_test(tc, backtrace_collapses_cycles);
+  tcase_add_test(tc, backtrace_keeps_both_ends_of_a_long_stack);
+  tcase_add_test(tc, backtrace_collapses_in_a_spawned_fiber);
   suite_add_tcase(s, tc);
 }

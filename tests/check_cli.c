@@ -366,6 +366,84 @@ START_TEST(cli_version_and_help) {
 }
 END_TEST
 
+/* The EXAMPLES section of doc/hali.1 runs as written when pasted into a
+ * shell (an unquoted tensor value used to split into several arguments):
+ * the block is turned back from roff into shell text and run with `hali`
+ * standing for the built tool, in a scratch folder that sees examples/. */
+START_TEST(cli_manpage_examples_run) {
+  uint8_t *man = NULL;
+  size_t n = 0;
+  ck_assert_ok(hali_read_file(HALI_SRCDIR "/doc/hali.1", &man, &n));
+  char *text = (char *)man;
+  text[n - 1] = '\0'; /* the file ends with a newline */
+  char *start = strstr(text, "\n.SH EXAMPLES\n.nf\n");
+  ck_assert_ptr_nonnull(start);
+  start += strlen("\n.SH EXAMPLES\n.nf\n");
+  char *end = strstr(start, "\n.fi\n");
+  ck_assert_ptr_nonnull(end);
+  FILE *f = fopen(tmp("examples.sh"), "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f,
+          "set -e\n"
+          "hali() { '%s' \"$@\"; }\n"
+          "cd '%s'\n"
+          "ln -s '%s/examples' examples\n"
+          "export HALI_EXECUTABLE_PATH='%s/examples'\n",
+          HALI_TOOL, tmpdir, HALI_SRCDIR, HALI_BUILDDIR);
+  int commands = 0;
+  for (const char *p = start; p < end; ++p) {
+    if (p[0] == '\\' && p[1] == '-') { /* \- is a hyphen */
+      fputc('-', f);
+      ++p;
+    } else if (p[0] == '\\' && p[1] == 'e') { /* \e is a backslash */
+      fputc('\\', f);
+      ++p;
+    } else {
+      if ((p == start || p[-1] == '\n') && strncmp(p, "hali ", 5) == 0)
+        ++commands;
+      fputc(*p, f);
+    }
+  }
+  fputs("\necho all examples ran\n", f);
+  ck_assert_int_eq(fclose(f), 0);
+  free(man);
+  ck_assert_int_ge(commands, 4);
+  char cmd[600], *out = NULL, *err = NULL;
+  snprintf(cmd, sizeof(cmd), "sh '%s'", tmp("examples.sh"));
+  int rc = hali_test_shell(cmd, &out, &err);
+  size_t elen = err ? strlen(err) : 0;
+  ck_assert_msg(rc == 0, "the man page's examples failed (exit %d): %.600s",
+                rc, err && elen > 600 ? err + elen - 600 : err ? err : "");
+  ck_assert_ptr_nonnull(strstr(out, "4xf32=12 24 36 48\n")); /* saxpy */
+  ck_assert_ptr_nonnull(strstr(out, "all examples ran\n"));
+  free(out);
+  free(err);
+  unlink(tmp("fib.hbc"));
+}
+END_TEST
+
+/* The tensor inputs shown by --help work when pasted into a shell. */
+START_TEST(cli_help_inputs_paste) {
+  hali("--help");
+  ck_assert_int_eq(run.rc, 0);
+  const char *line = strstr(run.out, "2x3xf32=");
+  ck_assert_ptr_nonnull(line);
+  while (line > run.out && line[-1] != '\n') --line; /* the whole line */
+  const char *eol = strchr(line, '\n');
+  write_file(tmp("two.hasm"),
+             "func @two(%a: !hal.buffer_view, %b: !hal.buffer_view) -> "
+             "(!hal.buffer_view, !hal.buffer_view) {\n"
+             "  return %a, %b\n"
+             "}\n");
+  hali("run '%s' --function=two %.*s", tmp("two.hasm"), (int)(eol - line),
+       line);
+  EXPECT_RUN(0,
+             "result[0]: hal.buffer_view\n2x3xf32=[1 2 3][4 5 6]\n"
+             "result[1]: hal.buffer_view\n2x2xi32=[1 2][3 4]\n",
+             "");
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Errors. */
 
@@ -473,6 +551,60 @@ START_TEST(cli_runtime_failure_backtrace) {
   hali("run '%s' --function=fib --input=30 --max-depth=5", example("fib.hasm"));
   EXPECT_ERROR("hali: error: RESOURCE_EXHAUSTED: call depth limit of 5 "
                "exceeded\n  at @fib@");
+}
+END_TEST
+
+/* A recursion that hits the depth limit prints one line per run of
+ * repeated frames, not one per frame (doc/tracing.md, "Backtraces"). */
+START_TEST(cli_deep_recursion_backtrace) {
+  char want[1024];
+  /* A million frames of @fib at its first call: one line.  Read in full
+   * (not through |run|'s fixed buffer) to bound the whole report. */
+  char cmd[1024], *out = NULL, *err = NULL;
+  snprintf(cmd, sizeof(cmd),
+           "'%s' run '%s' --function=fib --input=2000000 --max-depth=1000000",
+           HALI_TOOL, example("fib.hasm"));
+  int rc = hali_test_shell(cmd, &out, &err);
+  snprintf(want, sizeof(want),
+           "hali: error: RESOURCE_EXHAUSTED: call depth limit of 1000000 "
+           "exceeded\n"
+           "  at @fib@6 (%s:15) × 1000000\n",
+           example("fib.hasm"));
+  ck_assert_int_eq(rc, 1);
+  ck_assert_str_eq(out, "");
+  ck_assert_str_eq(err, want);
+  ck_assert_uint_lt(strlen(err), 512);
+  free(out);
+  free(err);
+  /* @main's frame stays visible below the run. */
+  hali("run '%s' --function=main --max-depth=5", example("fib.hasm"));
+  snprintf(want, sizeof(want),
+           "hali: error: RESOURCE_EXHAUSTED: call depth limit of 5 exceeded\n"
+           "  at @fib@6 (%1$s:15) × 4\n"
+           "  at @main@1 (%1$s:24)\n",
+           example("fib.hasm"));
+  EXPECT_RUN(1, "", want);
+  /* Mutual recursion: the pair is one line. */
+  write_file(tmp("pp.hasm"), "func @ping(%n: i32) -> i32 {\n" /*  1 */
+                             "  %r = call @pong(%n)\n"        /*  2 */
+                             "  return %r\n"                  /*  3 */
+                             "}\n"                            /*  4 */
+                             "func @pong(%n: i32) -> i32 {\n" /*  5 */
+                             "  %r = call @ping(%n)\n"        /*  6 */
+                             "  return %r\n"                  /*  7 */
+                             "}\n"                            /*  8 */
+                             "func @main(%n: i32) -> i32 {\n" /*  9 */
+                             "  %r = call @ping(%n)\n"        /* 10 */
+                             "  return %r\n"                  /* 11 */
+                             "}\n");                          /* 12 */
+  hali("run '%s' --function=main --input=1 --max-depth=10", tmp("pp.hasm"));
+  snprintf(want, sizeof(want),
+           "hali: error: RESOURCE_EXHAUSTED: call depth limit of 10 exceeded\n"
+           "  at [@ping@0 (%1$s:2), @pong@0 (%1$s:6)] × 4\n"
+           "  at @ping@0 (%1$s:2)\n"
+           "  at @main@0 (%1$s:10)\n",
+           tmp("pp.hasm"));
+  EXPECT_RUN(1, "", want);
 }
 END_TEST
 
@@ -1213,6 +1345,8 @@ static Suite *suite_cli(void) {
   tcase_add_test(tc, cli_verify);
   tcase_add_test(tc, cli_corrupt_binary);
   tcase_add_test(tc, cli_version_and_help);
+  tcase_add_test(tc, cli_help_inputs_paste);
+  tcase_add_test(tc, cli_manpage_examples_run);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("errors");
@@ -1225,6 +1359,7 @@ static Suite *suite_cli(void) {
   tcase_add_test(tc, cli_unknown_input_type);
   tcase_add_test(tc, cli_runtime_failure_backtrace);
   tcase_add_test(tc, cli_stripped_runtime_failure);
+  tcase_add_test(tc, cli_deep_recursion_backtrace);
   tcase_add_test(tc, cli_asm_errors);
   tcase_add_test(tc, cli_usage_errors);
   suite_add_tcase(s, tc);

@@ -385,7 +385,8 @@ END_TEST
 
 /* Two independent failures: @first fails at once, @second only after the
  * awaiter has started waiting on the join.  The awaiter must fail with the
- * one that happened first, whatever the join order. */
+ * one that happened first, whatever the join order.  (A regression test:
+ * the first failed point in join order used to win.) */
 static const char independent_failures[] =
     "func @first() {\n"
     "  %code = const.i32 10\n"
@@ -445,7 +446,9 @@ END_TEST
 
 /* A joined fence fails as soon as any point fails: awaiting join(p, q)
  * where p waits forever and q fails must fail with q's status (as
- * hali_hal_fence_await does), not hang or report a deadlock. */
+ * hali_hal_fence_await does), not hang or report a deadlock.  (A
+ * regression test: the scheduler used to wait on the first unreached point
+ * only, and reported a deadlock.) */
 static const char fail_fast[] =
     "func @forever(%never: !hal.fence) {\n"
     "  %forever = const.i64 -1\n"
@@ -518,6 +521,36 @@ static const char handled[] =
     "  %z = mul.i32 %y, %hundred\n"
     "  %r = add.i32 %z, %t\n"
     "  return %r\n" /* 9 14 04 */
+    "}\n"
+    /* The same without polling: await_status suspends until each fence is
+     * done and gives its code instead of failing @main_status. */
+    "func @main_status() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %zero = const.i32 0\n"
+    "  %one = const.i32 1\n"
+    "  %a = fiber.spawn @child(%zero)\n"
+    "  %b = fiber.spawn @failing()\n"
+    "  %c = fiber.spawn @child(%one)\n"
+    "  %forever = const.i64 -1\n"
+    "  %sa = hal.fence.await_status %a, %forever\n" /* 9 */
+    "  %sb = hal.fence.await_status %b, %forever\n" /* 14 */
+    "  %sc = hal.fence.await_status %c, %forever\n" /* 0 */
+    /* Both failed: the earlier (@a ran first), whatever the join order. */
+    "  %ba = hal.fence.join %b, %a\n"
+    "  %sj = hal.fence.await_status %ba, %forever\n" /* 9 */
+    "  %nap = hal.fence.create %device\n"
+    "  %one_ms = const.i64 1\n"
+    "  %t = hal.fence.await_status %nap, %one_ms\n" /* 4: timed out */
+    "  %hundred = const.i32 100\n"
+    "  %r = mul.i32 %sa, %hundred\n"
+    "  %r = add.i32 %r, %sb\n"
+    "  %r = mul.i32 %r, %hundred\n"
+    "  %r = add.i32 %r, %sc\n"
+    "  %r = mul.i32 %r, %hundred\n"
+    "  %r = add.i32 %r, %sj\n"
+    "  %r = mul.i32 %r, %hundred\n"
+    "  %r = add.i32 %r, %t\n"
+    "  return %r\n" /* 9 14 00 09 04 */
     "}\n";
 
 START_TEST(query_handles_failure) {
@@ -526,6 +559,17 @@ START_TEST(query_handles_failure) {
   run_until(&e, f);
   /* The invocation succeeded although both children failed. */
   ck_assert_int_eq(result_i32(f), 91404);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+START_TEST(await_status_handles_failure) {
+  env_t e = env_open(handled);
+  hali_vm_fiber_t *f = start(&e, "main_status", NULL, 0);
+  run_until(&e, f);
+  ck_assert_ptr_null(hali_vm_fiber_status(f));
+  ck_assert_int_eq(result_i32(f), 914000904);
   hali_vm_fiber_release(f);
   env_close(&e);
 }
@@ -707,7 +751,10 @@ END_TEST
  * resuming (ping-pong with a partner): whenever it lands, the fiber ends
  * CANCELLED, the scheduler's counts stay consistent (only the partner is
  * left suspended) and no wake-up is left registered for the finished
- * fiber (the partner is then released and everything is freed). */
+ * fiber (the partner is then released and everything is freed).  (A
+ * regression test: a cancel landing between the suspension and the
+ * registration of its wake-up used to queue the fiber twice, and the
+ * scheduler then finished it forever.) */
 typedef struct {
   hali_vm_fiber_t *fiber;
   int delay_us;
@@ -980,7 +1027,8 @@ START_TEST(await_timeout_then_signal) {
 END_TEST
 
 /* A timed-out await whose fence got signalled before the fiber resumed
- * returns 0; the next await must then wait normally.  @a and @b both time
+ * returns 0; the next await must then wait normally (a regression test: it
+ * used to return 4 at once).  @a and @b both time
  * out in the same scheduler pass (while @spin kept the thread busy); @b
  * runs first (it was started later) and signals %f, so @a's timed-out
  * await finds %f ready.  @a's second await, on %h, must suspend until @b
@@ -1381,7 +1429,10 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, spawned_failure_reaches_awaiter);
   tcase_add_test(tc, first_failure_wins_fence_fail_twice);
   tcase_add_test(tc, first_failure_wins_joined_fibers);
+  tcase_add_test(tc, first_failure_wins_independent);
+  tcase_add_test(tc, joined_fence_fails_fast);
   tcase_add_test(tc, query_handles_failure);
+  tcase_add_test(tc, await_status_handles_failure);
   tcase_add_test(tc, assert_in_spawned_fails_fence_only);
   suite_add_tcase(s, tc);
 
@@ -1390,6 +1441,7 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, cancel_reaches_awaiter);
   tcase_add_test(tc, cancel_running_loop_from_thread);
   tcase_add_test(tc, cancel_ready);
+  tcase_add_test(tc, cancel_while_switching_stress);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("deadlock");
@@ -1401,24 +1453,13 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, await_timeout_zero);
   tcase_add_test(tc, await_timeout_finite);
   tcase_add_test(tc, await_timeout_then_signal);
+  tcase_add_test(tc, await_after_stale_timeout);
   tcase_add_test(tc, invoke_blocks);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("fairness");
   tcase_add_test(tc, fairness_fifo_wakeups);
   tcase_add_test(tc, fairness_baton_alternates);
-  suite_add_tcase(s, tc);
-
-  /* Behaviour the implementation gets wrong today (reported with the
-   * fibers work); move each test to its unit's case once it passes.
-   * CK_EXCLUDE_TAGS=open_bugs runs everything else. */
-  tc = tcase_create("open_bugs");
-  tcase_set_tags(tc, "open_bugs");
-  tcase_set_timeout(tc, 2); /* cancel_while_switching_stress hangs */
-  tcase_add_test(tc, first_failure_wins_independent);
-  tcase_add_test(tc, joined_fence_fails_fast);
-  tcase_add_test(tc, await_after_stale_timeout);
-  tcase_add_test(tc, cancel_while_switching_stress);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("devices");

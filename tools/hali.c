@@ -28,7 +28,7 @@ static const char usage[] =
     "run inputs (one --input per parameter, in order):\n"
     "  --input=42  --input=i32=42  --input=i64=-5  --input=f32=1.5\n"
     "  --input=f64=2.25\n"
-    "  --input=2x3xf32=1 2 3 4 5 6  --input=2x2xi32=[1 2][3 4]\n"
+    "  --input='2x3xf32=1 2 3 4 5 6'  --input='2x2xi32=[1 2][3 4]'\n"
     "  --input=@file.npy  --input=4xf32=@raw.bin\n"
     "run options:\n"
     "  --output=-|@FILE.npy|@FILE.bin   where result i goes (one per result)\n"

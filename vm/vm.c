@@ -158,14 +158,96 @@ static void unwind(hali_vm_stack_t *st) {
   st->depth = 0;
 }
 
+/* Backtraces (doc/tracing.md, "Backtraces").  A backtrace is built while
+ * walking the frames, one line per *run*: a frame repeated, or a cycle of up
+ * to BT_MAX_PERIOD frames repeated (mutual recursion), is one line with a
+ * count.  At most BT_HEAD + BT_TAIL lines are kept, the innermost and the
+ * outermost, with one line counting the frames between: a failure at a
+ * depth of a million makes a status of a few kilobytes, never a line per
+ * frame. */
+enum { BT_MAX_PERIOD = 4, BT_HEAD = 16, BT_TAIL = 16 };
+
+/* Frame |i| of the backtrace, counting from the innermost (0). */
+typedef struct {
+  const hali_vm_func_t *fn;
+  const hali_cell_t *pc;
+  const hali_ir_insn_t *insn; /* NULL in a function without code */
+} bt_frame_t;
+
+static bt_frame_t bt_frame(const hali_vm_stack_t *st, const hali_cell_t *pc,
+                           uint32_t i) {
+  const hali_vm_frame_t *fr = &st->frames[st->depth - 1 - i];
+  const hali_cell_t *at = i == 0 ? pc : fr->pc;
+  return (bt_frame_t){fr->fn, at, hali_vm_func_insn(fr->fn, at)};
+}
+
+/* Same function and same instruction, hence the same line of text. */
+static bool bt_same(bt_frame_t a, bt_frame_t b) {
+  return a.fn == b.fn && (a.insn ? a.insn == b.insn : a.pc == b.pc);
+}
+
+/* |count| repetitions of the |period| frames starting at frame |top|. */
+typedef struct {
+  uint32_t top, period, count;
+} bt_run_t;
+
+static uint32_t bt_run_frames(bt_run_t r) { return r.period * r.count; }
+
+/* The run that starts at frame |i| (< depth): of the periods that repeat
+ * at least twice there, the one covering most frames (the shortest on a
+ * tie), so "a a b a a b a a b" is "[a, a, b] × 3", not "a × 2" first. */
+static bt_run_t bt_run_at(const hali_vm_stack_t *st, const hali_cell_t *pc,
+                          uint32_t i) {
+  const uint32_t n = st->depth;
+  bt_run_t best = {i, 1, 1};
+  for (uint32_t p = 1; p <= BT_MAX_PERIOD && i + 2 * p <= n; ++p) {
+    /* Frames from i + p on that equal the frame |p| above them. */
+    uint32_t j = i + p;
+    while (j < n && bt_same(bt_frame(st, pc, j), bt_frame(st, pc, j - p))) ++j;
+    uint32_t k = (j - i) / p;
+    if (k > 1 && p * k > bt_run_frames(best)) best = (bt_run_t){i, p, k};
+  }
+  return best;
+}
+
+/* Appends the line for run |r| to |status|: "at F", "at F × N" or
+ * "at [F1, F2] × N". */
+static hali_status_t bt_annotate(hali_status_t status,
+                                 const hali_vm_stack_t *st,
+                                 const hali_cell_t *pc, bt_run_t r) {
+  char line[BT_MAX_PERIOD * 520], *p = line;
+  const char *end = line + sizeof(line);
+  for (uint32_t f = 0; f < r.period; ++f) {
+    bt_frame_t fr = bt_frame(st, pc, r.top + f);
+    if (f) p += snprintf(p, (size_t)(end - p), ", ");
+    describe(st->module, fr.fn, fr.pc, p, (size_t)(end - p));
+    p += strlen(p);
+  }
+  if (r.period > 1)
+    return hali_status_annotate(status, "at [%s] × %u", line, r.count);
+  if (r.count > 1)
+    return hali_status_annotate(status, "at %s × %u", line, r.count);
+  return hali_status_annotate(status, "at %s", line);
+}
+
 hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
                               hali_status_t status) {
-  char where[512];
-  for (uint32_t d = st->depth; d-- > 0;) {
-    const hali_vm_frame_t *fr = &st->frames[d];
-    const hali_cell_t *at = d + 1 == st->depth ? pc : fr->pc;
-    describe(st->module, fr->fn, at, where, sizeof(where));
-    status = hali_status_annotate(status, "at %s", where);
+  /* Two walks over the frames: count the runs, then write the kept ones. */
+  uint32_t runs = 0;
+  for (uint32_t i = 0; i < st->depth; i += bt_run_frames(bt_run_at(st, pc, i)))
+    ++runs;
+  uint32_t index = 0, hidden = 0;
+  for (uint32_t i = 0; i < st->depth; ++index) {
+    bt_run_t r = bt_run_at(st, pc, i);
+    i += bt_run_frames(r);
+    if (runs <= BT_HEAD + BT_TAIL || index < BT_HEAD ||
+        index >= runs - BT_TAIL) {
+      status = bt_annotate(status, st, pc, r);
+      continue;
+    }
+    hidden += bt_run_frames(r);
+    if (index + 1 == runs - BT_TAIL)
+      status = hali_status_annotate(status, "... %u frames not shown", hidden);
   }
   unwind(st);
   return status;

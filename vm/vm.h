@@ -199,7 +199,8 @@ void hali_vm_stack_free(hali_vm_stack_t *st);
 
 /* Runs |fn| of |m| with |args| (checked against the signature) and stores
  * its results (the caller owns ref results).  On failure the status names
- * the function, pc and source line, with one backtrace line per frame. */
+ * the function, pc and source line of each frame, innermost first, repeated
+ * frames collapsed (see hali_vm_fail_at). */
 HALI_MUST_USE hali_status_t hali_vm_invoke(hali_vm_stack_t *st,
                                            hali_vm_module_t *m,
                                            const hali_vm_func_t *fn,
@@ -234,7 +235,10 @@ HALI_MUST_USE hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st,
 HALI_MUST_USE hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st);
 
 /* Internal: the status for a failure at |pc| in the innermost frame, with
- * a backtrace of all active frames; unwinds the stack (releasing refs). */
+ * a backtrace of all active frames, one annotation per line: repeated frames
+ * and repeated cycles of up to four frames are one line with a count, and at
+ * most 32 lines are kept (doc/tracing.md, "Backtraces"); unwinds the stack
+ * (releasing refs). */
 hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
                               hali_status_t status);
 

@@ -425,7 +425,9 @@ HALI_API hali_variant_type_t hali_function_result_type(
  * thread and stores its results in |results| (|result_count| must equal
  * the function's).  INVALID_ARGUMENT when a count or type differs from
  * the signature or a ref argument is NULL or of another type.  A failing
- * program returns its status with a backtrace; cancellation returns
+ * program returns its status with a backtrace, one annotation per line,
+ * innermost first, repeated frames collapsed into one line with a count
+ * (doc/tracing.md, "Backtraces"); cancellation returns
  * CANCELLED; limits return RESOURCE_EXHAUSTED.  An await on a fence that
  * nothing in the context can signal is reported as a deadlock
  * (FAILED_PRECONDITION) — use hali_context_invoke_async for functions
