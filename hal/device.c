@@ -165,8 +165,7 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
     }
     device->scratch_size = scratch_size;
   }
-  uint64_t total = (uint64_t)dispatch->workgroup_count_x *
-                   dispatch->workgroup_count_y * dispatch->workgroup_count_z;
+  uint64_t total = hali_hal_dispatch_workgroup_total(dispatch);
   const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
   int64_t t0 = t ? t->now(t->user) : 0;
   hali_status_t status = hali_hal_dispatch_run_workgroups(

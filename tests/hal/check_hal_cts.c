@@ -478,6 +478,58 @@ START_TEST(test_dispatch_multi_workgroup) {
 }
 END_TEST
 
+/* Grids whose x * y * z would wrap (to 0: "run nothing and succeed") or
+ * exceed the limits are refused when recorded, on every device; an exact
+ * empty grid runs nothing; the valid dispatch beside them runs once. */
+START_TEST(test_dispatch_grid_limits) {
+  hali_hal_device_t *device = cts_device(_i);
+  dispatch_buffers_t b = {
+      .in = cts_buffer(device, N * 4),
+      .out = cts_buffer(device, N * 4),
+      .visits = cts_buffer(device, WG * 4),
+      .workers = cts_buffer(device, WG * 4),
+  };
+  cts_set_bytes(b.visits, 0);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  uint32_t constants[2] = {1, 0};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+  hali_hal_buffer_binding_t bindings[4] = {
+      {0, b.in, 0, HALI_HAL_WHOLE_BUFFER},
+      {1, b.out, 0, HALI_HAL_WHOLE_BUFFER},
+      {2, b.visits, 0, WG * 4},
+      {3, b.workers, 0, WG * 4},
+  };
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 4));
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_dispatch(cb, exe, 0, 4194304, 2097152, 2097152),
+      HALI_STATUS_OUT_OF_RANGE,
+      "dispatch of executable 'cts_kernels' export 0 'scale': workgroup "
+      "count 4194304 x 2097152 x 2097152 overflows 64 bits");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_dispatch(cb, exe, 0, 65536, 65536, 65536),
+      HALI_STATUS_OUT_OF_RANGE,
+      "65536 x 65536 x 65536 = 281474976710656 workgroups exceeds the "
+      "maximum of 4294967295 per dispatch");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_dispatch(cb, exe, 0, UINT32_MAX, 1, 1),
+      HALI_STATUS_OUT_OF_RANGE,
+      "workgroup count x 4294967295 exceeds the maximum of 2147483647");
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 0, GY, GZ));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, GX, GY, GZ));
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(cb), 4);
+  hali_hal_executable_release(exe);
+  HALI_CK_OK(cts_run(device, cb));
+  uint32_t visits[WG];
+  HALI_CK_OK(hali_hal_buffer_read(b.visits, 0, visits, sizeof(visits)));
+  for (uint32_t wg = 0; wg < WG; ++wg)
+    ck_assert_msg(visits[wg] == 1, "%s: workgroup %u ran %u times",
+                  cts_configs[_i].label, wg, visits[wg]);
+  cts_release_dispatch(&b);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 START_TEST(test_dispatch_kernel_failure) {
   hali_hal_device_t *device = cts_device(_i);
   hali_hal_buffer_t *buffer = cts_buffer(device, 4);
@@ -730,6 +782,7 @@ static Suite *hal_cts_suite(void) {
   tc = tcase_create("dispatch");
   add_device_tests(tc, test_dispatch_multi_workgroup);
   add_device_tests(tc, test_dispatch_kernel_failure);
+  add_device_tests(tc, test_dispatch_grid_limits);
   add_device_tests(tc, test_dispatch_usage_and_mapping);
   add_device_tests(tc, test_dispatch_uncommitted_binding);
   tcase_add_test(tc, test_dispatch_identical_across_devices);

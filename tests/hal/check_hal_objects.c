@@ -526,6 +526,231 @@ START_TEST(test_record_dispatch_validation) {
 }
 END_TEST
 
+/* Workgroup counts: each dimension against HALI_HAL_MAX_WORKGROUP_COUNT,
+ * the product (computed without wrapping) against HALI_HAL_MAX_WORKGROUPS;
+ * export 1 'second' needs no bindings or constants. */
+START_TEST(test_record_dispatch_workgroup_limits) {
+  static const struct {
+    uint32_t x, y, z;
+    const char *error; /* NULL: accepted */
+  } cases[] = {
+      {0, 0, 0, NULL},
+      {1, 1, 1, NULL},
+      {0, UINT32_MAX, UINT32_MAX, "workgroup count y 4294967295 exceeds the "
+                                  "maximum of 2147483647 per dimension"},
+      {HALI_HAL_MAX_WORKGROUP_COUNT - 1, 1, 1, NULL},
+      {HALI_HAL_MAX_WORKGROUP_COUNT, 1, 1, NULL},
+      {1, HALI_HAL_MAX_WORKGROUP_COUNT, 1, NULL},
+      {1, 1, HALI_HAL_MAX_WORKGROUP_COUNT, NULL},
+      {HALI_HAL_MAX_WORKGROUP_COUNT, 2, 1, NULL}, /* 2^32 - 2 */
+      {65535, 65537, 1, NULL},                    /* 2^32 - 1 */
+      {1, 65537, 65535, NULL},
+      {HALI_HAL_MAX_WORKGROUP_COUNT + 1u, 1, 1,
+       "workgroup count x 2147483648 exceeds the maximum of 2147483647 per "
+       "dimension (grid 2147483648 x 1 x 1)"},
+      {1, HALI_HAL_MAX_WORKGROUP_COUNT + 1u, 1, "workgroup count y 2147483648"},
+      {1, 1, UINT32_MAX, "workgroup count z 4294967295"},
+      {65536, 65536, 1, "workgroup count 65536 x 65536 x 1 = 4294967296 "
+                        "workgroups exceeds the maximum of 4294967295 per "
+                        "dispatch"},
+      {2, 2, 1073741824, "= 4294967296 workgroups exceeds"},
+      {65536, 65536, 65536, "65536 x 65536 x 65536 = 281474976710656"},
+      /* 2^22 * 2^21 * 2^21 = 2^64: wrapped, 0 workgroups. */
+      {4194304, 2097152, 2097152,
+       "workgroup count 4194304 x 2097152 x 2097152 overflows 64 bits (at "
+       "most 4294967295 workgroups per dispatch)"},
+      {4194305, 2097152, 2097152, "overflows 64 bits"}, /* 2^64 + 2^42 */
+      {HALI_HAL_MAX_WORKGROUP_COUNT, HALI_HAL_MAX_WORKGROUP_COUNT,
+       HALI_HAL_MAX_WORKGROUP_COUNT, "overflows 64 bits"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    size_t before = hali_hal_command_buffer_command_count(rf.cb);
+    hali_status_t s = hali_hal_command_buffer_dispatch(
+        rf.cb, rf.exe, 1, cases[i].x, cases[i].y, cases[i].z);
+    char label[96];
+    snprintf(label, sizeof(label), "grid %u x %u x %u", cases[i].x, cases[i].y,
+             cases[i].z);
+    if (!cases[i].error) {
+      char *text = s ? hali_status_to_string(s) : NULL;
+      ck_assert_msg(!s, "%s: %s", label, text);
+      ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb),
+                        before + 1);
+      continue;
+    }
+    ck_assert_msg(s != NULL, "%s was accepted", label);
+    char *text = hali_status_to_string(s);
+    hali_status_code_t code = hali_status_code(s);
+    hali_status_free(s);
+    ck_assert_msg(code == HALI_STATUS_OUT_OF_RANGE, "%s: %s", label, text);
+    ck_assert_msg(strstr(text, "dispatch of executable 'lib' export 1 "
+                               "'second': ") != NULL &&
+                      strstr(text, cases[i].error) != NULL,
+                  "%s: \"%s\" lacks \"%s\"", label, text, cases[i].error);
+    free(text);
+    ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb), before);
+  }
+}
+END_TEST
+
+/* Every site that takes an (offset, length) range of a buffer: one call of
+ * |site| on rf.buffer (64 bytes).  |what| is how its errors name the
+ * range. */
+typedef struct range_site_t {
+  const char *name;
+  const char *what;
+  bool whole_ok; /* accepts HALI_HAL_WHOLE_BUFFER as "to the end" */
+  hali_status_t (*call)(uint64_t offset, uint64_t length);
+} range_site_t;
+
+static uint8_t range_bytes[64];
+
+static hali_status_t site_subspan(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_t *span = NULL;
+  hali_status_t s = hali_hal_buffer_subspan(rf.buffer, offset, length, &span);
+  if (!s) {
+    uint64_t want = length == HALI_HAL_WHOLE_BUFFER ? 64 - offset : length;
+    ck_assert_uint_eq(hali_hal_buffer_length(span), want);
+  }
+  hali_hal_buffer_release(span);
+  return s;
+}
+static hali_status_t site_map(uint64_t offset, uint64_t length) {
+  void *p = NULL;
+  return hali_hal_buffer_map_range(rf.buffer, offset, length, &p);
+}
+static hali_status_t site_read(uint64_t offset, uint64_t length) {
+  return hali_hal_buffer_read(rf.buffer, offset, range_bytes, (size_t)length);
+}
+static hali_status_t site_write(uint64_t offset, uint64_t length) {
+  return hali_hal_buffer_write(rf.buffer, offset, range_bytes, (size_t)length);
+}
+static hali_status_t site_fill(uint64_t offset, uint64_t length) {
+  return hali_hal_command_buffer_fill(rf.cb, rf.buffer, offset, length, 7, 1);
+}
+static hali_status_t site_update(uint64_t offset, uint64_t length) {
+  return hali_hal_command_buffer_update(rf.cb, range_bytes, rf.buffer, offset,
+                                        length);
+}
+/* The other side of a copy: a buffer of 2^64-1 bytes (host memory wrapped
+ * with a nominal length: recording validates ranges but never touches the
+ * bytes), so only rf.buffer's range can fail. */
+static hali_hal_buffer_t *huge_partner(void) {
+  hali_hal_buffer_t *b = NULL;
+  HALI_CK_OK(hali_hal_buffer_wrap_host(hali_test_host_params(), range_bytes,
+                                       UINT64_MAX, NULL, NULL, NULL, &b));
+  return b;
+}
+static hali_status_t site_copy_source(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_t *other = huge_partner();
+  hali_status_t s = hali_hal_command_buffer_copy(rf.cb, rf.buffer, offset,
+                                                 other, 0, length);
+  hali_hal_buffer_release(other);
+  return s;
+}
+static hali_status_t site_copy_target(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_t *other = huge_partner();
+  hali_status_t s = hali_hal_command_buffer_copy(rf.cb, other, 0, rf.buffer,
+                                                 offset, length);
+  hali_hal_buffer_release(other);
+  return s;
+}
+static hali_status_t site_binding(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_binding_t b = {0, rf.buffer, offset, length};
+  return hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1);
+}
+
+/* Boundary offsets and lengths on every range site: 0, 1, max-1, max,
+ * max+1 around the 64-byte length and around 2^64 (sums of exactly 2^64
+ * and beyond must say "overflows", never wrap to a small end). */
+START_TEST(test_range_sites_boundaries) {
+  static const range_site_t sites[] = {
+      {"subspan", "subspan", true, site_subspan},
+      {"map_range", "access", true, site_map},
+      {"read", "access", false, site_read},
+      {"write", "access", false, site_write},
+      {"fill", "fill target", false, site_fill},
+      {"update", "update target", false, site_update},
+      {"copy source", "copy source", false, site_copy_source},
+      {"copy target", "copy target", false, site_copy_target},
+      {"push_descriptor_set", "binding 0", true, site_binding},
+  };
+  enum { FITS, EXCEEDS, OVERFLOWS, PAST_END };
+  /* |whole|: the outcome on sites that read a length of UINT64_MAX as
+   * HALI_HAL_WHOLE_BUFFER; |exact|: on the others. */
+  static const struct {
+    uint64_t offset, length;
+    int whole, exact;
+  } cases[] = {
+      {0, 0, FITS, FITS},
+      {0, 1, FITS, FITS},
+      {0, 63, FITS, FITS},
+      {0, 64, FITS, FITS},
+      {1, 63, FITS, FITS},
+      {63, 1, FITS, FITS},
+      {64, 0, FITS, FITS},
+      {0, 65, EXCEEDS, EXCEEDS},
+      {1, 64, EXCEEDS, EXCEEDS},
+      {64, 1, EXCEEDS, EXCEEDS},
+      {65, 0, EXCEEDS, EXCEEDS},
+      {UINT64_MAX - 1, 1, EXCEEDS, EXCEEDS}, /* end 2^64-1: no overflow */
+      {UINT64_MAX, 0, EXCEEDS, EXCEEDS},
+      {UINT64_MAX, 1, OVERFLOWS, OVERFLOWS},     /* end exactly 2^64 */
+      {UINT64_MAX - 3, 8, OVERFLOWS, OVERFLOWS}, /* would wrap to 4 */
+      {UINT64_C(1) << 63, UINT64_C(1) << 63, OVERFLOWS, OVERFLOWS}, /* 2^64 */
+      {1, UINT64_MAX - 1, EXCEEDS, EXCEEDS},   /* 2^64 - 1 */
+      {2, UINT64_MAX - 1, OVERFLOWS, OVERFLOWS}, /* 2^64 */
+      {3, UINT64_MAX - 1, OVERFLOWS, OVERFLOWS}, /* 2^64 + 1 */
+      /* A length of UINT64_MAX. */
+      {0, UINT64_MAX, FITS, EXCEEDS},
+      {64, UINT64_MAX, FITS, OVERFLOWS},
+      {65, UINT64_MAX, PAST_END, OVERFLOWS},
+      {UINT64_MAX, UINT64_MAX, PAST_END, OVERFLOWS},
+  };
+  for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); ++i) {
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+      uint64_t off = cases[c].offset, len = cases[c].length;
+      int outcome = sites[i].whole_ok ? cases[c].whole : cases[c].exact;
+      size_t before = hali_hal_command_buffer_command_count(rf.cb);
+      hali_status_t s = sites[i].call(off, len);
+      char label[160], want[256];
+      snprintf(label, sizeof(label), "%s(offset %" PRIu64 ", length %" PRIu64
+               ")", sites[i].name, off, len);
+      if (outcome == FITS) {
+        char *text = s ? hali_status_to_string(s) : NULL;
+        ck_assert_msg(s == NULL, "%s failed: %s", label, text);
+        continue;
+      }
+      if (outcome == EXCEEDS) {
+        snprintf(want, sizeof(want),
+                 "%s: range [offset %" PRIu64 ", length %" PRIu64
+                 "] exceeds the buffer length 64",
+                 sites[i].what, off, len);
+      } else if (outcome == OVERFLOWS) {
+        snprintf(want, sizeof(want),
+                 "%s: offset %" PRIu64 " + length %" PRIu64
+                 " overflows 64 bits (the buffer length is 64",
+                 sites[i].what, off, len);
+      } else {
+        snprintf(want, sizeof(want),
+                 "%s: offset %" PRIu64
+                 " (to the end of the buffer) is past the buffer length 64",
+                 sites[i].what, off);
+      }
+      ck_assert_msg(s != NULL, "%s succeeded; expected \"%s\"", label, want);
+      char *text = hali_status_to_string(s);
+      hali_status_code_t code = hali_status_code(s);
+      hali_status_free(s);
+      ck_assert_msg(code == HALI_STATUS_OUT_OF_RANGE, "%s: %s", label, text);
+      ck_assert_msg(strstr(text, want) != NULL, "%s: \"%s\" lacks \"%s\"",
+                    label, text, want);
+      free(text);
+      /* A failed record leaves the command buffer unchanged. */
+      ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb), before);
+    }
+  }
+}
+END_TEST
+
 START_TEST(test_record_state_errors) {
   HALI_CK_OK(hali_hal_command_buffer_finalize(rf.cb));
   ck_assert(hali_hal_command_buffer_is_finalized(rf.cb));
@@ -848,6 +1073,8 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_record_fill_validation);
   tcase_add_test(tc, test_record_copy_validation);
   tcase_add_test(tc, test_record_dispatch_validation);
+  tcase_add_test(tc, test_range_sites_boundaries);
+  tcase_add_test(tc, test_record_dispatch_workgroup_limits);
   tcase_add_test(tc, test_record_state_errors);
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
