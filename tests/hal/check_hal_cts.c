@@ -344,6 +344,42 @@ START_TEST(test_queue_order_and_parking) {
 }
 END_TEST
 
+/* Queue work chained through the top of a timeline: a submission signals
+ * 2^64-2, the next waits on it and signals 2^64-1 (a legal payload), and a
+ * third waits on that.  Signalling the top point again leaves the
+ * timeline there. */
+START_TEST(test_queue_top_of_timeline) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *a = cts_buffer(device, 4), *b = cts_buffer(device, 4);
+  hali_hal_semaphore_t *sem = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(UINT64_MAX - 3, &sem));
+  hali_hal_fence_t *f2 = NULL, *f1 = NULL, *done = NULL;
+  HALI_CK_OK(hali_hal_fence_create_at(sem, UINT64_MAX - 1, &f2));
+  HALI_CK_OK(hali_hal_fence_create_at(sem, UINT64_MAX, &f1));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done));
+  cts_submit_fill(device, NULL, f2, a, 0x11);
+  cts_submit_fill(device, f2, f1, b, 0x22);
+  HALI_CK_OK(hali_hal_device_queue_execute(device, f1, done, NULL, 0));
+  HALI_CK_OK(hali_hal_fence_await(done, 5000 * 1000000LL));
+  ck_assert_uint_eq(hali_test_byte(a, 3), 0x11);
+  ck_assert_uint_eq(hali_test_byte(b, 3), 0x22);
+  uint64_t value = 0;
+  HALI_CK_OK(hali_hal_semaphore_query(sem, &value));
+  ck_assert_uint_eq(value, UINT64_MAX);
+  HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, f1, NULL, 0));
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  HALI_CK_OK(hali_hal_semaphore_query(sem, &value));
+  ck_assert_uint_eq(value, UINT64_MAX);
+  hali_hal_fence_release(f2);
+  hali_hal_fence_release(f1);
+  hali_hal_fence_release(done);
+  hali_hal_semaphore_release(sem);
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(b);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 START_TEST(test_wait_failure_propagates) {
   hali_hal_device_t *device = cts_device(_i);
   hali_hal_buffer_t *buffer = cts_buffer(device, 8);
@@ -679,7 +715,6 @@ START_TEST(test_alloca_dealloca_order) {
   HALI_CK_STATUS(hali_hal_device_queue_dealloca(device, NULL, NULL, span),
                  HALI_STATUS_INVALID_ARGUMENT, "subspan");
   hali_hal_buffer_release(span);
-  hali_hal_fence_release(again);
   hali_hal_buffer_release(buffer);
   hali_hal_fence_release(gate);
   hali_hal_fence_release(allocated);
@@ -776,6 +811,7 @@ static Suite *hal_cts_suite(void) {
   tc = tcase_create("queue");
   add_device_tests(tc, test_queue_order_and_parking);
   add_device_tests(tc, test_wait_failure_propagates);
+  add_device_tests(tc, test_queue_top_of_timeline);
   add_device_tests(tc, test_device_release_drains);
   add_device_tests(tc, test_any_wait_point_failure_fails_fast);
   suite_add_tcase(s, tc);

@@ -332,6 +332,57 @@ START_TEST(test_view_size_errors) {
 }
 END_TEST
 
+/* View sizes at the 64-bit boundary: dims multiply, then times the element
+ * size; products of exactly 2^64 overflow, 2^64 - 8 does not. */
+START_TEST(test_view_size_boundaries) {
+  static const struct {
+    size_t rank;
+    hali_hal_dim_t dims[3];
+    hali_hal_element_type_t type;
+    uint64_t bytes;    /* when |error| is NULL */
+    const char *error; /* OUT_OF_RANGE text */
+  } cases[] = {
+      {1, {0}, HALI_HAL_ELEMENT_TYPE_FLOAT_32, 0, NULL},
+      {1, {1}, HALI_HAL_ELEMENT_TYPE_FLOAT_32, 4, NULL},
+      {3, {0, INT64_MAX, INT64_MAX}, HALI_HAL_ELEMENT_TYPE_FLOAT_64, 0, NULL},
+      {1, {INT64_MAX}, HALI_HAL_ELEMENT_TYPE_INT_8, (uint64_t)INT64_MAX, NULL},
+      {2, {INT64_C(1) << 32, (INT64_C(1) << 32) - 1},
+       HALI_HAL_ELEMENT_TYPE_INT_8, UINT64_MAX - UINT32_MAX, NULL},
+      {1, {(INT64_C(1) << 61) - 1}, HALI_HAL_ELEMENT_TYPE_FLOAT_64,
+       UINT64_MAX - 7, NULL}, /* 2^64 - 8 */
+      /* 2^32 x 2^32 = 2^64 elements. */
+      {2, {INT64_C(1) << 32, INT64_C(1) << 32}, HALI_HAL_ELEMENT_TYPE_INT_8, 0,
+       "element count overflows 64 bits at dim 1 (4294967296 x 4294967296)"},
+      {3, {2, INT64_MAX, 2}, HALI_HAL_ELEMENT_TYPE_INT_8, 0,
+       "element count overflows 64 bits at dim 2 (18446744073709551614 x 2)"},
+      /* 2^61 f64 = 2^64 bytes. */
+      {1, {INT64_C(1) << 61}, HALI_HAL_ELEMENT_TYPE_FLOAT_64, 0,
+       "byte size overflows 64 bits (2305843009213693952 elements of 8 "
+       "bytes)"},
+      /* Seed audit B3: 2^62 + 4 f32 elements would wrap to 16 bytes. */
+      {1, {(INT64_C(1) << 62) + 4}, HALI_HAL_ELEMENT_TYPE_FLOAT_32, 0,
+       "byte size overflows 64 bits (4611686018427387908 elements of 4 "
+       "bytes)"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hali_hal_device_size_t size = 12345;
+    hali_status_t s = hali_hal_buffer_compute_view_size(
+        cases[i].rank, cases[i].dims, cases[i].type,
+        HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &size);
+    if (!cases[i].error) {
+      char *text = s ? hali_status_to_string(s) : NULL;
+      ck_assert_msg(!s, "case %zu: %s", i, text);
+      ck_assert_uint_eq(size, cases[i].bytes);
+      continue;
+    }
+    ck_assert_uint_eq(size, 0);
+    hali_test_check_status(s, HALI_STATUS_OUT_OF_RANGE, "view size", __FILE__,
+                           __LINE__, (const char *const[]){cases[i].error,
+                                                           NULL});
+  }
+}
+END_TEST
+
 /* ---- executables ---- */
 
 static int noop_kernel(const hali_kernel_dispatch_state_t *d,
@@ -819,6 +870,50 @@ START_TEST(test_semaphore_signal_query_wait) {
 }
 END_TEST
 
+/* The top of the timeline: 2^64-1 is a legal payload (failures are kept
+ * beside the value, nothing is reserved); past it nothing advances. */
+START_TEST(test_semaphore_top_of_timeline) {
+  hali_hal_semaphore_t *s = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(UINT64_MAX - 2, &s));
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, UINT64_MAX, 0),
+                 HALI_STATUS_DEADLINE_EXCEEDED,
+                 "at value 18446744073709551613",
+                 "did not reach 18446744073709551615");
+  HALI_CK_OK(hali_hal_semaphore_signal(s, UINT64_MAX - 1));
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, UINT64_MAX, 0),
+                 HALI_STATUS_DEADLINE_EXCEEDED,
+                 "did not reach 18446744073709551615");
+  hali_hal_fence_t *top = NULL, *below = NULL;
+  HALI_CK_OK(hali_hal_fence_create_at(s, UINT64_MAX, &top));
+  HALI_CK_OK(hali_hal_fence_create_at(s, UINT64_MAX - 1, &below));
+  bool ready = true;
+  HALI_CK_OK(hali_hal_fence_query(top, &ready));
+  ck_assert(!ready);
+  HALI_CK_OK(hali_hal_fence_query(below, &ready));
+  ck_assert(ready);
+  HALI_CK_OK(hali_hal_fence_signal(top));
+  HALI_CK_OK(hali_hal_fence_query(top, &ready));
+  ck_assert(ready);
+  uint64_t value = 0;
+  HALI_CK_OK(hali_hal_semaphore_query(s, &value));
+  ck_assert_uint_eq(value, UINT64_MAX);
+  HALI_CK_OK(hali_hal_semaphore_wait(s, UINT64_MAX, 0));
+  HALI_CK_OK(hali_hal_semaphore_wait(s, 0, 0));
+  /* Nothing moves past it: signalling again is "does not advance". */
+  HALI_CK_STATUS(hali_hal_semaphore_signal(s, UINT64_MAX),
+                 HALI_STATUS_FAILED_PRECONDITION,
+                 "signal to 18446744073709551615 does not advance the current "
+                 "value 18446744073709551615");
+  /* A failure still wins over the reached value, as at any value. */
+  hali_hal_semaphore_fail(s, hali_status_make(HALI_STATUS_ABORTED, "late"));
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, UINT64_MAX, 0),
+                 HALI_STATUS_ABORTED, "late");
+  hali_hal_fence_release(top);
+  hali_hal_fence_release(below);
+  hali_hal_semaphore_release(s);
+}
+END_TEST
+
 START_TEST(test_semaphore_first_failure_wins) {
   hali_hal_semaphore_t *s = NULL;
   HALI_CK_OK(hali_hal_semaphore_create(0, &s));
@@ -1064,6 +1159,7 @@ static Suite *hal_objects_suite(void) {
   tc = tcase_create("buffer_view");
   tcase_add_test(tc, test_element_types);
   tcase_add_test(tc, test_view_size_errors);
+  tcase_add_test(tc, test_view_size_boundaries);
   suite_add_tcase(s, tc);
   tc = tcase_create("executable");
   tcase_add_test(tc, test_executable_from_library);
@@ -1079,6 +1175,7 @@ static Suite *hal_objects_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
   tcase_add_test(tc, test_semaphore_signal_query_wait);
+  tcase_add_test(tc, test_semaphore_top_of_timeline);
   tcase_add_test(tc, test_semaphore_first_failure_wins);
   tcase_add_test(tc, test_semaphore_cross_thread);
   tcase_add_test(tc, test_semaphore_timepoints);
