@@ -209,9 +209,11 @@ static hali_status_t executable_from_table(
     }
     t->exports[i] = *k;
     t->exports[i].name = x->name;
-    /* The module's workgroup size wins when it declares one. */
-    if (x->workgroup_size[0] * x->workgroup_size[1] * x->workgroup_size[2] != 1 ||
-        !k->workgroup_size[0])
+    /* The module's workgroup size wins when it declares one (anything but
+     * the default [1, 1, 1], tested per dimension: a 32-bit product of the
+     * three can wrap to 1). */
+    if (x->workgroup_size[0] != 1 || x->workgroup_size[1] != 1 ||
+        x->workgroup_size[2] != 1 || !k->workgroup_size[0])
       memcpy(t->exports[i].workgroup_size, x->workgroup_size,
              sizeof(x->workgroup_size));
   }
