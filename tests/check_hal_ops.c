@@ -1732,6 +1732,13 @@ static const char limits_text[] =
     "  %qh = hal.fence.query %h\n"
     "  return %qg, %qh\n"
     "}\n"
+    /* A view of shape [%d0, %d1] and element type %et over 16 bytes. */
+    "func @view(%d0: i64, %d1: i64, %et: i32) -> i64 {\n" PRELUDE
+    "  %b = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %v = hal.buffer_view.create %b, %et, %one32, [%d0, %d1]\n"
+    "  %n = hal.buffer_view.dim %v, %one32\n"
+    "  return %n\n"
+    "}\n"
     /* B5: @poke stores into its input binding 1 (%y). */
     "func @poke() -> i32 {\n" PRELUDE
     "  %b = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
@@ -1895,6 +1902,29 @@ START_TEST(fence_offset_timeline_limits) {
 }
 END_TEST
 
+START_TEST(buffer_view_size_limits) {
+  const uint32_t i8 = 0x10000008u, f32 = 0x21000020u;
+  EXPECT_I64(limits_text, "view", 1, I64(4), I64(1), I32(f32));
+  EXPECT_I64(limits_text, "view", 4, I64(4), I64(4), I32(i8));
+  EXPECT_I64(limits_text, "view", INT64_MAX, I64(0), I64(INT64_MAX), I32(f32));
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_OUT_OF_RANGE,
+               "buffer view needs 20 bytes but the buffer has 16", I64(5),
+               I64(1), I32(f32));
+  /* 2^32 x 2^32 = 2^64 elements: would wrap to an empty view. */
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_OUT_OF_RANGE,
+               "element count overflows 64 bits at dim 1 (4294967296 x "
+               "4294967296)",
+               I64(INT64_C(1) << 32), I64(INT64_C(1) << 32), I32(i8));
+  /* B3's dim: 2^62 + 4 f32 elements would wrap to 16 bytes. */
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_OUT_OF_RANGE,
+               "byte size overflows 64 bits (4611686018427387908 elements of "
+               "4 bytes)",
+               I64((INT64_C(1) << 62) + 4), I64(1), I32(f32));
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_INVALID_ARGUMENT,
+               "dim 1 is negative (-1)", I64(4), I64(-1), I32(f32));
+}
+END_TEST
+
 START_TEST(bytecode_store_into_input_binding) {
   /* B5: the message names the export and the binding (binding 1: the
    * scalar parameter before it has no binding), not "module constant
@@ -1956,6 +1986,7 @@ void check_hal_ops_add_tcases(Suite *s) {
   tcase_add_test(tc, range_ops_boundaries);
   tcase_add_test(tc, dispatch_workgroup_count_limits);
   tcase_add_test(tc, fence_offset_timeline_limits);
+  tcase_add_test(tc, buffer_view_size_limits);
   tcase_add_test(tc, bytecode_store_into_input_binding);
   suite_add_tcase(s, tc);
 }

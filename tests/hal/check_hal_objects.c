@@ -72,6 +72,59 @@ START_TEST(test_allocator_limit) {
 }
 END_TEST
 
+/* Allocation sizes at the boundaries of the limit and of the address
+ * space: the reservation arithmetic never wraps, and a refusal leaves the
+ * statistics as they were. */
+START_TEST(test_allocator_size_boundaries) {
+  hali_hal_allocator_params_t params = {.max_bytes = 1000};
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(&params, &allocator));
+  hali_hal_buffer_t *live = hali_test_allocate(allocator, 600);
+  static const struct {
+    uint64_t size;
+    const char *error; /* RESOURCE_EXHAUSTED text; NULL: fits */
+  } cases[] = {
+      {0, NULL},
+      {1, NULL},
+      {399, NULL},
+      {400, NULL},
+      {401, "allocating 401 bytes would exceed the allocator limit of 1000 "
+            "bytes (600 bytes live)"},
+      {1000, "allocating 1000 bytes would exceed"},
+      {1001, "allocating 1001 bytes would exceed"},
+      /* 600 live + this would wrap past 2^64 to a small number. */
+      {UINT64_MAX - 599, "would exceed the allocator limit"},
+      {UINT64_MAX - 64, "would exceed the allocator limit"},
+      /* Rounding up to 64 bytes would wrap: refused before any rounding. */
+      {UINT64_MAX - 63, "allocation of 18446744073709551552 bytes exceeds "
+                        "the host address space"},
+      {UINT64_MAX, "allocation of 18446744073709551615 bytes exceeds the "
+                   "host address space"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hali_hal_buffer_t *b = NULL;
+    hali_status_t s = hali_hal_allocator_allocate_buffer(
+        allocator, hali_test_host_params(), cases[i].size, &b);
+    if (!cases[i].error) {
+      HALI_CK_OK(s);
+      ck_assert_uint_eq(hali_hal_buffer_length(b), cases[i].size);
+      hali_hal_buffer_release(b);
+    } else {
+      hali_test_check_status(s, HALI_STATUS_RESOURCE_EXHAUSTED, "allocate",
+                             __FILE__, __LINE__,
+                             (const char *const[]){cases[i].error, NULL});
+      ck_assert_ptr_null(b);
+    }
+    hali_hal_allocator_statistics_t st;
+    hali_hal_allocator_query_statistics(allocator, &st);
+    ck_assert_uint_eq(st.bytes_live, 600);
+    ck_assert_uint_eq(st.allocations_live, 1);
+  }
+  hali_hal_buffer_release(live);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
 START_TEST(test_allocator_bits) {
   hali_hal_allocator_t *allocator = NULL;
   HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
@@ -1149,6 +1202,7 @@ static Suite *hal_objects_suite(void) {
   TCase *tc = tcase_create("allocator");
   tcase_add_test(tc, test_allocator_statistics);
   tcase_add_test(tc, test_allocator_limit);
+  tcase_add_test(tc, test_allocator_size_boundaries);
   tcase_add_test(tc, test_allocator_bits);
   suite_add_tcase(s, tc);
   tc = tcase_create("buffer");
