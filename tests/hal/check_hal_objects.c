@@ -630,6 +630,60 @@ START_TEST(test_record_dispatch_validation) {
 }
 END_TEST
 
+/* Push-constant ranges [offset, offset + count) against the 64 slots and
+ * binding ordinals and counts against the 32 slots, at the boundaries
+ * (offset + count never wraps in 32 bits). */
+START_TEST(test_record_interface_boundaries) {
+  static uint32_t values[64];
+  static const struct {
+    uint32_t offset, count;
+    bool fits;
+  } pc[] = {
+      {0, 0, true},          {0, 1, true},   {0, 64, true},
+      {63, 1, true},         {64, 0, true},  {0, 65, false},
+      {64, 1, false},        {65, 0, false}, {1, UINT32_MAX, false},
+      {UINT32_MAX, 1, false}, {UINT32_MAX, UINT32_MAX, false},
+  };
+  for (size_t i = 0; i < sizeof(pc) / sizeof(pc[0]); ++i) {
+    hali_status_t s = hali_hal_command_buffer_push_constants(
+        rf.cb, pc[i].offset, values, pc[i].count);
+    if (pc[i].fits) {
+      HALI_CK_OK(s);
+      continue;
+    }
+    char want[96];
+    snprintf(want, sizeof(want), "push constants [%u, %u + %u) exceed the 64 "
+             "available", pc[i].offset, pc[i].offset, pc[i].count);
+    hali_test_check_status(s, HALI_STATUS_OUT_OF_RANGE, "push_constants",
+                           __FILE__, __LINE__,
+                           (const char *const[]){want, NULL});
+  }
+  hali_hal_buffer_binding_t b = {HALI_HAL_MAX_BINDINGS - 1, rf.buffer, 0, 64};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1));
+  b.ordinal = HALI_HAL_MAX_BINDINGS;
+  HALI_CK_STATUS(hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1),
+                 HALI_STATUS_OUT_OF_RANGE,
+                 "binding ordinal 32 exceeds the maximum of 31");
+  b.ordinal = UINT32_MAX;
+  HALI_CK_STATUS(hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1),
+                 HALI_STATUS_OUT_OF_RANGE,
+                 "binding ordinal 4294967295 exceeds the maximum of 31");
+  hali_hal_buffer_binding_t many[HALI_HAL_MAX_BINDINGS + 1];
+  for (uint32_t i = 0; i <= HALI_HAL_MAX_BINDINGS; ++i)
+    many[i] = (hali_hal_buffer_binding_t){i, rf.buffer, 0, 64};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(
+      rf.cb, many, HALI_HAL_MAX_BINDINGS));
+  HALI_CK_STATUS(hali_hal_command_buffer_push_descriptor_set(
+                     rf.cb, many, HALI_HAL_MAX_BINDINGS + 1),
+                 HALI_STATUS_OUT_OF_RANGE,
+                 "push_descriptor_set of 33 bindings exceeds the maximum of "
+                 "32");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_descriptor_set(rf.cb, many, UINT32_MAX),
+      HALI_STATUS_OUT_OF_RANGE, "of 4294967295 bindings exceeds");
+}
+END_TEST
+
 /* Workgroup counts: each dimension against HALI_HAL_MAX_WORKGROUP_COUNT,
  * the product (computed without wrapping) against HALI_HAL_MAX_WORKGROUPS;
  * export 1 'second' needs no bindings or constants. */
@@ -1225,6 +1279,7 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_record_dispatch_validation);
   tcase_add_test(tc, test_range_sites_boundaries);
   tcase_add_test(tc, test_record_dispatch_workgroup_limits);
+  tcase_add_test(tc, test_record_interface_boundaries);
   tcase_add_test(tc, test_record_state_errors);
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
