@@ -107,7 +107,7 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_scalar_ptr(
  * buffer with |params| (no copy).  |release(user)| (may be NULL) runs when
  * the last reference goes, so the memory's owner can be kept alive by the
  * buffer.  A non-NULL |read_only| makes the buffer read-only and says what
- * the bytes are ("module constant data", "binding 0 of export @k: a
+ * the bytes are ("module constant data", "export @k binding 0, a
  * read-only input binding"); it is borrowed and must outlive the buffer.
  * Every write (host write, map for writing, store, and fill/copy/update
  * into it) then fails with PERMISSION_DENIED quoting it.  Such buffers

@@ -28,8 +28,8 @@
  *  - x * y * z at most HALI_HAL_MAX_WORKGROUPS (2^32 - 1), computed without
  *    wrapping.  Every workgroup is one kernel call, so a grid beyond that is
  *    a mistake rather than work a CPU finishes, and the bound keeps the
- *    local-task workers' 64-bit chunk counter (which may overshoot the
- *    total by up to a quarter plus one chunk per worker) far from wrapping.
+ *    local-task workers' 64-bit chunk counter (which ends at most one
+ *    chunk per worker past the total) far from wrapping.
  * A zero in any dimension is an empty grid: nothing runs, and that is not
  * an error (it is the exact product, not a wrapped one). */
 #define HALI_HAL_MAX_WORKGROUP_COUNT 0x7FFFFFFFu
