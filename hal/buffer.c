@@ -21,7 +21,7 @@ struct hali_hal_buffer_t {
    * |storage| is the caller's and |release| runs on destroy. */
   void (*release)(void *user);
   void *release_user;
-  bool read_only;
+  const char *read_only; /* what the bytes are; NULL = writable */
   hali_hal_device_size_t offset; /* within |allocated| */
   hali_hal_device_size_t length;
   hali_hal_memory_type_bits_t memory_types;
@@ -80,7 +80,7 @@ hali_status_t hali_hal_buffer_create_uncommitted(
 hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
                                         void *data,
                                         hali_hal_device_size_t length,
-                                        bool read_only,
+                                        const char *read_only,
                                         void (*release)(void *user),
                                         void *user,
                                         hali_hal_buffer_t **out_buffer) {
@@ -142,15 +142,18 @@ hali_status_t hali_hal_buffer_scalar_ptr(hali_hal_buffer_t *buffer,
   if (!(buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING))
     return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
                             "%s: buffer lacks mapping usage", op);
-  return hali_hal_buffer_check_writable(buffer);
+  /* Only a store into a read-only buffer is left. */
+  return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
+                          "store of %u bytes at offset %" PRId64
+                          ": buffer of %" PRIu64 " bytes is read-only (%s)",
+                          size, offset, buffer->length, root->read_only);
 }
 
 hali_status_t hali_hal_buffer_check_writable(const hali_hal_buffer_t *buffer) {
   if (buffer->allocated->read_only)
     return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
-                            "buffer of %" PRIu64
-                            " bytes is read-only (module constant data)",
-                            buffer->length);
+                            "buffer of %" PRIu64 " bytes is read-only (%s)",
+                            buffer->length, buffer->allocated->read_only);
   return HALI_OK;
 }
 
@@ -194,8 +197,8 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
                                       hali_hal_device_size_t length,
                                       hali_hal_buffer_t **out_buffer) {
   *out_buffer = NULL;
-  if (length == HALI_HAL_WHOLE_BUFFER && offset <= buffer->length)
-    length = buffer->length - offset;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_buffer_resolve_whole(buffer, offset, &length, "subspan"));
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_validate_range(buffer, offset, length, "subspan"));
   hali_hal_buffer_t *span = calloc(1, sizeof(*span));
@@ -269,10 +272,34 @@ hali_status_t hali_hal_buffer_validate_range(const hali_hal_buffer_t *buffer,
                                              hali_hal_device_size_t length,
                                              const char *what) {
   if (hali_hal_range_fits(buffer->length, offset, length)) return HALI_OK;
+  uint64_t end;
+  if (hali_add_overflows_u64(offset, length, &end))
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%s: offset %" PRIu64 " + length %" PRIu64
+                            " overflows 64 bits (the buffer length is %" PRIu64
+                            ", !hal.buffer#%u)",
+                            what, offset, length, buffer->length,
+                            buffer->ref.id);
   return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
                           "%s: range [offset %" PRIu64 ", length %" PRIu64
-                          "] exceeds the buffer length %" PRIu64,
-                          what, offset, length, buffer->length);
+                          "] exceeds the buffer length %" PRIu64
+                          " (!hal.buffer#%u)",
+                          what, offset, length, buffer->length, buffer->ref.id);
+}
+
+hali_status_t hali_hal_buffer_resolve_whole(const hali_hal_buffer_t *buffer,
+                                            hali_hal_device_size_t offset,
+                                            hali_hal_device_size_t *length,
+                                            const char *what) {
+  if (*length != HALI_HAL_WHOLE_BUFFER) return HALI_OK;
+  if (offset > buffer->length)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%s: offset %" PRIu64
+                            " (to the end of the buffer) is past the buffer "
+                            "length %" PRIu64 " (!hal.buffer#%u)",
+                            what, offset, buffer->length, buffer->ref.id);
+  *length = buffer->length - offset;
+  return HALI_OK;
 }
 
 hali_status_t hali_hal_buffer_resolve(hali_hal_buffer_t *buffer,
@@ -323,8 +350,8 @@ hali_status_t hali_hal_buffer_map_range(hali_hal_buffer_t *buffer,
                                         hali_hal_device_size_t offset,
                                         hali_hal_device_size_t length,
                                         void **out_ptr) {
-  if (length == HALI_HAL_WHOLE_BUFFER && offset <= buffer->length)
-    length = buffer->length - offset;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_buffer_resolve_whole(buffer, offset, &length, "access"));
   return hali_hal_buffer_map_exact(buffer, offset, length, out_ptr);
 }
 

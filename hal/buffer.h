@@ -73,10 +73,17 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_validate_usage(
     const hali_hal_buffer_t *buffer, hali_hal_buffer_usage_bits_t required,
     const char *what);
 /* Checks that [offset, offset + length) fits in |buffer|; OUT_OF_RANGE
- * naming |what| and the numbers otherwise. */
+ * naming |what|, the numbers and the buffer otherwise ("offset X + length Y
+ * overflows 64 bits" when the end itself is past 2^64-1). */
 HALI_MUST_USE hali_status_t hali_hal_buffer_validate_range(
     const hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
     hali_hal_device_size_t length, const char *what);
+/* Turns a |*length| of HALI_HAL_WHOLE_BUFFER into "from |offset| to the
+ * end" (other lengths are left alone); OUT_OF_RANGE naming |what| when
+ * |offset| is past the end. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_resolve_whole(
+    const hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
+    hali_hal_device_size_t *length, const char *what);
 
 /* ---- Internal: used by the allocator, the queue and devices. ---- */
 
@@ -99,12 +106,15 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_scalar_ptr(
 /* Wraps |length| bytes of caller-owned host memory at |data| as a committed
  * buffer with |params| (no copy).  |release(user)| (may be NULL) runs when
  * the last reference goes, so the memory's owner can be kept alive by the
- * buffer.  With |read_only|, every write (host write, map for writing,
- * store, and fill/copy/update into it) fails with PERMISSION_DENIED.  Such
- * buffers cannot be committed, decommitted or deallocated. */
+ * buffer.  A non-NULL |read_only| makes the buffer read-only and says what
+ * the bytes are ("module constant data", "export @k binding 0, a
+ * read-only input binding"); it is borrowed and must outlive the buffer.
+ * Every write (host write, map for writing, store, and fill/copy/update
+ * into it) then fails with PERMISSION_DENIED quoting it.  Such buffers
+ * cannot be committed, decommitted or deallocated. */
 HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_host(
     hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
-    bool read_only, void (*release)(void *user), void *user,
+    const char *read_only, void (*release)(void *user), void *user,
     hali_hal_buffer_t **out_buffer);
 /* OK unless |buffer| (or the buffer it is a subspan of) is read-only. */
 HALI_MUST_USE hali_status_t hali_hal_buffer_check_writable(

@@ -310,9 +310,8 @@ hali_status_t hali_hal_command_buffer_push_descriptor_set(
       return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                               "binding %u has no buffer", b->ordinal);
     hali_hal_device_size_t length = b->length;
-    if (length == HALI_HAL_WHOLE_BUFFER &&
-        b->offset <= hali_hal_buffer_length(b->buffer))
-      length = hali_hal_buffer_length(b->buffer) - b->offset;
+    HALI_RETURN_IF_ERROR_PLAIN(
+        hali_hal_buffer_resolve_whole(b->buffer, b->offset, &length, what));
     HALI_RETURN_IF_ERROR_PLAIN(
         hali_hal_buffer_validate_range(b->buffer, b->offset, length, what));
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_validate_usage(
@@ -391,6 +390,44 @@ hali_status_t hali_hal_dispatch_validate(
   return HALI_OK;
 }
 
+hali_status_t hali_hal_dispatch_validate_workgroup_count(
+    const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
+    uint32_t y, uint32_t z) {
+  uint64_t total;
+  bool wraps = hali_mul3_overflows_u64(x, y, z, &total);
+  if (HALI_LIKELY(!wraps && x <= HALI_HAL_MAX_WORKGROUP_COUNT &&
+                  y <= HALI_HAL_MAX_WORKGROUP_COUNT &&
+                  z <= HALI_HAL_MAX_WORKGROUP_COUNT &&
+                  total <= HALI_HAL_MAX_WORKGROUPS))
+    return HALI_OK;
+  const char *export_name = hali_hal_executable_export(executable, ordinal)->name;
+  const uint32_t counts[3] = {x, y, z};
+  for (int i = 0; i < 3; ++i)
+    if (counts[i] > HALI_HAL_MAX_WORKGROUP_COUNT)
+      return hali_status_make(
+          HALI_STATUS_OUT_OF_RANGE,
+          "dispatch of executable '%s' export %u '%s': workgroup count %c "
+          "%" PRIu32 " exceeds the maximum of %u per dimension (grid %" PRIu32
+          " x %" PRIu32 " x %" PRIu32 ")",
+          hali_hal_executable_name(executable), ordinal, export_name,
+          "xyz"[i], counts[i], HALI_HAL_MAX_WORKGROUP_COUNT, x, y, z);
+  if (wraps)
+    return hali_status_make(
+        HALI_STATUS_OUT_OF_RANGE,
+        "dispatch of executable '%s' export %u '%s': workgroup count %" PRIu32
+        " x %" PRIu32 " x %" PRIu32
+        " overflows 64 bits (at most %u workgroups per dispatch)",
+        hali_hal_executable_name(executable), ordinal, export_name, x, y, z,
+        HALI_HAL_MAX_WORKGROUPS);
+  return hali_status_make(
+      HALI_STATUS_OUT_OF_RANGE,
+      "dispatch of executable '%s' export %u '%s': workgroup count %" PRIu32
+      " x %" PRIu32 " x %" PRIu32 " = %" PRIu64
+      " workgroups exceeds the maximum of %u per dispatch",
+      hali_hal_executable_name(executable), ordinal, export_name, x, y, z,
+      total, HALI_HAL_MAX_WORKGROUPS);
+}
+
 hali_status_t hali_hal_command_buffer_dispatch(
     hali_hal_command_buffer_t *cb, hali_hal_executable_t *executable,
     uint32_t ordinal, uint32_t workgroup_count_x, uint32_t workgroup_count_y,
@@ -407,6 +444,9 @@ hali_status_t hali_hal_command_buffer_dispatch(
   };
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_dispatch_validate(executable, ordinal, &state));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_dispatch_validate_workgroup_count(
+      executable, ordinal, workgroup_count_x, workgroup_count_y,
+      workgroup_count_z));
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 1));
   hali_hal_command_dispatch_t *cmd;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(

@@ -85,6 +85,9 @@ static hali_status_t hali_hal_replay_dispatch(
   };
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_dispatch_validate(cmd->executable, cmd->ordinal, &check));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_dispatch_validate_workgroup_count(
+      cmd->executable, cmd->ordinal, cmd->workgroup_count[0],
+      cmd->workgroup_count[1], cmd->workgroup_count[2]));
   const hali_hal_executable_export_t *e =
       hali_hal_executable_export(cmd->executable, cmd->ordinal);
   void *ptrs[HALI_HAL_MAX_BINDINGS];
@@ -99,9 +102,11 @@ static hali_status_t hali_hal_replay_dispatch(
     ptrs[i] = p;
     lengths[i] = (size_t)b->length;
   }
+  /* An empty grid (an exact product of 0, never a wrapped one: the count
+   * was validated above) runs nothing. */
   if (!cmd->workgroup_count[0] || !cmd->workgroup_count[1] ||
       !cmd->workgroup_count[2])
-    return HALI_OK; /* an empty grid runs nothing */
+    return HALI_OK;
   hali_kernel_dispatch_state_t dispatch = {
       .workgroup_count_x = cmd->workgroup_count[0],
       .workgroup_count_y = cmd->workgroup_count[1],

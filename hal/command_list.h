@@ -137,6 +137,23 @@ HALI_MUST_USE hali_status_t hali_hal_dispatch_validate(
     const hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_hal_dispatch_bindings_t *state);
 
+/* Checks a dispatch's workgroup count |x| x |y| x |z| against
+ * HALI_HAL_MAX_WORKGROUP_COUNT and HALI_HAL_MAX_WORKGROUPS; OUT_OF_RANGE
+ * naming the executable, the export (|ordinal| must be valid) and the
+ * dimension or product that is too large (or overflows 64 bits). */
+HALI_MUST_USE hali_status_t hali_hal_dispatch_validate_workgroup_count(
+    const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
+    uint32_t y, uint32_t z);
+
+/* Workgroups in the grid of a dispatch that passed
+ * hali_hal_dispatch_validate_workgroup_count: at most
+ * HALI_HAL_MAX_WORKGROUPS, so the product cannot wrap. */
+static inline uint64_t hali_hal_dispatch_workgroup_total(
+    const hali_kernel_dispatch_state_t *dispatch) {
+  return (uint64_t)dispatch->workgroup_count_x * dispatch->workgroup_count_y *
+         dispatch->workgroup_count_z;
+}
+
 /* Marks a finalized command buffer as submitted: FAILED_PRECONDITION if it
  * is not finalized or is one-shot and was submitted before. */
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_begin_submit(

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hal/checked.h"
 #include "hali/base.h"
 #include "vm/ref.h"
 

@@ -165,8 +165,7 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
     }
     device->scratch_size = scratch_size;
   }
-  uint64_t total = (uint64_t)dispatch->workgroup_count_x *
-                   dispatch->workgroup_count_y * dispatch->workgroup_count_z;
+  uint64_t total = hali_hal_dispatch_workgroup_total(dispatch);
   const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
   int64_t t0 = t ? t->now(t->user) : 0;
   hali_status_t status = hali_hal_dispatch_run_workgroups(
@@ -527,9 +526,15 @@ static void hali_hal_device_enqueue(hali_hal_device_t *device,
 static hali_hal_submission_t *hali_hal_submission_allocate(
     hali_hal_submission_kind_t kind, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence, size_t command_buffer_count) {
-  hali_hal_submission_t *sub =
-      calloc(1, sizeof(*sub) +
-                    command_buffer_count * sizeof(hali_hal_command_buffer_t *));
+  /* The caller's array already holds |command_buffer_count| pointers, so
+   * this cannot overflow in practice; checked all the same. */
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(command_buffer_count,
+                             sizeof(hali_hal_command_buffer_t *), &bytes) ||
+      hali_add_overflows_u64(bytes, sizeof(hali_hal_submission_t), &bytes) ||
+      bytes > SIZE_MAX)
+    return NULL;
+  hali_hal_submission_t *sub = calloc(1, (size_t)bytes);
   if (!sub) return NULL;
   sub->kind = kind;
   sub->wait_fence = wait_fence;

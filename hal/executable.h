@@ -19,6 +19,21 @@
 /* Limits of the dispatch interface. */
 #define HALI_HAL_MAX_BINDINGS 32
 #define HALI_HAL_MAX_PUSH_CONSTANTS 64
+/* Workgroup counts both CPU devices accept (checked when a dispatch is
+ * recorded, and again before it runs):
+ *  - each dimension at most HALI_HAL_MAX_WORKGROUP_COUNT (2^31 - 1): what
+ *    every kernel can be told.  The kernel ABI's counts and ids are uint32,
+ *    but the VM's registers and a bytecode kernel's six workgroup
+ *    parameters are i32, so a larger count would reach them negative;
+ *  - x * y * z at most HALI_HAL_MAX_WORKGROUPS (2^32 - 1), computed without
+ *    wrapping.  Every workgroup is one kernel call, so a grid beyond that is
+ *    a mistake rather than work a CPU finishes, and the bound keeps the
+ *    local-task workers' 64-bit chunk counter (which ends at most one
+ *    chunk per worker past the total) far from wrapping.
+ * A zero in any dimension is an empty grid: nothing runs, and that is not
+ * an error (it is the exact product, not a wrapped one). */
+#define HALI_HAL_MAX_WORKGROUP_COUNT 0x7FFFFFFFu
+#define HALI_HAL_MAX_WORKGROUPS 0xFFFFFFFFu
 
 typedef struct hali_hal_executable_export_t {
   const char *name;

@@ -74,6 +74,9 @@ static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
     worker->scratch_size = job->scratch_size;
   }
   while (!atomic_load_explicit(&job->failed, memory_order_relaxed)) {
+    /* |next| ends at most one chunk per worker past |total|, and total <=
+     * HALI_HAL_MAX_WORKGROUPS (2^32 - 1), so neither this add nor
+     * begin + chunk below can wrap. */
     uint64_t begin = atomic_fetch_add(&job->next, job->chunk);
     if (begin >= job->total) break;
     uint64_t end = begin + job->chunk < job->total ? begin + job->chunk
@@ -174,8 +177,7 @@ hali_status_t hali_hal_worker_pool_dispatch(
       .tracer = tracer,
       .scratch_size =
           hali_hal_executable_export(executable, ordinal)->scratch_size,
-      .total = (uint64_t)dispatch->workgroup_count_x *
-               dispatch->workgroup_count_y * dispatch->workgroup_count_z,
+      .total = hali_hal_dispatch_workgroup_total(dispatch),
       .failure = NULL,
       .workers_left = pool->worker_count,
   };

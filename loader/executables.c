@@ -209,9 +209,11 @@ static hali_status_t executable_from_table(
     }
     t->exports[i] = *k;
     t->exports[i].name = x->name;
-    /* The module's workgroup size wins when it declares one. */
-    if (x->workgroup_size[0] * x->workgroup_size[1] * x->workgroup_size[2] != 1 ||
-        !k->workgroup_size[0])
+    /* The module's workgroup size wins when it declares one (anything but
+     * the default [1, 1, 1], tested per dimension: a 32-bit product of the
+     * three can wrap to 1). */
+    if (x->workgroup_size[0] != 1 || x->workgroup_size[1] != 1 ||
+        x->workgroup_size[2] != 1 || !k->workgroup_size[0])
       memcpy(t->exports[i].workgroup_size, x->workgroup_size,
              sizeof(x->workgroup_size));
   }
@@ -530,6 +532,10 @@ typedef struct {
   hali_vm_module_t *module; /* retained; see hali_vm_module_free */
   const hali_vm_func_t **fns;
   const hali_ir_export_t **decls; /* into module->ir, which we keep alive */
+  /* Per export, per parameter: what a store into that input binding is told
+   * ("export @k binding 0, a read-only input binding"); NULL for scalar
+   * parameters.  Built once at load, borrowed by the wrapped buffers. */
+  char ***input_labels;
   _Atomic(hali_vm_stack_t *) stacks[BYTECODE_STACKS];
 } bytecode_executable_t;
 
@@ -537,6 +543,13 @@ static void bytecode_destroy(hali_ref_t *ref) {
   bytecode_executable_t *e = (bytecode_executable_t *)ref;
   for (int i = 0; i < BYTECODE_STACKS; ++i)
     hali_vm_stack_free(atomic_load(&e->stacks[i]));
+  for (uint32_t i = 0; e->input_labels && i < e->base.export_count; ++i) {
+    for (uint32_t k = 0; e->input_labels[i] && k < e->decls[i]->param_count;
+         ++k)
+      free(e->input_labels[i][k]);
+    free(e->input_labels[i]);
+  }
+  free(e->input_labels);
   free(e->fns);
   free(e->decls);
   hali_hal_executable_deinitialize(&e->base);
@@ -570,9 +583,10 @@ static hali_status_t bytecode_run_workgroup(
     hali_value_t *v = &args[a++];
     if (t == HALI_TYPE_NONE) {
       hali_hal_buffer_t *b = NULL;
-      s = hali_hal_buffer_wrap_host(params, d->binding_ptrs[binding],
-                                    d->binding_lengths[binding],
-                                    i < decl->param_count, NULL, NULL, &b);
+      s = hali_hal_buffer_wrap_host(
+          params, d->binding_ptrs[binding], d->binding_lengths[binding],
+          i < decl->param_count ? e->input_labels[ordinal][i] : NULL, NULL,
+          NULL, &b);
       binding++;
       v->type = HALI_TYPE_BUFFER;
       v->ref = (hali_ref_t *)b;
@@ -651,6 +665,51 @@ static hali_status_t bytecode_check(const hali_ir_export_t *x,
   return HALI_OK;
 }
 
+static void bytecode_free_labels(const hali_ir_executable_t *e,
+                                 char ***labels) {
+  for (uint32_t i = 0; labels && i < e->export_count; ++i) {
+    for (uint32_t k = 0; labels[i] && k < e->exports[i].param_count; ++k)
+      free(labels[i][k]);
+    free(labels[i]);
+  }
+  free(labels);
+}
+
+/* The read-only labels of every tensor parameter's binding (B5: a store
+ * into an input binding names the export and the binding, not "module
+ * constant data"). */
+static hali_status_t bytecode_input_labels(const hali_ir_executable_t *e,
+                                           char ****out) {
+  *out = NULL;
+  char ***labels = calloc(e->export_count ? e->export_count : 1,
+                          sizeof(*labels));
+  bool ok = labels != NULL;
+  for (uint32_t i = 0; ok && i < e->export_count; ++i) {
+    const hali_ir_export_t *x = &e->exports[i];
+    labels[i] = calloc(x->param_count ? x->param_count : 1,
+                       sizeof(*labels[i]));
+    ok = labels[i] != NULL;
+    uint32_t binding = 0;
+    for (uint32_t k = 0; ok && k < x->param_count; ++k) {
+      if (x->params[k].type != HALI_TYPE_NONE) continue;
+      char text[256];
+      snprintf(text, sizeof(text),
+               "export @%s binding %u, a read-only input binding", x->name,
+               binding++);
+      labels[i][k] = strdup(text);
+      ok = labels[i][k] != NULL;
+    }
+  }
+  if (!ok) {
+    bytecode_free_labels(e, labels);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of host memory loading executable @%s",
+                            e->name);
+  }
+  *out = labels;
+  return HALI_OK;
+}
+
 static hali_status_t bytecode_load(void *self,
                                    const hali_executable_load_params_t *p,
                                    hali_hal_executable_t **out) {
@@ -680,12 +739,15 @@ static hali_status_t bytecode_load(void *self,
     be->fns[i] = &p->module->funcs[x->function];
     be->decls[i] = x;
   }
+  char ***labels = NULL;
+  if (!s) s = bytecode_input_labels(e, &labels);
   if (!s)
     s = hali_hal_executable_initialize(&be->base, &bytecode_executable_vtable,
                                        e->name, "bytecode", meta,
                                        e->export_count);
   free(meta);
   if (s) {
+    bytecode_free_labels(e, labels);
     if (be) {
       free(be->fns);
       free(be->decls);
@@ -693,6 +755,7 @@ static hali_status_t bytecode_load(void *self,
     free(be);
     return s;
   }
+  be->input_labels = labels;
   be->module = p->module;
   hali_vm_module_retain(p->module);
   *out = &be->base;

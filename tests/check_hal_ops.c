@@ -1660,6 +1660,283 @@ START_TEST(fence_await_timeouts) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Boundary values of every size, offset, count and timeline computation the
+ * HAL ops make (issue 11): ranges, workgroup counts, fence offsets, and the
+ * message a bytecode kernel gets for a store into an input binding (B5). */
+
+static const char limits_text[] =
+    "executable @g format \"bytecode\" {\n"
+    "  export @noop() -> () function @noop_kernel\n"
+    "  export @poke(f32, tensor<?xf32>, tensor<?xf32>) -> (tensor<?xf32>) "
+    "function @poke_kernel\n"
+    "}\n"
+    "rodata @seq = i8[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]\n"
+    /* One range operation on a 16-byte buffer, selected by |site|. */
+    "func @range(%site: i32, %off: i64, %len: i64) -> i32 {\n" PRELUDE
+    "  %b = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %o = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %cmd = hal.command_buffer.create %device, %one32, %one32\n"
+    "  %three32 = const.i32 3\n"
+    "  %dcmd = hal.command_buffer.create %device, %one32, %three32\n"
+    "  switch %site, ^sub, [^sub, ^fill, ^copy, ^update, ^rodata, ^bind]\n"
+    "^sub:\n"
+    "  %s = hal.buffer.subspan %b, %off, %len\n"
+    "  return %one32\n"
+    "^fill:\n"
+    "  hal.command_buffer.fill %cmd, %b, %off, %len, %zero32, %one32\n"
+    "  return %one32\n"
+    "^copy:\n"
+    "  hal.command_buffer.copy %cmd, %b, %off, %o, %z, %len\n"
+    "  return %one32\n"
+    "^update:\n"
+    "  hal.command_buffer.update %cmd, @seq, %z, %b, %off, %len\n"
+    "  return %one32\n"
+    "^rodata:\n"
+    "  hal.command_buffer.update %cmd, @seq, %off, %b, %z, %len\n"
+    "  return %one32\n"
+    "^bind:\n"
+    "  hal.command_buffer.push_descriptor_set %dcmd, %zero32, %b, %off, %len\n"
+    "  return %one32\n"
+    "}\n"
+    /* Records (never submits) a dispatch of @noop over x * y * z. */
+    "func @grid(%gx: i32, %gy: i32, %gz: i32) -> i32 {\n" PRELUDE
+    "  %two32 = const.i32 2\n"
+    "  %cmd = hal.command_buffer.create %device, %one32, %two32\n"
+    "  %exe = hal.executable.get @g\n"
+    "  hal.command_buffer.dispatch %cmd, %exe, %zero32, %gx, %gy, %gz\n"
+    "  return %one32\n"
+    "}\n"
+    /* A fence at value 1 raised by %a, then %b, then %c; signalled and
+     * queried (0 = reached). */
+    "func @offsets(%a: i64, %b: i64, %c: i64) -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %f = hal.fence.offset %f, %a\n"
+    "  %f = hal.fence.offset %f, %b\n"
+    "  %f = hal.fence.offset %f, %c\n"
+    "  hal.fence.signal %f\n"
+    "  %q = hal.fence.query %f\n"
+    "  return %q\n"
+    "}\n"
+    /* Points at 2^63 + |a| and 2^63 + |b| on one timeline: the first is
+     * signalled, both are queried. */
+    "func @top(%a: i64, %b: i64) -> (i32, i32) {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %max = const.i64 0x7fffffffffffffff\n"
+    "  %f = hal.fence.offset %f, %max\n"
+    "  %g = hal.fence.offset %f, %a\n"
+    "  %h = hal.fence.offset %f, %b\n"
+    "  hal.fence.signal %g\n"
+    "  %qg = hal.fence.query %g\n"
+    "  %qh = hal.fence.query %h\n"
+    "  return %qg, %qh\n"
+    "}\n"
+    /* A view of shape [%d0, %d1] and element type %et over 16 bytes. */
+    "func @view(%d0: i64, %d1: i64, %et: i32) -> i64 {\n" PRELUDE
+    "  %b = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %v = hal.buffer_view.create %b, %et, %one32, [%d0, %d1]\n"
+    "  %n = hal.buffer_view.dim %v, %one32\n"
+    "  return %n\n"
+    "}\n"
+    /* B5: @poke stores into its input binding 1 (%y). */
+    "func @poke() -> i32 {\n" PRELUDE
+    "  %b = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %three32 = const.i32 3\n"
+    "  %two32 = const.i32 2\n"
+    "  %cmd = hal.command_buffer.create %device, %one32, %two32\n"
+    "  hal.command_buffer.push_constants %cmd, %zero32, [%one32]\n"
+    "  hal.command_buffer.push_descriptor_set %cmd, %zero32, %b, %z, %c16\n"
+    "  hal.command_buffer.push_descriptor_set %cmd, %one32, %b, %z, %c16\n"
+    "  hal.command_buffer.push_descriptor_set %cmd, %two32, %b, %z, %c16\n"
+    "  %exe = hal.executable.get @g\n"
+    "  hal.command_buffer.dispatch %cmd, %exe, %one32, %one32, %one32, "
+    "%one32\n" SUBMIT
+    "  return %st\n"
+    "}\n"
+    "func @noop_kernel(%wg_x: i32, %wg_y: i32, %wg_z: i32, %count_x: i32, "
+    "%count_y: i32, %count_z: i32) {\n"
+    "  return\n"
+    "}\n"
+    "func @poke_kernel(%a: f32, %x: !hal.buffer, %y: !hal.buffer, "
+    "%out: !hal.buffer, %wg_x: i32, %wg_y: i32, %wg_z: i32, %count_x: i32, "
+    "%count_y: i32, %count_z: i32) {\n"
+    "  %off = const.i64 4\n"
+    "  %v = hal.buffer.load.f32 %x, %off\n"
+    "  hal.buffer.store.f32 %out, %off, %v\n"
+    "  hal.buffer.store.f32 %y, %off, %v\n"
+    "  return\n"
+    "}\n";
+
+START_TEST(range_ops_boundaries) {
+  /* i64 operands reach the HAL as 0 .. 2^63-1 (negative ones are refused
+   * by name), so offset + length is at most 2^64-2 and never wraps; the
+   * boundaries that matter are around the 16-byte length and 2^63. */
+  static const struct {
+    const char *what, *offset_name, *length_name;
+  } sites[] = {
+      {"subspan", "subspan offset", "subspan length"},
+      {"fill target", "fill offset", "fill length"},
+      {"copy source", "copy source offset", "copy length"},
+      {"update target", "update target offset", "update length"},
+      {NULL, "update source offset", "update length"}, /* rodata @seq */
+      {"binding 0", "binding offset", "binding length"},
+  };
+  static const struct {
+    int64_t offset, length;
+    bool fits;
+  } cases[] = {
+      {0, 0, true},          {0, 1, true},         {0, 15, true},
+      {0, 16, true},         {1, 15, true},        {15, 1, true},
+      {16, 0, true},         {0, 17, false},       {1, 16, false},
+      {16, 1, false},        {17, 0, false},       {INT64_MAX, 0, false},
+      {INT64_MAX, 1, false}, {1, INT64_MAX, false}, {INT64_MAX, INT64_MAX, false},
+      {-1, 0, false},        {0, -1, false},       {INT64_MIN, 4, false},
+  };
+  for (size_t i = 0; i < COUNT_OF(sites); ++i) {
+    for (size_t c = 0; c < COUNT_OF(cases); ++c) {
+      int64_t off = cases[c].offset, len = cases[c].length;
+      hali_value_t r[1] = {{0}};
+      hali_status_t st = run_hal(limits_text, "range",
+                                 ARGS(I32(i), I64(off), I64(len)), r, 1);
+      if (cases[c].fits) {
+        char *t = st ? hali_status_to_string(st) : NULL;
+        ck_assert_msg(!st, "site %zu (%lld, %lld): %s", i, (long long)off,
+                      (long long)len, t);
+        continue;
+      }
+      char want[256];
+      if (off < 0)
+        snprintf(want, sizeof want, "%s %lld is negative",
+                 sites[i].offset_name, (long long)off);
+      else if (len < 0)
+        snprintf(want, sizeof want, "%s %lld is negative",
+                 sites[i].length_name, (long long)len);
+      else if (!sites[i].what)
+        snprintf(want, sizeof want,
+                 "update reads [%lld, %lld + %lld) of rodata @seq which has "
+                 "16 bytes",
+                 (long long)off, (long long)off, (long long)len);
+      else if (i == 3 && len > 16) /* the 16-byte source is checked first */
+        snprintf(want, sizeof want,
+                 "update reads [0, 0 + %lld) of rodata @seq which has 16 "
+                 "bytes",
+                 (long long)len);
+      else
+        snprintf(want, sizeof want,
+                 "%s: range [offset %lld, length %lld] exceeds the buffer "
+                 "length 16",
+                 sites[i].what, (long long)off, (long long)len);
+      check_error(__FILE__, __LINE__, st, HALI_STATUS_OUT_OF_RANGE, want,
+                  "range");
+    }
+  }
+}
+END_TEST
+
+START_TEST(dispatch_workgroup_count_limits) {
+  /* Recorded only: accepted grids are not run. */
+  EXPECT_I32(limits_text, "grid", 1, I32(0), I32(0), I32(0));
+  EXPECT_I32(limits_text, "grid", 1, I32(1), I32(1), I32(1));
+  EXPECT_I32(limits_text, "grid", 1, I32(INT32_MAX), I32(1), I32(1));
+  EXPECT_I32(limits_text, "grid", 1, I32(INT32_MAX), I32(2), I32(1));
+  /* 65535 x 65537 = 2^32 - 1: the largest grid. */
+  EXPECT_I32(limits_text, "grid", 1, I32(65535), I32(65537), I32(1));
+  /* A zero dimension is an empty grid, whatever the others are. */
+  EXPECT_I32(limits_text, "grid", 1, I32(INT32_MAX), I32(INT32_MAX), I32(0));
+  EXPECT_ERROR(limits_text, "grid", HALI_STATUS_OUT_OF_RANGE,
+               "dispatch of executable 'g' export 0 'noop': workgroup count "
+               "65536 x 65536 x 1 = 4294967296 workgroups exceeds the maximum "
+               "of 4294967295 per dispatch",
+               I32(65536), I32(65536), I32(1));
+  EXPECT_ERROR(limits_text, "grid", HALI_STATUS_OUT_OF_RANGE,
+               "workgroup count 65536 x 65536 x 65536 = 281474976710656 "
+               "workgroups exceeds the maximum of 4294967295 per dispatch",
+               I32(65536), I32(65536), I32(65536));
+  /* 2^22 x 2^21 x 2^21 = 2^64 exactly: wrapped, it would be 0 ("run
+   * nothing and succeed"). */
+  EXPECT_ERROR(limits_text, "grid", HALI_STATUS_OUT_OF_RANGE,
+               "workgroup count 4194304 x 2097152 x 2097152 overflows 64 "
+               "bits (at most 4294967295 workgroups per dispatch)",
+               I32(4194304), I32(2097152), I32(2097152));
+  EXPECT_ERROR(limits_text, "grid", HALI_STATUS_OUT_OF_RANGE,
+               "workgroup count 2147483647 x 2147483647 x 2147483647 "
+               "overflows 64 bits",
+               I32(INT32_MAX), I32(INT32_MAX), I32(INT32_MAX));
+  /* Negative counts (which a cast would make 2^32 - n) are named. */
+  EXPECT_ERROR(limits_text, "grid", HALI_STATUS_OUT_OF_RANGE,
+               "dispatch of executable 'g' export 0 'noop': workgroup count "
+               "x is -1 (negative; grid -1 x 1 x 1)",
+               I32(-1), I32(1), I32(1));
+  EXPECT_ERROR(limits_text, "grid", HALI_STATUS_OUT_OF_RANGE,
+               "workgroup count z is -2147483648 (negative",
+               I32(1), I32(1), I32(INT32_MIN));
+}
+END_TEST
+
+START_TEST(fence_offset_timeline_limits) {
+  /* 1 + (2^63 - 1) + (2^63 - 1) = 2^64 - 1: the last value, legal. */
+  EXPECT_I32(limits_text, "offsets", 0, I64(0), I64(INT64_MAX), I64(INT64_MAX));
+  EXPECT_I32(limits_text, "offsets", 0, I64(INT64_MAX), I64(INT64_MAX), I64(0));
+  EXPECT_I32(limits_text, "offsets", 0, I64(1), I64(INT64_MAX - 1),
+             I64(INT64_MAX));
+  /* One more is past 2^64-1: an error, never a wrap to 0 (which would read
+   * as reached before anything is signalled). */
+  EXPECT_ERROR(limits_text, "offsets", HALI_STATUS_OUT_OF_RANGE,
+               "point 0 value 18446744073709551615 + offset 1 is past "
+               "2^64-1",
+               I64(INT64_MAX), I64(INT64_MAX), I64(1));
+  EXPECT_ERROR(limits_text, "offsets", HALI_STATUS_OUT_OF_RANGE,
+               "value 18446744073709551615 + offset 9223372036854775807 is "
+               "past 2^64-1",
+               I64(INT64_MAX), I64(INT64_MAX), I64(INT64_MAX));
+  EXPECT_ERROR(limits_text, "offsets", HALI_STATUS_OUT_OF_RANGE,
+               "fence offset -1 is negative", I64(0), I64(0), I64(-1));
+  /* 2^64-1 is a legal payload (hali keeps failures out of the value):
+   * signalling to it reaches every point at or below it... */
+  EXPECT_RESULTS(limits_text, "top", ARGS(I64(INT64_MAX), I64(INT64_MAX - 1)),
+                 WANT(I32(0), I32(0)));
+  /* ... and a point above the signalled value stays unreached. */
+  EXPECT_RESULTS(limits_text, "top", ARGS(I64(INT64_MAX - 1), I64(INT64_MAX)),
+                 WANT(I32(0), I32(HALI_STATUS_DEADLINE_EXCEEDED)));
+}
+END_TEST
+
+START_TEST(buffer_view_size_limits) {
+  const uint32_t i8 = 0x10000008u, f32 = 0x21000020u;
+  EXPECT_I64(limits_text, "view", 1, I64(4), I64(1), I32(f32));
+  EXPECT_I64(limits_text, "view", 4, I64(4), I64(4), I32(i8));
+  EXPECT_I64(limits_text, "view", INT64_MAX, I64(0), I64(INT64_MAX), I32(f32));
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_OUT_OF_RANGE,
+               "buffer view needs 20 bytes but the buffer has 16", I64(5),
+               I64(1), I32(f32));
+  /* 2^32 x 2^32 = 2^64 elements: would wrap to an empty view. */
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_OUT_OF_RANGE,
+               "element count overflows 64 bits at dim 1 (4294967296 x "
+               "4294967296)",
+               I64(INT64_C(1) << 32), I64(INT64_C(1) << 32), I32(i8));
+  /* B3's dim: 2^62 + 4 f32 elements would wrap to 16 bytes. */
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_OUT_OF_RANGE,
+               "byte size overflows 64 bits (4611686018427387908 elements of "
+               "4 bytes)",
+               I64((INT64_C(1) << 62) + 4), I64(1), I32(f32));
+  EXPECT_ERROR(limits_text, "view", HALI_STATUS_INVALID_ARGUMENT,
+               "dim 1 is negative (-1)", I64(4), I64(-1), I32(f32));
+}
+END_TEST
+
+START_TEST(bytecode_store_into_input_binding) {
+  /* B5: the message names the export and the binding (binding 1: the
+   * scalar parameter before it has no binding), not "module constant
+   * data". */
+  EXPECT_ERROR_NOARGS(limits_text, "poke", HALI_STATUS_PERMISSION_DENIED,
+                      "store of 4 bytes at offset 4: buffer of 16 bytes is "
+                      "read-only (export @poke binding 1, a read-only input "
+                      "binding)");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 
 void check_hal_ops_add_tcases(Suite *s) {
   TCase *tc = tcase_create("hal_buffers");
@@ -1702,5 +1979,14 @@ void check_hal_ops_add_tcases(Suite *s) {
   tcase_add_test(tc, fence_create_null_join_signal_query);
   tcase_add_test(tc, fence_fail_keeps_first_failure);
   tcase_add_test(tc, fence_await_timeouts);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("hal_limits");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, range_ops_boundaries);
+  tcase_add_test(tc, dispatch_workgroup_count_limits);
+  tcase_add_test(tc, fence_offset_timeline_limits);
+  tcase_add_test(tc, buffer_view_size_limits);
+  tcase_add_test(tc, bytecode_store_into_input_binding);
   suite_add_tcase(s, tc);
 }

@@ -865,6 +865,25 @@ START_TEST(test_too_many_push_constants) {
 }
 END_TEST
 
+/* A workgroup size the module declares wins over the kernel table's, also
+ * when its product wraps to 1 in 32 bits (3 x 3 x 954437177 = 2^33 + 1):
+ * "declared" is decided per dimension, not by a product. */
+START_TEST(test_declared_workgroup_size_product_wraps) {
+  static const char *const exe =
+      "executable @k format \"static\" library \"test_static\" {\n"
+      "  export @affine" SIG_AFFINE " workgroup_size [4, 1, 1]\n"
+      "  export @fail" SIG_FAIL " workgroup_size [3, 3, 954437177]\n"
+      "}\n";
+  hali_vm_module_t *m = load(exe);
+  const hali_hal_executable_export_t *x =
+      hali_hal_executable_export(m->executables[0], 1);
+  ck_assert_uint_eq(x->workgroup_size[0], 3);
+  ck_assert_uint_eq(x->workgroup_size[1], 3);
+  ck_assert_uint_eq(x->workgroup_size[2], 954437177);
+  hali_vm_module_free(m);
+}
+END_TEST
+
 /* Binding ranges and counts are checked when recorded, so a kernel never
  * sees a bad one. */
 START_TEST(test_binding_out_of_range) {
@@ -1232,6 +1251,7 @@ static Suite *loaders_suite(void) {
   tcase_add_test(tc, test_ffi_parameter_order);
   tcase_add_test(tc, test_too_many_push_constants);
   tcase_add_test(tc, test_binding_out_of_range);
+  tcase_add_test(tc, test_declared_workgroup_size_product_wraps);
   tcase_add_test(tc, test_unsupported_format);
   suite_add_tcase(s, tc);
 

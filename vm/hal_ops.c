@@ -142,7 +142,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     hali_vm_module_t *m = st->module;
     hali_hal_buffer_t *b = NULL;
     HALI_RETURN_IF_ERROR(
-        hali_hal_buffer_wrap_host(params, r->data, r->size, true,
+        hali_hal_buffer_wrap_host(params, r->data, r->size,
+                                  "module constant data",
                                   release_module, m, &b),
         "rodata @%s", r->name);
     hali_vm_module_retain(m);
@@ -393,6 +394,21 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     break;
   }
   case HALI_OP_HAL_COMMAND_BUFFER_DISPATCH:
+    /* Counts live in i32 registers: a negative one is a mistake, not
+     * 2^32 - n workgroups. */
+    for (int k = 3; k <= 5; ++k) {
+      if (I32(k) >= 0) continue;
+      hali_hal_executable_t *x = REF(hali_hal_executable_t, 1);
+      const hali_hal_executable_export_t *e =
+          hali_hal_executable_export(x, U32(2));
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "dispatch of executable '%s' export %u '%s': "
+                              "workgroup count %c is %d (negative; grid %d x "
+                              "%d x %d)",
+                              hali_hal_executable_name(x), U32(2),
+                              e ? e->name : "?", "xyz"[k - 3], I32(k), I32(3),
+                              I32(4), I32(5));
+    }
     s = hali_hal_command_buffer_dispatch(
         REF(hali_hal_command_buffer_t, 0), REF(hali_hal_executable_t, 1),
         U32(2), U32(3), U32(4), U32(5));
@@ -500,7 +516,16 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
       hali_hal_semaphore_t *sem;
       uint64_t value;
       hali_hal_fence_point(from, i, &sem, &value);
-      hali_status_t s2 = hali_hal_fence_insert(f, sem, value + (uint64_t)delta);
+      uint64_t raised;
+      hali_status_t s2 =
+          hali_add_overflows_u64(value, (uint64_t)delta, &raised)
+              ? hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                                 "hal.fence.offset of fence #%u: point %zu "
+                                 "value %llu + offset %lld is past 2^64-1 "
+                                 "(timeline values never wrap)",
+                                 ((hali_ref_t *)from)->id, i,
+                                 (unsigned long long)value, (long long)delta)
+              : hali_hal_fence_insert(f, sem, raised);
       if (s2) {
         hali_hal_fence_release(f);
         return s2;

@@ -37,7 +37,10 @@ extern "C" {
 
 /* Per-dispatch state, shared by every workgroup of one dispatch. */
 typedef struct hali_kernel_dispatch_state_t {
-  /* Number of workgroups in each dimension (each >= 1). */
+  /* Number of workgroups in each dimension (each >= 1).  The devices
+   * accept at most 2^31 - 1 per dimension and 2^32 - 1 in all (x * y * z,
+   * never wrapped), so the linear workgroup index
+   * (z * count_y + y) * count_x + x fits in a uint32_t. */
   uint32_t workgroup_count_x;
   uint32_t workgroup_count_y;
   uint32_t workgroup_count_z;

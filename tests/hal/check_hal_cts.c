@@ -344,6 +344,42 @@ START_TEST(test_queue_order_and_parking) {
 }
 END_TEST
 
+/* Queue work chained through the top of a timeline: a submission signals
+ * 2^64-2, the next waits on it and signals 2^64-1 (a legal payload), and a
+ * third waits on that.  Signalling the top point again leaves the
+ * timeline there. */
+START_TEST(test_queue_top_of_timeline) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *a = cts_buffer(device, 4), *b = cts_buffer(device, 4);
+  hali_hal_semaphore_t *sem = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(UINT64_MAX - 3, &sem));
+  hali_hal_fence_t *f2 = NULL, *f1 = NULL, *done = NULL;
+  HALI_CK_OK(hali_hal_fence_create_at(sem, UINT64_MAX - 1, &f2));
+  HALI_CK_OK(hali_hal_fence_create_at(sem, UINT64_MAX, &f1));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done));
+  cts_submit_fill(device, NULL, f2, a, 0x11);
+  cts_submit_fill(device, f2, f1, b, 0x22);
+  HALI_CK_OK(hali_hal_device_queue_execute(device, f1, done, NULL, 0));
+  HALI_CK_OK(hali_hal_fence_await(done, 5000 * 1000000LL));
+  ck_assert_uint_eq(hali_test_byte(a, 3), 0x11);
+  ck_assert_uint_eq(hali_test_byte(b, 3), 0x22);
+  uint64_t value = 0;
+  HALI_CK_OK(hali_hal_semaphore_query(sem, &value));
+  ck_assert_uint_eq(value, UINT64_MAX);
+  HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, f1, NULL, 0));
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  HALI_CK_OK(hali_hal_semaphore_query(sem, &value));
+  ck_assert_uint_eq(value, UINT64_MAX);
+  hali_hal_fence_release(f2);
+  hali_hal_fence_release(f1);
+  hali_hal_fence_release(done);
+  hali_hal_semaphore_release(sem);
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(b);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 START_TEST(test_wait_failure_propagates) {
   hali_hal_device_t *device = cts_device(_i);
   hali_hal_buffer_t *buffer = cts_buffer(device, 8);
@@ -473,6 +509,58 @@ START_TEST(test_dispatch_multi_workgroup) {
                                         100 * z);
         }
       }
+  cts_release_dispatch(&b);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* Grids whose x * y * z would wrap (to 0: "run nothing and succeed") or
+ * exceed the limits are refused when recorded, on every device; an exact
+ * empty grid runs nothing; the valid dispatch beside them runs once. */
+START_TEST(test_dispatch_grid_limits) {
+  hali_hal_device_t *device = cts_device(_i);
+  dispatch_buffers_t b = {
+      .in = cts_buffer(device, N * 4),
+      .out = cts_buffer(device, N * 4),
+      .visits = cts_buffer(device, WG * 4),
+      .workers = cts_buffer(device, WG * 4),
+  };
+  cts_set_bytes(b.visits, 0);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  uint32_t constants[2] = {1, 0};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+  hali_hal_buffer_binding_t bindings[4] = {
+      {0, b.in, 0, HALI_HAL_WHOLE_BUFFER},
+      {1, b.out, 0, HALI_HAL_WHOLE_BUFFER},
+      {2, b.visits, 0, WG * 4},
+      {3, b.workers, 0, WG * 4},
+  };
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 4));
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_dispatch(cb, exe, 0, 4194304, 2097152, 2097152),
+      HALI_STATUS_OUT_OF_RANGE,
+      "dispatch of executable 'cts_kernels' export 0 'scale': workgroup "
+      "count 4194304 x 2097152 x 2097152 overflows 64 bits");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_dispatch(cb, exe, 0, 65536, 65536, 65536),
+      HALI_STATUS_OUT_OF_RANGE,
+      "65536 x 65536 x 65536 = 281474976710656 workgroups exceeds the "
+      "maximum of 4294967295 per dispatch");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_dispatch(cb, exe, 0, UINT32_MAX, 1, 1),
+      HALI_STATUS_OUT_OF_RANGE,
+      "workgroup count x 4294967295 exceeds the maximum of 2147483647");
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 0, GY, GZ));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, GX, GY, GZ));
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(cb), 4);
+  hali_hal_executable_release(exe);
+  HALI_CK_OK(cts_run(device, cb));
+  uint32_t visits[WG];
+  HALI_CK_OK(hali_hal_buffer_read(b.visits, 0, visits, sizeof(visits)));
+  for (uint32_t wg = 0; wg < WG; ++wg)
+    ck_assert_msg(visits[wg] == 1, "%s: workgroup %u ran %u times",
+                  cts_configs[_i].label, wg, visits[wg]);
   cts_release_dispatch(&b);
   hali_hal_device_release(device);
 }
@@ -627,7 +715,6 @@ START_TEST(test_alloca_dealloca_order) {
   HALI_CK_STATUS(hali_hal_device_queue_dealloca(device, NULL, NULL, span),
                  HALI_STATUS_INVALID_ARGUMENT, "subspan");
   hali_hal_buffer_release(span);
-  hali_hal_fence_release(again);
   hali_hal_buffer_release(buffer);
   hali_hal_fence_release(gate);
   hali_hal_fence_release(allocated);
@@ -724,12 +811,14 @@ static Suite *hal_cts_suite(void) {
   tc = tcase_create("queue");
   add_device_tests(tc, test_queue_order_and_parking);
   add_device_tests(tc, test_wait_failure_propagates);
+  add_device_tests(tc, test_queue_top_of_timeline);
   add_device_tests(tc, test_device_release_drains);
   add_device_tests(tc, test_any_wait_point_failure_fails_fast);
   suite_add_tcase(s, tc);
   tc = tcase_create("dispatch");
   add_device_tests(tc, test_dispatch_multi_workgroup);
   add_device_tests(tc, test_dispatch_kernel_failure);
+  add_device_tests(tc, test_dispatch_grid_limits);
   add_device_tests(tc, test_dispatch_usage_and_mapping);
   add_device_tests(tc, test_dispatch_uncommitted_binding);
   tcase_add_test(tc, test_dispatch_identical_across_devices);

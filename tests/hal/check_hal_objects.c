@@ -72,6 +72,59 @@ START_TEST(test_allocator_limit) {
 }
 END_TEST
 
+/* Allocation sizes at the boundaries of the limit and of the address
+ * space: the reservation arithmetic never wraps, and a refusal leaves the
+ * statistics as they were. */
+START_TEST(test_allocator_size_boundaries) {
+  hali_hal_allocator_params_t params = {.max_bytes = 1000};
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(&params, &allocator));
+  hali_hal_buffer_t *live = hali_test_allocate(allocator, 600);
+  static const struct {
+    uint64_t size;
+    const char *error; /* RESOURCE_EXHAUSTED text; NULL: fits */
+  } cases[] = {
+      {0, NULL},
+      {1, NULL},
+      {399, NULL},
+      {400, NULL},
+      {401, "allocating 401 bytes would exceed the allocator limit of 1000 "
+            "bytes (600 bytes live)"},
+      {1000, "allocating 1000 bytes would exceed"},
+      {1001, "allocating 1001 bytes would exceed"},
+      /* 600 live + this would wrap past 2^64 to a small number. */
+      {UINT64_MAX - 599, "would exceed the allocator limit"},
+      {UINT64_MAX - 64, "would exceed the allocator limit"},
+      /* Rounding up to 64 bytes would wrap: refused before any rounding. */
+      {UINT64_MAX - 63, "allocation of 18446744073709551552 bytes exceeds "
+                        "the host address space"},
+      {UINT64_MAX, "allocation of 18446744073709551615 bytes exceeds the "
+                   "host address space"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hali_hal_buffer_t *b = NULL;
+    hali_status_t s = hali_hal_allocator_allocate_buffer(
+        allocator, hali_test_host_params(), cases[i].size, &b);
+    if (!cases[i].error) {
+      HALI_CK_OK(s);
+      ck_assert_uint_eq(hali_hal_buffer_length(b), cases[i].size);
+      hali_hal_buffer_release(b);
+    } else {
+      hali_test_check_status(s, HALI_STATUS_RESOURCE_EXHAUSTED, "allocate",
+                             __FILE__, __LINE__,
+                             (const char *const[]){cases[i].error, NULL});
+      ck_assert_ptr_null(b);
+    }
+    hali_hal_allocator_statistics_t st;
+    hali_hal_allocator_query_statistics(allocator, &st);
+    ck_assert_uint_eq(st.bytes_live, 600);
+    ck_assert_uint_eq(st.allocations_live, 1);
+  }
+  hali_hal_buffer_release(live);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
 START_TEST(test_allocator_bits) {
   hali_hal_allocator_t *allocator = NULL;
   HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
@@ -332,6 +385,57 @@ START_TEST(test_view_size_errors) {
 }
 END_TEST
 
+/* View sizes at the 64-bit boundary: dims multiply, then times the element
+ * size; products of exactly 2^64 overflow, 2^64 - 8 does not. */
+START_TEST(test_view_size_boundaries) {
+  static const struct {
+    size_t rank;
+    hali_hal_dim_t dims[3];
+    hali_hal_element_type_t type;
+    uint64_t bytes;    /* when |error| is NULL */
+    const char *error; /* OUT_OF_RANGE text */
+  } cases[] = {
+      {1, {0}, HALI_HAL_ELEMENT_TYPE_FLOAT_32, 0, NULL},
+      {1, {1}, HALI_HAL_ELEMENT_TYPE_FLOAT_32, 4, NULL},
+      {3, {0, INT64_MAX, INT64_MAX}, HALI_HAL_ELEMENT_TYPE_FLOAT_64, 0, NULL},
+      {1, {INT64_MAX}, HALI_HAL_ELEMENT_TYPE_INT_8, (uint64_t)INT64_MAX, NULL},
+      {2, {INT64_C(1) << 32, (INT64_C(1) << 32) - 1},
+       HALI_HAL_ELEMENT_TYPE_INT_8, UINT64_MAX - UINT32_MAX, NULL},
+      {1, {(INT64_C(1) << 61) - 1}, HALI_HAL_ELEMENT_TYPE_FLOAT_64,
+       UINT64_MAX - 7, NULL}, /* 2^64 - 8 */
+      /* 2^32 x 2^32 = 2^64 elements. */
+      {2, {INT64_C(1) << 32, INT64_C(1) << 32}, HALI_HAL_ELEMENT_TYPE_INT_8, 0,
+       "element count overflows 64 bits at dim 1 (4294967296 x 4294967296)"},
+      {3, {2, INT64_MAX, 2}, HALI_HAL_ELEMENT_TYPE_INT_8, 0,
+       "element count overflows 64 bits at dim 2 (18446744073709551614 x 2)"},
+      /* 2^61 f64 = 2^64 bytes. */
+      {1, {INT64_C(1) << 61}, HALI_HAL_ELEMENT_TYPE_FLOAT_64, 0,
+       "byte size overflows 64 bits (2305843009213693952 elements of 8 "
+       "bytes)"},
+      /* Seed audit B3: 2^62 + 4 f32 elements would wrap to 16 bytes. */
+      {1, {(INT64_C(1) << 62) + 4}, HALI_HAL_ELEMENT_TYPE_FLOAT_32, 0,
+       "byte size overflows 64 bits (4611686018427387908 elements of 4 "
+       "bytes)"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    hali_hal_device_size_t size = 12345;
+    hali_status_t s = hali_hal_buffer_compute_view_size(
+        cases[i].rank, cases[i].dims, cases[i].type,
+        HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &size);
+    if (!cases[i].error) {
+      char *text = s ? hali_status_to_string(s) : NULL;
+      ck_assert_msg(!s, "case %zu: %s", i, text);
+      ck_assert_uint_eq(size, cases[i].bytes);
+      continue;
+    }
+    ck_assert_uint_eq(size, 0);
+    hali_test_check_status(s, HALI_STATUS_OUT_OF_RANGE, "view size", __FILE__,
+                           __LINE__, (const char *const[]){cases[i].error,
+                                                           NULL});
+  }
+}
+END_TEST
+
 /* ---- executables ---- */
 
 static int noop_kernel(const hali_kernel_dispatch_state_t *d,
@@ -526,6 +630,285 @@ START_TEST(test_record_dispatch_validation) {
 }
 END_TEST
 
+/* Push-constant ranges [offset, offset + count) against the 64 slots and
+ * binding ordinals and counts against the 32 slots, at the boundaries
+ * (offset + count never wraps in 32 bits). */
+START_TEST(test_record_interface_boundaries) {
+  static uint32_t values[64];
+  static const struct {
+    uint32_t offset, count;
+    bool fits;
+  } pc[] = {
+      {0, 0, true},          {0, 1, true},   {0, 64, true},
+      {63, 1, true},         {64, 0, true},  {0, 65, false},
+      {64, 1, false},        {65, 0, false}, {1, UINT32_MAX, false},
+      {UINT32_MAX, 1, false}, {UINT32_MAX, UINT32_MAX, false},
+  };
+  for (size_t i = 0; i < sizeof(pc) / sizeof(pc[0]); ++i) {
+    hali_status_t s = hali_hal_command_buffer_push_constants(
+        rf.cb, pc[i].offset, values, pc[i].count);
+    if (pc[i].fits) {
+      HALI_CK_OK(s);
+      continue;
+    }
+    char want[96];
+    snprintf(want, sizeof(want), "push constants [%u, %u + %u) exceed the 64 "
+             "available", pc[i].offset, pc[i].offset, pc[i].count);
+    hali_test_check_status(s, HALI_STATUS_OUT_OF_RANGE, "push_constants",
+                           __FILE__, __LINE__,
+                           (const char *const[]){want, NULL});
+  }
+  hali_hal_buffer_binding_t b = {HALI_HAL_MAX_BINDINGS - 1, rf.buffer, 0, 64};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1));
+  b.ordinal = HALI_HAL_MAX_BINDINGS;
+  HALI_CK_STATUS(hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1),
+                 HALI_STATUS_OUT_OF_RANGE,
+                 "binding ordinal 32 exceeds the maximum of 31");
+  b.ordinal = UINT32_MAX;
+  HALI_CK_STATUS(hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1),
+                 HALI_STATUS_OUT_OF_RANGE,
+                 "binding ordinal 4294967295 exceeds the maximum of 31");
+  hali_hal_buffer_binding_t many[HALI_HAL_MAX_BINDINGS + 1];
+  for (uint32_t i = 0; i <= HALI_HAL_MAX_BINDINGS; ++i)
+    many[i] = (hali_hal_buffer_binding_t){i, rf.buffer, 0, 64};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(
+      rf.cb, many, HALI_HAL_MAX_BINDINGS));
+  HALI_CK_STATUS(hali_hal_command_buffer_push_descriptor_set(
+                     rf.cb, many, HALI_HAL_MAX_BINDINGS + 1),
+                 HALI_STATUS_OUT_OF_RANGE,
+                 "push_descriptor_set of 33 bindings exceeds the maximum of "
+                 "32");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_descriptor_set(rf.cb, many, UINT32_MAX),
+      HALI_STATUS_OUT_OF_RANGE, "of 4294967295 bindings exceeds");
+}
+END_TEST
+
+/* Workgroup counts: each dimension against HALI_HAL_MAX_WORKGROUP_COUNT,
+ * the product (computed without wrapping) against HALI_HAL_MAX_WORKGROUPS;
+ * export 1 'second' needs no bindings or constants. */
+START_TEST(test_record_dispatch_workgroup_limits) {
+  static const struct {
+    uint32_t x, y, z;
+    const char *error; /* NULL: accepted */
+  } cases[] = {
+      {0, 0, 0, NULL},
+      {1, 1, 1, NULL},
+      {0, UINT32_MAX, UINT32_MAX, "workgroup count y 4294967295 exceeds the "
+                                  "maximum of 2147483647 per dimension"},
+      {HALI_HAL_MAX_WORKGROUP_COUNT - 1, 1, 1, NULL},
+      {HALI_HAL_MAX_WORKGROUP_COUNT, 1, 1, NULL},
+      {1, HALI_HAL_MAX_WORKGROUP_COUNT, 1, NULL},
+      {1, 1, HALI_HAL_MAX_WORKGROUP_COUNT, NULL},
+      {HALI_HAL_MAX_WORKGROUP_COUNT, 2, 1, NULL}, /* 2^32 - 2 */
+      {65535, 65537, 1, NULL},                    /* 2^32 - 1 */
+      {1, 65537, 65535, NULL},
+      {HALI_HAL_MAX_WORKGROUP_COUNT + 1u, 1, 1,
+       "workgroup count x 2147483648 exceeds the maximum of 2147483647 per "
+       "dimension (grid 2147483648 x 1 x 1)"},
+      {1, HALI_HAL_MAX_WORKGROUP_COUNT + 1u, 1, "workgroup count y 2147483648"},
+      {1, 1, UINT32_MAX, "workgroup count z 4294967295"},
+      {65536, 65536, 1, "workgroup count 65536 x 65536 x 1 = 4294967296 "
+                        "workgroups exceeds the maximum of 4294967295 per "
+                        "dispatch"},
+      {2, 2, 1073741824, "= 4294967296 workgroups exceeds"},
+      {65536, 65536, 65536, "65536 x 65536 x 65536 = 281474976710656"},
+      /* 2^22 * 2^21 * 2^21 = 2^64: wrapped, 0 workgroups. */
+      {4194304, 2097152, 2097152,
+       "workgroup count 4194304 x 2097152 x 2097152 overflows 64 bits (at "
+       "most 4294967295 workgroups per dispatch)"},
+      {4194305, 2097152, 2097152, "overflows 64 bits"}, /* 2^64 + 2^42 */
+      {HALI_HAL_MAX_WORKGROUP_COUNT, HALI_HAL_MAX_WORKGROUP_COUNT,
+       HALI_HAL_MAX_WORKGROUP_COUNT, "overflows 64 bits"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    size_t before = hali_hal_command_buffer_command_count(rf.cb);
+    hali_status_t s = hali_hal_command_buffer_dispatch(
+        rf.cb, rf.exe, 1, cases[i].x, cases[i].y, cases[i].z);
+    char label[96];
+    snprintf(label, sizeof(label), "grid %u x %u x %u", cases[i].x, cases[i].y,
+             cases[i].z);
+    if (!cases[i].error) {
+      char *text = s ? hali_status_to_string(s) : NULL;
+      ck_assert_msg(!s, "%s: %s", label, text);
+      ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb),
+                        before + 1);
+      continue;
+    }
+    ck_assert_msg(s != NULL, "%s was accepted", label);
+    char *text = hali_status_to_string(s);
+    hali_status_code_t code = hali_status_code(s);
+    hali_status_free(s);
+    ck_assert_msg(code == HALI_STATUS_OUT_OF_RANGE, "%s: %s", label, text);
+    ck_assert_msg(strstr(text, "dispatch of executable 'lib' export 1 "
+                               "'second': ") != NULL &&
+                      strstr(text, cases[i].error) != NULL,
+                  "%s: \"%s\" lacks \"%s\"", label, text, cases[i].error);
+    free(text);
+    ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb), before);
+  }
+}
+END_TEST
+
+/* Every site that takes an (offset, length) range of a buffer: one call of
+ * |site| on rf.buffer (64 bytes).  |what| is how its errors name the
+ * range. */
+typedef struct range_site_t {
+  const char *name;
+  const char *what;
+  bool whole_ok; /* accepts HALI_HAL_WHOLE_BUFFER as "to the end" */
+  hali_status_t (*call)(uint64_t offset, uint64_t length);
+} range_site_t;
+
+static uint8_t range_bytes[64];
+
+static hali_status_t site_subspan(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_t *span = NULL;
+  hali_status_t s = hali_hal_buffer_subspan(rf.buffer, offset, length, &span);
+  if (!s) {
+    uint64_t want = length == HALI_HAL_WHOLE_BUFFER ? 64 - offset : length;
+    ck_assert_uint_eq(hali_hal_buffer_length(span), want);
+  }
+  hali_hal_buffer_release(span);
+  return s;
+}
+static hali_status_t site_map(uint64_t offset, uint64_t length) {
+  void *p = NULL;
+  return hali_hal_buffer_map_range(rf.buffer, offset, length, &p);
+}
+static hali_status_t site_read(uint64_t offset, uint64_t length) {
+  return hali_hal_buffer_read(rf.buffer, offset, range_bytes, (size_t)length);
+}
+static hali_status_t site_write(uint64_t offset, uint64_t length) {
+  return hali_hal_buffer_write(rf.buffer, offset, range_bytes, (size_t)length);
+}
+static hali_status_t site_fill(uint64_t offset, uint64_t length) {
+  return hali_hal_command_buffer_fill(rf.cb, rf.buffer, offset, length, 7, 1);
+}
+static hali_status_t site_update(uint64_t offset, uint64_t length) {
+  return hali_hal_command_buffer_update(rf.cb, range_bytes, rf.buffer, offset,
+                                        length);
+}
+/* The other side of a copy: a buffer of 2^64-1 bytes (host memory wrapped
+ * with a nominal length: recording validates ranges but never touches the
+ * bytes), so only rf.buffer's range can fail. */
+static hali_hal_buffer_t *huge_partner(void) {
+  hali_hal_buffer_t *b = NULL;
+  HALI_CK_OK(hali_hal_buffer_wrap_host(hali_test_host_params(), range_bytes,
+                                       UINT64_MAX, NULL, NULL, NULL, &b));
+  return b;
+}
+static hali_status_t site_copy_source(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_t *other = huge_partner();
+  hali_status_t s = hali_hal_command_buffer_copy(rf.cb, rf.buffer, offset,
+                                                 other, 0, length);
+  hali_hal_buffer_release(other);
+  return s;
+}
+static hali_status_t site_copy_target(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_t *other = huge_partner();
+  hali_status_t s = hali_hal_command_buffer_copy(rf.cb, other, 0, rf.buffer,
+                                                 offset, length);
+  hali_hal_buffer_release(other);
+  return s;
+}
+static hali_status_t site_binding(uint64_t offset, uint64_t length) {
+  hali_hal_buffer_binding_t b = {0, rf.buffer, offset, length};
+  return hali_hal_command_buffer_push_descriptor_set(rf.cb, &b, 1);
+}
+
+/* Boundary offsets and lengths on every range site: 0, 1, max-1, max,
+ * max+1 around the 64-byte length and around 2^64 (sums of exactly 2^64
+ * and beyond must say "overflows", never wrap to a small end). */
+START_TEST(test_range_sites_boundaries) {
+  static const range_site_t sites[] = {
+      {"subspan", "subspan", true, site_subspan},
+      {"map_range", "access", true, site_map},
+      {"read", "access", false, site_read},
+      {"write", "access", false, site_write},
+      {"fill", "fill target", false, site_fill},
+      {"update", "update target", false, site_update},
+      {"copy source", "copy source", false, site_copy_source},
+      {"copy target", "copy target", false, site_copy_target},
+      {"push_descriptor_set", "binding 0", true, site_binding},
+  };
+  enum { FITS, EXCEEDS, OVERFLOWS, PAST_END };
+  /* |whole|: the outcome on sites that read a length of UINT64_MAX as
+   * HALI_HAL_WHOLE_BUFFER; |exact|: on the others. */
+  static const struct {
+    uint64_t offset, length;
+    int whole, exact;
+  } cases[] = {
+      {0, 0, FITS, FITS},
+      {0, 1, FITS, FITS},
+      {0, 63, FITS, FITS},
+      {0, 64, FITS, FITS},
+      {1, 63, FITS, FITS},
+      {63, 1, FITS, FITS},
+      {64, 0, FITS, FITS},
+      {0, 65, EXCEEDS, EXCEEDS},
+      {1, 64, EXCEEDS, EXCEEDS},
+      {64, 1, EXCEEDS, EXCEEDS},
+      {65, 0, EXCEEDS, EXCEEDS},
+      {UINT64_MAX - 1, 1, EXCEEDS, EXCEEDS}, /* end 2^64-1: no overflow */
+      {UINT64_MAX, 0, EXCEEDS, EXCEEDS},
+      {UINT64_MAX, 1, OVERFLOWS, OVERFLOWS},     /* end exactly 2^64 */
+      {UINT64_MAX - 3, 8, OVERFLOWS, OVERFLOWS}, /* would wrap to 4 */
+      {UINT64_C(1) << 63, UINT64_C(1) << 63, OVERFLOWS, OVERFLOWS}, /* 2^64 */
+      {1, UINT64_MAX - 1, EXCEEDS, EXCEEDS},   /* 2^64 - 1 */
+      {2, UINT64_MAX - 1, OVERFLOWS, OVERFLOWS}, /* 2^64 */
+      {3, UINT64_MAX - 1, OVERFLOWS, OVERFLOWS}, /* 2^64 + 1 */
+      /* A length of UINT64_MAX. */
+      {0, UINT64_MAX, FITS, EXCEEDS},
+      {64, UINT64_MAX, FITS, OVERFLOWS},
+      {65, UINT64_MAX, PAST_END, OVERFLOWS},
+      {UINT64_MAX, UINT64_MAX, PAST_END, OVERFLOWS},
+  };
+  for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); ++i) {
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+      uint64_t off = cases[c].offset, len = cases[c].length;
+      int outcome = sites[i].whole_ok ? cases[c].whole : cases[c].exact;
+      size_t before = hali_hal_command_buffer_command_count(rf.cb);
+      hali_status_t s = sites[i].call(off, len);
+      char label[160], want[256];
+      snprintf(label, sizeof(label), "%s(offset %" PRIu64 ", length %" PRIu64
+               ")", sites[i].name, off, len);
+      if (outcome == FITS) {
+        char *text = s ? hali_status_to_string(s) : NULL;
+        ck_assert_msg(s == NULL, "%s failed: %s", label, text);
+        continue;
+      }
+      if (outcome == EXCEEDS) {
+        snprintf(want, sizeof(want),
+                 "%s: range [offset %" PRIu64 ", length %" PRIu64
+                 "] exceeds the buffer length 64",
+                 sites[i].what, off, len);
+      } else if (outcome == OVERFLOWS) {
+        snprintf(want, sizeof(want),
+                 "%s: offset %" PRIu64 " + length %" PRIu64
+                 " overflows 64 bits (the buffer length is 64",
+                 sites[i].what, off, len);
+      } else {
+        snprintf(want, sizeof(want),
+                 "%s: offset %" PRIu64
+                 " (to the end of the buffer) is past the buffer length 64",
+                 sites[i].what, off);
+      }
+      ck_assert_msg(s != NULL, "%s succeeded; expected \"%s\"", label, want);
+      char *text = hali_status_to_string(s);
+      hali_status_code_t code = hali_status_code(s);
+      hali_status_free(s);
+      ck_assert_msg(code == HALI_STATUS_OUT_OF_RANGE, "%s: %s", label, text);
+      ck_assert_msg(strstr(text, want) != NULL, "%s: \"%s\" lacks \"%s\"",
+                    label, text, want);
+      free(text);
+      /* A failed record leaves the command buffer unchanged. */
+      ck_assert_uint_eq(hali_hal_command_buffer_command_count(rf.cb), before);
+    }
+  }
+}
+END_TEST
+
 START_TEST(test_record_state_errors) {
   HALI_CK_OK(hali_hal_command_buffer_finalize(rf.cb));
   ck_assert(hali_hal_command_buffer_is_finalized(rf.cb));
@@ -590,6 +973,50 @@ START_TEST(test_semaphore_signal_query_wait) {
                  HALI_STATUS_FAILED_PRECONDITION, "signal to 9");
   HALI_CK_OK(hali_hal_semaphore_query(s, &value));
   ck_assert_uint_eq(value, 9);
+  hali_hal_semaphore_release(s);
+}
+END_TEST
+
+/* The top of the timeline: 2^64-1 is a legal payload (failures are kept
+ * beside the value, nothing is reserved); past it nothing advances. */
+START_TEST(test_semaphore_top_of_timeline) {
+  hali_hal_semaphore_t *s = NULL;
+  HALI_CK_OK(hali_hal_semaphore_create(UINT64_MAX - 2, &s));
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, UINT64_MAX, 0),
+                 HALI_STATUS_DEADLINE_EXCEEDED,
+                 "at value 18446744073709551613",
+                 "did not reach 18446744073709551615");
+  HALI_CK_OK(hali_hal_semaphore_signal(s, UINT64_MAX - 1));
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, UINT64_MAX, 0),
+                 HALI_STATUS_DEADLINE_EXCEEDED,
+                 "did not reach 18446744073709551615");
+  hali_hal_fence_t *top = NULL, *below = NULL;
+  HALI_CK_OK(hali_hal_fence_create_at(s, UINT64_MAX, &top));
+  HALI_CK_OK(hali_hal_fence_create_at(s, UINT64_MAX - 1, &below));
+  bool ready = true;
+  HALI_CK_OK(hali_hal_fence_query(top, &ready));
+  ck_assert(!ready);
+  HALI_CK_OK(hali_hal_fence_query(below, &ready));
+  ck_assert(ready);
+  HALI_CK_OK(hali_hal_fence_signal(top));
+  HALI_CK_OK(hali_hal_fence_query(top, &ready));
+  ck_assert(ready);
+  uint64_t value = 0;
+  HALI_CK_OK(hali_hal_semaphore_query(s, &value));
+  ck_assert_uint_eq(value, UINT64_MAX);
+  HALI_CK_OK(hali_hal_semaphore_wait(s, UINT64_MAX, 0));
+  HALI_CK_OK(hali_hal_semaphore_wait(s, 0, 0));
+  /* Nothing moves past it: signalling again is "does not advance". */
+  HALI_CK_STATUS(hali_hal_semaphore_signal(s, UINT64_MAX),
+                 HALI_STATUS_FAILED_PRECONDITION,
+                 "signal to 18446744073709551615 does not advance the current "
+                 "value 18446744073709551615");
+  /* A failure still wins over the reached value, as at any value. */
+  hali_hal_semaphore_fail(s, hali_status_make(HALI_STATUS_ABORTED, "late"));
+  HALI_CK_STATUS(hali_hal_semaphore_wait(s, UINT64_MAX, 0),
+                 HALI_STATUS_ABORTED, "late");
+  hali_hal_fence_release(top);
+  hali_hal_fence_release(below);
   hali_hal_semaphore_release(s);
 }
 END_TEST
@@ -829,6 +1256,7 @@ static Suite *hal_objects_suite(void) {
   TCase *tc = tcase_create("allocator");
   tcase_add_test(tc, test_allocator_statistics);
   tcase_add_test(tc, test_allocator_limit);
+  tcase_add_test(tc, test_allocator_size_boundaries);
   tcase_add_test(tc, test_allocator_bits);
   suite_add_tcase(s, tc);
   tc = tcase_create("buffer");
@@ -839,6 +1267,7 @@ static Suite *hal_objects_suite(void) {
   tc = tcase_create("buffer_view");
   tcase_add_test(tc, test_element_types);
   tcase_add_test(tc, test_view_size_errors);
+  tcase_add_test(tc, test_view_size_boundaries);
   suite_add_tcase(s, tc);
   tc = tcase_create("executable");
   tcase_add_test(tc, test_executable_from_library);
@@ -848,10 +1277,14 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_record_fill_validation);
   tcase_add_test(tc, test_record_copy_validation);
   tcase_add_test(tc, test_record_dispatch_validation);
+  tcase_add_test(tc, test_range_sites_boundaries);
+  tcase_add_test(tc, test_record_dispatch_workgroup_limits);
+  tcase_add_test(tc, test_record_interface_boundaries);
   tcase_add_test(tc, test_record_state_errors);
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
   tcase_add_test(tc, test_semaphore_signal_query_wait);
+  tcase_add_test(tc, test_semaphore_top_of_timeline);
   tcase_add_test(tc, test_semaphore_first_failure_wins);
   tcase_add_test(tc, test_semaphore_cross_thread);
   tcase_add_test(tc, test_semaphore_timepoints);
