@@ -63,6 +63,8 @@ typedef struct {
 } tinfo_t;
 
 /* Transients are packed into one slab per region by liveness (see pack). */
+/* The HAL's most workgroups per dimension (HALI_HAL_MAX_WORKGROUP_COUNT). */
+#define MAX_WORKGROUP_COUNT INT32_MAX
 enum { SLAB_ALIGN = 64 };
 
 typedef struct {
@@ -515,10 +517,11 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
       bind(w, slot++, o[a0 + k].v, zero);
   for (uint32_t k = 0; k < nr; ++k) bind(w, slot++, o[r0 + k].v, zero);
   /* Workgroup count: ceil(workload / workgroup size) per dimension,
-   * missing dimensions 1.  A count is a uint32 in the kernel ABI: a
-   * workload that is negative or needs more than 2^32-1 workgroups is an
-   * error (at load when static, OUT_OF_RANGE at run time when dynamic),
-   * never a truncation.  The product x*y*z is the HAL's to check. */
+   * missing dimensions 1.  A count is an i32 register, and the HAL takes at
+   * most 2^31-1 per dimension (HALI_HAL_MAX_WORKGROUP_COUNT, doc/hal.md): a
+   * workload that is negative or needs more is an error (at load when
+   * static, OUT_OF_RANGE at run time when dynamic), never a truncation.
+   * The product x*y*z is the HAL's to check. */
   uint32_t count[3];
   for (uint32_t k = 0; k < 3; ++k) {
     uint32_t ws = x->workgroup_size[k] ? x->workgroup_size[k] : 1;
@@ -527,19 +530,20 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
     } else if (o[w0 + k].kind == HALI_IR_IMM) {
       int64_t v = o[w0 + k].imm;
       uint64_t g = v < 0 ? 0 : ((uint64_t)v + ws - 1) / ws;
-      if (v < 0 || g > UINT32_MAX)
+      if (v < 0 || g > MAX_WORKGROUP_COUNT)
         return hali_status_make(
             HALI_STATUS_OUT_OF_RANGE,
             PASS ": @%s, dispatch of @%s::@%s: workload %lld in dimension %u "
             "%s",
             w->f->name, e->name, x->name, (long long)v, k,
             v < 0 ? "is negative"
-                  : "needs more than 2^32-1 workgroups (the kernel ABI's count)");
-      count[k] = c32(w, (int64_t)(int32_t)(uint32_t)g);
+                  : "needs more than 2^31-1 workgroups (the HAL's limit per "
+                    "dimension)");
+      count[k] = c32(w, (int64_t)g);
     } else {
       uint32_t wl = o[w0 + k].v;
       uint32_t add = c64(w, ws - 1), div = c64(w, ws);
-      uint32_t limit = c64(w, UINT32_MAX);
+      uint32_t limit = c64(w, MAX_WORKGROUP_COUNT);
       uint32_t neg = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_negative", k);
       hali_pass_emit(&w->pre, w->line, HALI_OP_LT_S_I64, 3, hali_pr(neg),
                      hali_pr(wl), hali_pr(zero));
@@ -556,7 +560,7 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
                      hali_pr(g64), hali_pr(limit));
       fail_if(w, big,
               "dispatch of @%s::@%s: the workload in dimension %u needs more "
-              "than 2^32-1 workgroups (the kernel ABI's count)",
+              "than 2^31-1 workgroups (the HAL's limit per dimension)",
               e->name, x->name, k);
       count[k] = hali_pass_reg(w->f, HALI_TYPE_I32, "workgroups%u", k);
       hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2, hali_pr(count[k]),
