@@ -1768,6 +1768,68 @@ START_TEST(int_fma) {
 }
 END_TEST
 
+START_TEST(int_nz) {
+  static const icase_t cases[] = {
+      {"nz.i32", {0}, 0},          {"nz.i32", {1}, 1},
+      {"nz.i32", {(uint64_t)-1}, 1}, {"nz.i32", {(uint64_t)INT32_MIN}, 1},
+      {"nz.i32", {0x100000000}, 0}, /* only the i32's bits count */
+      {"nz.i64", {0}, 0},          {"nz.i64", {0x100000000}, 1},
+      {"nz.i64", {(uint64_t)INT64_MIN}, 1}, {"nz.i64", {(uint64_t)-1}, 1},
+  };
+  RUN_CASES(run_icases, cases);
+}
+END_TEST
+
+/* ne.o and the unordered compares (.u: true when either is nan), against
+ * a model built on isnan and C's ordered relations, on every pair of the
+ * values float_compare uses; directly and through a cond_br. */
+static int ref_float_compare_ou(const char *rel, bool unordered, double a,
+                                double b) {
+  if (isnan(a) || isnan(b)) return unordered;
+  if (!strcmp(rel, "ne")) return a != b;
+  return ref_float_compare(rel, a, b);
+}
+
+START_TEST(float_compare_ordered_unordered) {
+  static const fcase_t cases[] = {
+      {"ne.o.f32", {NAN, 1}, 0},   {"ne.o.f32", {1, NAN}, 0},
+      {"ne.o.f32", {NAN, NAN}, 0}, {"ne.o.f32", {-0.0, 0.0}, 0},
+      {"ne.o.f32", {1, 2}, 1},     {"eq.u.f32", {NAN, 1}, 1},
+      {"eq.u.f32", {-0.0, 0.0}, 1}, {"eq.u.f32", {1, 2}, 0},
+      {"lt.u.f32", {NAN, 1}, 1},   {"lt.u.f32", {1, 1}, 0},
+      {"lt.u.f32", {-0.0, 0.0}, 0}, {"le.u.f32", {1, NAN}, 1},
+      {"le.u.f32", {2, 1}, 0},     {"gt.u.f32", {NAN, NAN}, 1},
+      {"gt.u.f32", {0.0, -0.0}, 0}, {"ge.u.f32", {NAN, INFINITY}, 1},
+      {"ge.u.f32", {-INFINITY, 1}, 0},
+      {"ne.o.f64", {NAN, 1}, 0},   {"ne.o.f64", {0x1p-1074, 0.0}, 1},
+      {"eq.u.f64", {1, NAN}, 1},   {"lt.u.f64", {NAN, NAN}, 1},
+      {"le.u.f64", {1, 1}, 1},     {"gt.u.f64", {1, NAN}, 1},
+      {"ge.u.f64", {0x1p-1074, 0x1p-1073}, 0},
+  };
+  RUN_CASES(run_fcases, cases);
+  static const double values[] = {-INFINITY, -1, -0.0, 0.0, 0x1p-149, 1,
+                                  INFINITY, NAN};
+  static const char *const rels[] = {"ne.o", "eq.u", "lt.u",
+                                     "le.u", "gt.u", "ge.u"};
+  for (size_t r = 0; r < COUNT_OF(rels); ++r)
+    for (int wide = 0; wide < 2; ++wide) {
+      char op[16], rel[8];
+      snprintf(op, sizeof op, "%s.f%d", rels[r], wide ? 64 : 32);
+      snprintf(rel, sizeof rel, "%.2s", rels[r]);
+      for (size_t i = 0; i < COUNT_OF(values); ++i)
+        for (size_t j = 0; j < COUNT_OF(values); ++j) {
+          hali_value_t a = wide ? F64(values[i]) : F32(values[i]);
+          hali_value_t b = wide ? F64(values[j]) : F32(values[j]);
+          int32_t want = ref_float_compare_ou(rel, rels[r][3] == 'u',
+                                              values[i], values[j]);
+          hali_value_t args[2] = {a, b};
+          check_op(__FILE__, __LINE__, op, I32(want), args, 2);
+          check_branch(__FILE__, __LINE__, op, want, args, 2);
+        }
+    }
+}
+END_TEST
+
 /* Reference: the low |bits| bits of |v|, sign- or zero-extended. */
 static uint64_t ref_extend(uint64_t v, unsigned bits, bool sign) {
   const uint64_t mask = (1ull << bits) - 1;
@@ -2957,6 +3019,8 @@ static Suite *suite_ops(bool with_coverage) {
   tc = tcase_create("format_1_2");
   tcase_add_checked_fixture(tc, NULL, free_progs);
   tcase_add_test(tc, int_fma);
+  tcase_add_test(tc, int_nz);
+  tcase_add_test(tc, float_compare_ordered_unordered);
   tcase_add_test(tc, float_rem);
   tcase_add_test(tc, float_round);
   tcase_add_test(tc, float_round_even_ignores_rounding_mode);

@@ -182,6 +182,12 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   UN(ROUND_##T, F, round##SFX(x.F))                                            \
   UN(ROUND_EVEN_##T, F, ROUND_EVEN(x.F))                                       \
   UN(ISNAN_##T, i32, x.F != x.F)                                               \
+  BIN(NE_O_##T, i32, x.F < y.F || x.F > y.F)                                   \
+  BIN(EQ_U_##T, i32, !(x.F < y.F || x.F > y.F))                                \
+  BIN(LT_U_##T, i32, !(x.F >= y.F))                                            \
+  BIN(LE_U_##T, i32, !(x.F > y.F))                                             \
+  BIN(GT_U_##T, i32, !(x.F <= y.F))                                            \
+  BIN(GE_U_##T, i32, !(x.F < y.F))                                             \
   UN(EXP_##T, F, exp##SFX(x.F))                                                \
   UN(EXP2_##T, F, exp2##SFX(x.F))                                              \
   UN(EXPM1_##T, F, expm1##SFX(x.F))                                            \
@@ -277,6 +283,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       pc += 2;
       vmbreak;
     }
+    UN(NZ_I32, i32, x.u32 != 0)
+    UN(NZ_I64, i32, x.u64 != 0)
     UN(TRUNC_I32_I8, u32, x.u32 & 0xffu)
     UN(TRUNC_I32_I16, u32, x.u32 & 0xffffu)
     UN(TRUNC_I64_I8, u32, (uint32_t)(x.u64 & 0xffu))
