@@ -300,14 +300,28 @@ START_TEST(hbc_older_minor_versions_read) {
     b.d[10] = (uint8_t)minor;
     expect_ok(read_and_verify(&b, false));
   }
-  /* The opcodes of 1.0 are where 1.0 put them (add.i32 was row 8 and
-   * cond_br row 136 then; doc/isa.md lists every code). */
+  /* The opcodes of 1.0 and 1.1 are where those versions put them (add.i32
+   * was row 8, cond_br row 136; doc/isa.md lists every code). */
   ck_assert_uint_eq(rd16(b.d + l.add), 8);
   ck_assert_uint_eq(HALI_OP_ADD_I32, 8);
   ck_assert_uint_eq(HALI_OP_COND_BR, 136);
+  ck_assert_uint_eq(HALI_OP_HAL_DEVICE_GET, 157);
   ck_assert_uint_eq(HALI_OP_TENSOR_END, 204);
   ck_assert_uint_eq(HALI_OP_FMA_I32, 205);
   free(b.d);
+  /* All of them: the names of opcodes 0-204, one a line, are those of
+   * format 1.1 (CRC-32 of that text as doc/isa.md listed it at 1.1).  An
+   * op inserted before the end of the table fails here. */
+  char names[8192];
+  size_t len = 0;
+  for (unsigned op = 0; op <= 204; ++op) {
+    len += (size_t)snprintf(names + len, sizeof names - len, "%s\n",
+                            hali_op_info(op)->name);
+    ck_assert_uint_lt(len, sizeof names);
+  }
+  ck_assert_msg(hali_crc32((const uint8_t *)names, len) == 0x1172aa56u,
+                "an opcode of format 1.1 moved: new ops go after the last "
+                "row of vm/ops.def");
 }
 END_TEST
 
