@@ -3,8 +3,8 @@
  *   offset  size  field
  *   0       8     magic  7f 'H' 'B' 'C' '\r' '\n' 1a '\n'
  *   8       2     major version (a newer major is rejected)
- *   10      2     minor version (newer minors are read; unknown sections
- *                 are skipped)
+ *   10      2     minor version (a newer minor is rejected; older ones are
+ *                 read; unknown sections are skipped)
  *   12      4     flags (0)
  *   16      4     payload length in bytes (everything after the header)
  *   20      4     CRC-32 (IEEE) of the payload
@@ -22,7 +22,7 @@
 #define HALI_HBC_MAGIC_SIZE 8
 #define HALI_HBC_HEADER_SIZE 24
 #define HALI_HBC_VERSION_MAJOR 1
-#define HALI_HBC_VERSION_MINOR 1
+#define HALI_HBC_VERSION_MINOR 2
 
 enum {
   HALI_HBC_SECTION_MODULE = 1,    /* u32 name string, u32 flags */

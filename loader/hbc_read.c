@@ -24,6 +24,7 @@ typedef struct {
   const uint8_t *p, *end;
   const char *section;
   hali_status_t error;
+  uint16_t minor; /* the format minor version the module declares */
 } cur_t;
 
 static void rerr(cur_t *c, const char *fmt, ...) HALI_PRINTF(2, 3);
@@ -143,6 +144,22 @@ static void read_strings(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+/* The first opcode of each block of rows added after format 1.0
+ * (vm/ops.def): a module must declare a minor version that has its ops. */
+static const struct {
+  uint16_t minor;
+  unsigned first_op;
+} op_blocks[] = {
+    {2, HALI_OP_FMA_I32},
+};
+
+static uint16_t op_minor(unsigned op) {
+  uint16_t minor = 0;
+  for (size_t i = 0; i < sizeof op_blocks / sizeof op_blocks[0]; ++i)
+    if (op >= op_blocks[i].first_op) minor = op_blocks[i].minor;
+  return minor;
+}
+
 static void read_insn(cur_t *c, hali_ir_block_t *blk) {
   uint16_t op = get_u16(c, "opcode");
   if (c->error) return;
@@ -150,6 +167,14 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
   if (!info) {
     c->p -= 2;
     rerr(c, "unknown opcode %u", op);
+    return;
+  }
+  if (op_minor(op) > c->minor) {
+    c->p -= 2;
+    rerr(c, "opcode %u (%s) is new in format %d.%u, but the module declares "
+         "%d.%u",
+         op, info->name, HALI_HBC_VERSION_MAJOR, op_minor(op),
+         HALI_HBC_VERSION_MAJOR, c->minor);
     return;
   }
   if (info->flags & HALI_OPF_TENSOR) {
@@ -563,6 +588,12 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
         "version %d.x (%d.%d)",
         major, minor, HALI_HBC_VERSION_MAJOR, HALI_HBC_VERSION_MAJOR,
         HALI_HBC_VERSION_MINOR);
+  if (minor > HALI_HBC_VERSION_MINOR)
+    return hali_status_make(
+        HALI_STATUS_UNIMPLEMENTED,
+        "module format version %u.%u is newer than this hali reads (%d.%d): "
+        "it may use instructions this hali does not know",
+        major, minor, HALI_HBC_VERSION_MAJOR, HALI_HBC_VERSION_MINOR);
   uint32_t payload = le32(data + 16);
   if (payload != size - HALI_HBC_HEADER_SIZE)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
@@ -577,14 +608,15 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
                             le32(data + 20), crc);
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
-  cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL};
+  cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL,
+               minor};
   bool seen[9] = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
     uint32_t len = get_u32(&top, "section length");
     if (!need(&top, len, "section")) break;
-    cur_t c = {data, top.p, top.p + len, "?", NULL};
+    cur_t c = {data, top.p, top.p + len, "?", NULL, minor};
     top.p += len;
     if (id >= 1 && id <= 8) {
       if (seen[id]) {

@@ -272,11 +272,79 @@ START_TEST(hbc_newer_major_version) {
 }
 END_TEST
 
-/* A newer minor version only adds sections: still read. */
-START_TEST(hbc_newer_minor_version_reads) {
+/* A newer minor version may use opcodes this reader does not know (or,
+ * worse, reads differently): rejected, naming both versions. */
+START_TEST(hbc_newer_minor_version_rejected) {
   bytes_t b = bin_module(false);
+  char want[64];
+  b.d[10] = HALI_HBC_VERSION_MINOR + 1;
+  snprintf(want, sizeof want, "module format version 1.%d is newer than "
+           "this hali reads (1.%d)", HALI_HBC_VERSION_MINOR + 1,
+           HALI_HBC_VERSION_MINOR);
+  EXPECT_READ(&b, HALI_STATUS_UNIMPLEMENTED, want);
   b.d[10] = 7;
+  EXPECT_READ(&b, HALI_STATUS_UNIMPLEMENTED, "version 1.7 is newer");
+  b.d[10] = 0;
+  b.d[11] = 1; /* 1.256 */
+  EXPECT_READ(&b, HALI_STATUS_UNIMPLEMENTED, "version 1.256 is newer");
+  free(b.d);
+}
+END_TEST
+
+/* Modules written by earlier versions (1.0: scalar and HAL ops; 1.1: the
+ * tensor level) still read: no opcode of theirs has moved. */
+START_TEST(hbc_older_minor_versions_read) {
+  bytes_t b = bin_module(false);
+  layout_t l = layout_of(&b);
+  for (int minor = 0; minor <= HALI_HBC_VERSION_MINOR; ++minor) {
+    b.d[10] = (uint8_t)minor;
+    expect_ok(read_and_verify(&b, false));
+  }
+  /* The opcodes of 1.0 and 1.1 are where those versions put them (add.i32
+   * was row 8, cond_br row 136; doc/isa.md lists every code). */
+  ck_assert_uint_eq(rd16(b.d + l.add), 8);
+  ck_assert_uint_eq(HALI_OP_ADD_I32, 8);
+  ck_assert_uint_eq(HALI_OP_COND_BR, 136);
+  ck_assert_uint_eq(HALI_OP_HAL_DEVICE_GET, 157);
+  ck_assert_uint_eq(HALI_OP_TENSOR_END, 204);
+  ck_assert_uint_eq(HALI_OP_FMA_I32, 205);
+  free(b.d);
+  /* All of them: the names of opcodes 0-204, one a line, are those of
+   * format 1.1 (CRC-32 of that text as doc/isa.md listed it at 1.1).  An
+   * op inserted before the end of the table fails here. */
+  char names[8192];
+  size_t len = 0;
+  for (unsigned op = 0; op <= 204; ++op) {
+    len += (size_t)snprintf(names + len, sizeof names - len, "%s\n",
+                            hali_op_info(op)->name);
+    ck_assert_uint_lt(len, sizeof names);
+  }
+  ck_assert_msg(hali_crc32((const uint8_t *)names, len) == 0x1172aa56u,
+                "an opcode of format 1.1 moved: new ops go after the last "
+                "row of vm/ops.def");
+}
+END_TEST
+
+/* An op added in 1.2 in a module that declares 1.1 is a malformed module
+ * (an older hali would not know it), reported at the opcode. */
+START_TEST(hbc_new_op_needs_its_minor_version) {
+  static const char text[] =
+      "func @f(%a: i32) -> i32 {\n"
+      "  %b = fma.i32 %a, %a, %a\n"
+      "  return %b\n"
+      "}\n";
+  bytes_t b = hbc_of(text, "fma.hasm", false);
+  size_t at = section_at(&b, HALI_HBC_SECTION_FUNCTIONS) + 8 + 4 + 4 + 8 + 1 +
+              4 + 2 + 4 + 4; /* count, name, params, result, regs, blocks */
+  ck_assert_uint_eq(rd16(b.d + at), HALI_OP_FMA_I32);
   expect_ok(read_and_verify(&b, false));
+  b.d[10] = 1;
+  char want[128];
+  snprintf(want, sizeof want, "opcode %d (fma.i32) is new in format 1.2, but "
+           "the module declares 1.1", HALI_OP_FMA_I32);
+  EXPECT_BAD(&b, "FUNCTIONS section", at_byte(at), want);
+  b.d[10] = 0;
+  EXPECT_BAD(&b, "the module declares 1.0");
   free(b.d);
 }
 END_TEST
@@ -707,7 +775,7 @@ static void fuzz_flip(const char *file) {
       int r = try_load(d, b.n, false, &enforced);
       /* The checksum catches every flip in the payload, the CRC, the
        * length, the magic and the major version; the minor version and
-       * the flags are outside it (newer minors are read by design). */
+       * the flags are outside it (an older minor still reads). */
       if (i < 10 || i >= 16)
         ck_assert_msg(r == READ_ERR, "%s: flip %02x at %zu was read", file,
                       masks[k], i);
@@ -956,6 +1024,47 @@ START_TEST(hbc_roundtrip_rich_module) {
 }
 END_TEST
 
+/* Every op whose operands are all scalar registers, one instruction each,
+ * written from the op table (so an op added later is covered too). */
+START_TEST(hbc_roundtrip_every_scalar_op) {
+  static const char *const param[] = {[HALI_TYPE_I32] = "%i",
+                                      [HALI_TYPE_I64] = "%l",
+                                      [HALI_TYPE_F32] = "%f",
+                                      [HALI_TYPE_F64] = "%d"};
+  size_t cap = 1 << 16, len = 0, count = 0;
+  char *text = malloc(cap);
+  ck_assert_ptr_nonnull(text);
+  len += (size_t)snprintf(text, cap,
+                          "func @f(%%i: i32, %%l: i64, %%f: f32, %%d: f64) {\n");
+  for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
+    const hali_op_info_t *info = hali_op_info(op);
+    bool scalar = info->operand_count > 0 && !info->tail &&
+                  info->operands[0].role == HALI_ROLE_WRITE;
+    for (unsigned k = 0; k < info->operand_count; ++k) {
+      const hali_operand_desc_t *d = &info->operands[k];
+      scalar &= (d->role == HALI_ROLE_WRITE) == (k == 0) &&
+                (d->role == HALI_ROLE_WRITE || d->role == HALI_ROLE_READ) &&
+                d->type >= HALI_TYPE_I32 && d->type <= HALI_TYPE_F64;
+    }
+    if (!scalar) continue;
+    len += (size_t)snprintf(text + len, cap - len, "  %%r%u = %s", op,
+                            info->name);
+    for (unsigned k = 1; k < info->operand_count; ++k)
+      len += (size_t)snprintf(text + len, cap - len, "%s%s",
+                              k > 1 ? ", " : " ",
+                              param[info->operands[k].type]);
+    len += (size_t)snprintf(text + len, cap - len, "\n");
+    ck_assert_uint_lt(len, cap);
+    count++;
+  }
+  snprintf(text + len, cap - len, "  return\n}\n");
+  /* 1.0 had 119 such ops; 1.2 adds 52. */
+  ck_assert_uint_ge(count, 119 + 52);
+  roundtrip_text("every scalar op", text, "scalar.hasm");
+  free(text);
+}
+END_TEST
+
 /* The modules the other cases patch, and a module without a module line
  * (named after its file). */
 START_TEST(hbc_roundtrip_test_modules) {
@@ -1110,7 +1219,9 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_bad_magic);
   tcase_add_test(tc, hbc_truncated_header);
   tcase_add_test(tc, hbc_newer_major_version);
-  tcase_add_test(tc, hbc_newer_minor_version_reads);
+  tcase_add_test(tc, hbc_newer_minor_version_rejected);
+  tcase_add_test(tc, hbc_older_minor_versions_read);
+  tcase_add_test(tc, hbc_new_op_needs_its_minor_version);
   tcase_add_test(tc, hbc_payload_length_mismatch);
   tcase_add_test(tc, hbc_checksum_mismatch);
   suite_add_tcase(s, tc);
@@ -1145,6 +1256,7 @@ static Suite *suite_hbc(void) {
   tc = tcase_create("roundtrip");
   tcase_add_test(tc, hbc_roundtrip_examples);
   tcase_add_test(tc, hbc_roundtrip_rich_module);
+  tcase_add_test(tc, hbc_roundtrip_every_scalar_op);
   tcase_add_test(tc, hbc_roundtrip_test_modules);
   tcase_add_test(tc, hbc_write_is_deterministic);
   suite_add_tcase(s, tc);

@@ -19,6 +19,7 @@
  * fused compare-and-branch) was encoded into some module this suite ran,
  * so an op added without a test fails the suite.
  */
+#include <fenv.h>
 #include <float.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -1727,6 +1728,473 @@ START_TEST(convert_bitcast) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* The ops of format 1.2 (vm/ops.def): integer fma, narrow conversions and
+ * the rest of the float set. */
+
+START_TEST(int_fma) {
+  static const icase_t cases[] = {
+      {"fma.i32", {2, 3, 4}, 10},
+      {"fma.i32", {(uint64_t)-2, 3, 4}, (uint64_t)-2},
+      {"fma.i32", {0x10000, 0x10000, 5}, 5}, /* 2^32 wraps to 0 */
+      {"fma.i32", {INT32_MAX, 2, 2}, 0},
+      {"fma.i32", {(uint64_t)INT32_MIN, (uint64_t)-1, 0}, (uint64_t)INT32_MIN},
+      {"fma.i32", {(uint64_t)-1, (uint64_t)-1, (uint64_t)-1}, 0},
+      {"fma.i32", {0xffffffff, 0xffffffff, 0xffffffff}, 0},
+      {"fma.i64", {2, 3, 4}, 10},
+      {"fma.i64", {0x100000000, 0x100000000, 7}, 7},
+      {"fma.i64", {0x100000000, 3, 1}, 0x300000001},
+      {"fma.i64", {INT64_MAX, 2, 2}, 0},
+      {"fma.i64", {(uint64_t)INT64_MIN, (uint64_t)-1, 1}, (uint64_t)INT64_MIN + 1},
+      {"fma.i64", {(uint64_t)-3, 5, 20}, 5},
+  };
+  RUN_CASES(run_icases, cases);
+  /* Against the definition (mul then add, both wrapping) on boundary
+   * values. */
+  for (size_t i = 0; i < COUNT_OF(k_i32_values); ++i)
+    for (size_t j = 0; j < COUNT_OF(k_i32_values); j += 3)
+      for (size_t k = 0; k < COUNT_OF(k_i32_values); k += 5) {
+        const uint32_t a = (uint32_t)k_i32_values[i],
+                       b = (uint32_t)k_i32_values[j],
+                       c = (uint32_t)k_i32_values[k];
+        EXPECT("fma.i32", I32(a * b + c), I32(a), I32(b), I32(c));
+      }
+  for (size_t i = 0; i < COUNT_OF(k_i64_values); ++i)
+    for (size_t j = 0; j < COUNT_OF(k_i64_values); j += 3)
+      for (size_t k = 0; k < COUNT_OF(k_i64_values); k += 5) {
+        const uint64_t a = k_i64_values[i], b = k_i64_values[j],
+                       c = k_i64_values[k];
+        EXPECT("fma.i64", I64(a * b + c), I64(a), I64(b), I64(c));
+      }
+}
+END_TEST
+
+START_TEST(int_nz) {
+  static const icase_t cases[] = {
+      {"nz.i32", {0}, 0},          {"nz.i32", {1}, 1},
+      {"nz.i32", {(uint64_t)-1}, 1}, {"nz.i32", {(uint64_t)INT32_MIN}, 1},
+      {"nz.i32", {0x100000000}, 0}, /* only the i32's bits count */
+      {"nz.i64", {0}, 0},          {"nz.i64", {0x100000000}, 1},
+      {"nz.i64", {(uint64_t)INT64_MIN}, 1}, {"nz.i64", {(uint64_t)-1}, 1},
+  };
+  RUN_CASES(run_icases, cases);
+}
+END_TEST
+
+/* ne.o and the unordered compares (.u: true when either is nan), against
+ * a model built on isnan and C's ordered relations, on every pair of the
+ * values float_compare uses; directly and through a cond_br. */
+static int ref_float_compare_ou(const char *rel, bool unordered, double a,
+                                double b) {
+  if (isnan(a) || isnan(b)) return unordered;
+  if (!strcmp(rel, "ne")) return a != b;
+  return ref_float_compare(rel, a, b);
+}
+
+START_TEST(float_compare_ordered_unordered) {
+  static const fcase_t cases[] = {
+      {"ne.o.f32", {NAN, 1}, 0},   {"ne.o.f32", {1, NAN}, 0},
+      {"ne.o.f32", {NAN, NAN}, 0}, {"ne.o.f32", {-0.0, 0.0}, 0},
+      {"ne.o.f32", {1, 2}, 1},     {"eq.u.f32", {NAN, 1}, 1},
+      {"eq.u.f32", {-0.0, 0.0}, 1}, {"eq.u.f32", {1, 2}, 0},
+      {"lt.u.f32", {NAN, 1}, 1},   {"lt.u.f32", {1, 1}, 0},
+      {"lt.u.f32", {-0.0, 0.0}, 0}, {"le.u.f32", {1, NAN}, 1},
+      {"le.u.f32", {2, 1}, 0},     {"gt.u.f32", {NAN, NAN}, 1},
+      {"gt.u.f32", {0.0, -0.0}, 0}, {"ge.u.f32", {NAN, INFINITY}, 1},
+      {"ge.u.f32", {-INFINITY, 1}, 0},
+      {"ne.o.f64", {NAN, 1}, 0},   {"ne.o.f64", {0x1p-1074, 0.0}, 1},
+      {"eq.u.f64", {1, NAN}, 1},   {"lt.u.f64", {NAN, NAN}, 1},
+      {"le.u.f64", {1, 1}, 1},     {"gt.u.f64", {1, NAN}, 1},
+      {"ge.u.f64", {0x1p-1074, 0x1p-1073}, 0},
+  };
+  RUN_CASES(run_fcases, cases);
+  static const double values[] = {-INFINITY, -1, -0.0, 0.0, 0x1p-149, 1,
+                                  INFINITY, NAN};
+  static const char *const rels[] = {"ne.o", "eq.u", "lt.u",
+                                     "le.u", "gt.u", "ge.u"};
+  for (size_t r = 0; r < COUNT_OF(rels); ++r)
+    for (int wide = 0; wide < 2; ++wide) {
+      char op[16], rel[8];
+      snprintf(op, sizeof op, "%s.f%d", rels[r], wide ? 64 : 32);
+      snprintf(rel, sizeof rel, "%.2s", rels[r]);
+      for (size_t i = 0; i < COUNT_OF(values); ++i)
+        for (size_t j = 0; j < COUNT_OF(values); ++j) {
+          hali_value_t a = wide ? F64(values[i]) : F32(values[i]);
+          hali_value_t b = wide ? F64(values[j]) : F32(values[j]);
+          int32_t want = ref_float_compare_ou(rel, rels[r][3] == 'u',
+                                              values[i], values[j]);
+          hali_value_t args[2] = {a, b};
+          check_op(__FILE__, __LINE__, op, I32(want), args, 2);
+          check_branch(__FILE__, __LINE__, op, want, args, 2);
+        }
+    }
+}
+END_TEST
+
+/* Reference: the low |bits| bits of |v|, sign- or zero-extended. */
+static uint64_t ref_extend(uint64_t v, unsigned bits, bool sign) {
+  const uint64_t mask = (1ull << bits) - 1;
+  v &= mask;
+  if (sign && (v >> (bits - 1)) & 1) v |= ~mask;
+  return v;
+}
+
+START_TEST(convert_narrow_trunc_ext) {
+  static const icase_t cases[] = {
+      {"trunc.i32.i8", {0x12345678}, 0x78},
+      {"trunc.i32.i8", {0xffffff80}, 0x80}, /* zero-filled, not sign */
+      {"trunc.i32.i8", {0x100}, 0},
+      {"trunc.i32.i16", {0x12345678}, 0x5678},
+      {"trunc.i32.i16", {(uint64_t)INT32_MIN}, 0},
+      {"trunc.i32.i16", {0xffff8000}, 0x8000},
+      {"trunc.i64.i8", {0x123456789abcdef0}, 0xf0},
+      {"trunc.i64.i8", {(uint64_t)-1}, 0xff},
+      {"trunc.i64.i16", {0x123456789abcdef0}, 0xdef0},
+      {"trunc.i64.i16", {0xffffffff00010000}, 0},
+      {"ext.s.i8.i32", {0x7f}, 0x7f},
+      {"ext.s.i8.i32", {0x80}, (uint64_t)-128},
+      {"ext.s.i8.i32", {0xff}, (uint64_t)-1},
+      {"ext.s.i8.i32", {0x1234567f}, 0x7f}, /* higher bits ignored */
+      {"ext.s.i8.i32", {0xffffff00}, 0},
+      {"ext.u.i8.i32", {0x80}, 0x80},
+      {"ext.u.i8.i32", {(uint64_t)-1}, 0xff},
+      {"ext.s.i16.i32", {0x7fff}, 0x7fff},
+      {"ext.s.i16.i32", {0x8000}, (uint64_t)-32768},
+      {"ext.s.i16.i32", {0x12348001}, (uint64_t)-32767},
+      {"ext.u.i16.i32", {0xffff8000}, 0x8000},
+      {"ext.s.i8.i64", {0x80}, (uint64_t)-128},
+      {"ext.s.i8.i64", {0x7f}, 0x7f},
+      {"ext.u.i8.i64", {0xffffffff}, 0xff},
+      {"ext.s.i16.i64", {0x8000}, 0xffffffffffff8000},
+      {"ext.s.i16.i64", {0xabcd7fff}, 0x7fff},
+      {"ext.u.i16.i64", {(uint64_t)-1}, 0xffff},
+  };
+  RUN_CASES(run_icases, cases);
+  /* Every op against the reference, on every boundary value. */
+  static const struct {
+    const char *op;
+    unsigned bits;
+    bool sign;
+  } ops[] = {
+      {"trunc.i32.i8", 8, false},   {"trunc.i32.i16", 16, false},
+      {"ext.s.i8.i32", 8, true},    {"ext.u.i8.i32", 8, false},
+      {"ext.s.i16.i32", 16, true},  {"ext.u.i16.i32", 16, false},
+      {"ext.s.i8.i64", 8, true},    {"ext.u.i8.i64", 8, false},
+      {"ext.s.i16.i64", 16, true},  {"ext.u.i16.i64", 16, false},
+      {"trunc.i64.i8", 8, false},   {"trunc.i64.i16", 16, false},
+  };
+  static const uint64_t values[] = {0,      1,      0x7f,   0x80,   0xff,
+                                    0x100,  0x17f,  0x180,  0x7fff, 0x8000,
+                                    0xffff, 0x10000, 0x18000, 0x7fffffff,
+                                    0x80000000, 0xffffffff, 0x100000080,
+                                    0xffffffffffff7f80};
+  for (size_t o = 0; o < COUNT_OF(ops); ++o) {
+    const hali_op_info_t *info = op_named(ops[o].op);
+    for (size_t i = 0; i < COUNT_OF(values); ++i)
+      check_op(__FILE__, __LINE__, ops[o].op,
+               int_value(info->operands[0].type,
+                         ref_extend(values[i], ops[o].bits, ops[o].sign)),
+               ARGS(int_value(info->operands[1].type, values[i])));
+  }
+}
+END_TEST
+
+START_TEST(float_rem) {
+  static const fcase_t cases[] = {
+      {"rem.f32", {5.5, 2}, 1.5},
+      {"rem.f32", {-5.5, 2}, -1.5}, /* the sign of the dividend */
+      {"rem.f32", {5.5, -2}, 1.5},
+      {"rem.f32", {-4, 2}, -0.0},
+      {"rem.f32", {4, 2}, 0.0},
+      {"rem.f32", {-0.0, 1}, -0.0},
+      {"rem.f32", {1, 0.0}, NAN},
+      {"rem.f32", {1, -0.0}, NAN},
+      {"rem.f32", {0.0, 0.0}, NAN},
+      {"rem.f32", {INFINITY, 2}, NAN},
+      {"rem.f32", {3, INFINITY}, 3},
+      {"rem.f32", {-3, -INFINITY}, -3},
+      {"rem.f32", {NAN, 1}, NAN},
+      {"rem.f32", {1, NAN}, NAN},
+      /* Exact, with no intermediate quotient: 2^127 = 2 (mod 3). */
+      {"rem.f32", {0x1p127, 3}, 2},
+      {"rem.f32", {0x1p-149, 0x1p-148}, 0x1p-149},
+      {"rem.f64", {5.5, 2}, 1.5},
+      {"rem.f64", {-5.5, 2}, -1.5},
+      {"rem.f64", {-4, 2}, -0.0},
+      {"rem.f64", {1, 0.0}, NAN},
+      {"rem.f64", {-INFINITY, 2}, NAN},
+      {"rem.f64", {3, INFINITY}, 3},
+      {"rem.f64", {0x1p1023, 3}, 2},
+      {"rem.f64", {0.5, 0.25}, 0.0},
+      {"rem.f64", {NAN, 1}, NAN},
+  };
+  RUN_CASES(run_fcases, cases);
+}
+END_TEST
+
+START_TEST(float_round) {
+  static const fcase_t cases[] = {
+      {"round.f32", {0.5}, 1},
+      {"round.f32", {1.5}, 2},
+      {"round.f32", {2.5}, 3}, /* away from zero */
+      {"round.f32", {-0.5}, -1},
+      {"round.f32", {-2.5}, -3},
+      {"round.f32", {0x1.fffffep-2}, 0.0}, /* 0.49999997: not a tie */
+      {"round.f32", {-0.25}, -0.0},
+      {"round.f32", {-0.0}, -0.0},
+      {"round.f32", {0x1.fffffep22}, 0x1p23}, /* 8388607.5 */
+      {"round.f32", {0x1p30}, 0x1p30},
+      {"round.f32", {INFINITY}, INFINITY},
+      {"round.f32", {-INFINITY}, -INFINITY},
+      {"round.f32", {NAN}, NAN},
+      {"round.f64", {2.5}, 3},
+      {"round.f64", {-2.5}, -3},
+      {"round.f64", {0x1.fffffffffffffp-2}, 0.0},
+      {"round.f64", {-0.5}, -1},
+      {"round.f64", {0x1.fffffffffffffp51}, 0x1p52},
+      {"round.f64", {-0.0}, -0.0},
+      {"round.f64", {NAN}, NAN},
+      {"round.even.f32", {0.5}, 0.0},
+      {"round.even.f32", {1.5}, 2},
+      {"round.even.f32", {2.5}, 2},
+      {"round.even.f32", {3.5}, 4},
+      {"round.even.f32", {-0.5}, -0.0},
+      {"round.even.f32", {-1.5}, -2},
+      {"round.even.f32", {-2.5}, -2},
+      {"round.even.f32", {2.75}, 3},
+      {"round.even.f32", {-2.25}, -2},
+      {"round.even.f32", {0x1.fffffep-2}, 0.0},
+      {"round.even.f32", {0x1.fffffep22}, 0x1p23}, /* 8388607.5: to even */
+      {"round.even.f32", {0x1.fffffap22}, 0x1.fffff8p22}, /* 8388606.5 */
+      {"round.even.f32", {0x1p-149}, 0.0},
+      {"round.even.f32", {-0x1p-149}, -0.0},
+      {"round.even.f32", {0x1.fffffep127}, 0x1.fffffep127},
+      {"round.even.f32", {INFINITY}, INFINITY},
+      {"round.even.f32", {NAN}, NAN},
+      {"round.even.f64", {0.5}, 0.0},
+      {"round.even.f64", {2.5}, 2},
+      {"round.even.f64", {-3.5}, -4},
+      {"round.even.f64", {-0.5}, -0.0},
+      {"round.even.f64", {0x1.fffffffffffffp51}, 0x1p52}, /* 2^52 - 0.5 */
+      {"round.even.f64", {0x1.ffffffffffffdp51}, 0x1.ffffffffffffcp51},
+      {"round.even.f64", {-INFINITY}, -INFINITY},
+      {"round.even.f64", {NAN}, NAN},
+  };
+  RUN_CASES(run_fcases, cases);
+}
+END_TEST
+
+/* round.even does not follow the host's rounding mode (rint would). */
+START_TEST(float_round_even_ignores_rounding_mode) {
+  static const int modes[] = {FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO};
+  for (size_t i = 0; i < COUNT_OF(modes); ++i) {
+    ck_assert_int_eq(fesetround(modes[i]), 0);
+    EXPECT("round.even.f32", F32(2.0f), F32(2.5f));
+    EXPECT("round.even.f32", F32(-2.0f), F32(-2.5f));
+    EXPECT("round.even.f32", F32(-0.0f), F32(-0.5f));
+    EXPECT("round.even.f64", F64(4.0), F64(3.5));
+    EXPECT("round.even.f64", F64(-4.0), F64(-3.5));
+    EXPECT("round.even.f64", F64(1.0), F64(0.75));
+    EXPECT("round.f64", F64(3.0), F64(2.5));
+    fesetround(FE_TONEAREST);
+  }
+}
+END_TEST
+
+START_TEST(float_isnan) {
+  static const fcase_t cases[] = {
+      {"isnan.f32", {NAN}, 1},      {"isnan.f32", {-NAN}, 1},
+      {"isnan.f32", {INFINITY}, 0}, {"isnan.f32", {-0.0}, 0},
+      {"isnan.f32", {0x1p-149}, 0}, {"isnan.f64", {NAN}, 1},
+      {"isnan.f64", {-INFINITY}, 0}, {"isnan.f64", {DBL_MAX}, 0},
+  };
+  RUN_CASES(run_fcases, cases);
+  /* Signalling and payload-carrying nans too. */
+  EXPECT("isnan.f32", I32(1), F32B(0x7f800001));
+  EXPECT("isnan.f32", I32(1), F32B(0xffffffff));
+  EXPECT("isnan.f32", I32(0), F32B(0x7f800000));
+  EXPECT("isnan.f64", I32(1), F64B(0x7ff0000000000001ull));
+  EXPECT("isnan.f64", I32(1), F64B(0xfff8000000000000ull));
+  EXPECT("isnan.f64", I32(0), F64B(0xfff0000000000000ull));
+}
+END_TEST
+
+/* Checks that OP(args) is within |ulps| units in the last place of |want|
+ * (both finite, same sign): for the libm functions, whose last bit is the
+ * library's. */
+static void check_op_near(const char *file, int line, const char *op,
+                          hali_value_t want, unsigned ulps,
+                          const hali_value_t *args, size_t nargs) {
+  hali_value_t got = {0};
+  char call[512], g[64], w[64];
+  format_call(call, sizeof call, op, args, nargs);
+  hali_status_t s = op_try(op, args, nargs, &got);
+  if (s) abort_with_status(file, line, call, s);
+  format_value(g, sizeof g, got);
+  format_value(w, sizeof w, want);
+  ck_assert_msg(got.type == want.type, "%s:%d: %s = %s, expected %s", file,
+                line, call, g, w);
+  uint64_t a, b;
+  if (want.type == HALI_TYPE_F32) {
+    a = f32_bits(got.f32);
+    b = f32_bits(want.f32);
+  } else {
+    a = f64_bits(got.f64);
+    b = f64_bits(want.f64);
+  }
+  const uint64_t d = a > b ? a - b : b - a;
+  ck_assert_msg(d <= ulps, "%s:%d: %s = %s, expected %s within %u ulp", file,
+                line, call, g, w, ulps);
+}
+#define EXPECT_NEAR(op, want, ulps, ...)                                       \
+  check_op_near(__FILE__, __LINE__, op, want, ulps, ARGS(__VA_ARGS__))
+
+/* The special values are exact (C Annex F, IEEE 754); other values are
+ * checked against known constants within a few ulp. */
+START_TEST(float_exp_log) {
+  static const fcase_t cases[] = {
+      {"exp.f32", {0.0}, 1},          {"exp.f32", {-0.0}, 1},
+      {"exp.f32", {-INFINITY}, 0.0},  {"exp.f32", {INFINITY}, INFINITY},
+      {"exp.f32", {NAN}, NAN},        {"exp.f32", {89}, INFINITY},
+      {"exp.f32", {-104}, 0.0},       {"exp.f64", {0.0}, 1},
+      {"exp.f64", {-INFINITY}, 0.0},  {"exp.f64", {1000}, INFINITY},
+      {"exp.f64", {-1000}, 0.0},      {"exp.f64", {NAN}, NAN},
+      {"exp2.f32", {0.0}, 1},         {"exp2.f32", {-INFINITY}, 0.0},
+      {"exp2.f32", {INFINITY}, INFINITY}, {"exp2.f32", {128}, INFINITY},
+      {"exp2.f64", {-0.0}, 1},        {"exp2.f64", {-INFINITY}, 0.0},
+      {"exp2.f64", {1024}, INFINITY}, {"exp2.f64", {NAN}, NAN},
+      {"expm1.f32", {0.0}, 0.0},      {"expm1.f32", {-0.0}, -0.0},
+      {"expm1.f32", {-INFINITY}, -1}, {"expm1.f32", {INFINITY}, INFINITY},
+      {"expm1.f64", {-0.0}, -0.0},    {"expm1.f64", {-INFINITY}, -1},
+      {"expm1.f64", {-1000}, -1},     {"expm1.f64", {NAN}, NAN},
+      {"log.f32", {0.0}, -INFINITY},  {"log.f32", {-0.0}, -INFINITY},
+      {"log.f32", {1}, 0.0},          {"log.f32", {-1}, NAN},
+      {"log.f32", {-0x1p-149}, NAN},  {"log.f32", {INFINITY}, INFINITY},
+      {"log.f32", {-INFINITY}, NAN},  {"log.f32", {NAN}, NAN},
+      {"log.f64", {0.0}, -INFINITY},  {"log.f64", {1}, 0.0},
+      {"log.f64", {-1}, NAN},         {"log.f64", {INFINITY}, INFINITY},
+      {"log10.f32", {-0.0}, -INFINITY}, {"log10.f32", {1}, 0.0},
+      {"log10.f32", {-2}, NAN},       {"log10.f32", {INFINITY}, INFINITY},
+      {"log10.f64", {0.0}, -INFINITY}, {"log10.f64", {-1}, NAN},
+      {"log2.f32", {0.0}, -INFINITY}, {"log2.f32", {1}, 0.0},
+      {"log2.f32", {-1}, NAN},        {"log2.f64", {-0.0}, -INFINITY},
+      {"log2.f64", {1}, 0.0},         {"log2.f64", {-INFINITY}, NAN},
+      {"log1p.f32", {-1}, -INFINITY}, {"log1p.f32", {-2}, NAN},
+      {"log1p.f32", {-0.0}, -0.0},    {"log1p.f32", {0.0}, 0.0},
+      {"log1p.f32", {INFINITY}, INFINITY}, {"log1p.f64", {-1}, -INFINITY},
+      {"log1p.f64", {-1.5}, NAN},     {"log1p.f64", {-0.0}, -0.0},
+  };
+  RUN_CASES(run_fcases, cases);
+  EXPECT_NEAR("exp.f32", F32(0x1.5bf0a8p1f), 1, F32(1.0f)); /* e */
+  EXPECT_NEAR("exp.f64", F64(0x1.5bf0a8b145769p1), 1, F64(1.0));
+  EXPECT_NEAR("exp.f64", F64(0x1.78b56362cef38p-2), 1, F64(-1.0));
+  EXPECT_NEAR("exp2.f32", F32(1024.0f), 1, F32(10.0f));
+  EXPECT_NEAR("exp2.f64", F64(0x1p-1074), 1, F64(-1074.0));
+  EXPECT_NEAR("exp2.f64", F64(0x1.6a09e667f3bcdp0), 1, F64(0.5)); /* sqrt 2 */
+  EXPECT_NEAR("expm1.f32", F32(0x1.b7e152p0f), 1, F32(1.0f)); /* e - 1 */
+  EXPECT_NEAR("expm1.f64", F64(0x1.b7e151628aed3p0), 1, F64(1.0));
+  /* Near 0 expm1 keeps the digits that exp(x) - 1 loses. */
+  EXPECT_NEAR("expm1.f64", F64(0x1.00000002p-30), 1, F64(0x1p-30));
+  EXPECT_NEAR("expm1.f32", F32(0x1p-30f), 1, F32(0x1p-30f));
+  EXPECT_NEAR("log.f64", F64(1.0), 1, F64(0x1.5bf0a8b145769p1));
+  EXPECT_NEAR("log.f32", F32(0x1.62e430p-1f), 1, F32(2.0f)); /* ln 2 */
+  EXPECT_NEAR("log.f64", F64(0x1.62e42fefa39efp-1), 1, F64(2.0));
+  EXPECT_NEAR("log10.f32", F32(3.0f), 1, F32(1000.0f));
+  EXPECT_NEAR("log10.f64", F64(-2.0), 1, F64(0.01));
+  EXPECT_NEAR("log2.f32", F32(-149.0f), 1, F32(0x1p-149f));
+  EXPECT_NEAR("log2.f64", F64(1023.0), 1, F64(0x1p1023));
+  EXPECT_NEAR("log2.f64", F64(0x1.a934f0979a371p1), 1, F64(10.0));
+  EXPECT_NEAR("log1p.f64", F64(0x1.fffffffcp-31), 1, F64(0x1p-30));
+  EXPECT_NEAR("log1p.f32", F32(0x1.62e430p-1f), 1, F32(1.0f));
+}
+END_TEST
+
+START_TEST(float_pow_rsqrt) {
+  static const fcase_t cases[] = {
+      /* x^+-0 = 1 and 1^y = 1, nan included. */
+      {"pow.f32", {NAN, 0.0}, 1},       {"pow.f32", {NAN, -0.0}, 1},
+      {"pow.f32", {1, NAN}, 1},         {"pow.f32", {-1, INFINITY}, 1},
+      {"pow.f32", {2, 10}, 1024},       {"pow.f32", {-2, 3}, -8},
+      {"pow.f32", {-2, 2}, 4},          {"pow.f32", {-8, 0x1.555556p-2}, NAN},
+      {"pow.f32", {0.0, -1}, INFINITY}, {"pow.f32", {-0.0, -1}, -INFINITY},
+      {"pow.f32", {-0.0, -2}, INFINITY}, {"pow.f32", {-0.0, 3}, -0.0},
+      {"pow.f32", {0.0, 3}, 0.0},       {"pow.f32", {INFINITY, -1}, 0.0},
+      {"pow.f32", {0.5, INFINITY}, 0.0}, {"pow.f32", {2, -INFINITY}, 0.0},
+      {"pow.f32", {2, INFINITY}, INFINITY}, {"pow.f32", {NAN, 1}, NAN},
+      {"pow.f32", {2, 128}, INFINITY},
+      {"pow.f64", {NAN, 0.0}, 1},       {"pow.f64", {1, NAN}, 1},
+      {"pow.f64", {2, -1074}, 0x1p-1074}, {"pow.f64", {-3, 3}, -27},
+      {"pow.f64", {-1, 0.5}, NAN},      {"pow.f64", {-0.0, -3}, -INFINITY},
+      {"pow.f64", {-INFINITY, 3}, -INFINITY}, {"pow.f64", {-INFINITY, 2}, INFINITY},
+      {"pow.f64", {4, 0.5}, 2},
+      {"rsqrt.f32", {4}, 0.5},          {"rsqrt.f32", {0.25}, 2},
+      {"rsqrt.f32", {0.0}, INFINITY},   {"rsqrt.f32", {-0.0}, -INFINITY},
+      {"rsqrt.f32", {-1}, NAN},         {"rsqrt.f32", {INFINITY}, 0.0},
+      {"rsqrt.f32", {NAN}, NAN},        {"rsqrt.f64", {16}, 0.25},
+      {"rsqrt.f64", {0.0}, INFINITY},   {"rsqrt.f64", {-0.0}, -INFINITY},
+      {"rsqrt.f64", {-INFINITY}, NAN},  {"rsqrt.f64", {INFINITY}, 0.0},
+  };
+  RUN_CASES(run_fcases, cases);
+  EXPECT_NEAR("pow.f64", F64(0x1.6a09e667f3bcdp0), 1, F64(2.0), F64(0.5));
+  EXPECT_NEAR("pow.f32", F32(0x1.6a09e6p0f), 1, F32(2.0f), F32(0.5f));
+  /* Two roundings (1 / the rounded root): within an ulp of 1/sqrt(2). */
+  EXPECT_NEAR("rsqrt.f32", F32(0x1.6a09e6p-1f), 1, F32(2.0f));
+  EXPECT_NEAR("rsqrt.f64", F64(0x1.6a09e667f3bcdp-1), 1, F64(2.0));
+}
+END_TEST
+
+START_TEST(float_trig_tanh_erf) {
+  static const fcase_t cases[] = {
+      {"sin.f32", {0.0}, 0.0},         {"sin.f32", {-0.0}, -0.0},
+      {"sin.f32", {INFINITY}, NAN},    {"sin.f32", {-INFINITY}, NAN},
+      {"sin.f32", {NAN}, NAN},         {"sin.f64", {-0.0}, -0.0},
+      {"sin.f64", {INFINITY}, NAN},    {"cos.f32", {0.0}, 1},
+      {"cos.f32", {-0.0}, 1},          {"cos.f32", {INFINITY}, NAN},
+      {"cos.f64", {-0.0}, 1},          {"cos.f64", {-INFINITY}, NAN},
+      {"cos.f64", {NAN}, NAN},
+      {"tanh.f32", {0.0}, 0.0},        {"tanh.f32", {-0.0}, -0.0},
+      {"tanh.f32", {INFINITY}, 1},     {"tanh.f32", {-INFINITY}, -1},
+      {"tanh.f32", {100}, 1},          {"tanh.f32", {NAN}, NAN},
+      {"tanh.f64", {-0.0}, -0.0},      {"tanh.f64", {-INFINITY}, -1},
+      {"tanh.f64", {-1000}, -1},
+      {"atan.f32", {0.0}, 0.0},        {"atan.f32", {-0.0}, -0.0},
+      {"atan.f32", {INFINITY}, 0x1.921fb6p0},
+      {"atan.f32", {-INFINITY}, -0x1.921fb6p0}, {"atan.f32", {NAN}, NAN},
+      {"atan.f64", {INFINITY}, 0x1.921fb54442d18p0},
+      {"atan.f64", {-0.0}, -0.0},
+      {"atan2.f32", {0.0, -0.0}, 0x1.921fb6p1},   /* +pi */
+      {"atan2.f32", {-0.0, -0.0}, -0x1.921fb6p1}, /* -pi */
+      {"atan2.f32", {0.0, 0.0}, 0.0},  {"atan2.f32", {-0.0, 0.0}, -0.0},
+      {"atan2.f32", {0.0, -1}, 0x1.921fb6p1},
+      {"atan2.f32", {-1, -INFINITY}, -0x1.921fb6p1},
+      {"atan2.f32", {1, INFINITY}, 0.0}, {"atan2.f32", {1, 0.0}, 0x1.921fb6p0},
+      {"atan2.f32", {-1, -0.0}, -0x1.921fb6p0},
+      {"atan2.f32", {NAN, 1}, NAN},    {"atan2.f32", {1, NAN}, NAN},
+      {"atan2.f64", {0.0, -0.0}, 0x1.921fb54442d18p1},
+      {"atan2.f64", {-0.0, 0.0}, -0.0},
+      {"atan2.f64", {INFINITY, INFINITY}, 0x1.921fb54442d18p-1},
+      {"atan2.f64", {-INFINITY, -INFINITY}, -0x1.2d97c7f3321d2p1},
+      {"erf.f32", {0.0}, 0.0},         {"erf.f32", {-0.0}, -0.0},
+      {"erf.f32", {INFINITY}, 1},      {"erf.f32", {-INFINITY}, -1},
+      {"erf.f32", {10}, 1},            {"erf.f32", {NAN}, NAN},
+      {"erf.f64", {-0.0}, -0.0},       {"erf.f64", {-INFINITY}, -1},
+      {"erf.f64", {10}, 1},
+  };
+  RUN_CASES(run_fcases, cases);
+  EXPECT_NEAR("sin.f64", F64(0.5), 1, F64(0x1.0c152382d7366p-1)); /* pi/6 */
+  EXPECT_NEAR("sin.f32", F32(1.0f), 1, F32(0x1.921fb6p0f));      /* pi/2 */
+  EXPECT_NEAR("cos.f64", F64(0.5), 2, F64(0x1.0c152382d7366p0)); /* pi/3 */
+  EXPECT_NEAR("cos.f32", F32(-1.0f), 1, F32(0x1.921fb6p1f));     /* pi */
+  EXPECT_NEAR("tanh.f64", F64(0x1.d9353d7568af3p-2), 1, F64(0.5));
+  EXPECT_NEAR("atan.f64", F64(0x1.921fb54442d18p-1), 1, F64(1.0)); /* pi/4 */
+  EXPECT_NEAR("atan.f32", F32(0x1.921fb6p-1f), 1, F32(1.0f));
+  EXPECT_NEAR("atan2.f64", F64(0x1.2d97c7f3321d2p1), 1, F64(1.0), F64(-1.0));
+  EXPECT_NEAR("atan2.f32", F32(-0x1.921fb6p-1f), 1, F32(-1.0f), F32(1.0f));
+  EXPECT_NEAR("erf.f64", F64(0x1.af767a741088bp-1), 1, F64(1.0));
+  EXPECT_NEAR("erf.f32", F32(0x1.af767ap-1f), 1, F32(1.0f));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Control flow. */
 
 START_TEST(control_br_loops) {
@@ -2545,6 +3013,21 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, convert_float_to_int_saturates);
   tcase_add_test(tc, convert_fpext_fptrunc);
   tcase_add_test(tc, convert_bitcast);
+  tcase_add_test(tc, convert_narrow_trunc_ext);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("format_1_2");
+  tcase_add_checked_fixture(tc, NULL, free_progs);
+  tcase_add_test(tc, int_fma);
+  tcase_add_test(tc, int_nz);
+  tcase_add_test(tc, float_compare_ordered_unordered);
+  tcase_add_test(tc, float_rem);
+  tcase_add_test(tc, float_round);
+  tcase_add_test(tc, float_round_even_ignores_rounding_mode);
+  tcase_add_test(tc, float_isnan);
+  tcase_add_test(tc, float_exp_log);
+  tcase_add_test(tc, float_pow_rsqrt);
+  tcase_add_test(tc, float_trig_tanh_erf);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("control");

@@ -70,6 +70,25 @@ FTOI(f64_to_u32, double, uint32_t, 0, UINT32_MAX)
 FTOI(f32_to_u64, float, uint64_t, 0, UINT64_MAX)
 FTOI(f64_to_u64, double, uint64_t, 0, UINT64_MAX)
 
+/* Sign extension of the low |bits| bits, without implementation-defined
+ * narrowing conversions. */
+static inline int64_t sext(uint64_t v, unsigned bits) {
+  const uint64_t sign = 1ull << (bits - 1), mask = (sign << 1) - 1;
+  return (int64_t)((v & mask) ^ sign) - (int64_t)sign;
+}
+
+/* Round half to even, independent of the host's rounding mode (nearbyint
+ * and rint follow it).  A tie is exactly half-way, so r - x is exact; x / 2
+ * is exact because a tie is at least 0.5 in magnitude. */
+#define ROUND_EVEN(name, T, SFX)                                               \
+  static inline T name(T x) {                                                  \
+    T r = round##SFX(x);                                                       \
+    if (fabs##SFX(r - x) == (T)0.5) r = (T)2 * round##SFX(x * (T)0.5);         \
+    return r;                                                                  \
+  }
+ROUND_EVEN(round_even32, float, f)
+ROUND_EVEN(round_even64, double, )
+
 static inline int32_t abs32(int32_t v) {
   return v < 0 ? (int32_t)(0u - (uint32_t)v) : v;
 }

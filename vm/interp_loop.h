@@ -176,6 +176,34 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     vmbreak;                                                                   \
   }
 
+/* The float ops of format 1.2 (vm/ops.def). */
+#define FLOAT_OPS_1_2(T, F, SFX, ROUND_EVEN)                                   \
+  BIN(REM_##T, F, fmod##SFX(x.F, y.F))                                         \
+  UN(ROUND_##T, F, round##SFX(x.F))                                            \
+  UN(ROUND_EVEN_##T, F, ROUND_EVEN(x.F))                                       \
+  UN(ISNAN_##T, i32, x.F != x.F)                                               \
+  BIN(NE_O_##T, i32, x.F < y.F || x.F > y.F)                                   \
+  BIN(EQ_U_##T, i32, !(x.F < y.F || x.F > y.F))                                \
+  BIN(LT_U_##T, i32, !(x.F >= y.F))                                            \
+  BIN(LE_U_##T, i32, !(x.F > y.F))                                             \
+  BIN(GT_U_##T, i32, !(x.F <= y.F))                                            \
+  BIN(GE_U_##T, i32, !(x.F < y.F))                                             \
+  UN(EXP_##T, F, exp##SFX(x.F))                                                \
+  UN(EXP2_##T, F, exp2##SFX(x.F))                                              \
+  UN(EXPM1_##T, F, expm1##SFX(x.F))                                            \
+  UN(LOG_##T, F, log##SFX(x.F))                                                \
+  UN(LOG10_##T, F, log10##SFX(x.F))                                            \
+  UN(LOG1P_##T, F, log1p##SFX(x.F))                                            \
+  UN(LOG2_##T, F, log2##SFX(x.F))                                              \
+  BIN(POW_##T, F, pow##SFX(x.F, y.F))                                          \
+  UN(RSQRT_##T, F, 1 / sqrt##SFX(x.F))                                         \
+  UN(TANH_##T, F, tanh##SFX(x.F))                                              \
+  UN(ATAN_##T, F, atan##SFX(x.F))                                              \
+  BIN(ATAN2_##T, F, atan2##SFX(x.F, y.F))                                      \
+  UN(SIN_##T, F, sin##SFX(x.F))                                                \
+  UN(COS_##T, F, cos##SFX(x.F))                                                \
+  UN(ERF_##T, F, erf##SFX(x.F))
+
 #ifdef HALI_DISPATCH_GOTO
   vmdispatch();
   {
@@ -243,6 +271,34 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     UN(BITCAST_F32_I32, u32, x.u32)
     UN(BITCAST_I64_F64, u64, x.u64)
     UN(BITCAST_F64_I64, u64, x.u64)
+
+    /* Format 1.2. */
+    vmcase(FMA_I32) {
+      regs[A].u32 = regs[B].u32 * regs[C].u32 + regs[D].u32;
+      pc += 2;
+      vmbreak;
+    }
+    vmcase(FMA_I64) {
+      regs[A].u64 = regs[B].u64 * regs[C].u64 + regs[D].u64;
+      pc += 2;
+      vmbreak;
+    }
+    UN(NZ_I32, i32, x.u32 != 0)
+    UN(NZ_I64, i32, x.u64 != 0)
+    UN(TRUNC_I32_I8, u32, x.u32 & 0xffu)
+    UN(TRUNC_I32_I16, u32, x.u32 & 0xffffu)
+    UN(TRUNC_I64_I8, u32, (uint32_t)(x.u64 & 0xffu))
+    UN(TRUNC_I64_I16, u32, (uint32_t)(x.u64 & 0xffffu))
+    UN(EXT_S_I8_I32, i32, (int32_t)sext(x.u32, 8))
+    UN(EXT_U_I8_I32, u32, x.u32 & 0xffu)
+    UN(EXT_S_I16_I32, i32, (int32_t)sext(x.u32, 16))
+    UN(EXT_U_I16_I32, u32, x.u32 & 0xffffu)
+    UN(EXT_S_I8_I64, i64, sext(x.u32, 8))
+    UN(EXT_U_I8_I64, u64, x.u32 & 0xffu)
+    UN(EXT_S_I16_I64, i64, sext(x.u32, 16))
+    UN(EXT_U_I16_I64, u64, x.u32 & 0xffffu)
+    FLOAT_OPS_1_2(F32, f32, f, round_even32)
+    FLOAT_OPS_1_2(F64, f64, , round_even64)
 
     vmcase(BR) {
       JUMP(pc[1].target);
@@ -557,4 +613,5 @@ fail:
 #undef JUMP
 #undef INT_OPS
 #undef FLOAT_OPS
+#undef FLOAT_OPS_1_2
 
