@@ -42,6 +42,13 @@ typedef union hali_cell_u {
 
 _Static_assert(sizeof(hali_cell_t) == 8, "cells are 8 bytes");
 
+/* The register slots that start at cell |c| and run on through the cells
+ * after it (4 per cell): a list longer than one cell's r[4], reached
+ * without indexing past that array. */
+static inline const uint16_t *hali_cell_slots(const hali_cell_t *c) {
+  return (const uint16_t *)(const void *)c;
+}
+
 /* A scalar register slot: every scalar type in 64 bits, narrow types in
  * the low bytes. */
 typedef union hali_slot_u {

@@ -738,7 +738,7 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
                             "fiber.spawn @%s needs a scheduler (this "
                             "invocation runs without one)",
                             callee->ir->name);
-  const uint16_t *list = pc[2].r;
+  const uint16_t *list = hali_cell_slots(&pc[2]);
   uint32_t nargs = pc->i.b;
   hali_value_t args[256];
   if (nargs > 256)

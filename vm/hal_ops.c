@@ -39,7 +39,7 @@ static void decode(const hali_cell_t *pc, decoded_t *d) {
   at += nx;
   if (info->tail) {
     d->tail_count = (uint32_t)pc[at].imm;
-    d->tail = pc[at + 1].r;
+    d->tail = hali_cell_slots(&pc[at + 1]);
     d->next = pc + at + 1 + HALI_CELLS_FOR_SLOTS(d->tail_count);
   } else {
     d->tail_count = 0;

@@ -319,7 +319,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
               atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
         goto interrupted;
       const hali_vm_func_t *callee = pc[1].ptr;
-      const uint16_t *list = pc[2].r;
+      const uint16_t *list = hali_cell_slots(&pc[2]);
       const uint32_t nargs = B;
       const uint32_t sbase = frame->scalar_base + fn->scalar_count;
       const uint32_t rbase = frame->ref_base + fn->ref_count;
@@ -389,7 +389,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     }
 
     vmcase(RETURN) {
-      const uint16_t *list = pc[1].r;
+      const uint16_t *list = hali_cell_slots(&pc[1]);
       const uint32_t n = B;
       if (HALI_UNLIKELY(st->depth == 1)) {
         /* The invocation's own frame: results go to the host. */
@@ -414,7 +414,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       }
       hali_vm_frame_t *caller = frame - 1;
       const hali_cell_t *call = caller->pc;
-      const uint16_t *out = call[2].r + call->i.b;
+      const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;
       hali_slot_t *cregs = st->scalars + caller->scalar_base;
       hali_ref_t **crefs = st->refs + caller->ref_base;
       if (HALI_LIKELY(fn->scalar_results_only)) {

@@ -27,6 +27,13 @@ hali_status_t hali_vm_stack_create(uint32_t max_depth, hali_vm_stack_t **out) {
   st->max_depth = max_depth ? max_depth : HALI_VM_DEFAULT_MAX_DEPTH;
   atomic_init(&st->interrupt, false);
   st->await_deadline_ns = INT64_MAX;
+  /* Both banks exist from the start: frames address them as base +
+   * offset even when a function has no registers of a bank. */
+  hali_status_t s = hali_vm_stack_reserve(st, 1, 1);
+  if (s) {
+    free(st);
+    return s;
+  }
   *out = st;
   return HALI_OK;
 }
@@ -329,7 +336,7 @@ hali_status_t hali_vm_call_import(hali_vm_stack_t *st, const hali_cell_t *pc,
                             "import @%s is not provided by the host (it is "
                             "optional, so the module linked without it)",
                             f->name);
-  const uint16_t *list = pc[2].r;
+  const uint16_t *list = hali_cell_slots(&pc[2]);
   uint32_t nargs = pc->i.b, nres = pc->i.c;
   hali_value_t args[64], results[64];
   if (nargs > 64 || nres > 64)
