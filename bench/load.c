@@ -1,0 +1,248 @@
+/* bench/load — loading cost against module size (issue 11: linear time).
+ *
+ *   make bench-load                      (or: make bench/load && bench/load)
+ *   bench/load [--sizes=10000,100000,1000000] [--min-time=0.3] [--smoke]
+ *
+ * Generates modules of N instructions in memory, in two shapes:
+ *
+ *   huge    one function of N instructions: every instruction writes a new
+ *           register (N registers), a block every 64 instructions ending in
+ *           `br` to the next, an `assert` with its own message per block
+ *           (N/64 blocks, N/64 distinct strings)
+ *   many    N/16 functions of 16 instructions; each calls the one before
+ *           it, asserts with its own message and returns
+ *
+ * and three forms of each: `.hasm` text, `.hbc` with the debug section
+ * (register and block names, lines) and `.hbc` stripped.  Each is loaded
+ * the way `hali run` loads a file (tools/run.c): read (assembler or binary
+ * reader), structural check, load-time passes, verifier, encoder, executable
+ * linking and the import check — only the file read is left out.  A case is
+ * timed until |min-time| seconds have passed (at least 3 loads) and the
+ * fastest load counts.
+ *
+ * It prints instructions loaded per second per case, the ratio of the
+ * figure at the largest size to the one at the smallest, and PASS/FAIL
+ * against the goals: ratio >= 0.80 (linear within 20 %) for every case,
+ * and >= 10 M instructions/s for the binary forms at every size.
+ * --smoke (make check) loads each case once at 10^3 and 10^4 only and
+ * checks nothing but that every load succeeds.  The exit status is 0 when
+ * every goal is met.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "loader/executables.h"
+#include "loader/loader.h"
+#include "vm/vm.h"
+
+#define BENCH_MAX_SIZES 8
+#define BLOCK_LEN 64 /* instructions per block in the huge function */
+#define FUNC_LEN 16  /* instructions per function in the many shape */
+
+typedef enum { SHAPE_HUGE, SHAPE_MANY, SHAPE_COUNT } shape_t;
+typedef enum { FORM_TEXT, FORM_HBC, FORM_HBC_STRIP, FORM_COUNT } form_t;
+
+static const char *const shape_names[SHAPE_COUNT] = {"huge", "many"};
+static const char *const form_names[FORM_COUNT] = {"text", "hbc+debug",
+                                                   "hbc stripped"};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what, hali_status_t s) {
+  fprintf(stderr, "bench/load: %s: %s\n", what,
+          s ? hali_status_message(s) : "failed");
+  hali_status_free(s);
+  exit(2);
+}
+
+/* The .hasm text of a module of about |n| instructions in |shape|;
+ * |*out_insns| is the exact count. */
+static char *generate(shape_t shape, uint64_t n, uint64_t *out_insns) {
+  hali_strbuf_t sb = {0};
+  uint64_t insns = 0;
+  hali_strbuf_printf(&sb, "module @load_bench\n");
+  if (shape == SHAPE_HUGE) {
+    /* Blocks of BLOCK_LEN: const, assert, (BLOCK_LEN - 3) adds, br; the
+     * last block ends in return instead. */
+    uint64_t blocks = n / BLOCK_LEN ? n / BLOCK_LEN : 1;
+    uint64_t r = 0;
+    hali_strbuf_printf(&sb, "func @main(%%a: i64) -> i64 {\n");
+    for (uint64_t b = 0; b < blocks; ++b) {
+      hali_strbuf_printf(&sb, "^b%" PRIu64 ":\n", b);
+      hali_strbuf_printf(&sb, "  %%c%" PRIu64 " = const.i32 1\n", b);
+      hali_strbuf_printf(&sb, "  assert %%c%" PRIu64 ", \"block %" PRIu64
+                              " holds\"\n", b, b);
+      for (int k = 0; k < BLOCK_LEN - 3; ++k, ++r) {
+        if (r == 0)
+          hali_strbuf_printf(&sb, "  %%r0 = add.i64 %%a, %%a\n");
+        else
+          hali_strbuf_printf(&sb, "  %%r%" PRIu64 " = add.i64 %%r%" PRIu64
+                                  ", %%a\n", r, r - 1);
+      }
+      if (b + 1 < blocks)
+        hali_strbuf_printf(&sb, "  br ^b%" PRIu64 "\n", b + 1);
+      else
+        hali_strbuf_printf(&sb, "  return %%r%" PRIu64 "\n", r - 1);
+      insns += BLOCK_LEN;
+    }
+    hali_strbuf_printf(&sb, "}\n");
+  } else {
+    uint64_t funcs = n / FUNC_LEN ? n / FUNC_LEN : 1;
+    for (uint64_t f = 0; f < funcs; ++f) {
+      hali_strbuf_printf(&sb, "func @f%" PRIu64 "(%%a: i64) -> i64 {\n", f);
+      if (f == 0)
+        hali_strbuf_printf(&sb, "  %%x0 = const.i64 1\n");
+      else
+        hali_strbuf_printf(&sb, "  %%x0 = call @f%" PRIu64 "(%%a)\n", f - 1);
+      hali_strbuf_printf(&sb, "  %%c = const.i32 1\n");
+      hali_strbuf_printf(&sb, "  assert %%c, \"f%" PRIu64 " holds\"\n", f);
+      int k = 1;
+      for (; k < FUNC_LEN - 3; ++k)
+        hali_strbuf_printf(&sb, "  %%x%d = add.i64 %%x%d, %%a\n", k, k - 1);
+      hali_strbuf_printf(&sb, "  return %%x%d\n}\n", k - 1);
+      insns += FUNC_LEN;
+    }
+  }
+  char *text = hali_strbuf_take(&sb);
+  if (!text) die("generating a module", NULL);
+  *out_insns = insns;
+  return text;
+}
+
+/* One load, as `hali run` does it after reading the file. */
+static void load_once(const uint8_t *data, size_t size,
+                      const hali_executable_registry_t *registry) {
+  hali_ir_module_t *ir;
+  hali_status_t s = hali_load_bytes(data, size, "load_bench", &ir);
+  if (s) die("loading", s);
+  hali_vm_module_t *m;
+  if ((s = hali_vm_module_create(ir, &m))) die("encoding", s);
+  s = hali_vm_module_load_executables(m, registry, NULL, NULL, 0);
+  if (!s) s = hali_vm_module_check_imports(m);
+  if (s) die("linking", s);
+  hali_vm_module_free(m);
+}
+
+/* Fastest load of |data| in seconds. */
+static double time_load(const uint8_t *data, size_t size, double min_time,
+                        const hali_executable_registry_t *registry) {
+  double best = 1e30, start = now();
+  for (int reps = 0; reps < 3 || now() - start < min_time; ++reps) {
+    double t0 = now();
+    load_once(data, size, registry);
+    double t = now() - t0;
+    if (t < best) best = t;
+  }
+  return best;
+}
+
+static size_t parse_sizes(const char *s, uint64_t *out) {
+  size_t n = 0;
+  while (*s && n < BENCH_MAX_SIZES) {
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || v < FUNC_LEN * 4) {
+      fprintf(stderr, "bench/load: bad --sizes (numbers >= %d, comma "
+                      "separated)\n", FUNC_LEN * 4);
+      exit(2);
+    }
+    out[n++] = v;
+    s = *end == ',' ? end + 1 : end;
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  uint64_t sizes[BENCH_MAX_SIZES] = {10000, 100000, 1000000};
+  size_t nsizes = 3;
+  double min_time = 0.3;
+  bool smoke = false;
+  for (int i = 1; i < argc; ++i) {
+    if (strncmp(argv[i], "--sizes=", 8) == 0) {
+      nsizes = parse_sizes(argv[i] + 8, sizes);
+    } else if (strncmp(argv[i], "--min-time=", 11) == 0) {
+      min_time = atof(argv[i] + 11);
+    } else if (strcmp(argv[i], "--smoke") == 0) {
+      smoke = true;
+    } else {
+      fprintf(stderr, "usage: bench/load [--sizes=N,N,...] [--min-time=S] "
+                      "[--smoke]\n");
+      return 2;
+    }
+  }
+  if (smoke) {
+    sizes[0] = 1000;
+    sizes[1] = 10000;
+    nsizes = 2;
+    min_time = 0;
+  }
+  hali_executable_registry_t *registry;
+  hali_status_t s = hali_executable_registry_create(&registry);
+  if (s) die("creating the executable registry", s);
+
+  double rate[SHAPE_COUNT][FORM_COUNT][BENCH_MAX_SIZES];
+  printf("bench/load: instructions loaded per second (read, passes, verify, "
+         "encode, link)\n\n");
+  printf("%-5s %-13s", "shape", "form");
+  for (size_t k = 0; k < nsizes; ++k)
+    printf(" %10" PRIu64, sizes[k]);
+  printf("  %9s  %s\n", "last/1st", "goal");
+  bool pass = true;
+  for (int sh = 0; sh < SHAPE_COUNT; ++sh) {
+    char *texts[BENCH_MAX_SIZES];
+    uint64_t insns[BENCH_MAX_SIZES];
+    uint8_t *bins[FORM_COUNT][BENCH_MAX_SIZES] = {{0}};
+    size_t bin_sizes[FORM_COUNT][BENCH_MAX_SIZES] = {{0}};
+    for (size_t k = 0; k < nsizes; ++k) {
+      texts[k] = generate((shape_t)sh, sizes[k], &insns[k]);
+      hali_ir_module_t *ir;
+      if ((s = hali_asm_parse(texts[k], strlen(texts[k]), "load_bench.hasm",
+                              &ir)))
+        die("assembling the generated module", s);
+      for (int fo = FORM_HBC; fo < FORM_COUNT; ++fo) {
+        hali_hbc_write_options_t wo = {fo == FORM_HBC_STRIP};
+        if ((s = hali_hbc_write(ir, &wo, &bins[fo][k], &bin_sizes[fo][k])))
+          die("writing the binary module", s);
+      }
+      hali_ir_module_free(ir);
+    }
+    for (int fo = 0; fo < FORM_COUNT; ++fo) {
+      printf("%-5s %-13s", shape_names[sh], form_names[fo]);
+      fflush(stdout);
+      for (size_t k = 0; k < nsizes; ++k) {
+        const uint8_t *data = fo == FORM_TEXT ? (const uint8_t *)texts[k]
+                                              : bins[fo][k];
+        size_t size = fo == FORM_TEXT ? strlen(texts[k]) : bin_sizes[fo][k];
+        double t = time_load(data, size, min_time, registry);
+        rate[sh][fo][k] = (double)insns[k] / t;
+        printf(" %9.2fM", rate[sh][fo][k] / 1e6);
+        fflush(stdout);
+      }
+      double ratio = rate[sh][fo][nsizes - 1] / rate[sh][fo][0];
+      bool ok = ratio >= 0.80;
+      if (fo != FORM_TEXT)
+        for (size_t k = 0; k < nsizes; ++k) ok = ok && rate[sh][fo][k] >= 10e6;
+      if (!smoke) pass = pass && ok;
+      printf("  %9.2f  %s\n", ratio, smoke ? "-" : ok ? "PASS" : "FAIL");
+    }
+    for (size_t k = 0; k < nsizes; ++k) {
+      free(texts[k]);
+      for (int fo = FORM_HBC; fo < FORM_COUNT; ++fo) free(bins[fo][k]);
+    }
+  }
+  hali_executable_registry_free(registry);
+  printf("\ngoals: last/1st >= 0.80 for every case (linear within 20 %%); "
+         ">= 10.00M/s for hbc at every size\n");
+  if (smoke)
+    printf("smoke run: every load succeeded; goals not judged\n");
+  else
+    printf("%s\n", pass ? "PASS" : "FAIL");
+  return pass ? 0 : 1;
+}
