@@ -5,10 +5,11 @@
  *
  * Generates modules of N instructions in memory, in two shapes:
  *
- *   huge    one function of N instructions: every instruction writes a new
- *           register (N registers), a block every 64 instructions ending in
+ *   huge    one function of N instructions over min(N/4, 16384) registers
+ *           (the first N/4 instructions each define a new one; a function
+ *           holds at most 65535), a block every 256 instructions ending in
  *           `br` to the next, an `assert` with its own message per block
- *           (N/64 blocks, N/64 distinct strings)
+ *           (N/256 blocks, as many distinct strings)
  *   many    N/16 functions of 16 instructions; each calls the one before
  *           it, asserts with its own message and returns
  *
@@ -39,7 +40,8 @@
 #include "vm/vm.h"
 
 #define BENCH_MAX_SIZES 8
-#define BLOCK_LEN 64 /* instructions per block in the huge function */
+#define BLOCK_LEN 256   /* instructions per block in the huge function */
+#define MAX_REGS 16384  /* registers of the huge function */
 #define FUNC_LEN 16  /* instructions per function in the many shape */
 
 typedef enum { SHAPE_HUGE, SHAPE_MANY, SHAPE_COUNT } shape_t;
@@ -72,7 +74,7 @@ static char *generate(shape_t shape, uint64_t n, uint64_t *out_insns) {
     /* Blocks of BLOCK_LEN: const, assert, (BLOCK_LEN - 3) adds, br; the
      * last block ends in return instead. */
     uint64_t blocks = n / BLOCK_LEN ? n / BLOCK_LEN : 1;
-    uint64_t r = 0;
+    uint64_t r = 0, pool = n / 4 < MAX_REGS ? n / 4 : MAX_REGS;
     hali_strbuf_printf(&sb, "func @main(%%a: i64) -> i64 {\n");
     for (uint64_t b = 0; b < blocks; ++b) {
       hali_strbuf_printf(&sb, "^b%" PRIu64 ":\n", b);
@@ -84,12 +86,12 @@ static char *generate(shape_t shape, uint64_t n, uint64_t *out_insns) {
           hali_strbuf_printf(&sb, "  %%r0 = add.i64 %%a, %%a\n");
         else
           hali_strbuf_printf(&sb, "  %%r%" PRIu64 " = add.i64 %%r%" PRIu64
-                                  ", %%a\n", r, r - 1);
+                                  ", %%a\n", r % pool, (r - 1) % pool);
       }
       if (b + 1 < blocks)
         hali_strbuf_printf(&sb, "  br ^b%" PRIu64 "\n", b + 1);
       else
-        hali_strbuf_printf(&sb, "  return %%r%" PRIu64 "\n", r - 1);
+        hali_strbuf_printf(&sb, "  return %%r%" PRIu64 "\n", (r - 1) % pool);
       insns += BLOCK_LEN;
     }
     hali_strbuf_printf(&sb, "}\n");
@@ -148,9 +150,9 @@ static size_t parse_sizes(const char *s, uint64_t *out) {
   while (*s && n < BENCH_MAX_SIZES) {
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || v < FUNC_LEN * 4) {
+    if (end == s || v < BLOCK_LEN) {
       fprintf(stderr, "bench/load: bad --sizes (numbers >= %d, comma "
-                      "separated)\n", FUNC_LEN * 4);
+                      "separated)\n", BLOCK_LEN);
       exit(2);
     }
     out[n++] = v;

@@ -20,6 +20,7 @@
 
 #include "hal/buffer_view.h"
 #include "vm/ir.h"
+#include "vm/strmap.h"
 
 typedef struct {
   const hali_ir_module_t *m;
@@ -27,6 +28,9 @@ typedef struct {
   uint32_t block, index;
   const hali_ir_insn_t *insn;
   const char *mode; /* "verify" or "verify structure" */
+  /* Scratch index for the uniqueness checks (names of one function, then
+   * of the module's functions), so that they are linear. */
+  hali_strmap_t *names;
 } vctx_t;
 
 static hali_status_t verr(const vctx_t *v, const char *fmt, ...)
@@ -458,6 +462,7 @@ static hali_status_t verify_header(vctx_t *v) {
  * form (hali dis) reassembles to the same module. */
 static hali_status_t verify_names(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
+  hali_strmap_clear(v->names);
   if (f->reg_names)
     for (uint32_t r = 0; r < f->reg_count; ++r) {
       const char *n = f->reg_names[r];
@@ -466,10 +471,14 @@ static hali_status_t verify_names(vctx_t *v) {
         return verr(v, "register %u has the name \"%s\", which is not a "
                        "valid name",
                     r, n);
-      for (uint32_t k = 0; k < r; ++k)
-        if (f->reg_names[k] && strcmp(f->reg_names[k], n) == 0)
-          return verr(v, "registers %u and %u are both named %%%s", k, r, n);
+      uint32_t k = hali_strmap_insert(v->names, n, strlen(n), r);
+      if (k == HALI_STRMAP_NONE)
+        return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                                "verify: out of memory");
+      if (k != r)
+        return verr(v, "registers %u and %u are both named %%%s", k, r, n);
     }
+  hali_strmap_clear(v->names);
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const char *n = f->blocks[b].name;
     if (!n) continue;
@@ -477,9 +486,12 @@ static hali_status_t verify_names(vctx_t *v) {
       return verr(v, "block %u has the name \"%s\", which is not a valid "
                      "name",
                   b, n);
-    for (uint32_t k = 0; k < b; ++k)
-      if (f->blocks[k].name && strcmp(f->blocks[k].name, n) == 0)
-        return verr(v, "blocks %u and %u are both named ^%s", k, b, n);
+    uint32_t k = hali_strmap_insert(v->names, n, strlen(n), b);
+    if (k == HALI_STRMAP_NONE)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "verify: out of memory");
+    if (k != b)
+      return verr(v, "blocks %u and %u are both named ^%s", k, b, n);
   }
   return HALI_OK;
 }
@@ -519,8 +531,19 @@ static hali_status_t verify_func(vctx_t *v) {
   return verify_assignment(v);
 }
 
+static hali_status_t verify_module(vctx_t *v);
+
 hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify"};
+  hali_strmap_t names = {0};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify", &names};
+  hali_status_t s = verify_module(&v);
+  hali_strmap_free(&names);
+  return s;
+}
+
+static hali_status_t verify_module(vctx_t *vp) {
+  vctx_t v = *vp;
+  const hali_ir_module_t *m = v.m;
   for (uint32_t i = 0; i < m->executable_count; ++i) {
     const hali_ir_executable_t *e = &m->executables[i];
     for (uint32_t k = 0; k < e->export_count; ++k) {
@@ -546,13 +569,16 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
                     e->name, e->exports[k].name, e->exports[k].function,
                     m->func_count);
   }
+  hali_strmap_clear(v.names);
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_header(&v));
-    for (uint32_t j = 0; j < i; ++j)
-      if (!strcmp(m->funcs[j].name, v.f->name))
-        return verr(&v, "function defined twice");
+    uint32_t j = hali_strmap_insert(v.names, v.f->name, strlen(v.f->name), i);
+    if (j == HALI_STRMAP_NONE)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "verify: out of memory");
+    if (j != i) return verr(&v, "function defined twice");
   }
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
@@ -894,7 +920,7 @@ static hali_status_t s_func(vctx_t *v) {
 }
 
 hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure"};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure", NULL};
   if (m->string_count && (!m->strings || !m->string_lengths))
     return verr(&v, "malformed string table");
   for (uint32_t i = 0; i < m->rodata_count; ++i)
