@@ -1,7 +1,8 @@
 /* bench/load — loading cost against module size (issue 11: linear time).
  *
  *   make bench-load                      (or: make bench/load && bench/load)
- *   bench/load [--sizes=10000,100000,1000000] [--min-time=0.3] [--smoke]
+ *   bench/load [--sizes=10000,100000,1000000] [--min-time=0.3]
+ *              [--only=SHAPE] [--smoke]
  *
  * Generates modules of N instructions in memory, in two shapes:
  *
@@ -49,7 +50,7 @@ typedef enum { FORM_TEXT, FORM_HBC, FORM_HBC_STRIP, FORM_COUNT } form_t;
 
 static const char *const shape_names[SHAPE_COUNT] = {"huge", "many"};
 static const char *const form_names[FORM_COUNT] = {"text", "hbc+debug",
-                                                   "hbc stripped"};
+                                                   "hbc-stripped"};
 
 static double now(void) {
   struct timespec ts;
@@ -166,15 +167,19 @@ int main(int argc, char **argv) {
   size_t nsizes = 3;
   double min_time = 0.3;
   bool smoke = false;
+  const char *only = NULL; /* a shape, or shape/form: profile one case */
   for (int i = 1; i < argc; ++i) {
     if (strncmp(argv[i], "--sizes=", 8) == 0) {
       nsizes = parse_sizes(argv[i] + 8, sizes);
     } else if (strncmp(argv[i], "--min-time=", 11) == 0) {
       min_time = atof(argv[i] + 11);
+    } else if (strncmp(argv[i], "--only=", 7) == 0) {
+      only = argv[i] + 7;
     } else if (strcmp(argv[i], "--smoke") == 0) {
       smoke = true;
     } else {
       fprintf(stderr, "usage: bench/load [--sizes=N,N,...] [--min-time=S] "
+                      "[--only=huge|many[/text|hbc+debug|hbc-stripped]] "
                       "[--smoke]\n");
       return 2;
     }
@@ -198,6 +203,10 @@ int main(int argc, char **argv) {
   printf("  %9s  %s\n", "last/1st", "goal");
   bool pass = true;
   for (int sh = 0; sh < SHAPE_COUNT; ++sh) {
+    size_t shape_len = strlen(shape_names[sh]);
+    if (only && (strncmp(only, shape_names[sh], shape_len) != 0 ||
+                 (only[shape_len] && only[shape_len] != '/')))
+      continue;
     char *texts[BENCH_MAX_SIZES];
     uint64_t insns[BENCH_MAX_SIZES];
     uint8_t *bins[FORM_COUNT][BENCH_MAX_SIZES] = {{0}};
@@ -216,6 +225,9 @@ int main(int argc, char **argv) {
       hali_ir_module_free(ir);
     }
     for (int fo = 0; fo < FORM_COUNT; ++fo) {
+      if (only && only[shape_len] == '/' &&
+          strcmp(only + shape_len + 1, form_names[fo]) != 0)
+        continue;
       printf("%-5s %-13s", shape_names[sh], form_names[fo]);
       fflush(stdout);
       for (size_t k = 0; k < nsizes; ++k) {
