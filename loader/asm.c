@@ -1344,6 +1344,19 @@ static bool parse_xtype(parser_t *p, hali_ir_xtype_t *x) {
         }
         x->type = HALI_TYPE_NONE;
         x->element_type = et;
+        uint64_t bytes;
+        uint32_t at;
+        if (!hali_ir_xtype_static_bytes(x, &bytes, &at)) {
+          if (at < x->rank)
+            perr_at(p, t, "tensor type too large: the product of its "
+                          "dimensions overflows 64 bits at dimension %u (%lld)",
+                    at, (long long)x->dims[at]);
+          else
+            perr_at(p, t, "tensor type too large: its element count times "
+                          "the %u-byte element size (%.*s) overflows 64 bits",
+                    hali_hal_element_type_byte_size(et), (int)len, part);
+          return false;
+        }
         next(p);
         return true;
       }

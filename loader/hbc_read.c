@@ -82,9 +82,12 @@ static uint64_t get_u64(cur_t *c, const char *what) {
  * allocation. */
 static uint32_t get_count(cur_t *c, uint32_t min_size, const char *what) {
   uint32_t n = get_u32(c, what);
-  if (!c->error && min_size && n > (size_t)(c->end - c->p) / min_size) {
-    rerr(c, "%s count %u exceeds what the %zu remaining bytes can hold", what,
-         n, (size_t)(c->end - c->p));
+  /* n * min_size is at most (2^32 - 1)^2, which fits in 64 bits. */
+  uint64_t bytes = (uint64_t)n * min_size;
+  if (!c->error && bytes > (uint64_t)(c->end - c->p)) {
+    rerr(c, "%s count %u exceeds what the %zu remaining bytes can hold (%u "
+            "x %u bytes at least = %" PRIu64 ")",
+         what, n, (size_t)(c->end - c->p), n, min_size, bytes);
     return 0;
   }
   return n;
@@ -317,6 +320,25 @@ static void read_rodata(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+/* Rejects a tensor type whose static size in bytes overflows 64 bits
+ * (vm/ir.h hali_ir_xtype_static_bytes), naming |what| |index|. */
+static void check_tensor_size(cur_t *c, const hali_ir_xtype_t *x,
+                              const char *what, uint32_t index) {
+  uint64_t bytes;
+  uint32_t at;
+  if (c->error || x->type != HALI_TYPE_NONE ||
+      hali_ir_xtype_static_bytes(x, &bytes, &at))
+    return;
+  if (at < x->rank)
+    rerr(c, "%s %u: tensor too large: the product of its dimensions "
+            "overflows 64 bits at dimension %u (%" PRId64 ")",
+         what, index, at, x->dims[at]);
+  else
+    rerr(c, "%s %u: tensor too large: its element count times the %u-byte "
+            "element size overflows 64 bits",
+         what, index, hali_hal_element_type_byte_size(x->element_type));
+}
+
 static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
   uint32_t count = get_count(c, 1, "signature value");
   for (uint32_t i = 0; i < count && !c->error; ++i) {
@@ -344,10 +366,12 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
       if (!c->error && x->dims[d] < -1) FAIL("dimension %" PRId64 " is negative", x->dims[d]);
     }
     x->rank = rank;
+    check_tensor_size(c, x, "signature value", i);
   }
 }
 
-static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x) {
+static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x, const char *what,
+                           uint32_t index) {
   memset(x, 0, sizeof(*x));
   x->type = get_u8(c, "shape type");
   if (c->error) return false;
@@ -379,6 +403,7 @@ static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x) {
     x->dims[d] = (int64_t)get_u64(c, "dimension");
     if (!c->error && x->dims[d] < -1) rerr(c, "negative dimension");
   }
+  check_tensor_size(c, x, what, index);
   return !c->error;
 }
 
@@ -398,14 +423,15 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
       free(a);
     }
     if (get_u8(c, "parameter flags") && !c->error) {
-      f->param_flags = calloc(f->param_count + 1, 1);
+      f->param_flags = calloc((size_t)f->param_count + 1, 1);
       if (!f->param_flags) FAIL("out of memory");
       for (uint32_t i = 0; i < f->param_count; ++i)
         f->param_flags[i] = get_u8(c, "parameter flags");
     }
     if (get_u8(c, "result shapes") && !c->error) {
-      f->result_xtypes = calloc(f->result_count + 1, sizeof(hali_ir_xtype_t));
-      f->result_ties = malloc((f->result_count + 1) * sizeof(int32_t));
+      f->result_xtypes =
+          calloc((size_t)f->result_count + 1, sizeof(hali_ir_xtype_t));
+      f->result_ties = calloc((size_t)f->result_count + 1, sizeof(int32_t));
       if (!f->result_xtypes || !f->result_ties) FAIL("out of memory");
       for (uint32_t i = 0; i < f->result_count && !c->error; ++i) {
         f->result_ties[i] = (int32_t)get_u32(c, "result tie");
@@ -413,13 +439,13 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
             (f->result_ties[i] < 0 || (uint32_t)f->result_ties[i] >= f->param_count))
           FAIL("result %u tied to parameter %d of %u", i, f->result_ties[i],
                f->param_count);
-        read_one_xtype(c, &f->result_xtypes[i]);
+        read_one_xtype(c, &f->result_xtypes[i], "result", i);
       }
     }
     for (uint32_t r = 0; r < f->reg_count && !c->error; ++r) {
       if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
       hali_ir_xtype_t x;
-      if (!read_one_xtype(c, &x)) {
+      if (!read_one_xtype(c, &x, "tensor register", r)) {
         free(x.dims);
         return;
       }
