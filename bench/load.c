@@ -26,9 +26,16 @@
  * figure at the largest size to the one at the smallest, and PASS/FAIL
  * against the goals: ratio >= 0.80 (linear within 20 %) for every case,
  * and >= 10 M instructions/s for the binary forms at every size.
- * --smoke (make check) loads each case once at 10^3 and 10^4 only and
- * checks nothing but that every load succeeds.  The exit status is 0 when
- * every goal is met.
+ * The exit status is 0 when every goal is met.
+ *
+ * --smoke is the regression test make check runs (tests/load_linear.test):
+ * sizes 2000 and 32000 only, each case timed for 20 ms (at least 3 loads),
+ * and one generous goal, last/1st >= 0.33 for every case.  It is a timed
+ * test, but one that a busy machine cannot fail by accident: fastest-of-N
+ * times at 16x the size of each other, where linear loading gives a ratio
+ * near 1 and any step that is quadratic in registers, blocks, functions or
+ * strings gives about 1/16 (before issue 11: 0.07 for one huge function
+ * of text).  Speed itself is not judged there.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -185,11 +192,12 @@ int main(int argc, char **argv) {
     }
   }
   if (smoke) {
-    sizes[0] = 1000;
-    sizes[1] = 10000;
+    sizes[0] = 2000;
+    sizes[1] = 32000;
     nsizes = 2;
-    min_time = 0;
+    min_time = 0.02;
   }
+  const double linear_goal = smoke ? 0.33 : 0.80;
   hali_executable_registry_t *registry;
   hali_status_t s = hali_executable_registry_create(&registry);
   if (s) die("creating the executable registry", s);
@@ -240,11 +248,11 @@ int main(int argc, char **argv) {
         fflush(stdout);
       }
       double ratio = rate[sh][fo][nsizes - 1] / rate[sh][fo][0];
-      bool ok = ratio >= 0.80;
-      if (fo != FORM_TEXT)
+      bool ok = ratio >= linear_goal;
+      if (fo != FORM_TEXT && !smoke)
         for (size_t k = 0; k < nsizes; ++k) ok = ok && rate[sh][fo][k] >= 10e6;
-      if (!smoke) pass = pass && ok;
-      printf("  %9.2f  %s\n", ratio, smoke ? "-" : ok ? "PASS" : "FAIL");
+      pass = pass && ok;
+      printf("  %9.2f  %s\n", ratio, ok ? "PASS" : "FAIL");
     }
     for (size_t k = 0; k < nsizes; ++k) {
       free(texts[k]);
@@ -252,11 +260,12 @@ int main(int argc, char **argv) {
     }
   }
   hali_executable_registry_free(registry);
-  printf("\ngoals: last/1st >= 0.80 for every case (linear within 20 %%); "
-         ">= 10.00M/s for hbc at every size\n");
   if (smoke)
-    printf("smoke run: every load succeeded; goals not judged\n");
+    printf("\nsmoke goal: last/1st >= %.2f for every case (no quadratic "
+           "step)\n", linear_goal);
   else
-    printf("%s\n", pass ? "PASS" : "FAIL");
+    printf("\ngoals: last/1st >= %.2f for every case (linear within 20 %%); "
+           ">= 10.00M/s for hbc at every size\n", linear_goal);
+  printf("%s\n", pass ? "PASS" : "FAIL");
   return pass ? 0 : 1;
 }
