@@ -28,14 +28,18 @@
  * and >= 10 M instructions/s for the binary forms at every size.
  * The exit status is 0 when every goal is met.
  *
+ * Times are CPU time, fastest of N, so that other processes on a shared
+ * machine do not count.
+ *
  * --smoke is the regression test make check runs (tests/load_linear.test):
  * sizes 2000 and 32000 only, each case timed for 20 ms (at least 3 loads),
- * and one generous goal, last/1st >= 0.33 for every case.  It is a timed
- * test, but one that a busy machine cannot fail by accident: fastest-of-N
- * times at 16x the size of each other, where linear loading gives a ratio
- * near 1 and any step that is quadratic in registers, blocks, functions or
- * strings gives about 1/16 (before issue 11: 0.07 for one huge function
- * of text).  Speed itself is not judged there.
+ * and one generous goal, last/1st >= 0.50 for every case; speed itself is
+ * not judged.  A timed test, but one with a wide margin on both sides:
+ * linear loading gives 0.75-0.99 here even on a busy machine, while the
+ * quadratic lookups issue 11 removed gave 0.07 (huge function, text), 0.13
+ * (huge function, binary with names) and 0.44-0.47 (many functions).  A
+ * count of probes through a hook would only see the lookups that use the
+ * hook; this sees any step that grows faster than the module.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -59,9 +63,11 @@ static const char *const shape_names[SHAPE_COUNT] = {"huge", "many"};
 static const char *const form_names[FORM_COUNT] = {"text", "hbc+debug",
                                                    "hbc-stripped"};
 
+/* CPU time of the process: loading is single-threaded, and CPU time does
+ * not count the time other processes on a shared machine take the core. */
 static double now(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -197,7 +203,7 @@ int main(int argc, char **argv) {
     nsizes = 2;
     min_time = 0.02;
   }
-  const double linear_goal = smoke ? 0.33 : 0.80;
+  const double linear_goal = smoke ? 0.50 : 0.80;
   hali_executable_registry_t *registry;
   hali_status_t s = hali_executable_registry_create(&registry);
   if (s) die("creating the executable registry", s);

@@ -38,13 +38,15 @@ void hali_strmap_clear(hali_strmap_t *m) {
   m->count = 0;
 }
 
-/* The slot holding |key|, or the empty slot where it would go. */
-static hali_strmap_slot_t *strmap_slot(hali_strmap_t *m, const char *key,
-                                       uint32_t len, uint32_t hash) {
+/* The slot holding |key|, or the empty slot where it would go; adds the
+ * slots it examined to |*probes|. */
+static hali_strmap_slot_t *strmap_slot(const hali_strmap_t *m, const char *key,
+                                       uint32_t len, uint32_t hash,
+                                       uint64_t *probes) {
   uint32_t mask = m->capacity - 1;
   for (uint32_t i = hash & mask;; i = (i + 1) & mask) {
     hali_strmap_slot_t *s = &m->slots[i];
-    m->probes++;
+    ++*probes;
     if (!s->key ||
         (s->hash == hash && s->len == len && memcmp(s->key, key, len) == 0))
       return s;
@@ -65,15 +67,18 @@ bool hali_strmap_reserve(hali_strmap_t *m, uint32_t n) {
   }
   m->capacity = cap;
   for (uint32_t i = 0; i < old_cap; ++i)
-    if (old[i].key) *strmap_slot(m, old[i].key, old[i].len, old[i].hash) = old[i];
+    if (old[i].key)
+      *strmap_slot(m, old[i].key, old[i].len, old[i].hash, &m->probes) = old[i];
   free(old);
   return true;
 }
 
-uint32_t hali_strmap_find(hali_strmap_t *m, const char *key, size_t len) {
+uint32_t hali_strmap_find(const hali_strmap_t *m, const char *key,
+                          size_t len) {
   if (!m->count || len > UINT32_MAX) return HALI_STRMAP_NONE;
+  uint64_t probes = 0; /* not recorded: a const map may be shared */
   hali_strmap_slot_t *s =
-      strmap_slot(m, key, (uint32_t)len, strmap_hash(key, len));
+      strmap_slot(m, key, (uint32_t)len, strmap_hash(key, len), &probes);
   return s->key ? s->value : HALI_STRMAP_NONE;
 }
 
@@ -82,7 +87,7 @@ uint32_t hali_strmap_insert(hali_strmap_t *m, const char *key, size_t len,
   if (len > UINT32_MAX || value == HALI_STRMAP_NONE) return HALI_STRMAP_NONE;
   if (!hali_strmap_reserve(m, m->count + 1)) return HALI_STRMAP_NONE;
   uint32_t hash = strmap_hash(key, len);
-  hali_strmap_slot_t *s = strmap_slot(m, key, (uint32_t)len, hash);
+  hali_strmap_slot_t *s = strmap_slot(m, key, (uint32_t)len, hash, &m->probes);
   if (s->key) return s->value;
   /* A key of length 0 still needs a non-NULL pointer to mark the slot. */
   s->key = key ? key : "";

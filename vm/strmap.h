@@ -33,8 +33,10 @@ typedef struct hali_strmap_s {
   hali_strmap_slot_t *slots;
   uint32_t capacity; /* 0 or a power of two */
   uint32_t count;
-  /* Slots examined by every find and insert so far: the tests assert that
-   * it grows linearly with the number of operations. */
+  /* Slots examined by every insert so far (rehashes included): the tests
+   * assert that it grows linearly with the number of keys.  A find probes
+   * the same chains but is not counted, so that a built map is read-only
+   * and may be shared between threads. */
   uint64_t probes;
 } hali_strmap_t;
 
@@ -45,8 +47,9 @@ void hali_strmap_clear(hali_strmap_t *m);
 /* Makes room for |n| keys in all, so that inserting them does not
  * rehash; false on OOM. */
 bool hali_strmap_reserve(hali_strmap_t *m, uint32_t n);
-/* The value of |key| (|len| bytes, any bytes), or HALI_STRMAP_NONE. */
-uint32_t hali_strmap_find(hali_strmap_t *m, const char *key, size_t len);
+/* The value of |key| (|len| bytes, any bytes), or HALI_STRMAP_NONE.  Does
+ * not modify |m|: safe from any number of threads while nobody inserts. */
+uint32_t hali_strmap_find(const hali_strmap_t *m, const char *key, size_t len);
 /* Maps |key| to |value| unless it is already there.  Returns the value the
  * key now has — |value|, or the earlier one, so a caller tells a duplicate
  * by the result differing from |value| — or HALI_STRMAP_NONE on OOM, on a
