@@ -701,21 +701,36 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   return HALI_OK;
 }
 
-/* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320). */
-static uint32_t hali_crc_table[256];
+/* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320), eight bytes per
+ * step ("slicing by 8"): table k holds the CRC of a byte followed by k zero
+ * bytes, so that one step folds eight input bytes with eight lookups.  The
+ * checksum covers the whole payload, so at about 10 bytes per instruction
+ * a byte-at-a-time loop was a sixth of the binary reader's time. */
+static uint32_t hali_crc_table[8][256];
 static pthread_once_t hali_crc_once = PTHREAD_ONCE_INIT;
 static void hali_crc_init(void) {
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
     for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    hali_crc_table[i] = c;
+    hali_crc_table[0][i] = c;
   }
+  for (uint32_t i = 0; i < 256; ++i)
+    for (int t = 1; t < 8; ++t)
+      hali_crc_table[t][i] = hali_crc_table[0][hali_crc_table[t - 1][i] & 0xff] ^
+                             (hali_crc_table[t - 1][i] >> 8);
 }
 
 uint32_t hali_crc32(const uint8_t *data, size_t size) {
   pthread_once(&hali_crc_once, hali_crc_init);
+  const uint32_t(*t)[256] = (const uint32_t(*)[256])hali_crc_table;
   uint32_t crc = 0xffffffffu;
-  for (size_t i = 0; i < size; ++i)
-    crc = hali_crc_table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint32_t lo = crc ^ le32(data + i), hi = le32(data + i + 4);
+    crc = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^
+          t[4][lo >> 24] ^ t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^
+          t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+  }
+  for (; i < size; ++i) crc = t[0][(crc ^ data[i]) & 0xff] ^ (crc >> 8);
   return crc ^ 0xffffffffu;
 }
