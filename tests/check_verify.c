@@ -549,6 +549,40 @@ START_TEST(verify_text_terminators) {
 END_TEST
 
 /* What definite assignment must accept. */
+/* The dataflow checks only the reads a block makes before it writes the
+ * register (collected in the verifying walk): a write earlier in the same
+ * block covers a later read, and of two missing reads the first one in
+ * the block is named. */
+START_TEST(verify_text_first_missing_read_in_block) {
+  REJECT_TEXT("func @f(%c: i32) -> i32 {\n"
+              "^entry:\n"
+              "  cond_br %c, ^a, ^b\n"
+              "^a:\n"
+              "  %x = const.i32 1\n"
+              "  %y = const.i32 2\n"
+              "  br ^b\n"
+              "^b:\n"
+              "  %z = add.i32 %c, %c\n"
+              "  %w = add.i32 %y, %x\n"
+              "  %v = add.i32 %x, %w\n"
+              "  return %v\n"
+              "}\n",
+              "@f, block ^b, instruction 1 (add.i32), test.hasm:10",
+              "operand 1: register %y may be read before it is written");
+  ACCEPT_TEXT("func @f(%c: i32) -> i32 {\n"
+              "^entry:\n"
+              "  cond_br %c, ^a, ^b\n"
+              "^a:\n"
+              "  %x = const.i32 1\n"
+              "  br ^b\n"
+              "^b:\n"
+              "  %x = const.i32 5\n"
+              "  %w = add.i32 %x, %x\n"
+              "  return %w\n"
+              "}\n");
+}
+END_TEST
+
 START_TEST(verify_text_accepts_definite_assignment) {
   /* Written on both branches. */
   ACCEPT_TEXT("func @f(%a: i32) -> i32 {\n"
@@ -808,6 +842,7 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, verify_text_call_result_and_args);
   tcase_add_test(tc, verify_text_terminators);
   tcase_add_test(tc, verify_text_accepts_definite_assignment);
+  tcase_add_test(tc, verify_text_first_missing_read_in_block);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("known_bugs");

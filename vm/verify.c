@@ -234,24 +234,6 @@ static void for_each_reg(const hali_ir_insn_t *insn, bool writes,
       fn(u, insn->operands[i].v, i);
 }
 
-typedef struct {
-  uint64_t *set;
-  int32_t missing; /* first read register not in |set|, else -1 */
-  uint32_t operand;
-} da_t;
-
-static void da_write(void *u, uint32_t r, uint32_t i) {
-  da_t *d = u;
-  d->set[r / 64] |= 1ull << (r % 64);
-}
-static void da_read(void *u, uint32_t r, uint32_t i) {
-  da_t *d = u;
-  if (d->missing < 0 && !(d->set[r / 64] & (1ull << (r % 64)))) {
-    d->missing = (int32_t)r;
-    d->operand = i;
-  }
-}
-
 /* Successor blocks of a terminator. */
 static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
                            uint32_t *buf) {
@@ -277,6 +259,85 @@ static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
   }
 }
 
+/* What definite assignment needs from a function's instructions, collected
+ * in the one walk that verifies them (verify_func), so that the dataflow
+ * below never walks the instructions again: per block, the registers it
+ * writes (|gen|, each once) and the registers it reads before writing them
+ * (|exposed|: where, for the message; the first read of each only).  A
+ * register's stamp is the block that last wrote (or exposed-read) it, plus
+ * one, so moving to the next block resets nothing. */
+typedef struct {
+  uint32_t reg, index, operand;
+} da_read_t;
+
+typedef struct {
+  uint32_t block; /* the block being collected */
+  uint32_t index; /* the instruction being collected */
+  uint32_t *wstamp, *rstamp; /* per register */
+  uint32_t *gen;             /* registers written, block by block */
+  size_t ngen, gen_cap;
+  uint32_t *gen_start;       /* block b's are gen[gen_start[b] ..
+                                gen_start[b + 1]) */
+  da_read_t *exposed;
+  size_t nexposed, exposed_cap;
+  uint32_t *exposed_start;
+  bool oom;
+} da_lists_t;
+
+static bool da_push(void **p, size_t *n, size_t *cap, size_t size) {
+  if (*n < *cap) return true;
+  size_t c = *cap ? 2 * *cap : 256;
+  void *q = realloc(*p, c * size);
+  if (!q) return false;
+  *p = q;
+  *cap = c;
+  return true;
+}
+
+static void da_collect_read(void *u, uint32_t r, uint32_t i) {
+  da_lists_t *l = u;
+  uint32_t stamp = l->block + 1;
+  if (l->wstamp[r] == stamp || l->rstamp[r] == stamp) return;
+  l->rstamp[r] = stamp;
+  if (!da_push((void **)&l->exposed, &l->nexposed, &l->exposed_cap,
+               sizeof(da_read_t))) {
+    l->oom = true;
+    return;
+  }
+  l->exposed[l->nexposed++] = (da_read_t){r, l->index, i};
+}
+
+static void da_collect_write(void *u, uint32_t r, uint32_t i) {
+  (void)i;
+  da_lists_t *l = u;
+  uint32_t stamp = l->block + 1;
+  if (l->wstamp[r] == stamp) return;
+  l->wstamp[r] = stamp;
+  if (!da_push((void **)&l->gen, &l->ngen, &l->gen_cap, sizeof(uint32_t))) {
+    l->oom = true;
+    return;
+  }
+  l->gen[l->ngen++] = r;
+}
+
+static bool da_lists_init(da_lists_t *l, const hali_ir_func_t *f) {
+  memset(l, 0, sizeof(*l));
+  l->wstamp = calloc(f->reg_count ? f->reg_count : 1, sizeof(uint32_t));
+  l->rstamp = calloc(f->reg_count ? f->reg_count : 1, sizeof(uint32_t));
+  l->gen_start = malloc(((size_t)f->block_count + 1) * sizeof(uint32_t));
+  l->exposed_start = malloc(((size_t)f->block_count + 1) * sizeof(uint32_t));
+  return l->wstamp && l->rstamp && l->gen_start && l->exposed_start;
+}
+
+static void da_lists_free(da_lists_t *l) {
+  free(l->wstamp);
+  free(l->rstamp);
+  free(l->gen);
+  free(l->gen_start);
+  free(l->exposed);
+  free(l->exposed_start);
+}
+
 /* Definite assignment: a forward "must" dataflow over blocks.  in[entry] =
  * parameters; in[b] = intersection of out[p] over predecessors.  A
  * worklist seeded in reverse post-order converges in a few passes for
@@ -285,7 +346,7 @@ static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
  * rather than verified slowly (a bound that untrusted input cannot exceed). */
 #define HALI_VERIFY_MAX_BITSET_BYTES (64u << 20)
 
-static hali_status_t verify_assignment(vctx_t *v) {
+static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   const hali_ir_func_t *f = v->f;
   size_t words = (f->reg_count + 63) / 64;
   if (!words) return HALI_OK;
@@ -356,10 +417,9 @@ static hali_status_t verify_assignment(vctx_t *v) {
     queued[b] = false;
     if (!reached[b]) continue;
     memcpy(cur, in + (size_t)b * words, words * sizeof(uint64_t));
-    da_t d = {cur, -1, 0};
     const hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t i = 0; i < blk->insn_count; ++i)
-      for_each_reg(&blk->insns[i], true, da_write, &d);
+    for (uint32_t k = l->gen_start[b]; k < l->gen_start[b + 1]; ++k)
+      cur[l->gen[k] / 64] |= 1ull << (l->gen[k] % 64);
     const uint32_t *targets;
     uint32_t n = successors(&blk->insns[blk->insn_count - 1], &targets, succ);
     for (uint32_t k = 0; k < n; ++k) {
@@ -384,23 +444,22 @@ static hali_status_t verify_assignment(vctx_t *v) {
       }
     }
   }
+  /* Only the reads a block makes before writing the register can miss;
+   * they are in instruction order, so the first one found is the first
+   * in the block. */
   for (uint32_t b = 0; b < nb && !st; ++b) {
     if (!reached[b]) continue;
-    memcpy(cur, in + (size_t)b * words, words * sizeof(uint64_t));
-    const hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      da_t d = {cur, -1, 0};
-      for_each_reg(&blk->insns[i], false, da_read, &d);
-      if (d.missing >= 0) {
-        v->block = b;
-        v->index = i;
-        v->insn = &blk->insns[i];
-        char buf[64];
-        st = verr(v, "operand %u: register %s may be read before it is written",
-                  d.operand, reg_name(f, (uint32_t)d.missing, buf, sizeof(buf)));
-        break;
-      }
-      for_each_reg(&blk->insns[i], true, da_write, &d);
+    const uint64_t *set = in + (size_t)b * words;
+    for (uint32_t k = l->exposed_start[b]; k < l->exposed_start[b + 1]; ++k) {
+      const da_read_t *x = &l->exposed[k];
+      if (set[x->reg / 64] & (1ull << (x->reg % 64))) continue;
+      v->block = b;
+      v->index = x->index;
+      v->insn = &f->blocks[b].insns[x->index];
+      char buf[64];
+      st = verr(v, "operand %u: register %s may be read before it is written",
+                x->operand, reg_name(f, x->reg, buf, sizeof(buf)));
+      break;
     }
   }
 done:
@@ -496,11 +555,30 @@ static hali_status_t verify_names(vctx_t *v) {
   return HALI_OK;
 }
 
+static hali_status_t verify_body(vctx_t *v, da_lists_t *l);
+
 static hali_status_t verify_func(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
   if (f->flags & HALI_FUNC_IMPORT) return verify_names(v); /* no body */
   HALI_RETURN_IF_ERROR_PLAIN(verify_names(v));
+  da_lists_t l;
+  hali_status_t s =
+      da_lists_init(&l, f)
+          ? verify_body(v, &l)
+          : hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                             "verify: out of memory");
+  da_lists_free(&l);
+  return s;
+}
+
+/* Every instruction of |v->f|, then definite assignment over what |l|
+ * collected on the way. */
+static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
+  const hali_ir_func_t *f = v->f;
   for (uint32_t b = 0; b < f->block_count; ++b) {
+    l->block = b;
+    l->gen_start[b] = (uint32_t)l->ngen;
+    l->exposed_start[b] = (uint32_t)l->nexposed;
     const hali_ir_block_t *blk = &f->blocks[b];
     v->block = b;
     v->insn = NULL;
@@ -515,6 +593,11 @@ static hali_status_t verify_func(vctx_t *v) {
       v->index = i;
       v->insn = &blk->insns[i];
       HALI_RETURN_IF_ERROR_PLAIN(verify_insn(v));
+      /* Operands are proven registers in range: collect (reads first, as
+       * an instruction reads its operands before it writes). */
+      l->index = i;
+      for_each_reg(v->insn, false, da_collect_read, l);
+      for_each_reg(v->insn, true, da_collect_write, l);
       bool term = (hali_op_info(v->insn->op)->flags & HALI_OPF_TERM) != 0;
       bool last = i + 1 == blk->insn_count;
       if (term && !last)
@@ -527,8 +610,13 @@ static hali_status_t verify_func(vctx_t *v) {
                        "its end");
     }
   }
+  l->gen_start[f->block_count] = (uint32_t)l->ngen;
+  l->exposed_start[f->block_count] = (uint32_t)l->nexposed;
   v->insn = NULL;
-  return verify_assignment(v);
+  if (l->oom || l->ngen > UINT32_MAX || l->nexposed > UINT32_MAX)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "verify: out of memory");
+  return verify_assignment(v, l);
 }
 
 static hali_status_t verify_module(vctx_t *v);
