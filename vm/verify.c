@@ -31,6 +31,9 @@ typedef struct {
   /* Scratch index for the uniqueness checks (names of one function, then
    * of the module's functions), so that they are linear. */
   hali_strmap_t *names;
+  /* Scratch reused by every function's definite-assignment check (so that
+   * a module of many small functions does not allocate per function). */
+  struct verify_scratch_s *scratch;
 } vctx_t;
 
 static hali_status_t verr(const vctx_t *v, const char *fmt, ...)
@@ -273,7 +276,11 @@ typedef struct {
 typedef struct {
   uint32_t block; /* the block being collected */
   uint32_t index; /* the instruction being collected */
+  /* Stamps are |base| + block + 1; |base| moves past each function's
+   * blocks, so the stamps of earlier functions never match. */
+  uint32_t base;
   uint32_t *wstamp, *rstamp; /* per register */
+  uint32_t reg_cap, block_cap;
   uint32_t *gen;             /* registers written, block by block */
   size_t ngen, gen_cap;
   uint32_t *gen_start;       /* block b's are gen[gen_start[b] ..
@@ -296,7 +303,7 @@ static bool da_push(void **p, size_t *n, size_t *cap, size_t size) {
 
 static void da_collect_read(void *u, uint32_t r, uint32_t i) {
   da_lists_t *l = u;
-  uint32_t stamp = l->block + 1;
+  uint32_t stamp = l->base + l->block + 1;
   if (l->wstamp[r] == stamp || l->rstamp[r] == stamp) return;
   l->rstamp[r] = stamp;
   if (!da_push((void **)&l->exposed, &l->nexposed, &l->exposed_cap,
@@ -310,7 +317,7 @@ static void da_collect_read(void *u, uint32_t r, uint32_t i) {
 static void da_collect_write(void *u, uint32_t r, uint32_t i) {
   (void)i;
   da_lists_t *l = u;
-  uint32_t stamp = l->block + 1;
+  uint32_t stamp = l->base + l->block + 1;
   if (l->wstamp[r] == stamp) return;
   l->wstamp[r] = stamp;
   if (!da_push((void **)&l->gen, &l->ngen, &l->gen_cap, sizeof(uint32_t))) {
@@ -320,13 +327,40 @@ static void da_collect_write(void *u, uint32_t r, uint32_t i) {
   l->gen[l->ngen++] = r;
 }
 
-static bool da_lists_init(da_lists_t *l, const hali_ir_func_t *f) {
-  memset(l, 0, sizeof(*l));
-  l->wstamp = calloc(f->reg_count ? f->reg_count : 1, sizeof(uint32_t));
-  l->rstamp = calloc(f->reg_count ? f->reg_count : 1, sizeof(uint32_t));
-  l->gen_start = malloc(((size_t)f->block_count + 1) * sizeof(uint32_t));
-  l->exposed_start = malloc(((size_t)f->block_count + 1) * sizeof(uint32_t));
-  return l->wstamp && l->rstamp && l->gen_start && l->exposed_start;
+/* Readies |l| (kept from the previous function) for |f|. */
+static bool da_lists_begin(da_lists_t *l, const hali_ir_func_t *f) {
+  l->ngen = l->nexposed = 0;
+  l->oom = false;
+  bool wrap = (uint64_t)l->base + f->block_count + 1 > UINT32_MAX;
+  if (f->reg_count > l->reg_cap || wrap) {
+    uint32_t cap = f->reg_count > l->reg_cap ? f->reg_count : l->reg_cap;
+    uint32_t *w = realloc(l->wstamp, (cap ? cap : 1) * sizeof(uint32_t));
+    if (w) l->wstamp = w;
+    uint32_t *r = w ? realloc(l->rstamp, (cap ? cap : 1) * sizeof(uint32_t))
+                    : NULL;
+    if (r) l->rstamp = r;
+    if (!w || !r) return false;
+    /* Zero is below every stamp. */
+    memset(l->wstamp, 0, (cap ? cap : 1) * sizeof(uint32_t));
+    memset(l->rstamp, 0, (cap ? cap : 1) * sizeof(uint32_t));
+    l->reg_cap = cap;
+    l->base = 0;
+  }
+  if (f->block_count + 1 > l->block_cap) {
+    uint32_t cap = f->block_count + 1;
+    uint32_t *g = realloc(l->gen_start, cap * sizeof(uint32_t));
+    if (g) l->gen_start = g;
+    uint32_t *e = g ? realloc(l->exposed_start, cap * sizeof(uint32_t)) : NULL;
+    if (e) l->exposed_start = e;
+    if (!g || !e) return false;
+    l->block_cap = cap;
+  }
+  return true;
+}
+
+/* The function is done: its stamps must not match the next one's. */
+static void da_lists_end(da_lists_t *l, const hali_ir_func_t *f) {
+  l->base += f->block_count + 1;
 }
 
 static void da_lists_free(da_lists_t *l) {
@@ -336,6 +370,17 @@ static void da_lists_free(da_lists_t *l) {
   free(l->gen_start);
   free(l->exposed);
   free(l->exposed_start);
+}
+
+typedef struct verify_scratch_s {
+  da_lists_t lists;
+  void *buf; /* the dataflow's arrays, carved by verify_assignment */
+  size_t cap;
+} verify_scratch_t;
+
+static void verify_scratch_free(verify_scratch_t *sc) {
+  da_lists_free(&sc->lists);
+  free(sc->buf);
 }
 
 /* Definite assignment: a forward "must" dataflow over blocks.  in[entry] =
@@ -355,27 +400,37 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
     return verr(v, "%u blocks x %u registers is too large to verify (limit "
                    "%u MiB of dataflow state); split the function",
                 nb, f->reg_count, HALI_VERIFY_MAX_BITSET_BYTES >> 20);
-  uint64_t *in = malloc((size_t)nb * words * sizeof(uint64_t));
-  uint64_t *cur = malloc(words * sizeof(uint64_t));
-  bool *reached = calloc(nb, 1);
-  bool *queued = calloc(nb, 1);
-  uint32_t *order = malloc(nb * sizeof(uint32_t));   /* reverse post-order */
-  uint32_t *queue = malloc(nb * sizeof(uint32_t));   /* ring of blocks */
-  uint32_t *stack = malloc(nb * sizeof(uint32_t));   /* DFS: block */
-  uint32_t *edge = malloc(nb * sizeof(uint32_t));    /* DFS: next successor */
   uint32_t max_targets = 2;
   for (uint32_t b = 0; b < nb; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     uint32_t n = blk->insns[blk->insn_count - 1].operand_count;
     if (n > max_targets) max_targets = n;
   }
-  uint32_t *succ = malloc(max_targets * sizeof(uint32_t));
-  hali_status_t st = HALI_OK;
-  if (!in || !cur || !reached || !queued || !order || !queue || !stack ||
-      !edge || !succ) {
-    st = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "verify: oom");
-    goto done;
+  /* All arrays in one scratch buffer, kept for the next function; the
+   * bitsets first (8-byte aligned), then the block arrays. */
+  size_t n64 = ((size_t)nb + 1) * words; /* in[nb] and cur */
+  size_t n32 = 4 * (size_t)nb + max_targets;
+  size_t need = n64 * 8 + n32 * 4 + 2 * (size_t)nb;
+  verify_scratch_t *sc = v->scratch;
+  if (need > sc->cap) {
+    void *buf = realloc(sc->buf, need);
+    if (!buf)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "verify: out of memory");
+    sc->buf = buf;
+    sc->cap = need;
   }
+  uint64_t *in = sc->buf;
+  uint64_t *cur = in + (size_t)nb * words;
+  uint32_t *order = (uint32_t *)(in + n64);           /* reverse post-order */
+  uint32_t *queue = order + nb;                       /* ring of blocks */
+  uint32_t *stack = queue + nb;                       /* DFS: block */
+  uint32_t *edge = stack + nb;                        /* DFS: next successor */
+  uint32_t *succ = edge + nb;
+  bool *reached = (bool *)(succ + max_targets);
+  bool *queued = reached + nb;
+  memset(reached, 0, 2 * (size_t)nb);
+  hali_status_t st = HALI_OK;
   /* Reverse post-order of the blocks reachable from the entry. */
   bool *seen = queued; /* reused: all false again after the DFS */
   uint32_t sp = 0, post = nb;
@@ -462,16 +517,6 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
       break;
     }
   }
-done:
-  free(in);
-  free(cur);
-  free(reached);
-  free(queued);
-  free(order);
-  free(queue);
-  free(stack);
-  free(edge);
-  free(succ);
   return st;
 }
 
@@ -561,13 +606,12 @@ static hali_status_t verify_func(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
   if (f->flags & HALI_FUNC_IMPORT) return verify_names(v); /* no body */
   HALI_RETURN_IF_ERROR_PLAIN(verify_names(v));
-  da_lists_t l;
-  hali_status_t s =
-      da_lists_init(&l, f)
-          ? verify_body(v, &l)
-          : hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                             "verify: out of memory");
-  da_lists_free(&l);
+  da_lists_t *l = &v->scratch->lists;
+  if (!da_lists_begin(l, f))
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "verify: out of memory");
+  hali_status_t s = verify_body(v, l);
+  da_lists_end(l, f);
   return s;
 }
 
@@ -623,9 +667,11 @@ static hali_status_t verify_module(vctx_t *v);
 
 hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   hali_strmap_t names = {0};
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify", &names};
+  verify_scratch_t scratch = {0};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify", &names, &scratch};
   hali_status_t s = verify_module(&v);
   hali_strmap_free(&names);
+  verify_scratch_free(&scratch);
   return s;
 }
 
@@ -1008,7 +1054,7 @@ static hali_status_t s_func(vctx_t *v) {
 }
 
 hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure", NULL};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure", NULL, NULL};
   if (m->string_count && (!m->strings || !m->string_lengths))
     return verr(&v, "malformed string table");
   for (uint32_t i = 0; i < m->rodata_count; ++i)
