@@ -1,5 +1,6 @@
 /* hali — the op descriptions, built once from vm/ops.def. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "vm/ops.h"
@@ -16,6 +17,8 @@ static pthread_once_t hali_ops_once = PTHREAD_ONCE_INIT;
  * left empty if memory ran out, and then the lookup scans the table. */
 static hali_strmap_t hali_op_names;
 static bool hali_op_names_ok;
+/* Set (release) once hali_ops_init has run. */
+static atomic_bool hali_ops_ready;
 
 static const struct {
   char letter;
@@ -90,11 +93,15 @@ static void hali_ops_init(void) {
       p += 2;
     }
   }
+  atomic_store_explicit(&hali_ops_ready, true, memory_order_release);
 }
 
 const hali_op_info_t *hali_op_info(unsigned op) {
   if (op >= HALI_OP_COUNT) return NULL;
-  pthread_once(&hali_ops_once, hali_ops_init);
+  /* Called several times per instruction at load: the flag spares the
+   * pthread_once call once the table is built. */
+  if (!atomic_load_explicit(&hali_ops_ready, memory_order_acquire))
+    pthread_once(&hali_ops_once, hali_ops_init);
   return &hali_ops[op];
 }
 
