@@ -293,6 +293,15 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     for (uint32_t b = 0; b < nblocks && !c->error; ++b) {
       f->block_count++;
       uint32_t ninsns = get_count(c, 2, "instruction");
+      if (c->error) return;
+      /* Sized once (the count is bounded by the bytes left), so that
+       * reading a block never reallocates its instructions. */
+      hali_ir_block_t *blk = &f->blocks[b];
+      if (ninsns) {
+        blk->insns = malloc((size_t)ninsns * sizeof(hali_ir_insn_t));
+        if (!blk->insns) FAIL("out of memory");
+        blk->insn_capacity = ninsns;
+      }
       for (uint32_t i = 0; i < ninsns && !c->error; ++i)
         read_insn(c, &f->blocks[b]);
     }
