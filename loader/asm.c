@@ -1522,16 +1522,24 @@ static bool parse_executable(parser_t *p) {
           return false;
         }
         next(p);
-        if (!parse_int(p, next(p), 32, &nc) ||
+        tok_t *nct = next(p);
+        if (!parse_int(p, nct, 32, &nc) ||
             !expect(p, ",", "in layout(constants N, bindings M)") ||
             !tok_is(peek(p), T_IDENT, "bindings")) {
           perr_at(p, peek(p), "expected layout(constants N, bindings M)");
           return false;
         }
         next(p);
-        if (!parse_int(p, next(p), 32, &nb) ||
+        tok_t *nbt = next(p);
+        if (!parse_int(p, nbt, 32, &nb) ||
             !expect(p, ")", "to close the layout"))
           return false;
+        /* parse_int sign-extends: 4294967295 reads as -1. */
+        if (nc < 0 || nb < 0) {
+          perr_at(p, nc < 0 ? nct : nbt,
+                  "layout counts are between 0 and 2147483647");
+          return false;
+        }
         x->layout_declared = true;
         x->layout_constants = (uint32_t)nc;
         x->layout_bindings = (uint32_t)nb;

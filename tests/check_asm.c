@@ -242,6 +242,23 @@ static const bad_text_t bad_texts[] = {
      "  return %c\n"
      "}\n",
      {"test.hasm:2:24: undefined rodata", "found '@w'"}},
+    {"negative layout count",
+     "executable @e format \"ffi\" library \"k.so\" {\n"
+     "  export @k(f32) -> () layout(constants -1, bindings 0)\n"
+     "}\n",
+     {"test.hasm:2:41: layout counts are between 0 and 2147483647",
+      "found '-1'"}},
+    {"layout count past 2^31 - 1",
+     "executable @e format \"ffi\" library \"k.so\" {\n"
+     "  export @k(f32) -> () layout(constants 1, bindings 2147483648)\n"
+     "}\n",
+     {"test.hasm:2:53: layout counts are between 0 and 2147483647",
+      "found '2147483648'"}},
+    {"layout count past 2^32 - 1",
+     "executable @e format \"ffi\" library \"k.so\" {\n"
+     "  export @k(f32) -> () layout(constants 4294967296, bindings 0)\n"
+     "}\n",
+     {"test.hasm:2:41: i32 literal out of range"}},
     {"rodata defined twice",
      "rodata @w = f32[1.0]\n"
      "rodata @w = i8[1]\n",
