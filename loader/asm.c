@@ -15,6 +15,7 @@
 
 #include "hal/buffer_view.h"
 #include "loader/loader.h"
+#include "vm/strmap.h"
 
 typedef enum {
   T_EOF,
@@ -49,6 +50,17 @@ typedef struct {
   size_t ops_cap;
   tok_t **defs;
   size_t defs_cap;
+  /* Name indexes (vm/strmap.h), so that every lookup is O(1) and assembly
+   * linear in the text.  Keys point into the source or at names the module
+   * owns. */
+  hali_strmap_t funcs;      /* function name -> index (pass 1) */
+  hali_strmap_t rodata;     /* rodata name -> index */
+  hali_strmap_t exes;       /* executable name -> index */
+  hali_strmap_t *exports;   /* per executable: export name -> index */
+  hali_strmap_t strings;    /* string constant -> module string index */
+  uint32_t strings_cap;     /* allocated entries of m->strings */
+  hali_strmap_t regs;       /* the current function's register names */
+  hali_strmap_t blocks;     /* the current function's block labels */
 } parser_t;
 
 typedef struct {
@@ -389,13 +401,36 @@ typedef struct {
   const func_header_t *headers;
 } body_t;
 
-static int32_t find_reg(hali_ir_func_t *f, const tok_t *t) {
-  for (uint32_t r = 0; r < f->reg_count; ++r) {
-    const char *n = f->reg_names[r];
-    if (n && strlen(n) == t->len - 1 && memcmp(n, t->text + 1, t->len - 1) == 0)
-      return (int32_t)r;
+/* The register the `%name` token |t| names in the function being read
+ * (p->regs), or -1. */
+static int32_t find_reg(parser_t *p, const tok_t *t) {
+  uint32_t r = hali_strmap_find(&p->regs, t->text + 1, t->len - 1);
+  return r == HALI_STRMAP_NONE ? -1 : (int32_t)r;
+}
+
+/* Adds register `%name` (token |t|) of |type| to |f| and to p->regs;
+ * UINT32_MAX (with an error) on OOM. */
+static uint32_t add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
+                        const tok_t *t) {
+  uint32_t r = hali_ir_func_add_reg(f, type, t->text + 1, t->len - 1);
+  if (r == UINT32_MAX ||
+      hali_strmap_insert(&p->regs, f->reg_names[r], t->len - 1, r) != r) {
+    perr_at(p, t, "out of memory");
+    return UINT32_MAX;
   }
-  return -1;
+  return r;
+}
+
+/* Makes p->regs index the named registers |f| has so far. */
+static bool index_regs(parser_t *p, const hali_ir_func_t *f) {
+  hali_strmap_clear(&p->regs);
+  if (!f->reg_names) return true;
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    if (f->reg_names[r] &&
+        hali_strmap_insert(&p->regs, f->reg_names[r],
+                           strlen(f->reg_names[r]), r) == HALI_STRMAP_NONE)
+      return false;
+  return true;
 }
 
 /* A register operand of |type|.  Writes define new registers; reads must
@@ -407,17 +442,14 @@ static bool parse_reg(body_t *b, const tok_t *t, hali_type_t type, bool write,
     perr_at(p, t, "expected a register (%s)", hali_type_name(type));
     return false;
   }
-  int32_t r = find_reg(b->f, t);
+  int32_t r = find_reg(p, t);
   if (r < 0) {
     if (!write) {
       perr_at(p, t, "use of undefined register");
       return false;
     }
-    uint32_t nr = hali_ir_func_add_reg(b->f, type, t->text + 1, t->len - 1);
-    if (nr == UINT32_MAX) {
-      perr_at(p, t, "out of memory");
-      return false;
-    }
+    uint32_t nr = add_reg(p, b->f, type, t);
+    if (nr == UINT32_MAX) return false;
     r = (int32_t)nr;
   } else if (type == HALI_TYPE_I64 && b->f->reg_types[r] == HALI_TYPE_INDEX) {
     /* Tensor level: an index is a 64-bit integer on the host. */
@@ -441,25 +473,66 @@ static bool parse_block_ref(body_t *b, hali_ir_operand_t *out) {
     perr_at(b->p, t, "expected a block label (^name)");
     return false;
   }
-  for (uint32_t i = 0; i < b->f->block_count; ++i) {
-    const char *n = b->f->blocks[i].name;
-    if (n && strlen(n) == t->len - 1 && memcmp(n, t->text + 1, t->len - 1) == 0) {
-      next(b->p);
-      out->kind = HALI_IR_BLOCK;
-      out->v = i;
-      return true;
-    }
+  uint32_t i = hali_strmap_find(&b->p->blocks, t->text + 1, t->len - 1);
+  if (i == HALI_STRMAP_NONE) {
+    perr_at(b->p, t, "undefined block label");
+    return false;
   }
-  perr_at(b->p, t, "undefined block label");
-  return false;
+  next(b->p);
+  out->kind = HALI_IR_BLOCK;
+  out->v = i;
+  return true;
 }
 
-static int32_t find_func(body_t *b, const tok_t *t) {
-  for (uint32_t i = 0; i < b->p->m->func_count; ++i)
-    if (b->headers[i].len == t->len - 1 &&
-        memcmp(b->headers[i].name, t->text + 1, t->len - 1) == 0)
-      return (int32_t)i;
-  return -1;
+/* The function the `@name` token |t| names, or -1. */
+static int32_t find_func(parser_t *p, const tok_t *t) {
+  uint32_t i = hali_strmap_find(&p->funcs, t->text + 1, t->len - 1);
+  return i == HALI_STRMAP_NONE ? -1 : (int32_t)i;
+}
+
+/* The executable the name |s| (|len| bytes) names, or -1. */
+static int32_t find_exe(parser_t *p, const char *s, size_t len) {
+  uint32_t i = hali_strmap_find(&p->exes, s, len);
+  return i == HALI_STRMAP_NONE ? -1 : (int32_t)i;
+}
+
+/* The index of string constant |str| (|len| bytes, malloc'ed, taken) in
+ * the module, added if new; UINT32_MAX on OOM.  Like
+ * hali_ir_module_intern, but through p->strings, and the string array
+ * grows geometrically. */
+static uint32_t intern(parser_t *p, char *str, size_t len) {
+  hali_ir_module_t *m = p->m;
+  uint32_t i = hali_strmap_find(&p->strings, str, len);
+  if (i != HALI_STRMAP_NONE || len > UINT32_MAX / 2) {
+    free(str);
+    return i;
+  }
+  if (m->string_count == p->strings_cap) {
+    uint32_t cap = p->strings_cap ? p->strings_cap * 2 : 16;
+    char **strings = cap > UINT32_MAX / 2 ? NULL
+                                          : realloc(m->strings, (size_t)cap *
+                                                                    sizeof(char *));
+    if (strings) m->strings = strings;
+    uint32_t *lengths =
+        strings ? realloc(m->string_lengths, (size_t)cap * sizeof(uint32_t))
+                : NULL;
+    if (lengths) m->string_lengths = lengths;
+    if (!strings || !lengths) {
+      free(str);
+      return UINT32_MAX;
+    }
+    p->strings_cap = cap;
+  }
+  str[len] = 0; /* decode_string leaves room: the token has 2 quotes */
+  i = m->string_count;
+  if (hali_strmap_insert(&p->strings, str, len, i) != i) {
+    free(str);
+    return UINT32_MAX;
+  }
+  m->strings[i] = str;
+  m->string_lengths[i] = (uint32_t)len;
+  m->string_count++;
+  return i;
 }
 
 static bool same_line(const tok_t *a, const tok_t *b) {
@@ -518,7 +591,7 @@ static int32_t find_reg_tok(body_t *b, const tok_t *t) {
     perr_at(b->p, t, "expected a register");
     return -1;
   }
-  int32_t r = find_reg(b->f, t);
+  int32_t r = find_reg(b->p, t);
   if (r < 0) perr_at(b->p, t, "use of undefined register");
   return r;
 }
@@ -545,12 +618,9 @@ static bool def_tensor(body_t *b, const tok_t *t, const hali_ir_xtype_t *x,
 
 /* A tensor type token (no scalars here). */
 /* The index of the rodata blob the `@name` token |s| names, or -1. */
-static int32_t find_rodata(const parser_t *p, const tok_t *s) {
-  for (uint32_t k = 0; k < p->m->rodata_count; ++k)
-    if (strlen(p->m->rodata[k].name) == s->len - 1 &&
-        memcmp(p->m->rodata[k].name, s->text + 1, s->len - 1) == 0)
-      return (int32_t)k;
-  return -1;
+static int32_t find_rodata(parser_t *p, const tok_t *s) {
+  uint32_t k = hali_strmap_find(&p->rodata, s->text + 1, s->len - 1);
+  return k == HALI_STRMAP_NONE ? -1 : (int32_t)k;
 }
 
 /* `@name` naming a rodata blob declared earlier in the module. */
@@ -637,20 +707,14 @@ static bool parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
     size_t elen = sym->len - 3;
     const char *xname = xsym->text + 1;
     size_t xlen = xsym->len - 1;
-    int32_t ei = -1, xi = -1;
-    for (uint32_t k = 0; k < p->m->executable_count; ++k)
-      if (strlen(p->m->executables[k].name) == elen &&
-          memcmp(p->m->executables[k].name, sym->text + 1, elen) == 0)
-        ei = (int32_t)k;
+    int32_t ei = find_exe(p, sym->text + 1, elen);
     if (ei < 0) {
       perr_at(p, sym, "undefined executable");
       return false;
     }
     hali_ir_executable_t *e = &p->m->executables[ei];
-    for (uint32_t k = 0; k < e->export_count; ++k)
-      if (strlen(e->exports[k].name) == xlen &&
-          memcmp(e->exports[k].name, xname, xlen) == 0)
-        xi = (int32_t)k;
+    uint32_t xk = hali_strmap_find(&p->exports[ei], xname, xlen);
+    int32_t xi = xk == HALI_STRMAP_NONE ? -1 : (int32_t)xk;
     if (xi < 0) {
       perr_at(p, sym, "@%s has no such export", e->name);
       return false;
@@ -910,7 +974,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
     tok_t *callee;
     if (!expect_kind(p, T_SYM, "a function (@name) to call", &callee))
       return false;
-    int32_t fi = find_func(b, callee);
+    int32_t fi = find_func(p, callee);
     if (fi < 0) {
       perr_at(p, callee, "call to undefined function");
       return false;
@@ -1034,19 +1098,17 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
           return false;
         }
         o->kind = HALI_IR_STRING;
-        o->v = hali_ir_module_intern(p->m, str, len);
-        free(str);
+        if ((o->v = intern(p, str, len)) == UINT32_MAX) {
+          perr_at(p, s, "out of memory");
+          return false;
+        }
         break;
       }
       case HALI_ROLE_EXECUTABLE: {
         tok_t *s;
         if (!expect_kind(p, T_SYM, "an executable name (@name)", &s))
           return false;
-        int32_t xi = -1;
-        for (uint32_t k = 0; k < p->m->executable_count; ++k)
-          if (strlen(p->m->executables[k].name) == s->len - 1 &&
-              memcmp(p->m->executables[k].name, s->text + 1, s->len - 1) == 0)
-            xi = (int32_t)k;
+        int32_t xi = find_exe(p, s->text + 1, s->len - 1);
         if (xi < 0) {
           perr_at(p, s, "undefined executable");
           return false;
@@ -1130,18 +1192,25 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
   size_t depth = 1, i = p->pos;
   bool implicit_entry = !(p->toks[i].kind == T_LABEL &&
                           tok_is(&p->toks[i + 1], T_PUNCT, ":"));
-  if (implicit_entry && !hali_ir_func_add_block(f, "entry", 5)) return false;
+  hali_strmap_clear(&p->blocks);
+  if (!index_regs(p, f) ||
+      (implicit_entry &&
+       (!hali_ir_func_add_block(f, "entry", 5) ||
+        hali_strmap_insert(&p->blocks, f->blocks[0].name, 5, 0) != 0)))
+    return false;
   for (; p->toks[i].kind != T_EOF; ++i) {
     tok_t *t = &p->toks[i];
     if (tok_is(t, T_PUNCT, "{")) depth++;
     if (tok_is(t, T_PUNCT, "}") && --depth == 0) break;
     if (t->kind == T_LABEL && tok_is(&p->toks[i + 1], T_PUNCT, ":")) {
-      for (uint32_t k = 0; k < f->block_count; ++k)
-        if (strlen(f->blocks[k].name) == t->len - 1 &&
-            memcmp(f->blocks[k].name, t->text + 1, t->len - 1) == 0) {
-          perr_at(p, t, "block label defined twice");
-          return false;
-        }
+      uint32_t k = f->block_count;
+      /* The key is the label in the source: the block's name is a copy. */
+      uint32_t got = hali_strmap_insert(&p->blocks, t->text + 1, t->len - 1, k);
+      if (got == HALI_STRMAP_NONE) return false;
+      if (got != k) {
+        perr_at(p, t, "block label defined twice");
+        return false;
+      }
       if (!hali_ir_func_add_block(f, t->text + 1, t->len - 1)) return false;
     }
   }
@@ -1275,6 +1344,19 @@ static bool parse_xtype(parser_t *p, hali_ir_xtype_t *x) {
         }
         x->type = HALI_TYPE_NONE;
         x->element_type = et;
+        uint64_t bytes;
+        uint32_t at;
+        if (!hali_ir_xtype_static_bytes(x, &bytes, &at)) {
+          if (at < x->rank)
+            perr_at(p, t, "tensor type too large: the product of its "
+                          "dimensions overflows 64 bits at dimension %u (%lld)",
+                    at, (long long)x->dims[at]);
+          else
+            perr_at(p, t, "tensor type too large: its element count times "
+                          "the %u-byte element size (%.*s) overflows 64 bits",
+                    hali_hal_element_type_byte_size(et), (int)len, part);
+          return false;
+        }
         next(p);
         return true;
       }
@@ -1348,16 +1430,20 @@ static bool parse_string_attr(parser_t *p, char **out) {
  *   export @k(SIG...) -> (SIG...) [symbol "s"] [function @f]
  *          [workgroup_size [x, y, z]] [workgroup_info] [returns_status]
  * } */
-static bool parse_executable(parser_t *p, const func_header_t *headers,
-                             size_t nheaders) {
+static bool parse_executable(parser_t *p) {
   tok_t *name;
   if (!expect_kind(p, T_SYM, "an executable name (@name)", &name)) return false;
-  for (uint32_t i = 0; i < p->m->executable_count; ++i)
-    if (strlen(p->m->executables[i].name) == name->len - 1 &&
-        memcmp(p->m->executables[i].name, name->text + 1, name->len - 1) == 0) {
-      perr_at(p, name, "executable defined twice");
-      return false;
-    }
+  uint32_t ei = p->m->executable_count;
+  uint32_t got = hali_strmap_insert(&p->exes, name->text + 1, name->len - 1, ei);
+  if (got != ei) {
+    if (got == HALI_STRMAP_NONE) perr_at(p, name, "out of memory");
+    else perr_at(p, name, "executable defined twice");
+    return false;
+  }
+  hali_strmap_t *maps = realloc(p->exports, (ei + 1) * sizeof(*maps));
+  if (!maps) return false;
+  p->exports = maps;
+  memset(&maps[ei], 0, sizeof(maps[ei]));
   hali_ir_executable_t *e =
       hali_ir_module_add_executable(p->m, name->text + 1, name->len - 1);
   if (!e) return false;
@@ -1380,12 +1466,14 @@ static bool parse_executable(parser_t *p, const func_header_t *headers,
     next(p);
     tok_t *xn;
     if (!expect_kind(p, T_SYM, "an export name (@name)", &xn)) return false;
-    for (uint32_t k = 0; k < e->export_count; ++k)
-      if (strlen(e->exports[k].name) == xn->len - 1 &&
-          memcmp(e->exports[k].name, xn->text + 1, xn->len - 1) == 0) {
-        perr_at(p, xn, "export defined twice in @%s", e->name);
-        return false;
-      }
+    uint32_t xk = e->export_count;
+    uint32_t had = hali_strmap_insert(&p->exports[ei], xn->text + 1,
+                                      xn->len - 1, xk);
+    if (had != xk) {
+      if (had == HALI_STRMAP_NONE) perr_at(p, xn, "out of memory");
+      else perr_at(p, xn, "export defined twice in @%s", e->name);
+      return false;
+    }
     hali_ir_export_t *x =
         hali_ir_executable_add_export(e, xn->text + 1, xn->len - 1);
     if (!x || !parse_xtypes(p, &x->params, &x->param_count, true)) return false;
@@ -1402,11 +1490,8 @@ static bool parse_executable(parser_t *p, const func_header_t *headers,
         tok_t *f;
         if (!expect_kind(p, T_SYM, "a kernel function (@name)", &f))
           return false;
-        x->function = UINT32_MAX;
-        for (size_t k = 0; k < nheaders; ++k)
-          if (headers[k].len == f->len - 1 &&
-              memcmp(headers[k].name, f->text + 1, f->len - 1) == 0)
-            x->function = (uint32_t)k;
+        int32_t fi = find_func(p, f);
+        x->function = fi < 0 ? UINT32_MAX : (uint32_t)fi;
         if (x->function == UINT32_MAX) {
           perr_at(p, f, "undefined kernel function");
           return false;
@@ -1437,16 +1522,24 @@ static bool parse_executable(parser_t *p, const func_header_t *headers,
           return false;
         }
         next(p);
-        if (!parse_int(p, next(p), 32, &nc) ||
+        tok_t *nct = next(p);
+        if (!parse_int(p, nct, 32, &nc) ||
             !expect(p, ",", "in layout(constants N, bindings M)") ||
             !tok_is(peek(p), T_IDENT, "bindings")) {
           perr_at(p, peek(p), "expected layout(constants N, bindings M)");
           return false;
         }
         next(p);
-        if (!parse_int(p, next(p), 32, &nb) ||
+        tok_t *nbt = next(p);
+        if (!parse_int(p, nbt, 32, &nb) ||
             !expect(p, ")", "to close the layout"))
           return false;
+        /* parse_int sign-extends: 4294967295 reads as -1. */
+        if (nc < 0 || nb < 0) {
+          perr_at(p, nc < 0 ? nct : nbt,
+                  "layout counts are between 0 and 2147483647");
+          return false;
+        }
         x->layout_declared = true;
         x->layout_constants = (uint32_t)nc;
         x->layout_bindings = (uint32_t)nb;
@@ -1468,12 +1561,14 @@ static bool parse_executable(parser_t *p, const func_header_t *headers,
 static bool parse_header(parser_t *p, func_header_t *h) {
   tok_t *name;
   if (!expect_kind(p, T_SYM, "a function name (@name)", &name)) return false;
-  for (uint32_t i = 0; i < p->m->func_count; ++i)
-    if (strlen(p->m->funcs[i].name) == name->len - 1 &&
-        memcmp(p->m->funcs[i].name, name->text + 1, name->len - 1) == 0) {
-      perr_at(p, name, "function defined twice");
-      return false;
-    }
+  uint32_t fi = p->m->func_count;
+  uint32_t got = hali_strmap_insert(&p->funcs, name->text + 1, name->len - 1, fi);
+  if (got != fi) {
+    if (got == HALI_STRMAP_NONE) perr_at(p, name, "out of memory");
+    else perr_at(p, name, "function defined twice");
+    return false;
+  }
+  hali_strmap_clear(&p->regs);
   hali_ir_func_t *f = hali_ir_module_add_func(p->m, name->text + 1, name->len - 1);
   if (!f) {
     perr_at(p, name, "out of memory");
@@ -1487,7 +1582,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
     do {
       tok_t *r;
       if (!expect_kind(p, T_REG, "a parameter (%name: type)", &r)) return false;
-      if (find_reg(f, r) >= 0) {
+      if (find_reg(p, r) >= 0) {
         perr_at(p, r, "parameter named twice");
         return false;
       }
@@ -1505,7 +1600,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         perr_at(p, r, "only tensor (or buffer view) parameters may be mutable");
         return false;
       }
-      uint32_t reg = hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1);
+      uint32_t reg = add_reg(p, f, type, r);
       bool okx = reg != UINT32_MAX &&
                  (type != HALI_TYPE_TENSOR || hali_ir_func_set_reg_xtype(f, reg, &x));
       free(x.dims);
@@ -1528,7 +1623,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         int32_t tie = -1;
         if (peek(p)->kind == T_REG) {
           tok_t *r = next(p);
-          int32_t reg = find_reg(f, r);
+          int32_t reg = find_reg(p, r);
           if (reg < 0 || (uint32_t)reg >= f->param_count) {
             perr_at(p, r, "a tied result names a parameter");
             return false;
@@ -1606,7 +1701,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         tok_t *r;
         if (!expect_kind(p, T_REG, "a register (%name: type)", &r))
           return false;
-        if (find_reg(f, r) >= 0) {
+        if (find_reg(p, r) >= 0) {
           perr_at(p, r, "register declared twice");
           return false;
         }
@@ -1614,7 +1709,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         hali_ir_xtype_t x;
         hali_type_t type = parse_value_type(p, &x);
         if (type == HALI_TYPE_NONE) return false;
-        uint32_t reg = hali_ir_func_add_reg(f, type, r->text + 1, r->len - 1);
+        uint32_t reg = add_reg(p, f, type, r);
         bool okx = reg != UINT32_MAX &&
                    (type != HALI_TYPE_TENSOR ||
                     hali_ir_func_set_reg_xtype(f, reg, &x));
@@ -1694,13 +1789,21 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   }
   if (!p.error && !p.m->source) p.m->source = strdup(p.file);
   /* Pass 1: headers. */
-  size_t nheaders = 0, nexe = 0;
+  size_t nheaders = 0, headers_cap = 0, nexe = 0;
   size_t *exe_starts = NULL;
   while (!p.error && peek(&p)->kind != T_EOF) {
     tok_t *t = peek(&p);
     if (tok_is(t, T_IDENT, "rodata")) {
       next(&p);
-      if (!parse_rodata(&p)) perr_at(&p, peek(&p), "bad rodata");
+      if (!parse_rodata(&p)) {
+        perr_at(&p, peek(&p), "bad rodata");
+        break;
+      }
+      /* Indexed under the name the module owns. */
+      uint32_t k = p.m->rodata_count - 1;
+      if (hali_strmap_insert(&p.rodata, p.m->rodata[k].name,
+                             strlen(p.m->rodata[k].name), k) != k)
+        perr_at(&p, t, "out of memory");
       continue;
     }
     if (tok_is(t, T_IDENT, "executable")) {
@@ -1727,12 +1830,15 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       break;
     }
     next(&p);
-    func_header_t *h = realloc(headers, (nheaders + 1) * sizeof(*h));
-    if (!h) {
-      perr_at(&p, t, "out of memory");
-      break;
+    if (nheaders == headers_cap) {
+      headers_cap = headers_cap ? 2 * headers_cap : 16;
+      func_header_t *h = realloc(headers, headers_cap * sizeof(*h));
+      if (!h) {
+        perr_at(&p, t, "out of memory");
+        break;
+      }
+      headers = h;
     }
-    headers = h;
     if (!parse_header(&p, &headers[nheaders])) {
       perr_at(&p, peek(&p), "bad function header");
       break;
@@ -1742,7 +1848,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   /* Pass 1b: executables (they name kernel functions). */
   for (size_t i = 0; !p.error && i < nexe; ++i) {
     p.pos = exe_starts[i];
-    if (!parse_executable(&p, headers, nheaders))
+    if (!parse_executable(&p))
       perr_at(&p, peek(&p), "bad executable");
   }
   free(exe_starts);
@@ -1755,6 +1861,15 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   free(p.toks);
   free(p.ops);
   free(p.defs);
+  hali_strmap_free(&p.funcs);
+  hali_strmap_free(&p.rodata);
+  hali_strmap_free(&p.exes);
+  for (uint32_t i = 0; i < p.m->executable_count; ++i)
+    hali_strmap_free(&p.exports[i]);
+  free(p.exports);
+  hali_strmap_free(&p.strings);
+  hali_strmap_free(&p.regs);
+  hali_strmap_free(&p.blocks);
   if (p.error) {
     hali_ir_module_free(p.m);
     return p.error;

@@ -4,6 +4,7 @@
 
 #include "loader/hbc.h"
 #include "loader/loader.h"
+#include "vm/strmap.h"
 
 typedef struct {
   uint8_t *data;
@@ -55,11 +56,16 @@ typedef struct {
   uint32_t *len;
   uint32_t n, cap;
   bool oom;
+  hali_strmap_t index; /* string -> its entry, so that adding is O(1) */
 } stab_t;
 
 static uint32_t stab_add(stab_t *t, const char *s, size_t len) {
-  for (uint32_t i = 0; i < t->n; ++i)
-    if (t->len[i] == len && memcmp(t->s[i], s, len) == 0) return i;
+  uint32_t i = hali_strmap_insert(&t->index, s, len, t->n);
+  if (i == HALI_STRMAP_NONE) {
+    t->oom = true;
+    return 0;
+  }
+  if (i != t->n) return i;
   if (t->n == t->cap) {
     uint32_t cap = t->cap ? t->cap * 2 : 64;
     const char **ns = realloc(t->s, cap * sizeof(*ns));
@@ -268,6 +274,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     free(rnames);
     free(st.s);
     free(st.len);
+    hali_strmap_free(&st.index);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
   for (uint32_t i = 0; i < m->func_count; ++i)
@@ -380,6 +387,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom;
   free(st.s);
   free(st.len);
+  hali_strmap_free(&st.index);
   if (oom) {
     free(w.data);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,

@@ -242,6 +242,23 @@ static const bad_text_t bad_texts[] = {
      "  return %c\n"
      "}\n",
      {"test.hasm:2:24: undefined rodata", "found '@w'"}},
+    {"negative layout count",
+     "executable @e format \"ffi\" library \"k.so\" {\n"
+     "  export @k(f32) -> () layout(constants -1, bindings 0)\n"
+     "}\n",
+     {"test.hasm:2:41: layout counts are between 0 and 2147483647",
+      "found '-1'"}},
+    {"layout count past 2^31 - 1",
+     "executable @e format \"ffi\" library \"k.so\" {\n"
+     "  export @k(f32) -> () layout(constants 1, bindings 2147483648)\n"
+     "}\n",
+     {"test.hasm:2:53: layout counts are between 0 and 2147483647",
+      "found '2147483648'"}},
+    {"layout count past 2^32 - 1",
+     "executable @e format \"ffi\" library \"k.so\" {\n"
+     "  export @k(f32) -> () layout(constants 4294967296, bindings 0)\n"
+     "}\n",
+     {"test.hasm:2:41: i32 literal out of range"}},
     {"rodata defined twice",
      "rodata @w = f32[1.0]\n"
      "rodata @w = i8[1]\n",
@@ -880,6 +897,102 @@ START_TEST(bug_module_name_from_file_name_reassembles) {
 }
 END_TEST
 
+/* Sizes the assembler computes are overflow-checked: a tensor type's
+ * static size in bytes (the product of its dimensions times the element
+ * size) must fit in 64 bits.  Boundary values for one f32 dimension (max =
+ * (2^64 - 1) / 4 = 2^62 - 1) and for two i8 dimensions whose product is
+ * exactly 2^64; NULL = accepted. */
+static const struct {
+  const char *type;
+  const char *want;
+} tensor_sizes[] = {
+    {"tensor<0xf32>", NULL},
+    {"tensor<1xf32>", NULL},
+    {"tensor<4611686018427387902xf32>", NULL}, /* max - 1 */
+    {"tensor<4611686018427387903xf32>", NULL}, /* max: 2^64 - 4 bytes */
+    {"tensor<4611686018427387904xf32>", /* max + 1: exactly 2^64 bytes */
+     "tensor type too large: its element count times the 4-byte element "
+     "size (f32) overflows 64 bits"},
+    {"tensor<9223372036854775807xf32>",
+     "its element count times the 4-byte element size (f32) overflows"},
+    {"tensor<9223372036854775808xf32>", "bad dimension '9223372036854775808'"},
+    {"tensor<4294967296x4294967295xi8>", NULL},
+    {"tensor<4294967296x4294967296xi8>", /* exactly 2^64 */
+     "the product of its dimensions overflows 64 bits at dimension 1 "
+     "(4294967296)"},
+    {"tensor<4294967296x?x4294967296xi8>",
+     "overflows 64 bits at dimension 2 (4294967296)"},
+    {"tensor<0x4294967296x4294967296xi8>", NULL}, /* empty */
+};
+#define TENSOR_SIZES (sizeof(tensor_sizes) / sizeof(tensor_sizes[0]))
+
+START_TEST(asm_tensor_size_boundaries) {
+  char text[512];
+  snprintf(text, sizeof(text),
+           "executable @e format \"ffi\" library \"k.so\" {\n"
+           "  export @k(%s) -> ()\n"
+           "}\n",
+           tensor_sizes[_i].type);
+  hali_ir_module_t *m = NULL;
+  hali_status_t s = hali_asm_parse(text, strlen(text), "test.hasm", &m);
+  hali_ir_module_free(m);
+  char report[2048] = "(accepted)";
+  if (s) {
+    char *msg = hali_status_to_string(s);
+    snprintf(report, sizeof(report), "%s", msg ? msg : "(null)");
+    free(msg);
+    hali_status_free(s);
+  }
+  if (!tensor_sizes[_i].want)
+    ck_assert_msg(!s, "%s: expected it to assemble, got %s",
+                  tensor_sizes[_i].type, report);
+  else
+    ck_assert_msg(s && strstr(report, tensor_sizes[_i].want) &&
+                      strstr(report, "test.hasm:2:13:"),
+                  "%s: expected test.hasm:2:13: ... \"%s\", got %s",
+                  tensor_sizes[_i].type, tensor_sizes[_i].want, report);
+}
+END_TEST
+
+/* An instruction holds at most 65535 operands (16-bit counts in the
+ * encodings): a switch with an index, a default and N targets has N + 2.
+ * Boundaries 65533 (max - 2 targets: 65535 operands), 65534 and beyond. */
+START_TEST(asm_operand_count_boundaries) {
+  const struct {
+    uint32_t targets;
+    bool ok;
+  } cases[] = {{0, true}, {1, true}, {65532, true}, {65533, true},
+               {65534, false}, {70000, false}};
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); ++k) {
+    hali_strbuf_t sb = {0};
+    hali_strbuf_printf(&sb, "func @f(%%i: i32) {\n^entry:\n"
+                            "  switch %%i, ^done, [");
+    for (uint32_t t = 0; t < cases[k].targets; ++t)
+      hali_strbuf_printf(&sb, "%s^done", t ? ", " : "");
+    hali_strbuf_printf(&sb, "]\n^done:\n  return\n}\n");
+    char *text = hali_strbuf_take(&sb);
+    ck_assert_ptr_nonnull(text);
+    hali_ir_module_t *m = NULL;
+    hali_status_t s = hali_asm_parse(text, strlen(text), "test.hasm", &m);
+    free(text);
+    uint32_t n = m ? m->funcs[0].blocks[0].insns[0].operand_count : 0;
+    hali_ir_module_free(m);
+    char report[512] = "(accepted)";
+    if (s) {
+      snprintf(report, sizeof(report), "%s", hali_status_message(s));
+      hali_status_free(s);
+    }
+    if (cases[k].ok) {
+      ck_assert_msg(!s, "%u targets: %s", cases[k].targets, report);
+      ck_assert_uint_eq(n, cases[k].targets + 2);
+    } else {
+      ck_assert_msg(strstr(report, "too many operands (at most 65535)"),
+                    "%u targets: %s", cases[k].targets, report);
+    }
+  }
+}
+END_TEST
+
 static Suite *suite_asm(void) {
   Suite *s = suite_create("asm");
   TCase *tc = tcase_create("errors");
@@ -897,6 +1010,8 @@ static Suite *suite_asm(void) {
   tcase_add_test(tc, asm_string_escapes);
   tcase_add_test(tc, asm_multiple_results_switch_and_spanning_lines);
   tcase_add_test(tc, asm_many_arguments);
+  tcase_add_loop_test(tc, asm_tensor_size_boundaries, 0, TENSOR_SIZES);
+  tcase_add_test(tc, asm_operand_count_boundaries);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("dis");

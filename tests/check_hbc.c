@@ -239,6 +239,31 @@ START_TEST(hbc_crc32_is_ieee) {
 }
 END_TEST
 
+/* The CRC folds eight bytes per step: against a bit-at-a-time reference,
+ * for every length 0..200 at every start offset 0..7. */
+static uint32_t crc32_bitwise(const uint8_t *d, size_t n) {
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= d[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & -(crc & 1));
+  }
+  return ~crc;
+}
+
+START_TEST(hbc_crc32_matches_bitwise_reference) {
+  uint8_t buf[208];
+  uint32_t x = 12345;
+  for (size_t i = 0; i < sizeof(buf); ++i) {
+    x = x * 1103515245u + 12345u;
+    buf[i] = (uint8_t)(x >> 16);
+  }
+  for (size_t off = 0; off < 8; ++off)
+    for (size_t n = 0; n <= 200; ++n)
+      ck_assert_msg(hali_crc32(buf + off, n) == crc32_bitwise(buf + off, n),
+                    "offset %zu length %zu", off, n);
+}
+END_TEST
+
 START_TEST(hbc_bad_magic) {
   bytes_t b = bin_module(false);
   b.d[1] = 'X';
@@ -556,6 +581,191 @@ START_TEST(hbc_huge_counts) {
   fix_header(b.d, b.n);
   EXPECT_BAD(&b, "STRINGS section", "truncated string bytes");
   free(b.d);
+}
+END_TEST
+
+/* Every count the reader takes (a u32 in the file) is checked as count x
+ * the smallest size of one item against the bytes left in its section,
+ * before anything is allocated.  For each site, the boundary values: 0, 1,
+ * max - 1 and max (what the remaining bytes can hold) pass the count
+ * check; max + 1, the count whose product with the item size is exactly
+ * 2^32 and UINT32_MAX fail it, with the message naming the count. */
+typedef struct {
+  const char *name; /* "function" -> "function count N exceeds ..." */
+  uint32_t min_size;
+  uint32_t section;
+  int field; /* which offset of the layout (below) */
+} count_site_t;
+
+static const count_site_t count_sites[] = {
+    {"string", 4, HALI_HBC_SECTION_STRINGS, 0},
+    {"function", 20, HALI_HBC_SECTION_FUNCTIONS, 1},
+    {"result", 1, HALI_HBC_SECTION_FUNCTIONS, 2},
+    {"register", 1, HALI_HBC_SECTION_FUNCTIONS, 3},
+    {"block", 4, HALI_HBC_SECTION_FUNCTIONS, 4},
+    {"instruction", 2, HALI_HBC_SECTION_FUNCTIONS, 5},
+};
+#define COUNT_SITES (sizeof(count_sites) / sizeof(count_sites[0]))
+
+START_TEST(hbc_count_boundaries) {
+  const count_site_t *site = &count_sites[_i];
+  bytes_t clean = bin_module(false);
+  layout_t l = layout_of(&clean);
+  size_t fields[] = {section_at(&clean, HALI_HBC_SECTION_STRINGS) + 8,
+                     l.funcs, l.f_params + 4, l.f_nregs, l.f_nblocks,
+                     l.b0_count};
+  size_t at = fields[site->field];
+  size_t end = section_at(&clean, site->section) + section_size(&clean,
+                                                                site->section);
+  uint32_t rem = (uint32_t)(end - (at + 4));
+  uint32_t max = rem / site->min_size;
+  const struct {
+    uint64_t v;
+    bool fits;
+  } values[] = {
+      {0, true},
+      {1, true},
+      {max - 1, true},
+      {max, true},
+      {(uint64_t)max + 1, false},
+      {((uint64_t)1 << 32) / site->min_size, false}, /* x size = 2^32 */
+      {UINT32_MAX, false},
+  };
+  for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); ++k) {
+    if (values[k].v > UINT32_MAX) continue; /* 2^32 / 1: not a u32 */
+    bytes_t b = bytes_copy(clean.d, clean.n);
+    uint32_t v = (uint32_t)values[k].v;
+    wr32(b.d + at, v);
+    fix_header(b.d, b.n);
+    char want[160];
+    snprintf(want, sizeof(want),
+             "%s count %u exceeds what the %u remaining bytes can hold (%u x "
+             "%u bytes at least = %llu)",
+             site->name, v, rem, v, site->min_size,
+             (unsigned long long)v * site->min_size);
+    hali_ir_module_t *m = NULL;
+    hali_status_t s = hali_hbc_read(b.d, b.n, NULL, &m);
+    free(b.d);
+    hali_ir_module_free(m);
+    char report[2048] = "(accepted)";
+    if (s) take_status(s, report, sizeof(report));
+    bool found = strstr(report, want) != NULL;
+    ck_assert_msg(found != values[k].fits,
+                  "%s count %u (max %u): expected %s, got %s", site->name, v,
+                  max, values[k].fits ? "no count error" : want, report);
+  }
+  free(clean.d);
+}
+END_TEST
+
+/* A tensor type's static size in bytes (dims x element size) must fit in
+ * 64 bits, wherever a binary carries one: export signatures (EXECUTABLES),
+ * function results and tensor registers (TENSOR). */
+static const char tensor_text[] =
+    "executable @e format \"ffi\" library \"k.so\" {\n"
+    "  export @k(tensor<4xf32>) -> ()\n"
+    "}\n"
+    "func @t(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "  return %x\n"
+    "}\n"
+    "executable @e2 format \"ffi\" library \"k.so\" {\n"
+    "  export @k2(tensor<4x4xi8>) -> ()\n"
+    "}\n";
+
+/* The offset of the |nth| (from 0) u64 dimension 4 that follows element
+ * type |et| and rank |rank| in |b|. */
+static size_t dim_at(const bytes_t *b, uint32_t et, uint32_t rank, int nth) {
+  uint8_t pat[16];
+  wr32(pat, et);
+  wr32(pat + 4, rank);
+  wr32(pat + 8, 4);
+  wr32(pat + 12, 0);
+  for (size_t p = HALI_HBC_HEADER_SIZE; p + sizeof(pat) <= b->n; ++p)
+    if (memcmp(b->d + p, pat, sizeof(pat)) == 0 && nth-- == 0) return p + 8;
+  ck_abort_msg("dimension pattern not found");
+  return 0;
+}
+
+static void wr64(uint8_t *p, uint64_t v) {
+  wr32(p, (uint32_t)v);
+  wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+START_TEST(hbc_tensor_size_boundaries) {
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_asm_parse(tensor_text, strlen(tensor_text), "t.hasm", &m));
+  bytes_t clean = {0};
+  expect_ok(hali_hbc_write(m, NULL, &clean.d, &clean.n));
+  hali_ir_module_free(m);
+  const uint64_t max = UINT64_MAX / 4; /* f32 elements: 2^62 - 1 */
+  /* One f32 dimension at each of its three places. */
+  static const char *const places[] = {"signature value 0", "result 0",
+                                       "tensor register 0"};
+  const struct {
+    uint64_t v;
+    bool fits;
+  } values[] = {
+      {0, true}, {1, true}, {max - 1, true}, {max, true},
+      {max + 1, false}, /* x 4 bytes = exactly 2^64 */
+      {(uint64_t)INT64_MAX, false},
+  };
+  for (int place = 0; place < 3; ++place)
+    for (size_t k = 0; k < sizeof(values) / sizeof(values[0]); ++k) {
+      bytes_t b = bytes_copy(clean.d, clean.n);
+      wr64(b.d + dim_at(&b, 0x21000020u, 1, place), values[k].v);
+      fix_header(b.d, b.n);
+      char want[160];
+      snprintf(want, sizeof(want),
+               "%s: tensor too large: its element count times the 4-byte "
+               "element size overflows 64 bits",
+               places[place]);
+      hali_status_t s = hali_hbc_read(b.d, b.n, NULL, &m);
+      free(b.d);
+      hali_ir_module_free(m);
+      m = NULL;
+      char report[2048] = "(accepted)";
+      if (s) take_status(s, report, sizeof(report));
+      if (values[k].fits)
+        ck_assert_msg(!s, "%s = %llu: expected OK, got %s", places[place],
+                      (unsigned long long)values[k].v, report);
+      else
+        ck_assert_msg(strstr(report, want) != NULL,
+                      "%s = %llu: expected \"%s\", got %s", places[place],
+                      (unsigned long long)values[k].v, want, report);
+    }
+  /* Two i8 dimensions whose product is exactly 2^64, and one less. */
+  const struct {
+    uint64_t d0, d1;
+    const char *want; /* NULL: fits */
+  } pairs[] = {
+      {(uint64_t)1 << 32, ((uint64_t)1 << 32) - 1, NULL},
+      {(uint64_t)1 << 32, (uint64_t)1 << 32,
+       "signature value 0: tensor too large: the product of its dimensions "
+       "overflows 64 bits at dimension 1 (4294967296)"},
+      {(uint64_t)1 << 63 >> 1, 4,
+       "the product of its dimensions overflows 64 bits at dimension 1 (4)"},
+      {0, (uint64_t)INT64_MAX, NULL}, /* empty */
+  };
+  for (size_t k = 0; k < sizeof(pairs) / sizeof(pairs[0]); ++k) {
+    bytes_t b = bytes_copy(clean.d, clean.n);
+    size_t at = dim_at(&b, 0x10000008u, 2, 0);
+    wr64(b.d + at, pairs[k].d0);
+    wr64(b.d + at + 8, pairs[k].d1);
+    fix_header(b.d, b.n);
+    hali_status_t s = hali_hbc_read(b.d, b.n, NULL, &m);
+    free(b.d);
+    hali_ir_module_free(m);
+    m = NULL;
+    char report[2048] = "(accepted)";
+    if (s) take_status(s, report, sizeof(report));
+    if (!pairs[k].want)
+      ck_assert_msg(!s, "pair %zu: expected OK, got %s", k, report);
+    else
+      ck_assert_msg(strstr(report, pairs[k].want) != NULL,
+                    "pair %zu: expected \"%s\", got %s", k, pairs[k].want,
+                    report);
+  }
+  free(clean.d);
 }
 END_TEST
 
@@ -1216,6 +1426,7 @@ static Suite *suite_hbc(void) {
   TCase *tc = tcase_create("header");
   tcase_add_test(tc, hbc_valid_module_reads);
   tcase_add_test(tc, hbc_crc32_is_ieee);
+  tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
   tcase_add_test(tc, hbc_bad_magic);
   tcase_add_test(tc, hbc_truncated_header);
   tcase_add_test(tc, hbc_newer_major_version);
@@ -1236,6 +1447,8 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_callee_out_of_range);
   tcase_add_test(tc, hbc_params_exceed_registers);
   tcase_add_test(tc, hbc_huge_counts);
+  tcase_add_loop_test(tc, hbc_count_boundaries, 0, COUNT_SITES);
+  tcase_add_test(tc, hbc_tensor_size_boundaries);
   tcase_add_test(tc, hbc_missing_section);
   tcase_add_test(tc, hbc_section_order);
   tcase_add_test(tc, hbc_duplicate_section);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "tests/testutil.h"
+#include "vm/strmap.h"
 
 /* ------------------------------------------------------------------------ */
 /* Helpers. */
@@ -548,6 +549,40 @@ START_TEST(verify_text_terminators) {
 END_TEST
 
 /* What definite assignment must accept. */
+/* The dataflow checks only the reads a block makes before it writes the
+ * register (collected in the verifying walk): a write earlier in the same
+ * block covers a later read, and of two missing reads the first one in
+ * the block is named. */
+START_TEST(verify_text_first_missing_read_in_block) {
+  REJECT_TEXT("func @f(%c: i32) -> i32 {\n"
+              "^entry:\n"
+              "  cond_br %c, ^a, ^b\n"
+              "^a:\n"
+              "  %x = const.i32 1\n"
+              "  %y = const.i32 2\n"
+              "  br ^b\n"
+              "^b:\n"
+              "  %z = add.i32 %c, %c\n"
+              "  %w = add.i32 %y, %x\n"
+              "  %v = add.i32 %x, %w\n"
+              "  return %v\n"
+              "}\n",
+              "@f, block ^b, instruction 1 (add.i32), test.hasm:10",
+              "operand 1: register %y may be read before it is written");
+  ACCEPT_TEXT("func @f(%c: i32) -> i32 {\n"
+              "^entry:\n"
+              "  cond_br %c, ^a, ^b\n"
+              "^a:\n"
+              "  %x = const.i32 1\n"
+              "  br ^b\n"
+              "^b:\n"
+              "  %x = const.i32 5\n"
+              "  %w = add.i32 %x, %x\n"
+              "  return %w\n"
+              "}\n");
+}
+END_TEST
+
 START_TEST(verify_text_accepts_definite_assignment) {
   /* Written on both branches. */
   ACCEPT_TEXT("func @f(%a: i32) -> i32 {\n"
@@ -669,6 +704,95 @@ START_TEST(bug_verify_time_is_not_quadratic) {
 }
 END_TEST
 
+/* Debug names are unique per function; the message names both holders. */
+START_TEST(verify_duplicate_debug_names) {
+  hali_ir_module_t *m = base();
+  free(m->funcs[F].reg_names[4]);
+  m->funcs[F].reg_names[4] = strdup("one");
+  REJECT(m, "verify: @f", "registers 2 and 4 are both named %one");
+  m = base();
+  free(m->funcs[G].blocks[2].name);
+  m->funcs[G].blocks[2].name = strdup("zero");
+  REJECT(m, "verify: @g", "blocks 1 and 2 are both named ^zero");
+  /* The same name in two functions is fine. */
+  m = base();
+  free(m->funcs[G].reg_names[0]);
+  m->funcs[G].reg_names[0] = strdup("a");
+  expect_ok(hali_ir_verify(m));
+  hali_ir_module_free(m);
+}
+END_TEST
+
+/* ---- vm/strmap.c: the name index every load-time lookup goes through. */
+
+START_TEST(strmap_insert_find_duplicates) {
+  hali_strmap_t m = {0};
+  ck_assert_uint_eq(hali_strmap_find(&m, "a", 1), HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_insert(&m, "a", 1, 7), 7);
+  ck_assert_uint_eq(hali_strmap_insert(&m, "ab", 2, 8), 8);
+  ck_assert_uint_eq(hali_strmap_insert(&m, "", 0, 9), 9);
+  ck_assert_uint_eq(hali_strmap_insert(&m, NULL, 0, 10), 9); /* "" again */
+  /* A duplicate keeps, and returns, its first value. */
+  ck_assert_uint_eq(hali_strmap_insert(&m, "ab", 2, 11), 8);
+  ck_assert_uint_eq(hali_strmap_find(&m, "ab", 2), 8);
+  ck_assert_uint_eq(hali_strmap_find(&m, "abc", 2), 8); /* by length */
+  ck_assert_uint_eq(hali_strmap_find(&m, "a", 1), 7);
+  ck_assert_uint_eq(hali_strmap_find(&m, "", 0), 9);
+  ck_assert_uint_eq(hali_strmap_find(&m, "b", 1), HALI_STRMAP_NONE);
+  /* Keys are bytes: an embedded NUL is part of the key. */
+  ck_assert_uint_eq(hali_strmap_insert(&m, "a\0b", 3, 12), 12);
+  ck_assert_uint_eq(hali_strmap_find(&m, "a\0c", 3), HALI_STRMAP_NONE);
+  ck_assert_uint_eq(m.count, 4);
+  /* HALI_STRMAP_NONE is not a value. */
+  ck_assert_uint_eq(hali_strmap_insert(&m, "z", 1, HALI_STRMAP_NONE),
+                    HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "z", 1), HALI_STRMAP_NONE);
+  hali_strmap_clear(&m);
+  ck_assert_uint_eq(m.count, 0);
+  ck_assert_uint_eq(hali_strmap_find(&m, "a", 1), HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_insert(&m, "a", 1, 1), 1);
+  hali_strmap_free(&m);
+  ck_assert_ptr_null(m.slots);
+}
+END_TEST
+
+/* Not a timed test: the probes (slots examined) per insert stay bounded
+ * as the map grows to 2^17 keys, rehashes included, for names such as
+ * the assembler sees (%r0 ... %r131071: they differ in their last bytes
+ * only).  A linear scan, a broken hash or a full table would make the
+ * count grow with the number of keys. */
+START_TEST(strmap_probes_are_linear) {
+  enum { N = 1 << 17 };
+  char (*keys)[16] = malloc(N * sizeof(*keys));
+  ck_assert_ptr_nonnull(keys);
+  hali_strmap_t m = {0};
+  uint64_t at_1k = 0;
+  for (uint32_t i = 0; i < N; ++i) {
+    int len = snprintf(keys[i], sizeof(keys[i]), "r%u", i);
+    ck_assert_uint_eq(hali_strmap_insert(&m, keys[i], (size_t)len, i), i);
+    if (i + 1 == 1024) at_1k = m.probes;
+  }
+  ck_assert_uint_le(m.probes, 4ull * N);
+  /* Per key, 128 times as many keys cost at most twice as much. */
+  ck_assert_uint_le(m.probes / N, 2 * (at_1k / 1024 + 1));
+  ck_assert_uint_le(m.capacity, 4u * N);
+  for (uint32_t i = 0; i < N; i += 97)
+    ck_assert_uint_eq(hali_strmap_find(&m, keys[i], strlen(keys[i])), i);
+  ck_assert_uint_eq(hali_strmap_find(&m, "r131072", 7), HALI_STRMAP_NONE);
+  /* Clearing a large, nearly empty table drops it, so that one big
+   * function followed by many small ones does not pay the big table's
+   * size at every clear. */
+  hali_strmap_clear(&m);
+  for (int k = 0; k < 1000; ++k) {
+    ck_assert_uint_eq(hali_strmap_insert(&m, "x", 1, 1), 1);
+    hali_strmap_clear(&m);
+  }
+  ck_assert_uint_le(m.capacity, 64);
+  hali_strmap_free(&m);
+  free(keys);
+}
+END_TEST
+
 static Suite *suite_verify(void) {
   Suite *s = suite_create("verify");
   TCase *tc = tcase_create("operands");
@@ -702,6 +826,12 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, verify_encoding_limits);
   tcase_add_test(tc, verify_names_the_failing_function);
   tcase_add_test(tc, verify_stripped_names);
+  tcase_add_test(tc, verify_duplicate_debug_names);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("strmap");
+  tcase_add_test(tc, strmap_insert_find_duplicates);
+  tcase_add_test(tc, strmap_probes_are_linear);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("assignment");
@@ -712,6 +842,7 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, verify_text_call_result_and_args);
   tcase_add_test(tc, verify_text_terminators);
   tcase_add_test(tc, verify_text_accepts_definite_assignment);
+  tcase_add_test(tc, verify_text_first_missing_read_in_block);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("known_bugs");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/buffer_view.h"
 #include "vm/ir.h"
 
 static char *hali_strndup(const char *s, size_t len) {
@@ -331,6 +332,29 @@ uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x) {
   uint32_t n = 0;
   for (uint32_t d = 0; d < x->rank; ++d) n += x->dims[d] < 0;
   return n;
+}
+
+bool hali_ir_xtype_static_bytes(const hali_ir_xtype_t *x, uint64_t *out_bytes,
+                                uint32_t *out_dim) {
+  uint64_t n = 1;
+  *out_bytes = 0;
+  *out_dim = 0;
+  for (uint32_t d = 0; d < x->rank; ++d)
+    if (x->dims[d] == 0) return true; /* empty, whatever the others are */
+  for (uint32_t d = 0; d < x->rank; ++d) {
+    if (x->dims[d] < 0) continue; /* dynamic */
+    if (__builtin_mul_overflow(n, (uint64_t)x->dims[d], &n)) {
+      *out_dim = d;
+      return false;
+    }
+  }
+  uint64_t size = hali_hal_element_type_byte_size(x->element_type);
+  if (__builtin_mul_overflow(n, size, &n)) {
+    *out_dim = x->rank;
+    return false;
+  }
+  *out_bytes = n;
+  return true;
 }
 
 bool hali_ir_xtype_copy(hali_ir_xtype_t *dst, const hali_ir_xtype_t *src) {

@@ -144,6 +144,14 @@ enum {
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k);
 /* Number of dynamic (-1) dimensions of |x|. */
 uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x);
+/* The bytes a tensor of type |x| holds, counting its static dimensions
+ * only (a dynamic one counts as 1) times the element size: the smallest
+ * size any value of the type can have.  False when that product does not
+ * fit in 64 bits; |*out_dim| is then the dimension at which it first
+ * overflows (|x->rank| when only the element size tips it over).  The
+ * assembler and the binary reader reject such types by name. */
+bool hali_ir_xtype_static_bytes(const hali_ir_xtype_t *x, uint64_t *out_bytes,
+                                uint32_t *out_dim);
 /* Deep copy of |src| into |dst|; false on OOM. */
 bool hali_ir_xtype_copy(hali_ir_xtype_t *dst, const hali_ir_xtype_t *src);
 bool hali_ir_xtype_equal(const hali_ir_xtype_t *a, const hali_ir_xtype_t *b);

@@ -1,8 +1,10 @@
 /* hali — the op descriptions, built once from vm/ops.def. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "vm/ops.h"
+#include "vm/strmap.h"
 
 static hali_op_info_t hali_ops[HALI_OP_COUNT] = {
 #define OP(e, n, f, s, y) {n, f, s, y, 0, 0, 0, 0, {{0, 0}}},
@@ -11,6 +13,12 @@ static hali_op_info_t hali_ops[HALI_OP_COUNT] = {
 };
 
 static pthread_once_t hali_ops_once = PTHREAD_ONCE_INIT;
+/* Op name -> opcode, built once with the descriptions (hali_op_lookup);
+ * left empty if memory ran out, and then the lookup scans the table. */
+static hali_strmap_t hali_op_names;
+static bool hali_op_names_ok;
+/* Set (release) once hali_ops_init has run. */
+static atomic_bool hali_ops_ready;
 
 static const struct {
   char letter;
@@ -59,6 +67,12 @@ hali_type_t hali_type_from_letter(char c) {
 /* Signatures are checked by tests/check_ops.c (every row parses, roles and
  * types are known); here a malformed one would only yield fewer operands. */
 static void hali_ops_init(void) {
+  hali_op_names_ok = true;
+  for (unsigned op = 0; op < HALI_OP_COUNT; ++op)
+    if (hali_strmap_insert(&hali_op_names, hali_ops[op].name,
+                           strlen(hali_ops[op].name), op) != op)
+      hali_op_names_ok = false;
+  if (!hali_op_names_ok) hali_strmap_free(&hali_op_names);
   for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
     hali_op_info_t *info = &hali_ops[op];
     const char *p = info->signature;
@@ -79,16 +93,24 @@ static void hali_ops_init(void) {
       p += 2;
     }
   }
+  atomic_store_explicit(&hali_ops_ready, true, memory_order_release);
 }
 
 const hali_op_info_t *hali_op_info(unsigned op) {
   if (op >= HALI_OP_COUNT) return NULL;
-  pthread_once(&hali_ops_once, hali_ops_init);
+  /* Called several times per instruction at load: the flag spares the
+   * pthread_once call once the table is built. */
+  if (!atomic_load_explicit(&hali_ops_ready, memory_order_acquire))
+    pthread_once(&hali_ops_once, hali_ops_init);
   return &hali_ops[op];
 }
 
 int hali_op_lookup(const char *name, size_t len) {
-  /* Linear: only the assembler calls this, once per instruction. */
+  pthread_once(&hali_ops_once, hali_ops_init);
+  if (hali_op_names_ok) {
+    uint32_t op = hali_strmap_find(&hali_op_names, name, len);
+    return op == HALI_STRMAP_NONE ? -1 : (int)op;
+  }
   for (unsigned op = 0; op < HALI_OP_COUNT; ++op)
     if (strlen(hali_ops[op].name) == len &&
         memcmp(hali_ops[op].name, name, len) == 0)

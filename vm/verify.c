@@ -20,6 +20,7 @@
 
 #include "hal/buffer_view.h"
 #include "vm/ir.h"
+#include "vm/strmap.h"
 
 typedef struct {
   const hali_ir_module_t *m;
@@ -27,6 +28,12 @@ typedef struct {
   uint32_t block, index;
   const hali_ir_insn_t *insn;
   const char *mode; /* "verify" or "verify structure" */
+  /* Scratch index for the uniqueness checks (names of one function, then
+   * of the module's functions), so that they are linear. */
+  hali_strmap_t *names;
+  /* Scratch reused by every function's definite-assignment check (so that
+   * a module of many small functions does not allocate per function). */
+  struct verify_scratch_s *scratch;
 } vctx_t;
 
 static hali_status_t verr(const vctx_t *v, const char *fmt, ...)
@@ -230,24 +237,6 @@ static void for_each_reg(const hali_ir_insn_t *insn, bool writes,
       fn(u, insn->operands[i].v, i);
 }
 
-typedef struct {
-  uint64_t *set;
-  int32_t missing; /* first read register not in |set|, else -1 */
-  uint32_t operand;
-} da_t;
-
-static void da_write(void *u, uint32_t r, uint32_t i) {
-  da_t *d = u;
-  d->set[r / 64] |= 1ull << (r % 64);
-}
-static void da_read(void *u, uint32_t r, uint32_t i) {
-  da_t *d = u;
-  if (d->missing < 0 && !(d->set[r / 64] & (1ull << (r % 64)))) {
-    d->missing = (int32_t)r;
-    d->operand = i;
-  }
-}
-
 /* Successor blocks of a terminator. */
 static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
                            uint32_t *buf) {
@@ -273,6 +262,127 @@ static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
   }
 }
 
+/* What definite assignment needs from a function's instructions, collected
+ * in the one walk that verifies them (verify_func), so that the dataflow
+ * below never walks the instructions again: per block, the registers it
+ * writes (|gen|, each once) and the registers it reads before writing them
+ * (|exposed|: where, for the message; the first read of each only).  A
+ * register's stamp is the block that last wrote (or exposed-read) it, plus
+ * one, so moving to the next block resets nothing. */
+typedef struct {
+  uint32_t reg, index, operand;
+} da_read_t;
+
+typedef struct {
+  uint32_t block; /* the block being collected */
+  uint32_t index; /* the instruction being collected */
+  /* Stamps are |base| + block + 1; |base| moves past each function's
+   * blocks, so the stamps of earlier functions never match. */
+  uint32_t base;
+  uint32_t *wstamp, *rstamp; /* per register */
+  uint32_t reg_cap, block_cap;
+  uint32_t *gen;             /* registers written, block by block */
+  size_t ngen, gen_cap;
+  uint32_t *gen_start;       /* block b's are gen[gen_start[b] ..
+                                gen_start[b + 1]) */
+  da_read_t *exposed;
+  size_t nexposed, exposed_cap;
+  uint32_t *exposed_start;
+  bool oom;
+} da_lists_t;
+
+static bool da_push(void **p, size_t *n, size_t *cap, size_t size) {
+  if (*n < *cap) return true;
+  size_t c = *cap ? 2 * *cap : 256;
+  void *q = realloc(*p, c * size);
+  if (!q) return false;
+  *p = q;
+  *cap = c;
+  return true;
+}
+
+static void da_collect_read(void *u, uint32_t r, uint32_t i) {
+  da_lists_t *l = u;
+  uint32_t stamp = l->base + l->block + 1;
+  if (l->wstamp[r] == stamp || l->rstamp[r] == stamp) return;
+  l->rstamp[r] = stamp;
+  if (!da_push((void **)&l->exposed, &l->nexposed, &l->exposed_cap,
+               sizeof(da_read_t))) {
+    l->oom = true;
+    return;
+  }
+  l->exposed[l->nexposed++] = (da_read_t){r, l->index, i};
+}
+
+static void da_collect_write(void *u, uint32_t r, uint32_t i) {
+  (void)i;
+  da_lists_t *l = u;
+  uint32_t stamp = l->base + l->block + 1;
+  if (l->wstamp[r] == stamp) return;
+  l->wstamp[r] = stamp;
+  if (!da_push((void **)&l->gen, &l->ngen, &l->gen_cap, sizeof(uint32_t))) {
+    l->oom = true;
+    return;
+  }
+  l->gen[l->ngen++] = r;
+}
+
+/* Readies |l| (kept from the previous function) for |f|. */
+static bool da_lists_begin(da_lists_t *l, const hali_ir_func_t *f) {
+  l->ngen = l->nexposed = 0;
+  l->oom = false;
+  bool wrap = (uint64_t)l->base + f->block_count + 1 > UINT32_MAX;
+  if (f->reg_count > l->reg_cap || wrap) {
+    uint32_t cap = f->reg_count > l->reg_cap ? f->reg_count : l->reg_cap;
+    uint32_t *w = realloc(l->wstamp, (cap ? cap : 1) * sizeof(uint32_t));
+    if (w) l->wstamp = w;
+    uint32_t *r = w ? realloc(l->rstamp, (cap ? cap : 1) * sizeof(uint32_t))
+                    : NULL;
+    if (r) l->rstamp = r;
+    if (!w || !r) return false;
+    /* Zero is below every stamp. */
+    memset(l->wstamp, 0, (cap ? cap : 1) * sizeof(uint32_t));
+    memset(l->rstamp, 0, (cap ? cap : 1) * sizeof(uint32_t));
+    l->reg_cap = cap;
+    l->base = 0;
+  }
+  if (f->block_count + 1 > l->block_cap) {
+    uint32_t cap = f->block_count + 1;
+    uint32_t *g = realloc(l->gen_start, cap * sizeof(uint32_t));
+    if (g) l->gen_start = g;
+    uint32_t *e = g ? realloc(l->exposed_start, cap * sizeof(uint32_t)) : NULL;
+    if (e) l->exposed_start = e;
+    if (!g || !e) return false;
+    l->block_cap = cap;
+  }
+  return true;
+}
+
+/* The function is done: its stamps must not match the next one's. */
+static void da_lists_end(da_lists_t *l, const hali_ir_func_t *f) {
+  l->base += f->block_count + 1;
+}
+
+static void da_lists_free(da_lists_t *l) {
+  free(l->wstamp);
+  free(l->rstamp);
+  free(l->gen);
+  free(l->gen_start);
+  free(l->exposed);
+  free(l->exposed_start);
+}
+
+typedef struct verify_scratch_s {
+  da_lists_t lists;
+  void *buf; /* the dataflow's arrays, carved by verify_assignment */
+  size_t cap;
+} verify_scratch_t;
+
+static void verify_scratch_free(verify_scratch_t *sc) {
+  da_lists_free(&sc->lists);
+  free(sc->buf);
+}
+
 /* Definite assignment: a forward "must" dataflow over blocks.  in[entry] =
  * parameters; in[b] = intersection of out[p] over predecessors.  A
  * worklist seeded in reverse post-order converges in a few passes for
@@ -281,7 +391,7 @@ static uint32_t successors(const hali_ir_insn_t *insn, const uint32_t **out,
  * rather than verified slowly (a bound that untrusted input cannot exceed). */
 #define HALI_VERIFY_MAX_BITSET_BYTES (64u << 20)
 
-static hali_status_t verify_assignment(vctx_t *v) {
+static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   const hali_ir_func_t *f = v->f;
   size_t words = (f->reg_count + 63) / 64;
   if (!words) return HALI_OK;
@@ -290,27 +400,37 @@ static hali_status_t verify_assignment(vctx_t *v) {
     return verr(v, "%u blocks x %u registers is too large to verify (limit "
                    "%u MiB of dataflow state); split the function",
                 nb, f->reg_count, HALI_VERIFY_MAX_BITSET_BYTES >> 20);
-  uint64_t *in = malloc((size_t)nb * words * sizeof(uint64_t));
-  uint64_t *cur = malloc(words * sizeof(uint64_t));
-  bool *reached = calloc(nb, 1);
-  bool *queued = calloc(nb, 1);
-  uint32_t *order = malloc(nb * sizeof(uint32_t));   /* reverse post-order */
-  uint32_t *queue = malloc(nb * sizeof(uint32_t));   /* ring of blocks */
-  uint32_t *stack = malloc(nb * sizeof(uint32_t));   /* DFS: block */
-  uint32_t *edge = malloc(nb * sizeof(uint32_t));    /* DFS: next successor */
   uint32_t max_targets = 2;
   for (uint32_t b = 0; b < nb; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     uint32_t n = blk->insns[blk->insn_count - 1].operand_count;
     if (n > max_targets) max_targets = n;
   }
-  uint32_t *succ = malloc(max_targets * sizeof(uint32_t));
-  hali_status_t st = HALI_OK;
-  if (!in || !cur || !reached || !queued || !order || !queue || !stack ||
-      !edge || !succ) {
-    st = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "verify: oom");
-    goto done;
+  /* All arrays in one scratch buffer, kept for the next function; the
+   * bitsets first (8-byte aligned), then the block arrays. */
+  size_t n64 = ((size_t)nb + 1) * words; /* in[nb] and cur */
+  size_t n32 = 4 * (size_t)nb + max_targets;
+  size_t need = n64 * 8 + n32 * 4 + 2 * (size_t)nb;
+  verify_scratch_t *sc = v->scratch;
+  if (need > sc->cap) {
+    void *buf = realloc(sc->buf, need);
+    if (!buf)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "verify: out of memory");
+    sc->buf = buf;
+    sc->cap = need;
   }
+  uint64_t *in = sc->buf;
+  uint64_t *cur = in + (size_t)nb * words;
+  uint32_t *order = (uint32_t *)(in + n64);           /* reverse post-order */
+  uint32_t *queue = order + nb;                       /* ring of blocks */
+  uint32_t *stack = queue + nb;                       /* DFS: block */
+  uint32_t *edge = stack + nb;                        /* DFS: next successor */
+  uint32_t *succ = edge + nb;
+  bool *reached = (bool *)(succ + max_targets);
+  bool *queued = reached + nb;
+  memset(reached, 0, 2 * (size_t)nb);
+  hali_status_t st = HALI_OK;
   /* Reverse post-order of the blocks reachable from the entry. */
   bool *seen = queued; /* reused: all false again after the DFS */
   uint32_t sp = 0, post = nb;
@@ -352,10 +472,9 @@ static hali_status_t verify_assignment(vctx_t *v) {
     queued[b] = false;
     if (!reached[b]) continue;
     memcpy(cur, in + (size_t)b * words, words * sizeof(uint64_t));
-    da_t d = {cur, -1, 0};
     const hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t i = 0; i < blk->insn_count; ++i)
-      for_each_reg(&blk->insns[i], true, da_write, &d);
+    for (uint32_t k = l->gen_start[b]; k < l->gen_start[b + 1]; ++k)
+      cur[l->gen[k] / 64] |= 1ull << (l->gen[k] % 64);
     const uint32_t *targets;
     uint32_t n = successors(&blk->insns[blk->insn_count - 1], &targets, succ);
     for (uint32_t k = 0; k < n; ++k) {
@@ -380,35 +499,24 @@ static hali_status_t verify_assignment(vctx_t *v) {
       }
     }
   }
+  /* Only the reads a block makes before writing the register can miss;
+   * they are in instruction order, so the first one found is the first
+   * in the block. */
   for (uint32_t b = 0; b < nb && !st; ++b) {
     if (!reached[b]) continue;
-    memcpy(cur, in + (size_t)b * words, words * sizeof(uint64_t));
-    const hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      da_t d = {cur, -1, 0};
-      for_each_reg(&blk->insns[i], false, da_read, &d);
-      if (d.missing >= 0) {
-        v->block = b;
-        v->index = i;
-        v->insn = &blk->insns[i];
-        char buf[64];
-        st = verr(v, "operand %u: register %s may be read before it is written",
-                  d.operand, reg_name(f, (uint32_t)d.missing, buf, sizeof(buf)));
-        break;
-      }
-      for_each_reg(&blk->insns[i], true, da_write, &d);
+    const uint64_t *set = in + (size_t)b * words;
+    for (uint32_t k = l->exposed_start[b]; k < l->exposed_start[b + 1]; ++k) {
+      const da_read_t *x = &l->exposed[k];
+      if (set[x->reg / 64] & (1ull << (x->reg % 64))) continue;
+      v->block = b;
+      v->index = x->index;
+      v->insn = &f->blocks[b].insns[x->index];
+      char buf[64];
+      st = verr(v, "operand %u: register %s may be read before it is written",
+                x->operand, reg_name(f, x->reg, buf, sizeof(buf)));
+      break;
     }
   }
-done:
-  free(in);
-  free(cur);
-  free(reached);
-  free(queued);
-  free(order);
-  free(queue);
-  free(stack);
-  free(edge);
-  free(succ);
   return st;
 }
 
@@ -458,6 +566,7 @@ static hali_status_t verify_header(vctx_t *v) {
  * form (hali dis) reassembles to the same module. */
 static hali_status_t verify_names(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
+  hali_strmap_clear(v->names);
   if (f->reg_names)
     for (uint32_t r = 0; r < f->reg_count; ++r) {
       const char *n = f->reg_names[r];
@@ -466,10 +575,14 @@ static hali_status_t verify_names(vctx_t *v) {
         return verr(v, "register %u has the name \"%s\", which is not a "
                        "valid name",
                     r, n);
-      for (uint32_t k = 0; k < r; ++k)
-        if (f->reg_names[k] && strcmp(f->reg_names[k], n) == 0)
-          return verr(v, "registers %u and %u are both named %%%s", k, r, n);
+      uint32_t k = hali_strmap_insert(v->names, n, strlen(n), r);
+      if (k == HALI_STRMAP_NONE)
+        return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                                "verify: out of memory");
+      if (k != r)
+        return verr(v, "registers %u and %u are both named %%%s", k, r, n);
     }
+  hali_strmap_clear(v->names);
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const char *n = f->blocks[b].name;
     if (!n) continue;
@@ -477,18 +590,39 @@ static hali_status_t verify_names(vctx_t *v) {
       return verr(v, "block %u has the name \"%s\", which is not a valid "
                      "name",
                   b, n);
-    for (uint32_t k = 0; k < b; ++k)
-      if (f->blocks[k].name && strcmp(f->blocks[k].name, n) == 0)
-        return verr(v, "blocks %u and %u are both named ^%s", k, b, n);
+    uint32_t k = hali_strmap_insert(v->names, n, strlen(n), b);
+    if (k == HALI_STRMAP_NONE)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "verify: out of memory");
+    if (k != b)
+      return verr(v, "blocks %u and %u are both named ^%s", k, b, n);
   }
   return HALI_OK;
 }
+
+static hali_status_t verify_body(vctx_t *v, da_lists_t *l);
 
 static hali_status_t verify_func(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
   if (f->flags & HALI_FUNC_IMPORT) return verify_names(v); /* no body */
   HALI_RETURN_IF_ERROR_PLAIN(verify_names(v));
+  da_lists_t *l = &v->scratch->lists;
+  if (!da_lists_begin(l, f))
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "verify: out of memory");
+  hali_status_t s = verify_body(v, l);
+  da_lists_end(l, f);
+  return s;
+}
+
+/* Every instruction of |v->f|, then definite assignment over what |l|
+ * collected on the way. */
+static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
+  const hali_ir_func_t *f = v->f;
   for (uint32_t b = 0; b < f->block_count; ++b) {
+    l->block = b;
+    l->gen_start[b] = (uint32_t)l->ngen;
+    l->exposed_start[b] = (uint32_t)l->nexposed;
     const hali_ir_block_t *blk = &f->blocks[b];
     v->block = b;
     v->insn = NULL;
@@ -503,6 +637,11 @@ static hali_status_t verify_func(vctx_t *v) {
       v->index = i;
       v->insn = &blk->insns[i];
       HALI_RETURN_IF_ERROR_PLAIN(verify_insn(v));
+      /* Operands are proven registers in range: collect (reads first, as
+       * an instruction reads its operands before it writes). */
+      l->index = i;
+      for_each_reg(v->insn, false, da_collect_read, l);
+      for_each_reg(v->insn, true, da_collect_write, l);
       bool term = (hali_op_info(v->insn->op)->flags & HALI_OPF_TERM) != 0;
       bool last = i + 1 == blk->insn_count;
       if (term && !last)
@@ -515,12 +654,30 @@ static hali_status_t verify_func(vctx_t *v) {
                        "its end");
     }
   }
+  l->gen_start[f->block_count] = (uint32_t)l->ngen;
+  l->exposed_start[f->block_count] = (uint32_t)l->nexposed;
   v->insn = NULL;
-  return verify_assignment(v);
+  if (l->oom || l->ngen > UINT32_MAX || l->nexposed > UINT32_MAX)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "verify: out of memory");
+  return verify_assignment(v, l);
 }
 
+static hali_status_t verify_module(vctx_t *v);
+
 hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify"};
+  hali_strmap_t names = {0};
+  verify_scratch_t scratch = {0};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify", &names, &scratch};
+  hali_status_t s = verify_module(&v);
+  hali_strmap_free(&names);
+  verify_scratch_free(&scratch);
+  return s;
+}
+
+static hali_status_t verify_module(vctx_t *vp) {
+  vctx_t v = *vp;
+  const hali_ir_module_t *m = v.m;
   for (uint32_t i = 0; i < m->executable_count; ++i) {
     const hali_ir_executable_t *e = &m->executables[i];
     for (uint32_t k = 0; k < e->export_count; ++k) {
@@ -546,13 +703,16 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
                     e->name, e->exports[k].name, e->exports[k].function,
                     m->func_count);
   }
+  hali_strmap_clear(v.names);
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_header(&v));
-    for (uint32_t j = 0; j < i; ++j)
-      if (!strcmp(m->funcs[j].name, v.f->name))
-        return verr(&v, "function defined twice");
+    uint32_t j = hali_strmap_insert(v.names, v.f->name, strlen(v.f->name), i);
+    if (j == HALI_STRMAP_NONE)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "verify: out of memory");
+    if (j != i) return verr(&v, "function defined twice");
   }
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
@@ -894,7 +1054,7 @@ static hali_status_t s_func(vctx_t *v) {
 }
 
 hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure"};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure", NULL, NULL};
   if (m->string_count && (!m->strings || !m->string_lengths))
     return verr(&v, "malformed string table");
   for (uint32_t i = 0; i < m->rodata_count; ++i)
