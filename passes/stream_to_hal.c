@@ -159,29 +159,30 @@ static void set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
   const hali_ir_xtype_t *x = &xs;
   tinfo_t *t = &w->t[r];
   uint32_t k = 0;
-  int64_t static_bytes = hali_pass_element_size(x->element_type);
   bool all_static = true;
   char *ts = NULL;
   for (uint32_t d = 0; d < x->rank; ++d) {
     if (x->dims[d] >= 0) {
       t->dims[d] = c64(w, x->dims[d]);
-      if (__builtin_mul_overflow(static_bytes, x->dims[d], &static_bytes) &&
-          !w->err) {
-        hali_strbuf_t sb = {0};
-        hali_ir_xtype_print(&sb, x);
-        ts = hali_strbuf_take(&sb);
-        w->err = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                                  PASS ": @%s: %%%s (%s) is larger than 2^63-1 "
-                                  "bytes (at dimension %u)",
-                                  w->f->name, rname(w, r), ts ? ts : "?", d);
-        free(ts);
-        return;
-      }
     } else {
       t->dims[d] = dyn[k++].v;
       all_static = false;
     }
   }
+  /* The structural check rejects types past 2^64 bytes; sizes are i64. */
+  uint64_t sb64 = 0;
+  uint32_t at = 0;
+  if (!hali_ir_xtype_static_bytes(x, &sb64, &at) || sb64 > INT64_MAX) {
+    hali_strbuf_t sb = {0};
+    hali_ir_xtype_print(&sb, x);
+    ts = hali_strbuf_take(&sb);
+    w->err = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              PASS ": @%s: %%%s (%s) is larger than 2^63-1 bytes",
+                              w->f->name, rname(w, r), ts ? ts : "?");
+    free(ts);
+    return;
+  }
+  int64_t static_bytes = (int64_t)sb64;
   t->static_bytes = all_static ? static_bytes : -1;
   t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", rname(w, r));
   if (all_static) {
