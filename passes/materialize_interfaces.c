@@ -135,12 +135,12 @@ static hali_status_t annotate(const hali_ir_module_t *m, const hali_ir_func_t *f
   return HALI_OK;
 }
 
-hali_status_t hali_pass_materialize_interfaces(hali_ir_module_t *m) {
+static hali_status_t materialize(hali_ir_module_t *m, bool sites) {
   for (uint32_t i = 0; i < m->executable_count; ++i)
     for (uint32_t k = 0; k < m->executables[i].export_count; ++k)
       HALI_RETURN_IF_ERROR_PLAIN(materialize_export(
           m, &m->executables[i], &m->executables[i].exports[k]));
-  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+  for (uint32_t fi = 0; sites && fi < m->func_count; ++fi) {
     hali_ir_func_t *f = &m->funcs[fi];
     for (uint32_t b = 0; b < f->block_count; ++b)
       for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i)
@@ -156,4 +156,12 @@ hali_status_t hali_pass_materialize_interfaces(hali_ir_module_t *m) {
         if (x->params[a].type == HALI_TYPE_INDEX) x->params[a].type = HALI_TYPE_I32;
     }
   return HALI_OK;
+}
+
+hali_status_t hali_pass_materialize_interfaces(hali_ir_module_t *m) {
+  return materialize(m, true);
+}
+
+hali_status_t hali_pass_materialize_exports(hali_ir_module_t *m) {
+  return materialize(m, false);
 }

@@ -142,6 +142,14 @@ hali_status_t hali_passes_run(hali_ir_module_t *m,
   bool tensor = hali_ir_module_is_tensor_level(m);
   for (uint32_t i = 0; i < HALI_PASS_COUNT; ++i) {
     if (!(set & (1u << i))) continue;
+    /* Without tensor-level code func-conversion and stream-to-hal have
+     * nothing to do and materialize-interfaces no sites: skipping their
+     * scans keeps loading a HAL-level module one walk of its code. */
+    if (!tensor) {
+      if (hali_pass_table[i].run == hali_pass_materialize_interfaces)
+        HALI_RETURN_IF_ERROR_PLAIN(hali_pass_materialize_exports(m));
+      continue;
+    }
     HALI_RETURN_IF_ERROR_PLAIN(hali_pass_table[i].run(m));
   }
   if (tensor && set) HALI_RETURN_IF_ERROR_PLAIN(canonical_strings(m));

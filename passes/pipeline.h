@@ -45,6 +45,9 @@ HALI_MUST_USE hali_status_t hali_passes_run(hali_ir_module_t *m,
 /* The passes (one file each under passes/). */
 HALI_MUST_USE hali_status_t hali_pass_func_conversion(hali_ir_module_t *m);
 HALI_MUST_USE hali_status_t hali_pass_materialize_interfaces(hali_ir_module_t *m);
+/* materialize-interfaces for a module with no tensor-level code: the
+ * exports' layouts only (there are no dispatch sites to annotate). */
+HALI_MUST_USE hali_status_t hali_pass_materialize_exports(hali_ir_module_t *m);
 HALI_MUST_USE hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m);
 
 /* Part of stream-to-hal (passes/copy_on_write.c): ties that would write
