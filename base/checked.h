@@ -1,4 +1,4 @@
-/* hali HAL — overflow-checked arithmetic on sizes, offsets, counts and
+/* hali — overflow-checked arithmetic on sizes, offsets, counts and
  * timeline values.
  *
  * Every sum or product of such values that the HAL (and the VM's HAL ops)
@@ -12,8 +12,8 @@
  * __builtin_*_overflow), and otherwise stores it in |*out|.  Depends on
  * nothing but <stdbool.h> and <stdint.h>, so any layer may include it.
  */
-#ifndef HALI_HAL_CHECKED_H
-#define HALI_HAL_CHECKED_H
+#ifndef HALI_BASE_CHECKED_H
+#define HALI_BASE_CHECKED_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,4 +42,4 @@ static inline bool hali_mul3_overflows_u64(uint64_t a, uint64_t b, uint64_t c,
   return __builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, out);
 }
 
-#endif /* HALI_HAL_CHECKED_H */
+#endif /* HALI_BASE_CHECKED_H */

@@ -8,13 +8,13 @@
  *
  * Counting is atomic: refs cross threads (queue threads, workers, fibers).
  */
-#ifndef HALI_VM_REF_H
-#define HALI_VM_REF_H
+#ifndef HALI_BASE_REF_H
+#define HALI_BASE_REF_H
 
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "vm/types.h"
+#include "base/types.h"
 
 typedef struct hali_ref_s hali_ref_t;
 
@@ -51,4 +51,4 @@ static inline void hali_ref_release(hali_ref_t *ref) {
     ref->vtable->destroy(ref);
 }
 
-#endif /* HALI_VM_REF_H */
+#endif /* HALI_BASE_REF_H */

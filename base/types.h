@@ -1,6 +1,6 @@
 /* hali — value types of registers, parameters and results. */
-#ifndef HALI_VM_TYPES_H
-#define HALI_VM_TYPES_H
+#ifndef HALI_BASE_TYPES_H
+#define HALI_BASE_TYPES_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -56,4 +56,4 @@ hali_type_t hali_type_parse(const char *s, size_t len);
 /* Signature letter <-> type (see vm/ops.def). */
 hali_type_t hali_type_from_letter(char c);
 
-#endif /* HALI_VM_TYPES_H */
+#endif /* HALI_BASE_TYPES_H */

@@ -22,20 +22,6 @@
 #include "hal/buffer.h"
 #include "hal/executable.h"
 
-typedef uint32_t hali_hal_command_buffer_mode_bits_t;
-enum {
-  /* Reusable: may be submitted any number of times (also concurrently). */
-  HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE = 0u,
-  /* One-shot: may be submitted once; a second submission is rejected. */
-  HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT = 1u << 0,
-};
-
-typedef uint32_t hali_hal_command_category_bits_t;
-enum {
-  HALI_HAL_COMMAND_CATEGORY_TRANSFER = 1u << 0, /* fill, copy, update */
-  HALI_HAL_COMMAND_CATEGORY_DISPATCH = 1u << 1, /* push_*, dispatch */
-  HALI_HAL_COMMAND_CATEGORY_ANY = (1u << 2) - 1,
-};
 
 /* One binding of push_descriptor_set. */
 typedef struct hali_hal_buffer_binding_t {

@@ -12,9 +12,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hal/checked.h"
+#include "base/hal_bits.h"
+#include "base/ref.h"
+#include "base/checked.h"
 #include "hali/base.h"
-#include "vm/ref.h"
 
 /* Byte offsets and lengths of device memory. */
 typedef uint64_t hali_hal_device_size_t;
@@ -27,31 +28,6 @@ typedef uint64_t hali_hal_device_size_t;
 typedef int64_t hali_timeout_ns_t;
 #define HALI_INFINITE ((hali_timeout_ns_t)-1)
 
-/* Where memory lives and who can see it.  Recorded on every buffer; the
- * CPU devices back every type with host memory but still enforce the
- * rules (see doc/hal.md). */
-typedef uint32_t hali_hal_memory_type_bits_t;
-enum {
-  HALI_HAL_MEMORY_TYPE_NONE = 0u,
-  HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL = 1u << 0,
-  HALI_HAL_MEMORY_TYPE_HOST_VISIBLE = 1u << 1,
-  HALI_HAL_MEMORY_TYPE_HOST_COHERENT = 1u << 2,
-  HALI_HAL_MEMORY_TYPE_HOST_CACHED = 1u << 3,
-  HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE = 1u << 4,
-  HALI_HAL_MEMORY_TYPE_TRANSIENT = 1u << 5,
-  HALI_HAL_MEMORY_TYPE_ALL = (1u << 6) - 1,
-};
-
-/* What a buffer may be used for. */
-typedef uint32_t hali_hal_buffer_usage_bits_t;
-enum {
-  HALI_HAL_BUFFER_USAGE_NONE = 0u,
-  HALI_HAL_BUFFER_USAGE_TRANSFER = 1u << 0, /* fill/copy/update target/source */
-  HALI_HAL_BUFFER_USAGE_DISPATCH = 1u << 1, /* bound to a dispatch */
-  HALI_HAL_BUFFER_USAGE_MAPPING = 1u << 2,  /* mapped / read / written by host */
-  HALI_HAL_BUFFER_USAGE_CONSTANT = 1u << 3, /* immutable after initialization */
-  HALI_HAL_BUFFER_USAGE_ALL = (1u << 4) - 1,
-};
 
 typedef struct hali_hal_allocator_t hali_hal_allocator_t;
 typedef struct hali_hal_buffer_t hali_hal_buffer_t;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/buffer_view.h"
+#include "base/hal_bits.h"
 #include "passes/pass_util.h"
 #include "passes/pipeline.h"
 

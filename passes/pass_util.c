@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/buffer_view.h"
+#include "base/hal_bits.h"
 #include "passes/pass_util.h"
 
 static bool bad_reg(hali_ir_operand_t o) {

@@ -20,26 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/buffer_view.h"
+#include "base/hal_bits.h"
 #include "passes/pass_util.h"
 #include "passes/pipeline.h"
 
 #define PASS "stream-to-hal"
 
-/* doc/hal.md bits. */
-enum {
-  MEM_DEVICE_LOCAL = 1,
-  MEM_HOST_VISIBLE = 2,
-  MEM_DEVICE_VISIBLE = 16,
-  MEM_TRANSIENT = 32,
-  USE_TRANSFER = 1,
-  USE_DISPATCH = 2,
-  USE_MAPPING = 4,
-  USE_CONSTANT = 8,
-  CAT_TRANSFER = 1,
-  CAT_DISPATCH = 2,
-  MODE_ONE_SHOT = 1,
-};
 
 typedef enum {
   LT_NONE = 0,
@@ -257,16 +243,16 @@ static void allocate(lw_t *w, uint32_t r) {
      * CONSTANT usage, unless it is returned to the caller, who maps it:
      * then it gets the returned bits. */
     if (t->const_returned) {
-      mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
-      use = USE_TRANSFER | USE_DISPATCH | USE_MAPPING;
+      mem = HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE | HALI_HAL_MEMORY_TYPE_HOST_VISIBLE;
+      use = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING;
     } else {
-      mem = MEM_DEVICE_LOCAL;
-      use = USE_CONSTANT | USE_TRANSFER | USE_DISPATCH;
+      mem = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL;
+      use = HALI_HAL_BUFFER_USAGE_CONSTANT | HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH;
     }
     break;
   case LT_RETURNED:
-    mem = MEM_DEVICE_VISIBLE | MEM_HOST_VISIBLE;
-    use = USE_TRANSFER | USE_DISPATCH | USE_MAPPING;
+    mem = HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE | HALI_HAL_MEMORY_TYPE_HOST_VISIBLE;
+    use = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING;
     break;
   default:
     /* Static-size transients wait for the region's slab (pack). */
@@ -274,8 +260,8 @@ static void allocate(lw_t *w, uint32_t r) {
       w->pending[w->npending++] = r;
       return;
     }
-    mem = MEM_DEVICE_LOCAL | MEM_TRANSIENT;
-    use = USE_TRANSFER | USE_DISPATCH;
+    mem = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_TRANSIENT;
+    use = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH;
     break;
   }
   own_buffer(w, r, mem, use);
@@ -334,8 +320,8 @@ static void pack(lw_t *w) {
     if (w->t[r].last < w->index)
       w->pending[n++] = r;
     else
-      own_buffer(w, r, MEM_DEVICE_LOCAL | MEM_TRANSIENT,
-                 USE_TRANSFER | USE_DISPATCH);
+      own_buffer(w, r, HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_TRANSIENT,
+                 HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH);
   }
   w->npending = 0;
   if (!n) return;
@@ -389,8 +375,8 @@ static void pack(lw_t *w) {
     if (end > total) total = end;
   }
   uint32_t slab = hali_pass_reg(w->f, HALI_TYPE_BUFFER, "slab");
-  uint32_t cm = c32(w, MEM_DEVICE_LOCAL | MEM_TRANSIENT);
-  uint32_t cu = c32(w, USE_TRANSFER | USE_DISPATCH);
+  uint32_t cm = c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_TRANSIENT);
+  uint32_t cu = c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH);
   uint32_t size = c64(w, total);
   hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
                  hali_pr(slab), hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
@@ -422,7 +408,7 @@ static void close_region(lw_t *w, uint32_t signal) {
     }
     return;
   }
-  uint32_t mode = c32(w, MODE_ONE_SHOT), cats = c32(w, w->cats);
+  uint32_t mode = c32(w, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT), cats = c32(w, w->cats);
   hali_pass_splice(&w->out, &w->pre);
   hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
                  hali_pr(w->cmd), hali_pr(w->device), hali_pr(mode),
@@ -465,7 +451,7 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
     d += hali_ir_xtype_dynamic_dims(&w->f->reg_xtypes[r]);
     allocate(w, r);
   }
-  begin_cmd(w, CAT_DISPATCH);
+  begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_DISPATCH);
   /* Push constants: scalar operands in order, 64-bit ones as two words. */
   uint32_t words[64], nwords = 0;
   for (uint32_t k = 0; k < na && nwords + 2 <= 64; ++k) {
@@ -641,7 +627,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pr(r), hali_pr(o[1].v));
     char msg[300];
     snprintf(msg, sizeof(msg), "@%s: the storage of %%%s", f->name, rname(w, r));
-    uint32_t cm = c32(w, MEM_DEVICE_VISIBLE), cu = c32(w, USE_TRANSFER | USE_DISPATCH);
+    uint32_t cm = c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE), cu = c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH);
     hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_ASSERT, 5, hali_pr(r),
                    hali_pr(w->t[r].size), hali_pr(cm), hali_pr(cu),
                    hali_pref(HALI_IR_STRING,
@@ -674,7 +660,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                              (unsigned long long)bytes);
     allocate(w, r);
     uint32_t zero = c64(w, 0);
-    begin_cmd(w, CAT_TRANSFER);
+    begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_UPDATE, 6,
                    hali_pr(w->cmd), hali_pref(HALI_IR_RODATA, o[1].v),
                    hali_pr(zero), hali_pr(root(w, r)), hali_pr(zero),
@@ -713,7 +699,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                      hali_pr(v));
     }
     uint32_t zero = c64(w, 0), plen = c32(w, es);
-    begin_cmd(w, CAT_TRANSFER);
+    begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
                    hali_pr(w->cmd), hali_pr(root(w, r)), hali_pr(zero),
                    hali_pr(w->t[r].size), hali_pr(pat), hali_pr(plen));
@@ -730,7 +716,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     SET_SHAPE(w, r, dyn, true);
     allocate(w, r);
     uint32_t zero = c64(w, 0);
-    begin_cmd(w, CAT_TRANSFER);
+    begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
                    hali_pr(w->cmd), hali_pr(root(w, s)), hali_pr(zero),
                    hali_pr(root(w, r)), hali_pr(zero), hali_pr(w->t[r].size));
@@ -741,7 +727,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     uint32_t v = o[0].v, a = o[1].v;
     if (root(w, v) == root(w, a)) return HALI_OK; /* written in place */
     uint32_t zero = c64(w, 0);
-    begin_cmd(w, CAT_TRANSFER);
+    begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
                    hali_pr(w->cmd), hali_pr(root(w, v)), hali_pr(zero),
                    hali_pr(root(w, a)), hali_pr(zero), hali_pr(w->t[v].size));

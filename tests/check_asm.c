@@ -1,5 +1,5 @@
 /* Tests for the .hasm assembler (loader/asm.c) and the disassembler
- * (loader/dis.c): every syntax error names file:line:column and what was
+ * (vm/ir_print.c): every syntax error names file:line:column and what was
  * expected; everything the grammar in doc/asm.md allows assembles to the IR
  * it describes; the disassembly of a small module is checked against golden
  * text.

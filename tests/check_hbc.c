@@ -1312,7 +1312,7 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Known bugs. */
 
-/* BUG (loader/dis.c with loader/asm.c): doc/asm.md says `hali dis` turns
+/* BUG (vm/ir_print.c with loader/asm.c): doc/asm.md says `hali dis` turns
  * any module into text that reassembles to it, but the assembler requires
  * every read to name a register written earlier *in the text*.  A valid
  * module whose blocks are laid out so that a block reading %x comes before
@@ -1354,7 +1354,7 @@ START_TEST(bug_dis_of_valid_block_order_reassembles) {
 }
 END_TEST
 
-/* BUG (loader/dis.c): an instruction whose line is 0 (`loc(0)` in the
+/* BUG (vm/ir_print.c): an instruction whose line is 0 (`loc(0)` in the
  * text, "unknown") is printed without loc(...), so reassembling gives it
  * the line it sits on in the printed text and the .hbc changes.  Expected:
  * .hasm -> .hbc -> dis -> .hasm -> .hbc identical for every module the
@@ -1375,7 +1375,7 @@ START_TEST(bug_roundtrip_line_zero) {
 }
 END_TEST
 
-/* BUG (loader/hbc_read.c / vm/verify.c vs loader/dis.c): names in a binary
+/* BUG (loader/hbc_read.c / vm/verify.c vs vm/ir_print.c): names in a binary
  * are taken as they are, so a module can verify and still disassemble to
  * text the assembler rejects or reads differently: a function name with a
  * space, an empty register name, two registers or two blocks with the

@@ -15,9 +15,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/number.h"
+#include "base/strbuf.h"
+#include "base/types.h"
 #include "hali/base.h"
 #include "vm/ops.h"
-#include "vm/types.h"
 
 typedef enum hali_ir_operand_kind_e {
   HALI_IR_REG = 1,    /* v = register number */
@@ -324,19 +326,6 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
 /* Writes the ISA reference (markdown) generated from the op table. */
 char *hali_isa_markdown(void);
 
-/* A growable string used by printers. */
-typedef struct hali_strbuf_s {
-  char *data;
-  size_t len, cap;
-  bool oom;
-} hali_strbuf_t;
-void hali_strbuf_printf(hali_strbuf_t *sb, const char *fmt, ...)
-    HALI_PRINTF(2, 3);
-void hali_strbuf_vprintf(hali_strbuf_t *sb, const char *fmt, va_list ap);
-void hali_strbuf_append(hali_strbuf_t *sb, const char *s, size_t len);
-/* Hands the string to the caller (NULL on OOM) and resets |sb|. */
-char *hali_strbuf_take(hali_strbuf_t *sb);
-
 /* Names (@function, %register, ^block, @module ...) are non-empty runs of
  * these characters: letters, digits, '_', '.', '$'. */
 static inline bool hali_name_char(char c) {
@@ -345,38 +334,10 @@ static inline bool hali_name_char(char c) {
 }
 bool hali_name_valid(const char *s);
 
-/* Integer literals everywhere in hali (assembler, --input values, tensor
- * elements): decimal, or hexadecimal after 0x; never octal, so 010 is
- * ten.  hali_parse_digits reads an unsigned magnitude like strtoull (sets
- * errno on overflow, |*end| after the digits).  hali_parse_integer reads a
- * whole string with an optional sign; false if anything is left over, it
- * has no digits, or the magnitude overflows 64 bits. */
-unsigned long long hali_parse_digits(const char *s, char **end);
-bool hali_parse_integer(const char *s, bool *out_negative,
-                        uint64_t *out_magnitude);
-
 /* Appends the text of one instruction (as hali dis prints it, without
  * loc) to |sb|. */
 void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                         const hali_ir_func_t *f, const hali_ir_insn_t *insn);
 
-/* Floats print in the shortest decimal text that reads back to the same
- * value of |kind|; nan, inf and -inf by name (a nan's payload is not kept:
- * `hali dis` prints non-canonical nans as bits(0x...)).  With |literal|,
- * integral values get ".0" so that they read as float literals. */
-typedef enum hali_float_kind_e {
-  HALI_FLOAT_F64,
-  HALI_FLOAT_F32,
-  HALI_FLOAT_F16,
-  HALI_FLOAT_BF16,
-} hali_float_kind_t;
-void hali_format_float(char *out, size_t n, double v, hali_float_kind_t kind,
-                       bool literal);
-
-/* f16 / bf16 <-> f32 (round to nearest even). */
-float hali_f16_to_f32(uint16_t h);
-uint16_t hali_f32_to_f16(float f);
-float hali_bf16_to_f32(uint16_t h);
-uint16_t hali_f32_to_bf16(float f);
 
 #endif /* HALI_VM_IR_H */

@@ -1,4 +1,5 @@
-/* hali — the disassembler: IR back to .hasm text.
+/* hali — the IR printer: a module back to .hasm text (what hali dis prints,
+ * what the verifier, the tracer and the passes quote).
  *
  * The output reassembles to the same module: registers and blocks keep
  * their names (or get %rN / ^bbN when the module was stripped), and with
@@ -9,7 +10,7 @@
 #include <string.h>
 
 #include "hal/buffer_view.h"
-#include "loader/loader.h"
+#include "vm/ir.h"
 
 static void print_reg(hali_strbuf_t *sb, const hali_ir_func_t *f, uint32_t r) {
   if (f->reg_names && r < f->reg_count && f->reg_names[r])

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "vm/types.h"
+#include "base/types.h"
 
 typedef enum hali_opcode_e {
 #define OP(e, name, flags, sig, syn) HALI_OP_##e,

@@ -6,12 +6,6 @@
 
 #include "vm/vm.h"
 
-static atomic_uint_fast32_t hali_ref_ids;
-
-uint32_t hali_ref_next_id(void) {
-  return (uint32_t)atomic_fetch_add_explicit(&hali_ref_ids, 1,
-                                             memory_order_relaxed) + 1;
-}
 
 void hali_value_release(hali_value_t *v) {
   if (v && hali_type_is_ref(v->type)) {

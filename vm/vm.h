@@ -16,7 +16,7 @@
 #include "hali/base.h"
 #include "vm/code.h"
 #include "vm/ir.h"
-#include "vm/ref.h"
+#include "base/ref.h"
 
 typedef struct hali_vm_func_s {
   const hali_ir_func_t *ir;
