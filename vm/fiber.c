@@ -1,5 +1,6 @@
 /* hali — fibers and the scheduler (see vm/fiber.h). */
 #include "vm/fiber.h"
+#include "base/clock.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -89,11 +90,7 @@ struct hali_vm_scheduler_s {
 
 #define FIBER_POOL_MAX 64
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static int64_t now_ns(void) { return hali_clock_now_ns(); }
 
 static void waiter_release(waiter_t *w) {
   if (atomic_fetch_sub(&w->refs, 1) == 1) {

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "hal/hal.h"
+#include "base/clock.h"
 #include "vm/hal_ops.h"
 #include "vm/trace.h"
 
@@ -565,9 +566,7 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     hali_timeout_ns_t ns = ms < 0 ? HALI_INFINITE
                            : ms > INT64_MAX / 1000000 ? INT64_MAX
                                                       : ms * 1000000;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t now = hali_clock_now_ns();
     if (!st->await_started_ns) st->await_started_ns = now;
     int32_t code = 0;
     bool ready = false;
@@ -609,8 +608,7 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
       }
     }
     if (HALI_TRACE_ON(st->trace)) {
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      int64_t end = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+      int64_t end = hali_clock_now_ns();
       int64_t waited = end - st->await_started_ns;
       HAL_TRACE("fence.await !hal.fence#%u -> %s after %lld us", ID(1),
                 w ? hali_status_code_name(hali_status_code(w))

@@ -1,5 +1,6 @@
 /* hali — tracing (see vm/trace.h). */
 #include "vm/trace.h"
+#include "base/clock.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -20,11 +21,7 @@ struct hali_trace_s {
   bool any_event; /* chrome: an event was written (comma before the next) */
 };
 
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static int64_t mono_ns(void) { return hali_clock_now_ns(); }
 
 hali_status_t hali_trace_create(const hali_trace_options_t *o,
                                 hali_trace_t **out) {
