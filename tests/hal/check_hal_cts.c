@@ -716,6 +716,7 @@ START_TEST(test_alloca_dealloca_order) {
                  HALI_STATUS_INVALID_ARGUMENT, "subspan");
   hali_hal_buffer_release(span);
   hali_hal_buffer_release(buffer);
+  hali_hal_fence_release(again);
   hali_hal_fence_release(gate);
   hali_hal_fence_release(allocated);
   hali_hal_fence_release(filled);
