@@ -127,21 +127,21 @@ static hali_status_t make_arg(const run_options_t *o, hali_device_t *dev,
                             "%s: @%s takes %s, which cannot be given on the "
                             "command line",
                             what, name, hali_variant_type_name(want));
-  hali_tensor_t t;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_tensor_parse(o->inputs[i], what, &t));
+  tool_tensor_t t;
+  HALI_RETURN_IF_ERROR_PLAIN(tool_tensor_parse(o->inputs[i], what, &t));
   hali_buffer_view_t *view = NULL;
-  hali_status_t s = hali_tensor_to_view(&t, dev, &view);
-  hali_tensor_free(&t);
+  hali_status_t s = tool_tensor_to_view(&t, dev, &view);
+  tool_tensor_free(&t);
   if (s) return hali_status_annotate(s, "%s", what);
   *out = hali_variant_view(view); /* owned: released with the arguments */
   return HALI_OK;
 }
 
 /* Writes result |i| to "-" (stdout, as text), "@file.npy" or "@file.bin". */
-static hali_status_t write_output(const char *spec, const hali_tensor_t *t,
+static hali_status_t write_output(const char *spec, const tool_tensor_t *t,
                                   size_t max) {
   if (strcmp(spec, "-") == 0) {
-    hali_tensor_print(t, max, stdout);
+    tool_tensor_print(t, max, stdout);
     putchar('\n');
     return HALI_OK;
   }
@@ -158,7 +158,7 @@ static hali_status_t write_output(const char *spec, const hali_tensor_t *t,
   size_t len = strlen(path);
   hali_status_t s = HALI_OK;
   if (len > 4 && strcmp(path + len - 4, ".npy") == 0)
-    s = hali_tensor_write_npy(t, f);
+    s = tool_tensor_write_npy(t, f);
   else if (fwrite(t->data, 1, t->size, f) != t->size)
     s = hali_status_make(HALI_STATUS_DATA_LOSS, "--output %s: write failed",
                          path);
@@ -171,18 +171,18 @@ static hali_status_t write_output(const char *spec, const hali_tensor_t *t,
 /* Compares result |i| with its --expected_output; appends a line to
  * |failures| and returns false on mismatch. */
 static bool check_expected(const run_options_t *o, size_t i,
-                           const hali_variant_t *v, const hali_tensor_t *t,
+                           const hali_variant_t *v, const tool_tensor_t *t,
                            FILE *failures) {
   char what[48], res[48];
   snprintf(what, sizeof(what), "--expected_output #%zu", i);
   snprintf(res, sizeof(res), "result %zu", i);
   hali_status_t s;
   if (t) {
-    hali_tensor_t x;
-    s = hali_tensor_parse(o->expected[i], what, &x);
+    tool_tensor_t x;
+    s = tool_tensor_parse(o->expected[i], what, &x);
     if (!s) {
-      s = hali_tensor_compare(t, &x, o->f32_threshold, o->f64_threshold);
-      hali_tensor_free(&x);
+      s = tool_tensor_compare(t, &x, o->f32_threshold, o->f64_threshold);
+      tool_tensor_free(&x);
     }
   } else {
     hali_variant_t x;
@@ -229,10 +229,10 @@ static hali_status_t report_results(const run_options_t *o,
   bool all_match = true;
   for (size_t i = 0; !s && i < n; ++i) {
     const hali_variant_t *v = &results[i];
-    hali_tensor_t t = {0};
+    tool_tensor_t t = {0};
     bool is_view = v->type == HALI_VARIANT_BUFFER_VIEW;
     if (is_view) {
-      s = hali_tensor_from_view(v->u.view, &t);
+      s = tool_tensor_from_view(v->u.view, &t);
       if (s) break;
     }
     const char *out = i < o->noutputs ? o->outputs[i] : "-";
@@ -251,7 +251,7 @@ static hali_status_t report_results(const run_options_t *o,
     if (!s && o->nexpected && (is_view || is_scalar(v->type)) &&
         !check_expected(o, i, v, is_view ? &t : NULL, failures))
       all_match = false;
-    hali_tensor_free(&t);
+    tool_tensor_free(&t);
   }
   bool written = fclose(failures) == 0;
   if (!s && !written) s = oom();
@@ -353,11 +353,11 @@ static hali_status_t run_module(const run_options_t *o, int *rc) {
 static int run(const run_options_t *o) {
   int rc = 1;
   hali_status_t s = run_module(o, &rc);
-  if (s) return hali_tool_report(s);
+  if (s) return tool_report(s);
   return rc;
 }
 
-int hali_tool_run(int argc, char **argv) {
+int tool_run(int argc, char **argv) {
   run_options_t o = {0};
   o.function = "main";
   o.f32_threshold = 0.0001;
@@ -365,7 +365,7 @@ int hali_tool_run(int argc, char **argv) {
   o.print_max = 1024;
   hali_device_params_initialize(&o.device);
   const char **lists = calloc((size_t)argc * 4 + 4, sizeof(char *));
-  if (!lists) return hali_tool_report(oom());
+  if (!lists) return tool_report(oom());
   o.inputs = lists;
   o.outputs = lists + argc + 1;
   o.expected = lists + 2 * argc + 2;
@@ -402,7 +402,7 @@ int hali_tool_run(int argc, char **argv) {
     } else if ((v = VALUE("--device"))) {
       hali_status_t s = hali_device_kind_parse(v, &o.device.kind);
       if (s) {
-        rc = hali_tool_report(s);
+        rc = tool_report(s);
         goto done;
       }
     } else if ((v = VALUE("--workers"))) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void hali_tensor_free(hali_tensor_t *t) {
+void tool_tensor_free(tool_tensor_t *t) {
   free(t->data);
   t->data = NULL;
   t->size = 0;
@@ -18,7 +18,7 @@ static hali_status_t oom(void) {
   return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
 }
 
-hali_status_t hali_tool_read_file(const char *path, uint8_t **out,
+hali_status_t tool_read_file(const char *path, uint8_t **out,
                                   size_t *out_size) {
   *out = NULL;
   *out_size = 0;
@@ -68,7 +68,7 @@ static uint64_t load_bits(const uint8_t *p, uint32_t size) {
 
 /* The element count and byte size of |t|'s shape, as the HAL computes a
  * view's (a dense row-major view of that shape must fit in memory). */
-static hali_status_t element_count(const hali_tensor_t *t, uint64_t *count,
+static hali_status_t element_count(const tool_tensor_t *t, uint64_t *count,
                                    size_t *bytes) {
   uint64_t n = 1;
   for (size_t i = 0; i < t->rank; ++i) {
@@ -94,7 +94,7 @@ static hali_status_t element_count(const hali_tensor_t *t, uint64_t *count,
 
 /* "2x3xf32" -> shape and type. */
 static hali_status_t parse_type(const char *s, size_t len, const char *what,
-                                hali_tensor_t *t) {
+                                tool_tensor_t *t) {
   t->rank = 0;
   size_t start = 0;
   for (size_t i = 0; i <= len; ++i) {
@@ -113,10 +113,10 @@ static hali_status_t parse_type(const char *s, size_t len, const char *what,
         return hali_status_annotate(s2, "%s: in '%.*s'", what, (int)len, s);
       return HALI_OK;
     }
-    if (t->rank == HALI_TENSOR_MAX_RANK)
+    if (t->rank == TOOL_TENSOR_MAX_RANK)
       return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                               "%s: rank above %d in '%.*s'", what,
-                              HALI_TENSOR_MAX_RANK, (int)len, s);
+                              TOOL_TENSOR_MAX_RANK, (int)len, s);
     errno = 0;
     char *end;
     unsigned long long d = strtoull(part, &end, 10);
@@ -131,13 +131,13 @@ static hali_status_t parse_type(const char *s, size_t len, const char *what,
 }
 
 static hali_status_t read_raw(const char *path, const char *what,
-                              hali_tensor_t *t) {
+                              tool_tensor_t *t) {
   uint64_t count;
   size_t bytes;
   HALI_RETURN_IF_ERROR(element_count(t, &count, &bytes), "%s", what);
   uint8_t *data;
   size_t size;
-  HALI_RETURN_IF_ERROR(hali_tool_read_file(path, &data, &size), "%s", what);
+  HALI_RETURN_IF_ERROR(tool_read_file(path, &data, &size), "%s", what);
   if (size != bytes) {
     free(data);
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
@@ -149,10 +149,10 @@ static hali_status_t read_raw(const char *path, const char *what,
   return HALI_OK;
 }
 
-hali_status_t hali_tensor_parse(const char *spec, const char *what,
-                                hali_tensor_t *out) {
+hali_status_t tool_tensor_parse(const char *spec, const char *what,
+                                tool_tensor_t *out) {
   memset(out, 0, sizeof(*out));
-  if (spec[0] == '@') return hali_tensor_read_npy(spec + 1, out);
+  if (spec[0] == '@') return tool_tensor_read_npy(spec + 1, out);
   const char *eq = strchr(spec, '=');
   if (!eq)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
@@ -184,7 +184,7 @@ hali_status_t hali_tensor_parse(const char *spec, const char *what,
            *p != ',')
       ++p;
     if (n >= count) {
-      hali_tensor_free(out);
+      tool_tensor_free(out);
       return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                               "%s: more than the %" PRIu64
                               " values the shape holds",
@@ -194,7 +194,7 @@ hali_status_t hali_tensor_parse(const char *spec, const char *what,
                                            (size_t)(p - start),
                                            out->data + n * es);
     if (bad) {
-      hali_tensor_free(out);
+      tool_tensor_free(out);
       hali_status_t s = hali_status_make(
           HALI_STATUS_INVALID_ARGUMENT, "%s: value %" PRIu64 " %s", what, n,
           hali_status_message(bad));
@@ -210,7 +210,7 @@ hali_status_t hali_tensor_parse(const char *spec, const char *what,
     n = count;
   }
   if (n != count) {
-    hali_tensor_free(out);
+    tool_tensor_free(out);
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "%s: %" PRIu64 " value(s) given, the shape holds %"
                             PRIu64,
@@ -271,11 +271,11 @@ static hali_status_t npy_error(const char *path, const char *why) {
                           "%s: not a valid .npy file: %s", path, why);
 }
 
-hali_status_t hali_tensor_read_npy(const char *path, hali_tensor_t *out) {
+hali_status_t tool_tensor_read_npy(const char *path, tool_tensor_t *out) {
   memset(out, 0, sizeof(*out));
   uint8_t *data;
   size_t size;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_tool_read_file(path, &data, &size));
+  HALI_RETURN_IF_ERROR_PLAIN(tool_read_file(path, &data, &size));
   hali_status_t s = HALI_OK;
   char *header = NULL;
   if (size < 10 || memcmp(data, "\x93NUMPY", 6) != 0) {
@@ -348,7 +348,7 @@ hali_status_t hali_tensor_read_npy(const char *path, hali_tensor_t *out) {
   while (*sh && *sh != ')') {
     while (*sh == ' ' || *sh == ',') ++sh;
     if (*sh == ')') break;
-    if (!isdigit((unsigned char)*sh) || out->rank == HALI_TENSOR_MAX_RANK) {
+    if (!isdigit((unsigned char)*sh) || out->rank == TOOL_TENSOR_MAX_RANK) {
       s = npy_error(path, "bad shape");
       goto done;
     }
@@ -389,13 +389,13 @@ done:
   return s;
 }
 
-hali_status_t hali_tensor_write_npy(const hali_tensor_t *t, FILE *f) {
+hali_status_t tool_tensor_write_npy(const tool_tensor_t *t, FILE *f) {
   const char *descr = npy_descr(t->type);
   if (!descr)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "%s has no .npy equivalent",
                             hali_element_type_name(t->type));
-  char shape[HALI_TENSOR_MAX_RANK * 24 + 4] = "";
+  char shape[TOOL_TENSOR_MAX_RANK * 24 + 4] = "";
   size_t n = 0;
   for (size_t i = 0; i < t->rank; ++i)
     n += (size_t)snprintf(shape + n, sizeof(shape) - n, "%" PRId64 ",%s",
@@ -424,14 +424,14 @@ hali_status_t hali_tensor_write_npy(const hali_tensor_t *t, FILE *f) {
 /* ------------------------------------------------------------------------ */
 /* Printing and comparing. */
 
-void hali_tensor_print(const hali_tensor_t *t, size_t max_elements, FILE *f) {
+void tool_tensor_print(const tool_tensor_t *t, size_t max_elements, FILE *f) {
   for (size_t i = 0; i < t->rank; ++i) fprintf(f, "%" PRId64 "x", t->shape[i]);
   const char *name = hali_element_type_name(t->type);
   fprintf(f, "%s=", name ? name : "?");
   size_t es = hali_element_type_byte_size(t->type);
   uint64_t count = es ? t->size / es : 0;
   /* Row-major strides in elements, for brackets. */
-  uint64_t stride[HALI_TENSOR_MAX_RANK];
+  uint64_t stride[TOOL_TENSOR_MAX_RANK];
   uint64_t acc = 1;
   for (size_t i = t->rank; i-- > 0;) {
     stride[i] = acc;
@@ -457,7 +457,7 @@ void hali_tensor_print(const hali_tensor_t *t, size_t max_elements, FILE *f) {
 }
 
 /* "2x3xf32" into |buf|. */
-static void format_metadata(const hali_tensor_t *t, char *buf, size_t n) {
+static void format_metadata(const tool_tensor_t *t, char *buf, size_t n) {
   size_t at = 0;
   for (size_t i = 0; i < t->rank && at < n; ++i)
     at += (size_t)snprintf(buf + at, n - at, "%" PRId64 "x", t->shape[i]);
@@ -465,14 +465,14 @@ static void format_metadata(const hali_tensor_t *t, char *buf, size_t n) {
   if (at < n) snprintf(buf + at, n - at, "%s", name ? name : "?");
 }
 
-hali_status_t hali_tensor_compare(const hali_tensor_t *a,
-                                  const hali_tensor_t *x, double f32_threshold,
+hali_status_t tool_tensor_compare(const tool_tensor_t *a,
+                                  const tool_tensor_t *x, double f32_threshold,
                                   double f64_threshold) {
   bool same_shape = a->rank == x->rank && a->type == x->type;
   for (size_t i = 0; same_shape && i < a->rank; ++i)
     same_shape = a->shape[i] == x->shape[i];
   if (!same_shape) {
-    char ma[HALI_TENSOR_MAX_RANK * 21 + 16], mx[sizeof(ma)];
+    char ma[TOOL_TENSOR_MAX_RANK * 21 + 16], mx[sizeof(ma)];
     format_metadata(a, ma, sizeof(ma));
     format_metadata(x, mx, sizeof(mx));
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
@@ -510,19 +510,19 @@ hali_status_t hali_tensor_compare(const hali_tensor_t *a,
 /* ------------------------------------------------------------------------ */
 /* Buffer views. */
 
-hali_status_t hali_tensor_to_view(const hali_tensor_t *t,
+hali_status_t tool_tensor_to_view(const tool_tensor_t *t,
                                   hali_device_t *device,
                                   hali_buffer_view_t **out) {
   return hali_buffer_view_create(device, t->type, t->rank, t->shape, t->data,
                                  t->size, out);
 }
 
-hali_status_t hali_tensor_from_view(const hali_buffer_view_t *v,
-                                    hali_tensor_t *out) {
+hali_status_t tool_tensor_from_view(const hali_buffer_view_t *v,
+                                    tool_tensor_t *out) {
   memset(out, 0, sizeof(*out));
   out->type = hali_buffer_view_element_type(v);
   out->rank = hali_buffer_view_rank(v);
-  if (out->rank > HALI_TENSOR_MAX_RANK)
+  if (out->rank > TOOL_TENSOR_MAX_RANK)
     return hali_status_make(HALI_STATUS_OUT_OF_RANGE, "rank %zu", out->rank);
   for (size_t i = 0; i < out->rank; ++i)
     out->shape[i] = hali_buffer_view_dim(v, i);
@@ -531,6 +531,6 @@ hali_status_t hali_tensor_from_view(const hali_buffer_view_t *v,
   if (!out->data) return oom();
   out->size = bytes;
   hali_status_t s = hali_buffer_view_read(v, out->data, bytes);
-  if (s) hali_tensor_free(out);
+  if (s) tool_tensor_free(out);
   return s;
 }

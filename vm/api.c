@@ -742,6 +742,78 @@ const char *hali_module_name(const hali_module_t *module) {
   return module ? module->ir->name : NULL;
 }
 
+size_t hali_module_function_count(const hali_module_t *module) {
+  return module ? module->ir->func_count : 0;
+}
+
+const char *hali_module_function_name(const hali_module_t *module, size_t i) {
+  if (!module || i >= module->ir->func_count) return NULL;
+  return module->ir->funcs[i].name;
+}
+
+hali_status_t hali_module_write_binary(const hali_module_t *module, bool strip,
+                                       void **out_data, size_t *out_size) {
+  CHECK_ARG(out_data);
+  *out_data = NULL;
+  CHECK_ARG(out_size);
+  *out_size = 0;
+  CHECK_ARG(module);
+  /* The bytes hold the module as written; the loader lowers it when it is
+   * loaded. */
+  hali_ir_module_t *m = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_read_module(module->data, module->size, module->name, &m));
+  hali_hbc_write_options_t wo = {.strip = strip};
+  uint8_t *data = NULL;
+  hali_status_t s = hali_hbc_write(m, &wo, &data, out_size);
+  hali_ir_module_free(m);
+  *out_data = data;
+  return s;
+}
+
+hali_status_t hali_module_print_file(const char *path,
+                                     const hali_module_print_options_t *options,
+                                     char **out_text) {
+  CHECK_ARG(out_text);
+  *out_text = NULL;
+  CHECK_ARG(path);
+  hali_module_print_options_t o = {0};
+  if (options) o = *options;
+  hali_pass_options_t po = {.only = o.passes, .none = o.no_passes,
+                            .after = o.after};
+  HALI_RETURN_IF_ERROR_PLAIN(hali_pass_options_check(&po));
+  bool lowered = o.passes || o.after;
+  hali_ir_module_t *m = NULL;
+  hali_status_t s;
+  if (lowered) {
+    /* After some passes the IR may not be runnable yet: verify only when
+     * the whole pipeline ran. */
+    bool all = !po.only && (!po.after || strcmp(po.after, "all") == 0);
+    hali_load_options_t lo = {&po, !all};
+    s = hali_load_file_ex(path, &lo, &m);
+  } else {
+    /* As written; but only a module that loads is printed. */
+    uint8_t *data;
+    size_t size;
+    s = hali_read_file(path, &data, &size);
+    if (!s) {
+      hali_load_options_t lo = {&po, po.none};
+      s = hali_load_bytes_ex(data, size, path, &lo, &m);
+      hali_ir_module_free(s ? NULL : m);
+      if (!s) s = hali_read_module(data, size, path, &m);
+      free(data);
+    }
+  }
+  if (s) return s;
+  char *text = hali_ir_print_ex(m, !o.no_locs, lowered);
+  hali_ir_module_free(m);
+  if (!text) return oom();
+  *out_text = text;
+  return HALI_OK;
+}
+
+char *hali_instruction_set_markdown(void) { return hali_isa_markdown(); }
+
 /* ------------------------------------------------------------------------ */
 /* Contexts. */
 

@@ -438,6 +438,54 @@ HALI_API void hali_module_retain(hali_module_t *module);
 HALI_API void hali_module_release(hali_module_t *module);
 /* The module's name (`module @name`); borrowed, valid while |module| is. */
 HALI_API const char *hali_module_name(const hali_module_t *module);
+/* The number of functions of the loaded (lowered) module, imports and
+ * functions the load-time passes added included; 0 for NULL. */
+HALI_API size_t hali_module_function_count(const hali_module_t *module);
+/* The name of function |i| (imports as "env.add"); borrowed, valid while
+ * |module| is; NULL when |i| is out of range. */
+HALI_API const char *hali_module_function_name(const hali_module_t *module,
+                                               size_t i);
+
+/* Serialises |module| as written (before the load-time passes) into .hbc
+ * bytes that load back to the same module (doc/format.md).  With |strip|
+ * the names and source lines are left out (errors and traces then show
+ * positions only).  |*out_data| is malloc'ed: the caller frees it with
+ * free(). */
+HALI_API HALI_MUST_USE hali_status_t hali_module_write_binary(
+    const hali_module_t *module, bool strip, void **out_data,
+    size_t *out_size);
+
+/* What hali_module_print_file prints. */
+typedef struct hali_module_print_options_s {
+  /* Leave out loc(...) annotations and the module's source string. */
+  bool no_locs;
+  /* Print the IR after the load-time passes instead of the module as
+   * written: |passes| (comma-separated) selects which run, |after| stops
+   * after one ("all" = the whole pipeline); either one non-NULL selects
+   * this form, which shows the interfaces materialize-interfaces records
+   * and is verified only when the whole pipeline ran.  Unknown pass
+   * names are INVALID_ARGUMENT listing the known ones. */
+  const char *passes;
+  const char *after;
+  /* Run no pass (as written: the check that the module loads then skips
+   * the verifier). */
+  bool no_passes;
+} hali_module_print_options_t;
+
+/* Prints the module file |path| (.hasm or .hbc) as .hasm text into
+ * |*out_text| (malloc'ed; the caller frees it with free()).  As written,
+ * the text assembles back to the same binary; it is printed only when
+ * the module loads (passes and verifier, as for hali_module_load_file).
+ * |options| may be NULL (as written, with locations).  Errors name the
+ * file, line and column. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_print_file(
+    const char *path, const hali_module_print_options_t *options,
+    char **out_text);
+
+/* The instruction set reference (markdown, doc/isa.md), generated from
+ * the op table; malloc'ed (the caller frees it), NULL when out of
+ * memory. */
+HALI_API char *hali_instruction_set_markdown(void);
 
 /* ======================================================================== */
 /* Contexts                                                                  */
