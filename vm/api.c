@@ -666,9 +666,10 @@ static hali_status_t module_create(uint8_t *data, size_t size,
     m->passes.only = m->passes_only;
     dup_failed = dup_failed || (options->passes && !m->passes_only);
   }
-  hali_status_t s = dup_failed ? oom() : hali_pass_options_check(&m->passes);
+  /* Unknown pass names are reported by the load, naming the module. */
   hali_load_options_t lo = {&m->passes, false};
-  if (!s) s = hali_load_bytes_ex(data, size, name, &lo, &m->ir);
+  hali_status_t s =
+      dup_failed ? oom() : hali_load_bytes_ex(data, size, name, &lo, &m->ir);
   if (s) {
     free(m->data);
     free(m->name);
