@@ -49,6 +49,9 @@
  *   - Fences (and the semaphores behind them) are thread-safe: any thread
  *     may signal, fail, query or await them.
  *   - Host import callbacks run on the thread that runs the invocation.
+ *   - The functions that hold no handle (hali_element_*,
+ *     hali_module_print_file, hali_instruction_set_markdown,
+ *     hali_device_kind_parse) may be called from any thread.
  */
 #ifndef HALI_HALI_H
 #define HALI_HALI_H
