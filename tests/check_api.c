@@ -1522,6 +1522,36 @@ START_TEST(elements_by_name_and_text) {
 }
 END_TEST
 
+START_TEST(view_sizes) {
+  uint64_t n = 1;
+  const int64_t shape[3] = {2, 3, 4};
+  ck_ok(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_F32, 3, shape, &n));
+  ck_assert_uint_eq(n, 2 * 3 * 4 * 4);
+  ck_ok(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I1, 0, NULL, &n));
+  ck_assert_uint_eq(n, 1); /* rank 0: one element, a byte */
+  const int64_t empty[2] = {5, 0};
+  ck_ok(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_F64, 2, empty, &n));
+  ck_assert_uint_eq(n, 0);
+  const int64_t huge[2] = {INT64_MAX, 4};
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I8, 2, huge, &n),
+            HALI_STATUS_OUT_OF_RANGE, "at dim 1");
+  ck_assert_uint_eq(n, 0);
+  const int64_t big[1] = {INT64_MAX};
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, big, &n),
+            HALI_STATUS_OUT_OF_RANGE, "byte size overflows");
+  const int64_t neg[1] = {-1};
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, neg, &n),
+            HALI_STATUS_INVALID_ARGUMENT, "negative");
+  ck_status(hali_buffer_view_compute_size(0x12345678u, 1, shape, &n),
+            HALI_STATUS_INVALID_ARGUMENT, NULL);
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, NULL, &n),
+            HALI_STATUS_INVALID_ARGUMENT, "shape");
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, shape,
+                                          NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_byte_length");
+}
+END_TEST
+
 START_TEST(device_kind_names_and_abandon) {
   hali_device_kind_t k = HALI_DEVICE_LOCAL_TASK;
   ck_ok(hali_device_kind_parse("local-sync", &k));
@@ -1866,6 +1896,7 @@ static Suite *api_suite(void) {
   tc = tcase_create("tooling");
   tcase_set_timeout(tc, 20);
   tcase_add_test(tc, elements_by_name_and_text);
+  tcase_add_test(tc, view_sizes);
   tcase_add_test(tc, device_kind_names_and_abandon);
   tcase_add_test(tc, module_load_options_and_functions);
   tcase_add_test(tc, module_binary_and_text);

@@ -215,7 +215,7 @@ static bool check_expected(const run_options_t *o, size_t i,
   return false;
 }
 
-/* Prints (or writes) every result and checks the expected ones; returns
+/* Prints (or writes) every result and checks the expected ones; |*rc| is
  * 0 when all match, 1 when one does not. */
 static hali_status_t report_results(const run_options_t *o,
                                     const hali_variant_t *results, size_t n,

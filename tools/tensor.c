@@ -66,29 +66,18 @@ static uint64_t load_bits(const uint8_t *p, uint32_t size) {
 /* ------------------------------------------------------------------------ */
 /* Parsing. */
 
-/* The element count and byte size of |t|'s shape, as the HAL computes a
- * view's (a dense row-major view of that shape must fit in memory). */
+/* The element count and byte size of |t|'s shape. */
 static hali_status_t element_count(const tool_tensor_t *t, uint64_t *count,
                                    size_t *bytes) {
-  uint64_t n = 1;
-  for (size_t i = 0; i < t->rank; ++i) {
-    uint64_t next;
-    if (__builtin_mul_overflow(n, (uint64_t)t->shape[i], &next))
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "element count overflows 64 bits at dim %zu "
-                              "(%" PRIu64 " x %" PRId64 ")",
-                              i, n, t->shape[i]);
-    n = next;
-  }
-  size_t es = hali_element_type_byte_size(t->type);
-  uint64_t b;
-  if (__builtin_mul_overflow(n, (uint64_t)es, &b) || b > SIZE_MAX)
+  uint64_t size = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_buffer_view_compute_size(t->type, t->rank, t->shape, &size));
+  if (size > SIZE_MAX)
     return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                            "byte size overflows 64 bits (%" PRIu64
-                            " elements of %zu bytes)",
-                            n, es);
-  *count = n;
-  *bytes = (size_t)b;
+                            "%" PRIu64 " bytes do not fit in memory", size);
+  size_t es = hali_element_type_byte_size(t->type);
+  *count = es ? size / es : 0;
+  *bytes = (size_t)size;
   return HALI_OK;
 }
 

@@ -1701,6 +1701,20 @@ hali_status_t hali_element_parse(hali_element_type_t type, const char *text,
 /* ------------------------------------------------------------------------ */
 /* Buffer views. */
 
+hali_status_t hali_buffer_view_compute_size(hali_element_type_t element_type,
+                                            size_t rank, const int64_t *shape,
+                                            uint64_t *out_byte_length) {
+  CHECK_ARG(out_byte_length);
+  *out_byte_length = 0;
+  if (rank) CHECK_ARG(shape);
+  hali_hal_device_size_t bytes = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_compute_view_size(
+      rank, shape, element_type, HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+      &bytes));
+  *out_byte_length = bytes;
+  return HALI_OK;
+}
+
 hali_status_t hali_buffer_view_create(hali_device_t *device,
                                       hali_element_type_t element_type,
                                       size_t rank, const int64_t *shape,

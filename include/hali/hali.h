@@ -665,6 +665,14 @@ HALI_API HALI_MUST_USE hali_status_t hali_element_parse(
 HALI_API double hali_element_to_f64(hali_element_type_t type,
                                     const void *element);
 
+/* Bytes a dense row-major view of |rank| dims |shape| (borrowed) and
+ * |element_type| holds.  INVALID_ARGUMENT for an unknown element type, a
+ * negative dim or a rank above 64; OUT_OF_RANGE when the element count or
+ * byte size overflows 64 bits (naming the dim).  Any thread. */
+HALI_API HALI_MUST_USE hali_status_t hali_buffer_view_compute_size(
+    hali_element_type_t element_type, size_t rank, const int64_t *shape,
+    uint64_t *out_byte_length);
+
 /* Creates a dense row-major view of |rank| dims |shape| (borrowed) and
  * |element_type| in new host-visible memory of |device|'s allocator (its
  * memory limit applies), filled with |data_size| bytes copied from |data|
