@@ -1747,7 +1747,8 @@ START_TEST(module_binary_and_text) {
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(write(fd, bad, sizeof bad - 1), (ssize_t)(sizeof bad - 1));
   close(fd);
-  ck_assert(hali_module_print_file(path, NULL, &text) != HALI_OK);
+  ck_status(hali_module_print_file(path, NULL, &text),
+            HALI_STATUS_INVALID_ARGUMENT, "%b");
   ck_assert_ptr_null(text);
   unlink(path);
   ck_status(hali_module_print_file(HALI_SRCDIR "/nope.hasm", NULL, &text),
