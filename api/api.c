@@ -12,7 +12,10 @@
 #include "hali/hali.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <ffi.h>
+#include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,6 +25,7 @@
 #include "hal/hal.h"
 #include "loader/executables.h"
 #include "loader/loader.h"
+#include "passes/pipeline.h"
 #include "vm/fiber.h"
 #include "vm/trace.h"
 #include "vm/vm.h"
@@ -46,6 +50,8 @@ static hali_status_t oom(void) {
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
 const char *hali_version(void) { return HALI_VERSION_STRING; }
+
+bool hali_trace_available(void) { return HALI_TRACING != 0; }
 
 /* ------------------------------------------------------------------------ */
 /* Variants <-> VM values. */
@@ -548,6 +554,18 @@ void hali_device_params_initialize(hali_device_params_t *out) {
   out->kind = HALI_DEVICE_LOCAL_SYNC;
 }
 
+hali_status_t hali_device_kind_parse(const char *name,
+                                     hali_device_kind_t *out_kind) {
+  CHECK_ARG(out_kind);
+  *out_kind = HALI_DEVICE_LOCAL_SYNC;
+  CHECK_ARG(name);
+  hali_hal_device_kind_t k;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_device_kind_parse(name, &k));
+  *out_kind = k == HALI_HAL_DEVICE_LOCAL_TASK ? HALI_DEVICE_LOCAL_TASK
+                                              : HALI_DEVICE_LOCAL_SYNC;
+  return HALI_OK;
+}
+
 static hali_status_t make_hal_device(const hali_device_params_t *p,
                                      const hali_allocator_hooks_t *hooks,
                                      uint64_t max_bytes,
@@ -603,6 +621,10 @@ void hali_device_release(hali_device_t *device) {
   }
 }
 
+void hali_device_abandon(hali_device_t *device) {
+  if (device) hali_hal_device_abandon(device->hal);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Modules. */
 
@@ -613,10 +635,19 @@ struct hali_module_s {
   char *name;    /* for errors: the path or the caller's name */
   char *path;    /* NULL when loaded from memory */
   hali_ir_module_t *ir; /* verified once; for names */
+  /* How it is lowered, here and by each context (|passes.only| points
+   * into |passes_only|). */
+  hali_pass_options_t passes;
+  char *passes_only;
 };
+
+void hali_module_load_options_initialize(hali_module_load_options_t *out) {
+  if (out) memset(out, 0, sizeof(*out));
+}
 
 static hali_status_t module_create(uint8_t *data, size_t size,
                                    const char *name, const char *path,
+                                   const hali_module_load_options_t *options,
                                    hali_module_t **out) {
   hali_module_t *m = calloc(1, sizeof(*m));
   if (!m) {
@@ -628,13 +659,22 @@ static hali_status_t module_create(uint8_t *data, size_t size,
   m->size = size;
   m->name = strdup(name);
   m->path = dup_or_null(path);
-  hali_status_t s = (!m->name || (path && !m->path))
-                        ? oom()
-                        : hali_load_bytes(data, size, name, &m->ir);
+  bool dup_failed = !m->name || (path && !m->path);
+  if (options) {
+    m->passes.none = options->no_passes;
+    m->passes_only = dup_or_null(options->passes);
+    m->passes.only = m->passes_only;
+    dup_failed = dup_failed || (options->passes && !m->passes_only);
+  }
+  /* Unknown pass names are reported by the load, naming the module. */
+  hali_load_options_t lo = {&m->passes, false};
+  hali_status_t s =
+      dup_failed ? oom() : hali_load_bytes_ex(data, size, name, &lo, &m->ir);
   if (s) {
     free(m->data);
     free(m->name);
     free(m->path);
+    free(m->passes_only);
     free(m);
     return s;
   }
@@ -652,7 +692,20 @@ hali_status_t hali_module_load_file(hali_instance_t *instance,
   uint8_t *data;
   size_t size;
   HALI_RETURN_IF_ERROR_PLAIN(hali_read_file(path, &data, &size));
-  return module_create(data, size, path, path, out_module);
+  return module_create(data, size, path, path, NULL, out_module);
+}
+
+hali_status_t hali_module_load_file_ex(
+    hali_instance_t *instance, const char *path,
+    const hali_module_load_options_t *options, hali_module_t **out_module) {
+  CHECK_ARG(out_module);
+  *out_module = NULL;
+  CHECK_ARG(instance);
+  CHECK_ARG(path);
+  uint8_t *data;
+  size_t size;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_read_file(path, &data, &size));
+  return module_create(data, size, path, path, options, out_module);
 }
 
 hali_status_t hali_module_load_bytes(hali_instance_t *instance,
@@ -667,7 +720,8 @@ hali_status_t hali_module_load_bytes(hali_instance_t *instance,
   if (!copy) return oom();
   memcpy(copy, data, size);
   copy[size] = 0;
-  return module_create(copy, size, name ? name : "(memory)", NULL, out_module);
+  return module_create(copy, size, name ? name : "(memory)", NULL, NULL,
+                       out_module);
 }
 
 void hali_module_retain(hali_module_t *module) {
@@ -680,6 +734,7 @@ void hali_module_release(hali_module_t *module) {
     free(module->data);
     free(module->name);
     free(module->path);
+    free(module->passes_only);
     free(module);
   }
 }
@@ -687,6 +742,78 @@ void hali_module_release(hali_module_t *module) {
 const char *hali_module_name(const hali_module_t *module) {
   return module ? module->ir->name : NULL;
 }
+
+size_t hali_module_function_count(const hali_module_t *module) {
+  return module ? module->ir->func_count : 0;
+}
+
+const char *hali_module_function_name(const hali_module_t *module, size_t i) {
+  if (!module || i >= module->ir->func_count) return NULL;
+  return module->ir->funcs[i].name;
+}
+
+hali_status_t hali_module_write_binary(const hali_module_t *module, bool strip,
+                                       void **out_data, size_t *out_size) {
+  CHECK_ARG(out_data);
+  *out_data = NULL;
+  CHECK_ARG(out_size);
+  *out_size = 0;
+  CHECK_ARG(module);
+  /* The bytes hold the module as written; the loader lowers it when it is
+   * loaded. */
+  hali_ir_module_t *m = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_read_module(module->data, module->size, module->name, &m));
+  hali_hbc_write_options_t wo = {.strip = strip};
+  uint8_t *data = NULL;
+  hali_status_t s = hali_hbc_write(m, &wo, &data, out_size);
+  hali_ir_module_free(m);
+  *out_data = data;
+  return s;
+}
+
+hali_status_t hali_module_print_file(const char *path,
+                                     const hali_module_print_options_t *options,
+                                     char **out_text) {
+  CHECK_ARG(out_text);
+  *out_text = NULL;
+  CHECK_ARG(path);
+  hali_module_print_options_t o = {0};
+  if (options) o = *options;
+  hali_pass_options_t po = {.only = o.passes, .none = o.no_passes,
+                            .after = o.after};
+  HALI_RETURN_IF_ERROR_PLAIN(hali_pass_options_check(&po));
+  bool lowered = o.passes || o.after;
+  hali_ir_module_t *m = NULL;
+  hali_status_t s;
+  if (lowered) {
+    /* After some passes the IR may not be runnable yet: verify only when
+     * the whole pipeline ran. */
+    bool all = !po.only && (!po.after || strcmp(po.after, "all") == 0);
+    hali_load_options_t lo = {&po, !all};
+    s = hali_load_file_ex(path, &lo, &m);
+  } else {
+    /* As written; but only a module that loads is printed. */
+    uint8_t *data;
+    size_t size;
+    s = hali_read_file(path, &data, &size);
+    if (!s) {
+      hali_load_options_t lo = {&po, po.none};
+      s = hali_load_bytes_ex(data, size, path, &lo, &m);
+      hali_ir_module_free(s ? NULL : m);
+      if (!s) s = hali_read_module(data, size, path, &m);
+      free(data);
+    }
+  }
+  if (s) return s;
+  char *text = hali_ir_print_ex(m, !o.no_locs, lowered);
+  hali_ir_module_free(m);
+  if (!text) return oom();
+  *out_text = text;
+  return HALI_OK;
+}
+
+char *hali_instruction_set_markdown(void) { return hali_isa_markdown(); }
 
 /* ------------------------------------------------------------------------ */
 /* Contexts. */
@@ -992,7 +1119,10 @@ static hali_status_t context_link(hali_context_t *c,
   uint64_t limit = p->max_memory_bytes;
   if (dp->max_memory_bytes && (!limit || dp->max_memory_bytes < limit))
     limit = dp->max_memory_bytes;
-  if (p->max_memory_bytes || (p->trace_bits & HALI_TRACE_BITS_HAL)) {
+  /* A Chrome trace times the device's work, whatever the bits say. */
+  bool chrome = p->trace_bits && p->trace_format == HALI_TRACE_FORMAT_CHROME;
+  bool hal_tracer = (p->trace_bits & HALI_TRACE_BITS_HAL) || chrome;
+  if (p->max_memory_bytes || hal_tracer) {
     c->private_device = true;
     HALI_RETURN_IF_ERROR(make_hal_device(dp, &c->device->allocator, limit,
                                          &c->hal),
@@ -1005,16 +1135,18 @@ static hali_status_t context_link(hali_context_t *c,
     hali_trace_options_t to = {0};
     if (p->trace_bits & HALI_TRACE_BITS_VM) to.flags |= HALI_TRACE_VM;
     if (p->trace_bits & HALI_TRACE_BITS_HAL) to.flags |= HALI_TRACE_HAL;
-    to.format = HALI_TRACE_TEXT;
+    to.format = chrome ? HALI_TRACE_CHROME : HALI_TRACE_TEXT;
+    to.out = p->trace_file;
     to.callback = p->trace_callback;
     to.user = p->trace_user;
+    to.max_values = p->trace_max_values;
     if (p->trace_filter) {
       c->trace_filter = strdup(p->trace_filter);
       if (!c->trace_filter) return oom();
       to.filter = c->trace_filter;
     }
     HALI_RETURN_IF_ERROR_PLAIN(hali_trace_create(&to, &c->trace));
-    if (to.flags & HALI_TRACE_HAL) {
+    if (hal_tracer) {
       hali_hal_tracer_t ht = hali_trace_hal_tracer(c->trace);
       hali_hal_device_set_tracer(c->hal, &ht);
     }
@@ -1023,9 +1155,9 @@ static hali_status_t context_link(hali_context_t *c,
   for (size_t i = 0; i < c->module_count; ++i) {
     context_module_t *cm = &c->modules[i];
     hali_ir_module_t *ir = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(
-        hali_load_bytes(cm->module->data, cm->module->size, cm->module->name,
-                        &ir));
+    hali_load_options_t lo = {&cm->module->passes, false};
+    HALI_RETURN_IF_ERROR_PLAIN(hali_load_bytes_ex(
+        cm->module->data, cm->module->size, cm->module->name, &lo, &ir));
     HALI_RETURN_IF_ERROR_PLAIN(hali_vm_module_create(ir, &cm->vm));
     HALI_RETURN_IF_ERROR(
         hali_vm_module_load_executables(cm->vm, in->registry, cm->module->path,
@@ -1077,6 +1209,14 @@ hali_status_t hali_context_create(hali_instance_t *instance,
     if (!modules[i])
       return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                               "%s: module %zu is NULL", __func__, i);
+  const hali_context_params_t *p = params ? params : &instance->defaults;
+  if (p->trace_format != HALI_TRACE_FORMAT_TEXT &&
+      p->trace_format != HALI_TRACE_FORMAT_CHROME)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s: unknown trace format %d (expected "
+                            "HALI_TRACE_FORMAT_TEXT or "
+                            "HALI_TRACE_FORMAT_CHROME)",
+                            __func__, (int)p->trace_format);
   hali_context_t *c = calloc(1, sizeof(*c));
   if (!c) return oom();
   c->modules = calloc(module_count, sizeof(context_module_t));
@@ -1096,7 +1236,7 @@ hali_status_t hali_context_create(hali_instance_t *instance,
     c->modules[i].module = modules[i];
     hali_module_retain(modules[i]);
   }
-  hali_status_t s = context_link(c, params ? params : &instance->defaults);
+  hali_status_t s = context_link(c, p);
   if (s) {
     context_free(c);
     return s;
@@ -1379,7 +1519,201 @@ void hali_invocation_release(hali_invocation_t *invocation) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Elements: one value of a buffer view, as text and as a number. */
+
+const char *hali_element_type_name(hali_element_type_t type) {
+  return hali_hal_element_type_name(type);
+}
+
+hali_status_t hali_element_type_parse(const char *text, size_t length,
+                                      hali_element_type_t *out_type) {
+  CHECK_ARG(out_type);
+  *out_type = 0;
+  if (length) CHECK_ARG(text);
+  return hali_hal_element_type_parse(text ? text : "", length, out_type);
+}
+
+typedef enum { EK_SIGNED, EK_UNSIGNED, EK_BOOL, EK_FLOAT } elem_kind_t;
+
+static elem_kind_t elem_kind(hali_element_type_t t) {
+  switch (hali_hal_element_type_numerical_type(t)) {
+  case HALI_HAL_NUMERICAL_TYPE_INTEGER_UNSIGNED: return EK_UNSIGNED;
+  case HALI_HAL_NUMERICAL_TYPE_BOOLEAN: return EK_BOOL;
+  case HALI_HAL_NUMERICAL_TYPE_FLOAT_IEEE:
+  case HALI_HAL_NUMERICAL_TYPE_FLOAT_BRAIN: return EK_FLOAT;
+  default: return EK_SIGNED; /* signless and signed integers */
+  }
+}
+
+static uint64_t load_bits(const uint8_t *p, uint32_t size) {
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < size; ++i) v |= (uint64_t)p[i] << (8 * i);
+  return v;
+}
+static void store_bits(uint8_t *p, uint32_t size, uint64_t v) {
+  for (uint32_t i = 0; i < size; ++i) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static double float_elem(hali_element_type_t t, const uint8_t *p) {
+  uint64_t bits = load_bits(p, hali_hal_element_type_byte_size(t));
+  switch (t) {
+  case HALI_HAL_ELEMENT_TYPE_FLOAT_16: return hali_f16_to_f32((uint16_t)bits);
+  case HALI_HAL_ELEMENT_TYPE_BFLOAT_16: return hali_bf16_to_f32((uint16_t)bits);
+  case HALI_HAL_ELEMENT_TYPE_FLOAT_32: {
+    float f;
+    uint32_t u = (uint32_t)bits;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  case HALI_HAL_ELEMENT_TYPE_FLOAT_64: {
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+  }
+  default: return NAN;
+  }
+}
+
+/* Integers as int64 (signed, signless) or uint64 bits (unsigned, bool). */
+static int64_t int_elem(hali_element_type_t t, const uint8_t *p) {
+  uint32_t size = hali_hal_element_type_byte_size(t);
+  uint64_t bits = load_bits(p, size);
+  if (elem_kind(t) != EK_SIGNED || size == 8) return (int64_t)bits;
+  uint32_t shift = 64 - 8 * size;
+  return (int64_t)(bits << shift) >> shift;
+}
+
+void hali_element_format(hali_element_type_t type, const void *element,
+                         char *buffer, size_t capacity) {
+  if (!buffer || !capacity) return;
+  if (!element || !hali_hal_element_type_is_known(type)) {
+    snprintf(buffer, capacity, "?");
+    return;
+  }
+  const uint8_t *p = element;
+  switch (elem_kind(type)) {
+  case EK_FLOAT:
+    hali_format_float(buffer, capacity, float_elem(type, p),
+                      type == HALI_HAL_ELEMENT_TYPE_FLOAT_16    ? HALI_FLOAT_F16
+                      : type == HALI_HAL_ELEMENT_TYPE_BFLOAT_16 ? HALI_FLOAT_BF16
+                      : type == HALI_HAL_ELEMENT_TYPE_FLOAT_32  ? HALI_FLOAT_F32
+                                                                : HALI_FLOAT_F64,
+                      false);
+    break;
+  case EK_UNSIGNED:
+  case EK_BOOL:
+    snprintf(buffer, capacity, "%" PRIu64, (uint64_t)int_elem(type, p));
+    break;
+  default:
+    snprintf(buffer, capacity, "%" PRId64, int_elem(type, p));
+  }
+}
+
+double hali_element_to_f64(hali_element_type_t type, const void *element) {
+  if (!element || !hali_hal_element_type_is_known(type)) return NAN;
+  switch (elem_kind(type)) {
+  case EK_FLOAT: return float_elem(type, element);
+  case EK_UNSIGNED:
+  case EK_BOOL: return (double)(uint64_t)int_elem(type, element);
+  default: return (double)int_elem(type, element);
+  }
+}
+
+/* Parses NUL-terminated |buf| as an element of |t| into |p|. */
+static bool parse_elem(hali_element_type_t t, const char *buf, uint8_t *p) {
+  uint32_t size = hali_hal_element_type_byte_size(t);
+  uint32_t bits = hali_hal_element_type_bit_count(t);
+  char *end;
+  errno = 0;
+  switch (elem_kind(t)) {
+  case EK_FLOAT: {
+    double d = strtod(buf, &end);
+    if (*end) return false;
+    uint64_t out;
+    if (t == HALI_HAL_ELEMENT_TYPE_FLOAT_16) out = hali_f32_to_f16((float)d);
+    else if (t == HALI_HAL_ELEMENT_TYPE_BFLOAT_16) out = hali_f32_to_bf16((float)d);
+    else if (t == HALI_HAL_ELEMENT_TYPE_FLOAT_32) {
+      float f = (float)d;
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      out = u;
+    } else {
+      memcpy(&out, &d, 8);
+    }
+    store_bits(p, size, out);
+    return true;
+  }
+  case EK_BOOL:
+  case EK_UNSIGNED: {
+    uint64_t v;
+    bool neg;
+    if (strcmp(buf, "true") == 0) v = 1;
+    else if (strcmp(buf, "false") == 0) v = 0;
+    else if (!hali_parse_integer(buf, &neg, &v) || (neg && v)) return false;
+    if (bits < 64 && v >> bits) return false;
+    store_bits(p, size, v);
+    return true;
+  }
+  default: {
+    bool neg;
+    uint64_t mag;
+    if (!hali_parse_integer(buf, &neg, &mag)) return false;
+    if (neg && mag > (1ull << 63)) return false;
+    /* Signless integers also accept unsigned spellings (0xffffffff). */
+    int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+    if (!neg && mag > INT64_MAX && bits < 64) return false;
+    if (bits < 64) {
+      int64_t lo = -((int64_t)1 << (bits - 1));
+      int64_t hi = (int64_t)((1ull << bits) - 1); /* signless: unsigned max */
+      if (hali_hal_element_type_numerical_type(t) ==
+          HALI_HAL_NUMERICAL_TYPE_INTEGER_SIGNED)
+        hi = ((int64_t)1 << (bits - 1)) - 1;
+      if (v < lo || v > hi) return false;
+    }
+    store_bits(p, size, (uint64_t)v);
+    return true;
+  }
+  }
+}
+
+hali_status_t hali_element_parse(hali_element_type_t type, const char *text,
+                                 size_t length, void *out_element) {
+  CHECK_ARG(out_element);
+  if (length) CHECK_ARG(text);
+  const char *name = hali_hal_element_type_name(type);
+  if (!name)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "unknown element type 0x%08x", type);
+  /* No number needs more; longer text is not a valid element. */
+  char buf[96];
+  bool ok = length > 0 && length < sizeof(buf);
+  if (ok) {
+    memcpy(buf, text, length);
+    buf[length] = 0;
+    ok = parse_elem(type, buf, out_element);
+  }
+  if (ok) return HALI_OK;
+  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                          "'%.*s' is not a valid %s", (int)length,
+                          text ? text : "", name);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Buffer views. */
+
+hali_status_t hali_buffer_view_compute_size(hali_element_type_t element_type,
+                                            size_t rank, const int64_t *shape,
+                                            uint64_t *out_byte_length) {
+  CHECK_ARG(out_byte_length);
+  *out_byte_length = 0;
+  if (rank) CHECK_ARG(shape);
+  hali_hal_device_size_t bytes = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_compute_view_size(
+      rank, shape, element_type, HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+      &bytes));
+  *out_byte_length = bytes;
+  return HALI_OK;
+}
 
 hali_status_t hali_buffer_view_create(hali_device_t *device,
                                       hali_element_type_t element_type,

@@ -5,6 +5,7 @@
  * loaders and static kernels, buffer views, fences, limits and
  * cancellation, tracing, and the error paths of each. */
 #include <check.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1410,6 +1411,443 @@ START_TEST(tracing_to_a_callback) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* What the hali tool needs: element text, load and print options, binary
+ * output, trace formats and files, abandoning a device. */
+
+START_TEST(elements_by_name_and_text) {
+  static const struct {
+    const char *name;
+    hali_element_type_t type;
+    size_t bytes;
+  } k[] = {
+      {"i1", HALI_ELEMENT_TYPE_I1, 1},     {"i8", HALI_ELEMENT_TYPE_I8, 1},
+      {"i16", HALI_ELEMENT_TYPE_I16, 2},   {"i32", HALI_ELEMENT_TYPE_I32, 4},
+      {"i64", HALI_ELEMENT_TYPE_I64, 8},   {"si8", HALI_ELEMENT_TYPE_SI8, 1},
+      {"si16", HALI_ELEMENT_TYPE_SI16, 2}, {"si32", HALI_ELEMENT_TYPE_SI32, 4},
+      {"si64", HALI_ELEMENT_TYPE_SI64, 8}, {"u8", HALI_ELEMENT_TYPE_U8, 1},
+      {"u16", HALI_ELEMENT_TYPE_U16, 2},   {"u32", HALI_ELEMENT_TYPE_U32, 4},
+      {"u64", HALI_ELEMENT_TYPE_U64, 8},   {"bool", HALI_ELEMENT_TYPE_BOOL, 1},
+      {"f16", HALI_ELEMENT_TYPE_F16, 2},   {"f32", HALI_ELEMENT_TYPE_F32, 4},
+      {"f64", HALI_ELEMENT_TYPE_F64, 8},   {"bf16", HALI_ELEMENT_TYPE_BF16, 2},
+  };
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    hali_element_type_t t = 0;
+    ck_ok(hali_element_type_parse(k[i].name, strlen(k[i].name), &t));
+    ck_assert_uint_eq(t, k[i].type);
+    ck_assert_str_eq(hali_element_type_name(t), k[i].name);
+    ck_assert_uint_eq(hali_element_type_byte_size(t), k[i].bytes);
+  }
+  /* Only |length| bytes are read. */
+  hali_element_type_t t = 0;
+  ck_ok(hali_element_type_parse("f32=1", 3, &t));
+  ck_assert_uint_eq(t, HALI_ELEMENT_TYPE_F32);
+  ck_status(hali_element_type_parse("q32", 3, &t),
+            HALI_STATUS_INVALID_ARGUMENT, "unknown element type 'q32'");
+  ck_assert_uint_eq(t, 0);
+  ck_status(hali_element_type_parse("f32", 3, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_type");
+  ck_assert_ptr_null(hali_element_type_name(0x12345678u));
+
+  /* Parsing: ranges, spellings, never octal. */
+  uint8_t b[8];
+  ck_ok(hali_element_parse(HALI_ELEMENT_TYPE_I8, "-128", 4, b));
+  ck_assert_int_eq((int8_t)b[0], -128);
+  ck_status(hali_element_parse(HALI_ELEMENT_TYPE_I8, "300", 3, b),
+            HALI_STATUS_INVALID_ARGUMENT, "'300' is not a valid i8");
+  ck_status(hali_element_parse(HALI_ELEMENT_TYPE_SI8, "255", 3, b),
+            HALI_STATUS_INVALID_ARGUMENT, "not a valid si8");
+  ck_ok(hali_element_parse(HALI_ELEMENT_TYPE_I8, "255", 3, b)); /* signless */
+  ck_assert_int_eq(b[0], 255);
+  ck_status(hali_element_parse(HALI_ELEMENT_TYPE_U8, "-1", 2, b),
+            HALI_STATUS_INVALID_ARGUMENT, "'-1' is not a valid u8");
+  int32_t i32;
+  ck_ok(hali_element_parse(HALI_ELEMENT_TYPE_I32, "0xffffffff", 10, &i32));
+  ck_assert_int_eq(i32, -1);
+  ck_ok(hali_element_parse(HALI_ELEMENT_TYPE_I32, "010", 3, &i32));
+  ck_assert_int_eq(i32, 10);
+  ck_ok(hali_element_parse(HALI_ELEMENT_TYPE_BOOL, "true", 4, b));
+  ck_assert_int_eq(b[0], 1);
+  float f32;
+  ck_ok(hali_element_parse(HALI_ELEMENT_TYPE_F32, "1.5e3", 5, &f32));
+  ck_assert(f32 == 1500.0f);
+  ck_status(hali_element_parse(HALI_ELEMENT_TYPE_F32, "pi", 2, &f32),
+            HALI_STATUS_INVALID_ARGUMENT, "'pi' is not a valid f32");
+  ck_status(hali_element_parse(HALI_ELEMENT_TYPE_F32, "", 0, &f32),
+            HALI_STATUS_INVALID_ARGUMENT, "'' is not a valid f32");
+  ck_status(hali_element_parse(0x12345678u, "1", 1, b),
+            HALI_STATUS_INVALID_ARGUMENT, "unknown element type");
+  ck_status(hali_element_parse(HALI_ELEMENT_TYPE_I8, "1", 1, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_element");
+
+  /* Formatting: shortest text that reads back to the same value of the
+   * type; f16's largest finite value is 65504. */
+  char buf[64];
+  uint16_t h = 0x7bff;
+  hali_element_format(HALI_ELEMENT_TYPE_F16, &h, buf, sizeof buf);
+  ck_assert_str_eq(buf, "6.55e+04");
+  ck_assert(hali_element_to_f64(HALI_ELEMENT_TYPE_F16, &h) == 65504.0);
+  uint16_t bf = 0x4049; /* 3.140625 */
+  hali_element_format(HALI_ELEMENT_TYPE_BF16, &bf, buf, sizeof buf);
+  ck_assert_str_eq(buf, "3.14");
+  f32 = 0.1f;
+  hali_element_format(HALI_ELEMENT_TYPE_F32, &f32, buf, sizeof buf);
+  ck_assert_str_eq(buf, "0.1");
+  double f64 = -1.0 / 0.0;
+  hali_element_format(HALI_ELEMENT_TYPE_F64, &f64, buf, sizeof buf);
+  ck_assert_str_eq(buf, "-inf");
+  uint8_t m1 = 0xff;
+  hali_element_format(HALI_ELEMENT_TYPE_I8, &m1, buf, sizeof buf);
+  ck_assert_str_eq(buf, "-1");
+  hali_element_format(HALI_ELEMENT_TYPE_U8, &m1, buf, sizeof buf);
+  ck_assert_str_eq(buf, "255");
+  ck_assert(hali_element_to_f64(HALI_ELEMENT_TYPE_I8, &m1) == -1.0);
+  ck_assert(hali_element_to_f64(HALI_ELEMENT_TYPE_U8, &m1) == 255.0);
+  uint64_t u64 = UINT64_MAX;
+  hali_element_format(HALI_ELEMENT_TYPE_U64, &u64, buf, sizeof buf);
+  ck_assert_str_eq(buf, "18446744073709551615");
+  hali_element_format(0x12345678u, &u64, buf, sizeof buf);
+  ck_assert_str_eq(buf, "?");
+  ck_assert(isnan(hali_element_to_f64(0x12345678u, &u64)));
+  /* Every printed value parses back to the same bits. */
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    uint8_t in[8] = {0x81, 0x42, 0x13, 0x04, 0x35, 0x26, 0x17, 0x08};
+    if (k[i].type == HALI_ELEMENT_TYPE_I1 || k[i].type == HALI_ELEMENT_TYPE_BOOL)
+      in[0] = 1;
+    uint8_t out[8] = {0};
+    hali_element_format(k[i].type, in, buf, sizeof buf);
+    ck_ok(hali_element_parse(k[i].type, buf, strlen(buf), out));
+    ck_assert_msg(memcmp(in, out, k[i].bytes) == 0, "%s: %s", k[i].name, buf);
+  }
+}
+END_TEST
+
+START_TEST(view_sizes) {
+  uint64_t n = 1;
+  const int64_t shape[3] = {2, 3, 4};
+  ck_ok(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_F32, 3, shape, &n));
+  ck_assert_uint_eq(n, 2 * 3 * 4 * 4);
+  ck_ok(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I1, 0, NULL, &n));
+  ck_assert_uint_eq(n, 1); /* rank 0: one element, a byte */
+  const int64_t empty[2] = {5, 0};
+  ck_ok(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_F64, 2, empty, &n));
+  ck_assert_uint_eq(n, 0);
+  const int64_t huge[2] = {INT64_MAX, 4};
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I8, 2, huge, &n),
+            HALI_STATUS_OUT_OF_RANGE, "at dim 1");
+  ck_assert_uint_eq(n, 0);
+  const int64_t big[1] = {INT64_MAX};
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, big, &n),
+            HALI_STATUS_OUT_OF_RANGE, "byte size overflows");
+  const int64_t neg[1] = {-1};
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, neg, &n),
+            HALI_STATUS_INVALID_ARGUMENT, "negative");
+  ck_status(hali_buffer_view_compute_size(0x12345678u, 1, shape, &n),
+            HALI_STATUS_INVALID_ARGUMENT, NULL);
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, NULL, &n),
+            HALI_STATUS_INVALID_ARGUMENT, "shape");
+  ck_status(hali_buffer_view_compute_size(HALI_ELEMENT_TYPE_I32, 1, shape,
+                                          NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_byte_length");
+}
+END_TEST
+
+START_TEST(device_kind_names_and_abandon) {
+  hali_device_kind_t k = HALI_DEVICE_LOCAL_TASK;
+  ck_ok(hali_device_kind_parse("local-sync", &k));
+  ck_assert_int_eq(k, HALI_DEVICE_LOCAL_SYNC);
+  ck_ok(hali_device_kind_parse("local-task", &k));
+  ck_assert_int_eq(k, HALI_DEVICE_LOCAL_TASK);
+  ck_status(hali_device_kind_parse("gpu", &k), HALI_STATUS_NOT_FOUND,
+            "unknown device 'gpu' (known: local-sync, local-task)");
+  ck_assert_int_eq(k, HALI_DEVICE_LOCAL_SYNC);
+  ck_status(hali_device_kind_parse(NULL, &k), HALI_STATUS_INVALID_ARGUMENT,
+            "name");
+  ck_status(hali_device_kind_parse("local-sync", NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_kind");
+  hali_device_abandon(NULL); /* a no-op */
+
+  /* A failing program leaves a submission waiting on a fence only it
+   * could have signalled: after hali_device_abandon, releasing the device
+   * returns (the tcase timeout catches a hang). */
+  static const char pending[] =
+      "func @main() -> i32 {\n"
+      "  %device = hal.device.get\n"
+      "  %go = hal.fence.create %device\n"
+      "  %done = hal.fence.create %device\n"
+      "  hal.device.queue.execute %device, %go, %done, []\n"
+      "  %code = const.i32 3\n"
+      "  fail %code, \"early exit\"\n"
+      "}\n";
+  for (int kind = 0; kind < 2; ++kind) {
+    hali_instance_t *in = instance_new();
+    hali_device_t *d = device_new(in, (hali_device_kind_t)kind);
+    hali_module_t *m = module_new(in, pending);
+    hali_context_t *c = NULL;
+    ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+    hali_variant_t r;
+    ck_status(hali_context_invoke(c, lookup(c, "main"), NULL, 0, &r, 1),
+              HALI_STATUS_INVALID_ARGUMENT, "early exit");
+    hali_context_release(c);
+    hali_device_abandon(d);
+    hali_device_release(d);
+    hali_module_release(m);
+    hali_instance_release(in);
+  }
+}
+END_TEST
+
+START_TEST(module_load_options_and_functions) {
+  hali_instance_t *in = instance_new();
+  const char *tensor = HALI_SRCDIR "/examples/mlp_tensor.hasm";
+  hali_module_load_options_t o;
+  hali_module_load_options_initialize(&o);
+  ck_assert_ptr_null(o.passes);
+  ck_assert(!o.no_passes);
+  hali_module_t *m = NULL;
+  /* The defaults, spelled out or not, lower the tensor level. */
+  ck_ok(hali_module_load_file_ex(in, tensor, &o, &m));
+  size_t n = hali_module_function_count(m);
+  hali_module_release(m);
+  ck_ok(hali_module_load_file_ex(in, tensor, NULL, &m));
+  ck_assert_uint_eq(hali_module_function_count(m), n);
+  hali_module_release(m);
+  o.passes = "func-conversion,materialize-interfaces,stream-to-hal";
+  ck_ok(hali_module_load_file_ex(in, tensor, &o, &m));
+  /* A context lowers the module as it was loaded, and runs it. */
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  hali_variant_t r = {0};
+  ck_ok(hali_context_invoke(c, lookup(c, "main"), NULL, 0, &r, 1));
+  ck_assert_int_eq(r.type, HALI_VARIANT_BUFFER_VIEW);
+  hali_variant_release(&r);
+  hali_context_release(c);
+  hali_device_release(d);
+  hali_module_release(m);
+  /* Without the passes a tensor-level module does not verify. */
+  o.passes = NULL;
+  o.no_passes = true;
+  ck_status(hali_module_load_file_ex(in, tensor, &o, &m),
+            HALI_STATUS_INVALID_ARGUMENT, "register 0 is a tensor");
+  ck_assert_ptr_null(m);
+  o.no_passes = false;
+  o.passes = "func-conversion,bogus";
+  ck_status(hali_module_load_file_ex(in, tensor, &o, &m),
+            HALI_STATUS_INVALID_ARGUMENT,
+            "unknown pass 'bogus' (passes: func-conversion, ");
+  ck_status(hali_module_load_file_ex(in, HALI_SRCDIR "/nope.hasm", NULL, &m),
+            HALI_STATUS_NOT_FOUND, "nope.hasm: cannot open");
+  ck_status(hali_module_load_file_ex(NULL, tensor, NULL, &m),
+            HALI_STATUS_INVALID_ARGUMENT, "instance");
+  ck_status(hali_module_load_file_ex(in, NULL, NULL, &m),
+            HALI_STATUS_INVALID_ARGUMENT, "path");
+  ck_status(hali_module_load_file_ex(in, tensor, NULL, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_module");
+
+  /* Functions by index, imports included. */
+  m = module_new(in, "module @two\n"
+                     "func @env.log(%x: i32) import\n"
+                     "func @f() {\n  return\n}\n"
+                     "func @g(%x: i32) -> i32 {\n  return %x\n}\n");
+  ck_assert_uint_eq(hali_module_function_count(m), 3);
+  bool seen[3] = {false, false, false};
+  for (size_t i = 0; i < 3; ++i) {
+    const char *name = hali_module_function_name(m, i);
+    ck_assert_ptr_nonnull(name);
+    if (strcmp(name, "env.log") == 0) seen[0] = true;
+    if (strcmp(name, "f") == 0) seen[1] = true;
+    if (strcmp(name, "g") == 0) seen[2] = true;
+  }
+  ck_assert(seen[0] && seen[1] && seen[2]);
+  ck_assert_ptr_null(hali_module_function_name(m, 3));
+  ck_assert_ptr_null(hali_module_function_name(NULL, 0));
+  ck_assert_uint_eq(hali_module_function_count(NULL), 0);
+  hali_module_release(m);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(module_binary_and_text) {
+  hali_instance_t *in = instance_new();
+  const char *fib = HALI_SRCDIR "/examples/fib.hasm";
+  hali_module_t *m = NULL, *back = NULL, *stripped = NULL;
+  ck_ok(hali_module_load_file(in, fib, &m));
+  void *data = NULL, *sdata = NULL;
+  size_t size = 0, ssize = 0;
+  ck_ok(hali_module_write_binary(m, false, &data, &size));
+  ck_ok(hali_module_write_binary(m, true, &sdata, &ssize));
+  ck_assert_uint_gt(size, 0);
+  ck_assert_uint_lt(ssize, size); /* no names, no lines */
+  ck_ok(hali_module_load_bytes(in, data, size, "fib.hbc", &back));
+  ck_ok(hali_module_load_bytes(in, sdata, ssize, "s.hbc", &stripped));
+  ck_assert_str_eq(hali_module_name(back), "fib");
+  ck_assert_uint_eq(hali_module_function_count(back),
+                    hali_module_function_count(m));
+  /* The bytes of the reloaded module are the same bytes. */
+  void *again = NULL;
+  size_t asize = 0;
+  ck_ok(hali_module_write_binary(back, false, &again, &asize));
+  ck_assert(asize == size && memcmp(again, data, size) == 0);
+  free(again);
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &stripped, 1, NULL, &c));
+  int32_t ten = 10, r = 0;
+  ck_ok(call_i32(c, "fib", &ten, 1, &r));
+  ck_assert_int_eq(r, 55);
+  hali_context_release(c);
+  hali_device_release(d);
+  free(data);
+  free(sdata);
+  ck_status(hali_module_write_binary(NULL, false, &data, &size),
+            HALI_STATUS_INVALID_ARGUMENT, "module");
+  ck_status(hali_module_write_binary(m, false, NULL, &size),
+            HALI_STATUS_INVALID_ARGUMENT, "out_data");
+  ck_status(hali_module_write_binary(m, false, &data, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_size");
+  ck_assert_ptr_null(data);
+
+  /* As written, with and without locations. */
+  char *text = NULL;
+  ck_ok(hali_module_print_file(fib, NULL, &text));
+  ck_assert(strncmp(text, "module @fib source \"", 20) == 0);
+  ck_assert_ptr_nonnull(strstr(text, "\nfunc @fib(%n: i32) -> (i32) {\n"));
+  ck_assert_ptr_nonnull(strstr(text, " loc(7)\n"));
+  free(text);
+  hali_module_print_options_t po = {0};
+  po.no_locs = true;
+  ck_ok(hali_module_print_file(fib, &po, &text));
+  ck_assert(strncmp(text, "module @fib\n", 12) == 0);
+  ck_assert_ptr_null(strstr(text, "loc("));
+  free(text);
+  /* After a pass: the tensor-level module's lowered IR, not verified. */
+  const char *tensor = HALI_SRCDIR "/examples/mlp_tensor.hasm";
+  po.after = "func-conversion";
+  ck_ok(hali_module_print_file(tensor, &po, &text));
+  ck_assert_ptr_nonnull(strstr(text, "module @mlp_tensor"));
+  ck_assert_ptr_nonnull(strstr(text, "@main$async"));
+  free(text);
+  po.after = "bogus";
+  ck_status(hali_module_print_file(tensor, &po, &text),
+            HALI_STATUS_INVALID_ARGUMENT, "unknown pass 'bogus'");
+  ck_assert_ptr_null(text);
+  /* As written, a module that does not load is not printed, unless the
+   * verifier is skipped with the passes. */
+  po.after = NULL;
+  po.no_passes = true;
+  ck_ok(hali_module_print_file(tensor, &po, &text));
+  ck_assert_ptr_nonnull(strstr(text, "module @mlp_tensor"));
+  free(text);
+  static const char bad[] = "func @f(%a: i32) -> i32 {\n"
+                            "  return %b\n"
+                            "}\n";
+  char path[] = "/tmp/hali-api-print-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, bad, sizeof bad - 1), (ssize_t)(sizeof bad - 1));
+  close(fd);
+  ck_status(hali_module_print_file(path, NULL, &text),
+            HALI_STATUS_INVALID_ARGUMENT, "%b");
+  ck_assert_ptr_null(text);
+  unlink(path);
+  ck_status(hali_module_print_file(HALI_SRCDIR "/nope.hasm", NULL, &text),
+            HALI_STATUS_NOT_FOUND, "cannot open");
+  ck_status(hali_module_print_file(NULL, NULL, &text),
+            HALI_STATUS_INVALID_ARGUMENT, "path");
+  ck_status(hali_module_print_file(fib, NULL, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_text");
+
+  char *md = hali_instruction_set_markdown();
+  ck_assert_ptr_nonnull(md);
+  ck_assert(strncmp(md, "# hali instruction set\n", 23) == 0);
+  ck_assert_ptr_nonnull(strstr(md, "add.i32"));
+  free(md);
+  hali_module_release(back);
+  hali_module_release(stripped);
+  hali_module_release(m);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* Reads all of |f| from the start. */
+static char *slurp(FILE *f) {
+  ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  ck_assert_int_ge(n, 0);
+  rewind(f);
+  char *text = calloc((size_t)n + 1, 1);
+  ck_assert_ptr_nonnull(text);
+  ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+  return text;
+}
+
+START_TEST(tracing_formats_and_files) {
+  hali_instance_t *in = instance_new();
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  ck_assert_int_eq(p.trace_format, HALI_TRACE_FORMAT_TEXT);
+  ck_assert_ptr_null(p.trace_file);
+  ck_assert_uint_eq(p.trace_max_values, 0);
+  p.trace_bits = HALI_TRACE_BITS_VM;
+  hali_context_t *c = NULL;
+  if (!hali_trace_available()) {
+    ck_status(try_context(in, k_arith, &p, &c), HALI_STATUS_UNIMPLEMENTED,
+              "--disable-tracing");
+    hali_instance_release(in);
+    return;
+  }
+  /* Text lines into a file, at most two elements of a view each. */
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  p.trace_file = f;
+  p.trace_max_values = 2;
+  c = context_new(in, k_arith, &p);
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  const int64_t shape[1] = {4};
+  const int32_t vals[4] = {1, 2, 3, 4};
+  hali_buffer_view_t *v = NULL;
+  ck_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_I32, 1, shape, vals,
+                                sizeof vals, &v));
+  hali_variant_t arg = hali_variant_view(v), r;
+  ck_ok(hali_context_invoke(c, lookup(c, "dim0"), &arg, 1, &r, 1));
+  ck_assert_int_eq(r.u.i64, 4);
+  hali_context_release(c);
+  char *text = slurp(f);
+  ck_assert_msg(strstr(text, "[vm] @dim0@1 ") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "<4xi32>=[1 2 ...]") != NULL, "%s", text);
+  free(text);
+  fclose(f);
+  /* Chrome JSON: the whole document once the context is released. */
+  f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  p.trace_file = f;
+  p.trace_format = HALI_TRACE_FORMAT_CHROME;
+  p.trace_bits = HALI_TRACE_BITS_VM | HALI_TRACE_BITS_HAL;
+  c = context_new(in, k_arith, &p);
+  int32_t ab[2] = {1, 2}, sum;
+  ck_ok(call_i32(c, "add", ab, 2, &sum));
+  hali_context_release(c);
+  text = slurp(f);
+  ck_assert_msg(strncmp(text, "{\"traceEvents\":[", 16) == 0, "%s", text);
+  ck_assert_msg(strstr(text, "],\"displayTimeUnit\":\"ns\"}\n") != NULL, "%s",
+                text);
+  ck_assert_msg(strstr(text, "\"ph\":\"X\"") != NULL, "%s", text);
+  ck_assert_ptr_null(strstr(text, "[vm]")); /* no instruction lines */
+  free(text);
+  fclose(f);
+  /* An unknown format. */
+  p.trace_file = NULL;
+  p.trace_format = (hali_trace_output_format_t)7;
+  ck_status(try_context(in, k_arith, &p, &c), HALI_STATUS_INVALID_ARGUMENT,
+            "unknown trace format 7");
+  ck_assert_ptr_null(c);
+  hali_buffer_view_release(v);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *api_suite(void) {
   Suite *s = suite_create("api");
   TCase *tc = tcase_create("instance");
@@ -1455,6 +1893,15 @@ static Suite *api_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("trace");
   tcase_add_test(tc, tracing_to_a_callback);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tooling");
+  tcase_set_timeout(tc, 20);
+  tcase_add_test(tc, elements_by_name_and_text);
+  tcase_add_test(tc, view_sizes);
+  tcase_add_test(tc, device_kind_names_and_abandon);
+  tcase_add_test(tc, module_load_options_and_functions);
+  tcase_add_test(tc, module_binary_and_text);
+  tcase_add_test(tc, tracing_formats_and_files);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1325,6 +1325,76 @@ START_TEST(bug_await_on_unsignallable_fence_hangs) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Load-time pass options of run and dis, and arguments the command line
+ * cannot give (the tool goes through the public API for all of them). */
+
+START_TEST(cli_run_pass_options) {
+  const char *t = example("mlp_tensor.hasm");
+  hali("run '%s'", t);
+  ck_assert_int_eq(run.rc, 0);
+  char want[sizeof(run.out)];
+  snprintf(want, sizeof(want), "%s", run.out);
+  ck_assert_ptr_nonnull(strstr(want, "result[0]: hal.buffer_view\n"));
+  /* The whole pipeline, named: the same result. */
+  hali("run '%s' --passes=func-conversion,materialize-interfaces,"
+       "stream-to-hal",
+       t);
+  EXPECT_RUN(0, want, "");
+  /* Not all of it: the tensor level is left and does not verify. */
+  hali("run '%s' --passes=func-conversion", t);
+  EXPECT_ERROR("is a tensor: tensor-level functions are lowered by the "
+               "load-time passes before a module runs");
+  hali("run '%s' --no-passes", t);
+  EXPECT_ERROR("verify: @main: register 0 is a tensor");
+  char where[700];
+  snprintf(where, sizeof(where), "\n  while loading %s\n", t);
+  hali("run '%s' --passes=bogus", t);
+  EXPECT_ERROR("hali: error: INVALID_ARGUMENT: unknown pass 'bogus' "
+               "(passes: func-conversion, materialize-interfaces, "
+               "stream-to-hal; or all)");
+  ck_assert_msg(strstr(run.err, where) != NULL, "%s", run.err);
+  /* A HAL-level module needs no pass. */
+  hali("run '%s' --function=fib --input=10 --no-passes", example("fib.hasm"));
+  EXPECT_RUN(0, "result[0]: i32=55\n", "");
+}
+END_TEST
+
+START_TEST(cli_dis_pass_options) {
+  char t[600];
+  snprintf(t, sizeof(t), "%s/tests/passes/fc_scalars.hasm", HALI_SRCDIR);
+  /* As written: the tensor level, printed once it loads. */
+  hali("dis --no-locs '%s'", t);
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "tensor<"));
+  ck_assert_ptr_null(strstr(run.out, "@f$async"));
+  /* --no-passes skips the verifier of that check. */
+  hali("dis --no-locs --no-passes '%s'", t);
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "tensor<"));
+  /* --passes prints the IR after them, unverified unless all ran. */
+  hali("dis --no-locs --passes=func-conversion '%s'", t);
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "func @f$async("));
+  hali("dis --no-locs --passes=nope '%s'", t);
+  EXPECT_ERROR("unknown pass 'nope'");
+  hali("verify '%s'", t);
+  char want[700];
+  snprintf(want, sizeof(want), "%s: ok (2 functions)\n", t);
+  EXPECT_RUN(0, want, "");
+}
+END_TEST
+
+START_TEST(cli_run_argument_not_on_command_line) {
+  write_file(tmp("fence.hasm"), "func @f(%x: !hal.fence) {\n"
+                                "  return\n"
+                                "}\n");
+  hali("run '%s' --function=f --input=1", tmp("fence.hasm"));
+  EXPECT_ERROR("hali: error: INVALID_ARGUMENT: --input #0: @f takes "
+               "!hal.fence, which cannot be given on the command line\n");
+}
+END_TEST
+
 static Suite *suite_cli(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("run");
@@ -1383,6 +1453,14 @@ static Suite *suite_cli(void) {
   tcase_add_test(tc, cli_example_fill);
   tcase_add_test(tc, cli_example_sieve);
   tcase_add_test(tc, cli_example_saxpy);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("pass_options");
+  tcase_add_unchecked_fixture(tc, make_tmpdir, remove_tmpdir);
+  tcase_set_timeout(tc, 20);
+  tcase_add_test(tc, cli_run_pass_options);
+  tcase_add_test(tc, cli_dis_pass_options);
+  tcase_add_test(tc, cli_run_argument_not_on_command_line);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("known_bugs");

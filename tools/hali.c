@@ -1,11 +1,10 @@
-/* hali — the command-line tool: asm, dis, verify, run, isa. */
+/* hali — the command-line tool: asm, dis, verify, run, isa.  Like every
+ * file of the tool, a client of the public API (hali/hali.h) only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hali/hali.h"
-#include "loader/loader.h"
-#include "passes/pipeline.h"
 #include "tools/tools.h"
 
 static const char usage[] =
@@ -50,7 +49,7 @@ static const char usage[] =
     "  --trace-out=FILE                 instead of stderr\n"
     "  --trace-values=N                 tensor elements shown (default 8)\n";
 
-int hali_tool_report(hali_status_t s) {
+int tool_report(hali_status_t s) {
   char *text = hali_status_to_string(s);
   fprintf(stderr, "hali: error: %s\n", text ? text : "(out of memory)");
   free(text);
@@ -58,13 +57,44 @@ int hali_tool_report(hali_status_t s) {
   return 1;
 }
 
+static hali_status_t oom(void) {
+  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+}
+
+/* Loads |path| as `hali run` would (passes, verifier). */
+static hali_status_t load(const char *path, hali_instance_t **out_instance,
+                          hali_module_t **out_module) {
+  *out_module = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_instance_create(NULL, out_instance));
+  return hali_module_load_file(*out_instance, path, out_module);
+}
+
+/* Assembles |in| into |*out_data|: the module as written, checked by
+ * loading it and then loading the bytes back, the way `hali run` will. */
+static hali_status_t assemble(const char *in, bool strip, void **out_data,
+                              size_t *out_size) {
+  hali_instance_t *instance = NULL;
+  hali_module_t *m = NULL, *check = NULL;
+  hali_status_t s = load(in, &instance, &m);
+  if (!s) s = hali_module_write_binary(m, strip, out_data, out_size);
+  if (!s) s = hali_module_load_bytes(instance, *out_data, *out_size, in, &check);
+  hali_module_release(check);
+  hali_module_release(m);
+  hali_instance_release(instance);
+  if (s) {
+    free(*out_data);
+    *out_data = NULL;
+  }
+  return s;
+}
+
 static int cmd_asm(int argc, char **argv) {
   const char *in = NULL, *out = NULL;
-  hali_hbc_write_options_t opts = {0};
+  bool strip = false;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
     else if (strncmp(argv[i], "-o", 2) == 0 && argv[i][2]) out = argv[i] + 2;
-    else if (strcmp(argv[i], "--strip") == 0) opts.strip = true;
+    else if (strcmp(argv[i], "--strip") == 0) strip = true;
     else if (argv[i][0] == '-') {
       fprintf(stderr, "hali asm: unknown option '%s'\n", argv[i]);
       return 2;
@@ -78,58 +108,33 @@ static int cmd_asm(int argc, char **argv) {
     fprintf(stderr, "usage: hali asm IN.hasm -o OUT.hbc [--strip]\n");
     return 2;
   }
-  /* The binary holds the module as written (the loader lowers it when it
-   * is loaded); it is checked here by loading it the way `hali run` will. */
-  uint8_t *text;
-  size_t text_size;
-  hali_status_t s = hali_read_file(in, &text, &text_size);
-  if (s) return hali_tool_report(s);
-  hali_ir_module_t *m;
-  s = hali_read_module(text, text_size, in, &m);
-  free(text);
-  if (s) return hali_tool_report(s);
-  uint8_t *data;
-  size_t size;
-  s = hali_hbc_write(m, &opts, &data, &size);
-  hali_ir_module_free(m);
-  if (s) return hali_tool_report(s);
-  hali_ir_module_t *check;
-  s = hali_load_bytes(data, size, in, &check);
-  hali_ir_module_free(check);
-  if (s) {
-    free(data);
-    return hali_tool_report(s);
-  }
+  void *data = NULL;
+  size_t size = 0;
+  hali_status_t s = assemble(in, strip, &data, &size);
+  if (s) return tool_report(s);
   FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
   if (!f) {
     free(data);
-    return hali_tool_report(hali_status_make(HALI_STATUS_NOT_FOUND,
-                                   "%s: cannot open for writing", out));
+    return tool_report(hali_status_make(HALI_STATUS_NOT_FOUND,
+                                        "%s: cannot open for writing", out));
   }
   size_t n = fwrite(data, 1, size, f);
   free(data);
   if ((f != stdout && fclose(f) != 0) || n != size)
-    return hali_tool_report(
+    return tool_report(
         hali_status_make(HALI_STATUS_DATA_LOSS, "%s: write failed", out));
   return 0;
 }
 
 static int cmd_dis(int argc, char **argv) {
   const char *in = NULL;
-  bool locs = true;
-  hali_pass_options_t po = {0};
-  bool after = false;
+  hali_module_print_options_t po = {0};
   for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--no-locs") == 0) locs = false;
-    else if (strncmp(argv[i], "--after=", 8) == 0) {
-      po.after = argv[i] + 8;
-      after = true;
-    } else if (strncmp(argv[i], "--passes=", 9) == 0) {
-      po.only = argv[i] + 9;
-      after = true;
-    } else if (strcmp(argv[i], "--no-passes") == 0) {
-      po.none = true;
-    } else if (argv[i][0] == '-') {
+    if (strcmp(argv[i], "--no-locs") == 0) po.no_locs = true;
+    else if (strncmp(argv[i], "--after=", 8) == 0) po.after = argv[i] + 8;
+    else if (strncmp(argv[i], "--passes=", 9) == 0) po.passes = argv[i] + 9;
+    else if (strcmp(argv[i], "--no-passes") == 0) po.no_passes = true;
+    else if (argv[i][0] == '-') {
       fprintf(stderr, "hali dis: unknown option '%s'\n", argv[i]);
       return 2;
     } else in = argv[i];
@@ -139,33 +144,9 @@ static int cmd_dis(int argc, char **argv) {
                     "[--after=PASS|all] [--passes=a,b] [--no-passes]\n");
     return 2;
   }
-  hali_status_t s = hali_pass_options_check(&po);
-  if (s) return hali_tool_report(s);
-  hali_ir_module_t *m;
-  if (after) {
-    /* After some passes the IR may not be runnable yet: verify only when
-     * the whole pipeline ran. */
-    bool all = !po.only && (!po.after || strcmp(po.after, "all") == 0);
-    hali_load_options_t lo = {&po, !all};
-    s = hali_load_file_ex(in, &lo, &m);
-  } else {
-    /* As written; but only a module that loads is printed. */
-    uint8_t *data;
-    size_t size;
-    s = hali_read_file(in, &data, &size);
-    if (!s) {
-      hali_load_options_t lo = {&po, po.none};
-      s = hali_load_bytes_ex(data, size, in, &lo, &m);
-      hali_ir_module_free(s ? NULL : m);
-      if (!s) s = hali_read_module(data, size, in, &m);
-      free(data);
-    }
-  }
-  if (s) return hali_tool_report(s);
-  char *text = hali_ir_print_ex(m, locs, after);
-  hali_ir_module_free(m);
-  if (!text)
-    return hali_tool_report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  char *text = NULL;
+  hali_status_t s = hali_module_print_file(in, &po, &text);
+  if (s) return tool_report(s);
   fputs(text, stdout);
   free(text);
   return 0;
@@ -176,18 +157,21 @@ static int cmd_verify(int argc, char **argv) {
     fprintf(stderr, "usage: hali verify IN.hbc|IN.hasm\n");
     return 2;
   }
-  hali_ir_module_t *m;
-  hali_status_t s = hali_load_file(argv[1], &m);
-  if (s) return hali_tool_report(s);
-  printf("%s: ok (%u function%s)\n", argv[1], m->func_count,
-         m->func_count == 1 ? "" : "s");
-  hali_ir_module_free(m);
-  return 0;
+  hali_instance_t *instance = NULL;
+  hali_module_t *m = NULL;
+  hali_status_t s = load(argv[1], &instance, &m);
+  if (!s) {
+    size_t n = hali_module_function_count(m);
+    printf("%s: ok (%zu function%s)\n", argv[1], n, n == 1 ? "" : "s");
+  }
+  hali_module_release(m);
+  hali_instance_release(instance);
+  return s ? tool_report(s) : 0;
 }
 
 static int cmd_isa(void) {
-  char *md = hali_isa_markdown();
-  if (!md) return hali_tool_report(hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom"));
+  char *md = hali_instruction_set_markdown();
+  if (!md) return tool_report(oom());
   fputs(md, stdout);
   free(md);
   return 0;
@@ -213,7 +197,7 @@ int main(int argc, char **argv) {
       fputs(usage, stdout);
       return 0;
     }
-  if (strcmp(cmd, "run") == 0) return hali_tool_run(argc - 1, argv + 1);
+  if (strcmp(cmd, "run") == 0) return tool_run(argc - 1, argv + 1);
   if (strcmp(cmd, "asm") == 0) return cmd_asm(argc - 1, argv + 1);
   if (strcmp(cmd, "dis") == 0) return cmd_dis(argc - 1, argv + 1);
   if (strcmp(cmd, "verify") == 0) return cmd_verify(argc - 1, argv + 1);

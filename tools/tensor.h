@@ -2,7 +2,8 @@
  * values, reading and writing .npy and raw files, printing, comparing.
  *
  * A host tensor owns its bytes (dense, row-major, little-endian); turning
- * it into a buffer view (and back) is the only place the HAL is involved.
+ * it into a buffer view (and back) goes through the public API
+ * (hali/hali.h), like everything else in the tool.
  */
 #ifndef HALI_TOOLS_TENSOR_H
 #define HALI_TOOLS_TENSOR_H
@@ -12,50 +13,56 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "hal/hal.h"
-#include "vm/ir.h"
+#include "hali/hali.h"
 
-typedef struct hali_tensor_s {
-  hali_hal_element_type_t type;
+/* The tool's rank limit (the HAL's too). */
+#define TOOL_TENSOR_MAX_RANK 64
+
+typedef struct tool_tensor_s {
+  hali_element_type_t type;
   size_t rank;
-  hali_hal_dim_t shape[HALI_HAL_MAX_RANK];
+  int64_t shape[TOOL_TENSOR_MAX_RANK];
   uint8_t *data;
   size_t size; /* bytes */
-} hali_tensor_t;
+} tool_tensor_t;
 
-void hali_tensor_free(hali_tensor_t *t);
+void tool_tensor_free(tool_tensor_t *t);
 
 /* Parses "2x3xf32=1 2 3 4 5 6", "2x2xi32=[1 2][3 4]", "f32=1.5" (rank 0),
  * "@file.npy" or "4xf32=@raw.bin".  |what| names the flag in errors
  * ("--input #2"). */
-HALI_MUST_USE hali_status_t hali_tensor_parse(const char *spec,
+HALI_MUST_USE hali_status_t tool_tensor_parse(const char *spec,
                                               const char *what,
-                                              hali_tensor_t *out);
+                                              tool_tensor_t *out);
 
 /* .npy (format 1.0/2.0/3.0, little-endian, C order) in and out. */
-HALI_MUST_USE hali_status_t hali_tensor_read_npy(const char *path,
-                                                 hali_tensor_t *out);
-HALI_MUST_USE hali_status_t hali_tensor_write_npy(const hali_tensor_t *t,
+HALI_MUST_USE hali_status_t tool_tensor_read_npy(const char *path,
+                                                 tool_tensor_t *out);
+HALI_MUST_USE hali_status_t tool_tensor_write_npy(const tool_tensor_t *t,
                                                   FILE *f);
 
-/* "2x3xf32=[1 2 3][4 5 6]", eliding after |max_elements| with "...". */
-void hali_tensor_format(const hali_tensor_t *t, size_t max_elements,
-                        hali_strbuf_t *sb);
+/* Prints "2x3xf32=[1 2 3][4 5 6]" to |f|, eliding after |max_elements|
+ * with "...". */
+void tool_tensor_print(const tool_tensor_t *t, size_t max_elements, FILE *f);
 
 /* Compares |actual| to |expected|: OK, or FAILED_PRECONDITION with a message
  * such as "element at index 3 (7.5) does not match the expected (8)". */
-HALI_MUST_USE hali_status_t hali_tensor_compare(const hali_tensor_t *actual,
-                                                const hali_tensor_t *expected,
+HALI_MUST_USE hali_status_t tool_tensor_compare(const tool_tensor_t *actual,
+                                                const tool_tensor_t *expected,
                                                 double f32_threshold,
                                                 double f64_threshold);
 
-/* Host tensor <-> buffer view.  The view's buffer is allocated from
- * |allocator| as host-visible device memory usable for everything. */
-HALI_MUST_USE hali_status_t hali_tensor_to_view(const hali_tensor_t *t,
-                                                hali_hal_allocator_t *allocator,
-                                                hali_hal_buffer_view_t **out);
-HALI_MUST_USE hali_status_t hali_tensor_from_view(hali_hal_buffer_view_t *v,
-                                                  hali_tensor_t *out);
+/* Host tensor <-> buffer view (in host-visible memory of |device|). */
+HALI_MUST_USE hali_status_t tool_tensor_to_view(const tool_tensor_t *t,
+                                                hali_device_t *device,
+                                                hali_buffer_view_t **out);
+HALI_MUST_USE hali_status_t tool_tensor_from_view(const hali_buffer_view_t *v,
+                                                  tool_tensor_t *out);
 
+/* Reads a whole file (malloc'ed, NUL-terminated); NOT_FOUND "PATH: cannot
+ * open: REASON" when it cannot be opened. */
+HALI_MUST_USE hali_status_t tool_read_file(const char *path,
+                                                uint8_t **out,
+                                                size_t *out_size);
 
 #endif /* HALI_TOOLS_TENSOR_H */

@@ -2,10 +2,10 @@
 #ifndef HALI_TOOLS_TOOLS_H
 #define HALI_TOOLS_TOOLS_H
 
-#include "hali/base.h"
+#include "hali/hali.h"
 
-int hali_tool_run(int argc, char **argv);
+int tool_run(int argc, char **argv);
 /* Prints |s| (consumed) as "hali: error: ..." on stderr; returns 1. */
-int hali_tool_report(hali_status_t s);
+int tool_report(hali_status_t s);
 
 #endif /* HALI_TOOLS_TOOLS_H */

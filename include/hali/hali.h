@@ -49,6 +49,9 @@
  *   - Fences (and the semaphores behind them) are thread-safe: any thread
  *     may signal, fail, query or await them.
  *   - Host import callbacks run on the thread that runs the invocation.
+ *   - The functions that hold no handle (hali_element_*,
+ *     hali_module_print_file, hali_instruction_set_markdown,
+ *     hali_device_kind_parse) may be called from any thread.
  */
 #ifndef HALI_HALI_H
 #define HALI_HALI_H
@@ -56,6 +59,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hali/base.h"
 #include "hali/kernel.h"
@@ -68,6 +72,10 @@ extern "C" {
 
 /* "0.1.0": the version of the library actually loaded. */
 HALI_API const char *hali_version(void);
+/* Whether this library can trace (false when it was configured with
+ * --disable-tracing: a context asking for a trace then fails with
+ * UNIMPLEMENTED). */
+HALI_API bool hali_trace_available(void);
 
 typedef struct hali_instance_s hali_instance_t;
 typedef struct hali_device_s hali_device_t;
@@ -179,9 +187,18 @@ typedef enum hali_trace_bits_e {
   HALI_TRACE_BITS_HAL = 1u << 1, /* every HAL operation */
 } hali_trace_bits_t;
 
-/* Receives one trace line (no newline); |line| is borrowed for the call.
- * May run on device threads (HAL lines): make it thread-safe. */
+/* Receives one trace line (no newline), or one JSON event of a Chrome
+ * trace; |line| is borrowed for the call.  May run on device threads (HAL
+ * lines): make it thread-safe. */
 typedef void (*hali_trace_line_callback_t)(void *user, const char *line);
+
+typedef enum hali_trace_output_format_e {
+  HALI_TRACE_FORMAT_TEXT = 0,   /* one line per event (doc/tracing.md) */
+  HALI_TRACE_FORMAT_CHROME = 1, /* trace-event JSON (Perfetto): HAL
+                                 * operations, dispatches, fibers and
+                                 * awaits as timed slices; no per-
+                                 * instruction events */
+} hali_trace_output_format_t;
 
 typedef struct hali_context_params_s {
   /* Bytes of device memory the context's programs may hold at once; 0 =
@@ -203,6 +220,17 @@ typedef struct hali_context_params_s {
   void *trace_user;
   /* Glob on function names limiting VM trace lines; NULL = all.  Copied. */
   const char *trace_filter;
+  /* Text lines or Chrome JSON.  A Chrome trace records the device's work
+   * (a private device, as for HAL tracing) even without
+   * HALI_TRACE_BITS_HAL. */
+  hali_trace_output_format_t trace_format;
+  /* Where the trace goes when |trace_callback| is NULL; NULL = stderr.
+   * Borrowed: it must stay open until the context is released, which
+   * completes a Chrome trace's JSON and flushes it (the host closes the
+   * file afterwards).  Writes are serialized. */
+  FILE *trace_file;
+  /* Buffer view elements shown in trace lines; 0 = the default (8). */
+  size_t trace_max_values;
 } hali_context_params_t;
 
 /* No limits, no tracing. */
@@ -350,6 +378,11 @@ typedef struct hali_device_params_s {
   uint64_t max_memory_bytes; /* 0 = unlimited */
 } hali_device_params_t;
 
+/* |*out_kind| for a device name: "local-sync" or "local-task".  NOT_FOUND
+ * naming the known ones otherwise (|*out_kind| is then local-sync). */
+HALI_API HALI_MUST_USE hali_status_t hali_device_kind_parse(
+    const char *name, hali_device_kind_t *out_kind);
+
 /* local-sync, one worker per core, unlimited memory. */
 HALI_API void hali_device_params_initialize(hali_device_params_t *out_params);
 
@@ -362,6 +395,13 @@ HALI_API HALI_MUST_USE hali_status_t hali_device_create(
     hali_device_t **out_device);
 HALI_API void hali_device_retain(hali_device_t *device);
 HALI_API void hali_device_release(hali_device_t *device);
+/* Gives up on the device's queued work that waits on fences: every
+ * submission not yet running fails its signal fence with CANCELLED.  For
+ * shutting down after an invocation failed, when work it queued may wait
+ * on fences nothing will signal any more (releasing the device would
+ * otherwise wait for that work forever).  Work of every context using the
+ * device is affected.  Any thread; NULL is a no-op. */
+HALI_API void hali_device_abandon(hali_device_t *device);
 
 /* ======================================================================== */
 /* Modules                                                                   */
@@ -377,10 +417,78 @@ HALI_API HALI_MUST_USE hali_status_t hali_module_load_file(
 HALI_API HALI_MUST_USE hali_status_t hali_module_load_bytes(
     hali_instance_t *instance, const void *data, size_t size, const char *name,
     hali_module_t **out_module);
+
+/* How a module is lowered when it is loaded. */
+typedef struct hali_module_load_options_s {
+  /* Comma-separated names of the load-time passes to run, in pipeline
+   * order (doc/passes.md); NULL = all of them.  INVALID_ARGUMENT, listing
+   * the known passes, for an unknown name.  Copied. */
+  const char *passes;
+  /* Run no pass at all (tensor-level modules then fail verification). */
+  bool no_passes;
+} hali_module_load_options_t;
+
+/* The whole pipeline. */
+HALI_API void hali_module_load_options_initialize(
+    hali_module_load_options_t *out_options);
+
+/* hali_module_load_file with |options| (NULL = defaults).  Contexts that
+ * link the module lower it the same way. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_load_file_ex(
+    hali_instance_t *instance, const char *path,
+    const hali_module_load_options_t *options, hali_module_t **out_module);
 HALI_API void hali_module_retain(hali_module_t *module);
 HALI_API void hali_module_release(hali_module_t *module);
 /* The module's name (`module @name`); borrowed, valid while |module| is. */
 HALI_API const char *hali_module_name(const hali_module_t *module);
+/* The number of functions of the loaded (lowered) module, imports and
+ * functions the load-time passes added included; 0 for NULL. */
+HALI_API size_t hali_module_function_count(const hali_module_t *module);
+/* The name of function |i| (imports as "env.add"); borrowed, valid while
+ * |module| is; NULL when |i| is out of range. */
+HALI_API const char *hali_module_function_name(const hali_module_t *module,
+                                               size_t i);
+
+/* Serialises |module| as written (before the load-time passes) into .hbc
+ * bytes that load back to the same module (doc/format.md).  With |strip|
+ * the names and source lines are left out (errors and traces then show
+ * positions only).  |*out_data| is malloc'ed: the caller frees it with
+ * free(). */
+HALI_API HALI_MUST_USE hali_status_t hali_module_write_binary(
+    const hali_module_t *module, bool strip, void **out_data,
+    size_t *out_size);
+
+/* What hali_module_print_file prints. */
+typedef struct hali_module_print_options_s {
+  /* Leave out loc(...) annotations and the module's source string. */
+  bool no_locs;
+  /* Print the IR after the load-time passes instead of the module as
+   * written: |passes| (comma-separated) selects which run, |after| stops
+   * after one ("all" = the whole pipeline); either one non-NULL selects
+   * this form, which shows the interfaces materialize-interfaces records
+   * and is verified only when the whole pipeline ran.  Unknown pass
+   * names are INVALID_ARGUMENT listing the known ones. */
+  const char *passes;
+  const char *after;
+  /* Run no pass (as written: the check that the module loads then skips
+   * the verifier). */
+  bool no_passes;
+} hali_module_print_options_t;
+
+/* Prints the module file |path| (.hasm or .hbc) as .hasm text into
+ * |*out_text| (malloc'ed; the caller frees it with free()).  As written,
+ * the text assembles back to the same binary; it is printed only when
+ * the module loads (passes and verifier, as for hali_module_load_file).
+ * |options| may be NULL (as written, with locations).  Errors name the
+ * file, line and column. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_print_file(
+    const char *path, const hali_module_print_options_t *options,
+    char **out_text);
+
+/* The instruction set reference (markdown, doc/isa.md), generated from
+ * the op table; malloc'ed (the caller frees it), NULL when out of
+ * memory. */
+HALI_API char *hali_instruction_set_markdown(void);
 
 /* ======================================================================== */
 /* Contexts                                                                  */
@@ -503,18 +611,67 @@ HALI_API void hali_invocation_release(hali_invocation_t *invocation);
 
 /* Element types: (numerical type << 24) | bits, as in doc/hal.md. */
 typedef uint32_t hali_element_type_t;
+#define HALI_ELEMENT_TYPE_I1 0x10000001u
 #define HALI_ELEMENT_TYPE_I8 0x10000008u
 #define HALI_ELEMENT_TYPE_I16 0x10000010u
 #define HALI_ELEMENT_TYPE_I32 0x10000020u
 #define HALI_ELEMENT_TYPE_I64 0x10000040u
+#define HALI_ELEMENT_TYPE_SI8 0x11000008u
+#define HALI_ELEMENT_TYPE_SI16 0x11000010u
 #define HALI_ELEMENT_TYPE_SI32 0x11000020u
+#define HALI_ELEMENT_TYPE_SI64 0x11000040u
 #define HALI_ELEMENT_TYPE_U8 0x12000008u
+#define HALI_ELEMENT_TYPE_U16 0x12000010u
 #define HALI_ELEMENT_TYPE_U32 0x12000020u
+#define HALI_ELEMENT_TYPE_U64 0x12000040u
 #define HALI_ELEMENT_TYPE_BOOL 0x13000008u
 #define HALI_ELEMENT_TYPE_F16 0x21000010u
 #define HALI_ELEMENT_TYPE_F32 0x21000020u
 #define HALI_ELEMENT_TYPE_F64 0x21000040u
 #define HALI_ELEMENT_TYPE_BF16 0x22000010u
+
+/* Bytes one element occupies: ceil(bits / 8) (i1 takes a byte). */
+static inline size_t hali_element_type_byte_size(hali_element_type_t type) {
+  return ((type & 0xFFu) + 7) / 8;
+}
+/* The name hali prints for |type| ("f32", "si8", "bool"); NULL for an
+ * unknown code.  Static storage. */
+HALI_API const char *hali_element_type_name(hali_element_type_t type);
+/* Parses a name of |length| bytes of |text| (as printed by
+ * hali_element_type_name; "ui8" is accepted for "u8").  INVALID_ARGUMENT
+ * naming the text for an unknown name; |*out_type| is then 0. */
+HALI_API HALI_MUST_USE hali_status_t hali_element_type_parse(
+    const char *text, size_t length, hali_element_type_t *out_type);
+/* Writes the text of one element of |type| (its byte_size bytes at
+ * |element|, little-endian) into |buffer| of |capacity| bytes (64 always
+ * suffice), NUL-terminated, as hali prints values: integers in decimal
+ * (signless ones as signed), bool as 0/1, floats in the shortest text that
+ * reads back to the same value of |type| ("nan", "inf", "-inf" by name).
+ * "?" for an unknown type. */
+HALI_API void hali_element_format(hali_element_type_t type,
+                                  const void *element, char *buffer,
+                                  size_t capacity);
+/* Parses one element of |type| from |length| bytes of |text| into
+ * |out_element| (byte_size bytes): integers in decimal or 0x hex, never
+ * octal, within the type's range (signless integers also take the
+ * unsigned spelling, 0xffffffff for an i32 -1); bool and unsigned take
+ * true/false too; floats as strtod reads them, rounded to the type.
+ * INVALID_ARGUMENT ("'300' is not a valid i8") otherwise. */
+HALI_API HALI_MUST_USE hali_status_t hali_element_parse(
+    hali_element_type_t type, const char *text, size_t length,
+    void *out_element);
+/* The value of one element of |type| as a double (integers converted,
+ * unsigned ones as unsigned); NaN for an unknown type. */
+HALI_API double hali_element_to_f64(hali_element_type_t type,
+                                    const void *element);
+
+/* Bytes a dense row-major view of |rank| dims |shape| (borrowed) and
+ * |element_type| holds.  INVALID_ARGUMENT for an unknown element type, a
+ * negative dim or a rank above 64; OUT_OF_RANGE when the element count or
+ * byte size overflows 64 bits (naming the dim).  Any thread. */
+HALI_API HALI_MUST_USE hali_status_t hali_buffer_view_compute_size(
+    hali_element_type_t element_type, size_t rank, const int64_t *shape,
+    uint64_t *out_byte_length);
 
 /* Creates a dense row-major view of |rank| dims |shape| (borrowed) and
  * |element_type| in new host-visible memory of |device|'s allocator (its
