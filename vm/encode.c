@@ -217,7 +217,8 @@ void hali_vm_module_free(hali_vm_module_t *m) {
 void hali_vm_module_release(hali_vm_module_t *m) {
   if (!m || atomic_fetch_sub_explicit(&m->count, 1, memory_order_acq_rel) != 1)
     return;
-  for (uint32_t i = 0; i < m->func_count; ++i) {
+  /* A module whose creation failed may have no function array yet. */
+  for (uint32_t i = 0; m->funcs && i < m->func_count; ++i) {
     free(m->funcs[i].code);
     free(m->funcs[i].slot);
     free(m->funcs[i].insn_offset);
