@@ -17,6 +17,7 @@
 
 #include "hal/buffer_view.h"
 #include "loader/hbc.h"
+#include "vm/strmap.h"
 #include "loader/loader.h"
 
 typedef struct {
@@ -592,6 +593,51 @@ static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->has_debug = !c->error;
 }
 
+/* The text form names rodata, executables and exports: each must be a
+ * name the assembler reads back (vm/ir.h hali_name_valid) and unique in its
+ * scope (rodata and executables per module, exports per executable), or
+ * `hali dis` would print a module that `hali asm` rejects or reads as
+ * another.  Functions, registers and blocks are the verifier's. */
+static hali_status_t check_scope(hali_strmap_t *seen, const char *what,
+                                 const char *scope, const char *name,
+                                 uint32_t index) {
+  if (!hali_name_valid(name))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "malformed module: %s %u%s has the name \"%s\", "
+                            "which is not a name (letters, digits, _ . $)",
+                            what, index, scope, name);
+  uint32_t v = hali_strmap_insert(seen, name, strlen(name), index);
+  if (v == HALI_STRMAP_NONE)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of memory checking names");
+  if (v != index)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "malformed module: %s @%s%s is defined twice "
+                            "(%s %u and %u)",
+                            what, name, scope, what, v, index);
+  return HALI_OK;
+}
+
+static hali_status_t check_names(const hali_ir_module_t *m) {
+  hali_strmap_t seen = {0};
+  hali_status_t s = HALI_OK;
+  for (uint32_t i = 0; i < m->rodata_count && !s; ++i)
+    s = check_scope(&seen, "rodata", "", m->rodata[i].name, i);
+  hali_strmap_clear(&seen);
+  for (uint32_t i = 0; i < m->executable_count && !s; ++i)
+    s = check_scope(&seen, "executable", "", m->executables[i].name, i);
+  for (uint32_t i = 0; i < m->executable_count && !s; ++i) {
+    const hali_ir_executable_t *e = &m->executables[i];
+    char scope[300];
+    snprintf(scope, sizeof(scope), " of executable @%s", e->name);
+    hali_strmap_clear(&seen);
+    for (uint32_t k = 0; k < e->export_count && !s; ++k)
+      s = check_scope(&seen, "export", scope, e->exports[k].name, k);
+  }
+  hali_strmap_free(&seen);
+  return s;
+}
+
 bool hali_hbc_is_binary(const uint8_t *data, size_t size) {
   return size >= HALI_HBC_MAGIC_SIZE &&
          memcmp(data, HALI_HBC_MAGIC, HALI_HBC_MAGIC_SIZE) == 0;
@@ -734,6 +780,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       rerr(&top, "module name refers to string %u of %u", module_name,
            m->string_count);
   }
+  if (!top.error) top.error = check_names(m);
   if (top.error) {
     hali_ir_module_free(m);
     return top.error;

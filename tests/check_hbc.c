@@ -1421,6 +1421,72 @@ START_TEST(bug_binary_names_dis_can_spell) {
 }
 END_TEST
 
+/* Names the text form spells (issue 13 row 12): the reader rejects a
+ * rodata, executable or export name that is not a name or that repeats in
+ * its scope, naming what and where; the same export name in two
+ * executables is fine. */
+static const char names_text[] =
+    "rodata @a = i32[1]\n"
+    "rodata @b = i32[2]\n"
+    "executable @x format \"ffi\" library \"k.so\" {\n"
+    "  export @e(tensor<4xf32>) -> (tensor<4xf32>)\n"
+    "  export @f(tensor<4xf32>) -> (tensor<4xf32>)\n"
+    "}\n"
+    "executable @y format \"ffi\" library \"k.so\" {\n"
+    "  export @e(tensor<4xf32>) -> (tensor<4xf32>)\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "  %z = const.i32 0\n"
+    "  return %z\n"
+    "}\n";
+
+START_TEST(hbc_names_unique_and_spellable) {
+  static const struct {
+    int what, index; /* 0 rodata, 1 executable, 2 export of @x */
+    const char *name, *needle;
+  } cases[] = {
+      {0, 1, "a", "rodata @a is defined twice (rodata 0 and 1)"},
+      {0, 0, "two words", "rodata 0 has the name \"two words\", which is not a name"},
+      {0, 1, "", "rodata 1 has the name \"\", which is not a name"},
+      {1, 1, "x", "executable @x is defined twice (executable 0 and 1)"},
+      {1, 0, "x:y", "executable 0 has the name \"x:y\", which is not a name"},
+      {2, 1, "e", "export @e of executable @x is defined twice (export 0 and 1)"},
+      {2, 0, "e-1", "export 0 of executable @x has the name \"e-1\""},
+      {-1, 0, NULL, NULL}, /* as written: @e in @x and in @y */
+  };
+  for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); ++k) {
+    hali_ir_module_t *m = NULL;
+    expect_ok(hali_asm_parse(names_text, strlen(names_text), "n.hasm", &m));
+    char **slot = cases[k].what == 0   ? &m->rodata[cases[k].index].name
+                  : cases[k].what == 1 ? &m->executables[cases[k].index].name
+                  : cases[k].what == 2
+                      ? &m->executables[0].exports[cases[k].index].name
+                      : NULL;
+    if (slot) {
+      free(*slot);
+      *slot = strdup(cases[k].name);
+    }
+    bytes_t hbc = {0};
+    expect_ok(hali_hbc_write(m, NULL, &hbc.d, &hbc.n));
+    hali_ir_module_free(m);
+    m = NULL;
+    hali_status_t st = hali_hbc_read(hbc.d, hbc.n, NULL, &m);
+    free(hbc.d);
+    if (!cases[k].needle) {
+      expect_ok(st);
+      hali_ir_module_free(m);
+      continue;
+    }
+    ck_assert_ptr_null(m);
+    ck_assert_msg(st != NULL, "case %zu read", k);
+    ck_assert_int_eq(hali_status_code(st), HALI_STATUS_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(hali_status_message(st), cases[k].needle) != NULL,
+                  "case %zu: %s", k, hali_status_message(st));
+    hali_status_free(st);
+  }
+}
+END_TEST
+
 static Suite *suite_hbc(void) {
   Suite *s = suite_create("hbc");
   TCase *tc = tcase_create("header");
@@ -1454,6 +1520,7 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_duplicate_section);
   tcase_add_test(tc, hbc_section_bounds);
   tcase_add_test(tc, hbc_unknown_section_is_skipped);
+  tcase_add_test(tc, hbc_names_unique_and_spellable);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("fuzz");
