@@ -265,6 +265,14 @@ hali_status_t tool_tensor_read_npy(const char *path, tool_tensor_t *out) {
   uint8_t *data;
   size_t size;
   HALI_RETURN_IF_ERROR_PLAIN(tool_read_file(path, &data, &size));
+  hali_status_t s = tool_tensor_parse_npy(data, size, path, out);
+  free(data);
+  return s;
+}
+
+hali_status_t tool_tensor_parse_npy(const uint8_t *data, size_t size,
+                                    const char *path, tool_tensor_t *out) {
+  memset(out, 0, sizeof(*out));
   hali_status_t s = HALI_OK;
   char *header = NULL;
   if (size < 10 || memcmp(data, "\x93NUMPY", 6) != 0) {
@@ -374,7 +382,7 @@ hali_status_t tool_tensor_read_npy(const char *path, tool_tensor_t *out) {
   out->size = bytes;
 done:
   free(header);
-  free(data);
+  if (s) tool_tensor_free(out);
   return s;
 }
 

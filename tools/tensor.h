@@ -38,6 +38,10 @@ HALI_MUST_USE hali_status_t tool_tensor_parse(const char *spec,
 /* .npy (format 1.0/2.0/3.0, little-endian, C order) in and out. */
 HALI_MUST_USE hali_status_t tool_tensor_read_npy(const char *path,
                                                  tool_tensor_t *out);
+/* The same for |size| bytes already read; |path| names them in errors. */
+HALI_MUST_USE hali_status_t tool_tensor_parse_npy(const uint8_t *data,
+                                                  size_t size, const char *path,
+                                                  tool_tensor_t *out);
 HALI_MUST_USE hali_status_t tool_tensor_write_npy(const tool_tensor_t *t,
                                                   FILE *f);
 

@@ -1012,11 +1012,17 @@ static hali_status_t s_func(vctx_t *v) {
     }
     int32_t tie = f->result_ties ? f->result_ties[k] : -1;
     if (tie == -1) continue;
+    /* A tie joins a tensor result to a tensor parameter; after
+     * func-conversion (f$async, which hali dis --after prints and which
+     * must read back) a buffer view result to a buffer view parameter. */
     if (tie < 0 || (uint32_t)tie >= f->param_count ||
-        f->reg_types[tie] != HALI_TYPE_TENSOR ||
-        f->results[k] != HALI_TYPE_TENSOR)
+        !((f->reg_types[tie] == HALI_TYPE_TENSOR &&
+           f->results[k] == HALI_TYPE_TENSOR) ||
+          (f->reg_types[tie] == HALI_TYPE_BUFFER_VIEW &&
+           f->results[k] == HALI_TYPE_BUFFER_VIEW)))
       return verr(v, "result %u is tied to parameter %d: ties join a tensor "
-                     "result to one of the %u tensor parameters",
+                     "result to one of the %u tensor parameters (or a buffer "
+                     "view result to a buffer view parameter)",
                   k, tie, f->param_count);
   }
   if ((f->block_count && !f->blocks) ||
