@@ -140,10 +140,13 @@ static void load_once(const uint8_t *data, size_t size,
   if (s) die("loading", s);
   hali_vm_module_t *m;
   if ((s = hali_vm_module_create(ir, &m))) die("encoding", s);
-  s = hali_vm_module_load_executables(m, registry, NULL, NULL, 0);
-  if (!s) s = hali_vm_module_check_imports(m);
+  hali_vm_link_t *l = NULL;
+  s = hali_vm_link_create(m, &l);
+  if (!s) s = hali_executable_registry_load_link(registry, l, NULL, NULL, 0);
+  if (!s) s = hali_vm_link_check_imports(l);
   if (s) die("linking", s);
-  hali_vm_module_free(m);
+  hali_vm_link_free(l);
+  hali_vm_module_release(m);
 }
 
 /* Fastest load of |data| in seconds. */

@@ -359,6 +359,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       ++frame; /* frames[depth]: the callee's */
       st->depth++;
       frame->fn = callee;
+      frame->link = frame[-1].link; /* a call stays inside its module */
       frame->scalar_base = sbase;
       frame->ref_base = rbase;
 #if HALI_INTERP_INSTRUMENTED
@@ -375,7 +376,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       if (HALI_UNLIKELY(
               atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
         goto interrupted;
-      status = hali_vm_call_import(st, pc, regs, refs);
+      status = hali_vm_call_import(frame->link, pc, regs, refs);
       if (HALI_UNLIKELY(status)) goto fail;
       pc += 2 + HALI_CELLS_FOR_SLOTS((uint32_t)B + C);
       vmbreak;
