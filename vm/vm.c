@@ -86,8 +86,15 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
     st->frames = f;
     st->frame_capacity = cap;
   }
-  st->frame_limit = st->frame_capacity < st->max_depth ? st->frame_capacity
-                                                       : st->max_depth;
+  /* The first frame at this depth since the link changed: it inherits its
+   * caller's link table (hali_vm_begin sets frame 0's). */
+  if (st->depth >= st->link_depth) {
+    if (st->depth) st->frames[st->depth].link = st->frames[st->depth - 1].link;
+    st->link_depth = st->depth + 1;
+  }
+  uint32_t limit = st->frame_capacity < st->max_depth ? st->frame_capacity
+                                                      : st->max_depth;
+  st->frame_limit = limit < st->link_depth ? limit : st->link_depth;
   st->depth++;
   return HALI_OK;
 }
@@ -285,6 +292,9 @@ hali_status_t hali_vm_begin(hali_vm_stack_t *st, const hali_vm_link_t *link,
                             "the stack is already running an invocation");
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_vm_stack_reserve(st, fn->scalar_count, fn->ref_count));
+  /* Frames above the first keep the link of the last invocation: reuse
+   * them only for the same link. */
+  if (st->link_depth && st->frames[0].link != link) st->link_depth = 0;
   HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_push_frame(st));
   hali_vm_frame_t *fr = &st->frames[0];
   fr->fn = fn;

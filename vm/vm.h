@@ -158,14 +158,15 @@ void hali_value_release(hali_value_t *v);
 
 typedef struct hali_vm_frame_s {
   const hali_vm_func_t *fn;
-  /* The link table of |fn|'s module in the running context: set by
-   * hali_vm_begin, inherited by calls (a call stays inside its module). */
-  const hali_vm_link_t *link;
   const hali_cell_t *pc;   /* for callers: the call instruction */
   uint32_t scalar_base;    /* offsets of the frame's banks in the stack */
   uint32_t ref_base;
   /* Tracing: the instruction whose results are still to be printed. */
   const hali_cell_t *trace_pending;
+  /* The link table of |fn|'s module in the running context: set by
+   * hali_vm_begin, inherited by calls (a call stays inside its module;
+   * see hali_vm_stack_t.link_depth). */
+  const hali_vm_link_t *link;
 } hali_vm_frame_t;
 
 /* Returned by HAL instructions that would block when the running fiber may
@@ -190,7 +191,13 @@ typedef struct hali_vm_stack_s {
   uint32_t frame_capacity;
   uint32_t depth;
   uint32_t max_depth;
-  uint32_t frame_limit; /* min(frame_capacity, max_depth): calls test it */
+  /* frames[0, link_depth) carry frames[0].link: a new frame inherits its
+   * caller's link table, and the interpreter's calls skip the store below
+   * this depth (reset by hali_vm_begin when the link changes). */
+  uint32_t link_depth;
+  /* min(frame_capacity, max_depth, link_depth): calls test it, and past
+   * it call hali_vm_stack_push_frame. */
+  uint32_t frame_limit;
   /* The device HAL instructions use (hal.device.get); borrowed, may be
    * NULL for programs without HAL work. */
   struct hali_hal_device_t *device;
