@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hal/hal.h"
+#include "hali/hali.h"
 #include "loader/executables.h"
 #include "tests/kernels/test_kernels.h"
 #include "tests/testutil.h"
@@ -1243,6 +1244,112 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Link tables: what a context loaded for a module, reached from the frame. */
+
+/* One stack runs a module under two link tables in turn: frames deep in a
+ * recursion must see the link of their own invocation, not a stale one
+ * left at that depth by the previous invocation. */
+START_TEST(test_frames_follow_their_link) {
+  const char *deep =
+      "func @deep(%n: i32) -> i32 {\n"
+      "^entry:\n"
+      "  %zero = const.i32 0\n"
+      "  %bottom = le.s.i32 %n, %zero\n"
+      "  cond_br %bottom, ^get, ^down\n"
+      "^get:\n"
+      "  %e = hal.executable.get @k\n"
+      "  %one = const.i32 1\n"
+      "  return %one\n"
+      "^down:\n"
+      "  %k1 = const.i32 1\n"
+      "  %m = sub.i32 %n, %k1\n"
+      "  %r = call @deep(%m)\n"
+      "  %r = add.i32 %r, %k1\n"
+      "  return %r\n"
+      "}\n";
+  hali_vm_link_t *loaded = NULL;
+  ck_assert_ok(load_with(static_exe, deep, NULL, &loaded));
+  hali_vm_link_t *bare = NULL; /* the same module, nothing loaded */
+  ck_assert_ok(hali_vm_link_create(loaded->module, &bare));
+  const hali_vm_func_t *fn = hali_vm_module_lookup(loaded->module, "deep");
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  const int32_t depths[] = {10, 10, 3, 40, 40, 7};
+  for (int i = 0; i < 6; ++i) {
+    hali_value_t arg = hali_value_i32(depths[i]), res = {0};
+    hali_status_t s = hali_vm_link_invoke(st, i % 2 ? bare : loaded, fn, &arg,
+                                          1, &res, 1);
+    if (i % 2) {
+      expect_status(s, HALI_STATUS_FAILED_PRECONDITION,
+                    "executable @k was not loaded", "at @deep@3");
+    } else {
+      ck_assert_ok(s);
+      ck_assert_int_eq(res.i32, depths[i] + 1);
+    }
+  }
+  /* And the module run unlinked is the bare case too. */
+  hali_value_t arg = hali_value_i32(5), res = {0};
+  expect_status(hali_vm_invoke(st, loaded->module, fn, &arg, 1, &res, 1),
+                HALI_STATUS_FAILED_PRECONDITION, "was not loaded");
+  hali_vm_stack_free(st);
+  hali_vm_link_free(bare);
+  hali_vm_link_free(loaded);
+}
+END_TEST
+
+/* A link table loads its executables once; the module keeps none. */
+START_TEST(test_link_loads_once) {
+  hali_vm_link_t *l = load(static_exe);
+  ck_assert_ptr_nonnull(l->executables[0]);
+  expect_status(hali_executable_registry_load_link(registry, l, NULL, NULL, 0),
+                HALI_STATUS_FAILED_PRECONDITION, "already loaded");
+  /* Two links of one module load executables of their own. */
+  hali_vm_link_t *other = NULL;
+  ck_assert_ok(hali_vm_link_create(l->module, &other));
+  const char *paths[] = {KERNEL_DIR};
+  ck_assert_ok(hali_executable_registry_load_link(registry, other, NULL, paths,
+                                                  1));
+  ck_assert_ptr_nonnull(other->executables[0]);
+  ck_assert_ptr_ne(other->executables[0], l->executables[0]);
+  /* Either may go first; the module lives while one of them does. */
+  hali_vm_link_free(l);
+  ck_assert_str_eq(hali_hal_executable_format(other->executables[0]),
+                   "static");
+  hali_vm_link_free(other);
+}
+END_TEST
+
+/* The C API lowers a module once, at load: creating contexts does not read,
+ * lower, verify or encode it again. */
+START_TEST(test_contexts_do_not_reload_the_module) {
+  hali_instance_t *in = NULL;
+  ck_assert_ok(hali_instance_create(NULL, &in));
+  hali_device_t *dev = NULL;
+  ck_assert_ok(hali_device_create(in, NULL, &dev));
+  uint64_t before = hali_load_module_count();
+  hali_module_t *m = NULL;
+  ck_assert_ok(
+      hali_module_load_file(in, HALI_SRCDIR "/examples/mlp.hasm", &m));
+  ck_assert_uint_eq(hali_load_module_count(), before + 1);
+  hali_context_t *c[3] = {NULL};
+  for (int i = 0; i < 3; ++i) {
+    ck_assert_ok(hali_context_create(in, dev, &m, 1, NULL, &c[i]));
+    hali_function_t *f = NULL;
+    ck_assert_ok(hali_context_lookup_function(c[i], "main", &f));
+    hali_variant_t r;
+    ck_assert_ok(hali_context_invoke(c[i], f, NULL, 0, &r, 1));
+    ck_assert_int_eq(r.type, HALI_VARIANT_BUFFER_VIEW);
+    hali_variant_release(&r);
+  }
+  ck_assert_uint_eq(hali_load_module_count(), before + 1);
+  for (int i = 0; i < 3; ++i) hali_context_release(c[i]);
+  hali_module_release(m);
+  hali_device_release(dev);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *loaders_suite(void) {
   Suite *s = suite_create("loaders");
   TCase *tc = tcase_create("each_loader");
@@ -1273,6 +1380,13 @@ static Suite *loaders_suite(void) {
   tcase_add_test(tc, test_register_static);
   tcase_add_test(tc, test_host_loader);
   tcase_add_test(tc, test_loader_order);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("link");
+  tcase_add_checked_fixture(tc, registry_setup, registry_teardown);
+  tcase_add_test(tc, test_frames_follow_their_link);
+  tcase_add_test(tc, test_link_loads_once);
+  tcase_add_test(tc, test_contexts_do_not_reload_the_module);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("cli");
