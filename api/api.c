@@ -837,6 +837,9 @@ typedef struct binding_s {
   /* BIND_MODULE: the other module's link table in the same context */
   const hali_vm_link_t *target_link;
   const hali_vm_func_t *target;
+  /* A register stack kept for the next call (NULL while one is running
+   * it: a recursive call makes its own), so warm calls allocate nothing. */
+  _Atomic(hali_vm_stack_t *) stack;
 } binding_t;
 
 struct hali_function_s {
@@ -935,18 +938,24 @@ static hali_status_t ffi_import_call(void *user, const hali_value_t *args,
   return HALI_OK;
 }
 
-/* A call into another module of the context: a nested invocation on a
- * fresh stack (it blocks in awaits rather than suspending). */
+/* A call into another module of the context: a nested invocation under
+ * that module's link table, on a stack of its own (it blocks in awaits
+ * rather than suspending).  The binding keeps one stack between calls; a
+ * call that finds it taken (recursion through the import) makes another,
+ * and frees it if the slot was refilled meanwhile. */
 static hali_status_t module_import_call(void *user, const hali_value_t *args,
                                         size_t n, hali_value_t *results,
                                         size_t m) {
   binding_t *b = user;
-  hali_vm_stack_t *st = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_create(0, &st));
+  hali_vm_stack_t *st = atomic_exchange(&b->stack, NULL);
+  if (!st) HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_create(0, &st));
   st->device = b->context->hal;
   hali_status_t s =
       hali_vm_link_invoke(st, b->target_link, b->target, args, n, results, m);
-  hali_vm_stack_free(st);
+  /* A failed invocation has unwound already; the stack is reusable. */
+  hali_vm_stack_t *empty = NULL;
+  if (!atomic_compare_exchange_strong(&b->stack, &empty, st))
+    hali_vm_stack_free(st);
   return s;
 }
 
@@ -1101,6 +1110,7 @@ static void context_free(hali_context_t *c) {
     binding_t *b = c->bindings;
     c->bindings = b->next;
     if (b->dl) dlclose(b->dl);
+    hali_vm_stack_free(atomic_load(&b->stack));
     free(b);
   }
   if (c->hal) {

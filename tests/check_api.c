@@ -2092,6 +2092,65 @@ START_TEST(command_buffer_outlives_its_context) {
 }
 END_TEST
 
+/* Modules that import each other: a call through an import runs under the
+ * other module's link table, and recursion through the imports works (each
+ * level needs a register stack of its own while the one kept for warm
+ * calls is taken). */
+START_TEST(imports_between_modules_recursive) {
+  const char a[] = "module @a\n"
+                   "func @b.down(%n: i32) -> i32 import\n"
+                   "func @down(%n: i32) -> i32 {\n"
+                   "^entry:\n"
+                   "  %zero = const.i32 0\n"
+                   "  %end = le.s.i32 %n, %zero\n"
+                   "  cond_br %end, ^stop, ^more\n"
+                   "^stop:\n"
+                   "  return %zero\n"
+                   "^more:\n"
+                   "  %one = const.i32 1\n"
+                   "  %m = sub.i32 %n, %one\n"
+                   "  %r = call @b.down(%m)\n"
+                   "  %r = add.i32 %r, %one\n"
+                   "  return %r\n"
+                   "}\n";
+  const char b[] = "module @b\n"
+                   "func @a.down(%n: i32) -> i32 import\n"
+                   "func @down(%n: i32) -> i32 {\n"
+                   "^entry:\n"
+                   "  %zero = const.i32 0\n"
+                   "  %end = le.s.i32 %n, %zero\n"
+                   "  cond_br %end, ^stop, ^more\n"
+                   "^stop:\n"
+                   "  return %zero\n"
+                   "^more:\n"
+                   "  %two = const.i32 2\n"
+                   "  %one = const.i32 1\n"
+                   "  %m = sub.i32 %n, %one\n"
+                   "  %r = call @a.down(%m)\n"
+                   "  %r = add.i32 %r, %two\n"
+                   "  return %r\n"
+                   "}\n";
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *ms[2] = {module_new(in, a), module_new(in, b)};
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, ms, 2, NULL, &c));
+  for (int32_t n = 0; n < 12; ++n) {
+    int32_t r = -1;
+    ck_ok(call_i32(c, "a.down", &n, 1, &r));
+    /* a adds 1 at even levels, b adds 2 at odd ones. */
+    ck_assert_int_eq(r, (n + 1) / 2 + 2 * (n / 2));
+    ck_ok(call_i32(c, "b.down", &n, 1, &r));
+    ck_assert_int_eq(r, 2 * ((n + 1) / 2) + n / 2);
+  }
+  hali_context_release(c);
+  hali_module_release(ms[0]);
+  hali_module_release(ms[1]);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *api_suite(void) {
   Suite *s = suite_create("api");
   TCase *tc = tcase_create("instance");
@@ -2140,6 +2199,7 @@ static Suite *api_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("shared_module");
   tcase_add_test(tc, contexts_share_one_module);
+  tcase_add_test(tc, imports_between_modules_recursive);
   tcase_add_test(tc, module_outlives_its_contexts);
   tcase_add_test(tc, command_buffer_outlives_its_context);
   suite_add_tcase(s, tc);
