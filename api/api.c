@@ -628,21 +628,29 @@ void hali_device_abandon(hali_device_t *device) {
 /* ------------------------------------------------------------------------ */
 /* Modules. */
 
+/* Read, lowered, verified and encoded once, at load; immutable afterwards,
+ * so contexts on any thread share it.  What a context loads and binds for
+ * it lives in the context's link table (hali_vm_link_t), not here. */
 struct hali_module_s {
   atomic_uint_fast32_t count;
-  uint8_t *data; /* the bytes, reloaded by each context that links it */
+  uint8_t *data; /* the bytes as written, for hali_module_write_binary */
   size_t size;
   char *name;    /* for errors: the path or the caller's name */
-  char *path;    /* NULL when loaded from memory */
-  hali_ir_module_t *ir; /* verified once; for names */
-  /* How it is lowered, here and by each context (|passes.only| points
-   * into |passes_only|). */
-  hali_pass_options_t passes;
-  char *passes_only;
+  char *path;    /* NULL when loaded from memory; where executables are */
+  hali_vm_module_t *vm; /* the encoded module; one reference */
+  const hali_ir_module_t *ir; /* vm->ir: verified, lowered; for names */
 };
 
 void hali_module_load_options_initialize(hali_module_load_options_t *out) {
   if (out) memset(out, 0, sizeof(*out));
+}
+
+static void module_free(hali_module_t *m) {
+  hali_vm_module_release(m->vm);
+  free(m->data);
+  free(m->name);
+  free(m->path);
+  free(m);
 }
 
 static hali_status_t module_create(uint8_t *data, size_t size,
@@ -659,25 +667,23 @@ static hali_status_t module_create(uint8_t *data, size_t size,
   m->size = size;
   m->name = strdup(name);
   m->path = dup_or_null(path);
-  bool dup_failed = !m->name || (path && !m->path);
+  hali_status_t s = !m->name || (path && !m->path) ? oom() : HALI_OK;
+  hali_pass_options_t passes = {0};
   if (options) {
-    m->passes.none = options->no_passes;
-    m->passes_only = dup_or_null(options->passes);
-    m->passes.only = m->passes_only;
-    dup_failed = dup_failed || (options->passes && !m->passes_only);
+    passes.none = options->no_passes;
+    passes.only = options->passes;
   }
-  /* Unknown pass names are reported by the load, naming the module. */
-  hali_load_options_t lo = {&m->passes, false};
-  hali_status_t s =
-      dup_failed ? oom() : hali_load_bytes_ex(data, size, name, &lo, &m->ir);
+  /* The one load: text or binary -> passes -> verify -> encode.  Unknown
+   * pass names are reported by it, naming the module. */
+  hali_load_options_t lo = {&passes, false};
+  hali_ir_module_t *ir = NULL;
+  if (!s) s = hali_load_bytes_ex(data, size, name, &lo, &ir);
+  if (!s) s = hali_vm_module_create(ir, &m->vm); /* takes |ir| */
   if (s) {
-    free(m->data);
-    free(m->name);
-    free(m->path);
-    free(m->passes_only);
-    free(m);
+    module_free(m);
     return s;
   }
+  m->ir = m->vm->ir;
   *out = m;
   return HALI_OK;
 }
@@ -729,14 +735,7 @@ void hali_module_retain(hali_module_t *module) {
 }
 
 void hali_module_release(hali_module_t *module) {
-  if (module && atomic_fetch_sub(&module->count, 1) == 1) {
-    hali_ir_module_free(module->ir);
-    free(module->data);
-    free(module->name);
-    free(module->path);
-    free(module->passes_only);
-    free(module);
-  }
+  if (module && atomic_fetch_sub(&module->count, 1) == 1) module_free(module);
 }
 
 const char *hali_module_name(const hali_module_t *module) {
@@ -835,20 +834,26 @@ typedef struct binding_s {
   void (*fn)(void);
   ffi_cif cif;
   ffi_type *arg_types[API_MAX_VALUES];
-  /* BIND_MODULE */
-  hali_vm_module_t *target_module;
+  /* BIND_MODULE: the other module's link table in the same context */
+  const hali_vm_link_t *target_link;
   const hali_vm_func_t *target;
+  /* A register stack kept for the next call (NULL while one is running
+   * it: a recursive call makes its own), so warm calls allocate nothing. */
+  _Atomic(hali_vm_stack_t *) stack;
 } binding_t;
 
 struct hali_function_s {
   hali_context_t *context;
-  hali_vm_module_t *module;
+  const hali_vm_link_t *link; /* its module's, in |context| */
   const hali_vm_func_t *fn;
 };
 
+/* One module of a context: the shared module and this context's link table
+ * for it (its executables and bound imports). */
 typedef struct {
   hali_module_t *module; /* retained */
-  hali_vm_module_t *vm;  /* this context's copy */
+  hali_vm_module_t *vm;  /* module->vm, shared */
+  hali_vm_link_t *link;  /* owned */
   hali_function_t *functions;
 } context_module_t;
 
@@ -933,18 +938,24 @@ static hali_status_t ffi_import_call(void *user, const hali_value_t *args,
   return HALI_OK;
 }
 
-/* A call into another module of the context: a nested invocation on a
- * fresh stack (it blocks in awaits rather than suspending). */
+/* A call into another module of the context: a nested invocation under
+ * that module's link table, on a stack of its own (it blocks in awaits
+ * rather than suspending).  The binding keeps one stack between calls; a
+ * call that finds it taken (recursion through the import) makes another,
+ * and frees it if the slot was refilled meanwhile. */
 static hali_status_t module_import_call(void *user, const hali_value_t *args,
                                         size_t n, hali_value_t *results,
                                         size_t m) {
   binding_t *b = user;
-  hali_vm_stack_t *st = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_create(0, &st));
+  hali_vm_stack_t *st = atomic_exchange(&b->stack, NULL);
+  if (!st) HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_create(0, &st));
   st->device = b->context->hal;
   hali_status_t s =
-      hali_vm_invoke(st, b->target_module, b->target, args, n, results, m);
-  hali_vm_stack_free(st);
+      hali_vm_link_invoke(st, b->target_link, b->target, args, n, results, m);
+  /* A failed invocation has unwound already; the stack is reusable. */
+  hali_vm_stack_t *empty = NULL;
+  if (!atomic_compare_exchange_strong(&b->stack, &empty, st))
+    hali_vm_stack_free(st);
   return s;
 }
 
@@ -1003,7 +1014,7 @@ static hali_status_t bind_ffi(binding_t *b, const ffi_library_t *lib,
 /* Binds import |f| (index |index|) of context module |mi|, if something
  * provides it. */
 static hali_status_t link_import(hali_context_t *c, size_t mi, uint32_t index) {
-  hali_vm_module_t *vm = c->modules[mi].vm;
+  const hali_vm_module_t *vm = c->modules[mi].vm;
   const hali_ir_func_t *f = &vm->ir->funcs[index];
   const char *dot = strchr(f->name, '.');
   if (!dot) return HALI_OK;
@@ -1050,7 +1061,7 @@ static hali_status_t link_import(hali_context_t *c, size_t mi, uint32_t index) {
     if (!s) fn = ffi_import_call;
   }
   for (size_t i = 0; !s && !fn && i < c->module_count; ++i) {
-    hali_vm_module_t *other = c->modules[i].vm;
+    const hali_vm_module_t *other = c->modules[i].vm;
     if (i == mi || strlen(other->ir->name) != mlen ||
         memcmp(other->ir->name, f->name, mlen))
       continue;
@@ -1069,11 +1080,11 @@ static hali_status_t link_import(hali_context_t *c, size_t mi, uint32_t index) {
       break;
     }
     b->kind = BIND_MODULE;
-    b->target_module = other;
+    b->target_link = c->modules[i].link;
     b->target = target;
     fn = module_import_call;
   }
-  if (!s && fn) s = hali_vm_module_bind_import(vm, f->name, fn, b);
+  if (!s && fn) s = hali_vm_link_bind_import(c->modules[mi].link, f->name, fn, b);
   if (s || !fn) {
     if (b->dl) dlclose(b->dl);
     free(b);
@@ -1088,7 +1099,9 @@ static void context_free(hali_context_t *c) {
   /* Cancels and frees fibers still pending. */
   hali_vm_scheduler_free(c->scheduler);
   for (size_t i = 0; i < c->module_count; ++i) {
-    hali_vm_module_free(c->modules[i].vm);
+    /* After the scheduler: no fiber runs through the link any more.
+     * Recorded work keeps the executables (and they their module). */
+    hali_vm_link_free(c->modules[i].link);
     hali_module_release(c->modules[i].module);
     free(c->modules[i].functions);
   }
@@ -1097,6 +1110,7 @@ static void context_free(hali_context_t *c) {
     binding_t *b = c->bindings;
     c->bindings = b->next;
     if (b->dl) dlclose(b->dl);
+    hali_vm_stack_free(atomic_load(&b->stack));
     free(b);
   }
   if (c->hal) {
@@ -1154,32 +1168,31 @@ static hali_status_t context_link(hali_context_t *c,
   const hali_instance_t *in = c->instance;
   for (size_t i = 0; i < c->module_count; ++i) {
     context_module_t *cm = &c->modules[i];
-    hali_ir_module_t *ir = NULL;
-    hali_load_options_t lo = {&cm->module->passes, false};
-    HALI_RETURN_IF_ERROR_PLAIN(hali_load_bytes_ex(
-        cm->module->data, cm->module->size, cm->module->name, &lo, &ir));
-    HALI_RETURN_IF_ERROR_PLAIN(hali_vm_module_create(ir, &cm->vm));
+    /* The module was read, lowered, verified and encoded at load: linking
+     * only loads its executables and, below, binds its imports. */
+    HALI_RETURN_IF_ERROR_PLAIN(hali_vm_link_create(cm->vm, &cm->link));
     HALI_RETURN_IF_ERROR(
-        hali_vm_module_load_executables(cm->vm, in->registry, cm->module->path,
-                                        (const char *const *)in->paths,
-                                        in->path_count),
+        hali_executable_registry_load_link(in->registry, cm->link,
+                                           cm->module->path,
+                                           (const char *const *)in->paths,
+                                           in->path_count),
         "linking module @%s", cm->vm->ir->name);
     cm->functions = calloc(cm->vm->func_count ? cm->vm->func_count : 1,
                            sizeof(hali_function_t));
     if (!cm->functions) return oom();
     for (uint32_t f = 0; f < cm->vm->func_count; ++f)
       cm->functions[f] =
-          (hali_function_t){c, cm->vm, &cm->vm->funcs[f]};
+          (hali_function_t){c, cm->link, &cm->vm->funcs[f]};
   }
   /* Imports, once every module is loaded (modules may import each
    * other). */
   for (size_t i = 0; i < c->module_count; ++i) {
-    hali_vm_module_t *vm = c->modules[i].vm;
+    const hali_vm_module_t *vm = c->modules[i].vm;
     for (uint32_t f = 0; f < vm->func_count; ++f)
       if (vm->ir->funcs[f].flags & HALI_FUNC_IMPORT)
         HALI_RETURN_IF_ERROR(link_import(c, i, f), "linking module @%s",
                              vm->ir->name);
-    HALI_RETURN_IF_ERROR_PLAIN(hali_vm_module_check_imports(vm));
+    HALI_RETURN_IF_ERROR_PLAIN(hali_vm_link_check_imports(c->modules[i].link));
   }
   hali_vm_scheduler_options_t so = {
       .max_depth = p->max_call_depth,
@@ -1234,6 +1247,7 @@ hali_status_t hali_context_create(hali_instance_t *instance,
   c->module_count = module_count;
   for (size_t i = 0; i < module_count; ++i) {
     c->modules[i].module = modules[i];
+    c->modules[i].vm = modules[i]->vm;
     hali_module_retain(modules[i]);
   }
   hali_status_t s = context_link(c, p);
@@ -1336,8 +1350,8 @@ static hali_status_t start(hali_context_t *c, const hali_function_t *function,
   hali_status_t s = variants_to_values(function->fn->ir, args, arg_count, v);
   /* The fiber retains the refs it keeps. */
   if (!s)
-    s = hali_vm_scheduler_start(c->scheduler, function->module, function->fn,
-                                v, arg_count, out);
+    s = hali_vm_scheduler_start_link(c->scheduler, function->link,
+                                     function->fn, v, arg_count, out);
   if (v != values) free(v);
   return s;
 }

@@ -186,7 +186,9 @@ int main(int argc, char **argv) {
   check(hali_executable_registry_register_static(registry, &static_library),
         "static kernels");
   const char *paths[] = {dir};
-  check(hali_vm_module_load_executables(m, registry, NULL, paths, 1),
+  hali_vm_link_t *link = NULL;
+  check(hali_vm_link_create(m, &link), "link");
+  check(hali_executable_registry_load_link(registry, link, NULL, paths, 1),
         "loading the executables");
 
   static const struct {
@@ -208,7 +210,7 @@ int main(int argc, char **argv) {
      * same machine state. */
     direct[d] = direct_ns(reps, dispatches);
     for (int l = 0; l < LOADERS; ++l)
-      ns[d][l] = replay_ns(dev, m->executables[l], reps, dispatches);
+      ns[d][l] = replay_ns(dev, link->executables[l], reps, dispatches);
     hali_hal_device_release(dev);
   }
 
@@ -221,7 +223,7 @@ int main(int argc, char **argv) {
          "local-task (1)", "x direct");
   for (int l = 0; l < LOADERS; ++l)
     printf("%-9s %9.1f %8.1f %9.0f %9.0f %8.0f %9.0f\n",
-           hali_hal_executable_format(m->executables[l]), ns[0][l].median,
+           hali_hal_executable_format(link->executables[l]), ns[0][l].median,
            ns[0][l].min, ns[0][l].min / direct[0].min, ns[1][l].median,
            ns[1][l].min, ns[1][l].min / direct[1].min);
   printf("%-9s %9.2f %8.2f %9.0f %9.2f %8.2f %9.0f\n", "direct",
@@ -231,7 +233,8 @@ int main(int argc, char **argv) {
          "pointer;\n local-task: 1 worker, to which the queue thread hands "
          "each dispatch)\n",
          dispatches);
-  hali_vm_module_free(m);
+  hali_vm_link_free(link);
+  hali_vm_module_release(m);
   hali_executable_registry_free(registry);
   return 0;
 }

@@ -227,6 +227,6 @@ int main(int argc, char **argv) {
          " one.\n");
 
   hali_hal_device_release(device);
-  hali_vm_module_free(module);
+  hali_vm_module_release(module);
   return 0;
 }

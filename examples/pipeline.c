@@ -58,11 +58,12 @@ static hali_value_t ref_value(hali_type_t type, void *ref) {
 
 /* Runs |fn| with |args| to completion (f$async returns once its work is
  * queued) and takes its one result (retained). */
-static hali_status_t call(hali_vm_scheduler_t *sched, hali_vm_module_t *m,
+static hali_status_t call(hali_vm_scheduler_t *sched, const hali_vm_link_t *l,
                           const hali_vm_func_t *fn, const hali_value_t *args,
                           size_t nargs, hali_value_t *out) {
   hali_vm_fiber_t *fiber = NULL;
-  hali_status_t s = hali_vm_scheduler_start(sched, m, fn, args, nargs, &fiber);
+  hali_status_t s =
+      hali_vm_scheduler_start_link(sched, l, fn, args, nargs, &fiber);
   if (!s) s = hali_vm_scheduler_run(sched, fiber);
   if (!s && hali_vm_fiber_status(fiber))
     s = hali_status_clone(hali_vm_fiber_status(fiber));
@@ -79,6 +80,7 @@ static hali_status_t call(hali_vm_scheduler_t *sched, hali_vm_module_t *m,
 static hali_status_t run(hali_hal_device_kind_t kind, int *out_bad) {
   hali_ir_module_t *ir = NULL;
   hali_vm_module_t *m = NULL;
+  hali_vm_link_t *l = NULL; /* what this program loaded for |m| */
   hali_hal_device_t *dev = NULL;
   hali_vm_scheduler_t *sched = NULL;
   hali_hal_buffer_t *buf = NULL;
@@ -92,7 +94,8 @@ static hali_status_t run(hali_hal_device_kind_t kind, int *out_bad) {
                                     &ir);
   if (!s) s = hali_vm_module_create(ir, &m); /* takes |ir| */
   if (!s) s = hali_executable_registry_create(&registry);
-  if (!s) s = hali_vm_module_load_executables(m, registry, NULL, NULL, 0);
+  if (!s) s = hali_vm_link_create(m, &l);
+  if (!s) s = hali_executable_registry_load_link(registry, l, NULL, NULL, 0);
   hali_executable_registry_free(registry);
   const hali_vm_func_t *fn = m ? hali_vm_module_lookup(m, "f$async") : NULL;
   if (!s && !fn)
@@ -129,13 +132,13 @@ static hali_status_t run(hali_hal_device_kind_t kind, int *out_bad) {
     hali_value_t args[4] = {ref_value(HALI_TYPE_BUFFER_VIEW, x),
                             hali_value_i64(N), ref_value(HALI_TYPE_FENCE, none),
                             ref_value(HALI_TYPE_FENCE, s1)};
-    s = call(sched, m, fn, args, 4, &y1);
+    s = call(sched, l, fn, args, 4, &y1);
   }
   if (!s) {
     hali_value_t args[4] = {y1, hali_value_i64(N),
                             ref_value(HALI_TYPE_FENCE, s1),
                             ref_value(HALI_TYPE_FENCE, s2)};
-    s = call(sched, m, fn, args, 4, &y2);
+    s = call(sched, l, fn, args, 4, &y2);
   }
   /* One wait, for the end of the chain. */
   if (!s) s = hali_hal_fence_await(s2, HALI_INFINITE);
@@ -160,9 +163,10 @@ static hali_status_t run(hali_hal_device_kind_t kind, int *out_bad) {
   if (x) hali_hal_buffer_view_release(x);
   if (buf) hali_hal_buffer_release(buf);
   hali_vm_scheduler_free(sched);
+  hali_vm_link_free(l);
   if (dev && s) hali_hal_device_abandon(dev);
   if (dev) hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
   return s;
 }
 

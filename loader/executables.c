@@ -108,10 +108,11 @@ hali_status_t hali_executable_registry_create(hali_executable_registry_t **out) 
   return HALI_OK;
 }
 
-hali_status_t hali_vm_module_load_executables(
-    hali_vm_module_t *m, const hali_executable_registry_t *r,
+hali_status_t hali_executable_registry_load_link(
+    const hali_executable_registry_t *r, hali_vm_link_t *link,
     const char *module_path, const char *const *search_paths,
     size_t search_path_count) {
+  hali_vm_module_t *m = link->module;
   uint32_t n = m->ir->executable_count;
   if (!n) return HALI_OK;
   /* The search path: the given directories, then $HALI_EXECUTABLE_PATH. */
@@ -151,11 +152,12 @@ hali_status_t hali_vm_module_load_executables(
     s = hali_executable_registry_load(r, &p, &loaded[i]);
   }
   if (!s) {
-    if (m->executables) {
+    if (!link->executables || link->executables[0]) {
       s = hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                            "the module's executables are already loaded");
     } else {
-      m->executables = loaded;
+      memcpy(link->executables, loaded, n * sizeof(*loaded));
+      free(loaded);
       loaded = NULL;
     }
   }

@@ -23,7 +23,9 @@
 /* What a loader is given to load one executable. */
 typedef struct hali_executable_load_params_s {
   const hali_ir_executable_t *executable; /* the module's declaration */
-  hali_vm_module_t *module;               /* its module (bytecode kernels) */
+  /* Its module (bytecode kernels), immutable: an executable that keeps it
+   * retains it (there is no way back from a module to its executables). */
+  hali_vm_module_t *module;
   /* Where relative library paths are looked up, in order: the module's
    * directory, then these directories. */
   const char *module_dir;                 /* may be NULL */
@@ -77,12 +79,14 @@ HALI_MUST_USE hali_status_t hali_executable_registry_load(
     const hali_executable_registry_t *r,
     const hali_executable_load_params_t *params, hali_hal_executable_t **out);
 
-/* Loads every executable of |m| into m->executables (the module keeps them
- * until hali_vm_module_free).  |module_path| (may be NULL) is the module's
- * file, whose directory is searched first; HALI_EXECUTABLE_PATH (a
- * colon-separated list) is searched after |search_paths|. */
-HALI_MUST_USE hali_status_t hali_vm_module_load_executables(
-    hali_vm_module_t *m, const hali_executable_registry_t *r,
+/* Loads every executable of |link|'s module into link->executables (the
+ * link keeps them until hali_vm_link_free; recorded work may retain them
+ * longer, and a bytecode executable keeps the module alive on its own).
+ * |module_path| (may be NULL) is the module's file, whose directory is
+ * searched first; HALI_EXECUTABLE_PATH (a colon-separated list) is searched
+ * after |search_paths|.  FAILED_PRECONDITION if |link| already has them. */
+HALI_MUST_USE hali_status_t hali_executable_registry_load_link(
+    const hali_executable_registry_t *r, hali_vm_link_t *link,
     const char *module_path, const char *const *search_paths,
     size_t search_path_count);
 

@@ -1,5 +1,6 @@
 /* hali — loading a module file: read (text or binary), then verify. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,10 +57,17 @@ hali_status_t hali_read_module(const uint8_t *data, size_t size,
   return HALI_OK;
 }
 
+static atomic_uint_fast64_t load_module_count;
+
+uint64_t hali_load_module_count(void) {
+  return atomic_load_explicit(&load_module_count, memory_order_relaxed);
+}
+
 hali_status_t hali_load_module(hali_ir_module_t *m, const char *name,
                                const hali_load_options_t *o,
                                hali_ir_module_t **out) {
   *out = NULL;
+  atomic_fetch_add_explicit(&load_module_count, 1, memory_order_relaxed);
   /* The passes lower the tensor level between reading and verifying;
    * nothing runs from a module a pass rejected.  They run on unverified
    * input, so its structure is proved first (vm/verify.c), whatever the

@@ -74,6 +74,10 @@ HALI_MUST_USE hali_status_t hali_load_module(hali_ir_module_t *m,
                                              const char *name,
                                              const hali_load_options_t *o,
                                              hali_ir_module_t **out_module);
+/* How many times hali_load_module has run in this process (any thread):
+ * a test hook, so that tests can prove a module is lowered once however
+ * many contexts link it. */
+uint64_t hali_load_module_count(void);
 /* Reads only (no passes, no verifier): the module as written. */
 HALI_MUST_USE hali_status_t hali_read_module(const uint8_t *data, size_t size,
                                              const char *name,

@@ -29,7 +29,11 @@
 
 typedef struct {
   hali_hal_executable_t base;
-  hali_vm_module_t *module; /* retained; see hali_vm_module_free */
+  /* Retained: the module is immutable and knows nothing of its
+   * executables, so this is no cycle, and work recorded with this
+   * executable (a command buffer) may outlive the context that loaded it.
+   * Kernels run the module unlinked (no imports, no executables). */
+  hali_vm_module_t *module;
   const hali_vm_func_t **fns;
   const hali_ir_export_t **decls; /* into module->ir, which we keep alive */
   /* Per export, per parameter: what a store into that input binding is told

@@ -1848,6 +1848,309 @@ START_TEST(tracing_formats_and_files) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* One module, many contexts: the module is loaded once and shared; each
+ * context links it (its own executables and import bindings). */
+
+static const char k_shared[] =
+    "module @shared\n"
+    "executable @k format \"bytecode\" {\n"
+    "  export @add(tensor<?xi32>, i32, i32) -> (tensor<?xi32>) function "
+    "@add_kernel workgroup_size [1, 1, 1]\n"
+    "}\n"
+    "func @env.scale(%x: i32) -> i32 import\n"
+    "func @scaled(%x: i32) -> i32 {\n"
+    "  %y = call @env.scale(%x)\n"
+    "  return %y\n"
+    "}\n"
+    /* Records (does not submit) out = in + d; returns the command buffer
+     * and the view it will fill. */
+    "func @record(%in: !hal.buffer_view, %d: i32) -> (!hal.command_buffer, "
+    "!hal.buffer_view) {\n"
+    "  %i32 = const.i32 0x10000020\n"
+    "  %dense = const.i32 1\n"
+    "  %zero32 = const.i32 0\n"
+    "  %one32 = const.i32 1\n"
+    "  %two32 = const.i32 2\n"
+    "  %n = hal.buffer_view.dim %in, %zero32\n"
+    "  %four = const.i64 4\n"
+    "  %bytes = mul.i64 %n, %four\n"
+    "  %device = hal.device.get\n"
+    "  %allocator = hal.device.allocator %device\n"
+    "  %memory = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %out = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"
+    "  %inb = hal.buffer_view.buffer %in\n"
+    "  %cmd = hal.command_buffer.create %device, %one32, %two32\n"
+    "  %n32 = trunc.i64.i32 %n\n"
+    "  hal.command_buffer.push_constants %cmd, %zero32, [%d, %n32]\n"
+    "  %zero = const.i64 0\n"
+    "  hal.command_buffer.push_descriptor_set %cmd, %zero32, %inb, %zero, "
+    "%bytes\n"
+    "  hal.command_buffer.push_descriptor_set %cmd, %one32, %out, %zero, "
+    "%bytes\n"
+    "  %exe = hal.executable.get @k\n"
+    "  hal.command_buffer.dispatch %cmd, %exe, %zero32, %one32, %one32, "
+    "%one32\n"
+    "  hal.command_buffer.finalize %cmd\n"
+    "  %view = hal.buffer_view.create %out, %i32, %dense, [%n]\n"
+    "  return %cmd, %view\n"
+    "}\n"
+    /* Submits a recorded command buffer and waits for it. */
+    "func @submit(%cmd: !hal.command_buffer) -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %wait = hal.fence.null\n"
+    "  %done = hal.fence.create %device\n"
+    "  hal.device.queue.execute %device, %wait, %done, [%cmd]\n"
+    "  %forever = const.i64 -1\n"
+    "  %status = hal.fence.await %done, %forever\n"
+    "  return %status\n"
+    "}\n"
+    "func @add_kernel(%in: !hal.buffer, %d: i32, %n: i32, %out: !hal.buffer, "
+    "%x: i32, %y: i32, %z: i32, %cx: i32, %cy: i32, %cz: i32) {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %stop = ext.s.i32.i64 %n\n"
+    "  %four = const.i64 4\n"
+    "  %one = const.i64 1\n"
+    "  %empty = ge.s.i64 %i, %stop\n"
+    "  cond_br %empty, ^done, ^loop\n"
+    "^loop:\n"
+    "  %at = mul.i64 %i, %four\n"
+    "  %v = hal.buffer.load.i32 %in, %at\n"
+    "  %v = add.i32 %v, %d\n"
+    "  hal.buffer.store.i32 %out, %at, %v\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = lt.s.i64 %i, %stop\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return\n"
+    "}\n";
+
+static hali_status_t host_scale(void *user, const hali_variant_t *args,
+                                size_t n, hali_variant_t *results, size_t m) {
+  results[0].u.i32 = args[0].u.i32 * *(const int32_t *)user;
+  return NULL;
+}
+
+/* An instance whose @env.scale multiplies by |*factor|. */
+static hali_instance_t *scaling_instance(int32_t *factor) {
+  hali_instance_t *in = instance_new();
+  const hali_import_function_t fns[] = {
+      {"scale", "(i32) -> i32", host_scale, factor}};
+  ck_ok(hali_instance_register_import_module(in, "env", fns, 1));
+  return in;
+}
+
+/* @record then @submit of in = [base, base + 1, ...] (4 elements) with |d|;
+ * checks out = in + d. */
+static void record_and_submit(hali_context_t *c, hali_device_t *dev,
+                              int32_t base, int32_t d) {
+  int32_t data[4] = {base, base + 1, base + 2, base + 3};
+  int64_t shape[1] = {4};
+  hali_buffer_view_t *in = NULL;
+  ck_ok(hali_buffer_view_create(dev, HALI_ELEMENT_TYPE_I32, 1, shape, data,
+                                sizeof(data), &in));
+  hali_variant_t args[2] = {hali_variant_view(in), hali_variant_i32(d)};
+  hali_variant_t rec[2], status;
+  ck_ok(hali_context_invoke(c, lookup(c, "record"), args, 2, rec, 2));
+  ck_assert_int_eq(rec[0].type, HALI_VARIANT_COMMAND_BUFFER);
+  ck_ok(hali_context_invoke(c, lookup(c, "submit"), &rec[0], 1, &status, 1));
+  ck_assert_int_eq(status.u.i32, 0);
+  int32_t out[4] = {0};
+  ck_ok(hali_buffer_view_read(rec[1].u.view, out, sizeof(out)));
+  for (int i = 0; i < 4; ++i) ck_assert_int_eq(out[i], base + i + d);
+  hali_variant_release(&rec[0]);
+  hali_variant_release(&rec[1]);
+  hali_buffer_view_release(in);
+}
+
+typedef struct {
+  hali_context_t *context;
+  hali_device_t *device;
+  int32_t factor;
+  int failures;
+} shared_run_t;
+
+static void *run_shared(void *p) {
+  shared_run_t *r = p;
+  for (int32_t i = 0; i < 200; ++i) {
+    int32_t got = 0;
+    hali_status_t s = call_i32(r->context, "scaled", &i, 1, &got);
+    if (s || got != i * r->factor) r->failures++;
+    hali_status_free(s);
+    if (i % 20 == 0) record_and_submit(r->context, r->device, i, r->factor);
+  }
+  return NULL;
+}
+
+/* Two contexts over one module, at the same time, from two threads: each
+ * with its own host binding of @env.scale and its own device (local-sync,
+ * local-task).  The module is released before its contexts. */
+START_TEST(contexts_share_one_module) {
+  static int32_t two = 2, three = 3;
+  hali_instance_t *ia = scaling_instance(&two), *ib = scaling_instance(&three);
+  hali_device_t *da = device_new(ia, HALI_DEVICE_LOCAL_SYNC);
+  hali_device_t *db = device_new(ib, HALI_DEVICE_LOCAL_TASK);
+  hali_module_t *m = module_new(ia, k_shared);
+  hali_context_t *ca = NULL, *cb = NULL;
+  ck_ok(hali_context_create(ia, da, &m, 1, NULL, &ca));
+  ck_ok(hali_context_create(ib, db, &m, 1, NULL, &cb));
+  hali_module_release(m); /* the contexts keep it */
+  /* One at a time first. */
+  int32_t x = 7, r = 0;
+  ck_ok(call_i32(ca, "scaled", &x, 1, &r));
+  ck_assert_int_eq(r, 14);
+  ck_ok(call_i32(cb, "scaled", &x, 1, &r));
+  ck_assert_int_eq(r, 21);
+  record_and_submit(ca, da, 10, 5);
+  record_and_submit(cb, db, 10, 6);
+  /* Then both at once. */
+  shared_run_t runs[2] = {{ca, da, 2, 0}, {cb, db, 3, 0}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; ++i)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, run_shared, &runs[i]), 0);
+  for (int i = 0; i < 2; ++i) ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+  ck_assert_int_eq(runs[0].failures, 0);
+  ck_assert_int_eq(runs[1].failures, 0);
+  hali_context_release(ca);
+  /* The other context still runs the module. */
+  ck_ok(call_i32(cb, "scaled", &x, 1, &r));
+  ck_assert_int_eq(r, 21);
+  hali_context_release(cb);
+  hali_device_release(da);
+  hali_device_release(db);
+  hali_instance_release(ia);
+  hali_instance_release(ib);
+}
+END_TEST
+
+/* A module outlives its contexts: new contexts link it again, and they
+ * see nothing of the ones before (bindings are the context's). */
+START_TEST(module_outlives_its_contexts) {
+  static int32_t two = 2, five = 5;
+  hali_instance_t *ia = scaling_instance(&two), *ib = scaling_instance(&five);
+  hali_device_t *d = device_new(ia, HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(ia, k_shared);
+  for (int round = 0; round < 3; ++round) {
+    hali_context_t *c = NULL;
+    ck_ok(hali_context_create(round % 2 ? ib : ia, d, &m, 1, NULL, &c));
+    int32_t x = 4, r = 0;
+    ck_ok(call_i32(c, "scaled", &x, 1, &r));
+    ck_assert_int_eq(r, round % 2 ? 20 : 8);
+    record_and_submit(c, d, round, round);
+    hali_context_release(c);
+  }
+  ck_assert_str_eq(hali_module_name(m), "shared");
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(ia);
+  hali_instance_release(ib);
+}
+END_TEST
+
+/* A command buffer recorded in one context outlives it, its module and
+ * its instance: it keeps the executable it dispatches, which keeps what it
+ * needs of the module, and another context submits it later. */
+START_TEST(command_buffer_outlives_its_context) {
+  static int32_t one = 1;
+  hali_instance_t *ia = scaling_instance(&one);
+  hali_device_t *d = device_new(ia, HALI_DEVICE_LOCAL_TASK);
+  hali_module_t *m = module_new(ia, k_shared);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(ia, d, &m, 1, NULL, &c));
+  int32_t data[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  hali_buffer_view_t *in = NULL;
+  ck_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_I32, 1, shape, data,
+                                sizeof(data), &in));
+  hali_variant_t args[2] = {hali_variant_view(in), hali_variant_i32(100)};
+  hali_variant_t rec[2];
+  ck_ok(hali_context_invoke(c, lookup(c, "record"), args, 2, rec, 2));
+  hali_buffer_view_release(in);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_instance_release(ia);
+  /* Everything that recorded it is gone. */
+  hali_instance_t *ib = scaling_instance(&one);
+  hali_module_t *m2 = module_new(ib, k_shared);
+  ck_ok(hali_context_create(ib, d, &m2, 1, NULL, &c));
+  hali_variant_t status;
+  ck_ok(hali_context_invoke(c, lookup(c, "submit"), &rec[0], 1, &status, 1));
+  ck_assert_int_eq(status.u.i32, 0);
+  int32_t out[4] = {0};
+  ck_ok(hali_buffer_view_read(rec[1].u.view, out, sizeof(out)));
+  for (int i = 0; i < 4; ++i) ck_assert_int_eq(out[i], data[i] + 100);
+  hali_context_release(c);
+  hali_module_release(m2);
+  /* The last references: the command buffer (and its executable and the
+   * first module with it), then the view. */
+  hali_variant_release(&rec[0]);
+  hali_variant_release(&rec[1]);
+  hali_device_release(d);
+  hali_instance_release(ib);
+}
+END_TEST
+
+/* Modules that import each other: a call through an import runs under the
+ * other module's link table, and recursion through the imports works (each
+ * level needs a register stack of its own while the one kept for warm
+ * calls is taken). */
+START_TEST(imports_between_modules_recursive) {
+  const char a[] = "module @a\n"
+                   "func @b.down(%n: i32) -> i32 import\n"
+                   "func @down(%n: i32) -> i32 {\n"
+                   "^entry:\n"
+                   "  %zero = const.i32 0\n"
+                   "  %end = le.s.i32 %n, %zero\n"
+                   "  cond_br %end, ^stop, ^more\n"
+                   "^stop:\n"
+                   "  return %zero\n"
+                   "^more:\n"
+                   "  %one = const.i32 1\n"
+                   "  %m = sub.i32 %n, %one\n"
+                   "  %r = call @b.down(%m)\n"
+                   "  %r = add.i32 %r, %one\n"
+                   "  return %r\n"
+                   "}\n";
+  const char b[] = "module @b\n"
+                   "func @a.down(%n: i32) -> i32 import\n"
+                   "func @down(%n: i32) -> i32 {\n"
+                   "^entry:\n"
+                   "  %zero = const.i32 0\n"
+                   "  %end = le.s.i32 %n, %zero\n"
+                   "  cond_br %end, ^stop, ^more\n"
+                   "^stop:\n"
+                   "  return %zero\n"
+                   "^more:\n"
+                   "  %two = const.i32 2\n"
+                   "  %one = const.i32 1\n"
+                   "  %m = sub.i32 %n, %one\n"
+                   "  %r = call @a.down(%m)\n"
+                   "  %r = add.i32 %r, %two\n"
+                   "  return %r\n"
+                   "}\n";
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *ms[2] = {module_new(in, a), module_new(in, b)};
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, ms, 2, NULL, &c));
+  for (int32_t n = 0; n < 12; ++n) {
+    int32_t r = -1;
+    ck_ok(call_i32(c, "a.down", &n, 1, &r));
+    /* a adds 1 at even levels, b adds 2 at odd ones. */
+    ck_assert_int_eq(r, (n + 1) / 2 + 2 * (n / 2));
+    ck_ok(call_i32(c, "b.down", &n, 1, &r));
+    ck_assert_int_eq(r, 2 * ((n + 1) / 2) + n / 2);
+  }
+  hali_context_release(c);
+  hali_module_release(ms[0]);
+  hali_module_release(ms[1]);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *api_suite(void) {
   Suite *s = suite_create("api");
   TCase *tc = tcase_create("instance");
@@ -1893,6 +2196,12 @@ static Suite *api_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("trace");
   tcase_add_test(tc, tracing_to_a_callback);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("shared_module");
+  tcase_add_test(tc, contexts_share_one_module);
+  tcase_add_test(tc, imports_between_modules_recursive);
+  tcase_add_test(tc, module_outlives_its_contexts);
+  tcase_add_test(tc, command_buffer_outlives_its_context);
   suite_add_tcase(s, tc);
   tc = tcase_create("tooling");
   tcase_set_timeout(tc, 20);

@@ -814,7 +814,7 @@ START_TEST(bug_leading_zero_is_not_octal) {
     ck_assert_status(s, HALI_STATUS_INVALID_ARGUMENT, "test.hasm:2:18");
     return;
   }
-  hali_vm_module_free(vm);
+  hali_vm_module_release(vm);
   ck_assert_int_eq(call_i32(text, "f", 0, false), 10);
 }
 END_TEST

@@ -42,13 +42,14 @@ static hali_status_t host_fails(void *user, const hali_value_t *args, size_t n,
   return hali_status_make(HALI_STATUS_UNAVAILABLE, "the host says no");
 }
 
-static hali_status_t call1(hali_vm_module_t *m, const char *fn, int32_t x,
+static hali_status_t call1(hali_vm_link_t *l, const char *fn, int32_t x,
                            int32_t *out) {
   hali_vm_stack_t *st = NULL;
   hali_status_t s = hali_vm_stack_create(0, &st);
   hali_value_t arg = hali_value_i32(x), res = {0};
-  if (!s) s = hali_vm_invoke(st, m, hali_vm_module_lookup(m, fn), &arg, 1,
-                             &res, 1);
+  if (!s)
+    s = hali_vm_link_invoke(st, l, hali_vm_module_lookup(l->module, fn), &arg,
+                            1, &res, 1);
   hali_vm_stack_free(st);
   *out = res.i32;
   return s;
@@ -57,32 +58,38 @@ static hali_status_t call1(hali_vm_module_t *m, const char *fn, int32_t x,
 START_TEST(import_bound_and_called) {
   hali_vm_module_t *m = hali_test_module(k_imports);
   check_ops_note_module(m);
-  ck_assert_status(hali_vm_module_check_imports(m), HALI_STATUS_NOT_FOUND,
+  hali_vm_link_t *l = NULL;
+  ck_assert_ok(hali_vm_link_create(m, &l));
+  ck_assert_status(hali_vm_link_check_imports(l), HALI_STATUS_NOT_FOUND,
                    "1 required import(s) not provided by the host: @env.add");
-  ck_assert_status(hali_vm_module_bind_import(m, "twice", host_add, NULL),
+  ck_assert_status(hali_vm_link_bind_import(l, "twice", host_add, NULL),
                    HALI_STATUS_NOT_FOUND, "has no import @twice");
-  ck_assert_ok(hali_vm_module_bind_import(m, "env.add", host_add, &g_calls));
-  ck_assert_ok(hali_vm_module_check_imports(m));
+  ck_assert_ok(hali_vm_link_bind_import(l, "env.add", host_add, &g_calls));
+  ck_assert_ok(hali_vm_link_check_imports(l));
   int32_t r = 0;
   g_calls = 0;
-  ck_assert_ok(call1(m, "twice", 21, &r));
+  ck_assert_ok(call1(l, "twice", 21, &r));
   ck_assert_int_eq(r, 42);
   ck_assert_int_eq(g_calls, 1);
-  hali_vm_module_free(m);
+  hali_vm_link_free(l);
+  hali_vm_module_release(m);
 }
 END_TEST
 
 START_TEST(import_optional_unbound_and_failing) {
   hali_vm_module_t *m = hali_test_module(k_imports);
-  ck_assert_ok(hali_vm_module_bind_import(m, "env.add", host_fails, NULL));
+  hali_vm_link_t *l = NULL;
+  ck_assert_ok(hali_vm_link_create(m, &l));
+  ck_assert_ok(hali_vm_link_bind_import(l, "env.add", host_fails, NULL));
   int32_t r;
-  ck_assert_status(call1(m, "maybe", 1, &r), HALI_STATUS_NOT_FOUND,
+  ck_assert_status(call1(l, "maybe", 1, &r), HALI_STATUS_NOT_FOUND,
                    "import @env.maybe is not provided by the host");
-  hali_status_t s = call1(m, "twice", 1, &r);
+  hali_status_t s = call1(l, "twice", 1, &r);
   ck_assert_status(s, HALI_STATUS_UNAVAILABLE, "in host import @env.add");
-  s = call1(m, "twice", 1, &r);
+  s = call1(l, "twice", 1, &r);
   ck_assert_status(s, HALI_STATUS_UNAVAILABLE, "at @twice@0");
-  hali_vm_module_free(m);
+  hali_vm_link_free(l);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -215,7 +222,7 @@ START_TEST(spawn_runs_and_joins) {
   ck_assert_int_eq(r.i32, 1234);
   ck_assert_ok(run_fiber(m, "pingpong", hali_value_i64(500), &r));
   ck_assert_int_eq(r.i32, 0);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -233,7 +240,7 @@ START_TEST(spawn_failure_reaches_the_awaiter) {
   hali_status_free(s);
   ck_assert_status(run_fiber(m, "backwards", hali_value_i64(0), &r),
                    HALI_STATUS_OUT_OF_RANGE, "fence offset -1 is negative");
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -295,7 +302,7 @@ START_TEST(blocking_functions_block) {
   ck_assert_int_eq(r.i32, 0); /* the child had not run yet */
   ck_assert_ok(run_fiber(m, "outer_suspending", hali_value_i32(0), &r));
   ck_assert_int_eq(r.i32, 1); /* the child ran while @outer waited */
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -349,7 +356,7 @@ START_TEST(busy_fibers_are_preempted) {
   hali_vm_fiber_release(f);
   hali_vm_scheduler_free(s);
   hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -357,14 +364,16 @@ END_TEST
  * register stacks: after the first, nothing is allocated for the fiber. */
 START_TEST(warm_invocations_reuse_fibers) {
   hali_vm_module_t *m = hali_test_module(k_imports);
-  ck_assert_ok(hali_vm_module_bind_import(m, "env.add", host_add, &g_calls));
+  hali_vm_link_t *l = NULL;
+  ck_assert_ok(hali_vm_link_create(m, &l));
+  ck_assert_ok(hali_vm_link_bind_import(l, "env.add", host_add, &g_calls));
   hali_vm_scheduler_t *s = NULL;
   ck_assert_ok(hali_vm_scheduler_create(NULL, NULL, &s));
   for (int i = 0; i < 10; ++i) {
     hali_vm_fiber_t *f = NULL;
     hali_value_t arg = hali_value_i32(i);
-    ck_assert_ok(hali_vm_scheduler_start(s, m, hali_vm_module_lookup(m, "twice"),
-                                         &arg, 1, &f));
+    ck_assert_ok(hali_vm_scheduler_start_link(
+        s, l, hali_vm_module_lookup(m, "twice"), &arg, 1, &f));
     ck_assert_ok(hali_vm_scheduler_run(s, f));
     size_t n;
     ck_assert_int_eq(hali_vm_fiber_results(f, &n)[0].i32, 2 * i);
@@ -375,7 +384,8 @@ START_TEST(warm_invocations_reuse_fibers) {
   ck_assert_uint_eq(created, 1);
   ck_assert_uint_eq(reused, 9);
   hali_vm_scheduler_free(s);
-  hali_vm_module_free(m);
+  hali_vm_link_free(l);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -393,7 +403,7 @@ START_TEST(spawn_needs_a_scheduler) {
                    "fiber.spawn @fill needs a scheduler");
   hali_vm_stack_free(st);
   hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -448,7 +458,7 @@ START_TEST(buffer_view_trace_dumps_values) {
     hali_hal_buffer_view_release(v);
     hali_hal_buffer_release(b);
     hali_hal_device_release(dev);
-    hali_vm_module_free(m);
+    hali_vm_module_release(m);
     return;
   }
   st->trace = t;
@@ -464,7 +474,7 @@ START_TEST(buffer_view_trace_dumps_values) {
   hali_hal_buffer_view_release(v);
   hali_hal_buffer_release(b);
   hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -590,7 +600,7 @@ START_TEST(backtrace_without_repeats_is_unchanged) {
                          "  at @sink@7 (test.hasm:66)\n"
                          "  at @main@0 (test.hasm:70)");
   free(text);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -614,7 +624,7 @@ START_TEST(backtrace_collapses_self_recursion) {
   text = backtrace_of(m, "main", 2, 0, HALI_STATUS_OUT_OF_RANGE);
   ck_assert_ptr_nonnull(strstr(text, "\n  at @sink@7 (test.hasm:66) × 2\n"));
   free(text);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -645,7 +655,7 @@ START_TEST(backtrace_collapses_cycles) {
                          "(test.hasm:43)] × 6\n"
                          "  at @again@1 (test.hasm:48)");
   free(text);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -681,7 +691,7 @@ START_TEST(backtrace_keeps_both_ends_of_a_long_stack) {
     free(w);
     free(text);
   }
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -698,7 +708,7 @@ START_TEST(backtrace_collapses_in_a_spawned_fiber) {
   ck_assert_str_eq(hali_status_annotation(s, 2),
                    "at @spawn_self@2 (test.hasm:76)");
   hali_status_free(s);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 

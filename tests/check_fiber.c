@@ -100,7 +100,7 @@ static env_t env_open(const char *text) {
 }
 static void env_close(env_t *e) {
   hali_vm_scheduler_free(e->s);
-  hali_vm_module_free(e->m);
+  hali_vm_module_release(e->m);
   if (e->dev) hali_hal_device_release(e->dev);
 }
 
@@ -807,7 +807,7 @@ START_TEST(cancel_while_switching_stress) {
                   "suspended (expected 1 and 1: pong)",
                   i, live, susp);
   }
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 

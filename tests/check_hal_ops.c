@@ -58,10 +58,12 @@ static hali_status_t invoke_on(const device_config_t *dev, bool executables,
   const hali_vm_func_t *f = hali_vm_module_lookup(m, fn);
   hali_status_t s = HALI_OK;
   if (!f) s = hali_status_make(HALI_STATUS_NOT_FOUND, "test: no @%s", fn);
+  hali_vm_link_t *l = NULL;
+  if (!s) s = hali_vm_link_create(m, &l);
   if (!s && executables) {
     hali_executable_registry_t *r = NULL;
     s = hali_executable_registry_create(&r);
-    if (!s) s = hali_vm_module_load_executables(m, r, NULL, NULL, 0);
+    if (!s) s = hali_executable_registry_load_link(r, l, NULL, NULL, 0);
     hali_executable_registry_free(r);
   }
   hali_hal_device_t *d = NULL;
@@ -78,10 +80,11 @@ static hali_status_t invoke_on(const device_config_t *dev, bool executables,
     /* Callers expecting an error pass room for any number of results. */
     if (nresults > f->ir->result_count) nresults = f->ir->result_count;
     st->device = d;
-    s = hali_vm_invoke(st, m, f, args, nargs, results, nresults);
+    s = hali_vm_link_invoke(st, l, f, args, nargs, results, nresults);
   }
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_link_free(l);
+  hali_vm_module_release(m);
   if (d) hali_hal_device_release(d);
   return s;
 }
@@ -1522,7 +1525,7 @@ static hali_status_t run_alloca(const device_config_t *dev, int32_t step,
   ck_assert_ok(hali_hal_fence_signal(go));
   hali_hal_fence_release(go);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
   hali_hal_device_release(d);
   return s;
 }

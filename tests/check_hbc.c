@@ -920,7 +920,7 @@ static int try_load(const uint8_t *d, size_t n, bool ignore, outcome_t *o) {
     take_status(s, report, sizeof(report));
     ck_abort_msg("a verified module failed to encode: %s", report);
   }
-  hali_vm_module_free(vm);
+  hali_vm_module_release(vm);
   o->ok++;
   return LOADED;
 }

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hal/hal.h"
+#include "hali/hali.h"
 #include "loader/executables.h"
 #include "tests/kernels/test_kernels.h"
 #include "tests/testutil.h"
@@ -228,10 +229,11 @@ static void expect_status_(hali_status_t s, hali_status_code_t code,
   expect_status_((s), (code), __FILE__, __LINE__, __VA_ARGS__, (char *)NULL)
 
 /* Assembles "module @t" + |exe| + |extra| and loads its executables with
- * the registry, searching |module_path|'s directory and KERNEL_DIR. */
+ * the registry into a new link table (which holds the module), searching
+ * |module_path|'s directory and KERNEL_DIR. */
 static hali_status_t load_with(const char *exe, const char *extra,
                                const char *module_path,
-                               hali_vm_module_t **out) {
+                               hali_vm_link_t **out) {
   *out = NULL;
   size_t len = strlen(exe) + (extra ? strlen(extra) : 0) + 32;
   char *text = malloc(len);
@@ -241,17 +243,21 @@ static hali_status_t load_with(const char *exe, const char *extra,
   free(text);
   if (s) return s;
   const char *paths[] = {KERNEL_DIR};
-  s = hali_vm_module_load_executables(m, registry, module_path, paths, 1);
+  hali_vm_link_t *l = NULL;
+  s = hali_vm_link_create(m, &l);
+  hali_vm_module_release(m); /* |l| holds it */
+  if (!s) s = hali_executable_registry_load_link(registry, l, module_path,
+                                                 paths, 1);
   if (s) {
-    hali_vm_module_free(m);
+    hali_vm_link_free(l);
     return s;
   }
-  *out = m;
+  *out = l;
   return HALI_OK;
 }
 
-static hali_vm_module_t *load(const char *exe) {
-  hali_vm_module_t *m = NULL;
+static hali_vm_link_t *load(const char *exe) {
+  hali_vm_link_t *m = NULL;
   ck_assert_ok(load_with(exe, NULL, NULL, &m));
   return m;
 }
@@ -337,7 +343,7 @@ static void affine_expected(const float *in, float a, float *out) {
 /* Each loader: load, dispatch, results, on every device. */
 
 START_TEST(test_dispatch_on_every_device) {
-  hali_vm_module_t *m = load(loader_exe(_i));
+  hali_vm_link_t *m = load(loader_exe(_i));
   hali_hal_executable_t *exe = m->executables[0];
   ck_assert_str_eq(hali_hal_executable_format(exe), loaders[_i].name);
   ck_assert_uint_eq(hali_hal_executable_export_count(exe), 2);
@@ -361,14 +367,14 @@ START_TEST(test_dispatch_on_every_device) {
                     (double)want[i]);
     hali_hal_device_release(dev);
   }
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
 /* A kernel's non-zero return fails the submission's signal fence with a
  * status naming the executable, the export and the workgroup. */
 START_TEST(test_kernel_error_fails_the_fence) {
-  hali_vm_module_t *m = load(loader_exe(_i));
+  hali_vm_link_t *m = load(loader_exe(_i));
   hali_hal_executable_t *exe = m->executables[0];
   int32_t in[12], out[12];
   for (int i = 0; i < 12; ++i) in[i] = 100 + i;
@@ -390,7 +396,7 @@ START_TEST(test_kernel_error_fails_the_fence) {
     for (int i = 0; i < 12; ++i) ck_assert_int_eq(out[i], 101 + i);
     hali_hal_device_release(dev);
   }
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
@@ -441,7 +447,7 @@ static const char *const vm_main =
     "}\n";
 
 START_TEST(test_run_through_the_vm) {
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   ck_assert_ok(load_with(loader_exe(_i), vm_main, NULL, &m));
   enum { N = 10 };
   float in[N], want[N], got[N];
@@ -468,8 +474,9 @@ START_TEST(test_run_through_the_vm) {
     hali_vm_stack_t *st = NULL;
     ck_assert_ok(hali_vm_stack_create(0, &st));
     st->device = dev;
-    ck_assert_ok(hali_vm_invoke(st, m, hali_vm_module_lookup(m, "main"), args,
-                                2, &result, 1));
+    ck_assert_ok(hali_vm_link_invoke(st, m,
+                                     hali_vm_module_lookup(m->module, "main"),
+                                     args, 2, &result, 1));
     ck_assert_int_eq(result.type, HALI_TYPE_BUFFER_VIEW);
     hali_hal_buffer_view_t *rv = (hali_hal_buffer_view_t *)result.ref;
     ck_assert_ok(hali_hal_buffer_read(hali_hal_buffer_view_buffer(rv), 0, got,
@@ -483,16 +490,16 @@ START_TEST(test_run_through_the_vm) {
     hali_vm_stack_free(st);
     hali_hal_device_release(dev);
   }
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
 /* An executable may outlive its module: command buffers retain it. */
 START_TEST(test_executable_outlives_module) {
-  hali_vm_module_t *m = load(loader_exe(_i));
+  hali_vm_link_t *m = load(loader_exe(_i));
   hali_hal_executable_t *exe = m->executables[0];
   hali_hal_executable_retain(exe);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
   float in[AFFINE_CAP], want[AFFINE_CAP], got[AFFINE_CAP];
   affine_input(in);
   affine_expected(in, -3.0f, want);
@@ -509,7 +516,7 @@ END_TEST
 /* One executable serving two devices at once (a bytecode executable keeps
  * a register stack per worker id, and both devices have a worker 0). */
 START_TEST(test_two_devices_share_an_executable) {
-  hali_vm_module_t *m = load(loader_exe(_i));
+  hali_vm_link_t *m = load(loader_exe(_i));
   hali_hal_executable_t *exe = m->executables[0];
   hali_hal_device_t *a = make_device(&devices[3]);
   hali_hal_device_t *b = make_device(&devices[3]);
@@ -559,7 +566,7 @@ START_TEST(test_two_devices_share_an_executable) {
   }
   hali_hal_device_release(a);
   hali_hal_device_release(b);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
@@ -576,7 +583,7 @@ START_TEST(test_missing_library) {
              "executable @k format \"%s\" library \"no_such_kernels.so\" {\n"
              "  export @affine" SIG_AFFINE "\n}\n",
              fmts[i]);
-    hali_vm_module_t *m = NULL;
+    hali_vm_link_t *m = NULL;
     char loading[64];
     snprintf(loading, sizeof(loading),
              "loading executable @k (format \"%s\")", fmts[i]);
@@ -589,7 +596,7 @@ START_TEST(test_missing_library) {
     ck_assert_ptr_null(m);
   }
   /* An absolute path is tried as given, and only there. */
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   expect_status(
       load_with("executable @k format \"native\" library \"/nonexistent/x.so\" "
                 "{\n  export @affine" SIG_AFFINE "\n}\n",
@@ -620,7 +627,7 @@ START_TEST(test_missing_library) {
 END_TEST
 
 START_TEST(test_missing_symbol) {
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   /* native: a library without the query function (the ffi one). */
   expect_status(
       load_with("executable @k format \"native\" library \"test_ffi.so\" {\n"
@@ -675,7 +682,7 @@ START_TEST(test_missing_symbol) {
                          "  export @affine" SIG_AFFINE "\n}\n",
                          NULL, NULL, &m));
   ck_assert_ptr_nonnull(m);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
   m = NULL;
   /* bytecode: an export without a kernel function. */
   expect_status(load_with("executable @k format \"bytecode\" {\n"
@@ -688,7 +695,7 @@ START_TEST(test_missing_symbol) {
 END_TEST
 
 START_TEST(test_signature_mismatch) {
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   /* native and static: the table's counts against the signature. */
   const char *const libs[2][2] = {{"native", "test_native.so"},
                                   {"static", "test_static"}};
@@ -745,7 +752,7 @@ START_TEST(test_signature_mismatch) {
 END_TEST
 
 START_TEST(test_unsupported_ffi_type) {
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   /* Scalars come back through tensors, never as the return value: the
    * materialize-interfaces pass rejects the signature before any loader. */
   expect_status(
@@ -765,17 +772,20 @@ START_TEST(test_unsupported_ffi_type) {
       &raw));
   raw->ir->executables[0].exports[0].params[1].type = HALI_TYPE_BUFFER;
   const char *paths[] = {KERNEL_DIR};
-  expect_status(hali_vm_module_load_executables(raw, registry, NULL, paths, 1),
+  hali_vm_link_t *rl = NULL;
+  ck_assert_ok(hali_vm_link_create(raw, &rl));
+  expect_status(hali_executable_registry_load_link(registry, rl, NULL, paths, 1),
                 HALI_STATUS_INVALID_ARGUMENT,
                 "export @affine parameter 1 has type !hal.buffer, which ffi "
                 "kernels cannot take");
-  hali_vm_module_free(raw);
+  hali_vm_link_free(rl);
+  hali_vm_module_release(raw);
 }
 END_TEST
 
 /* Every scalar width and kind reaches its own parameter slot. */
 START_TEST(test_ffi_parameter_order) {
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   ck_assert_ok(load_with(
       "executable @k format \"ffi\" library \"test_ffi.so\" {\n"
       "  export @mixed(tensor<?xf64>, f64, i64, f32, i32) -> (tensor<?xf64>) "
@@ -799,12 +809,12 @@ START_TEST(test_ffi_parameter_order) {
   ck_assert(out[2] == -2.5);
   ck_assert(out[3] == -7.0);
   hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
 START_TEST(test_too_many_push_constants) {
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   /* A signature with 66 push constants (33 f64). */
   char sig[1024] = "(tensor<?xf32>";
   for (int i = 0; i < 33; ++i) strcat(sig, ", f64");
@@ -874,20 +884,20 @@ START_TEST(test_declared_workgroup_size_product_wraps) {
       "  export @affine" SIG_AFFINE " workgroup_size [4, 1, 1]\n"
       "  export @fail" SIG_FAIL " workgroup_size [3, 3, 954437177]\n"
       "}\n";
-  hali_vm_module_t *m = load(exe);
+  hali_vm_link_t *m = load(exe);
   const hali_hal_executable_export_t *x =
       hali_hal_executable_export(m->executables[0], 1);
   ck_assert_uint_eq(x->workgroup_size[0], 3);
   ck_assert_uint_eq(x->workgroup_size[1], 3);
   ck_assert_uint_eq(x->workgroup_size[2], 954437177);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
 /* Binding ranges and counts are checked when recorded, so a kernel never
  * sees a bad one. */
 START_TEST(test_binding_out_of_range) {
-  hali_vm_module_t *m = load(static_exe);
+  hali_vm_link_t *m = load(static_exe);
   hali_hal_executable_t *exe = m->executables[0];
   hali_hal_device_t *dev = make_device(&devices[0]);
   hali_hal_buffer_t *b = make_buffer(dev, 64);
@@ -921,7 +931,7 @@ START_TEST(test_binding_out_of_range) {
   hali_hal_command_buffer_release(cb);
   hali_hal_buffer_release(b);
   hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 
   /* The same through the VM: the op fails, naming the source line, and
    * nothing was dispatched. */
@@ -953,17 +963,18 @@ START_TEST(test_binding_out_of_range) {
   ck_assert_ok(hali_vm_stack_create(0, &st));
   st->device = dev;
   expect_status(
-      hali_vm_invoke(st, m, hali_vm_module_lookup(m, "main"), NULL, 0, NULL, 0),
+      hali_vm_link_invoke(st, m, hali_vm_module_lookup(m->module, "main"),
+                          NULL, 0, NULL, 0),
       HALI_STATUS_OUT_OF_RANGE, "@main", "test.hasm:");
   ck_assert_uint_eq(atomic_load(&static_calls), 0);
   hali_vm_stack_free(st);
   hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
 START_TEST(test_unsupported_format) {
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   expect_status(load_with("executable @gpu format \"cuda\" library \"k.ptx\" {\n"
                           "  export @affine" SIG_AFFINE "\n}\n",
                           NULL, NULL, &m),
@@ -994,10 +1005,13 @@ START_TEST(test_register_static) {
       "module @t\nexecutable @k format \"static\" library \"test_static\" {\n"
       "  export @affine" SIG_AFFINE "\n}\n",
       &m));
-  expect_status(hali_vm_module_load_executables(m, other, NULL, NULL, 0),
+  hali_vm_link_t *ml = NULL;
+  ck_assert_ok(hali_vm_link_create(m, &ml));
+  expect_status(hali_executable_registry_load_link(other, ml, NULL, NULL, 0),
                 HALI_STATUS_NOT_FOUND, "(0 registered)");
   hali_executable_registry_free(other);
-  hali_vm_module_free(m);
+  hali_vm_link_free(ml);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -1059,7 +1073,7 @@ START_TEST(test_host_loader) {
   toy_loader_t *toy = calloc(1, sizeof(*toy));
   toy->destroyed = &destroyed;
   ck_assert_ok(hali_executable_registry_register(registry, &toy_vtable, toy));
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   ck_assert_ok(load_with("executable @mine format \"toy\" {\n"
                          "  export @splat(i32) -> (tensor<?xi32>)\n}\n",
                          NULL, NULL, &m));
@@ -1092,7 +1106,7 @@ START_TEST(test_host_loader) {
   hali_hal_command_buffer_release(cb);
   hali_hal_buffer_release(b);
   hali_hal_device_release(dev);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
   /* Its format is now listed among the available ones. */
   expect_status(load_with("executable @gpu format \"cuda\" {\n"
                           "  export @affine" SIG_AFFINE "\n}\n",
@@ -1104,7 +1118,7 @@ START_TEST(test_host_loader) {
   ck_assert_ok(load_with(static_exe, NULL, NULL, &m));
   ck_assert_str_eq(hali_hal_executable_format(m->executables[0]), "static");
   ck_assert_int_eq(toy->load_calls, 1);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
   ck_assert_int_eq(destroyed, 0);
   registry_teardown();
   ck_assert_int_eq(destroyed, 1);
@@ -1123,14 +1137,14 @@ START_TEST(test_loader_order) {
   ck_assert_ok(hali_executable_registry_register(registry, &toy_vtable, first));
   ck_assert_ok(
       hali_executable_registry_register(registry, &toy_vtable, second));
-  hali_vm_module_t *m = NULL;
+  hali_vm_link_t *m = NULL;
   ck_assert_ok(load_with("executable @mine format \"toy\" {\n"
                          "  export @splat(i32) -> (tensor<?xi32>)\n}\n",
                          NULL, NULL, &m));
   ck_assert_int_eq(first->load_calls, 1);
   ck_assert_int_eq(second->load_calls, 0);
   ck_assert_int_eq(second->supports_calls, 0);
-  hali_vm_module_free(m);
+  hali_vm_link_free(m);
 }
 END_TEST
 
@@ -1230,6 +1244,112 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
+/* ------------------------------------------------------------------------ */
+/* Link tables: what a context loaded for a module, reached from the frame. */
+
+/* One stack runs a module under two link tables in turn: frames deep in a
+ * recursion must see the link of their own invocation, not a stale one
+ * left at that depth by the previous invocation. */
+START_TEST(test_frames_follow_their_link) {
+  const char *deep =
+      "func @deep(%n: i32) -> i32 {\n"
+      "^entry:\n"
+      "  %zero = const.i32 0\n"
+      "  %bottom = le.s.i32 %n, %zero\n"
+      "  cond_br %bottom, ^get, ^down\n"
+      "^get:\n"
+      "  %e = hal.executable.get @k\n"
+      "  %one = const.i32 1\n"
+      "  return %one\n"
+      "^down:\n"
+      "  %k1 = const.i32 1\n"
+      "  %m = sub.i32 %n, %k1\n"
+      "  %r = call @deep(%m)\n"
+      "  %r = add.i32 %r, %k1\n"
+      "  return %r\n"
+      "}\n";
+  hali_vm_link_t *loaded = NULL;
+  ck_assert_ok(load_with(static_exe, deep, NULL, &loaded));
+  hali_vm_link_t *bare = NULL; /* the same module, nothing loaded */
+  ck_assert_ok(hali_vm_link_create(loaded->module, &bare));
+  const hali_vm_func_t *fn = hali_vm_module_lookup(loaded->module, "deep");
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  const int32_t depths[] = {10, 10, 3, 40, 40, 7};
+  for (int i = 0; i < 6; ++i) {
+    hali_value_t arg = hali_value_i32(depths[i]), res = {0};
+    hali_status_t s = hali_vm_link_invoke(st, i % 2 ? bare : loaded, fn, &arg,
+                                          1, &res, 1);
+    if (i % 2) {
+      expect_status(s, HALI_STATUS_FAILED_PRECONDITION,
+                    "executable @k was not loaded", "at @deep@3");
+    } else {
+      ck_assert_ok(s);
+      ck_assert_int_eq(res.i32, depths[i] + 1);
+    }
+  }
+  /* And the module run unlinked is the bare case too. */
+  hali_value_t arg = hali_value_i32(5), res = {0};
+  expect_status(hali_vm_invoke(st, loaded->module, fn, &arg, 1, &res, 1),
+                HALI_STATUS_FAILED_PRECONDITION, "was not loaded");
+  hali_vm_stack_free(st);
+  hali_vm_link_free(bare);
+  hali_vm_link_free(loaded);
+}
+END_TEST
+
+/* A link table loads its executables once; the module keeps none. */
+START_TEST(test_link_loads_once) {
+  hali_vm_link_t *l = load(static_exe);
+  ck_assert_ptr_nonnull(l->executables[0]);
+  expect_status(hali_executable_registry_load_link(registry, l, NULL, NULL, 0),
+                HALI_STATUS_FAILED_PRECONDITION, "already loaded");
+  /* Two links of one module load executables of their own. */
+  hali_vm_link_t *other = NULL;
+  ck_assert_ok(hali_vm_link_create(l->module, &other));
+  const char *paths[] = {KERNEL_DIR};
+  ck_assert_ok(hali_executable_registry_load_link(registry, other, NULL, paths,
+                                                  1));
+  ck_assert_ptr_nonnull(other->executables[0]);
+  ck_assert_ptr_ne(other->executables[0], l->executables[0]);
+  /* Either may go first; the module lives while one of them does. */
+  hali_vm_link_free(l);
+  ck_assert_str_eq(hali_hal_executable_format(other->executables[0]),
+                   "static");
+  hali_vm_link_free(other);
+}
+END_TEST
+
+/* The C API lowers a module once, at load: creating contexts does not read,
+ * lower, verify or encode it again. */
+START_TEST(test_contexts_do_not_reload_the_module) {
+  hali_instance_t *in = NULL;
+  ck_assert_ok(hali_instance_create(NULL, &in));
+  hali_device_t *dev = NULL;
+  ck_assert_ok(hali_device_create(in, NULL, &dev));
+  uint64_t before = hali_load_module_count();
+  hali_module_t *m = NULL;
+  ck_assert_ok(
+      hali_module_load_file(in, HALI_SRCDIR "/examples/mlp.hasm", &m));
+  ck_assert_uint_eq(hali_load_module_count(), before + 1);
+  hali_context_t *c[3] = {NULL};
+  for (int i = 0; i < 3; ++i) {
+    ck_assert_ok(hali_context_create(in, dev, &m, 1, NULL, &c[i]));
+    hali_function_t *f = NULL;
+    ck_assert_ok(hali_context_lookup_function(c[i], "main", &f));
+    hali_variant_t r;
+    ck_assert_ok(hali_context_invoke(c[i], f, NULL, 0, &r, 1));
+    ck_assert_int_eq(r.type, HALI_VARIANT_BUFFER_VIEW);
+    hali_variant_release(&r);
+  }
+  ck_assert_uint_eq(hali_load_module_count(), before + 1);
+  for (int i = 0; i < 3; ++i) hali_context_release(c[i]);
+  hali_module_release(m);
+  hali_device_release(dev);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *loaders_suite(void) {
   Suite *s = suite_create("loaders");
   TCase *tc = tcase_create("each_loader");
@@ -1260,6 +1380,13 @@ static Suite *loaders_suite(void) {
   tcase_add_test(tc, test_register_static);
   tcase_add_test(tc, test_host_loader);
   tcase_add_test(tc, test_loader_order);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("link");
+  tcase_add_checked_fixture(tc, registry_setup, registry_teardown);
+  tcase_add_test(tc, test_frames_follow_their_link);
+  tcase_add_test(tc, test_link_loads_once);
+  tcase_add_test(tc, test_contexts_do_not_reload_the_module);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("cli");

@@ -66,7 +66,9 @@ static void run_main(const char *name, hali_hal_device_kind_t kind,
   ck_assert_ok(hali_executable_registry_create(&registry));
   /* Out-of-tree builds keep the kernel library in the build tree. */
   const char *paths[] = {HALI_BUILDDIR "/examples"};
-  ck_assert_ok(hali_vm_module_load_executables(m, registry, path, paths, 1));
+  hali_vm_link_t *l = NULL;
+  ck_assert_ok(hali_vm_link_create(m, &l));
+  ck_assert_ok(hali_executable_registry_load_link(registry, l, path, paths, 1));
   hali_executable_registry_free(registry);
   hali_hal_device_params_t p;
   hali_hal_device_params_initialize(&p);
@@ -78,8 +80,8 @@ static void run_main(const char *name, hali_hal_device_kind_t kind,
   ck_assert_ok(hali_vm_stack_create(0, &st));
   st->device = dev;
   hali_value_t result = {0};
-  ck_assert_ok(hali_vm_invoke(st, m, hali_vm_module_lookup(m, "main"), NULL, 0,
-                              &result, 1));
+  ck_assert_ok(hali_vm_link_invoke(st, l, hali_vm_module_lookup(m, "main"),
+                                   NULL, 0, &result, 1));
   ck_assert_int_eq(result.type, HALI_TYPE_BUFFER_VIEW);
   hali_hal_buffer_view_t *view = (hali_hal_buffer_view_t *)result.ref;
   ck_assert_uint_eq(hali_hal_buffer_view_rank(view), 1);
@@ -90,7 +92,8 @@ static void run_main(const char *name, hali_hal_device_kind_t kind,
                                     logits, OUT * sizeof(float)));
   hali_value_release(&result);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_link_free(l);
+  hali_vm_module_release(m);
   hali_hal_device_release(dev);
 }
 

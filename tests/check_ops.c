@@ -204,7 +204,7 @@ static hali_status_t run(const char *text, const char *fn,
   ck_assert_ok(hali_vm_stack_create(0, &st));
   hali_status_t s = hali_vm_invoke(st, m, f, args, nargs, results, nresults);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
   return s;
 }
 
@@ -264,7 +264,7 @@ static void free_progs(void) {
     for (int op = 0; op < HALI_OP_COUNT; ++op) {
       op_prog_t *p = &g_progs[k][op];
       hali_vm_stack_free(p->stack);
-      hali_vm_module_free(p->module);
+      hali_vm_module_release(p->module);
       memset(p, 0, sizeof *p);
     }
 }
@@ -1158,7 +1158,7 @@ START_TEST(narrow_values_ignore_stale_slot_bits) {
     ck_assert_int_eq(r[5].i64, 0xffffffff);
   }
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -2393,7 +2393,7 @@ START_TEST(control_switch_large_table) {
                   idx[i], r.i32, want);
   }
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -2631,7 +2631,7 @@ START_TEST(control_call_stack_growth) {
     ck_assert_int_eq(r.i64, n * (n + 1) / 2);
   }
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -2699,7 +2699,7 @@ START_TEST(fail_status_codes) {
         HALI_STATUS_UNKNOWN, "custom failure");
   }
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -2879,7 +2879,7 @@ START_TEST(invoke_call_depth_limit) {
   ck_assert_ok(down(st, m, "leaf", 10, &r));
   ck_assert_int_eq(r, 10);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -2895,7 +2895,7 @@ START_TEST(invoke_unbounded_recursion_default_stack) {
   ck_assert_ok(down(st, m, "down", HALI_VM_DEFAULT_MAX_DEPTH - 1, &r));
   ck_assert_int_eq(r, HALI_VM_DEFAULT_MAX_DEPTH - 1);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -2938,7 +2938,7 @@ START_TEST(invoke_argument_errors) {
   ck_assert_ok(hali_vm_invoke(st, m, half, ARGS(F64(3)), r, 1));
   ck_assert(r[0].f64 == 1.5);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 

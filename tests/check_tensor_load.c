@@ -107,7 +107,7 @@ static void try_load(const uint8_t *d, size_t n, outcome_t *o) {
     char *t = status_text(s);
     ck_abort_msg("a verified module failed to encode: %s", t);
   }
-  hali_vm_module_free(vm);
+  hali_vm_module_release(vm);
   o->ok++;
 }
 

@@ -610,7 +610,7 @@ START_TEST(callback_trace) {
                    "\"args\":{\"k\":1}}\n");
   free(sink.text);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 
@@ -1262,7 +1262,7 @@ START_TEST(fuel_exhaustion) {
                    "instruction budget (fuel) of 30 exhausted");
   hali_vm_fiber_release(f);
   hali_vm_scheduler_free(sched);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
 }
 END_TEST
 

@@ -162,7 +162,7 @@ START_TEST(verify_base_module_is_valid) {
   hali_ir_module_t *m = base();
   hali_vm_module_t *vm = NULL;
   expect_ok(hali_vm_module_create(m, &vm));
-  hali_vm_module_free(vm);
+  hali_vm_module_release(vm);
 }
 END_TEST
 

@@ -17,7 +17,7 @@ hali_status_t hali_test_try_module(const char *text, hali_vm_module_t **out) {
   s = hali_vm_module_create(ir, &m);
   if (s) return s;
   if (out) *out = m;
-  else hali_vm_module_free(m);
+  else hali_vm_module_release(m);
   return HALI_OK;
 }
 
@@ -40,14 +40,14 @@ hali_status_t hali_test_call(const char *text, const char *fn,
   if (s) return s;
   const hali_vm_func_t *f = hali_vm_module_lookup(m, fn);
   if (!f) {
-    hali_vm_module_free(m);
+    hali_vm_module_release(m);
     return hali_status_make(HALI_STATUS_NOT_FOUND, "no @%s", fn);
   }
   hali_vm_stack_t *st = NULL;
   s = hali_vm_stack_create(0, &st);
   if (!s) s = hali_vm_invoke(st, m, f, args, nargs, results, nresults);
   hali_vm_stack_free(st);
-  hali_vm_module_free(m);
+  hali_vm_module_release(m);
   return s;
 }
 

@@ -203,21 +203,7 @@ void hali_vm_module_retain(hali_vm_module_t *m) {
   if (m) atomic_fetch_add_explicit(&m->count, 1, memory_order_relaxed);
 }
 
-void hali_vm_module_free(hali_vm_module_t *m) {
-  if (!m) return;
-  if (m->executables) {
-    for (uint32_t i = 0; i < m->ir->executable_count; ++i)
-      hali_ref_release((hali_ref_t *)m->executables[i]);
-    free(m->executables);
-    m->executables = NULL;
-  }
-  hali_vm_module_release(m);
-}
-
-void hali_vm_module_release(hali_vm_module_t *m) {
-  if (!m || atomic_fetch_sub_explicit(&m->count, 1, memory_order_acq_rel) != 1)
-    return;
-  /* A module whose creation failed may have no function array yet. */
+static void module_destroy(hali_vm_module_t *m) {
   for (uint32_t i = 0; m->funcs && i < m->func_count; ++i) {
     free(m->funcs[i].code);
     free(m->funcs[i].slot);
@@ -226,9 +212,15 @@ void hali_vm_module_release(hali_vm_module_t *m) {
   }
   free(m->funcs);
   free(m->strings);
-  free(m->imports);
+  free(m->unlinked);
   hali_ir_module_free(m->ir);
   free(m);
+}
+
+void hali_vm_module_release(hali_vm_module_t *m) {
+  if (!m || atomic_fetch_sub_explicit(&m->count, 1, memory_order_acq_rel) != 1)
+    return;
+  module_destroy(m);
 }
 
 hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
@@ -245,12 +237,13 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   m->funcs = calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));
   m->strings = calloc(ir->string_count ? ir->string_count : 1,
                       sizeof(hali_vm_string_t));
-  m->imports = calloc(ir->func_count ? ir->func_count : 1,
-                      sizeof(hali_vm_import_t));
-  if (!m->funcs || !m->strings || !m->imports) {
-    hali_vm_module_free(m);
+  m->unlinked = calloc(1, sizeof(*m->unlinked));
+  if (!m->funcs || !m->strings || !m->unlinked) {
+    module_destroy(m);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
   }
+  /* No reference: the unlinked table lives and dies with the module. */
+  m->unlinked->module = m;
   for (uint32_t i = 0; i < ir->string_count; ++i) {
     m->strings[i].length = ir->string_lengths[i];
     m->strings[i].data = ir->strings[i];
@@ -259,7 +252,7 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
     m->funcs[i].index = i;
     hali_status_t s = encode_func(m, &m->funcs[i], &ir->funcs[i]);
     if (s) {
-      hali_vm_module_free(m);
+      module_destroy(m);
       return s;
     }
   }
@@ -267,25 +260,66 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   return HALI_OK;
 }
 
-hali_status_t hali_vm_module_bind_import(hali_vm_module_t *m,
-                                         const char *name,
-                                         hali_vm_import_fn_t fn, void *user) {
+/* ------------------------------------------------------------------------ */
+/* Link tables. */
+
+hali_status_t hali_vm_link_create(hali_vm_module_t *m, hali_vm_link_t **out) {
+  *out = NULL;
+  hali_vm_link_t *l = calloc(1, sizeof(*l));
+  if (l) {
+    l->imports = calloc(m->func_count ? m->func_count : 1,
+                        sizeof(hali_vm_import_t));
+    l->executables = calloc(m->ir->executable_count ? m->ir->executable_count
+                                                    : 1,
+                            sizeof(*l->executables));
+  }
+  if (!l || !l->imports || !l->executables) {
+    if (l) {
+      free(l->imports);
+      free(l->executables);
+    }
+    free(l);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "out of memory linking module @%s", m->ir->name);
+  }
+  l->module = m;
+  hali_vm_module_retain(m);
+  *out = l;
+  return HALI_OK;
+}
+
+void hali_vm_link_free(hali_vm_link_t *l) {
+  if (!l) return;
+  /* Executables first: recorded work may keep some alive, and each keeps
+   * what it needs of the module on its own. */
+  for (uint32_t i = 0; i < l->module->ir->executable_count; ++i)
+    hali_ref_release((hali_ref_t *)l->executables[i]);
+  free(l->executables);
+  free(l->imports);
+  hali_vm_module_release(l->module);
+  free(l);
+}
+
+hali_status_t hali_vm_link_bind_import(hali_vm_link_t *l, const char *name,
+                                       hali_vm_import_fn_t fn, void *user) {
+  const hali_vm_module_t *m = l->module;
   int32_t i = hali_ir_module_find_func(m->ir, name);
   if (i < 0 || !(m->ir->funcs[i].flags & HALI_FUNC_IMPORT))
     return hali_status_make(HALI_STATUS_NOT_FOUND,
                             "module @%s has no import @%s", m->ir->name, name);
-  m->imports[i].fn = fn;
-  m->imports[i].user = user;
+  l->imports[i].fn = fn;
+  l->imports[i].user = user;
   return HALI_OK;
 }
 
-hali_status_t hali_vm_module_check_imports(const hali_vm_module_t *m) {
+hali_status_t hali_vm_link_check_imports(const hali_vm_link_t *l) {
+  const hali_vm_module_t *m = l->module;
   hali_strbuf_t sb = {0};
   uint32_t missing = 0;
   for (uint32_t i = 0; i < m->func_count; ++i) {
     const hali_ir_func_t *f = &m->ir->funcs[i];
     if ((f->flags & HALI_FUNC_IMPORT) && !(f->flags & HALI_FUNC_OPTIONAL) &&
-        !m->imports[i].fn)
+        !(l->imports && l->imports[i].fn))
       hali_strbuf_printf(&sb, "%s@%s", missing++ ? ", " : "", f->name);
   }
   char *list = hali_strbuf_take(&sb);

@@ -338,7 +338,18 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
                                       const hali_vm_func_t *fn,
                                       const hali_value_t *args,
                                       size_t arg_count, hali_vm_fiber_t **out) {
+  return hali_vm_scheduler_start_link(s, m->unlinked, fn, args, arg_count,
+                                      out);
+}
+
+hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
+                                           const hali_vm_link_t *link,
+                                           const hali_vm_func_t *fn,
+                                           const hali_value_t *args,
+                                           size_t arg_count,
+                                           hali_vm_fiber_t **out) {
   *out = NULL;
+  hali_vm_module_t *m = link->module;
   hali_vm_fiber_t *f =
       fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
   if (!f)
@@ -350,7 +361,7 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
   f->host_owned = true;
   f->result_count = fn->ir->result_count;
   atomic_init(&f->cancel_requested, false);
-  hali_status_t st = hali_vm_begin(f->stack, m, fn, args, arg_count,
+  hali_status_t st = hali_vm_begin(f->stack, link, fn, args, arg_count,
                                    f->results, f->result_count);
   if (st) {
     fiber_destroy(f);
@@ -755,8 +766,9 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
   }
   hali_vm_fiber_t *f;
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_vm_scheduler_start(st->scheduler, st->module, callee, args, nargs,
-                              &f));
+      hali_vm_scheduler_start_link(st->scheduler,
+                                   st->frames[st->depth - 1].link, callee,
+                                   args, nargs, &f));
   hali_hal_fence_t *fence = hali_vm_fiber_fence(f);
   /* Owned by the scheduler: recycled when it finishes (the fence lives on
    * in the register).  It has not run yet: this thread runs the

@@ -47,9 +47,17 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s);
 void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
                                               bool allow);
 
-/* Starts |fn| of |m| with |args| on a new fiber (ready, not yet run).
- * The fiber belongs to the scheduler; |*out| stays valid until
- * hali_vm_fiber_release or the scheduler is freed. */
+/* Starts |fn| of |link|'s module with |args| on a new fiber (ready, not
+ * yet run).  The fiber retains the module and borrows |link|, which must
+ * outlive it (free the scheduler first).  The fiber belongs to the
+ * scheduler; |*out| stays valid until hali_vm_fiber_release or the
+ * scheduler is freed. */
+HALI_MUST_USE hali_status_t hali_vm_scheduler_start_link(
+    hali_vm_scheduler_t *s, const hali_vm_link_t *link,
+    const hali_vm_func_t *fn, const hali_value_t *args, size_t arg_count,
+    hali_vm_fiber_t **out);
+/* hali_vm_scheduler_start_link on |m| unlinked (no executables, no
+ * imports). */
 HALI_MUST_USE hali_status_t hali_vm_scheduler_start(
     hali_vm_scheduler_t *s, hali_vm_module_t *m, const hali_vm_func_t *fn,
     const hali_value_t *args, size_t arg_count, hali_vm_fiber_t **out);

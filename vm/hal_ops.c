@@ -140,7 +140,7 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
             HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE,
         HALI_HAL_BUFFER_USAGE_CONSTANT | HALI_HAL_BUFFER_USAGE_TRANSFER |
             HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING};
-    hali_vm_module_t *m = st->module;
+    hali_vm_module_t *m = st->frames[st->depth - 1].link->module;
     hali_hal_buffer_t *b = NULL;
     HALI_RETURN_IF_ERROR(
         hali_hal_buffer_wrap_host(params, r->data, r->size,
@@ -154,14 +154,16 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     break;
   }
   case HALI_OP_HAL_EXECUTABLE_GET: {
+    /* The running frame's link table: what this context loaded. */
     uint32_t index = (uint32_t)(d.x[0]->imm);
+    const hali_vm_link_t *link = st->frames[st->depth - 1].link;
     hali_hal_executable_t *e =
-        st->module->executables ? st->module->executables[index] : NULL;
+        link->executables ? link->executables[index] : NULL;
     if (!e)
       return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                               "executable @%s was not loaded (the module was "
                               "not linked with an executable loader)",
-                              st->module->ir->executables[index].name);
+                              link->module->ir->executables[index].name);
     hali_hal_executable_retain(e);
     set_ref(refs, d.reg[0], e);
     break;

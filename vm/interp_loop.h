@@ -48,6 +48,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   const hali_cell_t *pc = frame->pc; /* the start, or where it suspended */
   hali_slot_t *regs = st->scalars + frame->scalar_base;
   hali_ref_t **refs = st->refs + frame->ref_base;
+  /* The running frame's link table.  Calls stay inside their module, so
+   * every frame this loop pushes has the same one. */
+  const hali_vm_link_t *const link = frame->link;
   hali_status_t status = NULL;
 
 #define A (pc->i.a)
@@ -332,7 +335,10 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
         regs = st->scalars + frame->scalar_base;
         refs = st->refs + frame->ref_base;
       }
-      /* frame_limit = min(frame capacity, max depth): one test. */
+      /* frame_limit = min(frame capacity, max depth, link depth): one test.
+       * Below it the callee's frame already carries this module's link
+       * table (hali_vm_stack_push_frame writes it the first time a depth
+       * is reached with a link), so a warm call does not store it. */
       if (HALI_UNLIKELY(st->depth >= st->frame_limit)) {
         status = hali_vm_stack_push_frame(st);
         if (status) goto fail;
@@ -375,7 +381,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       if (HALI_UNLIKELY(
               atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
         goto interrupted;
-      status = hali_vm_call_import(st, pc, regs, refs);
+      status = hali_vm_call_import(link, pc, regs, refs);
       if (HALI_UNLIKELY(status)) goto fail;
       pc += 2 + HALI_CELLS_FOR_SLOTS((uint32_t)B + C);
       vmbreak;

@@ -277,7 +277,7 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   if (!t) return HALI_OK;
   hali_vm_frame_t *fr = &st->frames[st->depth - 1];
   if (!traced(t, fr->fn)) return HALI_OK;
-  const hali_vm_module_t *m = st->module;
+  const hali_vm_module_t *m = fr->link->module;
   hali_strbuf_t sb = {0};
   /* The results of the previous instruction of this frame. */
   if (fr->trace_pending) {

@@ -86,8 +86,15 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
     st->frames = f;
     st->frame_capacity = cap;
   }
-  st->frame_limit = st->frame_capacity < st->max_depth ? st->frame_capacity
-                                                       : st->max_depth;
+  /* The first frame at this depth since the link changed: it inherits its
+   * caller's link table (hali_vm_begin sets frame 0's). */
+  if (st->depth >= st->link_depth) {
+    if (st->depth) st->frames[st->depth].link = st->frames[st->depth - 1].link;
+    st->link_depth = st->depth + 1;
+  }
+  uint32_t limit = st->frame_capacity < st->max_depth ? st->frame_capacity
+                                                      : st->max_depth;
+  st->frame_limit = limit < st->link_depth ? limit : st->link_depth;
   st->depth++;
   return HALI_OK;
 }
@@ -170,6 +177,7 @@ enum { BT_MAX_PERIOD = 4, BT_HEAD = 16, BT_TAIL = 16 };
 
 /* Frame |i| of the backtrace, counting from the innermost (0). */
 typedef struct {
+  const hali_vm_module_t *module;
   const hali_vm_func_t *fn;
   const hali_cell_t *pc;
   const hali_ir_insn_t *insn; /* NULL in a function without code */
@@ -179,7 +187,8 @@ static bt_frame_t bt_frame(const hali_vm_stack_t *st, const hali_cell_t *pc,
                            uint32_t i) {
   const hali_vm_frame_t *fr = &st->frames[st->depth - 1 - i];
   const hali_cell_t *at = i == 0 ? pc : fr->pc;
-  return (bt_frame_t){fr->fn, at, hali_vm_func_insn(fr->fn, at)};
+  return (bt_frame_t){fr->link->module, fr->fn, at,
+                      hali_vm_func_insn(fr->fn, at)};
 }
 
 /* Same function and same instruction, hence the same line of text. */
@@ -221,7 +230,7 @@ static hali_status_t bt_annotate(hali_status_t status,
   for (uint32_t f = 0; f < r.period; ++f) {
     bt_frame_t fr = bt_frame(st, pc, r.top + f);
     if (f) p += snprintf(p, (size_t)(end - p), ", ");
-    describe(st->module, fr.fn, fr.pc, p, (size_t)(end - p));
+    describe(fr.module, fr.fn, fr.pc, p, (size_t)(end - p));
     p += strlen(p);
   }
   if (r.period > 1)
@@ -254,7 +263,7 @@ hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
   return status;
 }
 
-hali_status_t hali_vm_begin(hali_vm_stack_t *st, hali_vm_module_t *m,
+hali_status_t hali_vm_begin(hali_vm_stack_t *st, const hali_vm_link_t *link,
                             const hali_vm_func_t *fn, const hali_value_t *args,
                             size_t arg_count, hali_value_t *results,
                             size_t result_count) {
@@ -283,10 +292,13 @@ hali_status_t hali_vm_begin(hali_vm_stack_t *st, hali_vm_module_t *m,
                             "the stack is already running an invocation");
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_vm_stack_reserve(st, fn->scalar_count, fn->ref_count));
+  /* Frames above the first keep the link of the last invocation: reuse
+   * them only for the same link. */
+  if (st->link_depth && st->frames[0].link != link) st->link_depth = 0;
   HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_push_frame(st));
-  st->module = m;
   hali_vm_frame_t *fr = &st->frames[0];
   fr->fn = fn;
+  fr->link = link;
   fr->pc = fn->code;
   fr->scalar_base = 0;
   fr->ref_base = 0;
@@ -309,23 +321,34 @@ hali_status_t hali_vm_begin(hali_vm_stack_t *st, hali_vm_module_t *m,
   return HALI_OK;
 }
 
-hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
-                             const hali_vm_func_t *fn,
-                             const hali_value_t *args, size_t arg_count,
-                             hali_value_t *results, size_t result_count) {
+hali_status_t hali_vm_link_invoke(hali_vm_stack_t *st,
+                                  const hali_vm_link_t *link,
+                                  const hali_vm_func_t *fn,
+                                  const hali_value_t *args, size_t arg_count,
+                                  hali_value_t *results, size_t result_count) {
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_vm_begin(st, m, fn, args, arg_count, results, result_count));
+      hali_vm_begin(st, link, fn, args, arg_count, results, result_count));
   /* Without a scheduler nothing suspends: awaits block the thread. */
   st->can_suspend = false;
   return hali_vm_interpret(st, results);
 }
 
-hali_status_t hali_vm_call_import(hali_vm_stack_t *st, const hali_cell_t *pc,
-                                  hali_slot_t *regs, hali_ref_t **refs) {
+hali_status_t hali_vm_invoke(hali_vm_stack_t *st, hali_vm_module_t *m,
+                             const hali_vm_func_t *fn,
+                             const hali_value_t *args, size_t arg_count,
+                             hali_value_t *results, size_t result_count) {
+  return hali_vm_link_invoke(st, m->unlinked, fn, args, arg_count, results,
+                             result_count);
+}
+
+hali_status_t hali_vm_call_import(const hali_vm_link_t *link,
+                                  const hali_cell_t *pc, hali_slot_t *regs,
+                                  hali_ref_t **refs) {
   const hali_vm_func_t *callee = pc[1].ptr;
   const hali_ir_func_t *f = callee->ir;
-  const hali_vm_import_t *imp = &st->module->imports[callee->index];
-  if (!imp->fn)
+  const hali_vm_import_t *imp =
+      link->imports ? &link->imports[callee->index] : NULL;
+  if (!imp || !imp->fn)
     return hali_status_make(HALI_STATUS_NOT_FOUND,
                             "import @%s is not provided by the host (it is "
                             "optional, so the module linked without it)",

@@ -53,43 +53,69 @@ typedef struct hali_vm_import_s {
   void *user;
 } hali_vm_import_t;
 
+/* A runnable module: the encoded code of one verified IR module.  Immutable
+ * once hali_vm_module_create returns, so one module serves any number of
+ * contexts and threads at once; it points at nothing that a context loads
+ * or binds (those live in a hali_vm_link_t), so nothing it refers to ever
+ * refers back to it. */
 typedef struct hali_vm_module_s {
-  /* Modules are shared: buffers over their rodata keep them alive. */
+  /* Shared: links, bytecode executables and buffers over rodata keep it
+   * alive. */
   atomic_uint_fast32_t count;
   hali_ir_module_t *ir; /* owned */
   uint32_t func_count;
   hali_vm_func_t *funcs;
   hali_vm_string_t *strings;
-  /* Loaded executables, one per module executable (NULL until
-   * hali_vm_module_load_executables); released by hali_vm_module_free. */
-  struct hali_hal_executable_t **executables;
-  /* Host bindings, one per function (used only for imports). */
-  hali_vm_import_t *imports;
+  /* The link of a module run on its own (hali_vm_invoke): no executables
+   * loaded, no imports bound.  Points back at this module without a
+   * reference (it lives inside it). */
+  struct hali_vm_link_s *unlinked;
 } hali_vm_module_t;
 
 /* Encodes a verified module for the interpreter; takes ownership of |ir|
- * (freed on failure too). */
+ * (freed on failure too).  The caller holds the one reference. */
 HALI_MUST_USE hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
                                                   hali_vm_module_t **out);
+/* Any thread. */
 void hali_vm_module_retain(hali_vm_module_t *m);
-/* Drops a reference; the last one frees the module. */
+/* Drops a reference; the last one frees the module.  Any thread. */
 void hali_vm_module_release(hali_vm_module_t *m);
-/* The creator's release: first drops the loaded executables (a bytecode
- * executable refers back to its module, so this breaks the cycle), then
- * the creator's reference.  Buffers over rodata may keep the rest alive. */
-void hali_vm_module_free(hali_vm_module_t *m);
-/* Binds import @|name| to |fn|(|user|, ...).  NOT_FOUND when the module
- * has no such import.  Bind before running; not thread-safe with calls. */
-HALI_MUST_USE hali_status_t hali_vm_module_bind_import(hali_vm_module_t *m,
-                                                       const char *name,
-                                                       hali_vm_import_fn_t fn,
-                                                       void *user);
+
+/* A module's link table in one context: what the context loaded and bound
+ * for it.  Owned by whoever links (the C API's context); the interpreter
+ * reaches it through the running frame (hali_vm_frame_t.link), never through
+ * the module.  Filled before anything runs, read-only afterwards, so calls
+ * on several threads may share it.  Executables it loaded are retained by
+ * whatever records them (command buffers), and they keep the module alive on
+ * their own, so work may outlive the link. */
+typedef struct hali_vm_link_s {
+  hali_vm_module_t *module; /* retained (except in a module's |unlinked|) */
+  /* One per module executable, NULL until loaded
+   * (hali_executable_registry_load_link); owned. */
+  struct hali_hal_executable_t **executables;
+  /* One per function (used only for imports); NULL in |unlinked|. */
+  hali_vm_import_t *imports;
+} hali_vm_link_t;
+
+/* A link table for |m| (retained) with nothing loaded or bound. */
+HALI_MUST_USE hali_status_t hali_vm_link_create(hali_vm_module_t *m,
+                                                hali_vm_link_t **out);
+/* Releases the loaded executables and the module reference, frees |l|. */
+void hali_vm_link_free(hali_vm_link_t *l);
+/* Binds import @|name| of |l|'s module to |fn|(|user|, ...).  NOT_FOUND
+ * when the module has no such import.  Bind before running; not
+ * thread-safe with calls through |l|. */
+HALI_MUST_USE hali_status_t hali_vm_link_bind_import(hali_vm_link_t *l,
+                                                     const char *name,
+                                                     hali_vm_import_fn_t fn,
+                                                     void *user);
 /* NOT_FOUND naming every required import still unbound. */
-HALI_MUST_USE hali_status_t hali_vm_module_check_imports(
-    const hali_vm_module_t *m);
-/* Internal: the interpreter's call into a host import. */
-hali_status_t hali_vm_call_import(hali_vm_stack_t *st, const hali_cell_t *pc,
-                                  hali_slot_t *regs, hali_ref_t **refs);
+HALI_MUST_USE hali_status_t hali_vm_link_check_imports(const hali_vm_link_t *l);
+/* Internal: the interpreter's call into a host import (|link| is the
+ * calling frame's). */
+hali_status_t hali_vm_call_import(const hali_vm_link_t *link,
+                                  const hali_cell_t *pc, hali_slot_t *regs,
+                                  hali_ref_t **refs);
 
 /* The function named |name|, or NULL. */
 const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
@@ -137,6 +163,10 @@ typedef struct hali_vm_frame_s {
   uint32_t ref_base;
   /* Tracing: the instruction whose results are still to be printed. */
   const hali_cell_t *trace_pending;
+  /* The link table of |fn|'s module in the running context: set by
+   * hali_vm_begin, inherited by calls (a call stays inside its module;
+   * see hali_vm_stack_t.link_depth). */
+  const hali_vm_link_t *link;
 } hali_vm_frame_t;
 
 /* Returned by HAL instructions that would block when the running fiber may
@@ -161,8 +191,13 @@ typedef struct hali_vm_stack_s {
   uint32_t frame_capacity;
   uint32_t depth;
   uint32_t max_depth;
-  uint32_t frame_limit; /* min(frame_capacity, max_depth): calls test it */
-  hali_vm_module_t *module;
+  /* frames[0, link_depth) carry frames[0].link: a new frame inherits its
+   * caller's link table, and the interpreter's calls skip the store below
+   * this depth (reset by hali_vm_begin when the link changes). */
+  uint32_t link_depth;
+  /* min(frame_capacity, max_depth, link_depth): calls test it, and past
+   * it call hali_vm_stack_push_frame. */
+  uint32_t frame_limit;
   /* The device HAL instructions use (hal.device.get); borrowed, may be
    * NULL for programs without HAL work. */
   struct hali_hal_device_t *device;
@@ -197,10 +232,20 @@ HALI_MUST_USE hali_status_t hali_vm_stack_create(uint32_t max_depth,
                                                  hali_vm_stack_t **out);
 void hali_vm_stack_free(hali_vm_stack_t *st);
 
-/* Runs |fn| of |m| with |args| (checked against the signature) and stores
- * its results (the caller owns ref results).  On failure the status names
- * the function, pc and source line of each frame, innermost first, repeated
- * frames collapsed (see hali_vm_fail_at). */
+/* Runs |fn| of |link|'s module with |args| (checked against the signature)
+ * and stores its results (the caller owns ref results).  |link| must
+ * outlive the call.  On failure the status names the function, pc and
+ * source line of each frame, innermost first, repeated frames collapsed
+ * (see hali_vm_fail_at). */
+HALI_MUST_USE hali_status_t hali_vm_link_invoke(hali_vm_stack_t *st,
+                                                const hali_vm_link_t *link,
+                                                const hali_vm_func_t *fn,
+                                                const hali_value_t *args,
+                                                size_t arg_count,
+                                                hali_value_t *results,
+                                                size_t result_count);
+/* hali_vm_link_invoke on |m| unlinked (m->unlinked): hal.executable.get
+ * and imports fail as "not loaded" / "not provided". */
 HALI_MUST_USE hali_status_t hali_vm_invoke(hali_vm_stack_t *st,
                                            hali_vm_module_t *m,
                                            const hali_vm_func_t *fn,
@@ -214,11 +259,11 @@ HALI_MUST_USE hali_status_t hali_vm_invoke(hali_vm_stack_t *st,
  * until it suspends (st->suspended; call again to resume). */
 hali_status_t hali_vm_interpret(hali_vm_stack_t *st, hali_value_t *results);
 
-/* Prepares |st| to run |fn| of |m| with |args| (checked against the
- * signature) without running it; hali_vm_interpret then runs it.
- * hali_vm_invoke is begin + interpret. */
+/* Prepares |st| to run |fn| of |link|'s module with |args| (checked
+ * against the signature) without running it; hali_vm_interpret then runs
+ * it.  hali_vm_link_invoke is begin + interpret. */
 HALI_MUST_USE hali_status_t hali_vm_begin(hali_vm_stack_t *st,
-                                          hali_vm_module_t *m,
+                                          const hali_vm_link_t *link,
                                           const hali_vm_func_t *fn,
                                           const hali_value_t *args,
                                           size_t arg_count,

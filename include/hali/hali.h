@@ -407,10 +407,14 @@ HALI_API void hali_device_abandon(hali_device_t *device);
 /* Modules                                                                   */
 /* ======================================================================== */
 
-/* Loads and verifies a module file (.hasm text or .hbc binary, told apart
- * by content).  Relative kernel library paths of its executables are
- * looked up in the file's directory first.  |instance| is borrowed.  The
- * caller owns |*out_module|.  Errors name the file, line and column. */
+/* Loads a module file (.hasm text or .hbc binary, told apart by content):
+ * reads it, runs the load-time passes, verifies and encodes it, once.  The
+ * module is immutable afterwards: any number of contexts, on any threads,
+ * share it without reading it again (each context keeps its own link
+ * table: loaded executables and bound imports).  Relative kernel library
+ * paths of its executables are looked up in the file's directory first.
+ * |instance| is borrowed.  The caller owns |*out_module|.  Errors name the
+ * file, line and column. */
 HALI_API HALI_MUST_USE hali_status_t hali_module_load_file(
     hali_instance_t *instance, const char *path, hali_module_t **out_module);
 /* Same for |size| bytes at |data| (copied); |name| names it in errors. */
@@ -432,11 +436,13 @@ typedef struct hali_module_load_options_s {
 HALI_API void hali_module_load_options_initialize(
     hali_module_load_options_t *out_options);
 
-/* hali_module_load_file with |options| (NULL = defaults).  Contexts that
- * link the module lower it the same way. */
+/* hali_module_load_file with |options| (NULL = defaults): the passes run
+ * here, once; contexts link the module as it was lowered. */
 HALI_API HALI_MUST_USE hali_status_t hali_module_load_file_ex(
     hali_instance_t *instance, const char *path,
     const hali_module_load_options_t *options, hali_module_t **out_module);
+/* Any thread.  A context retains its modules, so a module may be released
+ * before the contexts that link it. */
 HALI_API void hali_module_retain(hali_module_t *module);
 HALI_API void hali_module_release(hali_module_t *module);
 /* The module's name (`module @name`); borrowed, valid while |module| is. */
@@ -496,8 +502,10 @@ HALI_API char *hali_instruction_set_markdown(void);
 
 /* Links |modules| (|module_count| >= 1; borrowed array, each module
  * retained) on |device| (retained) into a new context.  |params| NULL uses
- * the instance's default_context_params.  Linking, per module: its
- * executables are loaded with the instance's loaders; each import
+ * the instance's default_context_params.  Modules are not read or lowered
+ * again: the context makes a link table per module, which it owns.
+ * Linking, per module: its executables are loaded with the instance's
+ * loaders; each import
  * `@M.F` is bound to, in order, host import module M (function F), an
  * ffi library registered as M, or function F of another module of this
  * context named M.  A required import left unbound is NOT_FOUND naming
@@ -509,7 +517,10 @@ HALI_API HALI_MUST_USE hali_status_t hali_context_create(
     hali_module_t *const *modules, size_t module_count,
     const hali_context_params_t *params, hali_context_t **out_context);
 HALI_API void hali_context_retain(hali_context_t *context);
-/* Drops a reference; the last one cancels invocations still pending. */
+/* Drops a reference; the last one cancels invocations still pending and
+ * frees the link tables.  Objects the programs handed out (buffer views,
+ * fences, command buffers) stay valid: what they use of the context's
+ * executables and modules they keep alive themselves. */
 HALI_API void hali_context_release(hali_context_t *context);
 
 /* Finds function |name| ("main", or "module.main" to pick a module) in
