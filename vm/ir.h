@@ -306,10 +306,10 @@ uint32_t hali_ir_call_results(uint16_t op, const hali_ir_func_t *callee,
 
 /* Verifies |m|: see vm/verify.c for everything it proves. */
 HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
-/* The structural check the loader runs before the load-time passes:
- * accepts tensor types and ops, and proves every index, count, operand
- * kind and tensor-op layout (above) that the passes rely on, so that no
- * input reaches them malformed.  Errors read "verify structure: @f, block
+/* The structural check the loader runs before the load-time passes
+ * (vm/verify_structure.c): accepts tensor types and ops, and proves every
+ * index, count, operand kind and tensor-op layout (above) that the passes
+ * rely on, so that no input reaches them malformed.  Errors read "verify structure: @f, block
  * ^b, instruction N (op), file:line: ...".  Everything it rejects
  * hali_ir_verify rejects too. */
 HALI_MUST_USE hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m);
