@@ -309,9 +309,9 @@ HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
 /* The structural check the loader runs before the load-time passes
  * (vm/verify_structure.c): accepts tensor types and ops, and proves every
  * index, count, operand kind and tensor-op layout (above) that the passes
- * rely on, so that no input reaches them malformed.  Errors read "verify structure: @f, block
- * ^b, instruction N (op), file:line: ...".  Everything it rejects
- * hali_ir_verify rejects too. */
+ * rely on, so that no input reaches them malformed.  Errors read
+ * "verify structure: @f, block ^b, instruction N (op), file:line: ...".
+ * Everything it rejects hali_ir_verify rejects too. */
 HALI_MUST_USE hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m);
 
 /* Prints |m| as .hasm text that reassembles to the same module.  With
@@ -338,6 +338,37 @@ bool hali_name_valid(const char *s);
  * loc) to |sb|. */
 void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                         const hali_ir_func_t *f, const hali_ir_insn_t *insn);
+
+/* ---- Naming places and registers (vm/ir_print.c).  Every message that
+ * points into a module -- the verifier's, the passes', the printer's and
+ * the tracer's -- names registers, blocks and places through these, so
+ * that they read the same everywhere. */
+
+/* Register |r| of |f| as .hasm writes it: "%name", or "%rN" when it has no
+ * name (a stripped module) or is out of range. */
+void hali_ir_print_reg(hali_strbuf_t *sb, const hali_ir_func_t *f, uint32_t r);
+/* The same into |buf| (|n| bytes, truncated if need be), for messages;
+ * returns |buf|. */
+const char *hali_ir_reg_name(const hali_ir_func_t *f, uint32_t r, char *buf,
+                             size_t n);
+/* Block |b| of |f|: "^name", or "^bbN" when it has no name or is out of
+ * range. */
+void hali_ir_print_block(hali_strbuf_t *sb, const hali_ir_func_t *f,
+                         uint32_t b);
+
+/* No block to name (hali_ir_print_place). */
+#define HALI_IR_NO_BLOCK UINT32_MAX
+
+/* Where a diagnostic points: "module @m" when |f| is NULL; otherwise
+ * "@f", then ", block ^b" unless |block| is HALI_IR_NO_BLOCK, then
+ * ", instruction N (op)" when |insn| is given (N = |index|, its position
+ * in the block), then ", file:line" when |line| is not 0 (|m|'s source
+ * name, or "line" when it has none).  For example
+ * "@f, block ^entry, instruction 3 (add.i32), m.hasm:7". */
+void hali_ir_print_place(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                         const hali_ir_func_t *f, uint32_t block,
+                         const hali_ir_insn_t *insn, uint32_t index,
+                         uint32_t line);
 
 
 #endif /* HALI_VM_IR_H */

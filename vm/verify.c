@@ -28,38 +28,15 @@ hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  char where[256] = "";
-  if (v->f && v->insn) {
-    const hali_op_info_t *info = hali_op_info(v->insn->op);
-    const char *bname =
-        v->block < v->f->block_count ? v->f->blocks[v->block].name : NULL;
-    char bbuf[32];
-    if (!bname) {
-      snprintf(bbuf, sizeof(bbuf), "bb%u", v->block);
-      bname = bbuf;
-    }
-    int n = snprintf(where, sizeof(where), "@%s, block ^%s, instruction %u (%s)",
-                     v->f->name ? v->f->name : "?", bname, v->index,
-                     info ? info->name : "?");
-    if (v->insn->line && n > 0 && (size_t)n < sizeof(where))
-      snprintf(where + n, sizeof(where) - (size_t)n, ", %s:%u",
-               v->m->source ? v->m->source : "line", v->insn->line);
-  } else if (v->f) {
-    snprintf(where, sizeof(where), "@%s", v->f->name ? v->f->name : "?");
-  } else {
-    snprintf(where, sizeof(where), "module @%s", v->m->name ? v->m->name : "?");
-  }
-  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT, "%s: %s: %s",
-                          v->mode ? v->mode : "verify", where, msg);
-}
-
-static const char *reg_name(const hali_ir_func_t *f, uint32_t r, char *buf,
-                            size_t n) {
-  if (f->reg_names && r < f->reg_count && f->reg_names[r])
-    snprintf(buf, n, "%%%s", f->reg_names[r]);
-  else
-    snprintf(buf, n, "%%r%u", r);
-  return buf;
+  hali_strbuf_t sb = {0};
+  hali_ir_print_place(&sb, v->m, v->f, v->insn ? v->block : HALI_IR_NO_BLOCK,
+                      v->insn, v->index, v->insn ? v->insn->line : 0);
+  char *where = hali_strbuf_take(&sb);
+  hali_status_t s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                     "%s: %s: %s", v->mode ? v->mode : "verify",
+                                     where ? where : "?", msg);
+  free(where);
+  return s;
 }
 
 hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
@@ -79,7 +56,7 @@ hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
     char buf[64];
     return hali_verr(
         v, "operand %u: register %s is %s, expected %s", i,
-        reg_name(v->f, o->v, buf, sizeof(buf)), hali_type_name(have),
+        hali_ir_reg_name(v->f, o->v, buf, sizeof(buf)), hali_type_name(have),
         want == HALI_TYPE_ANY_REF ? "a ref" : hali_type_name(want));
   }
   return HALI_OK;
@@ -504,7 +481,7 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
       char buf[64];
       st = hali_verr(v,
                      "operand %u: register %s may be read before it is written",
-                     x->operand, reg_name(f, x->reg, buf, sizeof(buf)));
+                     x->operand, hali_ir_reg_name(f, x->reg, buf, sizeof(buf)));
       break;
     }
   }
@@ -627,12 +604,16 @@ static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
     v->block = b;
     v->insn = NULL;
     if (blk->insn_count == 0) {
-      char bn[32];
-      if (!blk->name) snprintf(bn, sizeof(bn), "bb%u", b);
-      return hali_verr(v,
-                       "block ^%s is empty: every block must end in a "
-                       "terminator (br, cond_br, switch, return or fail)",
-                       blk->name ? blk->name : bn);
+      hali_strbuf_t sb = {0};
+      hali_ir_print_block(&sb, f, b);
+      char *bn = hali_strbuf_take(&sb);
+      hali_status_t s = hali_verr(
+          v,
+          "block %s is empty: every block must end in a terminator (br, "
+          "cond_br, switch, return or fail)",
+          bn ? bn : "?");
+      free(bn);
+      return s;
     }
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       v->index = i;
