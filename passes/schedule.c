@@ -51,10 +51,11 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
     hali_strbuf_t sb = {0};
     hali_ir_xtype_print(&sb, x);
     ts = hali_strbuf_take(&sb);
-    w->err =
-        hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                         PASS ": @%s: %%%s (%s) is larger than 2^63-1 bytes",
-                         w->f->name, hali_s2h_rname(w, r), ts ? ts : "?");
+    char rn[64];
+    w->err = hali_status_make(
+        HALI_STATUS_OUT_OF_RANGE,
+        PASS ": @%s: %s (%s) is larger than 2^63-1 bytes", w->f->name,
+        hali_ir_reg_name(w->f, r, rn, sizeof(rn)), ts ? ts : "?");
     free(ts);
     return;
   }
@@ -76,6 +77,8 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
   uint32_t zero = hali_s2h_c64(w, 0), one = hali_s2h_c64(w, 1),
            max = hali_s2h_c64(w, INT64_MAX);
   const char *n = hali_s2h_rname(w, r);
+  char rn[64]; /* |r| in messages */
+  hali_ir_reg_name(w->f, r, rn, sizeof(rn));
   for (uint32_t d = 0; d < x->rank; ++d) {
     if (x->dims[d] >= 0) continue;
     uint32_t dim = t->dims[d];
@@ -88,7 +91,7 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
     uint32_t neg = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.dim%u_negative", n, d);
     hali_pass_emit(&w->pre, w->line, HALI_OP_LT_S_I64, 3, hali_pr(neg), hali_pr(dim),
                    hali_pr(zero));
-    hali_s2h_fail_if(w, neg, "%%%s (%s): dimension %u is negative", n,
+    hali_s2h_fail_if(w, neg, "%s (%s): dimension %u is negative", rn,
                      ts ? ts : "?", d);
     uint32_t div = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.dim%u_limit", n, d);
     uint32_t big = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.dim%u_overflows", n, d);
@@ -99,8 +102,8 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
     hali_pass_emit(&w->pre, w->line, HALI_OP_GT_U_I64, 3, hali_pr(big), hali_pr(acc),
                    hali_pr(div));
     hali_s2h_fail_if(w, big,
-                     "%%%s (%s) is larger than 2^63-1 bytes (at dimension %u)",
-                     n, ts ? ts : "?", d);
+                     "%s (%s) is larger than 2^63-1 bytes (at dimension %u)",
+                     rn, ts ? ts : "?", d);
     hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(t->size),
                    hali_pr(acc), hali_pr(dim));
     acc = t->size;
@@ -300,11 +303,12 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
         if (!hali_ir_operand_is_write(insn, k)) continue;
         uint32_t r = o[k].v;
         if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
+        char rn[64];
         if (++w->t[r].writes > 1)
           return hali_pass_error(PASS, w->m, f, insn, i,
-                                 "tensor register %%%s is written twice: "
+                                 "tensor register %s is written twice: "
                                  "tensor values are single-assignment",
-                                 hali_s2h_rname(w, r));
+                                 hali_ir_reg_name(f, r, rn, sizeof(rn)));
         w->t[r].lifetime = LT_TRANSIENT;
       }
       switch (insn->op) {

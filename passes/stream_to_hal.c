@@ -301,10 +301,11 @@ static hali_status_t check_reads(lw_t *w, const hali_ir_insn_t *insn,
   }
   for (uint32_t k = first; k < end; ++k) {
     uint32_t r = o[k].v;
+    char rn[64];
     if (w->f->reg_types[r] == HALI_TYPE_TENSOR && !w->t[r].defined)
       return hali_pass_error(PASS, w->m, w->f, insn, index,
-                             "tensor %%%s is read before it is written",
-                             hali_s2h_rname(w, r));
+                             "tensor %s is read before it is written",
+                             hali_ir_reg_name(w->f, r, rn, sizeof(rn)));
   }
   return HALI_OK;
 }
@@ -346,9 +347,9 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     w->t[r].defined = true;
     hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_BUFFER, 2,
                    hali_pr(r), hali_pr(o[1].v));
-    char msg[300];
-    snprintf(msg, sizeof(msg), "@%s: the storage of %%%s", f->name,
-             hali_s2h_rname(w, r));
+    char msg[300], rn[64];
+    snprintf(msg, sizeof(msg), "@%s: the storage of %s", f->name,
+             hali_ir_reg_name(f, r, rn, sizeof(rn)));
     uint32_t cm = hali_s2h_c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE),
              cu = hali_s2h_c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER |
                                       HALI_HAL_BUFFER_USAGE_DISPATCH);

@@ -64,7 +64,8 @@ typedef struct {
  * w->pre. */
 uint32_t hali_s2h_c32(lw_t *w, int64_t v);
 uint32_t hali_s2h_c64(lw_t *w, int64_t v);
-/* Register |r|'s name, for messages and derived names ("t" if none). */
+/* Register |r|'s name, the stem of the registers derived from it ("t" if
+ * none); messages name |r| with hali_ir_reg_name. */
 const char *hali_s2h_rname(const lw_t *w, uint32_t r);
 /* Emits `cond_fail %cond, OUT_OF_RANGE, "@f: message"`. */
 void hali_s2h_fail_if(lw_t *w, uint32_t cond, const char *fmt, ...)

@@ -1,7 +1,7 @@
 /* Tensor-level modules on the full load path (loader/load.c): a corrupted
  * .hbc holding tensor-level code must end, every time, in a clean error
- * or a module that loads — read, structural check (vm/verify.c
- * hali_ir_verify_structure), the load-time passes, the verifier, encoding
+ * or a module that loads — read, structural check
+ * (vm/verify_structure.c hali_ir_verify_structure), the load-time passes, the verifier, encoding
  * — never in a crash or a leak (run under valgrind: CK_FORK=no valgrind
  * --leak-check=full --error-exitcode=1 tests/check_tensor_load).
  *
@@ -364,6 +364,68 @@ START_TEST(export_argument_type) {
 }
 END_TEST
 
+/* Removes every register and block name, as a stripped binary has none. */
+static void strip(hali_ir_module_t *m) {
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    hali_ir_func_t *f = &m->funcs[fi];
+    for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r)
+      free(f->reg_names[r]);
+    free(f->reg_names);
+    f->reg_names = NULL;
+    for (uint32_t b = 0; b < f->block_count; ++b) {
+      free(f->blocks[b].name);
+      f->blocks[b].name = NULL;
+    }
+  }
+}
+
+static hali_ir_module_t *stripped(const char *text) {
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "s.hasm", &m));
+  strip(m);
+  return m;
+}
+
+/* The passes name registers as the verifier and the printer do (vm/ir.h
+ * hali_ir_reg_name): in a stripped module %rN, the register the printer
+ * shows, not a made-up stem. */
+START_TEST(stripped_registers_are_named) {
+  hali_ir_module_t *out = NULL;
+  hali_status_t s = hali_load_module(
+      stripped("executable @k format \"ffi\" library \"k.so\" {\n"
+               "  export @inc(tensor<4xf32>) -> (tensor<4xf32>)\n"
+               "}\n"
+               "func @f(%x: tensor<4xf32>, %y: tensor<4xf32>) -> "
+               "tensor<4xf32> {\n"
+               "  %a = tensor.dispatch @k::@inc[4](%x) -> tensor<4xf32>\n"
+               "  tensor.overwrite %a, %y\n"
+               "  return %a\n"
+               "}\n"),
+      "s.hasm", NULL, &out);
+  ck_assert_ptr_null(out);
+  ck_assert_status(s, HALI_STATUS_INVALID_ARGUMENT,
+                   "tensor.overwrite into %r1, which is not a mutable "
+                   "parameter: an immutable argument is the caller's "
+                   "read-only value (declare it `%r1: mutable tensor<...>`)");
+  /* Run-time messages too: the storage assert of a mutable argument names
+   * the buffer register holding it (%a in the named module). */
+  ck_assert_ok(hali_load_module(
+      stripped("func @f(%a: mutable tensor<4xi32>, %v: i32) {\n"
+               "  %t = tensor.splat %v : tensor<4xi32>\n"
+               "  tensor.overwrite %t, %a\n"
+               "  return\n"
+               "}\n"),
+      "s.hasm", NULL, &out));
+  char *text = hali_ir_print(out, false);
+  ck_assert_ptr_nonnull(text);
+  bool named = strstr(text, "\"@f$async: the storage of %r4\"") != NULL;
+  bool stem = strstr(text, "the storage of %t\"") != NULL;
+  free(text);
+  hali_ir_module_free(out);
+  ck_assert_msg(named && !stem, "the storage assert does not name %%r4");
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tensor_load");
   TCase *tc = tcase_create("fuzz");
@@ -376,6 +438,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, mutations_are_named);
   tcase_add_test(tc, functions_are_checked);
   tcase_add_test(tc, export_argument_type);
+  tcase_add_test(tc, stripped_registers_are_named);
   suite_add_tcase(s, tc);
   return s;
 }
