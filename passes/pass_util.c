@@ -116,6 +116,16 @@ uint32_t hali_pass_reg(hali_ir_func_t *f, hali_type_t type, const char *fmt,
   return hali_ir_func_add_reg(f, type, name, strlen(name));
 }
 
+/* The block of |f| whose instruction |index| is |insn|, or
+ * HALI_IR_NO_BLOCK (an instruction the pass is building). */
+static uint32_t block_of(const hali_ir_func_t *f, const hali_ir_insn_t *insn,
+                         uint32_t index) {
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    if (index < f->blocks[b].insn_count && &f->blocks[b].insns[index] == insn)
+      return b;
+  return HALI_IR_NO_BLOCK;
+}
+
 hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
                               const hali_ir_func_t *f,
                               const hali_ir_insn_t *insn, uint32_t index,
@@ -126,8 +136,9 @@ hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   hali_strbuf_t sb = {0};
-  hali_ir_print_place(&sb, m, f, HALI_IR_NO_BLOCK, insn, index,
-                      !f ? 0 : insn ? insn->line : f->line);
+  hali_ir_print_place(&sb, m, f, f && insn ? block_of(f, insn, index)
+                                           : HALI_IR_NO_BLOCK,
+                      insn, index, !f ? 0 : insn ? insn->line : f->line);
   char *where = hali_strbuf_take(&sb);
   hali_status_t s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                                      "%s: %s: %s", pass, where ? where : "?",

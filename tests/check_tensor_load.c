@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "loader/hbc.h"
+#include "passes/pass_util.h"
 #include "passes/pipeline.h"
 #include "tests/testutil.h"
 
@@ -426,6 +427,33 @@ START_TEST(stripped_registers_are_named) {
 }
 END_TEST
 
+/* hali_pass_error names the place as the verifier does: the block when
+ * the instruction is one of the function's, none for one being built. */
+START_TEST(pass_errors_name_the_block) {
+  static const char text[] = "func @f(%a: i32) -> i32 {\n"
+                             "^entry:\n"
+                             "  br ^next\n"
+                             "^next:\n"
+                             "  return %a\n"
+                             "}\n";
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "p.hasm", &m));
+  const hali_ir_func_t *f = &m->funcs[0];
+  const hali_ir_insn_t *ret = &f->blocks[1].insns[0];
+  ck_assert_status(hali_pass_error("a-pass", m, f, ret, 0, "no"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "a-pass: @f, block ^next, instruction 0 (return), "
+                   "p.hasm:5: no");
+  hali_ir_insn_t copy = *ret;
+  ck_assert_status(hali_pass_error("a-pass", m, f, &copy, 0, "no"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "a-pass: @f, instruction 0 (return), p.hasm:5: no");
+  ck_assert_status(hali_pass_error("a-pass", m, f, NULL, 0, "no"),
+                   HALI_STATUS_INVALID_ARGUMENT, "a-pass: @f, p.hasm:1: no");
+  hali_ir_module_free(m);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tensor_load");
   TCase *tc = tcase_create("fuzz");
@@ -439,6 +467,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, functions_are_checked);
   tcase_add_test(tc, export_argument_type);
   tcase_add_test(tc, stripped_registers_are_named);
+  tcase_add_test(tc, pass_errors_name_the_block);
   suite_add_tcase(s, tc);
   return s;
 }
