@@ -315,14 +315,12 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
       case HALI_OP_TENSOR_IMPORT: w->t[o[0].v].lifetime = LT_IMPORTED; break;
       case HALI_OP_TENSOR_CONSTANT: w->t[o[0].v].lifetime = LT_CONSTANT; break;
       case HALI_OP_TENSOR_DISPATCH: {
-        uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-        uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-        uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-        for (uint32_t k = 0; k < nr; ++k) {
-          int64_t tie = o[a0 + na + nr + k].imm;
+        hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
+        for (uint32_t k = 0; k < dl.nresults; ++k) {
+          int64_t tie = o[dl.ties + k].imm;
           if (tie >= 0) {
-            w->t[o[a0 + na + k].v].lifetime = LT_ALIAS;
-            w->t[o[a0 + na + k].v].alias = o[a0 + tie].v;
+            w->t[o[dl.results + k].v].lifetime = LT_ALIAS;
+            w->t[o[dl.results + k].v].alias = o[dl.operands + tie].v;
           }
         }
         break;

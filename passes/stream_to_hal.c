@@ -154,10 +154,9 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   const hali_ir_executable_t *e = &w->m->executables[o[HALI_TD_EXE].v];
   uint32_t xi = (uint32_t)o[HALI_TD_EXPORT].imm;
   const hali_ir_export_t *x = &e->exports[xi];
-  uint32_t nw = (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-  uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-  uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-  uint32_t w0 = HALI_TD_HEADER, a0 = w0 + nw, r0 = a0 + na, d0 = r0 + 2 * nr;
+  hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
+  uint32_t nw = dl.nworkload, na = dl.noperands, nr = dl.nresults;
+  uint32_t w0 = dl.workload, a0 = dl.operands, r0 = dl.results, d0 = dl.dims;
   uint32_t d = d0;
   for (uint32_t k = 0; k < nr; ++k) {
     uint32_t r = o[r0 + k].v;
@@ -290,10 +289,12 @@ static hali_status_t check_reads(lw_t *w, const hali_ir_insn_t *insn,
   const hali_ir_operand_t *o = insn->operands;
   uint32_t first = 0, end = 0;
   switch (insn->op) {
-  case HALI_OP_TENSOR_DISPATCH:
-    first = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-    end = first + (uint32_t)o[HALI_TD_NOPERANDS].imm;
+  case HALI_OP_TENSOR_DISPATCH: {
+    hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
+    first = dl.operands;
+    end = dl.operands + dl.noperands;
     break;
+  }
   case HALI_OP_TENSOR_CLONE:
   case HALI_OP_TENSOR_EXPORT: first = 1; end = 2; break;
   case HALI_OP_TENSOR_OVERWRITE: first = 0; end = 2; break;

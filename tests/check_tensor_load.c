@@ -454,6 +454,61 @@ START_TEST(pass_errors_name_the_block) {
 }
 END_TEST
 
+/* The dispatch lists are computed in one place (vm/ir.h); every reader
+ * gets the same indices, and nothing past the operands. */
+START_TEST(dispatch_lists) {
+  static const char text[] =
+      "executable @k format \"ffi\" library \"k.so\" {\n"
+      "  export @e(tensor<?xf32>, i32) -> (tensor<?xf32>, tensor<4xf32>)\n"
+      "}\n"
+      "func @f(%x: tensor<?xf32>, %n: index, %s: i32) -> (tensor<?xf32>, "
+      "tensor<4xf32>) {\n"
+      "  %a, %b = tensor.dispatch @k::@e[%n, 4](%x, %s) -> "
+      "(%x as tensor<?xf32>{%n}, tensor<4xf32>)\n"
+      "  return %a, %b\n"
+      "}\n";
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "d.hasm", &m));
+  hali_ir_insn_t *insn = find_insn(m, "f", HALI_OP_TENSOR_DISPATCH);
+  ck_assert_uint_eq(insn->operand_count, 16);
+  hali_ir_dispatch_t dl;
+  ck_assert(hali_ir_dispatch_lists(insn, &dl));
+  ck_assert_uint_eq(dl.workload, HALI_TD_HEADER);
+  ck_assert_uint_eq(dl.nworkload, 2);
+  ck_assert_uint_eq(dl.operands, 9);
+  ck_assert_uint_eq(dl.noperands, 2);
+  ck_assert_uint_eq(dl.results, 11);
+  ck_assert_uint_eq(dl.nresults, 2);
+  ck_assert_uint_eq(dl.ties, 13);
+  ck_assert_uint_eq(dl.dims, 15);
+  ck_assert_int_eq(insn->operands[dl.ties].imm, 0); /* %x as ... */
+  ck_assert(hali_ir_operand_is_write(insn, dl.results + 1));
+  ck_assert(!hali_ir_operand_is_write(insn, dl.operands));
+  ck_assert_uint_eq(hali_ir_dispatch(insn).dims, 15);
+  /* Counts out of range or not immediates: nothing is read. */
+  hali_ir_operand_t *nres = &insn->operands[HALI_TD_NRESULTS];
+  nres->imm = -1;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  nres->imm = 17;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  ck_assert(!hali_ir_operand_is_write(insn, 11));
+  nres->kind = HALI_IR_REG;
+  nres->imm = 2;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  nres->kind = HALI_IR_IMM;
+  /* Lists past the operands: filled (what they need), but false. */
+  nres->imm = 5;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  ck_assert_uint_eq(dl.dims, 9 + 2 + 2 * 5);
+  nres->imm = 2;
+  uint32_t n = insn->operand_count;
+  insn->operand_count = HALI_TD_HEADER - 1;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  insn->operand_count = n;
+  hali_ir_module_free(m);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tensor_load");
   TCase *tc = tcase_create("fuzz");
@@ -468,6 +523,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, export_argument_type);
   tcase_add_test(tc, stripped_registers_are_named);
   tcase_add_test(tc, pass_errors_name_the_block);
+  tcase_add_test(tc, dispatch_lists);
   suite_add_tcase(s, tc);
   return s;
 }

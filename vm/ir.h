@@ -141,6 +141,32 @@ enum {
   HALI_TD_CONSTANTS = 6,
   HALI_TD_HEADER = 7,
 };
+/* The lists of a tensor.dispatch, as operand indices: the one place that
+ * computes them from the counts at HALI_TD_NWORKLOAD / NOPERANDS /
+ * NRESULTS (the assembler, the structural check, the printer and the
+ * passes all read them through it). */
+typedef struct hali_ir_dispatch_s {
+  uint32_t workload, nworkload; /* registers or immediates */
+  uint32_t operands, noperands; /* registers read */
+  uint32_t results, nresults;   /* registers written */
+  uint32_t ties;                /* one imm per result: operand index or -1 */
+  uint32_t dims; /* the results' dynamic dimensions (i64 registers), in
+                    order, up to the end of the operands */
+} hali_ir_dispatch_t;
+/* Reads the lists of tensor.dispatch |insn| into |*out|.  False when the
+ * counts are not immediates in [0, operand count] (|*out| untouched) or
+ * the lists run past the operands (|*out| filled: out->dims says how many
+ * operands they need).  hali_ir_verify_structure rejects both, naming the
+ * count. */
+bool hali_ir_dispatch_lists(const hali_ir_insn_t *insn,
+                            hali_ir_dispatch_t *out);
+/* The lists of a dispatch the structural check accepted (the passes; the
+ * printer, which runs after it), where they always fit. */
+static inline hali_ir_dispatch_t hali_ir_dispatch(const hali_ir_insn_t *insn) {
+  hali_ir_dispatch_t d = {0};
+  (void)hali_ir_dispatch_lists(insn, &d);
+  return d;
+}
 /* Does operand |k| of |insn| name a register the instruction writes?
  * (Covers call, the signature-driven ops and the tensor ops.) */
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k);

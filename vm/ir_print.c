@@ -176,13 +176,11 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
   uint32_t n = insn->operand_count;
   switch (insn->op) {
   case HALI_OP_TENSOR_DISPATCH: {
-    if (n < HALI_TD_HEADER) break;
-    uint32_t nw = (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-    uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-    uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-    uint32_t w0 = HALI_TD_HEADER, a0 = w0 + nw, r0 = a0 + na, t0 = r0 + nr,
-             d0 = t0 + nr;
-    if (d0 > n) break;
+    hali_ir_dispatch_t dl;
+    if (!hali_ir_dispatch_lists(insn, &dl)) break;
+    uint32_t nw = dl.nworkload, na = dl.noperands, nr = dl.nresults;
+    uint32_t w0 = dl.workload, a0 = dl.operands, r0 = dl.results,
+             t0 = dl.ties, d0 = dl.dims;
     for (uint32_t k = 0; k < nr; ++k) {
       if (k) hali_strbuf_append(sb, ", ", 2);
       hali_ir_print_reg(sb, f, o[r0 + k].v);

@@ -147,17 +147,20 @@ static hali_status_t s_dispatch(const vctx_t *v) {
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NRESULTS, 0, n, "result count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_BINDINGS, -1, UINT32_MAX, "bindings"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_CONSTANTS, -1, UINT32_MAX, "constants"));
-  uint32_t nw = (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-  uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-  uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-  uint64_t d0 = (uint64_t)HALI_TD_HEADER + nw + na + 2ull * nr;
-  if (d0 > n)
+  /* The counts are in range, so the lists are filled even when they do
+   * not fit (dl.dims says how many operands they need; only past 2^32
+   * operands, which no memory holds, would it stay 0). */
+  hali_ir_dispatch_t dl = {0};
+  bool fits = hali_ir_dispatch_lists(insn, &dl);
+  uint32_t nw = dl.nworkload, na = dl.noperands, nr = dl.nresults;
+  uint64_t d0 = dl.dims;
+  if (!fits)
     return hali_verr(v,
                      "has %u operand(s) but its counts (%u workload, %u "
                      "operands, %u results) need %llu",
                      n, nw, na, nr, (unsigned long long)d0);
-  uint32_t a0 = HALI_TD_HEADER + nw, r0 = a0 + na, t0 = r0 + nr;
-  for (uint32_t k = HALI_TD_HEADER; k < a0; ++k)
+  uint32_t a0 = dl.operands, r0 = dl.results, t0 = dl.ties;
+  for (uint32_t k = dl.workload; k < a0; ++k)
     if (o[k].kind == HALI_IR_IMM)
       HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, k, 0, UINT32_MAX, "workload"));
     else
