@@ -344,7 +344,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     return HALI_OK;
   case HALI_OP_TENSOR_IMPORT: {
     uint32_t r = o[0].v;
-    SET_SHAPE(w, r, &o[2], false);
+    SET_SHAPE(w, r, &o[HALI_TS_DIMS], false);
     w->t[r].defined = true;
     hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_BUFFER, 2,
                    hali_pr(r), hali_pr(o[1].v));
@@ -417,7 +417,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       free(ts);
       return e;
     }
-    SET_SHAPE(w, r, &o[2], true);
+    SET_SHAPE(w, r, &o[HALI_TS_DIMS], true);
     hali_s2h_allocate(w, r);
     uint32_t pat = v;
     if (vt == HALI_TYPE_F32) {

@@ -141,6 +141,10 @@ enum {
   HALI_TD_CONSTANTS = 6,
   HALI_TD_HEADER = 7,
 };
+/* tensor.splat and tensor.import: the i64 registers of the result's
+ * dynamic dimensions start at this operand (after the result and the
+ * scalar or buffer view). */
+enum { HALI_TS_DIMS = 2 };
 /* The lists of a tensor.dispatch, as operand indices: the one place that
  * computes them from the counts at HALI_TD_NWORKLOAD / NOPERANDS /
  * NRESULTS (the assembler, the structural check, the printer and the

@@ -230,14 +230,14 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
   }
   case HALI_OP_TENSOR_SPLAT:
   case HALI_OP_TENSOR_IMPORT:
-    if (n < 2) break;
+    if (n < HALI_TS_DIMS) break;
     hali_ir_print_reg(sb, f, o[0].v);
     hali_strbuf_printf(sb, " = %s ", insn->op == HALI_OP_TENSOR_SPLAT
                                          ? "tensor.splat" : "tensor.import");
     hali_ir_print_reg(sb, f, o[1].v);
     hali_strbuf_append(sb, " : ", 3);
     hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
-    print_dims(sb, f, insn, 2, n - 2);
+    print_dims(sb, f, insn, HALI_TS_DIMS, n - HALI_TS_DIMS);
     return;
   case HALI_OP_TENSOR_CONSTANT:
     if (n < 2) break;

@@ -203,12 +203,14 @@ static hali_status_t s_tensor_insn(const vctx_t *v) {
     return s_dispatch(v);
   case HALI_OP_TENSOR_SPLAT:
   case HALI_OP_TENSOR_IMPORT:
-    if (n < 2) return hali_verr(v, "has %u operand(s), expected at least 2", n);
+    if (n < HALI_TS_DIMS)
+      return hali_verr(v, "has %u operand(s), expected at least %u", n,
+                       (unsigned)HALI_TS_DIMS);
     HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
     HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 1, insn->op == HALI_OP_TENSOR_IMPORT
                                                ? HALI_TYPE_BUFFER_VIEW
                                                : HALI_TYPE_NONE));
-    return s_dyn_dims(v, 0, 2, n - 2);
+    return s_dyn_dims(v, 0, HALI_TS_DIMS, n - HALI_TS_DIMS);
   case HALI_OP_TENSOR_CONSTANT:
     HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 2));
     HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
