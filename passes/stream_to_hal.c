@@ -283,24 +283,15 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
 }
 
 /* The tensors |insn| reads (the lowering uses their storage, size and
- * dims registers, which exist once the tensor is written). */
+ * dims registers, which exist once the tensor is written): its tensor
+ * register operands that it does not write (hali_ir_operand_is_write
+ * knows each tensor op's layout). */
 static hali_status_t check_reads(lw_t *w, const hali_ir_insn_t *insn,
                                  uint32_t index) {
   const hali_ir_operand_t *o = insn->operands;
-  uint32_t first = 0, end = 0;
-  switch (insn->op) {
-  case HALI_OP_TENSOR_DISPATCH: {
-    hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
-    first = dl.operands;
-    end = dl.operands + dl.noperands;
-    break;
-  }
-  case HALI_OP_TENSOR_CLONE:
-  case HALI_OP_TENSOR_EXPORT: first = 1; end = 2; break;
-  case HALI_OP_TENSOR_OVERWRITE: first = 0; end = 2; break;
-  default: break;
-  }
-  for (uint32_t k = first; k < end; ++k) {
+  for (uint32_t k = 0; k < insn->operand_count; ++k) {
+    if (o[k].kind != HALI_IR_REG || hali_ir_operand_is_write(insn, k))
+      continue;
     uint32_t r = o[k].v;
     char rn[64];
     if (w->f->reg_types[r] == HALI_TYPE_TENSOR && !w->t[r].defined)

@@ -509,6 +509,44 @@ START_TEST(dispatch_lists) {
 }
 END_TEST
 
+/* stream-to-hal rejects a tensor read before any op writes it, whichever
+ * tensor op reads it (its reads come from the op's layout). */
+START_TEST(use_before_def_every_reader) {
+  static const char *const readers[] = {
+      "  %u = tensor.clone %t\n",
+      "  %o = tensor.export %t\n",
+      "  %u = tensor.dispatch @k::@e[4](%t) -> tensor<4xf32>\n",
+  };
+  static const char *const ops[] = {"tensor.clone", "tensor.export",
+                                    "tensor.dispatch"};
+  for (size_t i = 0; i < sizeof(readers) / sizeof(readers[0]); ++i) {
+    char text[1024], want[256];
+    snprintf(text, sizeof(text),
+             "executable @k format \"ffi\" library \"k.so\" {\n"
+             "  export @e(tensor<4xf32>) -> (tensor<4xf32>)\n"
+             "}\n"
+             "func @g$async(%%v: !hal.buffer_view, %%wait: !hal.fence, "
+             "%%signal: !hal.fence) -> !hal.buffer_view locals(%%t: "
+             "tensor<4xf32>, %%u: tensor<4xf32>, %%o: !hal.buffer_view) {\n"
+             "  tensor.wait %%wait\n"
+             "%s"
+             "  tensor.barrier %%signal\n"
+             "  return %%v\n"
+             "}\n",
+             readers[i]);
+    snprintf(want, sizeof(want),
+             "stream-to-hal: @g$async, block ^entry, instruction 1 (%s), "
+             "u.hasm:6: tensor %%t is read before it is written",
+             ops[i]);
+    hali_ir_module_t *m = NULL, *out = NULL;
+    ck_assert_ok(hali_asm_parse(text, strlen(text), "u.hasm", &m));
+    ck_assert_status(hali_load_module(m, "u.hasm", NULL, &out),
+                     HALI_STATUS_INVALID_ARGUMENT, want);
+    ck_assert_ptr_null(out);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tensor_load");
   TCase *tc = tcase_create("fuzz");
@@ -524,6 +562,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, stripped_registers_are_named);
   tcase_add_test(tc, pass_errors_name_the_block);
   tcase_add_test(tc, dispatch_lists);
+  tcase_add_test(tc, use_before_def_every_reader);
   suite_add_tcase(s, tc);
   return s;
 }
