@@ -145,12 +145,11 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
       break;
     }
     case HALI_OP_TENSOR_DISPATCH: {
-      uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-      uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-      uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+      hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
+      uint32_t nr = dl.nresults, a0 = dl.operands;
       for (uint32_t k = 0; k < nr; ++k) {
-        uint32_t r = o[a0 + na + k].v;
-        int64_t tie = o[a0 + na + nr + k].imm;
+        uint32_t r = o[dl.results + k].v;
+        int64_t tie = o[dl.ties + k].imm;
         if (r >= c->n) continue;
         if (tie < 0 || o[a0 + tie].v >= c->n ||
             c->root[o[a0 + tie].v] == UINT32_MAX) {
@@ -197,14 +196,13 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
     }
     if (insn->op == HALI_OP_TENSOR_DISPATCH) {
       const hali_ir_operand_t *o = insn->operands;
-      uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-      uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-      uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+      hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
+      uint32_t nr = dl.nresults, a0 = dl.operands;
       uint32_t clones[64];
       uint32_t nclone = 0;
       for (uint32_t k = 0; k < nr && k < 64; ++k) {
-        uint32_t r = o[a0 + na + k].v;
-        int64_t tie = o[a0 + na + nr + k].imm;
+        uint32_t r = o[dl.results + k].v;
+        int64_t tie = o[dl.ties + k].imm;
         clones[k] = UINT32_MAX;
         if (tie < 0 || r >= c->n || !copy[r]) continue;
         uint32_t u = o[a0 + tie].v;
@@ -236,7 +234,7 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
       hali_ir_insn_t *d = hali_pass_copy_insn(in_group ? &grp : &out, insn, NULL);
       for (uint32_t k = 0; d && nclone && k < nr && k < 64; ++k)
         if (clones[k] != UINT32_MAX)
-          d->operands[a0 + d->operands[a0 + na + nr + k].imm] = hali_pr(clones[k]);
+          d->operands[a0 + d->operands[dl.ties + k].imm] = hali_pr(clones[k]);
       continue;
     }
     hali_pass_copy_insn(in_group ? &grp : &out, insn, NULL);
@@ -287,10 +285,9 @@ hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
         if (reads(&c, insn, k)) c.last[insn->operands[k].v] = i + 1;
       if (insn->op == HALI_OP_TENSOR_DISPATCH) {
         const hali_ir_operand_t *o = insn->operands;
-        uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-        uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-        uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-        for (uint32_t k = 0; k < nr; ++k) any_tie |= o[a0 + na + nr + k].imm >= 0;
+        hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
+        for (uint32_t k = 0; k < dl.nresults; ++k)
+          any_tie |= o[dl.ties + k].imm >= 0;
       }
     }
     if (!any_tie) continue;

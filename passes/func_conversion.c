@@ -69,11 +69,6 @@ static bool is_mutable(const hali_ir_func_t *f, uint32_t p) {
          (f->param_flags[p] & HALI_PARAM_MUTABLE);
 }
 
-static const char *reg_name(const hali_ir_func_t *f, uint32_t r) {
-  return f->reg_names && r < f->reg_count && f->reg_names[r] ? f->reg_names[r]
-                                                             : "arg";
-}
-
 static char *fmt_xtype(const hali_ir_xtype_t *x) {
   hali_strbuf_t sb = {0};
   hali_ir_xtype_print(&sb, x);
@@ -103,13 +98,16 @@ static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
                                "supported (@%s)",
                                m->funcs[insn->operands[0].v].name);
       if (insn->op == HALI_OP_TENSOR_OVERWRITE && insn->operand_count == 2 &&
-          !is_mutable(f0, insn->operands[1].v))
+          !is_mutable(f0, insn->operands[1].v)) {
+        char rn[64];
+        hali_ir_reg_name(f0, insn->operands[1].v, rn, sizeof(rn));
         return hali_pass_error(
             PASS, m, f0, insn, i,
-            "tensor.overwrite into %%%s, which is not a mutable parameter: "
+            "tensor.overwrite into %s, which is not a mutable parameter: "
             "an immutable argument is the caller's read-only value (declare "
-            "it `%%%s: mutable tensor<...>`)",
-            reg_name(f0, insn->operands[1].v), reg_name(f0, insn->operands[1].v));
+            "it `%s: mutable tensor<...>`)",
+            rn, rn);
+      }
       if (insn->op == HALI_OP_TENSOR_IMPORT || insn->op == HALI_OP_TENSOR_EXPORT ||
           insn->op == HALI_OP_TENSOR_WAIT || insn->op == HALI_OP_TENSOR_BARRIER)
         return hali_pass_error(PASS, m, f0, insn, i,
@@ -120,13 +118,16 @@ static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
     return hali_pass_error(PASS, m, f0, NULL, 0, "function never returns");
   for (uint32_t k = 0; f0->result_ties && k < f0->result_count; ++k) {
     int32_t tie = f0->result_ties[k];
-    if (tie >= 0 && !is_mutable(f0, (uint32_t)tie))
+    if (tie >= 0 && !is_mutable(f0, (uint32_t)tie)) {
+      char rn[64];
+      hali_ir_reg_name(f0, (uint32_t)tie, rn, sizeof(rn));
       return hali_pass_error(
           PASS, m, f0, NULL, 0,
-          "result %u is tied to parameter %%%s, which is not mutable: a tie "
+          "result %u is tied to parameter %s, which is not mutable: a tie "
           "writes the caller's buffer, so the parameter must be declared "
-          "`%%%s: mutable tensor<...>`",
-          k, reg_name(f0, (uint32_t)tie), reg_name(f0, (uint32_t)tie));
+          "`%s: mutable tensor<...>`",
+          k, rn, rn);
+    }
   }
   if (f0->result_count > 64)
     return hali_pass_error(PASS, m, f0, NULL, 0,
@@ -232,9 +233,9 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
       uint32_t dims[HALI_HAL_MAX_RANK];
       uint32_t ndyn = 0, dyn[HALI_HAL_MAX_RANK];
       char *ts = fmt_xtype(x);
-      char msg[512];
-      snprintf(msg, sizeof(msg), "@%s: argument %u (%%%s, %s)", f->name, p,
-               pname, ts ? ts : "?");
+      char msg[512], rn[64];
+      snprintf(msg, sizeof(msg), "@%s: argument %u (%s, %s)", f->name, p,
+               hali_ir_reg_name(f, p, rn, sizeof(rn)), ts ? ts : "?");
       free(ts);
       uint32_t smsg = hali_ir_module_intern(m, msg, strlen(msg));
       if (hali_ir_xtype_dynamic_dims(x)) {

@@ -96,9 +96,8 @@ static hali_status_t annotate(const hali_ir_module_t *m, const hali_ir_func_t *f
   if ((uint64_t)o[HALI_TD_EXPORT].imm >= e->export_count)
     return hali_pass_error(PASS, m, f, insn, index, "bad export");
   const hali_ir_export_t *x = &e->exports[o[HALI_TD_EXPORT].imm];
-  uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-  uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-  uint32_t a0 = HALI_TD_HEADER + (uint32_t)o[HALI_TD_NWORKLOAD].imm;
+  hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
+  uint32_t na = dl.noperands, nr = dl.nresults, a0 = dl.operands;
   if (na != x->param_count || nr != x->result_count)
     return hali_pass_error(PASS, m, f, insn, index,
                            "@%s::@%s takes %u operand(s) and gives %u "

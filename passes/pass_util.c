@@ -116,6 +116,16 @@ uint32_t hali_pass_reg(hali_ir_func_t *f, hali_type_t type, const char *fmt,
   return hali_ir_func_add_reg(f, type, name, strlen(name));
 }
 
+/* The block of |f| whose instruction |index| is |insn|, or
+ * HALI_IR_NO_BLOCK (an instruction the pass is building). */
+static uint32_t block_of(const hali_ir_func_t *f, const hali_ir_insn_t *insn,
+                         uint32_t index) {
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    if (index < f->blocks[b].insn_count && &f->blocks[b].insns[index] == insn)
+      return b;
+  return HALI_IR_NO_BLOCK;
+}
+
 hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
                               const hali_ir_func_t *f,
                               const hali_ir_insn_t *insn, uint32_t index,
@@ -125,24 +135,16 @@ hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  char where[256] = "";
-  if (f && insn) {
-    const hali_op_info_t *info = hali_op_info(insn->op);
-    int n = snprintf(where, sizeof(where), "@%s, instruction %u (%s)", f->name,
-                     index, info ? info->name : "?");
-    if (insn->line && n > 0 && (size_t)n < sizeof(where))
-      snprintf(where + n, sizeof(where) - (size_t)n, ", %s:%u",
-               m->source ? m->source : "line", insn->line);
-  } else if (f) {
-    int n = snprintf(where, sizeof(where), "@%s", f->name);
-    if (f->line && n > 0 && (size_t)n < sizeof(where))
-      snprintf(where + n, sizeof(where) - (size_t)n, ", %s:%u",
-               m->source ? m->source : "line", f->line);
-  } else {
-    snprintf(where, sizeof(where), "module @%s", m->name ? m->name : "?");
-  }
-  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT, "%s: %s: %s", pass,
-                          where, msg);
+  hali_strbuf_t sb = {0};
+  hali_ir_print_place(&sb, m, f, f && insn ? block_of(f, insn, index)
+                                           : HALI_IR_NO_BLOCK,
+                      insn, index, !f ? 0 : insn ? insn->line : f->line);
+  char *where = hali_strbuf_take(&sb);
+  hali_status_t s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                     "%s: %s: %s", pass, where ? where : "?",
+                                     msg);
+  free(where);
+  return s;
 }
 
 uint32_t hali_pass_element_size(uint32_t et) {

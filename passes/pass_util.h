@@ -58,7 +58,11 @@ void hali_pass_list_free(hali_insn_list_t *l);
 uint32_t hali_pass_reg(hali_ir_func_t *f, hali_type_t type, const char *fmt,
                        ...) HALI_PRINTF(3, 4);
 
-/* "PASS: @f, instruction N (op), file:line: message". */
+/* "PASS: @f, block ^b, instruction N (op), file:line: message"
+ * (vm/ir.h hali_ir_print_place), |index| being |insn|'s position in its
+ * block; the block is named when |insn| is that instruction of one of
+ * |f|'s blocks.  Without |insn|, "PASS: @f, file:line: message" (the
+ * function's line); without |f|, "PASS: module @m: message". */
 hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
                               const hali_ir_func_t *f,
                               const hali_ir_insn_t *insn, uint32_t index,

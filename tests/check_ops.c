@@ -2966,12 +2966,42 @@ START_TEST(every_op_exercised) {
 }
 END_TEST
 
+/* The cells of an instruction, computed in one place (vm/code.h), follow
+ * the layouts drawn there. */
+START_TEST(code_cells_follow_the_layout) {
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_ADD_I32, 0), 1);   /* 3 regs */
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_CONST_I32, 0), 2); /* + imm */
+  /* More than 3 registers: a second cell of 4 slots. */
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_HAL_BUFFER_SUBSPAN, 0), 2);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_HAL_COMMAND_BUFFER_DISPATCH, 0),
+                    2);
+  /* A register tail: its count cell, then 4 slots per cell. */
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 0), 2);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 4), 3);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 5), 4);
+  /* switch: cell0, the default, one cell per target. */
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_SWITCH, 3), 5);
+  /* call, call.import, fiber.spawn: cell0, the callee, 4 slots per cell. */
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_CALL, 0), 2);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_CALL, 5), 4);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_CALL_IMPORT, 5), 4);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_FIBER_SPAWN, 4), 3);
+  /* return: cell0, 4 slots per cell. */
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_RETURN, 0), 1);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_RETURN, 4), 2);
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_RETURN, 5), 3);
+  /* A fused compare-and-branch: the compare's cell and two targets. */
+  ck_assert_uint_eq(hali_code_cells(HALI_OP_BR_LT_S_I64, 0), 3);
+}
+END_TEST
+
 static Suite *suite_ops(bool with_coverage) {
   Suite *s = suite_create("ops");
   TCase *tc;
 
   tc = tcase_create("const");
   tcase_add_checked_fixture(tc, NULL, free_progs);
+  tcase_add_test(tc, code_cells_follow_the_layout);
   tcase_add_test(tc, const_i32_literals);
   tcase_add_test(tc, const_i64_literals);
   tcase_add_test(tc, const_f32_literals);

@@ -1,7 +1,7 @@
 /* Tensor-level modules on the full load path (loader/load.c): a corrupted
  * .hbc holding tensor-level code must end, every time, in a clean error
- * or a module that loads — read, structural check (vm/verify.c
- * hali_ir_verify_structure), the load-time passes, the verifier, encoding
+ * or a module that loads — read, structural check
+ * (vm/verify_structure.c hali_ir_verify_structure), the load-time passes, the verifier, encoding
  * — never in a crash or a leak (run under valgrind: CK_FORK=no valgrind
  * --leak-check=full --error-exitcode=1 tests/check_tensor_load).
  *
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "loader/hbc.h"
+#include "passes/pass_util.h"
 #include "passes/pipeline.h"
 #include "tests/testutil.h"
 
@@ -364,6 +365,188 @@ START_TEST(export_argument_type) {
 }
 END_TEST
 
+/* Removes every register and block name, as a stripped binary has none. */
+static void strip(hali_ir_module_t *m) {
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    hali_ir_func_t *f = &m->funcs[fi];
+    for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r)
+      free(f->reg_names[r]);
+    free(f->reg_names);
+    f->reg_names = NULL;
+    for (uint32_t b = 0; b < f->block_count; ++b) {
+      free(f->blocks[b].name);
+      f->blocks[b].name = NULL;
+    }
+  }
+}
+
+static hali_ir_module_t *stripped(const char *text) {
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "s.hasm", &m));
+  strip(m);
+  return m;
+}
+
+/* The passes name registers as the verifier and the printer do (vm/ir.h
+ * hali_ir_reg_name): in a stripped module %rN, the register the printer
+ * shows, not a made-up stem. */
+START_TEST(stripped_registers_are_named) {
+  hali_ir_module_t *out = NULL;
+  hali_status_t s = hali_load_module(
+      stripped("executable @k format \"ffi\" library \"k.so\" {\n"
+               "  export @inc(tensor<4xf32>) -> (tensor<4xf32>)\n"
+               "}\n"
+               "func @f(%x: tensor<4xf32>, %y: tensor<4xf32>) -> "
+               "tensor<4xf32> {\n"
+               "  %a = tensor.dispatch @k::@inc[4](%x) -> tensor<4xf32>\n"
+               "  tensor.overwrite %a, %y\n"
+               "  return %a\n"
+               "}\n"),
+      "s.hasm", NULL, &out);
+  ck_assert_ptr_null(out);
+  ck_assert_status(s, HALI_STATUS_INVALID_ARGUMENT,
+                   "tensor.overwrite into %r1, which is not a mutable "
+                   "parameter: an immutable argument is the caller's "
+                   "read-only value (declare it `%r1: mutable tensor<...>`)");
+  /* Run-time messages too: the storage assert of a mutable argument names
+   * the buffer register holding it (%a in the named module). */
+  ck_assert_ok(hali_load_module(
+      stripped("func @f(%a: mutable tensor<4xi32>, %v: i32) {\n"
+               "  %t = tensor.splat %v : tensor<4xi32>\n"
+               "  tensor.overwrite %t, %a\n"
+               "  return\n"
+               "}\n"),
+      "s.hasm", NULL, &out));
+  char *text = hali_ir_print(out, false);
+  ck_assert_ptr_nonnull(text);
+  bool named = strstr(text, "\"@f$async: the storage of %r4\"") != NULL;
+  bool stem = strstr(text, "the storage of %t\"") != NULL;
+  free(text);
+  hali_ir_module_free(out);
+  ck_assert_msg(named && !stem, "the storage assert does not name %%r4");
+}
+END_TEST
+
+/* hali_pass_error names the place as the verifier does: the block when
+ * the instruction is one of the function's, none for one being built. */
+START_TEST(pass_errors_name_the_block) {
+  static const char text[] = "func @f(%a: i32) -> i32 {\n"
+                             "^entry:\n"
+                             "  br ^next\n"
+                             "^next:\n"
+                             "  return %a\n"
+                             "}\n";
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "p.hasm", &m));
+  const hali_ir_func_t *f = &m->funcs[0];
+  const hali_ir_insn_t *ret = &f->blocks[1].insns[0];
+  ck_assert_status(hali_pass_error("a-pass", m, f, ret, 0, "no"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "a-pass: @f, block ^next, instruction 0 (return), "
+                   "p.hasm:5: no");
+  hali_ir_insn_t copy = *ret;
+  ck_assert_status(hali_pass_error("a-pass", m, f, &copy, 0, "no"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "a-pass: @f, instruction 0 (return), p.hasm:5: no");
+  ck_assert_status(hali_pass_error("a-pass", m, f, NULL, 0, "no"),
+                   HALI_STATUS_INVALID_ARGUMENT, "a-pass: @f, p.hasm:1: no");
+  hali_ir_module_free(m);
+}
+END_TEST
+
+/* The dispatch lists are computed in one place (vm/ir.h); every reader
+ * gets the same indices, and nothing past the operands. */
+START_TEST(dispatch_lists) {
+  static const char text[] =
+      "executable @k format \"ffi\" library \"k.so\" {\n"
+      "  export @e(tensor<?xf32>, i32) -> (tensor<?xf32>, tensor<4xf32>)\n"
+      "}\n"
+      "func @f(%x: tensor<?xf32>, %n: index, %s: i32) -> (tensor<?xf32>, "
+      "tensor<4xf32>) {\n"
+      "  %a, %b = tensor.dispatch @k::@e[%n, 4](%x, %s) -> "
+      "(%x as tensor<?xf32>{%n}, tensor<4xf32>)\n"
+      "  return %a, %b\n"
+      "}\n";
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "d.hasm", &m));
+  hali_ir_insn_t *insn = find_insn(m, "f", HALI_OP_TENSOR_DISPATCH);
+  ck_assert_uint_eq(insn->operand_count, 16);
+  hali_ir_dispatch_t dl;
+  ck_assert(hali_ir_dispatch_lists(insn, &dl));
+  ck_assert_uint_eq(dl.workload, HALI_TD_HEADER);
+  ck_assert_uint_eq(dl.nworkload, 2);
+  ck_assert_uint_eq(dl.operands, 9);
+  ck_assert_uint_eq(dl.noperands, 2);
+  ck_assert_uint_eq(dl.results, 11);
+  ck_assert_uint_eq(dl.nresults, 2);
+  ck_assert_uint_eq(dl.ties, 13);
+  ck_assert_uint_eq(dl.dims, 15);
+  ck_assert_int_eq(insn->operands[dl.ties].imm, 0); /* %x as ... */
+  ck_assert(hali_ir_operand_is_write(insn, dl.results + 1));
+  ck_assert(!hali_ir_operand_is_write(insn, dl.operands));
+  ck_assert_uint_eq(hali_ir_dispatch(insn).dims, 15);
+  /* Counts out of range or not immediates: nothing is read. */
+  hali_ir_operand_t *nres = &insn->operands[HALI_TD_NRESULTS];
+  nres->imm = -1;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  nres->imm = 17;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  ck_assert(!hali_ir_operand_is_write(insn, 11));
+  nres->kind = HALI_IR_REG;
+  nres->imm = 2;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  nres->kind = HALI_IR_IMM;
+  /* Lists past the operands: filled (what they need), but false. */
+  nres->imm = 5;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  ck_assert_uint_eq(dl.dims, 9 + 2 + 2 * 5);
+  nres->imm = 2;
+  uint32_t n = insn->operand_count;
+  insn->operand_count = HALI_TD_HEADER - 1;
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  insn->operand_count = n;
+  hali_ir_module_free(m);
+}
+END_TEST
+
+/* stream-to-hal rejects a tensor read before any op writes it, whichever
+ * tensor op reads it (its reads come from the op's layout). */
+START_TEST(use_before_def_every_reader) {
+  static const char *const readers[] = {
+      "  %u = tensor.clone %t\n",
+      "  %o = tensor.export %t\n",
+      "  %u = tensor.dispatch @k::@e[4](%t) -> tensor<4xf32>\n",
+  };
+  static const char *const ops[] = {"tensor.clone", "tensor.export",
+                                    "tensor.dispatch"};
+  for (size_t i = 0; i < sizeof(readers) / sizeof(readers[0]); ++i) {
+    char text[1024], want[256];
+    snprintf(text, sizeof(text),
+             "executable @k format \"ffi\" library \"k.so\" {\n"
+             "  export @e(tensor<4xf32>) -> (tensor<4xf32>)\n"
+             "}\n"
+             "func @g$async(%%v: !hal.buffer_view, %%wait: !hal.fence, "
+             "%%signal: !hal.fence) -> !hal.buffer_view locals(%%t: "
+             "tensor<4xf32>, %%u: tensor<4xf32>, %%o: !hal.buffer_view) {\n"
+             "  tensor.wait %%wait\n"
+             "%s"
+             "  tensor.barrier %%signal\n"
+             "  return %%v\n"
+             "}\n",
+             readers[i]);
+    snprintf(want, sizeof(want),
+             "stream-to-hal: @g$async, block ^entry, instruction 1 (%s), "
+             "u.hasm:6: tensor %%t is read before it is written",
+             ops[i]);
+    hali_ir_module_t *m = NULL, *out = NULL;
+    ck_assert_ok(hali_asm_parse(text, strlen(text), "u.hasm", &m));
+    ck_assert_status(hali_load_module(m, "u.hasm", NULL, &out),
+                     HALI_STATUS_INVALID_ARGUMENT, want);
+    ck_assert_ptr_null(out);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tensor_load");
   TCase *tc = tcase_create("fuzz");
@@ -376,6 +559,10 @@ static Suite *suite(void) {
   tcase_add_test(tc, mutations_are_named);
   tcase_add_test(tc, functions_are_checked);
   tcase_add_test(tc, export_argument_type);
+  tcase_add_test(tc, stripped_registers_are_named);
+  tcase_add_test(tc, pass_errors_name_the_block);
+  tcase_add_test(tc, dispatch_lists);
+  tcase_add_test(tc, use_before_def_every_reader);
   suite_add_tcase(s, tc);
   return s;
 }

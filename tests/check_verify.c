@@ -442,6 +442,79 @@ START_TEST(verify_stripped_names) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* The naming helpers of vm/ir.h every diagnostic goes through. */
+
+/* Takes |sb|'s text into |buf| (so a failing assertion leaks nothing). */
+static const char *take_text(hali_strbuf_t *sb, char *buf, size_t n) {
+  char *t = hali_strbuf_take(sb);
+  snprintf(buf, n, "%s", t ? t : "(oom)");
+  free(t);
+  return buf;
+}
+
+START_TEST(names_registers_and_blocks) {
+  hali_ir_module_t *m = base();
+  const hali_ir_func_t *f = &m->funcs[F];
+  char buf[64], out[64];
+  hali_strbuf_t sb = {0};
+  hali_ir_print_reg(&sb, f, 3);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "%b");
+  ck_assert_str_eq(hali_ir_reg_name(f, 5, buf, sizeof(buf)), "%code");
+  /* Out of range: the number, never a read past the names. */
+  ck_assert_str_eq(hali_ir_reg_name(f, 99, buf, sizeof(buf)), "%r99");
+  hali_ir_print_reg(&sb, f, 99);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "%r99");
+  /* The buffer form truncates (a message), never overruns. */
+  ck_assert_str_eq(hali_ir_reg_name(f, 5, buf, 4), "%co");
+  hali_ir_print_block(&sb, f, F_NO);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "^no");
+  hali_ir_print_block(&sb, f, 7);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "^bb7");
+  strip(m);
+  hali_ir_print_reg(&sb, f, 3);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "%r3");
+  ck_assert_str_eq(hali_ir_reg_name(f, 3, buf, sizeof(buf)), "%r3");
+  hali_ir_print_block(&sb, f, F_NO);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "^bb2");
+  hali_ir_module_free(m);
+}
+END_TEST
+
+START_TEST(names_places) {
+  hali_ir_module_t *m = base();
+  const hali_ir_func_t *f = &m->funcs[F];
+  const hali_ir_insn_t *add = insn(m, F, F_ENTRY, 1);
+  char out[128];
+  hali_strbuf_t sb = {0};
+  hali_ir_print_place(&sb, m, f, F_ENTRY, add, 1, add->line);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)),
+                   "@f, block ^entry, instruction 1 (add.i32), v.hasm:5");
+  /* Each part is left out when not given. */
+  hali_ir_print_place(&sb, m, f, HALI_IR_NO_BLOCK, add, 1, add->line);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)),
+                   "@f, instruction 1 (add.i32), v.hasm:5");
+  hali_ir_print_place(&sb, m, f, F_ENTRY, add, 1, 0);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)),
+                   "@f, block ^entry, instruction 1 (add.i32)");
+  hali_ir_print_place(&sb, m, f, HALI_IR_NO_BLOCK, NULL, 0, f->line);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "@f, v.hasm:2");
+  hali_ir_print_place(&sb, m, f, HALI_IR_NO_BLOCK, NULL, 0, 0);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "@f");
+  hali_ir_print_place(&sb, m, NULL, HALI_IR_NO_BLOCK, NULL, 0, 0);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)), "module @v");
+  /* Without a source name the line still shows; stripped blocks are
+   * ^bbN. */
+  free(m->source);
+  m->source = NULL;
+  strip(m);
+  hali_ir_print_place(&sb, m, f, F_ENTRY, add, 1, add->line);
+  ck_assert_str_eq(take_text(&sb, out, sizeof(out)),
+                   "@f, block ^bb0, instruction 1 (add.i32), line:5");
+  hali_ir_module_free(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Definite assignment, from text (as the assembler hands it over). */
 
 START_TEST(verify_text_not_written_on_one_path) {
@@ -827,6 +900,11 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, verify_names_the_failing_function);
   tcase_add_test(tc, verify_stripped_names);
   tcase_add_test(tc, verify_duplicate_debug_names);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("names");
+  tcase_add_test(tc, names_registers_and_blocks);
+  tcase_add_test(tc, names_places);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("strmap");

@@ -98,4 +98,35 @@ enum {
 /* Number of cells for |n| packed 16-bit slots. */
 #define HALI_CELLS_FOR_SLOTS(n) (((n) + 3u) / 4u)
 
+/* The number of cells an instruction of |op| takes, |tail| being the
+ * number of its operands past the op's fixed signature (switch targets,
+ * call / fiber.spawn arguments and results, return values, a register
+ * tail; 0 for the rest): the one place that computes it from the layouts
+ * drawn above.  The encoder sizes and lays out code with it; the
+ * interpreter's decoders step over an instruction with it.  |op| may be
+ * an internal op (a fused compare-and-branch, call.import). */
+static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
+  switch (op) {
+  case HALI_OP_SWITCH: /* cell0, default, one cell per target */
+    return 2 + tail;
+  case HALI_OP_CALL:
+  case HALI_OP_CALL_IMPORT:
+  case HALI_OP_FIBER_SPAWN: /* cell0, callee, argument and result slots */
+    return 2 + HALI_CELLS_FOR_SLOTS(tail);
+  case HALI_OP_RETURN: /* cell0, value slots */
+    return 1 + HALI_CELLS_FOR_SLOTS(tail);
+  default:
+    break;
+  }
+  if (op >= HALI_OP_COUNT) /* fused: the compare's cell and two targets */
+    return 3;
+  const hali_op_info_t *info = hali_op_info(op);
+  uint32_t n = 1;
+  if (info->reg_count > 3) n += HALI_CELLS_FOR_SLOTS(info->reg_count - 3u);
+  n += info->operand_count - info->reg_count;
+  if (info->tail) /* count cell + packed slots */
+    n += 1 + HALI_CELLS_FOR_SLOTS(tail);
+  return n;
+}
+
 #endif /* HALI_VM_CODE_H */

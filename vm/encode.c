@@ -26,24 +26,8 @@ static bool fuses(const hali_ir_block_t *blk, uint32_t i) {
 }
 
 static uint32_t insn_cells(const hali_ir_insn_t *insn) {
-  const hali_op_info_t *info = hali_op_info(insn->op);
-  switch (insn->op) {
-  case HALI_OP_SWITCH:
-    return 2 + (insn->operand_count - info->operand_count);
-  case HALI_OP_CALL:
-  case HALI_OP_FIBER_SPAWN:
-    return 2 + HALI_CELLS_FOR_SLOTS(insn->operand_count - 1);
-  case HALI_OP_RETURN:
-    return 1 + HALI_CELLS_FOR_SLOTS(insn->operand_count);
-  default: {
-    uint32_t n = 1;
-    if (info->reg_count > 3) n += HALI_CELLS_FOR_SLOTS(info->reg_count - 3u);
-    n += info->operand_count - info->reg_count;
-    if (info->tail) /* count cell + packed slots */
-      n += 1 + HALI_CELLS_FOR_SLOTS(insn->operand_count - info->operand_count);
-    return n;
-  }
-  }
+  return hali_code_cells(insn->op, insn->operand_count -
+                                       hali_op_info(insn->op)->operand_count);
 }
 
 static void put_slots(hali_cell_t *cells, uint32_t *k, uint16_t v) {
@@ -79,7 +63,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     block_at[b] = total;
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       if (fuses(blk, i)) {
-        total += 3;
+        total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
         ++i;
       } else {
         total += insn_cells(&blk->insns[i]);
@@ -117,7 +101,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         c[0].i.c = out->slot[o[2].v];
         c[1].target = &code[block_at[br->operands[1].v]];
         c[2].target = &code[block_at[br->operands[2].v]];
-        at += 3;
+        at += hali_code_cells(c[0].i.op, 0);
         ++i;
         continue;
       }

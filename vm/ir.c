@@ -299,6 +299,33 @@ bool hali_ir_func_add_attr(hali_ir_func_t *f, const char *s, size_t len) {
   return true;
 }
 
+bool hali_ir_dispatch_lists(const hali_ir_insn_t *insn,
+                            hali_ir_dispatch_t *out) {
+  uint32_t n = insn->operand_count;
+  if (n < HALI_TD_HEADER) return false;
+  const hali_ir_operand_t *o = insn->operands;
+  int64_t count[3];
+  for (int k = 0; k < 3; ++k) {
+    const hali_ir_operand_t *c = &o[HALI_TD_NWORKLOAD + k];
+    if (c->kind != HALI_IR_IMM || c->imm < 0 || c->imm > (int64_t)n)
+      return false;
+    count[k] = c->imm;
+  }
+  /* Each count is at most n < 2^32, so these sums do not wrap. */
+  uint64_t dims = (uint64_t)HALI_TD_HEADER + (uint64_t)count[0] +
+                  (uint64_t)count[1] + 2 * (uint64_t)count[2];
+  if (dims > UINT32_MAX) return false;
+  out->workload = HALI_TD_HEADER;
+  out->nworkload = (uint32_t)count[0];
+  out->operands = out->workload + out->nworkload;
+  out->noperands = (uint32_t)count[1];
+  out->results = out->operands + out->noperands;
+  out->nresults = (uint32_t)count[2];
+  out->ties = out->results + out->nresults;
+  out->dims = out->ties + out->nresults;
+  return out->dims <= n;
+}
+
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
   const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info || k >= insn->operand_count ||
@@ -308,12 +335,9 @@ bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
   if (insn->op == HALI_OP_RETURN) return false;
   switch (insn->op) {
   case HALI_OP_TENSOR_DISPATCH: {
-    if (insn->operand_count < HALI_TD_HEADER) return false;
-    uint64_t r0 = HALI_TD_HEADER +
-                  (uint64_t)insn->operands[HALI_TD_NWORKLOAD].imm +
-                  (uint64_t)insn->operands[HALI_TD_NOPERANDS].imm;
-    return k >= r0 &&
-           k < r0 + (uint64_t)insn->operands[HALI_TD_NRESULTS].imm;
+    hali_ir_dispatch_t dl;
+    return hali_ir_dispatch_lists(insn, &dl) && k >= dl.results &&
+           k < dl.results + dl.nresults;
   }
   case HALI_OP_TENSOR_SPLAT:
   case HALI_OP_TENSOR_CONSTANT:

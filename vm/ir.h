@@ -141,6 +141,36 @@ enum {
   HALI_TD_CONSTANTS = 6,
   HALI_TD_HEADER = 7,
 };
+/* tensor.splat and tensor.import: the i64 registers of the result's
+ * dynamic dimensions start at this operand (after the result and the
+ * scalar or buffer view). */
+enum { HALI_TS_DIMS = 2 };
+/* The lists of a tensor.dispatch, as operand indices: the one place that
+ * computes them from the counts at HALI_TD_NWORKLOAD / NOPERANDS /
+ * NRESULTS (the assembler, the structural check, the printer and the
+ * passes all read them through it). */
+typedef struct hali_ir_dispatch_s {
+  uint32_t workload, nworkload; /* registers or immediates */
+  uint32_t operands, noperands; /* registers read */
+  uint32_t results, nresults;   /* registers written */
+  uint32_t ties;                /* one imm per result: operand index or -1 */
+  uint32_t dims; /* the results' dynamic dimensions (i64 registers), in
+                    order, up to the end of the operands */
+} hali_ir_dispatch_t;
+/* Reads the lists of tensor.dispatch |insn| into |*out|.  False when the
+ * counts are not immediates in [0, operand count] (|*out| untouched) or
+ * the lists run past the operands (|*out| filled: out->dims says how many
+ * operands they need).  hali_ir_verify_structure rejects both, naming the
+ * count. */
+bool hali_ir_dispatch_lists(const hali_ir_insn_t *insn,
+                            hali_ir_dispatch_t *out);
+/* The lists of a dispatch the structural check accepted (the passes; the
+ * printer, which runs after it), where they always fit. */
+static inline hali_ir_dispatch_t hali_ir_dispatch(const hali_ir_insn_t *insn) {
+  hali_ir_dispatch_t d = {0};
+  (void)hali_ir_dispatch_lists(insn, &d);
+  return d;
+}
 /* Does operand |k| of |insn| name a register the instruction writes?
  * (Covers call, the signature-driven ops and the tensor ops.) */
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k);
@@ -306,12 +336,12 @@ uint32_t hali_ir_call_results(uint16_t op, const hali_ir_func_t *callee,
 
 /* Verifies |m|: see vm/verify.c for everything it proves. */
 HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
-/* The structural check the loader runs before the load-time passes:
- * accepts tensor types and ops, and proves every index, count, operand
- * kind and tensor-op layout (above) that the passes rely on, so that no
- * input reaches them malformed.  Errors read "verify structure: @f, block
- * ^b, instruction N (op), file:line: ...".  Everything it rejects
- * hali_ir_verify rejects too. */
+/* The structural check the loader runs before the load-time passes
+ * (vm/verify_structure.c): accepts tensor types and ops, and proves every
+ * index, count, operand kind and tensor-op layout (above) that the passes
+ * rely on, so that no input reaches them malformed.  Errors read
+ * "verify structure: @f, block ^b, instruction N (op), file:line: ...".
+ * Everything it rejects hali_ir_verify rejects too. */
 HALI_MUST_USE hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m);
 
 /* Prints |m| as .hasm text that reassembles to the same module.  With
@@ -338,6 +368,37 @@ bool hali_name_valid(const char *s);
  * loc) to |sb|. */
 void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                         const hali_ir_func_t *f, const hali_ir_insn_t *insn);
+
+/* ---- Naming places and registers (vm/ir_print.c).  Every message that
+ * points into a module -- the verifier's, the passes', the printer's and
+ * the tracer's -- names registers, blocks and places through these, so
+ * that they read the same everywhere. */
+
+/* Register |r| of |f| as .hasm writes it: "%name", or "%rN" when it has no
+ * name (a stripped module) or is out of range. */
+void hali_ir_print_reg(hali_strbuf_t *sb, const hali_ir_func_t *f, uint32_t r);
+/* The same into |buf| (|n| bytes, truncated if need be), for messages;
+ * returns |buf|. */
+const char *hali_ir_reg_name(const hali_ir_func_t *f, uint32_t r, char *buf,
+                             size_t n);
+/* Block |b| of |f|: "^name", or "^bbN" when it has no name or is out of
+ * range. */
+void hali_ir_print_block(hali_strbuf_t *sb, const hali_ir_func_t *f,
+                         uint32_t b);
+
+/* No block to name (hali_ir_print_place). */
+#define HALI_IR_NO_BLOCK UINT32_MAX
+
+/* Where a diagnostic points: "module @m" when |f| is NULL; otherwise
+ * "@f", then ", block ^b" unless |block| is HALI_IR_NO_BLOCK, then
+ * ", instruction N (op)" when |insn| is given (N = |index|, its position
+ * in the block), then ", file:line" when |line| is not 0 (|m|'s source
+ * name, or "line" when it has none).  For example
+ * "@f, block ^entry, instruction 3 (add.i32), m.hasm:7". */
+void hali_ir_print_place(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                         const hali_ir_func_t *f, uint32_t block,
+                         const hali_ir_insn_t *insn, uint32_t index,
+                         uint32_t line);
 
 
 #endif /* HALI_VM_IR_H */

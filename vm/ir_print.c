@@ -7,24 +7,65 @@
  * .hasm -> .hbc -> dis -> .hasm -> .hbc gives identical bytes.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "hal/buffer_view.h"
 #include "vm/ir.h"
 
-static void print_reg(hali_strbuf_t *sb, const hali_ir_func_t *f, uint32_t r) {
-  if (f->reg_names && r < f->reg_count && f->reg_names[r])
-    hali_strbuf_printf(sb, "%%%s", f->reg_names[r]);
+/* ---- Names and places (vm/ir.h). */
+
+/* The name register |r| has in |f|, or NULL (printed %rN). */
+static const char *reg_name_of(const hali_ir_func_t *f, uint32_t r) {
+  return f->reg_names && r < f->reg_count ? f->reg_names[r] : NULL;
+}
+
+void hali_ir_print_reg(hali_strbuf_t *sb, const hali_ir_func_t *f, uint32_t r) {
+  const char *name = reg_name_of(f, r);
+  if (name)
+    hali_strbuf_printf(sb, "%%%s", name);
   else
     hali_strbuf_printf(sb, "%%r%u", r);
 }
 
-static void print_block(hali_strbuf_t *sb, const hali_ir_func_t *f,
-                        uint32_t b) {
+const char *hali_ir_reg_name(const hali_ir_func_t *f, uint32_t r, char *buf,
+                             size_t n) {
+  const char *name = reg_name_of(f, r);
+  if (name)
+    snprintf(buf, n, "%%%s", name);
+  else
+    snprintf(buf, n, "%%r%u", r);
+  return buf;
+}
+
+void hali_ir_print_block(hali_strbuf_t *sb, const hali_ir_func_t *f,
+                         uint32_t b) {
   if (b < f->block_count && f->blocks[b].name)
     hali_strbuf_printf(sb, "^%s", f->blocks[b].name);
   else
     hali_strbuf_printf(sb, "^bb%u", b);
+}
+
+void hali_ir_print_place(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                         const hali_ir_func_t *f, uint32_t block,
+                         const hali_ir_insn_t *insn, uint32_t index,
+                         uint32_t line) {
+  if (!f) {
+    hali_strbuf_printf(sb, "module @%s", m->name ? m->name : "?");
+    return;
+  }
+  hali_strbuf_printf(sb, "@%s", f->name ? f->name : "?");
+  if (block != HALI_IR_NO_BLOCK) {
+    hali_strbuf_append(sb, ", block ", 8);
+    hali_ir_print_block(sb, f, block);
+  }
+  if (insn) {
+    const hali_op_info_t *info = hali_op_info(insn->op);
+    hali_strbuf_printf(sb, ", instruction %u (%s)", index,
+                       info ? info->name : "?");
+  }
+  if (line)
+    hali_strbuf_printf(sb, ", %s:%u", m->source ? m->source : "line", line);
 }
 
 static void print_string(hali_strbuf_t *sb, const char *s, uint32_t len) {
@@ -117,7 +158,7 @@ static void print_dims(hali_strbuf_t *sb, const hali_ir_func_t *f,
   hali_strbuf_append(sb, "{", 1);
   for (uint32_t k = 0; k < n && at + k < insn->operand_count; ++k) {
     if (k) hali_strbuf_append(sb, ", ", 2);
-    print_reg(sb, f, insn->operands[at + k].v);
+    hali_ir_print_reg(sb, f, insn->operands[at + k].v);
   }
   hali_strbuf_append(sb, "}", 1);
 }
@@ -135,16 +176,14 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
   uint32_t n = insn->operand_count;
   switch (insn->op) {
   case HALI_OP_TENSOR_DISPATCH: {
-    if (n < HALI_TD_HEADER) break;
-    uint32_t nw = (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-    uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-    uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-    uint32_t w0 = HALI_TD_HEADER, a0 = w0 + nw, r0 = a0 + na, t0 = r0 + nr,
-             d0 = t0 + nr;
-    if (d0 > n) break;
+    hali_ir_dispatch_t dl;
+    if (!hali_ir_dispatch_lists(insn, &dl)) break;
+    uint32_t nw = dl.nworkload, na = dl.noperands, nr = dl.nresults;
+    uint32_t w0 = dl.workload, a0 = dl.operands, r0 = dl.results,
+             t0 = dl.ties, d0 = dl.dims;
     for (uint32_t k = 0; k < nr; ++k) {
       if (k) hali_strbuf_append(sb, ", ", 2);
-      print_reg(sb, f, o[r0 + k].v);
+      hali_ir_print_reg(sb, f, o[r0 + k].v);
     }
     if (nr) hali_strbuf_append(sb, " = ", 3);
     const hali_ir_executable_t *e =
@@ -158,12 +197,12 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
       if (o[w0 + k].kind == HALI_IR_IMM)
         hali_strbuf_printf(sb, "%" PRId64, o[w0 + k].imm);
       else
-        print_reg(sb, f, o[w0 + k].v);
+        hali_ir_print_reg(sb, f, o[w0 + k].v);
     }
     hali_strbuf_append(sb, "](", 2);
     for (uint32_t k = 0; k < na; ++k) {
       if (k) hali_strbuf_append(sb, ", ", 2);
-      print_reg(sb, f, o[a0 + k].v);
+      hali_ir_print_reg(sb, f, o[a0 + k].v);
     }
     hali_strbuf_append(sb, ")", 1);
     if (nr) {
@@ -173,7 +212,7 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
         if (k) hali_strbuf_append(sb, ", ", 2);
         int64_t tie = o[t0 + k].imm;
         if (tie >= 0 && (uint64_t)tie < na) {
-          print_reg(sb, f, o[a0 + tie].v);
+          hali_ir_print_reg(sb, f, o[a0 + tie].v);
           hali_strbuf_append(sb, " as ", 4);
         }
         const hali_ir_xtype_t *x = reg_xtype(f, o[r0 + k].v);
@@ -191,18 +230,18 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
   }
   case HALI_OP_TENSOR_SPLAT:
   case HALI_OP_TENSOR_IMPORT:
-    if (n < 2) break;
-    print_reg(sb, f, o[0].v);
+    if (n < HALI_TS_DIMS) break;
+    hali_ir_print_reg(sb, f, o[0].v);
     hali_strbuf_printf(sb, " = %s ", insn->op == HALI_OP_TENSOR_SPLAT
                                          ? "tensor.splat" : "tensor.import");
-    print_reg(sb, f, o[1].v);
+    hali_ir_print_reg(sb, f, o[1].v);
     hali_strbuf_append(sb, " : ", 3);
     hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
-    print_dims(sb, f, insn, 2, n - 2);
+    print_dims(sb, f, insn, HALI_TS_DIMS, n - HALI_TS_DIMS);
     return;
   case HALI_OP_TENSOR_CONSTANT:
     if (n < 2) break;
-    print_reg(sb, f, o[0].v);
+    hali_ir_print_reg(sb, f, o[0].v);
     hali_strbuf_printf(sb, " = tensor.constant @%s : ",
                        o[1].v < m->rodata_count ? m->rodata[o[1].v].name : "?");
     hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
@@ -210,24 +249,24 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
   case HALI_OP_TENSOR_CLONE:
   case HALI_OP_TENSOR_EXPORT:
     if (n < 2) break;
-    print_reg(sb, f, o[0].v);
+    hali_ir_print_reg(sb, f, o[0].v);
     hali_strbuf_printf(sb, " = %s ", insn->op == HALI_OP_TENSOR_CLONE
                                          ? "tensor.clone" : "tensor.export");
-    print_reg(sb, f, o[1].v);
+    hali_ir_print_reg(sb, f, o[1].v);
     return;
   case HALI_OP_TENSOR_OVERWRITE:
     if (n < 2) break;
     hali_strbuf_append(sb, "tensor.overwrite ", 17);
-    print_reg(sb, f, o[0].v);
+    hali_ir_print_reg(sb, f, o[0].v);
     hali_strbuf_append(sb, ", ", 2);
-    print_reg(sb, f, o[1].v);
+    hali_ir_print_reg(sb, f, o[1].v);
     return;
   case HALI_OP_TENSOR_WAIT:
   case HALI_OP_TENSOR_BARRIER:
     if (n < 1) break;
     hali_strbuf_printf(sb, "%s ", insn->op == HALI_OP_TENSOR_WAIT
                                       ? "tensor.wait" : "tensor.barrier");
-    print_reg(sb, f, o[0].v);
+    hali_ir_print_reg(sb, f, o[0].v);
     return;
   case HALI_OP_TENSOR_EXECUTE:
     hali_strbuf_append(sb, "execute {", 9);
@@ -255,7 +294,7 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     uint32_t nargs = insn->aux;
     for (uint32_t i = 1 + nargs; i < insn->operand_count; ++i) {
       if (i > 1 + nargs) hali_strbuf_append(sb, ", ", 2);
-      print_reg(sb, f, insn->operands[i].v);
+      hali_ir_print_reg(sb, f, insn->operands[i].v);
     }
     if (insn->operand_count > 1 + nargs) hali_strbuf_append(sb, " = ", 3);
     uint32_t callee = insn->operand_count ? insn->operands[0].v : 0;
@@ -263,7 +302,7 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                        callee < m->func_count ? m->funcs[callee].name : "?");
     for (uint32_t i = 1; i <= nargs && i < insn->operand_count; ++i) {
       if (i > 1) hali_strbuf_append(sb, ", ", 2);
-      print_reg(sb, f, insn->operands[i].v);
+      hali_ir_print_reg(sb, f, insn->operands[i].v);
     }
     hali_strbuf_append(sb, ")", 1);
     return;
@@ -276,7 +315,7 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     hali_strbuf_append(sb, "return", 6);
     for (uint32_t i = 0; i < insn->operand_count; ++i) {
       hali_strbuf_append(sb, i ? ", " : " ", i ? 2 : 1);
-      print_reg(sb, f, insn->operands[i].v);
+      hali_ir_print_reg(sb, f, insn->operands[i].v);
     }
     return;
   }
@@ -285,7 +324,7 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
   for (uint32_t i = 0; i < info->operand_count && i < insn->operand_count; ++i)
     if (info->operands[i].role == HALI_ROLE_WRITE) {
       if (any_def) hali_strbuf_append(sb, ", ", 2);
-      print_reg(sb, f, insn->operands[i].v);
+      hali_ir_print_reg(sb, f, insn->operands[i].v);
       any_def = true;
     }
   if (any_def) hali_strbuf_append(sb, " = ", 3);
@@ -299,9 +338,9 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     hali_strbuf_append(sb, first ? " " : ", ", first ? 1 : 2);
     first = false;
     switch (d->role) {
-    case HALI_ROLE_READ: print_reg(sb, f, o->v); break;
+    case HALI_ROLE_READ: hali_ir_print_reg(sb, f, o->v); break;
     case HALI_ROLE_IMM: print_imm(sb, d->type, o->imm); break;
-    case HALI_ROLE_BLOCK: print_block(sb, f, o->v); break;
+    case HALI_ROLE_BLOCK: hali_ir_print_block(sb, f, o->v); break;
     case HALI_ROLE_EXECUTABLE:
       hali_strbuf_printf(sb, "@%s", o->v < m->executable_count
                                          ? m->executables[o->v].name
@@ -325,8 +364,8 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     hali_strbuf_append(sb, first ? " [" : ", [", first ? 2 : 3);
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i) {
       if (i > info->operand_count) hali_strbuf_append(sb, ", ", 2);
-      if (info->tail == 'b') print_block(sb, f, insn->operands[i].v);
-      else print_reg(sb, f, insn->operands[i].v);
+      if (info->tail == 'b') hali_ir_print_block(sb, f, insn->operands[i].v);
+      else hali_ir_print_reg(sb, f, insn->operands[i].v);
     }
     hali_strbuf_append(sb, "]", 1);
   }
@@ -458,7 +497,7 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
     hali_strbuf_printf(&sb, "\nfunc @%s(", f->name);
     for (uint32_t i = 0; i < f->param_count; ++i) {
       if (i) hali_strbuf_append(&sb, ", ", 2);
-      print_reg(&sb, f, i);
+      hali_ir_print_reg(&sb, f, i);
       hali_strbuf_append(&sb, ": ", 2);
       if (f->param_flags && (f->param_flags[i] & HALI_PARAM_MUTABLE))
         hali_strbuf_append(&sb, "mutable ", 8);
@@ -470,7 +509,7 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
       for (uint32_t i = 0; i < f->result_count; ++i) {
         if (i) hali_strbuf_append(&sb, ", ", 2);
         if (f->result_ties && f->result_ties[i] >= 0) {
-          print_reg(&sb, f, (uint32_t)f->result_ties[i]);
+          hali_ir_print_reg(&sb, f, (uint32_t)f->result_ties[i]);
           hali_strbuf_append(&sb, " as ", 4);
         }
         if (f->results[i] == HALI_TYPE_TENSOR && f->result_xtypes)
@@ -492,7 +531,7 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
       hali_strbuf_append(&sb, " locals(", 8);
       for (uint32_t r = f->param_count; r < f->reg_count; ++r) {
         if (r > f->param_count) hali_strbuf_append(&sb, ", ", 2);
-        print_reg(&sb, f, r);
+        hali_ir_print_reg(&sb, f, r);
         hali_strbuf_append(&sb, ": ", 2);
         print_reg_type(&sb, f, r);
       }
@@ -505,7 +544,7 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
     }
     hali_strbuf_append(&sb, " {\n", 3);
     for (uint32_t b = 0; b < f->block_count; ++b) {
-      print_block(&sb, f, b);
+      hali_ir_print_block(&sb, f, b);
       hali_strbuf_append(&sb, ":\n", 2);
       const hali_ir_block_t *blk = &f->blocks[b];
       uint32_t depth = 0; /* open execute / concurrent groups */

@@ -216,10 +216,8 @@ static void format_reg(const hali_trace_t *t, const hali_vm_stack_t *st,
                        const hali_vm_frame_t *fr, uint32_t r,
                        hali_strbuf_t *sb) {
   const hali_ir_func_t *f = fr->fn->ir;
-  if (f->reg_names && f->reg_names[r])
-    hali_strbuf_printf(sb, "%%%s=", f->reg_names[r]);
-  else
-    hali_strbuf_printf(sb, "%%r%u=", r);
+  hali_ir_print_reg(sb, f, r);
+  hali_strbuf_append(sb, "=", 1);
   uint16_t slot = fr->fn->slot[r];
   const hali_slot_t *v = &st->scalars[fr->scalar_base + slot];
   switch (f->reg_types[r]) {

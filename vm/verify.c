@@ -13,89 +13,51 @@
  *     (definite assignment), so frames need no zeroing of scalar slots;
  *   - counts fit the encodings (at most 65535 registers and blocks).
  * Every rejection names the function, block, instruction and source line.
+ * The structural check that runs before the passes is
+ * vm/verify_structure.c; vm/verify_int.h holds what the two share.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "hal/buffer_view.h"
-#include "vm/ir.h"
-#include "vm/strmap.h"
+#include "vm/verify_int.h"
 
-typedef struct {
-  const hali_ir_module_t *m;
-  const hali_ir_func_t *f;
-  uint32_t block, index;
-  const hali_ir_insn_t *insn;
-  const char *mode; /* "verify" or "verify structure" */
-  /* Scratch index for the uniqueness checks (names of one function, then
-   * of the module's functions), so that they are linear. */
-  hali_strmap_t *names;
-  /* Scratch reused by every function's definite-assignment check (so that
-   * a module of many small functions does not allocate per function). */
-  struct verify_scratch_s *scratch;
-} vctx_t;
-
-static hali_status_t verr(const vctx_t *v, const char *fmt, ...)
-    HALI_PRINTF(2, 3);
-static hali_status_t verr(const vctx_t *v, const char *fmt, ...) {
+hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
-  char where[256] = "";
-  if (v->f && v->insn) {
-    const hali_op_info_t *info = hali_op_info(v->insn->op);
-    const char *bname =
-        v->block < v->f->block_count ? v->f->blocks[v->block].name : NULL;
-    char bbuf[32];
-    if (!bname) {
-      snprintf(bbuf, sizeof(bbuf), "bb%u", v->block);
-      bname = bbuf;
-    }
-    int n = snprintf(where, sizeof(where), "@%s, block ^%s, instruction %u (%s)",
-                     v->f->name ? v->f->name : "?", bname, v->index,
-                     info ? info->name : "?");
-    if (v->insn->line && n > 0 && (size_t)n < sizeof(where))
-      snprintf(where + n, sizeof(where) - (size_t)n, ", %s:%u",
-               v->m->source ? v->m->source : "line", v->insn->line);
-  } else if (v->f) {
-    snprintf(where, sizeof(where), "@%s", v->f->name ? v->f->name : "?");
-  } else {
-    snprintf(where, sizeof(where), "module @%s", v->m->name ? v->m->name : "?");
-  }
-  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT, "%s: %s: %s",
-                          v->mode ? v->mode : "verify", where, msg);
+  hali_strbuf_t sb = {0};
+  hali_ir_print_place(&sb, v->m, v->f, v->insn ? v->block : HALI_IR_NO_BLOCK,
+                      v->insn, v->index, v->insn ? v->insn->line : 0);
+  char *where = hali_strbuf_take(&sb);
+  hali_status_t s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                     "%s: %s: %s", v->mode ? v->mode : "verify",
+                                     where ? where : "?", msg);
+  free(where);
+  return s;
 }
 
-static const char *reg_name(const hali_ir_func_t *f, uint32_t r, char *buf,
-                            size_t n) {
-  if (f->reg_names && r < f->reg_count && f->reg_names[r])
-    snprintf(buf, n, "%%%s", f->reg_names[r]);
-  else
-    snprintf(buf, n, "%%r%u", r);
-  return buf;
-}
-
-/* Operand |i| is a register in range whose type is |want|: any ref for
- * HALI_TYPE_ANY_REF, any type at all for HALI_TYPE_NONE. */
-static hali_status_t check_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
+hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
+                                    hali_type_t want) {
   const hali_ir_operand_t *o = &v->insn->operands[i];
   if (o->kind != HALI_IR_REG)
-    return verr(v, "operand %u must be a register", i);
+    return hali_verr(v, "operand %u must be a register", i);
   if (o->v >= v->f->reg_count)
-    return verr(v, "operand %u: register %u out of range (function has %u)",
-                i, o->v, v->f->reg_count);
+    return hali_verr(v,
+                     "operand %u: register %u out of range (function has %u)",
+                     i, o->v, v->f->reg_count);
   hali_type_t have = v->f->reg_types[o->v];
   bool ok = want == HALI_TYPE_NONE      ? true
             : want == HALI_TYPE_ANY_REF ? hali_type_is_ref(have)
                                         : have == want;
   if (!ok) {
     char buf[64];
-    return verr(v, "operand %u: register %s is %s, expected %s", i,
-                reg_name(v->f, o->v, buf, sizeof(buf)), hali_type_name(have),
-                want == HALI_TYPE_ANY_REF ? "a ref" : hali_type_name(want));
+    return hali_verr(
+        v, "operand %u: register %s is %s, expected %s", i,
+        hali_ir_reg_name(v->f, o->v, buf, sizeof(buf)), hali_type_name(have),
+        want == HALI_TYPE_ANY_REF ? "a ref" : hali_type_name(want));
   }
   return HALI_OK;
 }
@@ -103,112 +65,116 @@ static hali_status_t check_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
 static hali_status_t check_block(const vctx_t *v, uint32_t i) {
   const hali_ir_operand_t *o = &v->insn->operands[i];
   if (o->kind != HALI_IR_BLOCK)
-    return verr(v, "operand %u must be a block", i);
+    return hali_verr(v, "operand %u must be a block", i);
   if (o->v >= v->f->block_count)
-    return verr(v, "operand %u: block %u out of range (function has %u)", i,
-                o->v, v->f->block_count);
+    return hali_verr(v, "operand %u: block %u out of range (function has %u)",
+                     i, o->v, v->f->block_count);
   return HALI_OK;
 }
 
 static hali_status_t verify_insn(const vctx_t *v) {
   const hali_ir_insn_t *insn = v->insn;
   const hali_op_info_t *info = hali_op_info(insn->op);
-  if (!info) return verr(v, "unknown opcode %u", insn->op);
+  if (!info) return hali_verr(v, "unknown opcode %u", insn->op);
   if (info->flags & HALI_OPF_TENSOR)
-    return verr(v, "tensor-level op '%s' remains: the load-time passes lower "
-                   "the tensor level to HAL ops before a module runs",
-                info->name);
+    return hali_verr(v,
+                     "tensor-level op '%s' remains: the load-time passes lower "
+                     "the tensor level to HAL ops before a module runs",
+                     info->name);
   if (hali_op_is_call(insn->op)) {
     if (insn->operand_count < 1 || insn->operands[0].kind != HALI_IR_FUNC)
-      return verr(v, "%s needs a callee", info->name);
+      return hali_verr(v, "%s needs a callee", info->name);
     uint32_t ci = insn->operands[0].v;
     if (ci >= v->m->func_count)
-      return verr(v, "callee %u out of range (module has %u functions)", ci,
-                  v->m->func_count);
+      return hali_verr(v, "callee %u out of range (module has %u functions)",
+                       ci, v->m->func_count);
     const hali_ir_func_t *cf = &v->m->funcs[ci];
     const hali_type_t *rtypes;
     uint32_t nres = hali_ir_call_results(insn->op, cf, &rtypes);
     if (insn->aux != cf->param_count ||
         insn->operand_count != 1u + cf->param_count + nres)
-      return verr(v,
-                  "%s to @%s passes %u argument(s) and takes %u result(s); "
-                  "it has %u parameter(s) and %u result(s)",
-                  info->name, cf->name, insn->aux,
-                  insn->operand_count - 1 - (insn->aux < insn->operand_count
-                                                 ? insn->aux
-                                                 : 0),
-                  cf->param_count, nres);
+      return hali_verr(
+          v,
+          "%s to @%s passes %u argument(s) and takes %u result(s); "
+          "it has %u parameter(s) and %u result(s)",
+          info->name, cf->name, insn->aux,
+          insn->operand_count - 1 -
+              (insn->aux < insn->operand_count ? insn->aux : 0),
+          cf->param_count, nres);
     for (uint32_t i = 0; i < cf->param_count; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, 1 + i, cf->reg_types[i]));
+      HALI_RETURN_IF_ERROR_PLAIN(
+          hali_verify_check_reg(v, 1 + i, cf->reg_types[i]));
     for (uint32_t i = 0; i < nres; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(
-          check_reg(v, 1 + cf->param_count + i, rtypes[i]));
+          hali_verify_check_reg(v, 1 + cf->param_count + i, rtypes[i]));
     return HALI_OK;
   }
   if (insn->op == HALI_OP_RETURN) {
     if (insn->operand_count != v->f->result_count)
-      return verr(v, "returns %u value(s), function returns %u",
-                  insn->operand_count, v->f->result_count);
+      return hali_verr(v, "returns %u value(s), function returns %u",
+                       insn->operand_count, v->f->result_count);
     for (uint32_t i = 0; i < insn->operand_count; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, v->f->results[i]));
+      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, i, v->f->results[i]));
     return HALI_OK;
   }
   bool variadic = (info->flags & HALI_OPF_VARIADIC) != 0;
   if (variadic ? insn->operand_count < info->operand_count
                : insn->operand_count != info->operand_count)
-    return verr(v, "has %u operand(s), expected %s%u", insn->operand_count,
-                variadic ? "at least " : "", info->operand_count);
+    return hali_verr(v, "has %u operand(s), expected %s%u", insn->operand_count,
+                     variadic ? "at least " : "", info->operand_count);
   for (uint32_t i = 0; i < info->operand_count; ++i) {
     const hali_operand_desc_t *d = &info->operands[i];
     const hali_ir_operand_t *o = &insn->operands[i];
     switch (d->role) {
     case HALI_ROLE_READ:
     case HALI_ROLE_WRITE:
-      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, d->type));
+      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, i, d->type));
       break;
     case HALI_ROLE_BLOCK:
       HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
       break;
     case HALI_ROLE_IMM:
       if (o->kind != HALI_IR_IMM)
-        return verr(v, "operand %u must be an immediate", i);
+        return hali_verr(v, "operand %u must be an immediate", i);
       if (d->type == HALI_TYPE_I32 && o->imm != (int32_t)o->imm)
-        return verr(v, "operand %u: immediate does not fit in i32", i);
+        return hali_verr(v, "operand %u: immediate does not fit in i32", i);
       if (d->type == HALI_TYPE_F32 && (uint64_t)o->imm >> 32)
-        return verr(v, "operand %u: f32 immediate has high bits set", i);
+        return hali_verr(v, "operand %u: f32 immediate has high bits set", i);
       break;
     case HALI_ROLE_STRING:
       if (o->kind != HALI_IR_STRING || o->v >= v->m->string_count)
-        return verr(v, "operand %u: string %u out of range (module has %u)",
-                    i, o->v, v->m->string_count);
+        return hali_verr(v,
+                         "operand %u: string %u out of range (module has %u)",
+                         i, o->v, v->m->string_count);
       break;
     case HALI_ROLE_FUNC:
       if (o->kind != HALI_IR_FUNC || o->v >= v->m->func_count)
-        return verr(v, "operand %u: function %u out of range", i, o->v);
+        return hali_verr(v, "operand %u: function %u out of range", i, o->v);
       break;
     case HALI_ROLE_EXECUTABLE:
       if (o->kind != HALI_IR_EXECUTABLE || o->v >= v->m->executable_count)
-        return verr(v, "operand %u: executable %u out of range (module has "
-                       "%u)",
-                    i, o->v, v->m->executable_count);
+        return hali_verr(v,
+                         "operand %u: executable %u out of range (module has "
+                         "%u)",
+                         i, o->v, v->m->executable_count);
       break;
     case HALI_ROLE_RODATA:
       if (o->kind != HALI_IR_RODATA || o->v >= v->m->rodata_count)
-        return verr(v, "operand %u: rodata %u out of range (module has %u)",
-                    i, o->v, v->m->rodata_count);
+        return hali_verr(v,
+                         "operand %u: rodata %u out of range (module has %u)",
+                         i, o->v, v->m->rodata_count);
       break;
-    default:
-      return verr(v, "internal: bad operand role '%c'", d->role);
+    default: return hali_verr(v, "internal: bad operand role '%c'", d->role);
     }
   }
   if (info->tail) {
     if (insn->operand_count - info->operand_count > 0xfffe)
-      return verr(v, "list of %u entries is too long",
-                  insn->operand_count - info->operand_count);
+      return hali_verr(v, "list of %u entries is too long",
+                       insn->operand_count - info->operand_count);
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(info->tail == 'b'
-                                     ? check_block(v, i)
-                                     : check_reg(v, i, info->tail_type));
+      HALI_RETURN_IF_ERROR_PLAIN(
+          info->tail == 'b' ? check_block(v, i)
+                            : hali_verify_check_reg(v, i, info->tail_type));
   }
   return HALI_OK;
 }
@@ -397,9 +363,10 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   if (!words) return HALI_OK;
   uint32_t nb = f->block_count;
   if ((uint64_t)nb * words * sizeof(uint64_t) > HALI_VERIFY_MAX_BITSET_BYTES)
-    return verr(v, "%u blocks x %u registers is too large to verify (limit "
-                   "%u MiB of dataflow state); split the function",
-                nb, f->reg_count, HALI_VERIFY_MAX_BITSET_BYTES >> 20);
+    return hali_verr(v,
+                     "%u blocks x %u registers is too large to verify (limit "
+                     "%u MiB of dataflow state); split the function",
+                     nb, f->reg_count, HALI_VERIFY_MAX_BITSET_BYTES >> 20);
   uint32_t max_targets = 2;
   for (uint32_t b = 0; b < nb; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
@@ -512,8 +479,9 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
       v->index = x->index;
       v->insn = &f->blocks[b].insns[x->index];
       char buf[64];
-      st = verr(v, "operand %u: register %s may be read before it is written",
-                x->operand, reg_name(f, x->reg, buf, sizeof(buf)));
+      st = hali_verr(v,
+                     "operand %u: register %s may be read before it is written",
+                     x->operand, hali_ir_reg_name(f, x->reg, buf, sizeof(buf)));
       break;
     }
   }
@@ -524,41 +492,48 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
  * call is never checked against a malformed callee. */
 static hali_status_t verify_header(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
-  if (!f->name || !f->name[0]) return verr(v, "function has no name");
+  if (!f->name || !f->name[0]) return hali_verr(v, "function has no name");
   if (!hali_name_valid(f->name))
-    return verr(v, "function name \"%s\" is not a valid name (letters, "
-                   "digits, _ . $)",
-                f->name ? f->name : "");
+    return hali_verr(v,
+                     "function name \"%s\" is not a valid name (letters, "
+                     "digits, _ . $)",
+                     f->name ? f->name : "");
   if (f->param_count > f->reg_count)
-    return verr(v, "%u parameters but only %u registers", f->param_count,
-                f->reg_count);
+    return hali_verr(v, "%u parameters but only %u registers", f->param_count,
+                     f->reg_count);
   if (f->reg_count > 0xffff)
-    return verr(v, "%u registers; at most 65535 are supported", f->reg_count);
+    return hali_verr(v, "%u registers; at most 65535 are supported",
+                     f->reg_count);
   if (f->flags & HALI_FUNC_IMPORT) {
     if (f->block_count)
-      return verr(v, "an imported function has no body, but this one has "
-                     "%u block(s)",
-                  f->block_count);
+      return hali_verr(v,
+                       "an imported function has no body, but this one has "
+                       "%u block(s)",
+                       f->block_count);
   } else if (f->block_count == 0) {
-    return verr(v, "function has no blocks");
+    return hali_verr(v, "function has no blocks");
   }
   if (f->block_count > 0xffff)
-    return verr(v, "%u blocks; at most 65535 are supported", f->block_count);
+    return hali_verr(v, "%u blocks; at most 65535 are supported",
+                     f->block_count);
   for (uint32_t r = 0; r < f->reg_count; ++r)
     if (f->reg_types[r] == HALI_TYPE_TENSOR)
-      return verr(v, "register %u is a tensor: tensor-level functions are "
-                     "lowered by the load-time passes before a module runs",
-                  r);
+      return hali_verr(v,
+                       "register %u is a tensor: tensor-level functions are "
+                       "lowered by the load-time passes before a module runs",
+                       r);
     else if (f->reg_types[r] == HALI_TYPE_INDEX)
-      return verr(v, "register %u is an index: index scalars are tensor "
-                     "level, lowered by the load-time passes",
-                  r);
+      return hali_verr(v,
+                       "register %u is an index: index scalars are tensor "
+                       "level, lowered by the load-time passes",
+                       r);
     else if (!hali_type_is_valid(f->reg_types[r]))
-      return verr(v, "register %u has unknown type code %u", r,
-                  f->reg_types[r]);
+      return hali_verr(v, "register %u has unknown type code %u", r,
+                       f->reg_types[r]);
   for (uint32_t r = 0; r < f->result_count; ++r)
     if (!hali_type_is_valid(f->results[r]))
-      return verr(v, "result %u has unknown type code %u", r, f->results[r]);
+      return hali_verr(v, "result %u has unknown type code %u", r,
+                       f->results[r]);
   return HALI_OK;
 }
 
@@ -572,30 +547,32 @@ static hali_status_t verify_names(vctx_t *v) {
       const char *n = f->reg_names[r];
       if (!n) continue;
       if (!hali_name_valid(n))
-        return verr(v, "register %u has the name \"%s\", which is not a "
-                       "valid name",
-                    r, n);
+        return hali_verr(v,
+                         "register %u has the name \"%s\", which is not a "
+                         "valid name",
+                         r, n);
       uint32_t k = hali_strmap_insert(v->names, n, strlen(n), r);
       if (k == HALI_STRMAP_NONE)
         return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                                 "verify: out of memory");
       if (k != r)
-        return verr(v, "registers %u and %u are both named %%%s", k, r, n);
+        return hali_verr(v, "registers %u and %u are both named %%%s", k, r, n);
     }
   hali_strmap_clear(v->names);
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const char *n = f->blocks[b].name;
     if (!n) continue;
     if (!hali_name_valid(n))
-      return verr(v, "block %u has the name \"%s\", which is not a valid "
-                     "name",
-                  b, n);
+      return hali_verr(v,
+                       "block %u has the name \"%s\", which is not a valid "
+                       "name",
+                       b, n);
     uint32_t k = hali_strmap_insert(v->names, n, strlen(n), b);
     if (k == HALI_STRMAP_NONE)
       return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                               "verify: out of memory");
     if (k != b)
-      return verr(v, "blocks %u and %u are both named ^%s", k, b, n);
+      return hali_verr(v, "blocks %u and %u are both named ^%s", k, b, n);
   }
   return HALI_OK;
 }
@@ -627,11 +604,16 @@ static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
     v->block = b;
     v->insn = NULL;
     if (blk->insn_count == 0) {
-      char bn[32];
-      if (!blk->name) snprintf(bn, sizeof(bn), "bb%u", b);
-      return verr(v, "block ^%s is empty: every block must end in a "
-                     "terminator (br, cond_br, switch, return or fail)",
-                  blk->name ? blk->name : bn);
+      hali_strbuf_t sb = {0};
+      hali_ir_print_block(&sb, f, b);
+      char *bn = hali_strbuf_take(&sb);
+      hali_status_t s = hali_verr(
+          v,
+          "block %s is empty: every block must end in a terminator (br, "
+          "cond_br, switch, return or fail)",
+          bn ? bn : "?");
+      free(bn);
+      return s;
     }
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       v->index = i;
@@ -645,13 +627,14 @@ static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
       bool term = (hali_op_info(v->insn->op)->flags & HALI_OPF_TERM) != 0;
       bool last = i + 1 == blk->insn_count;
       if (term && !last)
-        return verr(v, "terminator in the middle of a block (%u more "
-                       "instruction(s) follow it)",
-                    blk->insn_count - 1 - i);
+        return hali_verr(v,
+                         "terminator in the middle of a block (%u more "
+                         "instruction(s) follow it)",
+                         blk->insn_count - 1 - i);
       if (!term && last)
-        return verr(v, "block does not end in a terminator (br, cond_br, "
-                       "switch, return or fail): execution would fall off "
-                       "its end");
+        return hali_verr(v, "block does not end in a terminator (br, cond_br, "
+                            "switch, return or fail): execution would fall off "
+                            "its end");
     }
   }
   l->gen_start[f->block_count] = (uint32_t)l->ngen;
@@ -687,21 +670,23 @@ static hali_status_t verify_module(vctx_t *vp) {
                                        ? &x->params[a]
                                        : &x->results[a - x->param_count];
         if (hali_type_is_ref(t->type))
-          return verr(&v, "export @%s::@%s: %s %u is %s, which a kernel cannot "
-                          "take",
-                      e->name, x->name,
-                      a < x->param_count ? "argument" : "result",
-                      a < x->param_count ? a : a - x->param_count,
-                      hali_type_name(t->type));
+          return hali_verr(
+              &v,
+              "export @%s::@%s: %s %u is %s, which a kernel cannot "
+              "take",
+              e->name, x->name, a < x->param_count ? "argument" : "result",
+              a < x->param_count ? a : a - x->param_count,
+              hali_type_name(t->type));
       }
     }
     for (uint32_t k = 0; k < e->export_count; ++k)
       if (e->exports[k].function != UINT32_MAX &&
           e->exports[k].function >= m->func_count)
-        return verr(&v, "export @%s::@%s names function %u but the module "
-                        "has %u",
-                    e->name, e->exports[k].name, e->exports[k].function,
-                    m->func_count);
+        return hali_verr(&v,
+                         "export @%s::@%s names function %u but the module "
+                         "has %u",
+                         e->name, e->exports[k].name, e->exports[k].function,
+                         m->func_count);
   }
   hali_strmap_clear(v.names);
   for (uint32_t i = 0; i < m->func_count; ++i) {
@@ -712,384 +697,12 @@ static hali_status_t verify_module(vctx_t *vp) {
     if (j == HALI_STRMAP_NONE)
       return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                               "verify: out of memory");
-    if (j != i) return verr(&v, "function defined twice");
+    if (j != i) return hali_verr(&v, "function defined twice");
   }
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_func(&v));
-  }
-  return HALI_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Structure: what the load-time passes rely on.
- *
- * The passes run before hali_ir_verify, on modules that may still hold
- * tensor-level code, so they may see anything a corrupted .hbc can carry.
- * This mode accepts tensor types and tensor ops but proves every index,
- * count and kind the passes (and the printer) dereference: operand indices
- * of every kind are in range; each tensor op has the operand layout of
- * vm/ir.h with the kinds and register types it names; every tensor
- * register has a tensor shape; returns give one value per result; result
- * ties name tensor parameters; tied and copied tensors agree in element
- * type and rank.  Types of ordinary ops are left to hali_ir_verify, which
- * runs on the passes' output. */
-
-static hali_status_t check_xtype(const vctx_t *v, const hali_ir_xtype_t *x,
-                                 const char *what, uint32_t index) {
-  if (x->type != HALI_TYPE_NONE) {
-    if (!hali_type_is_valid(x->type) && x->type != HALI_TYPE_INDEX)
-      return verr(v, "%s %u has unknown type code %u", what, index, x->type);
-    return HALI_OK;
-  }
-  if (!hali_hal_element_type_is_known(x->element_type))
-    return verr(v, "%s %u has unknown element type 0x%08x", what, index,
-                x->element_type);
-  if (x->rank > HALI_HAL_MAX_RANK)
-    return verr(v, "%s %u has rank %u (at most %d)", what, index, x->rank,
-                HALI_HAL_MAX_RANK);
-  if (x->rank && !x->dims)
-    return verr(v, "%s %u has no dimensions", what, index);
-  /* Byte sizes are computed in 64 bits by the passes: keep the static
-   * part well inside. */
-  uint64_t bytes = (hali_hal_element_type_bit_count(x->element_type) + 7) / 8;
-  if (!bytes) bytes = 1;
-  for (uint32_t d = 0; d < x->rank; ++d) {
-    if (x->dims[d] < -1)
-      return verr(v, "%s %u: dimension %u is %lld", what, index, d,
-                  (long long)x->dims[d]);
-    if (x->dims[d] > 0 && bytes > (UINT64_C(1) << 48) / (uint64_t)x->dims[d])
-      return verr(v, "%s %u: the static dimensions make more than 2^48 bytes",
-                  what, index);
-    if (x->dims[d] > 0) bytes *= (uint64_t)x->dims[d];
-  }
-  return HALI_OK;
-}
-
-/* check_reg for tensor-level code, where an index register stands for an
- * i64 on the host (dims, workloads). */
-static hali_status_t s_reg(const vctx_t *v, uint32_t i, hali_type_t want) {
-  const hali_ir_operand_t *o = &v->insn->operands[i];
-  if (want == HALI_TYPE_I64 && o->kind == HALI_IR_REG &&
-      o->v < v->f->reg_count && v->f->reg_types[o->v] == HALI_TYPE_INDEX)
-    return HALI_OK;
-  return check_reg(v, i, want);
-}
-
-static hali_status_t s_imm(const vctx_t *v, uint32_t i, int64_t lo, int64_t hi,
-                           const char *what) {
-  const hali_ir_operand_t *o = &v->insn->operands[i];
-  if (o->kind != HALI_IR_IMM)
-    return verr(v, "operand %u (%s) must be an immediate", i, what);
-  if (o->imm < lo || o->imm > hi)
-    return verr(v, "operand %u: %s %lld is out of range [%lld, %lld]", i, what,
-                (long long)o->imm, (long long)lo, (long long)hi);
-  return HALI_OK;
-}
-
-static const hali_ir_xtype_t *s_shape(const vctx_t *v, uint32_t i) {
-  return &v->f->reg_xtypes[v->insn->operands[i].v];
-}
-
-/* Tensors |a| and |b| (operands) may hold the same value: same element
- * type and rank, and equal where both dimensions are static. */
-static hali_status_t s_same_shape(const vctx_t *v, uint32_t a, uint32_t b,
-                                  const char *what) {
-  const hali_ir_xtype_t *x = s_shape(v, a), *y = s_shape(v, b);
-  bool ok = x->element_type == y->element_type && x->rank == y->rank;
-  for (uint32_t d = 0; ok && d < x->rank; ++d)
-    ok = x->dims[d] < 0 || y->dims[d] < 0 || x->dims[d] == y->dims[d];
-  if (!ok) {
-    hali_strbuf_t sa = {0}, sb = {0};
-    hali_ir_xtype_print(&sa, x);
-    hali_ir_xtype_print(&sb, y);
-    char *ta = hali_strbuf_take(&sa), *tb = hali_strbuf_take(&sb);
-    hali_status_t s = verr(v, "%s: operand %u is %s but operand %u is %s",
-                           what, a, ta ? ta : "?", b, tb ? tb : "?");
-    free(ta);
-    free(tb);
-    return s;
-  }
-  return HALI_OK;
-}
-
-/* Operands [first, first + n) are the i64 registers giving the dynamic
- * dimensions of the tensor in operand |t|: exactly that many. */
-static hali_status_t s_dyn_dims(const vctx_t *v, uint32_t t, uint32_t first,
-                                uint64_t have) {
-  uint32_t want = hali_ir_xtype_dynamic_dims(s_shape(v, t));
-  if (have != want)
-    return verr(v, "operand %u has %u dynamic dimension(s) but %llu are "
-                   "given",
-                t, want, (unsigned long long)have);
-  for (uint32_t k = 0; k < want; ++k)
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, first + k, HALI_TYPE_I64));
-  return HALI_OK;
-}
-
-static hali_status_t s_count(const vctx_t *v, uint32_t n) {
-  if (v->insn->operand_count != n)
-    return verr(v, "has %u operand(s), expected %u", v->insn->operand_count, n);
-  return HALI_OK;
-}
-
-static hali_status_t s_dispatch(const vctx_t *v) {
-  const hali_ir_insn_t *insn = v->insn;
-  const hali_ir_operand_t *o = insn->operands;
-  uint32_t n = insn->operand_count;
-  if (n < HALI_TD_HEADER)
-    return verr(v, "has %u operand(s), a dispatch has at least %u", n,
-                HALI_TD_HEADER);
-  if (o[HALI_TD_EXE].kind != HALI_IR_EXECUTABLE ||
-      o[HALI_TD_EXE].v >= v->m->executable_count)
-    return verr(v, "operand 0 must be an executable of the module's %u",
-                v->m->executable_count);
-  const hali_ir_executable_t *e = &v->m->executables[o[HALI_TD_EXE].v];
-  if (!e->export_count)
-    return verr(v, "executable @%s has no exports", e->name);
-  HALI_RETURN_IF_ERROR_PLAIN(
-      s_imm(v, HALI_TD_EXPORT, 0, (int64_t)e->export_count - 1, "export"));
-  HALI_RETURN_IF_ERROR_PLAIN(
-      s_imm(v, HALI_TD_NWORKLOAD, 0, 3, "workload count"));
-  HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NOPERANDS, 0, n, "operand count"));
-  HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NRESULTS, 0, n, "result count"));
-  HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_BINDINGS, -1, UINT32_MAX, "bindings"));
-  HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_CONSTANTS, -1, UINT32_MAX, "constants"));
-  uint32_t nw = (uint32_t)o[HALI_TD_NWORKLOAD].imm;
-  uint32_t na = (uint32_t)o[HALI_TD_NOPERANDS].imm;
-  uint32_t nr = (uint32_t)o[HALI_TD_NRESULTS].imm;
-  uint64_t d0 = (uint64_t)HALI_TD_HEADER + nw + na + 2ull * nr;
-  if (d0 > n)
-    return verr(v, "has %u operand(s) but its counts (%u workload, %u "
-                   "operands, %u results) need %llu",
-                n, nw, na, nr, (unsigned long long)d0);
-  uint32_t a0 = HALI_TD_HEADER + nw, r0 = a0 + na, t0 = r0 + nr;
-  for (uint32_t k = HALI_TD_HEADER; k < a0; ++k)
-    if (o[k].kind == HALI_IR_IMM)
-      HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, k, 0, UINT32_MAX, "workload"));
-    else
-      HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, k, HALI_TYPE_I64));
-  for (uint32_t k = a0; k < r0; ++k)
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, k, HALI_TYPE_NONE));
-  uint64_t ndyn = 0;
-  for (uint32_t k = r0; k < t0; ++k) {
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, k, HALI_TYPE_TENSOR));
-    ndyn += hali_ir_xtype_dynamic_dims(s_shape(v, k));
-  }
-  if (d0 + ndyn != n)
-    return verr(v, "has %u operand(s); its layout needs %llu (%llu dynamic "
-                   "result dimension(s))",
-                n, (unsigned long long)(d0 + ndyn), (unsigned long long)ndyn);
-  for (uint32_t k = 0; k < nr; ++k) {
-    HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, t0 + k, -1, (int64_t)na - 1, "tie"));
-    int64_t tie = o[t0 + k].imm;
-    if (tie < 0) continue;
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, a0 + (uint32_t)tie, HALI_TYPE_TENSOR));
-    HALI_RETURN_IF_ERROR_PLAIN(
-        s_same_shape(v, r0 + k, a0 + (uint32_t)tie, "a tied result"));
-  }
-  uint32_t d = (uint32_t)d0;
-  for (uint32_t k = r0; k < t0; ++k) {
-    uint32_t nd = hali_ir_xtype_dynamic_dims(s_shape(v, k));
-    HALI_RETURN_IF_ERROR_PLAIN(s_dyn_dims(v, k, d, nd));
-    d += nd;
-  }
-  return HALI_OK;
-}
-
-static hali_status_t s_tensor_insn(const vctx_t *v) {
-  const hali_ir_insn_t *insn = v->insn;
-  uint32_t n = insn->operand_count;
-  switch (insn->op) {
-  case HALI_OP_TENSOR_DISPATCH:
-    return s_dispatch(v);
-  case HALI_OP_TENSOR_SPLAT:
-  case HALI_OP_TENSOR_IMPORT:
-    if (n < 2) return verr(v, "has %u operand(s), expected at least 2", n);
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 1, insn->op == HALI_OP_TENSOR_IMPORT
-                                               ? HALI_TYPE_BUFFER_VIEW
-                                               : HALI_TYPE_NONE));
-    return s_dyn_dims(v, 0, 2, n - 2);
-  case HALI_OP_TENSOR_CONSTANT:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 2));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
-    if (insn->operands[1].kind != HALI_IR_RODATA ||
-        insn->operands[1].v >= v->m->rodata_count)
-      return verr(v, "operand 1 must be rodata of the module's %u",
-                  v->m->rodata_count);
-    if (hali_ir_xtype_dynamic_dims(s_shape(v, 0)))
-      return verr(v, "a constant's shape must be static");
-    return HALI_OK;
-  case HALI_OP_TENSOR_CLONE:
-  case HALI_OP_TENSOR_OVERWRITE:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 2));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 1, HALI_TYPE_TENSOR));
-    return s_same_shape(v, 0, 1,
-                        insn->op == HALI_OP_TENSOR_CLONE ? "a clone"
-                                                         : "an overwrite");
-  case HALI_OP_TENSOR_EXPORT:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 2));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_BUFFER_VIEW));
-    return s_reg(v, 1, HALI_TYPE_TENSOR);
-  case HALI_OP_TENSOR_WAIT:
-  case HALI_OP_TENSOR_BARRIER:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 1));
-    return s_reg(v, 0, HALI_TYPE_FENCE);
-  case HALI_OP_TENSOR_EXECUTE:
-  case HALI_OP_TENSOR_CONCURRENT:
-  case HALI_OP_TENSOR_END:
-    return s_count(v, 0);
-  default:
-    return verr(v, "internal: tensor op without a layout");
-  }
-}
-
-/* Any other op: every operand's kind is known and its index in range;
- * calls name a function and returns give one value per result. */
-static hali_status_t s_plain_insn(const vctx_t *v) {
-  const hali_ir_insn_t *insn = v->insn;
-  const hali_ir_module_t *m = v->m;
-  for (uint32_t i = 0; i < insn->operand_count; ++i) {
-    const hali_ir_operand_t *o = &insn->operands[i];
-    uint32_t limit;
-    const char *what;
-    switch (o->kind) {
-    case HALI_IR_IMM: continue;
-    case HALI_IR_REG: limit = v->f->reg_count; what = "register"; break;
-    case HALI_IR_BLOCK: limit = v->f->block_count; what = "block"; break;
-    case HALI_IR_STRING: limit = m->string_count; what = "string"; break;
-    case HALI_IR_FUNC: limit = m->func_count; what = "function"; break;
-    case HALI_IR_RODATA: limit = m->rodata_count; what = "rodata"; break;
-    case HALI_IR_EXECUTABLE:
-      limit = m->executable_count;
-      what = "executable";
-      break;
-    default: return verr(v, "operand %u has unknown kind %u", i, o->kind);
-    }
-    if (o->v >= limit)
-      return verr(v, "operand %u: %s %u out of range (%u)", i, what, o->v,
-                  limit);
-  }
-  if (hali_op_is_call(insn->op) &&
-      (insn->operand_count < 1 || insn->operands[0].kind != HALI_IR_FUNC ||
-       insn->aux >= insn->operand_count))
-    return verr(v, "a call needs a callee and at most %u argument(s)",
-                insn->operand_count ? insn->operand_count - 1 : 0);
-  if (insn->op == HALI_OP_RETURN && insn->operand_count != v->f->result_count)
-    return verr(v, "returns %u value(s), function returns %u",
-                insn->operand_count, v->f->result_count);
-  return HALI_OK;
-}
-
-static hali_status_t s_func(vctx_t *v) {
-  const hali_ir_func_t *f = v->f;
-  if (!f->name || !f->name[0]) return verr(v, "function has no name");
-  if (f->param_count > f->reg_count)
-    return verr(v, "%u parameters but only %u registers", f->param_count,
-                f->reg_count);
-  if (f->reg_count && !f->reg_types) return verr(v, "registers have no types");
-  if (f->result_count && !f->results) return verr(v, "results have no types");
-  for (uint32_t r = 0; r < f->reg_count; ++r) {
-    if (!hali_type_is_valid_tensor_level(f->reg_types[r]))
-      return verr(v, "register %u has unknown type code %u", r,
-                  f->reg_types[r]);
-    if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
-    if (!f->reg_xtypes || f->reg_xtypes[r].type != HALI_TYPE_NONE)
-      return verr(v, "tensor register %u has no tensor shape", r);
-    HALI_RETURN_IF_ERROR_PLAIN(check_xtype(v, &f->reg_xtypes[r], "register", r));
-  }
-  for (uint32_t k = 0; k < f->result_count; ++k) {
-    if (!hali_type_is_valid_tensor_level(f->results[k]))
-      return verr(v, "result %u has unknown type code %u", k, f->results[k]);
-    if (f->result_xtypes && f->results[k] == HALI_TYPE_TENSOR) {
-      if (f->result_xtypes[k].type != HALI_TYPE_NONE)
-        return verr(v, "tensor result %u has no tensor shape", k);
-      HALI_RETURN_IF_ERROR_PLAIN(
-          check_xtype(v, &f->result_xtypes[k], "result", k));
-    }
-    int32_t tie = f->result_ties ? f->result_ties[k] : -1;
-    if (tie == -1) continue;
-    /* A tie joins a tensor result to a tensor parameter; after
-     * func-conversion (f$async, which hali dis --after prints and which
-     * must read back) a buffer view result to a buffer view parameter. */
-    if (tie < 0 || (uint32_t)tie >= f->param_count ||
-        !((f->reg_types[tie] == HALI_TYPE_TENSOR &&
-           f->results[k] == HALI_TYPE_TENSOR) ||
-          (f->reg_types[tie] == HALI_TYPE_BUFFER_VIEW &&
-           f->results[k] == HALI_TYPE_BUFFER_VIEW)))
-      return verr(v, "result %u is tied to parameter %d: ties join a tensor "
-                     "result to one of the %u tensor parameters (or a buffer "
-                     "view result to a buffer view parameter)",
-                  k, tie, f->param_count);
-  }
-  if ((f->block_count && !f->blocks) ||
-      ((f->flags & HALI_FUNC_IMPORT) && f->block_count))
-    return verr(v, "malformed body");
-  for (uint32_t b = 0; b < f->block_count; ++b) {
-    const hali_ir_block_t *blk = &f->blocks[b];
-    v->block = b;
-    uint32_t depth = 0;
-    for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      v->index = i;
-      v->insn = &blk->insns[i];
-      const hali_op_info_t *info = hali_op_info(v->insn->op);
-      if (!info) return verr(v, "unknown opcode %u", v->insn->op);
-      if (v->insn->operand_count && !v->insn->operands)
-        return verr(v, "operands missing");
-      if (!(info->flags & HALI_OPF_TENSOR)) {
-        HALI_RETURN_IF_ERROR_PLAIN(s_plain_insn(v));
-        continue;
-      }
-      HALI_RETURN_IF_ERROR_PLAIN(s_tensor_insn(v));
-      if (v->insn->op == HALI_OP_TENSOR_EXECUTE ||
-          v->insn->op == HALI_OP_TENSOR_CONCURRENT)
-        depth++;
-      else if (v->insn->op == HALI_OP_TENSOR_END && depth-- == 0)
-        return verr(v, "`}` closes no execute or concurrent group");
-    }
-    v->insn = NULL;
-    if (depth)
-      return verr(v, "block %u leaves %u execute/concurrent group(s) open", b,
-                  depth);
-  }
-  v->insn = NULL;
-  return HALI_OK;
-}
-
-hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure", NULL, NULL};
-  if (m->string_count && (!m->strings || !m->string_lengths))
-    return verr(&v, "malformed string table");
-  for (uint32_t i = 0; i < m->rodata_count; ++i)
-    if (!m->rodata[i].name || (m->rodata[i].size && !m->rodata[i].data))
-      return verr(&v, "rodata %u is malformed", i);
-  for (uint32_t i = 0; i < m->executable_count; ++i) {
-    const hali_ir_executable_t *e = &m->executables[i];
-    if (!e->name) return verr(&v, "executable %u has no name", i);
-    for (uint32_t k = 0; k < e->export_count; ++k) {
-      const hali_ir_export_t *x = &e->exports[k];
-      if (!x->name) return verr(&v, "export %u of @%s has no name", k, e->name);
-      if (x->function != UINT32_MAX && x->function >= m->func_count)
-        return verr(&v, "export @%s::@%s names function %u but the module "
-                        "has %u",
-                    e->name, x->name, x->function, m->func_count);
-      for (uint32_t a = 0; a < x->param_count + x->result_count; ++a) {
-        bool arg = a < x->param_count;
-        HALI_RETURN_IF_ERROR_PLAIN(check_xtype(
-            &v, arg ? &x->params[a] : &x->results[a - x->param_count],
-            arg ? "export argument" : "export result",
-            arg ? a : a - x->param_count));
-      }
-    }
-  }
-  for (uint32_t i = 0; i < m->func_count; ++i) {
-    v.f = &m->funcs[i];
-    v.insn = NULL;
-    v.block = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(s_func(&v));
   }
   return HALI_OK;
 }

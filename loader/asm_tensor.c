@@ -1,0 +1,376 @@
+/* hali — the tensor-level syntax of the .hasm assembler (doc/asm.md,
+ * "Tensor level"): dispatch, splat, import/export, constant, clone,
+ * overwrite, wait and barrier, each read into the operand layout of
+ * vm/ir.h.  The printer's counterpart is vm/ir_print.c, the checker's
+ * vm/verify_structure.c.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader/asm_int.h"
+
+static int32_t find_reg_tok(body_t *b, const tok_t *t) {
+  if (t->kind != T_REG) {
+    hali_asm_error(b->p, t, "expected a register");
+    return -1;
+  }
+  int32_t r = hali_asm_find_reg(b->p, t);
+  if (r < 0) hali_asm_error(b->p, t, "use of undefined register");
+  return r;
+}
+
+/* Defines (or redefines, with the same shape) tensor register |t|. */
+bool hali_asm_def_tensor(body_t *b, const tok_t *t, const hali_ir_xtype_t *x,
+                         hali_ir_operand_t *o) {
+  uint32_t before = b->f->reg_count;
+  if (!hali_asm_parse_reg(b, t, HALI_TYPE_TENSOR, true, o)) return false;
+  if (o->v >= before) {
+    if (!hali_ir_func_set_reg_xtype(b->f, o->v, x)) {
+      hali_asm_error(b->p, t, "out of memory");
+      return false;
+    }
+    return true;
+  }
+  if (!hali_ir_xtype_equal(&b->f->reg_xtypes[o->v], x)) {
+    hali_asm_error(b->p, t,
+                   "tensor register written again with another shape or "
+                   "element type");
+    return false;
+  }
+  return true;
+}
+
+static bool parse_tensor_type(parser_t *p, hali_ir_xtype_t *x) {
+  tok_t *t = peek(p);
+  memset(x, 0, sizeof(*x));
+  if (!(t->kind == T_TYPE && t->len > 8 && memcmp(t->text, "tensor<", 7) == 0)) {
+    hali_asm_error(p, t, "expected a tensor type (tensor<4x?xf32>)");
+    return false;
+  }
+  return hali_asm_parse_xtype(p, x);
+}
+
+/* `{%d0, %d1}`: the i64 registers giving |x|'s dynamic dimensions. */
+static bool parse_dyn_dims(body_t *b, const hali_ir_xtype_t *x,
+                           uint32_t *nops) {
+  parser_t *p = b->p;
+  uint32_t want = hali_ir_xtype_dynamic_dims(x), got = 0;
+  tok_t *at = peek(p);
+  if (accept(p, "{") && !accept(p, "}")) {
+    do {
+      hali_ir_operand_t *o = hali_asm_push_op(p, nops);
+      if (!o || !hali_asm_parse_reg(b, next(p), HALI_TYPE_I64, false, o))
+        return false;
+      got++;
+    } while (accept(p, ","));
+    if (!hali_asm_expect(p, "}", "to close the dynamic dimensions"))
+      return false;
+  }
+  if (got != want) {
+    hali_asm_error(p, at,
+                   "the tensor type has %u dynamic dimension(s) but %u "
+                   "value(s) are given in {...}",
+                   want, got);
+    return false;
+  }
+  return true;
+}
+
+static bool expect_tensor_reg(body_t *b, const tok_t *t, hali_ir_operand_t *o) {
+  return hali_asm_parse_reg(b, t, HALI_TYPE_TENSOR, false, o);
+}
+
+typedef struct {
+  int32_t tie;
+  hali_ir_xtype_t x;
+  uint32_t dims_at, ndims; /* in the scratch operand list */
+} dresult_t;
+
+bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
+                              size_t ndefs, uint32_t *nops) {
+  parser_t *p = b->p;
+  hali_ir_operand_t *o;
+  hali_ir_xtype_t x = {0};
+  bool ok = false;
+#define NEED_DEFS(n)                                                           \
+  if (ndefs != (n)) {                                                          \
+    hali_asm_error(p, opt, "'%.*s' defines %d register(s), %zu given",         \
+                   (int)opt->len, opt->text, (n), ndefs);                      \
+    return false;                                                              \
+  }
+  switch (op) {
+  case HALI_OP_TENSOR_DISPATCH: {
+    tok_t *sym;
+    if (!hali_asm_expect_kind(p, T_SYM, "@executable::@export", &sym))
+      return false;
+    /* The lexer reads `@exe::` and `@export` as two tokens. */
+    if (!(sym->len > 3 && sym->text[sym->len - 1] == ':' &&
+          sym->text[sym->len - 2] == ':') ||
+        peek(p)->kind != T_SYM) {
+      hali_asm_error(p, sym, "expected @executable::@export");
+      return false;
+    }
+    tok_t *xsym = next(p);
+    size_t elen = sym->len - 3;
+    const char *xname = xsym->text + 1;
+    size_t xlen = xsym->len - 1;
+    int32_t ei = hali_asm_find_exe(p, sym->text + 1, elen);
+    if (ei < 0) {
+      hali_asm_error(p, sym, "undefined executable");
+      return false;
+    }
+    hali_ir_executable_t *e = &p->m->executables[ei];
+    uint32_t xk = hali_strmap_find(&p->exports[ei], xname, xlen);
+    int32_t xi = xk == HALI_STRMAP_NONE ? -1 : (int32_t)xk;
+    if (xi < 0) {
+      hali_asm_error(p, sym, "@%s has no such export", e->name);
+      return false;
+    }
+    for (int k = 0; k < HALI_TD_HEADER; ++k) {
+      if (!(o = hali_asm_push_op(p, nops))) return false;
+      o->kind = HALI_IR_IMM;
+      o->imm = -1;
+    }
+    p->ops[HALI_TD_EXE].kind = HALI_IR_EXECUTABLE;
+    p->ops[HALI_TD_EXE].v = (uint32_t)ei;
+    p->ops[HALI_TD_EXPORT].imm = xi;
+    /* Workload: registers (i64) or literals. */
+    uint32_t nw = 0;
+    if (!hali_asm_expect(p, "[", "to open the workload")) return false;
+    if (!accept(p, "]")) {
+      do {
+        if (!(o = hali_asm_push_op(p, nops))) return false;
+        tok_t *t = next(p);
+        if (t->kind == T_NUMBER) {
+          o->kind = HALI_IR_IMM;
+          if (!hali_asm_parse_int(p, t, 64, &o->imm)) return false;
+        } else if (!hali_asm_parse_reg(b, t, HALI_TYPE_I64, false, o)) {
+          return false;
+        }
+        nw++;
+      } while (accept(p, ","));
+      if (!hali_asm_expect(p, "]", "to close the workload")) return false;
+    }
+    if (nw > 3) {
+      hali_asm_error(p, sym, "a workload has at most 3 dimensions, %u given",
+                     nw);
+      return false;
+    }
+    uint32_t first_operand = *nops, nargs = 0;
+    if (!hali_asm_expect(p, "(", "to open the operands")) return false;
+    if (!accept(p, ")")) {
+      do {
+        tok_t *t = next(p);
+        int32_t r = find_reg_tok(b, t);
+        if (r < 0) return false;
+        if (hali_type_is_ref(b->f->reg_types[r])) {
+          hali_asm_error(p, t,
+                         "dispatch operands are tensors and scalars, not refs");
+          return false;
+        }
+        if (!(o = hali_asm_push_op(p, nops))) return false;
+        o->kind = HALI_IR_REG;
+        o->v = (uint32_t)r;
+        nargs++;
+      } while (accept(p, ","));
+      if (!hali_asm_expect(p, ")", "to close the operands")) return false;
+    }
+    /* Results: [%operand as] tensor<...>[{dims}] */
+    dresult_t res[16];
+    uint32_t nres = 0;
+    if (accept(p, "->")) {
+      bool paren = accept(p, "(");
+      do {
+        if (nres == 16) {
+          hali_asm_error(p, peek(p), "too many results");
+          goto fail;
+        }
+        dresult_t *d = &res[nres];
+        d->tie = -1;
+        if (peek(p)->kind == T_REG) {
+          tok_t *t = next(p);
+          int32_t r = find_reg_tok(b, t);
+          if (r < 0) goto fail;
+          for (uint32_t k = 0; k < nargs; ++k)
+            if (p->ops[first_operand + k].v == (uint32_t)r) d->tie = (int32_t)k;
+          if (d->tie < 0) {
+            hali_asm_error(
+                p, t, "a tied result names one of the dispatch's operands");
+            goto fail;
+          }
+          if (!tok_is(peek(p), T_IDENT, "as")) {
+            hali_asm_error(p, peek(p), "expected 'as' after the tied operand");
+            goto fail;
+          }
+          next(p);
+        }
+        if (!parse_tensor_type(p, &d->x)) goto fail;
+        nres++;
+        d->dims_at = *nops;
+        if (!parse_dyn_dims(b, &d->x, nops)) goto fail;
+        d->ndims = *nops - d->dims_at;
+      } while (paren && accept(p, ","));
+      if (paren && !hali_asm_expect(p, ")", "to close the results")) goto fail;
+    }
+    if (nres != ndefs) {
+      hali_asm_error(p, opt,
+                     "the dispatch has %u result type(s) but %zu register(s) "
+                     "are assigned",
+                     nres, ndefs);
+      goto fail;
+    }
+    /* Move the dims (parsed inline) behind the results and ties. */
+    uint32_t dims_start = nres ? res[0].dims_at : *nops;
+    uint32_t ndim_total = *nops - dims_start;
+    hali_ir_operand_t dimbuf[64];
+    if (ndim_total > 64) {
+      hali_asm_error(p, opt, "too many dynamic dimensions");
+      goto fail;
+    }
+    memcpy(dimbuf, p->ops + dims_start, ndim_total * sizeof(dimbuf[0]));
+    *nops = dims_start;
+    for (uint32_t k = 0; k < nres; ++k) {
+      if (!(o = hali_asm_push_op(p, nops)) ||
+          !hali_asm_def_tensor(b, defs[k], &res[k].x, o))
+        goto fail;
+    }
+    for (uint32_t k = 0; k < nres; ++k) {
+      if (!(o = hali_asm_push_op(p, nops))) goto fail;
+      o->kind = HALI_IR_IMM;
+      o->imm = res[k].tie;
+    }
+    for (uint32_t k = 0; k < ndim_total; ++k) {
+      if (!(o = hali_asm_push_op(p, nops))) goto fail;
+      *o = dimbuf[k];
+    }
+    p->ops[HALI_TD_NWORKLOAD].imm = nw;
+    p->ops[HALI_TD_NOPERANDS].imm = nargs;
+    p->ops[HALI_TD_NRESULTS].imm = nres;
+    if (tok_is(peek(p), T_IDENT, "interface")) {
+      next(p);
+      int64_t nb, nc;
+      if (!hali_asm_expect(p, "(", "after interface") ||
+          !tok_is(peek(p), T_IDENT, "bindings")) {
+        hali_asm_error(p, peek(p),
+                       "expected interface(bindings N, constants M)");
+        goto fail;
+      }
+      next(p);
+      if (!hali_asm_parse_int(p, next(p), 32, &nb) ||
+          !hali_asm_expect(p, ",", "") ||
+          !tok_is(peek(p), T_IDENT, "constants")) {
+        hali_asm_error(p, peek(p),
+                       "expected interface(bindings N, constants M)");
+        goto fail;
+      }
+      next(p);
+      if (!hali_asm_parse_int(p, next(p), 32, &nc) ||
+          !hali_asm_expect(p, ")", ""))
+        goto fail;
+      p->ops[HALI_TD_BINDINGS].imm = nb;
+      p->ops[HALI_TD_CONSTANTS].imm = nc;
+    }
+    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    return true;
+  fail:
+    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    return false;
+  }
+  case HALI_OP_TENSOR_SPLAT:
+  case HALI_OP_TENSOR_IMPORT: {
+    NEED_DEFS(1);
+    hali_ir_operand_t *r0 = hali_asm_push_op(p, nops);
+    if (!r0) return false;
+    uint32_t vi = *nops;
+    if (!(o = hali_asm_push_op(p, nops))) return false;
+    tok_t *src = next(p);
+    if (op == HALI_OP_TENSOR_IMPORT) {
+      if (!hali_asm_parse_reg(b, src, HALI_TYPE_BUFFER_VIEW, false, o))
+        return false;
+    } else {
+      int32_t r = find_reg_tok(b, src);
+      if (r < 0) return false;
+      hali_type_t t = b->f->reg_types[r];
+      if (t != HALI_TYPE_I32 && t != HALI_TYPE_I64 && t != HALI_TYPE_F32 &&
+          t != HALI_TYPE_F64) {
+        hali_asm_error(p, src,
+                       "tensor.splat takes a scalar register (i32, i64, f32 "
+                       "or f64; not %s)",
+                       hali_type_name(t));
+        return false;
+      }
+      o->kind = HALI_IR_REG;
+      o->v = (uint32_t)r;
+    }
+    (void)vi;
+    if (!hali_asm_expect(p, ":", "before the tensor type") ||
+        !parse_tensor_type(p, &x))
+      return false;
+    ok = parse_dyn_dims(b, &x, nops) &&
+         hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
+    free(x.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_CONSTANT: {
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!hali_asm_parse_rodata_ref(p, o)) return false;
+    if (!hali_asm_expect(p, ":", "before the tensor type") ||
+        !parse_tensor_type(p, &x))
+      return false;
+    if (hali_ir_xtype_dynamic_dims(&x)) {
+      hali_asm_error(p, &p->toks[p->pos - 1], "a constant has a static shape");
+      free(x.dims);
+      return false;
+    }
+    ok = hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
+    free(x.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_CLONE: {
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!expect_tensor_reg(b, next(p), o)) return false;
+    hali_ir_xtype_t src;
+    if (!hali_ir_xtype_copy(&src, &b->f->reg_xtypes[p->ops[1].v])) return false;
+    ok = hali_asm_def_tensor(b, defs[0], &src, &p->ops[0]);
+    free(src.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_OVERWRITE: {
+    NEED_DEFS(0);
+    if (!(o = hali_asm_push_op(p, nops)) || !expect_tensor_reg(b, next(p), o) ||
+        !hali_asm_expect(p, ",",
+                         "between the value and the mutable argument") ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    tok_t *t = next(p);
+    if (!expect_tensor_reg(b, t, o)) return false;
+    if (o->v >= b->f->param_count) {
+      hali_asm_error(p, t, "tensor.overwrite writes into a parameter");
+      return false;
+    }
+    return true;
+  }
+  case HALI_OP_TENSOR_EXPORT: {
+    NEED_DEFS(1);
+    if (!(o = hali_asm_push_op(p, nops)) ||
+        !hali_asm_parse_reg(b, defs[0], HALI_TYPE_BUFFER_VIEW, true, o) ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    return expect_tensor_reg(b, next(p), o);
+  }
+  case HALI_OP_TENSOR_WAIT:
+  case HALI_OP_TENSOR_BARRIER:
+    NEED_DEFS(0);
+    if (!(o = hali_asm_push_op(p, nops))) return false;
+    return hali_asm_parse_reg(b, next(p), HALI_TYPE_FENCE, false, o);
+  default:
+    hali_asm_error(p, opt,
+                   "write groups as `execute {`, `concurrent {` and `}`");
+    return false;
+  }
+#undef NEED_DEFS
+}

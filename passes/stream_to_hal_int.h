@@ -1,0 +1,101 @@
+/* hali — what the two halves of stream-to-hal share (private to
+ * passes/stream_to_hal.c and passes/schedule.c): the per-tensor facts the
+ * analysis finds, the lowering state, and the helpers each half calls in
+ * the other.
+ */
+#ifndef HALI_PASSES_STREAM_TO_HAL_INT_H
+#define HALI_PASSES_STREAM_TO_HAL_INT_H
+
+#include "base/hal_bits.h"
+#include "passes/pass_util.h"
+
+#define PASS "stream-to-hal"
+
+typedef enum {
+  LT_NONE = 0,
+  LT_TRANSIENT,
+  LT_IMPORTED,
+  LT_CONSTANT,
+  LT_RETURNED,
+  LT_ALIAS, /* storage of |alias| */
+} lifetime_t;
+
+typedef struct {
+  uint8_t lifetime;
+  uint32_t alias;
+  uint32_t writes;
+  uint32_t size;                   /* i64 register, bytes */
+  uint32_t dims[HALI_HAL_MAX_RANK]; /* i64 registers */
+  int64_t static_bytes;            /* -1: dynamic size */
+  uint32_t def, last;              /* liveness interval (positions) */
+  bool defined;
+  bool const_returned; /* a constant's storage is returned to the caller */
+} tinfo_t;
+
+/* Transients are packed into one slab per region by liveness (see pack). */
+enum { SLAB_ALIGN = 64 };
+
+typedef struct {
+  hali_ir_module_t *m;
+  hali_ir_func_t *f;
+  uint32_t nregs; /* registers before lowering (tinfo size) */
+  tinfo_t *t;
+  uint32_t device, allocator, *exes;
+  uint32_t cur; /* fence the next submission waits on; UINT32_MAX = none */
+  hali_insn_list_t pre, cmds, out;
+  bool open, concurrent, pending_barrier, any_cmd;
+  uint32_t cmd, cats, line;
+  uint32_t index;       /* instruction being lowered (block position) */
+  hali_status_t err;    /* sticky: the first error found while emitting */
+  uint32_t *pending;    /* static-size transients awaiting the region's slab */
+  uint32_t npending;
+  /* Constants already materialized (registers are never rewritten). */
+  uint32_t nconst;
+  struct {
+    hali_type_t type;
+    int64_t v;
+    uint32_t reg;
+  } consts[256];
+} lw_t;
+
+/* ---- Emission helpers (passes/stream_to_hal.c). */
+
+/* The i32 / i64 register holding constant |v|, materialized once into
+ * w->pre. */
+uint32_t hali_s2h_c32(lw_t *w, int64_t v);
+uint32_t hali_s2h_c64(lw_t *w, int64_t v);
+/* Register |r|'s name, the stem of the registers derived from it ("t" if
+ * none); messages name |r| with hali_ir_reg_name. */
+const char *hali_s2h_rname(const lw_t *w, uint32_t r);
+/* Emits `cond_fail %cond, OUT_OF_RANGE, "@f: message"`. */
+void hali_s2h_fail_if(lw_t *w, uint32_t cond, const char *fmt, ...)
+    HALI_PRINTF(3, 4);
+
+/* ---- The analysis and storage (passes/schedule.c). */
+
+/* The storage root of tensor |r| (following aliases). */
+uint32_t hali_s2h_root(const lw_t *w, uint32_t r);
+/* Lifetimes, single assignment, one block. */
+HALI_MUST_USE hali_status_t hali_s2h_analyse(lw_t *w);
+/* Liveness intervals of storage roots (tinfo_t def/last). */
+void hali_s2h_liveness(lw_t *w);
+/* Records tensor |r|'s dims and size, checking them (w->err). */
+void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
+                        bool check_dims);
+/* set_shape, then return its error, if any, from the calling lowering. */
+#define SET_SHAPE(w, r, dyn, check)                                            \
+  do {                                                                         \
+    hali_s2h_set_shape(w, r, dyn, check);                                               \
+    if ((w)->err) {                                                            \
+      hali_status_t e_ = (w)->err;                                             \
+      (w)->err = HALI_OK;                                                      \
+      return e_;                                                               \
+    }                                                                          \
+  } while (0)
+
+/* Gives tensor |r| storage according to its lifetime. */
+void hali_s2h_allocate(lw_t *w, uint32_t r);
+/* Storage for the transients of the region being closed at w->index. */
+void hali_s2h_pack(lw_t *w);
+
+#endif /* HALI_PASSES_STREAM_TO_HAL_INT_H */

@@ -1,0 +1,36 @@
+/* hali — what the two verifiers share (private to vm/verify*.c): the
+ * context naming where a check stands, the error builder and the register
+ * check.  vm/verify_structure.c checks what the reader and the assembler
+ * produce, before the passes; vm/verify.c proves types and dataflow after
+ * them. */
+#ifndef HALI_VM_VERIFY_INT_H
+#define HALI_VM_VERIFY_INT_H
+
+#include "vm/ir.h"
+#include "vm/strmap.h"
+
+typedef struct {
+  const hali_ir_module_t *m;
+  const hali_ir_func_t *f;
+  uint32_t block, index;
+  const hali_ir_insn_t *insn;
+  const char *mode; /* "verify" or "verify structure" */
+  /* Scratch index for the uniqueness checks (names of one function, then
+   * of the module's functions), so that they are linear. */
+  hali_strmap_t *names;
+  /* Scratch reused by every function's definite-assignment check (so that
+   * a module of many small functions does not allocate per function). */
+  struct verify_scratch_s *scratch;
+} vctx_t;
+
+/* An INVALID_ARGUMENT status "<mode>: <where>: <message>", where names the
+ * function, block, instruction and source line |v| stands at. */
+HALI_MUST_USE hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...)
+    HALI_PRINTF(2, 3);
+
+/* Operand |i| is a register in range whose type is |want|: any ref for
+ * HALI_TYPE_ANY_REF, any type at all for HALI_TYPE_NONE. */
+HALI_MUST_USE hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
+                                                  hali_type_t want);
+
+#endif /* HALI_VM_VERIFY_INT_H */
