@@ -260,18 +260,24 @@ int main(int argc, char **argv) {
       printf("%-5s %-13s", shape_names[sh], form_names[fo]);
       fflush(stdout);
       double unload_ns[BENCH_MAX_SIZES];
-      for (size_t k = 0; k < nsizes; ++k) {
-        const uint8_t *data = fo == FORM_TEXT ? (const uint8_t *)texts[k]
-                                              : bins[fo][k];
-        size_t size = fo == FORM_TEXT ? strlen(texts[k]) : bin_sizes[fo][k];
-        double unload;
-        double t = time_load(data, size, min_time, registry, &unload);
-        rate[sh][fo][k] = (double)insns[k] / t;
-        unload_ns[k] = unload * 1e9 / (double)insns[k];
-        printf(" %9.2fM", rate[sh][fo][k] / 1e6);
-        fflush(stdout);
+      /* The smoke run measures a case again (up to three times in all) when
+       * it misses its goal: on a shared machine one measurement can catch
+       * another process's burst, while a quadratic step misses every time. */
+      double ratio = 0;
+      for (int attempt = 0; attempt < (smoke ? 3 : 1); ++attempt) {
+        for (size_t k = 0; k < nsizes; ++k) {
+          const uint8_t *data = fo == FORM_TEXT ? (const uint8_t *)texts[k]
+                                                : bins[fo][k];
+          size_t size = fo == FORM_TEXT ? strlen(texts[k]) : bin_sizes[fo][k];
+          double unload;
+          double t = time_load(data, size, min_time, registry, &unload);
+          rate[sh][fo][k] = (double)insns[k] / t;
+          unload_ns[k] = unload * 1e9 / (double)insns[k];
+        }
+        ratio = rate[sh][fo][nsizes - 1] / rate[sh][fo][0];
+        if (ratio >= linear_goal) break;
       }
-      double ratio = rate[sh][fo][nsizes - 1] / rate[sh][fo][0];
+      for (size_t k = 0; k < nsizes; ++k) printf(" %9.2fM", rate[sh][fo][k] / 1e6);
       bool ok = ratio >= linear_goal;
       if (fo != FORM_TEXT && !smoke)
         for (size_t k = 0; k < nsizes; ++k) ok = ok && rate[sh][fo][k] >= 10e6;
