@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "hali/base.h"
 
 struct hali_status_s {
@@ -17,6 +18,22 @@ struct hali_status_s {
 static char hali_status_oom_message[] = "out of memory creating a status";
 static struct hali_status_s hali_status_oom = {
     HALI_STATUS_RESOURCE_EXHAUSTED, hali_status_oom_message, 0, NULL};
+
+/* The one DEFERRED status (base/status.h): shared, so never mutated. */
+static char hali_status_deferred_message[] =
+    "deferred: the operation resumes later (internal; never returned to "
+    "API callers)";
+static struct hali_status_s hali_status_deferred_object = {
+    HALI_STATUS_DEFERRED, hali_status_deferred_message, 0, NULL};
+
+hali_status_t hali_status_deferred(void) {
+  return &hali_status_deferred_object;
+}
+
+/* The static statuses: shared by every caller, never freed or annotated. */
+static int hali_status_is_static(hali_status_t s) {
+  return s == &hali_status_oom || s == &hali_status_deferred_object;
+}
 
 static char *hali_vformat(const char *fmt, va_list ap) {
   va_list copy;
@@ -53,7 +70,7 @@ hali_status_t hali_status_make(hali_status_code_t code, const char *fmt, ...) {
 }
 
 hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
-  if (!s || s == &hali_status_oom) return s;
+  if (!s || hali_status_is_static(s)) return s;
   va_list ap;
   va_start(ap, fmt);
   char *line = hali_vformat(fmt, ap);
@@ -76,7 +93,7 @@ hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
 
 hali_status_t hali_status_clone(hali_status_t s) {
   if (!s) return NULL;
-  if (s == &hali_status_oom) return s;
+  if (hali_status_is_static(s)) return s;
   hali_status_t c = hali_status_make(s->code, "%s", s->message);
   for (size_t i = 0; i < s->annotation_count; ++i)
     c = hali_status_annotate(c, "%s", s->annotations[i]);
@@ -106,6 +123,8 @@ const char *hali_status_code_name(hali_status_code_t code) {
     return #name;
     HALI_STATUS_CODES(HALI_X)
 #undef HALI_X
+  case HALI_STATUS_DEFERRED:
+    return "DEFERRED";
   default:
     return "UNKNOWN_CODE";
   }
@@ -127,7 +146,7 @@ char *hali_status_to_string(hali_status_t s) {
 }
 
 void hali_status_free(hali_status_t s) {
-  if (!s || s == &hali_status_oom) return;
+  if (!s || hali_status_is_static(s)) return;
   for (size_t i = 0; i < s->annotation_count; ++i) free(s->annotations[i]);
   free(s->annotations);
   free(s->message);

@@ -638,7 +638,8 @@ static hali_status_t fence_await(hali_vm_stack_t *st, const decoded_t *d,
       st->awaiting = fence;
       st->await_deadline_ns =
           ns < 0 || ns > INT64_MAX - now ? INT64_MAX : now + ns;
-      return HALI_VM_SUSPEND; /* *ppc stays: resuming re-runs the await */
+      /* Not an error: pc stays, and resuming re-runs the await. */
+      return hali_status_deferred();
     } else {
       w = hali_hal_fence_await(fence, ns);
       if (w) {

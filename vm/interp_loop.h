@@ -532,8 +532,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       status = hali_vm_hal_op(st, &next, regs, refs);
       pc = next;
       if (HALI_UNLIKELY(status)) {
-        if (status != HALI_VM_SUSPEND) goto fail;
-        /* Suspend: resuming re-executes this instruction. */
+        if (!hali_status_is_deferred(status)) goto fail;
+        /* DEFERRED: suspend (the static status needs no freeing); resuming
+         * re-executes this instruction.  It never leaves the interpreter. */
         frame->pc = pc;
         st->suspended = true;
         return HALI_OK;
