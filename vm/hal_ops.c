@@ -14,10 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "hal/hal.h"
-#include "base/clock.h"
+#include "vm/fiber.h"
 #include "vm/hal_ops.h"
 #include "vm/trace.h"
 
@@ -612,83 +611,15 @@ HAL_OP(HAL_FENCE_QUERY) {
   return HALI_OK;
 }
 
-/* hal.fence.await and hal.fence.await_status: OK -> 0, timeout -> 4
- * (DEADLINE_EXCEEDED); a failed fence fails the awaiting function with its
- * status, or with |failure_is_result| gives its code in A. */
+/* hal.fence.await and hal.fence.await_status: the wait itself, with its
+ * suspension, deadline and resumption, is the scheduler's
+ * (hali_vm_fiber_await, vm/fiber.c).  DEFERRED passes through: pc stays. */
 static hali_status_t fence_await(hali_vm_stack_t *st, const decoded_t *d,
                                  hali_slot_t *regs, hali_ref_t **refs,
                                  bool failure_is_result) {
-  hali_hal_fence_t *fence = REF(hali_hal_fence_t, 1);
-  int64_t ms = I64(2);
-  hali_timeout_ns_t ns = ms < 0 ? HALI_INFINITE
-                         : ms > INT64_MAX / 1000000 ? INT64_MAX
-                                                    : ms * 1000000;
-  int64_t now = hali_clock_now_ns();
-  if (!st->await_started_ns) st->await_started_ns = now;
   int32_t code = 0;
-  bool ready = false;
-  hali_status_t w = hali_hal_fence_query(fence, &ready);
-  if (!w && !ready) {
-    if (st->await_timed_out) { /* resumed by the scheduler's deadline */
-      st->await_timed_out = false;
-      code = HALI_STATUS_DEADLINE_EXCEEDED;
-    } else if (st->can_suspend && ns != 0 &&
-               !st->frames[st->depth - 1].fn->may_block) {
-      hali_hal_fence_retain(fence);
-      st->awaiting = fence;
-      st->await_deadline_ns =
-          ns < 0 || ns > INT64_MAX - now ? INT64_MAX : now + ns;
-      /* Not an error: pc stays, and resuming re-runs the await. */
-      return hali_status_deferred();
-    } else {
-      w = hali_hal_fence_await(fence, ns);
-      if (w) {
-        /* Report the fence's own failure, as a ready fence would (the
-         * wait's annotations depend on timing). */
-        bool now_ready = false;
-        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
-        if (q) {
-          hali_status_free(w);
-          w = q;
-        }
-      }
-      if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
-        /* Expired rather than failed?  The fence's own state tells. */
-        bool now_ready = false;
-        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
-        if (!q) {
-          hali_status_free(w);
-          w = HALI_OK;
-          code = now_ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
-        }
-        hali_status_free(q);
-      }
-    }
-  }
-  if (HALI_TRACE_ON(st->trace)) {
-    int64_t end = hali_clock_now_ns();
-    int64_t waited = end - st->await_started_ns;
-    HAL_TRACE("fence.await !hal.fence#%u -> %s after %lld us", ID(1),
-              w ? hali_status_code_name(hali_status_code(w))
-                : code ? "DEADLINE_EXCEEDED" : "OK",
-              (long long)(waited / 1000));
-    char name[48];
-    snprintf(name, sizeof(name), "await fence#%u", ID(1));
-    int64_t t1 = hali_trace_now(st->trace);
-    hali_trace_slice(st->trace, name, "fence", st->trace_tid, t1 - waited,
-                     waited, NULL);
-  }
-  st->await_started_ns = 0;
-  /* A timeout that raced the signal must not leak into the next await. */
-  st->await_timed_out = false;
-  if (w && failure_is_result) {
-    code = (int32_t)hali_status_code(w); /* handled by the program */
-    hali_status_free(w);
-    w = HALI_OK;
-  }
-  if (w)
-    return hali_status_annotate(w, "awaited fence #%u",
-                                ((hali_ref_t *)fence)->id);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_fiber_await(
+      st, REF(hali_hal_fence_t, 1), I64(2), failure_is_result, &code));
   regs[d->reg[0]].i32 = code;
   return HALI_OK;
 }
