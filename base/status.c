@@ -13,10 +13,13 @@ struct hali_status_s {
   char **annotations;
 };
 
+/* The one out-of-memory message (hali_status_oom). */
+#define HALI_OOM_MESSAGE "out of memory"
+
 /* Allocation failure while building a status must still produce a status:
  * this static one is returned (and never freed) in that case. */
-static char hali_status_oom_message[] = "out of memory creating a status";
-static struct hali_status_s hali_status_oom = {
+static char hali_status_oom_message[] = HALI_OOM_MESSAGE;
+static struct hali_status_s hali_status_oom_object = {
     HALI_STATUS_RESOURCE_EXHAUSTED, hali_status_oom_message, 0, NULL};
 
 /* The one DEFERRED status (base/status.h): shared, so never mutated. */
@@ -32,7 +35,7 @@ hali_status_t hali_status_deferred(void) {
 
 /* The static statuses: shared by every caller, never freed or annotated. */
 static int hali_status_is_static(hali_status_t s) {
-  return s == &hali_status_oom || s == &hali_status_deferred_object;
+  return s == &hali_status_oom_object || s == &hali_status_deferred_object;
 }
 
 static char *hali_vformat(const char *fmt, va_list ap) {
@@ -51,12 +54,12 @@ hali_status_t hali_status_makev(hali_status_code_t code, const char *fmt,
                                 va_list ap) {
   if (code == HALI_STATUS_OK) code = HALI_STATUS_UNKNOWN;
   struct hali_status_s *s = calloc(1, sizeof(*s));
-  if (!s) return &hali_status_oom;
+  if (!s) return &hali_status_oom_object;
   s->code = code;
   s->message = hali_vformat(fmt, ap);
   if (!s->message) {
     free(s);
-    return &hali_status_oom;
+    return &hali_status_oom_object;
   }
   return s;
 }
@@ -67,6 +70,10 @@ hali_status_t hali_status_make(hali_status_code_t code, const char *fmt, ...) {
   hali_status_t s = hali_status_makev(code, fmt, ap);
   va_end(ap);
   return s;
+}
+
+hali_status_t hali_status_oom(void) {
+  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, HALI_OOM_MESSAGE);
 }
 
 hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {

@@ -81,8 +81,7 @@ hali_status_t hali_hal_allocator_create(
   *out_allocator = NULL;
   hali_hal_allocator_t *allocator = calloc(1, sizeof(*allocator));
   if (!allocator)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating an allocator");
+    return hali_status_annotate(hali_status_oom(), "creating an allocator");
   hali_ref_init(&allocator->ref, HALI_TYPE_ALLOCATOR,
                 &hali_hal_allocator_vtable);
   pthread_mutex_init(&allocator->mutex, NULL);
@@ -156,6 +155,8 @@ hali_status_t hali_hal_allocator_allocate_storage(
     p = NULL;
   if (!p) {
     hali_hal_allocator_free_storage(allocator, NULL, size);
+    /* Device memory a program asked for, not the runtime's own: the size
+     * belongs in the message (tests/passes/run.test expects it). */
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "out of host memory allocating %" PRIu64 " bytes",
                             size);

@@ -35,8 +35,7 @@ hali_status_t hali_hal_command_buffer_create(
                             categories);
   hali_hal_command_buffer_t *cb = calloc(1, sizeof(*cb));
   if (!cb)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a command buffer");
+    return hali_status_annotate(hali_status_oom(), "creating a command buffer");
   hali_ref_init(&cb->ref, HALI_TYPE_COMMAND_BUFFER,
                 &hali_hal_command_buffer_vtable);
   cb->mode = mode;
@@ -104,8 +103,7 @@ static hali_status_t hali_hal_command_buffer_reserve_resources(
   while (capacity < cb->resource_count + extra) capacity *= 2;
   hali_ref_t **grown = realloc(cb->resources, capacity * sizeof(*grown));
   if (!grown)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory recording a command");
+    return hali_status_annotate(hali_status_oom(), "recording a command");
   cb->resources = grown;
   cb->resource_capacity = capacity;
   return HALI_OK;
@@ -138,10 +136,10 @@ static hali_status_t hali_hal_command_buffer_append(
     while (capacity < cb->size + size) capacity *= 2;
     uint8_t *grown = realloc(cb->data, capacity);
     if (!grown)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of host memory recording a command of %zu "
-                              "bytes",
-                              size);
+      return hali_status_annotate(hali_status_oom(),
+                                  "recording a command of %zu "
+                                  "bytes",
+                                  size);
     cb->data = grown;
     cb->capacity = capacity;
   }

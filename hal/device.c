@@ -159,9 +159,9 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
     device->scratch_size = 0;
     if (posix_memalign(&device->scratch, 64, scratch_size) != 0) {
       device->scratch = NULL;
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of host memory for %zu bytes of scratch",
-                              scratch_size);
+      return hali_status_annotate(hali_status_oom(),
+                                  "for %zu bytes of scratch",
+                                  scratch_size);
     }
     device->scratch_size = scratch_size;
   }
@@ -545,8 +545,7 @@ static hali_hal_submission_t *hali_hal_submission_allocate(
 }
 
 static hali_status_t hali_hal_submission_oom(void) {
-  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                          "out of host memory queueing a submission");
+  return hali_status_annotate(hali_status_oom(), "queueing a submission");
 }
 
 hali_status_t hali_hal_device_queue_execute(
@@ -709,8 +708,7 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
                             "unknown device kind %d", (int)params->kind);
   hali_hal_device_t *device = calloc(1, sizeof(*device));
   if (!device)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a device");
+    return hali_status_annotate(hali_status_oom(), "creating a device");
   hali_ref_init(&device->ref, HALI_TYPE_DEVICE, &hali_hal_device_vtable);
   device->kind = params->kind;
   pthread_mutex_init(&device->mutex, NULL);

@@ -54,6 +54,23 @@ START_TEST(status_return_if_error_annotates) {
 }
 END_TEST
 
+/* One out-of-memory status, one message; context goes in annotations. */
+START_TEST(status_oom_has_one_message) {
+  hali_status_t s = hali_status_oom();
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(hali_status_message(s), "out of memory");
+  s = hali_status_annotate(s, "creating a fence");
+  char *text = hali_status_to_string(s);
+  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: out of memory\n  creating a fence");
+  free(text);
+  hali_status_t t = hali_status_oom();
+  ck_assert_ptr_ne(s, t); /* each is the caller's to free */
+  ck_assert_str_eq(hali_status_message(t), hali_status_message(s));
+  hali_status_free(t);
+  ck_assert(hali_status_consume_code(s, HALI_STATUS_RESOURCE_EXHAUSTED));
+}
+END_TEST
+
 /* DEFERRED (base/status.h): a code outside the public range, carried by one
  * static status that freeing and annotating leave alone. */
 START_TEST(status_deferred_is_its_own_code) {
@@ -88,6 +105,7 @@ static Suite *suite_status(void) {
   tcase_add_test(tc, status_make_annotate_clone);
   tcase_add_test(tc, status_ok_code_becomes_unknown);
   tcase_add_test(tc, status_return_if_error_annotates);
+  tcase_add_test(tc, status_oom_has_one_message);
   tcase_add_test(tc, status_deferred_is_its_own_code);
   suite_add_tcase(s, tc);
   return s;

@@ -236,7 +236,7 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   hali_vm_module_t *m = calloc(1, sizeof(*m));
   if (!m) {
     hali_ir_module_free(ir);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   }
   atomic_init(&m->count, 1);
   m->ir = ir;
@@ -248,7 +248,7 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
                       sizeof(hali_vm_import_t));
   if (!m->funcs || !m->strings || !m->imports) {
     hali_vm_module_free(m);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   }
   for (uint32_t i = 0; i < ir->string_count; ++i) {
     m->strings[i].length = ir->string_lengths[i];

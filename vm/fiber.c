@@ -235,7 +235,7 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
                                        hali_vm_scheduler_t **out) {
   *out = NULL;
   hali_vm_scheduler_t *s = calloc(1, sizeof(*s));
-  if (!s) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!s) return hali_status_oom();
   s->run_deadline = INT64_MAX;
   pthread_mutex_init(&s->mutex, NULL);
   pthread_condattr_t ca;
@@ -343,9 +343,9 @@ hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
   hali_vm_fiber_t *f =
       fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
   if (!f)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of memory starting a fiber for @%s",
-                            fn->ir->name);
+    return hali_status_annotate(hali_status_oom(),
+                                "starting a fiber for @%s",
+                                fn->ir->name);
   f->scheduler = s;
   f->fn = fn;
   f->host_owned = true;
@@ -766,9 +766,9 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
   f->host_owned = false;
   pthread_mutex_unlock(&st->scheduler->mutex);
   if (!fence)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of memory creating the fence of a spawned "
-                            "fiber");
+    return hali_status_annotate(hali_status_oom(),
+                                "creating the fence of a spawned "
+                                "fiber");
   hali_hal_fence_retain(fence);
   uint16_t out = list[nargs];
   hali_ref_t *old = refs[out];
