@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h" /* HALI_DEBUG */
 #include "hal/hal.h"
 #include "loader/executables.h"
 #include "tests/hal_ops_suite.h"
@@ -1937,6 +1938,109 @@ START_TEST(bytecode_store_into_input_binding) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* --enable-debug: the interpreter asserts what the verifier and encoder
+ * promise (vm/interp.c, HALI_DEBUG).  Each test breaks one promise in the
+ * encoded code of a verified module and expects the assertion's abort; a
+ * release build trusts the code, so these run in debug builds only (the
+ * whole suite passing in a debug build shows the checks accept every
+ * valid program). */
+#ifdef HALI_DEBUG
+#include <signal.h>
+
+/* The first instruction of |f| with opcode |op|. */
+static hali_cell_t *first_insn(const hali_vm_func_t *f, unsigned op) {
+  for (uint32_t i = 0; i < f->insn_count; ++i)
+    if (f->code[f->insn_offset[i]].i.op == op) return &f->code[f->insn_offset[i]];
+  ck_abort_msg("no instruction with opcode %u", op);
+  return NULL;
+}
+
+static void run_broken(const char *text, const char *fn, bool device,
+                       void (*breaks)(const hali_vm_func_t *f)) {
+  hali_vm_module_t *m = hali_test_module(text);
+  const hali_vm_func_t *f = hali_vm_module_lookup(m, fn);
+  ck_assert_ptr_nonnull(f);
+  breaks(f);
+  hali_hal_device_t *d = NULL;
+  if (device) {
+    hali_hal_device_params_t p;
+    hali_hal_device_params_initialize(&p);
+    ck_assert_ok(hali_hal_device_create(&p, &d));
+  }
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  st->device = d;
+  hali_value_t args[2] = {hali_value_i32(1), hali_value_i32(2)};
+  hali_value_t r = {.type = f->ir->results[0]};
+  hali_status_free(hali_vm_invoke(st, m, f, args, f->ir->param_count, &r, 1));
+  ck_abort_msg("the debug assertion did not fire");
+}
+
+static void ref_slot_past_the_bank(const hali_vm_func_t *f) {
+  hali_cell_t *c = first_insn(f, HALI_OP_HAL_BUFFER_LENGTH);
+  c->i.b = (uint16_t)(f->ref_count + 3);
+}
+START_TEST(debug_asserts_ref_slots) {
+  run_broken("module @t\n"
+             "func @f() -> i64 {\n"
+             "^entry:\n"
+             "  %device = hal.device.get\n"
+             "  %allocator = hal.device.allocator %device\n"
+             "  %m = const.i32 3\n"
+             "  %u = const.i32 5\n"
+             "  %n = const.i64 16\n"
+             "  %buf = hal.allocator.allocate %allocator, %m, %u, %n\n"
+             "  %len = hal.buffer.length %buf\n"
+             "  return %len\n"
+             "}\n",
+             "f", true, ref_slot_past_the_bank);
+}
+END_TEST
+
+static void target_inside_an_instruction(const hali_vm_func_t *f) {
+  hali_cell_t *c = first_insn(f, HALI_OP_BR);
+  c[1].target = f->code + 1; /* the immediate cell of const.i32 */
+}
+START_TEST(debug_asserts_jump_targets) {
+  run_broken("module @t\n"
+             "func @g() -> i32 {\n"
+             "^entry:\n"
+             "  %x = const.i32 7\n"
+             "  br ^done\n"
+             "^done:\n"
+             "  return %x\n"
+             "}\n",
+             "g", false, target_inside_an_instruction);
+}
+END_TEST
+
+/* mov.i32 (1 cell) rewritten as select.i32 (2 cells): its handler skips
+ * the next instruction whole, landing on an instruction start. */
+static void handler_longer_than_encoded(const hali_vm_func_t *f) {
+  ck_assert_uint_ge(f->insn_count, 3);
+  hali_cell_t *c = &f->code[f->insn_offset[0]];
+  ck_assert_uint_eq(c->i.op, HALI_OP_MOV_I32);
+  ck_assert_uint_eq(f->code[f->insn_offset[1]].i.op, HALI_OP_MOV_I32);
+  /* select's fourth register is the next cell's first slot: the opcode
+   * of that mov, a valid scalar slot here. */
+  ck_assert_uint_lt(HALI_OP_MOV_I32, f->scalar_count);
+  c->i.op = HALI_OP_SELECT_I32;
+}
+START_TEST(debug_asserts_cell_lengths) {
+  run_broken("module @t\n"
+             "func @h(%x: i32, %y: i32) -> i32 {\n"
+             "^entry:\n"
+             "  %a = mov.i32 %x\n"
+             "  %b = mov.i32 %y\n"
+             "  %c = add.i32 %a, %b\n"
+             "  return %c\n"
+             "}\n",
+             "h", false, handler_longer_than_encoded);
+}
+END_TEST
+#endif /* HALI_DEBUG */
+
+/* ------------------------------------------------------------------------ */
 
 void check_hal_ops_add_tcases(Suite *s) {
   TCase *tc = tcase_create("hal_buffers");
@@ -1989,4 +2093,12 @@ void check_hal_ops_add_tcases(Suite *s) {
   tcase_add_test(tc, buffer_view_size_limits);
   tcase_add_test(tc, bytecode_store_into_input_binding);
   suite_add_tcase(s, tc);
+
+#ifdef HALI_DEBUG
+  tc = tcase_create("debug_assertions");
+  tcase_add_test_raise_signal(tc, debug_asserts_ref_slots, SIGABRT);
+  tcase_add_test_raise_signal(tc, debug_asserts_jump_targets, SIGABRT);
+  tcase_add_test_raise_signal(tc, debug_asserts_cell_lengths, SIGABRT);
+  suite_add_tcase(s, tc);
+#endif
 }
