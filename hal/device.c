@@ -487,6 +487,7 @@ void hali_hal_device_set_tracer(hali_hal_device_t *device,
   if (tracer) device->tracer = *tracer;
   else memset(&device->tracer, 0, sizeof(device->tracer));
   pthread_mutex_unlock(&device->mutex);
+  hali_hal_allocator_set_tracer(device->allocator, tracer);
 }
 
 bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {
@@ -587,6 +588,21 @@ hali_status_t hali_hal_device_queue_execute(
     hali_hal_command_buffer_retain(command_buffers[i]);
   }
   hali_hal_device_enqueue(device, sub);
+  /* After the enqueue: on local-sync the submission ran inside it, and its
+   * spans come before this line. */
+  if (HALI_UNLIKELY(device->tracer.line != NULL)) {
+    char list[256];
+    size_t n = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < count && n < sizeof(list) - 16; ++i)
+      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s#%u", i ? " " : "",
+                            hali_hal_trace_id(command_buffers[i]));
+    hali_hal_tracer_printf(&device->tracer,
+                           "[hal] queue.execute wait=!hal.fence#%u "
+                           "signal=!hal.fence#%u command_buffers=[%s]",
+                           hali_hal_trace_id(wait_fence),
+                           hali_hal_trace_id(signal_fence), list);
+  }
   return HALI_OK;
 }
 
@@ -611,6 +627,12 @@ hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,
   hali_hal_buffer_retain(buffer);
   hali_hal_device_enqueue(device, sub);
   *out_buffer = buffer;
+  hali_hal_tracer_printf(
+      &device->tracer,
+      "[hal] queue.alloca %" PRIu64 " bytes wait=!hal.fence#%u "
+      "signal=!hal.fence#%u -> !hal.buffer#%u",
+      size, hali_hal_trace_id(wait_fence), hali_hal_trace_id(signal_fence),
+      hali_hal_trace_id(buffer));
   return HALI_OK;
 }
 
@@ -628,6 +650,12 @@ hali_status_t hali_hal_device_queue_dealloca(hali_hal_device_t *device,
   sub->buffer = buffer;
   hali_hal_buffer_retain(buffer);
   hali_hal_device_enqueue(device, sub);
+  hali_hal_tracer_printf(&device->tracer,
+                         "[hal] queue.dealloca !hal.buffer#%u "
+                         "wait=!hal.fence#%u signal=!hal.fence#%u",
+                         hali_hal_trace_id(buffer),
+                         hali_hal_trace_id(wait_fence),
+                         hali_hal_trace_id(signal_fence));
   return HALI_OK;
 }
 

@@ -75,7 +75,12 @@ static hali_status_t offset_arg(int64_t v, const char *what,
 
 static void release_module(void *m) { hali_vm_module_release(m); }
 
-/* --trace=hal: one line per HAL operation the program performs. */
+/* --trace=hal: one line per HAL operation the program performs — for the
+ * operations the HAL does not trace itself.  Allocation and the queue
+ * operations are traced by the HAL through the device's tracer
+ * (hal/common.h hali_hal_tracer_t), so that C users of the HAL see the
+ * same lines; the lines below are for objects that carry no tracer
+ * (command buffers, fences, views, subspans) and VM-only ops. */
 #define HAL_TRACE(...)                                                         \
   do {                                                                         \
     if (HALI_UNLIKELY(hali_trace_flags(st->trace) & HALI_TRACE_HAL))           \
@@ -130,16 +135,7 @@ HAL_OP(HAL_ALLOCATOR_ALLOCATE) {
   hali_hal_buffer_t *b = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_allocator_allocate_buffer(
       REF(hali_hal_allocator_t, 1), params, size, &b));
-  set_ref(refs, d->reg[0], b);
-  {
-    char mt[96], us[96];
-    HAL_TRACE("allocate %llu bytes memory=%s usage=%s -> !hal.buffer#%u",
-              (unsigned long long)size,
-              hali_hal_memory_type_bits_format(params.memory_types, mt,
-                                               sizeof(mt)),
-              hali_hal_buffer_usage_bits_format(params.usage, us, sizeof(us)),
-              ID(0));
-  }
+  set_ref(refs, d->reg[0], b); /* the HAL traced it (its allocator's tracer) */
   return HALI_OK;
 }
 
@@ -480,22 +476,11 @@ HAL_OP(HAL_DEVICE_QUEUE_EXECUTE) {
                             d->tail_count);
   for (uint32_t i = 0; i < d->tail_count; ++i)
     cbs[i] = (hali_hal_command_buffer_t *)refs[d->tail[i]];
-  hali_status_t s = hali_hal_device_queue_execute(REF(hali_hal_device_t, 0),
-                                    REF(hali_hal_fence_t, 1),
-                                    REF(hali_hal_fence_t, 2), cbs,
-                                    d->tail_count);
-  if (!s && (hali_trace_flags(st->trace) & HALI_TRACE_HAL)) {
-    char list[256];
-    size_t n = 0;
-    list[0] = 0;
-    for (uint32_t i = 0; i < d->tail_count && n < sizeof(list) - 16; ++i)
-      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s#%u", i ? " " : "",
-                            refs[d->tail[i]]->id);
-    HAL_TRACE("queue.execute wait=!hal.fence#%u signal=!hal.fence#%u "
-              "command_buffers=[%s]",
-              ID(1), ID(2), list);
-  }
-  return s;
+  /* The HAL traces the submission (the device's tracer). */
+  return hali_hal_device_queue_execute(REF(hali_hal_device_t, 0),
+                                       REF(hali_hal_fence_t, 1),
+                                       REF(hali_hal_fence_t, 2), cbs,
+                                       d->tail_count);
 }
 
 HAL_OP(HAL_DEVICE_QUEUE_ALLOCA) {
@@ -506,22 +491,14 @@ HAL_OP(HAL_DEVICE_QUEUE_ALLOCA) {
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_device_queue_alloca(
       REF(hali_hal_device_t, 1), REF(hali_hal_fence_t, 2),
       REF(hali_hal_fence_t, 3), params, size, &b));
-  set_ref(refs, d->reg[0], b);
-  HAL_TRACE("queue.alloca %llu bytes wait=!hal.fence#%u signal=!hal.fence#%u "
-            "-> !hal.buffer#%u",
-            (unsigned long long)size, ID(2), ID(3), ID(0));
+  set_ref(refs, d->reg[0], b); /* traced by the HAL */
   return HALI_OK;
 }
 
 HAL_OP(HAL_DEVICE_QUEUE_DEALLOCA) {
-  hali_status_t s = hali_hal_device_queue_dealloca(
+  return hali_hal_device_queue_dealloca(
       REF(hali_hal_device_t, 0), REF(hali_hal_fence_t, 1),
-      REF(hali_hal_fence_t, 2), REF(hali_hal_buffer_t, 3));
-  if (!s)
-    HAL_TRACE("queue.dealloca !hal.buffer#%u wait=!hal.fence#%u "
-              "signal=!hal.fence#%u",
-              ID(3), ID(1), ID(2));
-  return s;
+      REF(hali_hal_fence_t, 2), REF(hali_hal_buffer_t, 3)); /* traced there */
 }
 
 /* ---- fences */
