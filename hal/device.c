@@ -481,6 +481,23 @@ void hali_hal_device_abandon(hali_hal_device_t *device) {
   }
 }
 
+hali_status_t hali_hal_device_create_command_buffer(
+    hali_hal_device_t *device, hali_hal_command_buffer_mode_bits_t mode,
+    hali_hal_command_category_bits_t categories,
+    hali_hal_command_buffer_t **out_command_buffer) {
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_command_buffer_create(mode, categories, out_command_buffer));
+  if (HALI_UNLIKELY(device->tracer.line != NULL)) {
+    hali_hal_command_buffer_set_tracer(*out_command_buffer, &device->tracer);
+    hali_hal_tracer_printf(&device->tracer,
+                           "[hal] command_buffer.create mode=%u "
+                           "categories=%u -> !hal.command_buffer#%u",
+                           mode, categories,
+                           hali_hal_trace_id(*out_command_buffer));
+  }
+  return HALI_OK;
+}
+
 void hali_hal_device_set_tracer(hali_hal_device_t *device,
                                 const hali_hal_tracer_t *tracer) {
   pthread_mutex_lock(&device->mutex);

@@ -79,9 +79,11 @@ static void release_module(void *m) { hali_vm_module_release(m); }
 /* --trace=hal: one line per HAL operation the program performs — for the
  * operations the HAL does not trace itself.  Allocation and the queue
  * operations are traced by the HAL through the device's tracer
- * (hal/common.h hali_hal_tracer_t), so that C users of the HAL see the
- * same lines; the lines below are for objects that carry no tracer
- * (command buffers, fences, views, subspans) and VM-only ops. */
+ * (hal/common.h hali_hal_tracer_t), and so is command-buffer recording
+ * (hali_hal_device_create_command_buffer gives the command buffer the
+ * device's tracer), so that C users of the HAL see the same lines; the
+ * lines below are for objects that carry no tracer (fences, views,
+ * subspans) and for what only the VM can name (rodata, fence.await). */
 #define HAL_TRACE(...)                                                         \
   do {                                                                         \
     if (HALI_UNLIKELY(hali_trace_flags(st->trace) & HALI_TRACE_HAL))           \
@@ -321,13 +323,12 @@ HAL_OP(HAL_BUFFER_VIEW_ASSERT) {
 /* ---- command buffers */
 
 HAL_OP(HAL_COMMAND_BUFFER_CREATE) {
+  /* On the device: the command buffer reports its recording to the
+   * device's tracer, and so do the recording ops below (except update). */
   hali_hal_command_buffer_t *cb = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_command_buffer_create(U32(2), U32(3), &cb));
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_device_create_command_buffer(
+      REF(hali_hal_device_t, 1), U32(2), U32(3), &cb));
   set_ref(refs, d->reg[0], cb);
-  HAL_TRACE("command_buffer.create mode=%u categories=%u -> "
-            "!hal.command_buffer#%u",
-            U32(2), U32(3), ID(0));
   return HALI_OK;
 }
 
@@ -335,15 +336,9 @@ HAL_OP(HAL_COMMAND_BUFFER_FILL) {
   hali_hal_device_size_t off = 0, len = 0;
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "fill offset", &off));
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "fill length", &len));
-  hali_status_t s = hali_hal_command_buffer_fill(REF(hali_hal_command_buffer_t, 0),
-                                   REF(hali_hal_buffer_t, 1), off, len,
-                                   U32(4), U32(5));
-  if (!s)
-    HAL_TRACE("command_buffer#%u fill !hal.buffer#%u [%llu, +%llu) "
-              "pattern=0x%x/%u",
-              ID(0), ID(1), (unsigned long long)off, (unsigned long long)len,
-              U32(4), U32(5));
-  return s;
+  return hali_hal_command_buffer_fill(REF(hali_hal_command_buffer_t, 0),
+                                      REF(hali_hal_buffer_t, 1), off, len,
+                                      U32(4), U32(5));
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_COPY) {
@@ -351,15 +346,9 @@ HAL_OP(HAL_COMMAND_BUFFER_COPY) {
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "copy source offset", &so));
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "copy target offset", &to));
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(5), "copy length", &len));
-  hali_status_t s = hali_hal_command_buffer_copy(REF(hali_hal_command_buffer_t, 0),
-                                   REF(hali_hal_buffer_t, 1), so,
-                                   REF(hali_hal_buffer_t, 3), to, len);
-  if (!s)
-    HAL_TRACE("command_buffer#%u copy !hal.buffer#%u+%llu -> "
-              "!hal.buffer#%u+%llu %llu bytes",
-              ID(0), ID(1), (unsigned long long)so, ID(3),
-              (unsigned long long)to, (unsigned long long)len);
-  return s;
+  return hali_hal_command_buffer_copy(REF(hali_hal_command_buffer_t, 0),
+                                      REF(hali_hal_buffer_t, 1), so,
+                                      REF(hali_hal_buffer_t, 3), to, len);
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_UPDATE) {
@@ -378,6 +367,7 @@ HAL_OP(HAL_COMMAND_BUFFER_UPDATE) {
   hali_status_t s = hali_hal_command_buffer_update(REF(hali_hal_command_buffer_t, 0),
                                      r->data + so, REF(hali_hal_buffer_t, 2),
                                      to, len);
+  /* The VM's line: only it knows the rodata's name. */
   if (!s)
     HAL_TRACE("command_buffer#%u update @%s+%llu -> !hal.buffer#%u+%llu "
               "%llu bytes",
@@ -396,33 +386,16 @@ HAL_OP(HAL_COMMAND_BUFFER_PUSH_CONSTANTS) {
   if (I32(1) < 0)
     return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
                             "push constant offset %d is negative", I32(1));
-  hali_status_t s = hali_hal_command_buffer_push_constants(
+  return hali_hal_command_buffer_push_constants(
       REF(hali_hal_command_buffer_t, 0), U32(1), values, d->tail_count);
-  if (!s && (hali_trace_flags(st->trace) & HALI_TRACE_HAL)) {
-    char list[512];
-    size_t n = 0;
-    list[0] = 0;
-    for (uint32_t i = 0; i < d->tail_count && n < sizeof(list) - 16; ++i)
-      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s0x%x",
-                            i ? " " : "", values[i]);
-    HAL_TRACE("command_buffer#%u push_constants at %u [%s]", ID(0), U32(1),
-              list);
-  }
-  return s;
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET) {
   hali_hal_buffer_binding_t b = {U32(1), REF(hali_hal_buffer_t, 2), 0, 0};
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &b.offset));
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &b.length));
-  hali_status_t s = hali_hal_command_buffer_push_descriptor_set(
+  return hali_hal_command_buffer_push_descriptor_set(
       REF(hali_hal_command_buffer_t, 0), &b, 1);
-  if (!s)
-    HAL_TRACE("command_buffer#%u push_descriptor_set binding %u = "
-              "!hal.buffer#%u [%llu, +%llu)",
-              ID(0), b.ordinal, ID(2), (unsigned long long)b.offset,
-              (unsigned long long)b.length);
-  return s;
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_DISPATCH) {
@@ -441,30 +414,18 @@ HAL_OP(HAL_COMMAND_BUFFER_DISPATCH) {
                             e ? e->name : "?", "xyz"[k - 3], I32(k), I32(3),
                             I32(4), I32(5));
   }
-  hali_status_t s = hali_hal_command_buffer_dispatch(
+  return hali_hal_command_buffer_dispatch(
       REF(hali_hal_command_buffer_t, 0), REF(hali_hal_executable_t, 1),
       U32(2), U32(3), U32(4), U32(5));
-  if (!s) {
-    hali_hal_executable_t *x = REF(hali_hal_executable_t, 1);
-    const hali_hal_executable_export_t *e = hali_hal_executable_export(x, U32(2));
-    HAL_TRACE("command_buffer#%u dispatch %s::%s workgroups %ux%ux%u", ID(0),
-              hali_hal_executable_name(x), e ? e->name : "?", U32(3), U32(4),
-              U32(5));
-  }
-  return s;
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_EXECUTION_BARRIER) {
-  hali_status_t s = hali_hal_command_buffer_execution_barrier(
+  return hali_hal_command_buffer_execution_barrier(
       REF(hali_hal_command_buffer_t, 0));
-  if (!s) HAL_TRACE("command_buffer#%u execution_barrier", ID(0));
-  return s;
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_FINALIZE) {
-  hali_status_t s = hali_hal_command_buffer_finalize(REF(hali_hal_command_buffer_t, 0));
-  if (!s) HAL_TRACE("command_buffer#%u finalize", ID(0));
-  return s;
+  return hali_hal_command_buffer_finalize(REF(hali_hal_command_buffer_t, 0));
 }
 
 /* ---- queues */

@@ -834,8 +834,16 @@ START_TEST(test_tracer_lines) {
   hali_hal_buffer_t *buffer = NULL;
   HALI_CK_OK(hali_hal_allocator_allocate_buffer(
       hali_hal_device_allocator(device), params, 64, &buffer));
-  hali_hal_command_buffer_t *cb = cts_command_buffer();
-  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0, 64, 0x5a, 1));
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_TRANSFER, &cb));
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0, 32, 0x5a, 1));
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+  HALI_CK_OK(hali_hal_command_buffer_copy(cb, buffer, 0, buffer, 32, 32));
+  /* Refused records print nothing. */
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(cb, buffer, 0, 3, 0, 2),
+                 HALI_STATUS_INVALID_ARGUMENT, "multiples");
   HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
   hali_hal_fence_t *wait = NULL, *done = NULL, *allocated = NULL,
                    *freed = NULL;
@@ -855,24 +863,39 @@ START_TEST(test_tracer_lines) {
   HALI_CK_OK(hali_hal_buffer_subspan(staged, 0, 8, &span));
   HALI_CK_STATUS(hali_hal_device_queue_dealloca(device, NULL, NULL, span),
                  HALI_STATUS_INVALID_ARGUMENT, "subspan");
-  char want[1024];
+  char want[2048];
   snprintf(want, sizeof(want),
            "[hal] allocate 64 bytes memory=HOST_VISIBLE|DEVICE_VISIBLE "
            "usage=TRANSFER|MAPPING -> !hal.buffer#%u\n"
+           "[hal] command_buffer.create mode=1 categories=1 -> "
+           "!hal.command_buffer#%u\n"
+           "[hal] command_buffer#%u fill !hal.buffer#%u [0, +32) "
+           "pattern=0x5a/1\n"
+           "[hal] command_buffer#%u execution_barrier\n"
+           "[hal] command_buffer#%u copy !hal.buffer#%u+0 -> !hal.buffer#%u+32 "
+           "32 bytes\n"
+           "[hal] command_buffer#%u finalize\n"
            "[hal] queue.execute wait=!hal.fence#%u signal=!hal.fence#%u "
            "command_buffers=[#%u]\n"
            "[hal] queue.alloca 32 bytes wait=!hal.fence#%u "
            "signal=!hal.fence#%u -> !hal.buffer#%u\n"
            "[hal] queue.dealloca !hal.buffer#%u wait=!hal.fence#%u "
            "signal=!hal.fence#%u\n",
-           ID(buffer), ID(wait), ID(done), ID(cb), ID(done), ID(allocated),
+           ID(buffer), ID(cb), ID(cb), ID(buffer), ID(cb), ID(cb), ID(buffer),
+           ID(buffer), ID(cb), ID(wait), ID(done), ID(cb), ID(done), ID(allocated),
            ID(staged), ID(staged), ID(allocated), ID(freed));
   pthread_mutex_lock(&sink.mutex);
   ck_assert_str_eq(sink.text, want);
   pthread_mutex_unlock(&sink.mutex);
-  /* Off again: the allocator is silent too. */
+  /* Off again: the allocator is silent too, and so is a command buffer
+   * created on the device now, or without a device. */
   hali_hal_device_set_tracer(device, NULL);
   hali_hal_buffer_t *quiet = cts_buffer(device, 16);
+  hali_hal_command_buffer_t *silent = NULL;
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, 0, HALI_HAL_COMMAND_CATEGORY_TRANSFER, &silent));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(silent));
+  hali_hal_command_buffer_release(silent);
   pthread_mutex_lock(&sink.mutex);
   ck_assert_str_eq(sink.text, want);
   pthread_mutex_unlock(&sink.mutex);
