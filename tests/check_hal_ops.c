@@ -19,9 +19,12 @@
 #include <time.h>
 
 #include "config.h" /* HALI_DEBUG */
+#include "base/clock.h"
+#include "base/status.h"
 #include "hal/hal.h"
 #include "loader/executables.h"
 #include "tests/hal_ops_suite.h"
+#include "vm/fiber.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define I32(v) hali_value_i32((int32_t)(uint32_t)(v))
@@ -1937,6 +1940,83 @@ START_TEST(bytecode_store_into_input_binding) {
 }
 END_TEST
 
+/* The await state machine by itself (hali_vm_fiber_await, vm/fiber.c):
+ * poll, suspend with a deadline (DEFERRED), resumption by the deadline or
+ * the signal, failures, and blocking when the stack may not suspend. */
+START_TEST(await_state_machine) {
+  hali_vm_module_t *m =
+      hali_test_module("module @t\nfunc @f() {\n^entry:\n  return\n}\n");
+  const hali_vm_func_t *f = hali_vm_module_lookup(m, "f");
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_begin(st, m, f, NULL, 0, NULL, 0));
+  hali_hal_fence_t *fence = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&fence));
+  int32_t code = -1;
+  st->can_suspend = true;
+  /* A poll never suspends: not yet -> 4. */
+  ck_assert_ok(hali_vm_fiber_await(st, fence, 0, false, &code));
+  ck_assert_int_eq(code, HALI_STATUS_DEADLINE_EXCEEDED);
+  /* May suspend: DEFERRED, the fence kept (retained), a deadline set. */
+  code = -1;
+  int64_t before = hali_clock_now_ns();
+  hali_status_t s = hali_vm_fiber_await(st, fence, 50, false, &code);
+  ck_assert(hali_status_is_deferred(s));
+  hali_status_free(s);
+  ck_assert_int_eq(code, -1);
+  ck_assert_ptr_eq(st->awaiting, fence);
+  ck_assert_int_ge(st->await_deadline_ns, before + 50 * 1000000);
+  ck_assert_int_le(st->await_deadline_ns, hali_clock_now_ns() + 50 * 1000000);
+  hali_hal_fence_release(st->awaiting); /* what resume() does */
+  st->awaiting = NULL;
+  /* Resumed by the scheduler's deadline, still pending: 4, flag cleared. */
+  st->await_timed_out = true;
+  ck_assert_ok(hali_vm_fiber_await(st, fence, 50, false, &code));
+  ck_assert_int_eq(code, HALI_STATUS_DEADLINE_EXCEEDED);
+  ck_assert(!st->await_timed_out);
+  ck_assert_int_eq(st->await_started_ns, 0);
+  /* Forever: no deadline. */
+  s = hali_vm_fiber_await(st, fence, -1, false, &code);
+  ck_assert(hali_status_is_deferred(s));
+  ck_assert_int_eq(st->await_deadline_ns, INT64_MAX);
+  hali_hal_fence_release(st->awaiting);
+  st->awaiting = NULL;
+  /* Resumed by the signal: 0. */
+  ck_assert_ok(hali_hal_fence_signal(fence));
+  ck_assert_ok(hali_vm_fiber_await(st, fence, -1, false, &code));
+  ck_assert_int_eq(code, 0);
+  /* A failed fence: the await fails with its status, or (await_status)
+   * gives its code. */
+  hali_hal_fence_t *failed = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&failed));
+  hali_hal_fence_fail(failed, hali_status_make(HALI_STATUS_ABORTED, "boom"));
+  s = hali_vm_fiber_await(st, failed, -1, false, &code);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_ABORTED);
+  char want[64];
+  snprintf(want, sizeof(want), "awaited fence #%u",
+           ((hali_ref_t *)failed)->id);
+  ck_assert_str_eq(hali_status_annotation(s, 0), want);
+  hali_status_free(s);
+  code = -1;
+  ck_assert_ok(hali_vm_fiber_await(st, failed, -1, true, &code));
+  ck_assert_int_eq(code, HALI_STATUS_ABORTED);
+  /* A stack that may not suspend blocks in the HAL instead. */
+  hali_hal_fence_t *pending = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&pending));
+  st->can_suspend = false;
+  code = -1;
+  ck_assert_ok(hali_vm_fiber_await(st, pending, 1, false, &code));
+  ck_assert_int_eq(code, HALI_STATUS_DEADLINE_EXCEEDED);
+  ck_assert_ptr_null(st->awaiting);
+  hali_hal_fence_release(pending);
+  hali_hal_fence_release(failed);
+  hali_hal_fence_release(fence);
+  hali_vm_stack_reset(st);
+  hali_vm_stack_free(st);
+  hali_vm_module_free(m);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* --enable-debug: the interpreter asserts what the verifier and encoder
  * promise (vm/interp.c, HALI_DEBUG).  Each test breaks one promise in the
@@ -2083,6 +2163,7 @@ void check_hal_ops_add_tcases(Suite *s) {
   tcase_add_test(tc, fence_create_null_join_signal_query);
   tcase_add_test(tc, fence_fail_keeps_first_failure);
   tcase_add_test(tc, fence_await_timeouts);
+  tcase_add_test(tc, await_state_machine);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("hal_limits");
