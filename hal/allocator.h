@@ -82,7 +82,8 @@ void hali_hal_allocator_query_statistics(
  * |tracer|'s line callback (copied; NULL = off): "[hal] allocate N bytes
  * memory=TYPES usage=USAGE -> !hal.buffer#ID".  A device passes its own
  * tracer on to its allocator (hali_hal_device_set_tracer).  Set it before
- * other threads use the allocator. */
+ * other threads use the allocator; what |tracer| points at must outlive its
+ * use. */
 void hali_hal_allocator_set_tracer(hali_hal_allocator_t *allocator,
                                    const hali_hal_tracer_t *tracer);
 
