@@ -202,7 +202,8 @@ hali_status_t hali_hal_command_buffer_fill(hali_hal_command_buffer_t *cb,
                                      : pattern & ((1u << (8 * pattern_length)) - 1);
   cmd->pattern_length = pattern_length;
   hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)target);
-  CB_TRACE(cb, "fill !hal.buffer#%u [%" PRIu64 ", +%" PRIu64 ") pattern=0x%x/%u",
+  CB_TRACE(cb,
+           "fill !hal.buffer#%u [%" PRIu64 ", +%" PRIu64 ") pattern=0x%x/%u",
            hali_hal_trace_id(target), offset, length, pattern, pattern_length);
   return HALI_OK;
 }

@@ -2030,7 +2030,8 @@ END_TEST
 /* The first instruction of |f| with opcode |op|. */
 static hali_cell_t *first_insn(const hali_vm_func_t *f, unsigned op) {
   for (uint32_t i = 0; i < f->insn_count; ++i)
-    if (f->code[f->insn_offset[i]].i.op == op) return &f->code[f->insn_offset[i]];
+    if (f->code[f->insn_offset[i]].i.op == op)
+      return &f->code[f->insn_offset[i]];
   ck_abort_msg("no instruction with opcode %u", op);
   return NULL;
 }

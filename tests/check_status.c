@@ -61,7 +61,8 @@ START_TEST(status_oom_has_one_message) {
   ck_assert_str_eq(hali_status_message(s), "out of memory");
   s = hali_status_annotate(s, "creating a fence");
   char *text = hali_status_to_string(s);
-  ck_assert_str_eq(text, "RESOURCE_EXHAUSTED: out of memory\n  creating a fence");
+  ck_assert_str_eq(text,
+                   "RESOURCE_EXHAUSTED: out of memory\n  creating a fence");
   free(text);
   hali_status_t t = hali_status_oom();
   ck_assert_ptr_ne(s, t); /* each is the caller's to free */

@@ -364,9 +364,9 @@ HAL_OP(HAL_COMMAND_BUFFER_UPDATE) {
                             (unsigned long long)so, (unsigned long long)so,
                             (unsigned long long)len, r->name,
                             (unsigned long long)r->size);
-  hali_status_t s = hali_hal_command_buffer_update(REF(hali_hal_command_buffer_t, 0),
-                                     r->data + so, REF(hali_hal_buffer_t, 2),
-                                     to, len);
+  hali_status_t s = hali_hal_command_buffer_update(
+      REF(hali_hal_command_buffer_t, 0), r->data + so,
+      REF(hali_hal_buffer_t, 2), to, len);
   /* The VM's line: only it knows the rodata's name. */
   if (!s)
     HAL_TRACE("command_buffer#%u update @%s+%llu -> !hal.buffer#%u+%llu "

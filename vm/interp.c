@@ -268,7 +268,8 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
   if (info->tail && info->tail != 'b' && info->tail != '_') {
     const uint32_t n = (uint32_t)x->imm;
     const uint16_t *tail = hali_cell_slots(x + 1);
-    for (uint32_t i = 0; i < n; ++i) debug_slot(fn, pc, info->tail_type, tail[i]);
+    for (uint32_t i = 0; i < n; ++i)
+      debug_slot(fn, pc, info->tail_type, tail[i]);
   }
 }
 #define HALI_DEBUG_STEP() hali_vm_debug_step(st, fn, pc, &hali_debug_prev)

@@ -882,8 +882,8 @@ START_TEST(test_tracer_lines) {
            "[hal] queue.dealloca !hal.buffer#%u wait=!hal.fence#%u "
            "signal=!hal.fence#%u\n",
            ID(buffer), ID(cb), ID(cb), ID(buffer), ID(cb), ID(cb), ID(buffer),
-           ID(buffer), ID(cb), ID(wait), ID(done), ID(cb), ID(done), ID(allocated),
-           ID(staged), ID(staged), ID(allocated), ID(freed));
+           ID(buffer), ID(cb), ID(wait), ID(done), ID(cb), ID(done),
+           ID(allocated), ID(staged), ID(staged), ID(allocated), ID(freed));
   pthread_mutex_lock(&sink.mutex);
   ck_assert_str_eq(sink.text, want);
   pthread_mutex_unlock(&sink.mutex);
