@@ -173,7 +173,11 @@ static void debug_call(const hali_vm_func_t *fn, const hali_cell_t *pc) {
                callee->ir->param_count);
   for (uint32_t i = 0; i < nargs; ++i)
     debug_slot(fn, pc, callee->ir->reg_types[i], list[i]);
-  for (uint32_t i = 0; i < nresults && pc->i.op != HALI_OP_FIBER_SPAWN; ++i)
+  if (pc->i.op == HALI_OP_FIBER_SPAWN) { /* one result: the fence */
+    debug_slot(fn, pc, HALI_TYPE_FENCE, list[nargs]);
+    return;
+  }
+  for (uint32_t i = 0; i < nresults; ++i)
     debug_slot(fn, pc, callee->ir->results[i], list[nargs + i]);
 }
 
