@@ -44,7 +44,7 @@ static hali_status_t null_arg(const char *fn, const char *what) {
   } while (0)
 
 static hali_status_t oom(void) {
-  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  return hali_status_oom();
 }
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "hali/base.h"
 
 struct hali_status_s {
@@ -12,11 +13,30 @@ struct hali_status_s {
   char **annotations;
 };
 
+/* The one out-of-memory message (hali_status_oom). */
+#define HALI_OOM_MESSAGE "out of memory"
+
 /* Allocation failure while building a status must still produce a status:
  * this static one is returned (and never freed) in that case. */
-static char hali_status_oom_message[] = "out of memory creating a status";
-static struct hali_status_s hali_status_oom = {
+static char hali_status_oom_message[] = HALI_OOM_MESSAGE;
+static struct hali_status_s hali_status_oom_object = {
     HALI_STATUS_RESOURCE_EXHAUSTED, hali_status_oom_message, 0, NULL};
+
+/* The one DEFERRED status (base/status.h): shared, so never mutated. */
+static char hali_status_deferred_message[] =
+    "deferred: the operation resumes later (internal; never returned to "
+    "API callers)";
+static struct hali_status_s hali_status_deferred_object = {
+    HALI_STATUS_DEFERRED, hali_status_deferred_message, 0, NULL};
+
+hali_status_t hali_status_deferred(void) {
+  return &hali_status_deferred_object;
+}
+
+/* The static statuses: shared by every caller, never freed or annotated. */
+static int hali_status_is_static(hali_status_t s) {
+  return s == &hali_status_oom_object || s == &hali_status_deferred_object;
+}
 
 static char *hali_vformat(const char *fmt, va_list ap) {
   va_list copy;
@@ -34,12 +54,12 @@ hali_status_t hali_status_makev(hali_status_code_t code, const char *fmt,
                                 va_list ap) {
   if (code == HALI_STATUS_OK) code = HALI_STATUS_UNKNOWN;
   struct hali_status_s *s = calloc(1, sizeof(*s));
-  if (!s) return &hali_status_oom;
+  if (!s) return &hali_status_oom_object;
   s->code = code;
   s->message = hali_vformat(fmt, ap);
   if (!s->message) {
     free(s);
-    return &hali_status_oom;
+    return &hali_status_oom_object;
   }
   return s;
 }
@@ -52,8 +72,12 @@ hali_status_t hali_status_make(hali_status_code_t code, const char *fmt, ...) {
   return s;
 }
 
+hali_status_t hali_status_oom(void) {
+  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, HALI_OOM_MESSAGE);
+}
+
 hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
-  if (!s || s == &hali_status_oom) return s;
+  if (!s || hali_status_is_static(s)) return s;
   va_list ap;
   va_start(ap, fmt);
   char *line = hali_vformat(fmt, ap);
@@ -76,7 +100,7 @@ hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
 
 hali_status_t hali_status_clone(hali_status_t s) {
   if (!s) return NULL;
-  if (s == &hali_status_oom) return s;
+  if (hali_status_is_static(s)) return s;
   hali_status_t c = hali_status_make(s->code, "%s", s->message);
   for (size_t i = 0; i < s->annotation_count; ++i)
     c = hali_status_annotate(c, "%s", s->annotations[i]);
@@ -106,6 +130,8 @@ const char *hali_status_code_name(hali_status_code_t code) {
     return #name;
     HALI_STATUS_CODES(HALI_X)
 #undef HALI_X
+  case HALI_STATUS_DEFERRED:
+    return "DEFERRED";
   default:
     return "UNKNOWN_CODE";
   }
@@ -127,7 +153,7 @@ char *hali_status_to_string(hali_status_t s) {
 }
 
 void hali_status_free(hali_status_t s) {
-  if (!s || s == &hali_status_oom) return;
+  if (!s || hali_status_is_static(s)) return;
   for (size_t i = 0; i < s->annotation_count; ++i) free(s->annotations[i]);
   free(s->annotations);
   free(s->message);

@@ -1,6 +1,7 @@
 /* hali HAL — allocator (see hal/allocator.h). */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@ struct hali_hal_allocator_t {
   hali_ref_t ref;
   pthread_mutex_t mutex;
   hali_hal_memory_hooks_t hooks; /* immutable */
+  hali_hal_tracer_t tracer;      /* |line| NULL = off; set before use */
   /* Guarded by |mutex|. */
   hali_hal_allocator_statistics_t stats;
 };
@@ -75,14 +77,30 @@ const char *hali_hal_buffer_usage_bits_format(hali_hal_buffer_usage_bits_t bits,
                               buf, cap);
 }
 
+void hali_hal_tracer_printf(const hali_hal_tracer_t *tracer, const char *fmt,
+                            ...) {
+  if (!tracer || !tracer->line) return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  tracer->line(tracer->user, line);
+}
+
+void hali_hal_allocator_set_tracer(hali_hal_allocator_t *allocator,
+                                   const hali_hal_tracer_t *tracer) {
+  if (tracer) allocator->tracer = *tracer;
+  else memset(&allocator->tracer, 0, sizeof(allocator->tracer));
+}
+
 hali_status_t hali_hal_allocator_create(
     const hali_hal_allocator_params_t *params,
     hali_hal_allocator_t **out_allocator) {
   *out_allocator = NULL;
   hali_hal_allocator_t *allocator = calloc(1, sizeof(*allocator));
   if (!allocator)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating an allocator");
+    return hali_status_annotate(hali_status_oom(), "creating an allocator");
   hali_ref_init(&allocator->ref, HALI_TYPE_ALLOCATOR,
                 &hali_hal_allocator_vtable);
   pthread_mutex_init(&allocator->mutex, NULL);
@@ -156,6 +174,8 @@ hali_status_t hali_hal_allocator_allocate_storage(
     p = NULL;
   if (!p) {
     hali_hal_allocator_free_storage(allocator, NULL, size);
+    /* Device memory a program asked for, not the runtime's own: the size
+     * belongs in the message (tests/passes/run.test expects it). */
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "out of host memory allocating %" PRIu64 " bytes",
                             size);
@@ -189,6 +209,16 @@ hali_status_t hali_hal_allocator_allocate_buffer(
   if (status) {
     hali_hal_buffer_release(buffer);
     return status;
+  }
+  if (HALI_UNLIKELY(allocator->tracer.line != NULL)) {
+    char mt[96], us[96];
+    hali_hal_tracer_printf(
+        &allocator->tracer, "[hal] allocate %" PRIu64
+        " bytes memory=%s usage=%s -> !hal.buffer#%u",
+        size, hali_hal_memory_type_bits_format(params.memory_types, mt,
+                                               sizeof(mt)),
+        hali_hal_buffer_usage_bits_format(params.usage, us, sizeof(us)),
+        ((hali_ref_t *)buffer)->id);
   }
   *out_buffer = buffer;
   return HALI_OK;

@@ -78,6 +78,15 @@ void hali_hal_allocator_query_statistics(
     hali_hal_allocator_t *allocator,
     hali_hal_allocator_statistics_t *out_statistics);
 
+/* Reports each buffer allocated by hali_hal_allocator_allocate_buffer to
+ * |tracer|'s line callback (copied; NULL = off): "[hal] allocate N bytes
+ * memory=TYPES usage=USAGE -> !hal.buffer#ID".  A device passes its own
+ * tracer on to its allocator (hali_hal_device_set_tracer).  Set it before
+ * other threads use the allocator; what |tracer| points at must outlive its
+ * use. */
+void hali_hal_allocator_set_tracer(hali_hal_allocator_t *allocator,
+                                   const hali_hal_tracer_t *tracer);
+
 /* Changes the limit (0 = unlimited).  Live allocations are not affected. */
 void hali_hal_allocator_set_max_bytes(hali_hal_allocator_t *allocator,
                                       uint64_t max_bytes);

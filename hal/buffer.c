@@ -63,8 +63,7 @@ hali_status_t hali_hal_buffer_create_uncommitted(
                             params.usage & ~(uint32_t)HALI_HAL_BUFFER_USAGE_ALL);
   hali_hal_buffer_t *buffer = calloc(1, sizeof(*buffer));
   if (!buffer)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a buffer");
+    return hali_status_annotate(hali_status_oom(), "creating a buffer");
   hali_ref_init(&buffer->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
   buffer->allocated = buffer;
   buffer->allocator = allocator;
@@ -91,8 +90,7 @@ hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
                             length);
   hali_hal_buffer_t *buffer = calloc(1, sizeof(*buffer));
   if (!buffer)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a buffer");
+    return hali_status_annotate(hali_status_oom(), "creating a buffer");
   hali_ref_init(&buffer->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
   buffer->allocated = buffer;
   /* Zero-length wraps still need a non-NULL storage to count as committed. */
@@ -203,8 +201,7 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
       hali_hal_buffer_validate_range(buffer, offset, length, "subspan"));
   hali_hal_buffer_t *span = calloc(1, sizeof(*span));
   if (!span)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a subspan");
+    return hali_status_annotate(hali_status_oom(), "creating a subspan");
   hali_ref_init(&span->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
   span->allocated = buffer->allocated;
   hali_hal_buffer_retain(span->allocated);

@@ -136,8 +136,7 @@ hali_status_t hali_hal_buffer_view_create(
   hali_hal_buffer_view_t *view =
       calloc(1, sizeof(*view) + rank * sizeof(hali_hal_dim_t));
   if (!view)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a buffer view");
+    return hali_status_annotate(hali_status_oom(), "creating a buffer view");
   hali_ref_init(&view->ref, HALI_TYPE_BUFFER_VIEW,
                 &hali_hal_buffer_view_vtable);
   view->buffer = buffer;

@@ -35,8 +35,7 @@ hali_status_t hali_hal_command_buffer_create(
                             categories);
   hali_hal_command_buffer_t *cb = calloc(1, sizeof(*cb));
   if (!cb)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a command buffer");
+    return hali_status_annotate(hali_status_oom(), "creating a command buffer");
   hali_ref_init(&cb->ref, HALI_TYPE_COMMAND_BUFFER,
                 &hali_hal_command_buffer_vtable);
   cb->mode = mode;
@@ -45,6 +44,20 @@ hali_status_t hali_hal_command_buffer_create(
   *out_command_buffer = cb;
   return HALI_OK;
 }
+
+void hali_hal_command_buffer_set_tracer(hali_hal_command_buffer_t *cb,
+                                        const hali_hal_tracer_t *tracer) {
+  if (tracer) cb->tracer = *tracer;
+  else memset(&cb->tracer, 0, sizeof(cb->tracer));
+}
+
+/* A [hal] line about |cb| (nothing when it has no tracer). */
+#define CB_TRACE(cb, fmt, ...)                                                 \
+  do {                                                                         \
+    if (HALI_UNLIKELY((cb)->tracer.line != NULL))                              \
+      hali_hal_tracer_printf(&(cb)->tracer, "[hal] command_buffer#%u " fmt,    \
+                             hali_hal_trace_id(cb), __VA_ARGS__);              \
+  } while (0)
 
 void hali_hal_command_buffer_retain(hali_hal_command_buffer_t *cb) {
   if (cb) hali_ref_retain(&cb->ref);
@@ -104,8 +117,7 @@ static hali_status_t hali_hal_command_buffer_reserve_resources(
   while (capacity < cb->resource_count + extra) capacity *= 2;
   hali_ref_t **grown = realloc(cb->resources, capacity * sizeof(*grown));
   if (!grown)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory recording a command");
+    return hali_status_annotate(hali_status_oom(), "recording a command");
   cb->resources = grown;
   cb->resource_capacity = capacity;
   return HALI_OK;
@@ -138,10 +150,10 @@ static hali_status_t hali_hal_command_buffer_append(
     while (capacity < cb->size + size) capacity *= 2;
     uint8_t *grown = realloc(cb->data, capacity);
     if (!grown)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of host memory recording a command of %zu "
-                              "bytes",
-                              size);
+      return hali_status_annotate(hali_status_oom(),
+                                  "recording a command of %zu "
+                                  "bytes",
+                                  size);
     cb->data = grown;
     cb->capacity = capacity;
   }
@@ -190,6 +202,9 @@ hali_status_t hali_hal_command_buffer_fill(hali_hal_command_buffer_t *cb,
                                      : pattern & ((1u << (8 * pattern_length)) - 1);
   cmd->pattern_length = pattern_length;
   hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)target);
+  CB_TRACE(cb,
+           "fill !hal.buffer#%u [%" PRIu64 ", +%" PRIu64 ") pattern=0x%x/%u",
+           hali_hal_trace_id(target), offset, length, pattern, pattern_length);
   return HALI_OK;
 }
 
@@ -232,6 +247,11 @@ hali_status_t hali_hal_command_buffer_copy(
   cmd->length = length;
   hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)source);
   hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)target);
+  CB_TRACE(cb,
+           "copy !hal.buffer#%u+%" PRIu64 " -> !hal.buffer#%u+%" PRIu64
+           " %" PRIu64 " bytes",
+           hali_hal_trace_id(source), source_offset, hali_hal_trace_id(target),
+           target_offset, length);
   return HALI_OK;
 }
 
@@ -285,6 +305,15 @@ hali_status_t hali_hal_command_buffer_push_constants(
   if (count) memcpy(cmd->values, values, count * sizeof(uint32_t));
   for (uint32_t i = 0; i < count; ++i)
     cb->constants_set |= (uint64_t)1 << (offset + i);
+  if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
+    char list[512];
+    size_t n = 0;
+    list[0] = 0;
+    for (uint32_t i = 0; i < count && n < sizeof(list) - 16; ++i)
+      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s0x%x", i ? " " : "",
+                            values[i]);
+    CB_TRACE(cb, "push_constants at %u [%s]", offset, list);
+  }
   return HALI_OK;
 }
 
@@ -337,6 +366,11 @@ hali_status_t hali_hal_command_buffer_push_descriptor_set(
     cb->bindings[b->ordinal] = *out;
     cb->bindings_set |= 1u << b->ordinal;
     hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)b->buffer);
+    /* The range as given (HALI_HAL_WHOLE_BUFFER stays as such). */
+    CB_TRACE(cb,
+             "push_descriptor_set binding %u = !hal.buffer#%u [%" PRIu64
+             ", +%" PRIu64 ")",
+             b->ordinal, hali_hal_trace_id(b->buffer), b->offset, b->length);
   }
   return HALI_OK;
 }
@@ -457,6 +491,13 @@ hali_status_t hali_hal_command_buffer_dispatch(
   cmd->workgroup_count[1] = workgroup_count_y;
   cmd->workgroup_count[2] = workgroup_count_z;
   hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)executable);
+  if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
+    const hali_hal_executable_export_t *e =
+        hali_hal_executable_export(executable, ordinal);
+    CB_TRACE(cb, "dispatch %s::%s workgroups %ux%ux%u",
+             hali_hal_executable_name(executable), e ? e->name : "?",
+             workgroup_count_x, workgroup_count_y, workgroup_count_z);
+  }
   return HALI_OK;
 }
 
@@ -467,9 +508,10 @@ hali_status_t hali_hal_command_buffer_execution_barrier(
                             "cannot record execution_barrier: the command "
                             "buffer is finalized");
   void *cmd;
-  return hali_hal_command_buffer_append(cb, HALI_HAL_COMMAND_BARRIER,
-                                        sizeof(hali_hal_command_header_t),
-                                        &cmd);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_BARRIER, sizeof(hali_hal_command_header_t), &cmd));
+  CB_TRACE(cb, "%s", "execution_barrier");
+  return HALI_OK;
 }
 
 hali_status_t hali_hal_command_buffer_finalize(hali_hal_command_buffer_t *cb) {
@@ -477,6 +519,7 @@ hali_status_t hali_hal_command_buffer_finalize(hali_hal_command_buffer_t *cb) {
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "command buffer is already finalized");
   cb->finalized = true;
+  CB_TRACE(cb, "%s", "finalize");
   return HALI_OK;
 }
 

@@ -38,6 +38,14 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_create(
     hali_hal_command_buffer_mode_bits_t mode,
     hali_hal_command_category_bits_t categories,
     hali_hal_command_buffer_t **out_command_buffer);
+/* Reports each command recorded from now on to |tracer|'s line callback
+ * (copied; NULL = off), one "[hal] command_buffer#ID ..." line per
+ * successful record (doc/tracing.md) — all but update, whose line names the
+ * module data it copies and is the VM's.  hali_hal_device_create_command_buffer
+ * sets the device's tracer.  What |tracer| points at must outlive the
+ * recording; call from the recording thread. */
+void hali_hal_command_buffer_set_tracer(
+    hali_hal_command_buffer_t *command_buffer, const hali_hal_tracer_t *tracer);
 void hali_hal_command_buffer_retain(hali_hal_command_buffer_t *command_buffer);
 void hali_hal_command_buffer_release(hali_hal_command_buffer_t *command_buffer);
 

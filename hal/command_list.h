@@ -106,6 +106,8 @@ struct hali_hal_command_buffer_t {
   uint64_t constants_set;   /* bit i: constant i pushed */
   uint32_t bindings_set;    /* bit i: binding i pushed */
   hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
+  /* Where recorded commands are reported ([hal] lines); |line| NULL = off. */
+  hali_hal_tracer_t tracer;
 };
 
 /* Iteration: for (h = first; h; h = next(cb, h)). */

@@ -51,9 +51,22 @@ typedef struct hali_hal_tracer_t {
    * JSON object text or NULL. */
   void (*span)(void *user, const char *cat, const char *name, uint32_t tid,
                int64_t start_ns, int64_t end_ns, const char *args);
-  /* A text line describing an executed command (bindings, constants). */
+  /* A text line, "[hal] ..." (doc/tracing.md): an executed command
+   * (bindings, constants), and each allocation and queue operation as it
+   * is made (hali_hal_allocator_allocate_buffer,
+   * hali_hal_device_queue_execute / _alloca / _dealloca), on the thread
+   * that made it.  NULL: no lines. */
   void (*line)(void *user, const char *text);
 } hali_hal_tracer_t;
+
+/* The ref id of a HAL object for trace lines (0 for NULL). */
+#define hali_hal_trace_id(object)                                              \
+  ((object) ? ((const hali_ref_t *)(const void *)(object))->id : 0u)
+
+/* Formats one line and hands it to |tracer|'s line callback; nothing when
+ * |tracer| is NULL or takes no lines.  Lines longer than 1 KiB are cut. */
+void hali_hal_tracer_printf(const hali_hal_tracer_t *tracer, const char *fmt,
+                            ...) HALI_PRINTF(2, 3);
 
 /* Writes "DEVICE_LOCAL|HOST_VISIBLE" (or "NONE") into |buf| of |cap| bytes
  * and returns |buf|. */

@@ -159,9 +159,9 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
     device->scratch_size = 0;
     if (posix_memalign(&device->scratch, 64, scratch_size) != 0) {
       device->scratch = NULL;
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of host memory for %zu bytes of scratch",
-                              scratch_size);
+      return hali_status_annotate(hali_status_oom(),
+                                  "for %zu bytes of scratch",
+                                  scratch_size);
     }
     device->scratch_size = scratch_size;
   }
@@ -481,12 +481,30 @@ void hali_hal_device_abandon(hali_hal_device_t *device) {
   }
 }
 
+hali_status_t hali_hal_device_create_command_buffer(
+    hali_hal_device_t *device, hali_hal_command_buffer_mode_bits_t mode,
+    hali_hal_command_category_bits_t categories,
+    hali_hal_command_buffer_t **out_command_buffer) {
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_command_buffer_create(mode, categories, out_command_buffer));
+  if (HALI_UNLIKELY(device->tracer.line != NULL)) {
+    hali_hal_command_buffer_set_tracer(*out_command_buffer, &device->tracer);
+    hali_hal_tracer_printf(&device->tracer,
+                           "[hal] command_buffer.create mode=%u "
+                           "categories=%u -> !hal.command_buffer#%u",
+                           mode, categories,
+                           hali_hal_trace_id(*out_command_buffer));
+  }
+  return HALI_OK;
+}
+
 void hali_hal_device_set_tracer(hali_hal_device_t *device,
                                 const hali_hal_tracer_t *tracer) {
   pthread_mutex_lock(&device->mutex);
   if (tracer) device->tracer = *tracer;
   else memset(&device->tracer, 0, sizeof(device->tracer));
   pthread_mutex_unlock(&device->mutex);
+  hali_hal_allocator_set_tracer(device->allocator, tracer);
 }
 
 bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {
@@ -545,8 +563,7 @@ static hali_hal_submission_t *hali_hal_submission_allocate(
 }
 
 static hali_status_t hali_hal_submission_oom(void) {
-  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                          "out of host memory queueing a submission");
+  return hali_status_annotate(hali_status_oom(), "queueing a submission");
 }
 
 hali_status_t hali_hal_device_queue_execute(
@@ -588,6 +605,21 @@ hali_status_t hali_hal_device_queue_execute(
     hali_hal_command_buffer_retain(command_buffers[i]);
   }
   hali_hal_device_enqueue(device, sub);
+  /* After the enqueue: on local-sync the submission ran inside it, and its
+   * spans come before this line. */
+  if (HALI_UNLIKELY(device->tracer.line != NULL)) {
+    char list[256];
+    size_t n = 0;
+    list[0] = 0;
+    for (size_t i = 0; i < count && n < sizeof(list) - 16; ++i)
+      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s#%u", i ? " " : "",
+                            hali_hal_trace_id(command_buffers[i]));
+    hali_hal_tracer_printf(&device->tracer,
+                           "[hal] queue.execute wait=!hal.fence#%u "
+                           "signal=!hal.fence#%u command_buffers=[%s]",
+                           hali_hal_trace_id(wait_fence),
+                           hali_hal_trace_id(signal_fence), list);
+  }
   return HALI_OK;
 }
 
@@ -612,6 +644,12 @@ hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,
   hali_hal_buffer_retain(buffer);
   hali_hal_device_enqueue(device, sub);
   *out_buffer = buffer;
+  hali_hal_tracer_printf(
+      &device->tracer,
+      "[hal] queue.alloca %" PRIu64 " bytes wait=!hal.fence#%u "
+      "signal=!hal.fence#%u -> !hal.buffer#%u",
+      size, hali_hal_trace_id(wait_fence), hali_hal_trace_id(signal_fence),
+      hali_hal_trace_id(buffer));
   return HALI_OK;
 }
 
@@ -629,6 +667,12 @@ hali_status_t hali_hal_device_queue_dealloca(hali_hal_device_t *device,
   sub->buffer = buffer;
   hali_hal_buffer_retain(buffer);
   hali_hal_device_enqueue(device, sub);
+  hali_hal_tracer_printf(&device->tracer,
+                         "[hal] queue.dealloca !hal.buffer#%u "
+                         "wait=!hal.fence#%u signal=!hal.fence#%u",
+                         hali_hal_trace_id(buffer),
+                         hali_hal_trace_id(wait_fence),
+                         hali_hal_trace_id(signal_fence));
   return HALI_OK;
 }
 
@@ -709,8 +753,7 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
                             "unknown device kind %d", (int)params->kind);
   hali_hal_device_t *device = calloc(1, sizeof(*device));
   if (!device)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a device");
+    return hali_status_annotate(hali_status_oom(), "creating a device");
   hali_ref_init(&device->ref, HALI_TYPE_DEVICE, &hali_hal_device_vtable);
   device->kind = params->kind;
   pthread_mutex_init(&device->mutex, NULL);

@@ -105,6 +105,15 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_dealloca(
  * (releasing a device otherwise waits for all queued work). */
 void hali_hal_device_abandon(hali_hal_device_t *device);
 
+/* hali_hal_command_buffer_create for work on |device|: the command buffer
+ * reports its recording to the device's tracer (if any), starting with
+ * "[hal] command_buffer.create mode=M categories=C -> !hal.command_buffer#ID".
+ * Same errors as hali_hal_command_buffer_create. */
+HALI_MUST_USE hali_status_t hali_hal_device_create_command_buffer(
+    hali_hal_device_t *device, hali_hal_command_buffer_mode_bits_t mode,
+    hali_hal_command_category_bits_t categories,
+    hali_hal_command_buffer_t **out_command_buffer);
+
 /* Reports execution to |tracer| from now on (copied; NULL = off).  Set it
  * while the queue is idle. */
 void hali_hal_device_set_tracer(hali_hal_device_t *device,

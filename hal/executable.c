@@ -55,9 +55,9 @@ hali_status_t hali_hal_executable_initialize(
   }
   if (!ok) {
     hali_hal_executable_deinitialize(executable);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating executable '%s'",
-                            name);
+    return hali_status_annotate(hali_status_oom(),
+                                "creating executable '%s'",
+                                name);
   }
   executable->export_count = export_count;
   return HALI_OK;
@@ -193,9 +193,9 @@ hali_status_t hali_hal_executable_create_from_library_owned(
       calloc(library->export_count ? library->export_count : 1,
              sizeof(*exports));
   if (!exports)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory loading kernel library '%s'",
-                            name);
+    return hali_status_annotate(hali_status_oom(),
+                                "loading kernel library '%s'",
+                                name);
   for (uint32_t i = 0; i < library->export_count; ++i) {
     const hali_kernel_export_t *k = &library->exports[i];
     if (!k->fn) {
@@ -215,9 +215,9 @@ hali_status_t hali_hal_executable_create_from_library_owned(
   hali_hal_library_executable_t *executable = calloc(1, sizeof(*executable));
   if (!executable) {
     free(exports);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory loading kernel library '%s'",
-                            name);
+    return hali_status_annotate(hali_status_oom(),
+                                "loading kernel library '%s'",
+                                name);
   }
   hali_status_t status = hali_hal_executable_initialize(
       &executable->base, &hali_hal_library_executable_vtable, name,

@@ -37,8 +37,7 @@ hali_status_t hali_hal_fence_create(hali_hal_fence_t **out_fence) {
   *out_fence = NULL;
   hali_hal_fence_t *fence = calloc(1, sizeof(*fence));
   if (!fence)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a fence");
+    return hali_status_annotate(hali_status_oom(), "creating a fence");
   hali_ref_init(&fence->ref, HALI_TYPE_FENCE, &hali_hal_fence_vtable);
   pthread_mutex_init(&fence->mutex, NULL);
   *out_fence = fence;
@@ -91,10 +90,10 @@ static hali_status_t hali_hal_fence_insert_locked(
     hali_hal_fence_point_t *grown =
         realloc(fence->points, capacity * sizeof(*grown));
     if (!grown)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of host memory growing a fence to %zu "
-                              "points",
-                              capacity);
+      return hali_status_annotate(hali_status_oom(),
+                                  "growing a fence to %zu "
+                                  "points",
+                                  capacity);
     fence->points = grown;
     fence->capacity = capacity;
   }
@@ -169,8 +168,7 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
     points = malloc(count * sizeof(*points));
     if (!points) {
       pthread_mutex_unlock(&fence->mutex);
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of host memory copying a fence");
+      return hali_status_annotate(hali_status_oom(), "copying a fence");
     }
     for (size_t i = 0; i < count; ++i) {
       points[i] = fence->points[i];
@@ -303,9 +301,9 @@ static hali_status_t hali_hal_fence_await_points(
   if (!timepoints || !registered) {
     free(timepoints);
     free(registered);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory awaiting %zu fence points",
-                            count);
+    return hali_status_annotate(hali_status_oom(),
+                                "awaiting %zu fence points",
+                                count);
   }
   hali_hal_fence_waiter_t waiter;
   pthread_mutex_init(&waiter.mutex, NULL);

@@ -47,8 +47,7 @@ hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
   *out_semaphore = NULL;
   hali_hal_semaphore_t *semaphore = calloc(1, sizeof(*semaphore));
   if (!semaphore)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating a semaphore");
+    return hali_status_annotate(hali_status_oom(), "creating a semaphore");
   hali_ref_init(&semaphore->ref, HALI_TYPE_NONE, &hali_hal_semaphore_vtable);
   pthread_mutex_init(&semaphore->mutex, NULL);
   /* Deadlines are measured on the monotonic clock. */

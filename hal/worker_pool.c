@@ -65,10 +65,10 @@ static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
       worker->scratch = NULL;
       hali_hal_pool_job_fail(
           worker->pool, job,
-          hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                           "out of host memory for %u bytes of scratch on "
-                           "worker %u",
-                           job->scratch_size, worker->id));
+          hali_status_annotate(hali_status_oom(),
+                               "for %u bytes of scratch on "
+                               "worker %u",
+                               job->scratch_size, worker->id));
       return;
     }
     worker->scratch_size = job->scratch_size;
@@ -125,9 +125,9 @@ hali_status_t hali_hal_worker_pool_create(uint32_t worker_count,
   hali_hal_worker_pool_t *pool =
       calloc(1, sizeof(*pool) + worker_count * sizeof(hali_hal_worker_t));
   if (!pool)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory creating %u workers",
-                            worker_count);
+    return hali_status_annotate(hali_status_oom(),
+                                "creating %u workers",
+                                worker_count);
   pthread_mutex_init(&pool->mutex, NULL);
   pthread_cond_init(&pool->work_cond, NULL);
   pthread_cond_init(&pool->done_cond, NULL);

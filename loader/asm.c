@@ -1091,7 +1091,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   p.src_len = len;
   p.m = hali_ir_module_create();
   if (!p.m)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+    return hali_status_oom();
   p.m->has_debug = true;
   func_header_t *headers = NULL;
   hali_asm_lex(&p);

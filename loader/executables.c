@@ -26,7 +26,7 @@ hali_status_t hali_executable_registry_register(
     void *self) {
   loader_entry_t *l =
       realloc(r->loaders, (r->loader_count + 1) * sizeof(loader_entry_t));
-  if (!l) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!l) return hali_status_oom();
   r->loaders = l;
   r->loaders[r->loader_count++] = (loader_entry_t){vtable, self};
   return HALI_OK;
@@ -45,7 +45,7 @@ hali_status_t hali_executable_registry_register_static(
                               library->name);
   const hali_kernel_library_t **s =
       realloc(r->statics, (r->static_count + 1) * sizeof(*s));
-  if (!s) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!s) return hali_status_oom();
   r->statics = s;
   r->statics[r->static_count++] = library;
   return HALI_OK;
@@ -95,7 +95,7 @@ const hali_kernel_library_t *hali_executable_registry_find_static(
 hali_status_t hali_executable_registry_create(hali_executable_registry_t **out) {
   *out = NULL;
   hali_executable_registry_t *r = calloc(1, sizeof(*r));
-  if (!r) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!r) return hali_status_oom();
   hali_status_t s = hali_executable_registry_register(r, &hali_loader_native, NULL);
   if (!s) s = hali_executable_registry_register(r, &hali_loader_ffi, NULL);
   if (!s) s = hali_executable_registry_register(r, &hali_loader_static, r);
@@ -129,7 +129,7 @@ hali_status_t hali_executable_registry_load_link(
   hali_status_t s = HALI_OK;
   if (!paths || !loaded || (module_path && !dir) ||
       (getenv("HALI_EXECUTABLE_PATH") && !env)) {
-    s = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    s = hali_status_oom();
     goto done;
   }
   size_t np = 0;

@@ -688,7 +688,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
                             "%08x, computed %08x): the file is corrupted",
                             le32(data + 20), crc);
   hali_ir_module_t *m = hali_ir_module_create();
-  if (!m) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!m) return hali_status_oom();
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL,
                minor};
   bool seen[9] = {0};

@@ -275,7 +275,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     free(st.s);
     free(st.len);
     hali_strmap_free(&st.index);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   }
   for (uint32_t i = 0; i < m->func_count; ++i)
     fnames[i] = stab_name(&st, m->funcs[i].name);

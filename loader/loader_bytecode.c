@@ -229,7 +229,7 @@ static hali_status_t bytecode_load(void *self,
                        sizeof(*be->decls));
   }
   hali_status_t s = (!be || !meta || !be->fns || !be->decls)
-                        ? hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom")
+                        ? hali_status_oom()
                         : HALI_OK;
   for (uint32_t i = 0; !s && i < e->export_count; ++i) {
     const hali_ir_export_t *x = &e->exports[i];

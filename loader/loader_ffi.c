@@ -125,7 +125,7 @@ static hali_status_t ffi_prepare(ffi_export_t *fx, const hali_ir_export_t *x) {
   fx->arg_types = calloc(n ? n : 1, sizeof(ffi_type *));
   fx->params = calloc(x->param_count ? x->param_count : 1, sizeof(hali_type_t));
   if (!fx->arg_types || !fx->params)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   uint32_t a = 0;
   for (uint32_t i = 0; i < x->param_count; ++i) {
     fx->params[i] = x->params[i].type;
@@ -164,11 +164,11 @@ static hali_status_t ffi_load(void *self, const hali_executable_load_params_t *p
                               hali_hal_executable_t **out) {
   const hali_ir_executable_t *e = p->executable;
   ffi_executable_t *fe = calloc(1, sizeof(*fe));
-  if (!fe) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!fe) return hali_status_oom();
   fe->exports = calloc(e->export_count ? e->export_count : 1, sizeof(ffi_export_t));
   hali_hal_executable_export_t *meta = hali_loader_exports_from_ir(e);
   hali_status_t s = (!fe->exports || !meta)
-                        ? hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom")
+                        ? hali_status_oom()
                         : hali_loader_open_library(p, &fe->dl);
   for (uint32_t i = 0; !s && i < e->export_count; ++i) {
     const hali_ir_export_t *x = &e->exports[i];

@@ -89,7 +89,7 @@ hali_status_t hali_loader_executable_from_table(
     const char *format, void *dl, hali_hal_executable_t **out) {
   const hali_ir_executable_t *e = p->executable;
   kernel_table_t *t = calloc(1, sizeof(*t));
-  if (!t) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!t) return hali_status_oom();
   t->dl = dl;
   hali_status_t s = HALI_OK;
   if (lib->abi_version != HALI_KERNEL_ABI_VERSION) {
@@ -103,7 +103,7 @@ hali_status_t hali_loader_executable_from_table(
   t->exports = calloc(e->export_count ? e->export_count : 1,
                       sizeof(hali_kernel_export_t));
   if (!t->exports) {
-    s = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    s = hali_status_oom();
     goto fail;
   }
   for (uint32_t i = 0; i < e->export_count; ++i) {

@@ -151,7 +151,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
   char name[512];
   snprintf(name, sizeof(name), "%s$async", m->funcs[fi].name);
   hali_ir_func_t *g = hali_ir_module_add_func(m, name, strlen(name));
-  if (!g) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!g) return hali_status_oom();
   const hali_ir_func_t *f = &m->funcs[fi]; /* add_func moved it */
   g->line = f->line;
   bool oom = false;
@@ -160,7 +160,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
    * (parameters whose type is already the ABI type map onto the ABI
    * parameter itself). */
   uint32_t *map = calloc(f->reg_count + 1, sizeof(uint32_t));
-  if (!map) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!map) return hali_status_oom();
   g->reg_names = NULL;
   for (uint32_t p = 0; p < np; ++p) {
     hali_type_t t = f->reg_types[p];
@@ -355,7 +355,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
   }
   hali_pass_list_free(&pro);
   free(map);
-  if (oom) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (oom) return hali_status_oom();
   return HALI_OK;
 }
 
@@ -371,7 +371,7 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   uint32_t nattrs = f->attr_count;
   uint8_t *pflags = f->param_flags;
   bool named = f->reg_names != NULL;
-  if (!names) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!names) return hali_status_oom();
   for (uint32_t p = 0; named && p < np; ++p)
     names[p] = f->reg_names[p] ? strdup(f->reg_names[p]) : NULL;
   uint32_t fline = f->line;
@@ -394,7 +394,7 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   f->result_count = g->result_count;
   f->results = malloc(g->result_count + 1);
   if (oom || !f->results)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   memcpy(f->results, g->results, g->result_count);
 #define REG(t, n) (named ? hali_pass_reg(f, t, n) : hali_ir_func_add_reg(f, t, NULL, 0))
   uint32_t device = REG(HALI_TYPE_DEVICE, "device");
@@ -447,7 +447,7 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
     f->block_count = 1;
     oom |= !f->blocks[0].name;
   }
-  if (oom) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (oom) return hali_status_oom();
   return HALI_OK;
 }
 

@@ -88,7 +88,7 @@ static hali_status_t canonical_strings(hali_ir_module_t *m) {
     free(order);
     free(strings);
     free(lengths);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   }
   for (uint32_t i = 0; i < n; ++i) remap[i] = UINT32_MAX;
   uint32_t k = 0;

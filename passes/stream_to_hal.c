@@ -476,7 +476,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
                              p);
   HALI_RETURN_IF_ERROR_PLAIN(hali_pass_copy_on_write(m, f));
   lw_t *wp = calloc(1, sizeof(lw_t));
-  if (!wp) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!wp) return hali_status_oom();
 #define w (*wp)
   w.m = m;
   w.f = f;
@@ -490,7 +490,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
     free(w.exes);
     free(w.pending);
     free(wp);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   }
   hali_status_t s = hali_s2h_analyse(&w);
   if (!s) hali_s2h_liveness(&w);
@@ -560,7 +560,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
   hali_pass_list_free(&w.out);
   hali_pass_list_free(&w.pre);
   hali_pass_list_free(&w.cmds);
-  if (!s && oom) s = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!s && oom) s = hali_status_oom();
   if (!s) {
     /* Tensor registers now hold their storage. */
     for (uint32_t r = 0; r < w.nregs; ++r)

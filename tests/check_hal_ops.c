@@ -18,9 +18,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h" /* HALI_DEBUG */
+#include "base/clock.h"
+#include "base/status.h"
 #include "hal/hal.h"
 #include "loader/executables.h"
 #include "tests/hal_ops_suite.h"
+#include "vm/fiber.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define I32(v) hali_value_i32((int32_t)(uint32_t)(v))
@@ -1939,6 +1943,187 @@ START_TEST(bytecode_store_into_input_binding) {
 }
 END_TEST
 
+/* The await state machine by itself (hali_vm_fiber_await, vm/fiber.c):
+ * poll, suspend with a deadline (DEFERRED), resumption by the deadline or
+ * the signal, failures, and blocking when the stack may not suspend. */
+START_TEST(await_state_machine) {
+  hali_vm_module_t *m =
+      hali_test_module("module @t\nfunc @f() {\n^entry:\n  return\n}\n");
+  const hali_vm_func_t *f = hali_vm_module_lookup(m, "f");
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_begin(st, m, f, NULL, 0, NULL, 0));
+  hali_hal_fence_t *fence = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&fence));
+  int32_t code = -1;
+  st->can_suspend = true;
+  /* A poll never suspends: not yet -> 4. */
+  ck_assert_ok(hali_vm_fiber_await(st, fence, 0, false, &code));
+  ck_assert_int_eq(code, HALI_STATUS_DEADLINE_EXCEEDED);
+  /* May suspend: DEFERRED, the fence kept (retained), a deadline set. */
+  code = -1;
+  int64_t before = hali_clock_now_ns();
+  hali_status_t s = hali_vm_fiber_await(st, fence, 50, false, &code);
+  ck_assert(hali_status_is_deferred(s));
+  hali_status_free(s);
+  ck_assert_int_eq(code, -1);
+  ck_assert_ptr_eq(st->awaiting, fence);
+  ck_assert_int_ge(st->await_deadline_ns, before + 50 * 1000000);
+  ck_assert_int_le(st->await_deadline_ns, hali_clock_now_ns() + 50 * 1000000);
+  hali_hal_fence_release(st->awaiting); /* what resume() does */
+  st->awaiting = NULL;
+  /* Resumed by the scheduler's deadline, still pending: 4, flag cleared. */
+  st->await_timed_out = true;
+  ck_assert_ok(hali_vm_fiber_await(st, fence, 50, false, &code));
+  ck_assert_int_eq(code, HALI_STATUS_DEADLINE_EXCEEDED);
+  ck_assert(!st->await_timed_out);
+  ck_assert_int_eq(st->await_started_ns, 0);
+  /* Forever: no deadline. */
+  s = hali_vm_fiber_await(st, fence, -1, false, &code);
+  ck_assert(hali_status_is_deferred(s));
+  ck_assert_int_eq(st->await_deadline_ns, INT64_MAX);
+  hali_hal_fence_release(st->awaiting);
+  st->awaiting = NULL;
+  /* Resumed by the signal: 0. */
+  ck_assert_ok(hali_hal_fence_signal(fence));
+  ck_assert_ok(hali_vm_fiber_await(st, fence, -1, false, &code));
+  ck_assert_int_eq(code, 0);
+  /* A failed fence: the await fails with its status, or (await_status)
+   * gives its code. */
+  hali_hal_fence_t *failed = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&failed));
+  hali_hal_fence_fail(failed, hali_status_make(HALI_STATUS_ABORTED, "boom"));
+  s = hali_vm_fiber_await(st, failed, -1, false, &code);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_ABORTED);
+  char want[64];
+  snprintf(want, sizeof(want), "awaited fence #%u",
+           ((hali_ref_t *)failed)->id);
+  ck_assert_str_eq(hali_status_annotation(s, 0), want);
+  hali_status_free(s);
+  code = -1;
+  ck_assert_ok(hali_vm_fiber_await(st, failed, -1, true, &code));
+  ck_assert_int_eq(code, HALI_STATUS_ABORTED);
+  /* A stack that may not suspend blocks in the HAL instead. */
+  hali_hal_fence_t *pending = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&pending));
+  st->can_suspend = false;
+  code = -1;
+  ck_assert_ok(hali_vm_fiber_await(st, pending, 1, false, &code));
+  ck_assert_int_eq(code, HALI_STATUS_DEADLINE_EXCEEDED);
+  ck_assert_ptr_null(st->awaiting);
+  hali_hal_fence_release(pending);
+  hali_hal_fence_release(failed);
+  hali_hal_fence_release(fence);
+  hali_vm_stack_reset(st);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* --enable-debug: the interpreter asserts what the verifier and encoder
+ * promise (vm/interp.c, HALI_DEBUG).  Each test breaks one promise in the
+ * encoded code of a verified module and expects the assertion's abort; a
+ * release build trusts the code, so these run in debug builds only (the
+ * whole suite passing in a debug build shows the checks accept every
+ * valid program). */
+#ifdef HALI_DEBUG
+#include <signal.h>
+
+/* The first instruction of |f| with opcode |op|. */
+static hali_cell_t *first_insn(const hali_vm_func_t *f, unsigned op) {
+  for (uint32_t i = 0; i < f->insn_count; ++i)
+    if (f->code[f->insn_offset[i]].i.op == op)
+      return &f->code[f->insn_offset[i]];
+  ck_abort_msg("no instruction with opcode %u", op);
+  return NULL;
+}
+
+static void run_broken(const char *text, const char *fn, bool device,
+                       void (*breaks)(const hali_vm_func_t *f)) {
+  hali_vm_module_t *m = hali_test_module(text);
+  const hali_vm_func_t *f = hali_vm_module_lookup(m, fn);
+  ck_assert_ptr_nonnull(f);
+  breaks(f);
+  hali_hal_device_t *d = NULL;
+  if (device) {
+    hali_hal_device_params_t p;
+    hali_hal_device_params_initialize(&p);
+    ck_assert_ok(hali_hal_device_create(&p, &d));
+  }
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  st->device = d;
+  hali_value_t args[2] = {hali_value_i32(1), hali_value_i32(2)};
+  hali_value_t r = {.type = f->ir->results[0]};
+  hali_status_free(hali_vm_invoke(st, m, f, args, f->ir->param_count, &r, 1));
+  ck_abort_msg("the debug assertion did not fire");
+}
+
+static void ref_slot_past_the_bank(const hali_vm_func_t *f) {
+  hali_cell_t *c = first_insn(f, HALI_OP_HAL_BUFFER_LENGTH);
+  c->i.b = (uint16_t)(f->ref_count + 3);
+}
+START_TEST(debug_asserts_ref_slots) {
+  run_broken("module @t\n"
+             "func @f() -> i64 {\n"
+             "^entry:\n"
+             "  %device = hal.device.get\n"
+             "  %allocator = hal.device.allocator %device\n"
+             "  %m = const.i32 3\n"
+             "  %u = const.i32 5\n"
+             "  %n = const.i64 16\n"
+             "  %buf = hal.allocator.allocate %allocator, %m, %u, %n\n"
+             "  %len = hal.buffer.length %buf\n"
+             "  return %len\n"
+             "}\n",
+             "f", true, ref_slot_past_the_bank);
+}
+END_TEST
+
+static void target_inside_an_instruction(const hali_vm_func_t *f) {
+  hali_cell_t *c = first_insn(f, HALI_OP_BR);
+  c[1].target = f->code + 1; /* the immediate cell of const.i32 */
+}
+START_TEST(debug_asserts_jump_targets) {
+  run_broken("module @t\n"
+             "func @g() -> i32 {\n"
+             "^entry:\n"
+             "  %x = const.i32 7\n"
+             "  br ^done\n"
+             "^done:\n"
+             "  return %x\n"
+             "}\n",
+             "g", false, target_inside_an_instruction);
+}
+END_TEST
+
+/* mov.i32 (1 cell) rewritten as select.i32 (2 cells): its handler skips
+ * the next instruction whole, landing on an instruction start. */
+static void handler_longer_than_encoded(const hali_vm_func_t *f) {
+  ck_assert_uint_ge(f->insn_count, 3);
+  hali_cell_t *c = &f->code[f->insn_offset[0]];
+  ck_assert_uint_eq(c->i.op, HALI_OP_MOV_I32);
+  ck_assert_uint_eq(f->code[f->insn_offset[1]].i.op, HALI_OP_MOV_I32);
+  /* select's fourth register is the next cell's first slot: the opcode
+   * of that mov, a valid scalar slot here. */
+  ck_assert_uint_lt(HALI_OP_MOV_I32, f->scalar_count);
+  c->i.op = HALI_OP_SELECT_I32;
+}
+START_TEST(debug_asserts_cell_lengths) {
+  run_broken("module @t\n"
+             "func @h(%x: i32, %y: i32) -> i32 {\n"
+             "^entry:\n"
+             "  %a = mov.i32 %x\n"
+             "  %b = mov.i32 %y\n"
+             "  %c = add.i32 %a, %b\n"
+             "  return %c\n"
+             "}\n",
+             "h", false, handler_longer_than_encoded);
+}
+END_TEST
+#endif /* HALI_DEBUG */
+
 /* ------------------------------------------------------------------------ */
 
 void check_hal_ops_add_tcases(Suite *s) {
@@ -1982,6 +2167,7 @@ void check_hal_ops_add_tcases(Suite *s) {
   tcase_add_test(tc, fence_create_null_join_signal_query);
   tcase_add_test(tc, fence_fail_keeps_first_failure);
   tcase_add_test(tc, fence_await_timeouts);
+  tcase_add_test(tc, await_state_machine);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("hal_limits");
@@ -1992,4 +2178,12 @@ void check_hal_ops_add_tcases(Suite *s) {
   tcase_add_test(tc, buffer_view_size_limits);
   tcase_add_test(tc, bytecode_store_into_input_binding);
   suite_add_tcase(s, tc);
+
+#ifdef HALI_DEBUG
+  tc = tcase_create("debug_assertions");
+  tcase_add_test_raise_signal(tc, debug_asserts_ref_slots, SIGABRT);
+  tcase_add_test_raise_signal(tc, debug_asserts_jump_targets, SIGABRT);
+  tcase_add_test_raise_signal(tc, debug_asserts_cell_lengths, SIGABRT);
+  suite_add_tcase(s, tc);
+#endif
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "tests/testutil.h"
 
 START_TEST(status_ok_is_null) {
@@ -53,6 +54,51 @@ START_TEST(status_return_if_error_annotates) {
 }
 END_TEST
 
+/* One out-of-memory status, one message; context goes in annotations. */
+START_TEST(status_oom_has_one_message) {
+  hali_status_t s = hali_status_oom();
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(hali_status_message(s), "out of memory");
+  s = hali_status_annotate(s, "creating a fence");
+  char *text = hali_status_to_string(s);
+  ck_assert_str_eq(text,
+                   "RESOURCE_EXHAUSTED: out of memory\n  creating a fence");
+  free(text);
+  hali_status_t t = hali_status_oom();
+  ck_assert_ptr_ne(s, t); /* each is the caller's to free */
+  ck_assert_str_eq(hali_status_message(t), hali_status_message(s));
+  hali_status_free(t);
+  ck_assert(hali_status_consume_code(s, HALI_STATUS_RESOURCE_EXHAUSTED));
+}
+END_TEST
+
+/* DEFERRED (base/status.h): a code outside the public range, carried by one
+ * static status that freeing and annotating leave alone. */
+START_TEST(status_deferred_is_its_own_code) {
+  hali_status_t s = hali_status_deferred();
+  ck_assert_ptr_nonnull(s);
+  ck_assert_ptr_eq(hali_status_deferred(), s);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_DEFERRED);
+  ck_assert_int_ge(HALI_STATUS_DEFERRED, HALI_STATUS_CODE_COUNT);
+  ck_assert(hali_status_is_deferred(s));
+  ck_assert(!hali_status_is_deferred(HALI_OK));
+  hali_status_t other = hali_status_make(HALI_STATUS_UNAVAILABLE, "later");
+  ck_assert(!hali_status_is_deferred(other));
+  hali_status_free(other);
+  ck_assert_str_eq(hali_status_code_name(HALI_STATUS_DEFERRED), "DEFERRED");
+  ck_assert_ptr_eq(hali_status_annotate(s, "at @f@%d", 1), s);
+  ck_assert_uint_eq(hali_status_annotation_count(s), 0);
+  ck_assert_ptr_eq(hali_status_clone(s), s);
+  char *text = hali_status_to_string(s);
+  ck_assert_ptr_nonnull(text);
+  ck_assert(strncmp(text, "DEFERRED: ", 10) == 0);
+  free(text);
+  hali_status_free(s); /* a no-op: still usable */
+  ck_assert_int_eq(hali_status_code(hali_status_deferred()),
+                   HALI_STATUS_DEFERRED);
+}
+END_TEST
+
 static Suite *suite_status(void) {
   Suite *s = suite_create("status");
   TCase *tc = tcase_create("status");
@@ -60,6 +106,8 @@ static Suite *suite_status(void) {
   tcase_add_test(tc, status_make_annotate_clone);
   tcase_add_test(tc, status_ok_code_becomes_unknown);
   tcase_add_test(tc, status_return_if_error_annotates);
+  tcase_add_test(tc, status_oom_has_one_message);
+  tcase_add_test(tc, status_deferred_is_its_own_code);
   suite_add_tcase(s, tc);
   return s;
 }

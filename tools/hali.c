@@ -58,7 +58,7 @@ int tool_report(hali_status_t s) {
 }
 
 static hali_status_t oom(void) {
-  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  return hali_status_oom();
 }
 
 /* Loads |path| as `hali run` would (passes, verifier). */

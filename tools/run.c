@@ -33,7 +33,7 @@ typedef struct {
 } run_options_t;
 
 static hali_status_t oom(void) {
-  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  return hali_status_oom();
 }
 
 /* The scalar types a --input may name. */

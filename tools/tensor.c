@@ -15,7 +15,7 @@ void tool_tensor_free(tool_tensor_t *t) {
 }
 
 static hali_status_t oom(void) {
-  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+  return hali_status_oom();
 }
 
 hali_status_t tool_read_file(const char *path, uint8_t **out,

@@ -213,7 +213,7 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   hali_vm_module_t *m = calloc(1, sizeof(*m));
   if (!m) {
     hali_ir_module_free(ir);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   }
   atomic_init(&m->count, 1);
   m->ir = ir;
@@ -224,7 +224,7 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   m->unlinked = calloc(1, sizeof(*m->unlinked));
   if (!m->funcs || !m->strings || !m->unlinked) {
     module_destroy(m);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+    return hali_status_oom();
   }
   /* No reference: the unlinked table lives and dies with the module. */
   m->unlinked->module = m;

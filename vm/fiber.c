@@ -1,6 +1,7 @@
 /* hali — fibers and the scheduler (see vm/fiber.h). */
 #include "vm/fiber.h"
 #include "base/clock.h"
+#include "base/status.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -234,7 +235,7 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
                                        hali_vm_scheduler_t **out) {
   *out = NULL;
   hali_vm_scheduler_t *s = calloc(1, sizeof(*s));
-  if (!s) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!s) return hali_status_oom();
   s->run_deadline = INT64_MAX;
   pthread_mutex_init(&s->mutex, NULL);
   pthread_condattr_t ca;
@@ -353,9 +354,9 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
   hali_vm_fiber_t *f =
       fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
   if (!f)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of memory starting a fiber for @%s",
-                            fn->ir->name);
+    return hali_status_annotate(hali_status_oom(),
+                                "starting a fiber for @%s",
+                                fn->ir->name);
   f->scheduler = s;
   f->fn = fn;
   f->host_owned = true;
@@ -777,13 +778,108 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
   f->host_owned = false;
   pthread_mutex_unlock(&st->scheduler->mutex);
   if (!fence)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of memory creating the fence of a spawned "
-                            "fiber");
+    return hali_status_annotate(hali_status_oom(),
+                                "creating the fence of a spawned "
+                                "fiber");
   hali_hal_fence_retain(fence);
   uint16_t out = list[nargs];
   hali_ref_t *old = refs[out];
   refs[out] = (hali_ref_t *)fence;
   hali_ref_release(old);
+  return HALI_OK;
+}
+
+/* ---- The await state machine (hal.fence.await, hal.fence.await_status).
+ *
+ * An await runs as one instruction that may execute several times:
+ *   1. first run: the fence is queried; ready (or failed) -> done.
+ *   2. not ready, on a fiber that may suspend (st->can_suspend, the
+ *      function is not marked may_block) and a timeout other than 0: the
+ *      fence is kept in st->awaiting with its deadline and the await
+ *      returns DEFERRED; the interpreter suspends, resume() above registers
+ *      the wake-ups, and the scheduler's run loop (its deadline scan) sets
+ *      st->await_timed_out when the deadline passes first.
+ *   3. resumed (a point reached or failed, or the deadline): the
+ *      instruction runs again from 1; a resumption by the deadline with the
+ *      fence still not ready gives DEADLINE_EXCEEDED.
+ *   Without a scheduler (or for a poll) it blocks the thread in the HAL.
+ * st->await_started_ns spans the runs, for the trace's wait time. */
+hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
+                                  hali_hal_fence_t *fence, int64_t timeout_ms,
+                                  bool failure_is_result, int32_t *out_code) {
+  const uint32_t fence_id = ((hali_ref_t *)fence)->id;
+  hali_timeout_ns_t ns = timeout_ms < 0 ? HALI_INFINITE
+                         : timeout_ms > INT64_MAX / 1000000
+                             ? INT64_MAX
+                             : timeout_ms * 1000000;
+  int64_t now = hali_clock_now_ns();
+  if (!st->await_started_ns) st->await_started_ns = now;
+  int32_t code = 0;
+  bool ready = false;
+  hali_status_t w = hali_hal_fence_query(fence, &ready);
+  if (!w && !ready) {
+    if (st->await_timed_out) { /* resumed by the scheduler's deadline */
+      st->await_timed_out = false;
+      code = HALI_STATUS_DEADLINE_EXCEEDED;
+    } else if (st->can_suspend && ns != 0 &&
+               !st->frames[st->depth - 1].fn->may_block) {
+      hali_hal_fence_retain(fence);
+      st->awaiting = fence;
+      st->await_deadline_ns =
+          ns < 0 || ns > INT64_MAX - now ? INT64_MAX : now + ns;
+      /* Not an error: pc stays, and resuming re-runs the await. */
+      return hali_status_deferred();
+    } else {
+      w = hali_hal_fence_await(fence, ns);
+      if (w) {
+        /* Report the fence's own failure, as a ready fence would (the
+         * wait's annotations depend on timing). */
+        bool now_ready = false;
+        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
+        if (q) {
+          hali_status_free(w);
+          w = q;
+        }
+      }
+      if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
+        /* Expired rather than failed?  The fence's own state tells. */
+        bool now_ready = false;
+        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
+        if (!q) {
+          hali_status_free(w);
+          w = HALI_OK;
+          code = now_ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
+        }
+        hali_status_free(q);
+      }
+    }
+  }
+  if (HALI_TRACE_ON(st->trace)) {
+    int64_t end = hali_clock_now_ns();
+    int64_t waited = end - st->await_started_ns;
+    if (hali_trace_flags(st->trace) & HALI_TRACE_HAL)
+      hali_trace_printf(st->trace,
+                        "[hal] fence.await !hal.fence#%u -> %s after %lld us",
+                        fence_id,
+                        w      ? hali_status_code_name(hali_status_code(w))
+                        : code ? "DEADLINE_EXCEEDED"
+                               : "OK",
+                        (long long)(waited / 1000));
+    char name[48];
+    snprintf(name, sizeof(name), "await fence#%u", fence_id);
+    int64_t t1 = hali_trace_now(st->trace);
+    hali_trace_slice(st->trace, name, "fence", st->trace_tid, t1 - waited,
+                     waited, NULL);
+  }
+  st->await_started_ns = 0;
+  /* A timeout that raced the signal must not leak into the next await. */
+  st->await_timed_out = false;
+  if (w && failure_is_result) {
+    code = (int32_t)hali_status_code(w); /* handled by the program */
+    hali_status_free(w);
+    w = HALI_OK;
+  }
+  if (w) return hali_status_annotate(w, "awaited fence #%u", fence_id);
+  *out_code = code;
   return HALI_OK;
 }

@@ -114,4 +114,25 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
                                      const hali_slot_t *regs,
                                      hali_ref_t **refs);
 
+/* Internal: the await of hal.fence.await (|failure_is_result| false) and
+ * hal.fence.await_status (true) on |fence| (borrowed) with a timeout of
+ * |timeout_ms| (-1 forever, 0 poll), for the instruction running on |st|.
+ * Returns:
+ *   - HALI_OK with |*out_code| 0 (signalled), 4 (DEADLINE_EXCEEDED: the
+ *     timeout expired) or, with |failure_is_result|, the fence's failure
+ *     code;
+ *   - the fence's failure status, annotated "awaited fence #N" (without
+ *     |failure_is_result|);
+ *   - HALI_STATUS_DEFERRED (base/status.h) when the fiber suspends instead
+ *     of blocking (st->can_suspend): st->awaiting holds the fence
+ *     (retained) and st->await_deadline_ns its deadline; the scheduler
+ *     resumes the fiber and the instruction runs this again.
+ * Writes the [hal] fence.await trace line and the await slice when it
+ * completes.  The state machine is described in vm/fiber.c. */
+HALI_MUST_USE hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
+                                                struct hali_hal_fence_t *fence,
+                                                int64_t timeout_ms,
+                                                bool failure_is_result,
+                                                int32_t *out_code);
+
 #endif /* HALI_VM_FIBER_H */

@@ -3,6 +3,10 @@
  * recording, queue submission), so one call and a generic operand decode
  * cost nothing measurable beside it.
  *
+ * One static function per row of vm/ops_hal.def (op_<ENUM>, in the row's
+ * order), and a table of them built from the same rows: hali_vm_hal_op
+ * decodes the operands once and calls the row's function.
+ *
  * Ref operands are never NULL: the verifier proves every register is
  * written before it is read, no HAL op writes NULL, and the host's invoke
  * rejects NULL ref arguments.
@@ -10,34 +14,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "config.h" /* HALI_DEBUG */
 #include "hal/hal.h"
-#include "base/clock.h"
+#include "vm/fiber.h"
 #include "vm/hal_ops.h"
 #include "vm/trace.h"
 
-/* An instruction's operands, decoded from the generic layout (vm/code.h). */
+/* An instruction's operands, found in the generic layout (vm/code.h).
+ * Cell 0 holds {op, a, b, c} and any further registers follow in the next
+ * cells, 4 per cell, so the register operands are one run of slots that
+ * starts right after the opcode: nothing is copied. */
 typedef struct {
-  uint16_t reg[HALI_OP_MAX_OPERANDS];   /* register operands, in order */
-  const hali_cell_t *x[HALI_OP_MAX_OPERANDS]; /* other operands, in order */
+  const uint16_t *reg;    /* register operands, in order */
+  const hali_cell_t *x;   /* other operands, one cell each, in order */
   uint32_t tail_count;
   const uint16_t *tail;
   const hali_cell_t *next;
 } decoded_t;
 
-static void decode(const hali_cell_t *pc, decoded_t *d) {
+static inline void decode(const hali_cell_t *pc, decoded_t *d) {
   const hali_op_info_t *info = hali_op_info(pc->i.op);
   uint32_t nregs = info->reg_count;
-  for (uint32_t k = 0; k < nregs; ++k)
-    d->reg[k] = k == 0   ? pc->i.a
-                : k == 1 ? pc->i.b
-                : k == 2 ? pc->i.c
-                         : pc[1 + (k - 3) / 4].r[(k - 3) % 4];
+  d->reg = hali_cell_slots(pc) + 1;
   uint32_t at = 1 + (nregs > 3 ? HALI_CELLS_FOR_SLOTS(nregs - 3) : 0);
-  uint32_t nx = info->operand_count - nregs;
-  for (uint32_t j = 0; j < nx; ++j) d->x[j] = &pc[at + j];
-  at += nx;
+  d->x = pc + at;
+  at += info->operand_count - nregs;
   if (info->tail) {
     d->tail_count = (uint32_t)pc[at].imm;
     d->tail = hali_cell_slots(&pc[at + 1]);
@@ -56,10 +58,11 @@ static void set_ref(hali_ref_t **refs, uint16_t s, void *object) {
   hali_ref_release(old);
 }
 
-#define REF(T, k) ((T *)refs[d.reg[k]])
-#define I32(k) (regs[d.reg[k]].i32)
-#define U32(k) (regs[d.reg[k]].u32)
-#define I64(k) (regs[d.reg[k]].i64)
+/* Operand k of the instruction, by the register bank its type lives in. */
+#define REF(T, k) ((T *)refs[d->reg[k]])
+#define I32(k) (regs[d->reg[k]].i32)
+#define U32(k) (regs[d->reg[k]].u32)
+#define I64(k) (regs[d->reg[k]].i64)
 
 /* A byte offset from an i64 register: negative values are out of range. */
 static hali_status_t offset_arg(int64_t v, const char *what,
@@ -73,13 +76,20 @@ static hali_status_t offset_arg(int64_t v, const char *what,
 
 static void release_module(void *m) { hali_vm_module_release(m); }
 
-/* --trace=hal: one line per HAL operation the program performs. */
+/* --trace=hal: one line per HAL operation the program performs — for the
+ * operations the HAL does not trace itself.  Allocation and the queue
+ * operations are traced by the HAL through the device's tracer
+ * (hal/common.h hali_hal_tracer_t), and so is command-buffer recording
+ * (hali_hal_device_create_command_buffer gives the command buffer the
+ * device's tracer), so that C users of the HAL see the same lines; the
+ * lines below are for objects that carry no tracer (fences, views,
+ * subspans) and for what only the VM can name (rodata, fence.await). */
 #define HAL_TRACE(...)                                                         \
   do {                                                                         \
     if (HALI_UNLIKELY(hali_trace_flags(st->trace) & HALI_TRACE_HAL))           \
       hali_trace_printf(st->trace, "[hal] " __VA_ARGS__);                      \
   } while (0)
-#define ID(k) (refs[d.reg[k]] ? refs[d.reg[k]]->id : 0u)
+#define ID(k) (refs[d->reg[k]] ? refs[d->reg[k]]->id : 0u)
 
 /* A fence's state as a status code (see hal.fence.query). */
 static int32_t fence_code(hali_status_t s, bool ready) {
@@ -91,556 +101,516 @@ static int32_t fence_code(hali_status_t s, bool ready) {
   return ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
 }
 
+/* One function per row of vm/ops_hal.def, named op_<ENUM>: it reads its
+ * operands through |d| (decoded by hali_vm_hal_op), returns HALI_OK, an
+ * error, or HALI_STATUS_DEFERRED (the fiber suspends; see hal.fence.await).
+ * hali_vm_hal_op advances pc past the instruction only on HALI_OK. */
+#define HAL_OP(e)                                                              \
+  static hali_status_t op_##e(                                                 \
+      hali_vm_stack_t *st __attribute__((unused)), const decoded_t *d,         \
+      hali_slot_t *regs __attribute__((unused)),                               \
+      hali_ref_t **refs __attribute__((unused)))
+
+/* ---- devices, allocators, buffers */
+
+HAL_OP(HAL_DEVICE_GET) {
+  if (!st->device)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "no device: the invocation was started without "
+                            "one");
+  hali_hal_device_retain(st->device);
+  set_ref(refs, d->reg[0], st->device);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_DEVICE_ALLOCATOR) {
+  hali_hal_allocator_t *a =
+      hali_hal_device_allocator(REF(hali_hal_device_t, 1));
+  hali_hal_allocator_retain(a);
+  set_ref(refs, d->reg[0], a);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_ALLOCATOR_ALLOCATE) {
+  hali_hal_device_size_t size = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "allocation size", &size));
+  hali_hal_buffer_params_t params = {U32(2), U32(3)};
+  hali_hal_buffer_t *b = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_allocator_allocate_buffer(
+      REF(hali_hal_allocator_t, 1), params, size, &b));
+  set_ref(refs, d->reg[0], b); /* the HAL traced it (its allocator's tracer) */
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_CONSTANT) {
+  /* The module's bytes, no copy; the buffer keeps the module alive. */
+  const hali_ir_rodata_t *r = d->x[0].ptr;
+  hali_hal_buffer_params_t params = {
+      HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_HOST_VISIBLE |
+          HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE,
+      HALI_HAL_BUFFER_USAGE_CONSTANT | HALI_HAL_BUFFER_USAGE_TRANSFER |
+          HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING};
+  hali_vm_module_t *m = st->frames[st->depth - 1].link->module;
+  hali_hal_buffer_t *b = NULL;
+  HALI_RETURN_IF_ERROR(
+      hali_hal_buffer_wrap_host(params, r->data, r->size,
+                                "module constant data",
+                                release_module, m, &b),
+      "rodata @%s", r->name);
+  hali_vm_module_retain(m);
+  set_ref(refs, d->reg[0], b);
+  HAL_TRACE("constant @%s %llu bytes -> !hal.buffer#%u", r->name,
+            (unsigned long long)r->size, ID(0));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_EXECUTABLE_GET) {
+  /* The running frame's link table: what this context loaded. */
+  uint32_t index = (uint32_t)(d->x[0].imm);
+  const hali_vm_link_t *link = st->frames[st->depth - 1].link;
+  hali_hal_executable_t *e =
+      link->executables ? link->executables[index] : NULL;
+  if (!e)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "executable @%s was not loaded (the module was "
+                            "not linked with an executable loader)",
+                            link->module->ir->executables[index].name);
+  hali_hal_executable_retain(e);
+  set_ref(refs, d->reg[0], e);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_SUBSPAN) {
+  hali_hal_device_size_t off = 0, len = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "subspan offset", &off));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "subspan length", &len));
+  hali_hal_buffer_t *b = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_buffer_subspan(REF(hali_hal_buffer_t, 1), off, len, &b));
+  set_ref(refs, d->reg[0], b);
+  HAL_TRACE("subspan !hal.buffer#%u [%llu, +%llu) -> !hal.buffer#%u", ID(1),
+            (unsigned long long)off, (unsigned long long)len, ID(0));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_LENGTH) {
+  regs[d->reg[0]].i64 =
+      (int64_t)hali_hal_buffer_length(REF(hali_hal_buffer_t, 1));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_ASSERT) {
+  hali_hal_buffer_t *b = REF(hali_hal_buffer_t, 0);
+  const hali_vm_string_t *msg = d->x[0].ptr;
+  hali_hal_device_size_t len = hali_hal_buffer_length(b);
+  hali_hal_memory_type_bits_t mt = hali_hal_buffer_memory_types(b);
+  hali_hal_buffer_usage_bits_t us = hali_hal_buffer_usage(b);
+  char have[128], want[128];
+  if (I64(1) < 0 || len < (hali_hal_device_size_t)I64(1))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%.*s: buffer has %llu bytes, expected at least "
+                            "%lld",
+                            (int)msg->length, msg->data,
+                            (unsigned long long)len, (long long)I64(1));
+  if ((mt & U32(2)) != U32(2))
+    return hali_status_make(
+        HALI_STATUS_INVALID_ARGUMENT,
+        "%.*s: buffer memory types %s lack the expected %s",
+        (int)msg->length, msg->data,
+        hali_hal_memory_type_bits_format(mt, have, sizeof(have)),
+        hali_hal_memory_type_bits_format(U32(2), want, sizeof(want)));
+  if ((us & U32(3)) != U32(3))
+    return hali_status_make(
+        HALI_STATUS_INVALID_ARGUMENT, "%.*s: buffer usage %s lacks the "
+                                      "expected %s",
+        (int)msg->length, msg->data,
+        hali_hal_buffer_usage_bits_format(us, have, sizeof(have)),
+        hali_hal_buffer_usage_bits_format(U32(3), want, sizeof(want)));
+  return HALI_OK;
+}
+
+/* ---- buffer views */
+
+HAL_OP(HAL_BUFFER_VIEW_CREATE) {
+  hali_hal_dim_t shape[HALI_HAL_MAX_RANK];
+  if (d->tail_count > HALI_HAL_MAX_RANK)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "rank %u exceeds the maximum of %d",
+                            d->tail_count, HALI_HAL_MAX_RANK);
+  for (uint32_t i = 0; i < d->tail_count; ++i) shape[i] = regs[d->tail[i]].i64;
+  hali_hal_buffer_view_t *v = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_view_create(
+      REF(hali_hal_buffer_t, 1), d->tail_count, shape, U32(2), U32(3), &v));
+  set_ref(refs, d->reg[0], v);
+  {
+    char type[HALI_HAL_MAX_RANK * 21 + 16];
+    HAL_TRACE("buffer_view.create !hal.buffer#%u %s -> !hal.buffer_view#%u",
+              ID(1), hali_hal_buffer_view_format_type(v, type, sizeof(type)),
+              ID(0));
+  }
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_VIEW_BUFFER) {
+  hali_hal_buffer_t *b =
+      hali_hal_buffer_view_buffer(REF(hali_hal_buffer_view_t, 1));
+  hali_hal_buffer_retain(b);
+  set_ref(refs, d->reg[0], b);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_VIEW_RANK) {
+  regs[d->reg[0]].i32 =
+      (int32_t)hali_hal_buffer_view_rank(REF(hali_hal_buffer_view_t, 1));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_VIEW_DIM) {
+  hali_hal_buffer_view_t *v = REF(hali_hal_buffer_view_t, 1);
+  size_t rank = hali_hal_buffer_view_rank(v);
+  if (I32(2) < 0 || (size_t)I32(2) >= rank)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "dimension %d of a rank-%zu view", I32(2), rank);
+  regs[d->reg[0]].i64 = hali_hal_buffer_view_dim(v, (size_t)I32(2));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_VIEW_ELEMENT_TYPE) {
+  regs[d->reg[0]].u32 =
+      hali_hal_buffer_view_element_type(REF(hali_hal_buffer_view_t, 1));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_VIEW_TRACE) {
+  if (HALI_TRACE_ON(st->trace)) {
+    const hali_vm_string_t *label = d->x[0].ptr;
+    hali_strbuf_t sb = {0};
+    hali_trace_format_ref(st->trace, refs[d->reg[0]], &sb);
+    char *text = hali_strbuf_take(&sb);
+    hali_trace_printf(st->trace, "[trace] %.*s: %s", (int)label->length,
+                      label->data, text ? text : "");
+    free(text);
+  }
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_VIEW_ASSERT) {
+  hali_hal_buffer_view_t *v = REF(hali_hal_buffer_view_t, 0);
+  const hali_vm_string_t *msg = d->x[0].ptr;
+  bool ok = hali_hal_buffer_view_element_type(v) == U32(1) &&
+            hali_hal_buffer_view_encoding_type(v) == U32(2) &&
+            hali_hal_buffer_view_rank(v) == d->tail_count;
+  for (uint32_t i = 0; ok && i < d->tail_count; ++i)
+    ok = hali_hal_buffer_view_dim(v, i) == regs[d->tail[i]].i64;
+  if (!ok) {
+    char have[HALI_HAL_MAX_RANK * 21 + 16], want[sizeof(have)];
+    hali_hal_buffer_view_format_type(v, have, sizeof(have));
+    size_t n = 0;
+    for (uint32_t i = 0; i < d->tail_count && n < sizeof(want) - 24; ++i)
+      n += (size_t)snprintf(want + n, sizeof(want) - n, "%lldx",
+                            (long long)regs[d->tail[i]].i64);
+    const char *et = hali_hal_element_type_name(U32(1));
+    if (et) snprintf(want + n, sizeof(want) - n, "%s", et);
+    else snprintf(want + n, sizeof(want) - n, "<type 0x%08x>", U32(1));
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%.*s: view is %s, expected %s%s",
+                            (int)msg->length, msg->data, have, want,
+                            hali_hal_buffer_view_encoding_type(v) != U32(2)
+                                ? " (encoding differs)"
+                                : "");
+  }
+  return HALI_OK;
+}
+
+/* ---- command buffers */
+
+HAL_OP(HAL_COMMAND_BUFFER_CREATE) {
+  /* On the device: the command buffer reports its recording to the
+   * device's tracer, and so do the recording ops below (except update). */
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_device_create_command_buffer(
+      REF(hali_hal_device_t, 1), U32(2), U32(3), &cb));
+  set_ref(refs, d->reg[0], cb);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_FILL) {
+  hali_hal_device_size_t off = 0, len = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "fill offset", &off));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "fill length", &len));
+  return hali_hal_command_buffer_fill(REF(hali_hal_command_buffer_t, 0),
+                                      REF(hali_hal_buffer_t, 1), off, len,
+                                      U32(4), U32(5));
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_COPY) {
+  hali_hal_device_size_t so = 0, to = 0, len = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "copy source offset", &so));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "copy target offset", &to));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(5), "copy length", &len));
+  return hali_hal_command_buffer_copy(REF(hali_hal_command_buffer_t, 0),
+                                      REF(hali_hal_buffer_t, 1), so,
+                                      REF(hali_hal_buffer_t, 3), to, len);
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_UPDATE) {
+  const hali_ir_rodata_t *r = d->x[0].ptr;
+  hali_hal_device_size_t so = 0, to = 0, len = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(1), "update source offset", &so));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "update target offset", &to));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "update length", &len));
+  if (!hali_hal_range_fits(r->size, so, len))
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "update reads [%llu, %llu + %llu) of rodata @%s "
+                            "which has %llu bytes",
+                            (unsigned long long)so, (unsigned long long)so,
+                            (unsigned long long)len, r->name,
+                            (unsigned long long)r->size);
+  hali_status_t s = hali_hal_command_buffer_update(
+      REF(hali_hal_command_buffer_t, 0), r->data + so,
+      REF(hali_hal_buffer_t, 2), to, len);
+  /* The VM's line: only it knows the rodata's name. */
+  if (!s)
+    HAL_TRACE("command_buffer#%u update @%s+%llu -> !hal.buffer#%u+%llu "
+              "%llu bytes",
+              ID(0), r->name, (unsigned long long)so, ID(2),
+              (unsigned long long)to, (unsigned long long)len);
+  return s;
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_PUSH_CONSTANTS) {
+  uint32_t values[256];
+  if (d->tail_count > 256)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%u push constants; at most 256 per op",
+                            d->tail_count);
+  for (uint32_t i = 0; i < d->tail_count; ++i) values[i] = regs[d->tail[i]].u32;
+  if (I32(1) < 0)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "push constant offset %d is negative", I32(1));
+  return hali_hal_command_buffer_push_constants(
+      REF(hali_hal_command_buffer_t, 0), U32(1), values, d->tail_count);
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET) {
+  hali_hal_buffer_binding_t b = {U32(1), REF(hali_hal_buffer_t, 2), 0, 0};
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &b.offset));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &b.length));
+  return hali_hal_command_buffer_push_descriptor_set(
+      REF(hali_hal_command_buffer_t, 0), &b, 1);
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_DISPATCH) {
+  /* Counts live in i32 registers: a negative one is a mistake, not
+   * 2^32 - n workgroups. */
+  for (int k = 3; k <= 5; ++k) {
+    if (I32(k) >= 0) continue;
+    hali_hal_executable_t *x = REF(hali_hal_executable_t, 1);
+    const hali_hal_executable_export_t *e =
+        hali_hal_executable_export(x, U32(2));
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "dispatch of executable '%s' export %u '%s': "
+                            "workgroup count %c is %d (negative; grid %d x "
+                            "%d x %d)",
+                            hali_hal_executable_name(x), U32(2),
+                            e ? e->name : "?", "xyz"[k - 3], I32(k), I32(3),
+                            I32(4), I32(5));
+  }
+  return hali_hal_command_buffer_dispatch(
+      REF(hali_hal_command_buffer_t, 0), REF(hali_hal_executable_t, 1),
+      U32(2), U32(3), U32(4), U32(5));
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_EXECUTION_BARRIER) {
+  return hali_hal_command_buffer_execution_barrier(
+      REF(hali_hal_command_buffer_t, 0));
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_FINALIZE) {
+  return hali_hal_command_buffer_finalize(REF(hali_hal_command_buffer_t, 0));
+}
+
+/* ---- queues */
+
+HAL_OP(HAL_DEVICE_QUEUE_EXECUTE) {
+  hali_hal_command_buffer_t *cbs[256];
+  if (d->tail_count > 256)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%u command buffers; at most 256 per submission",
+                            d->tail_count);
+  for (uint32_t i = 0; i < d->tail_count; ++i)
+    cbs[i] = (hali_hal_command_buffer_t *)refs[d->tail[i]];
+  /* The HAL traces the submission (the device's tracer). */
+  return hali_hal_device_queue_execute(REF(hali_hal_device_t, 0),
+                                       REF(hali_hal_fence_t, 1),
+                                       REF(hali_hal_fence_t, 2), cbs,
+                                       d->tail_count);
+}
+
+HAL_OP(HAL_DEVICE_QUEUE_ALLOCA) {
+  hali_hal_device_size_t size = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(6), "allocation size", &size));
+  hali_hal_buffer_params_t params = {U32(4), U32(5)};
+  hali_hal_buffer_t *b = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_device_queue_alloca(
+      REF(hali_hal_device_t, 1), REF(hali_hal_fence_t, 2),
+      REF(hali_hal_fence_t, 3), params, size, &b));
+  set_ref(refs, d->reg[0], b); /* traced by the HAL */
+  return HALI_OK;
+}
+
+HAL_OP(HAL_DEVICE_QUEUE_DEALLOCA) {
+  return hali_hal_device_queue_dealloca(
+      REF(hali_hal_device_t, 0), REF(hali_hal_fence_t, 1),
+      REF(hali_hal_fence_t, 2), REF(hali_hal_buffer_t, 3)); /* traced there */
+}
+
+/* ---- fences */
+
+HAL_OP(HAL_FENCE_CREATE) {
+  hali_hal_fence_t *f = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(&f));
+  set_ref(refs, d->reg[0], f);
+  HAL_TRACE("fence.create -> !hal.fence#%u", ID(0));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_FENCE_NULL) {
+  hali_hal_fence_t *f = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+  set_ref(refs, d->reg[0], f);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_FENCE_JOIN) {
+  hali_hal_fence_t *both[2] = {REF(hali_hal_fence_t, 1),
+                               REF(hali_hal_fence_t, 2)};
+  hali_hal_fence_t *f = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(both, 2, &f));
+  set_ref(refs, d->reg[0], f);
+  HAL_TRACE("fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u", ID(1),
+            ID(2), ID(0));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_FENCE_OFFSET) {
+  hali_hal_fence_t *from = REF(hali_hal_fence_t, 1);
+  int64_t delta = I64(2);
+  if (delta < 0)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "fence offset %lld is negative: timeline values "
+                            "only move forward",
+                            (long long)delta);
+  hali_hal_fence_t *f = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+  for (size_t i = 0; i < hali_hal_fence_point_count(from); ++i) {
+    hali_hal_semaphore_t *sem;
+    uint64_t value;
+    hali_hal_fence_point(from, i, &sem, &value);
+    uint64_t raised;
+    hali_status_t s2 =
+        hali_add_overflows_u64(value, (uint64_t)delta, &raised)
+            ? hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                               "hal.fence.offset of fence #%u: point %zu "
+                               "value %llu + offset %lld is past 2^64-1 "
+                               "(timeline values never wrap)",
+                               ((hali_ref_t *)from)->id, i,
+                               (unsigned long long)value, (long long)delta)
+            : hali_hal_fence_insert(f, sem, raised);
+    if (s2) {
+      hali_hal_fence_release(f);
+      return s2;
+    }
+  }
+  set_ref(refs, d->reg[0], f);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_FENCE_SIGNAL) {
+  hali_status_t s = hali_hal_fence_signal(REF(hali_hal_fence_t, 0));
+  if (!s) HAL_TRACE("fence.signal !hal.fence#%u", ID(0));
+  return s;
+}
+
+HAL_OP(HAL_FENCE_FAIL) {
+  int32_t code = I32(1);
+  if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
+  HAL_TRACE("fence.fail !hal.fence#%u code %d", ID(0), code);
+  hali_hal_fence_fail(REF(hali_hal_fence_t, 0),
+                      hali_status_make((hali_status_code_t)code,
+                                       "fence failed by hal.fence.fail "
+                                       "in @%s",
+                                       st->frames[st->depth - 1].fn->ir->name));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_FENCE_QUERY) {
+  bool ready = false;
+  hali_status_t q = hali_hal_fence_query(REF(hali_hal_fence_t, 1), &ready);
+  regs[d->reg[0]].i32 = fence_code(q, ready);
+  HAL_TRACE("fence.query !hal.fence#%u -> %d", ID(1), regs[d->reg[0]].i32);
+  return HALI_OK;
+}
+
+/* hal.fence.await and hal.fence.await_status: the wait itself, with its
+ * suspension, deadline and resumption, is the scheduler's
+ * (hali_vm_fiber_await, vm/fiber.c).  DEFERRED passes through: pc stays. */
+static hali_status_t fence_await(hali_vm_stack_t *st, const decoded_t *d,
+                                 hali_slot_t *regs, hali_ref_t **refs,
+                                 bool failure_is_result) {
+  int32_t code = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_fiber_await(
+      st, REF(hali_hal_fence_t, 1), I64(2), failure_is_result, &code));
+  regs[d->reg[0]].i32 = code;
+  return HALI_OK;
+}
+
+HAL_OP(HAL_FENCE_AWAIT) { return fence_await(st, d, regs, refs, false); }
+
+HAL_OP(HAL_FENCE_AWAIT_STATUS) {
+  return fence_await(st, d, regs, refs, true);
+}
+
+/* ---- the table: one row per vm/ops_hal.def row, in opcode order. */
+
+typedef hali_status_t (*hal_op_fn_t)(hali_vm_stack_t *st, const decoded_t *d,
+                                     hali_slot_t *regs, hali_ref_t **refs);
+
+#define HAL_OP_FIRST HALI_OP_HAL_DEVICE_GET
+enum {
+#define OP(e, n, f, s, y) +1
+  HAL_OP_COUNT = 0
+#include "vm/ops_hal.def"
+#undef OP
+};
+
+static const hal_op_fn_t hal_op_table[] = {
+#define OP(e, n, f, s, y) [HALI_OP_##e - HAL_OP_FIRST] = op_##e,
+#include "vm/ops_hal.def"
+#undef OP
+};
+/* The family's rows are consecutive opcodes starting at HAL_OP_FIRST: a
+ * gap or a row out of order would make the table longer than the family. */
+_Static_assert(sizeof(hal_op_table) / sizeof(hal_op_table[0]) == HAL_OP_COUNT,
+               "vm/ops_hal.def rows must be consecutive opcodes");
+
 hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
                              hali_slot_t *regs, hali_ref_t **refs) {
   const hali_cell_t *pc = *ppc;
+  /* Only the interpreter calls this, from the case labels it makes of the
+   * same vm/ops_hal.def rows: |k| is in range (asserted in debug builds). */
+  const uint32_t k = (uint32_t)pc->i.op - (uint32_t)HAL_OP_FIRST;
+#ifdef HALI_DEBUG
+  if (k >= HAL_OP_COUNT) {
+    fprintf(stderr, "hali: debug assertion failed: op %u is not a HAL op\n",
+            pc->i.op);
+    abort();
+  }
+#endif
   decoded_t d;
   decode(pc, &d);
-  hali_status_t s = HALI_OK;
-  switch (pc->i.op) {
-  case HALI_OP_HAL_DEVICE_GET:
-    if (!st->device)
-      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
-                              "no device: the invocation was started without "
-                              "one");
-    hali_hal_device_retain(st->device);
-    set_ref(refs, d.reg[0], st->device);
-    break;
-  case HALI_OP_HAL_DEVICE_ALLOCATOR: {
-    hali_hal_allocator_t *a =
-        hali_hal_device_allocator(REF(hali_hal_device_t, 1));
-    hali_hal_allocator_retain(a);
-    set_ref(refs, d.reg[0], a);
-    break;
-  }
-  case HALI_OP_HAL_ALLOCATOR_ALLOCATE: {
-    hali_hal_device_size_t size = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "allocation size", &size));
-    hali_hal_buffer_params_t params = {U32(2), U32(3)};
-    hali_hal_buffer_t *b = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_allocator_allocate_buffer(
-        REF(hali_hal_allocator_t, 1), params, size, &b));
-    set_ref(refs, d.reg[0], b);
-    {
-      char mt[96], us[96];
-      HAL_TRACE("allocate %llu bytes memory=%s usage=%s -> !hal.buffer#%u",
-                (unsigned long long)size,
-                hali_hal_memory_type_bits_format(params.memory_types, mt,
-                                                 sizeof(mt)),
-                hali_hal_buffer_usage_bits_format(params.usage, us, sizeof(us)),
-                ID(0));
-    }
-    break;
-  }
-  case HALI_OP_HAL_BUFFER_CONSTANT: {
-    /* The module's bytes, no copy; the buffer keeps the module alive. */
-    const hali_ir_rodata_t *r = d.x[0]->ptr;
-    hali_hal_buffer_params_t params = {
-        HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_HOST_VISIBLE |
-            HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE,
-        HALI_HAL_BUFFER_USAGE_CONSTANT | HALI_HAL_BUFFER_USAGE_TRANSFER |
-            HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING};
-    hali_vm_module_t *m = st->frames[st->depth - 1].link->module;
-    hali_hal_buffer_t *b = NULL;
-    HALI_RETURN_IF_ERROR(
-        hali_hal_buffer_wrap_host(params, r->data, r->size,
-                                  "module constant data",
-                                  release_module, m, &b),
-        "rodata @%s", r->name);
-    hali_vm_module_retain(m);
-    set_ref(refs, d.reg[0], b);
-    HAL_TRACE("constant @%s %llu bytes -> !hal.buffer#%u", r->name,
-              (unsigned long long)r->size, ID(0));
-    break;
-  }
-  case HALI_OP_HAL_EXECUTABLE_GET: {
-    /* The running frame's link table: what this context loaded. */
-    uint32_t index = (uint32_t)(d.x[0]->imm);
-    const hali_vm_link_t *link = st->frames[st->depth - 1].link;
-    hali_hal_executable_t *e =
-        link->executables ? link->executables[index] : NULL;
-    if (!e)
-      return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
-                              "executable @%s was not loaded (the module was "
-                              "not linked with an executable loader)",
-                              link->module->ir->executables[index].name);
-    hali_hal_executable_retain(e);
-    set_ref(refs, d.reg[0], e);
-    break;
-  }
-  case HALI_OP_HAL_BUFFER_SUBSPAN: {
-    hali_hal_device_size_t off = 0, len = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "subspan offset", &off));
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "subspan length", &len));
-    hali_hal_buffer_t *b = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(
-        hali_hal_buffer_subspan(REF(hali_hal_buffer_t, 1), off, len, &b));
-    set_ref(refs, d.reg[0], b);
-    HAL_TRACE("subspan !hal.buffer#%u [%llu, +%llu) -> !hal.buffer#%u", ID(1),
-              (unsigned long long)off, (unsigned long long)len, ID(0));
-    break;
-  }
-  case HALI_OP_HAL_BUFFER_LENGTH:
-    regs[d.reg[0]].i64 =
-        (int64_t)hali_hal_buffer_length(REF(hali_hal_buffer_t, 1));
-    break;
-  case HALI_OP_HAL_BUFFER_ASSERT: {
-    hali_hal_buffer_t *b = REF(hali_hal_buffer_t, 0);
-    const hali_vm_string_t *msg = d.x[0]->ptr;
-    hali_hal_device_size_t len = hali_hal_buffer_length(b);
-    hali_hal_memory_type_bits_t mt = hali_hal_buffer_memory_types(b);
-    hali_hal_buffer_usage_bits_t us = hali_hal_buffer_usage(b);
-    char have[128], want[128];
-    if (I64(1) < 0 || len < (hali_hal_device_size_t)I64(1))
-      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
-                              "%.*s: buffer has %llu bytes, expected at least "
-                              "%lld",
-                              (int)msg->length, msg->data,
-                              (unsigned long long)len, (long long)I64(1));
-    if ((mt & U32(2)) != U32(2))
-      return hali_status_make(
-          HALI_STATUS_INVALID_ARGUMENT,
-          "%.*s: buffer memory types %s lack the expected %s",
-          (int)msg->length, msg->data,
-          hali_hal_memory_type_bits_format(mt, have, sizeof(have)),
-          hali_hal_memory_type_bits_format(U32(2), want, sizeof(want)));
-    if ((us & U32(3)) != U32(3))
-      return hali_status_make(
-          HALI_STATUS_INVALID_ARGUMENT, "%.*s: buffer usage %s lacks the "
-                                        "expected %s",
-          (int)msg->length, msg->data,
-          hali_hal_buffer_usage_bits_format(us, have, sizeof(have)),
-          hali_hal_buffer_usage_bits_format(U32(3), want, sizeof(want)));
-    break;
-  }
-
-
-  case HALI_OP_HAL_BUFFER_VIEW_CREATE: {
-    hali_hal_dim_t shape[HALI_HAL_MAX_RANK];
-    if (d.tail_count > HALI_HAL_MAX_RANK)
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "rank %u exceeds the maximum of %d",
-                              d.tail_count, HALI_HAL_MAX_RANK);
-    for (uint32_t i = 0; i < d.tail_count; ++i) shape[i] = regs[d.tail[i]].i64;
-    hali_hal_buffer_view_t *v = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_view_create(
-        REF(hali_hal_buffer_t, 1), d.tail_count, shape, U32(2), U32(3), &v));
-    set_ref(refs, d.reg[0], v);
-    {
-      char type[HALI_HAL_MAX_RANK * 21 + 16];
-      HAL_TRACE("buffer_view.create !hal.buffer#%u %s -> !hal.buffer_view#%u",
-                ID(1), hali_hal_buffer_view_format_type(v, type, sizeof(type)),
-                ID(0));
-    }
-    break;
-  }
-  case HALI_OP_HAL_BUFFER_VIEW_BUFFER: {
-    hali_hal_buffer_t *b =
-        hali_hal_buffer_view_buffer(REF(hali_hal_buffer_view_t, 1));
-    hali_hal_buffer_retain(b);
-    set_ref(refs, d.reg[0], b);
-    break;
-  }
-  case HALI_OP_HAL_BUFFER_VIEW_RANK:
-    regs[d.reg[0]].i32 =
-        (int32_t)hali_hal_buffer_view_rank(REF(hali_hal_buffer_view_t, 1));
-    break;
-  case HALI_OP_HAL_BUFFER_VIEW_DIM: {
-    hali_hal_buffer_view_t *v = REF(hali_hal_buffer_view_t, 1);
-    size_t rank = hali_hal_buffer_view_rank(v);
-    if (I32(2) < 0 || (size_t)I32(2) >= rank)
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "dimension %d of a rank-%zu view", I32(2), rank);
-    regs[d.reg[0]].i64 = hali_hal_buffer_view_dim(v, (size_t)I32(2));
-    break;
-  }
-  case HALI_OP_HAL_BUFFER_VIEW_ELEMENT_TYPE:
-    regs[d.reg[0]].u32 =
-        hali_hal_buffer_view_element_type(REF(hali_hal_buffer_view_t, 1));
-    break;
-  case HALI_OP_HAL_BUFFER_VIEW_TRACE:
-    if (HALI_TRACE_ON(st->trace)) {
-      const hali_vm_string_t *label = d.x[0]->ptr;
-      hali_strbuf_t sb = {0};
-      hali_trace_format_ref(st->trace, refs[d.reg[0]], &sb);
-      char *text = hali_strbuf_take(&sb);
-      hali_trace_printf(st->trace, "[trace] %.*s: %s", (int)label->length,
-                        label->data, text ? text : "");
-      free(text);
-    }
-    break;
-  case HALI_OP_HAL_BUFFER_VIEW_ASSERT: {
-    hali_hal_buffer_view_t *v = REF(hali_hal_buffer_view_t, 0);
-    const hali_vm_string_t *msg = d.x[0]->ptr;
-    bool ok = hali_hal_buffer_view_element_type(v) == U32(1) &&
-              hali_hal_buffer_view_encoding_type(v) == U32(2) &&
-              hali_hal_buffer_view_rank(v) == d.tail_count;
-    for (uint32_t i = 0; ok && i < d.tail_count; ++i)
-      ok = hali_hal_buffer_view_dim(v, i) == regs[d.tail[i]].i64;
-    if (!ok) {
-      char have[HALI_HAL_MAX_RANK * 21 + 16], want[sizeof(have)];
-      hali_hal_buffer_view_format_type(v, have, sizeof(have));
-      size_t n = 0;
-      for (uint32_t i = 0; i < d.tail_count && n < sizeof(want) - 24; ++i)
-        n += (size_t)snprintf(want + n, sizeof(want) - n, "%lldx",
-                              (long long)regs[d.tail[i]].i64);
-      const char *et = hali_hal_element_type_name(U32(1));
-      if (et) snprintf(want + n, sizeof(want) - n, "%s", et);
-      else snprintf(want + n, sizeof(want) - n, "<type 0x%08x>", U32(1));
-      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
-                              "%.*s: view is %s, expected %s%s",
-                              (int)msg->length, msg->data, have, want,
-                              hali_hal_buffer_view_encoding_type(v) != U32(2)
-                                  ? " (encoding differs)"
-                                  : "");
-    }
-    break;
-  }
-
-  case HALI_OP_HAL_COMMAND_BUFFER_CREATE: {
-    hali_hal_command_buffer_t *cb = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(
-        hali_hal_command_buffer_create(U32(2), U32(3), &cb));
-    set_ref(refs, d.reg[0], cb);
-    HAL_TRACE("command_buffer.create mode=%u categories=%u -> "
-              "!hal.command_buffer#%u",
-              U32(2), U32(3), ID(0));
-    break;
-  }
-  case HALI_OP_HAL_COMMAND_BUFFER_FILL: {
-    hali_hal_device_size_t off = 0, len = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "fill offset", &off));
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "fill length", &len));
-    s = hali_hal_command_buffer_fill(REF(hali_hal_command_buffer_t, 0),
-                                     REF(hali_hal_buffer_t, 1), off, len,
-                                     U32(4), U32(5));
-    if (!s)
-      HAL_TRACE("command_buffer#%u fill !hal.buffer#%u [%llu, +%llu) "
-                "pattern=0x%x/%u",
-                ID(0), ID(1), (unsigned long long)off, (unsigned long long)len,
-                U32(4), U32(5));
-    break;
-  }
-  case HALI_OP_HAL_COMMAND_BUFFER_COPY: {
-    hali_hal_device_size_t so = 0, to = 0, len = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "copy source offset", &so));
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "copy target offset", &to));
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(5), "copy length", &len));
-    s = hali_hal_command_buffer_copy(REF(hali_hal_command_buffer_t, 0),
-                                     REF(hali_hal_buffer_t, 1), so,
-                                     REF(hali_hal_buffer_t, 3), to, len);
-    if (!s)
-      HAL_TRACE("command_buffer#%u copy !hal.buffer#%u+%llu -> "
-                "!hal.buffer#%u+%llu %llu bytes",
-                ID(0), ID(1), (unsigned long long)so, ID(3),
-                (unsigned long long)to, (unsigned long long)len);
-    break;
-  }
-  case HALI_OP_HAL_COMMAND_BUFFER_UPDATE: {
-    const hali_ir_rodata_t *r = d.x[0]->ptr;
-    hali_hal_device_size_t so = 0, to = 0, len = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(1), "update source offset", &so));
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "update target offset", &to));
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "update length", &len));
-    if (!hali_hal_range_fits(r->size, so, len))
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "update reads [%llu, %llu + %llu) of rodata @%s "
-                              "which has %llu bytes",
-                              (unsigned long long)so, (unsigned long long)so,
-                              (unsigned long long)len, r->name,
-                              (unsigned long long)r->size);
-    s = hali_hal_command_buffer_update(REF(hali_hal_command_buffer_t, 0),
-                                       r->data + so, REF(hali_hal_buffer_t, 2),
-                                       to, len);
-    if (!s)
-      HAL_TRACE("command_buffer#%u update @%s+%llu -> !hal.buffer#%u+%llu "
-                "%llu bytes",
-                ID(0), r->name, (unsigned long long)so, ID(2),
-                (unsigned long long)to, (unsigned long long)len);
-    break;
-  }
-  case HALI_OP_HAL_COMMAND_BUFFER_PUSH_CONSTANTS: {
-    uint32_t values[256];
-    if (d.tail_count > 256)
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "%u push constants; at most 256 per op",
-                              d.tail_count);
-    for (uint32_t i = 0; i < d.tail_count; ++i) values[i] = regs[d.tail[i]].u32;
-    if (I32(1) < 0)
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "push constant offset %d is negative", I32(1));
-    s = hali_hal_command_buffer_push_constants(
-        REF(hali_hal_command_buffer_t, 0), U32(1), values, d.tail_count);
-    if (!s && (hali_trace_flags(st->trace) & HALI_TRACE_HAL)) {
-      char list[512];
-      size_t n = 0;
-      list[0] = 0;
-      for (uint32_t i = 0; i < d.tail_count && n < sizeof(list) - 16; ++i)
-        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s0x%x",
-                              i ? " " : "", values[i]);
-      HAL_TRACE("command_buffer#%u push_constants at %u [%s]", ID(0), U32(1),
-                list);
-    }
-    break;
-  }
-  case HALI_OP_HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET: {
-    hali_hal_buffer_binding_t b = {U32(1), REF(hali_hal_buffer_t, 2), 0, 0};
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &b.offset));
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &b.length));
-    s = hali_hal_command_buffer_push_descriptor_set(
-        REF(hali_hal_command_buffer_t, 0), &b, 1);
-    if (!s)
-      HAL_TRACE("command_buffer#%u push_descriptor_set binding %u = "
-                "!hal.buffer#%u [%llu, +%llu)",
-                ID(0), b.ordinal, ID(2), (unsigned long long)b.offset,
-                (unsigned long long)b.length);
-    break;
-  }
-  case HALI_OP_HAL_COMMAND_BUFFER_DISPATCH:
-    /* Counts live in i32 registers: a negative one is a mistake, not
-     * 2^32 - n workgroups. */
-    for (int k = 3; k <= 5; ++k) {
-      if (I32(k) >= 0) continue;
-      hali_hal_executable_t *x = REF(hali_hal_executable_t, 1);
-      const hali_hal_executable_export_t *e =
-          hali_hal_executable_export(x, U32(2));
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "dispatch of executable '%s' export %u '%s': "
-                              "workgroup count %c is %d (negative; grid %d x "
-                              "%d x %d)",
-                              hali_hal_executable_name(x), U32(2),
-                              e ? e->name : "?", "xyz"[k - 3], I32(k), I32(3),
-                              I32(4), I32(5));
-    }
-    s = hali_hal_command_buffer_dispatch(
-        REF(hali_hal_command_buffer_t, 0), REF(hali_hal_executable_t, 1),
-        U32(2), U32(3), U32(4), U32(5));
-    if (!s) {
-      hali_hal_executable_t *x = REF(hali_hal_executable_t, 1);
-      const hali_hal_executable_export_t *e = hali_hal_executable_export(x, U32(2));
-      HAL_TRACE("command_buffer#%u dispatch %s::%s workgroups %ux%ux%u", ID(0),
-                hali_hal_executable_name(x), e ? e->name : "?", U32(3), U32(4),
-                U32(5));
-    }
-    break;
-  case HALI_OP_HAL_COMMAND_BUFFER_EXECUTION_BARRIER:
-    s = hali_hal_command_buffer_execution_barrier(
-        REF(hali_hal_command_buffer_t, 0));
-    if (!s) HAL_TRACE("command_buffer#%u execution_barrier", ID(0));
-    break;
-  case HALI_OP_HAL_COMMAND_BUFFER_FINALIZE:
-    s = hali_hal_command_buffer_finalize(REF(hali_hal_command_buffer_t, 0));
-    if (!s) HAL_TRACE("command_buffer#%u finalize", ID(0));
-    break;
-
-  case HALI_OP_HAL_DEVICE_QUEUE_EXECUTE: {
-    hali_hal_command_buffer_t *cbs[256];
-    if (d.tail_count > 256)
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "%u command buffers; at most 256 per submission",
-                              d.tail_count);
-    for (uint32_t i = 0; i < d.tail_count; ++i)
-      cbs[i] = (hali_hal_command_buffer_t *)refs[d.tail[i]];
-    s = hali_hal_device_queue_execute(REF(hali_hal_device_t, 0),
-                                      REF(hali_hal_fence_t, 1),
-                                      REF(hali_hal_fence_t, 2), cbs,
-                                      d.tail_count);
-    if (!s && (hali_trace_flags(st->trace) & HALI_TRACE_HAL)) {
-      char list[256];
-      size_t n = 0;
-      list[0] = 0;
-      for (uint32_t i = 0; i < d.tail_count && n < sizeof(list) - 16; ++i)
-        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s#%u", i ? " " : "",
-                              refs[d.tail[i]]->id);
-      HAL_TRACE("queue.execute wait=!hal.fence#%u signal=!hal.fence#%u "
-                "command_buffers=[%s]",
-                ID(1), ID(2), list);
-    }
-    break;
-  }
-  case HALI_OP_HAL_DEVICE_QUEUE_ALLOCA: {
-    hali_hal_device_size_t size = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(6), "allocation size", &size));
-    hali_hal_buffer_params_t params = {U32(4), U32(5)};
-    hali_hal_buffer_t *b = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_device_queue_alloca(
-        REF(hali_hal_device_t, 1), REF(hali_hal_fence_t, 2),
-        REF(hali_hal_fence_t, 3), params, size, &b));
-    set_ref(refs, d.reg[0], b);
-    HAL_TRACE("queue.alloca %llu bytes wait=!hal.fence#%u signal=!hal.fence#%u "
-              "-> !hal.buffer#%u",
-              (unsigned long long)size, ID(2), ID(3), ID(0));
-    break;
-  }
-  case HALI_OP_HAL_DEVICE_QUEUE_DEALLOCA:
-    s = hali_hal_device_queue_dealloca(
-        REF(hali_hal_device_t, 0), REF(hali_hal_fence_t, 1),
-        REF(hali_hal_fence_t, 2), REF(hali_hal_buffer_t, 3));
-    if (!s)
-      HAL_TRACE("queue.dealloca !hal.buffer#%u wait=!hal.fence#%u "
-                "signal=!hal.fence#%u",
-                ID(3), ID(1), ID(2));
-    break;
-
-  case HALI_OP_HAL_FENCE_CREATE: {
-    hali_hal_fence_t *f = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(&f));
-    set_ref(refs, d.reg[0], f);
-    HAL_TRACE("fence.create -> !hal.fence#%u", ID(0));
-    break;
-  }
-  case HALI_OP_HAL_FENCE_NULL: {
-    hali_hal_fence_t *f = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
-    set_ref(refs, d.reg[0], f);
-    break;
-  }
-  case HALI_OP_HAL_FENCE_JOIN: {
-    hali_hal_fence_t *both[2] = {REF(hali_hal_fence_t, 1),
-                                 REF(hali_hal_fence_t, 2)};
-    hali_hal_fence_t *f = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(both, 2, &f));
-    set_ref(refs, d.reg[0], f);
-    HAL_TRACE("fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u", ID(1),
-              ID(2), ID(0));
-    break;
-  }
-  case HALI_OP_HAL_FENCE_OFFSET: {
-    hali_hal_fence_t *from = REF(hali_hal_fence_t, 1);
-    int64_t delta = I64(2);
-    if (delta < 0)
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "fence offset %lld is negative: timeline values "
-                              "only move forward",
-                              (long long)delta);
-    hali_hal_fence_t *f = NULL;
-    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
-    for (size_t i = 0; i < hali_hal_fence_point_count(from); ++i) {
-      hali_hal_semaphore_t *sem;
-      uint64_t value;
-      hali_hal_fence_point(from, i, &sem, &value);
-      uint64_t raised;
-      hali_status_t s2 =
-          hali_add_overflows_u64(value, (uint64_t)delta, &raised)
-              ? hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                                 "hal.fence.offset of fence #%u: point %zu "
-                                 "value %llu + offset %lld is past 2^64-1 "
-                                 "(timeline values never wrap)",
-                                 ((hali_ref_t *)from)->id, i,
-                                 (unsigned long long)value, (long long)delta)
-              : hali_hal_fence_insert(f, sem, raised);
-      if (s2) {
-        hali_hal_fence_release(f);
-        return s2;
-      }
-    }
-    set_ref(refs, d.reg[0], f);
-    break;
-  }
-  case HALI_OP_HAL_FENCE_SIGNAL:
-    s = hali_hal_fence_signal(REF(hali_hal_fence_t, 0));
-    if (!s) HAL_TRACE("fence.signal !hal.fence#%u", ID(0));
-    break;
-  case HALI_OP_HAL_FENCE_FAIL: {
-    int32_t code = I32(1);
-    if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
-    HAL_TRACE("fence.fail !hal.fence#%u code %d", ID(0), code);
-    hali_hal_fence_fail(REF(hali_hal_fence_t, 0),
-                        hali_status_make((hali_status_code_t)code,
-                                         "fence failed by hal.fence.fail "
-                                         "in @%s",
-                                         st->frames[st->depth - 1].fn->ir->name));
-    break;
-  }
-  case HALI_OP_HAL_FENCE_QUERY: {
-    bool ready = false;
-    hali_status_t q = hali_hal_fence_query(REF(hali_hal_fence_t, 1), &ready);
-    regs[d.reg[0]].i32 = fence_code(q, ready);
-    HAL_TRACE("fence.query !hal.fence#%u -> %d", ID(1), regs[d.reg[0]].i32);
-    break;
-  }
-  case HALI_OP_HAL_FENCE_AWAIT:
-  case HALI_OP_HAL_FENCE_AWAIT_STATUS: {
-    /* OK -> 0, timeout -> 4 (DEADLINE_EXCEEDED); a failed fence fails the
-     * awaiting function with its status (query it to handle failures). */
-    hali_hal_fence_t *fence = REF(hali_hal_fence_t, 1);
-    int64_t ms = I64(2);
-    hali_timeout_ns_t ns = ms < 0 ? HALI_INFINITE
-                           : ms > INT64_MAX / 1000000 ? INT64_MAX
-                                                      : ms * 1000000;
-    int64_t now = hali_clock_now_ns();
-    if (!st->await_started_ns) st->await_started_ns = now;
-    int32_t code = 0;
-    bool ready = false;
-    hali_status_t w = hali_hal_fence_query(fence, &ready);
-    if (!w && !ready) {
-      if (st->await_timed_out) { /* resumed by the scheduler's deadline */
-        st->await_timed_out = false;
-        code = HALI_STATUS_DEADLINE_EXCEEDED;
-      } else if (st->can_suspend && ns != 0 &&
-                 !st->frames[st->depth - 1].fn->may_block) {
-        hali_hal_fence_retain(fence);
-        st->awaiting = fence;
-        st->await_deadline_ns =
-            ns < 0 || ns > INT64_MAX - now ? INT64_MAX : now + ns;
-        return HALI_VM_SUSPEND; /* *ppc stays: resuming re-runs the await */
-      } else {
-        w = hali_hal_fence_await(fence, ns);
-        if (w) {
-          /* Report the fence's own failure, as a ready fence would (the
-           * wait's annotations depend on timing). */
-          bool now_ready = false;
-          hali_status_t q = hali_hal_fence_query(fence, &now_ready);
-          if (q) {
-            hali_status_free(w);
-            w = q;
-          }
-        }
-        if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
-          /* Expired rather than failed?  The fence's own state tells. */
-          bool now_ready = false;
-          hali_status_t q = hali_hal_fence_query(fence, &now_ready);
-          if (!q) {
-            hali_status_free(w);
-            w = HALI_OK;
-            code = now_ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
-          }
-          hali_status_free(q);
-        }
-      }
-    }
-    if (HALI_TRACE_ON(st->trace)) {
-      int64_t end = hali_clock_now_ns();
-      int64_t waited = end - st->await_started_ns;
-      HAL_TRACE("fence.await !hal.fence#%u -> %s after %lld us", ID(1),
-                w ? hali_status_code_name(hali_status_code(w))
-                  : code ? "DEADLINE_EXCEEDED" : "OK",
-                (long long)(waited / 1000));
-      char name[48];
-      snprintf(name, sizeof(name), "await fence#%u", ID(1));
-      int64_t t1 = hali_trace_now(st->trace);
-      hali_trace_slice(st->trace, name, "fence", st->trace_tid, t1 - waited,
-                       waited, NULL);
-    }
-    st->await_started_ns = 0;
-    /* A timeout that raced the signal must not leak into the next await. */
-    st->await_timed_out = false;
-    if (w && pc->i.op == HALI_OP_HAL_FENCE_AWAIT_STATUS) {
-      code = (int32_t)hali_status_code(w); /* handled by the program */
-      hali_status_free(w);
-      w = HALI_OK;
-    }
-    if (w)
-      return hali_status_annotate(w, "awaited fence #%u",
-                                  ((hali_ref_t *)fence)->id);
-    regs[d.reg[0]].i32 = code;
-    break;
-  }
-  default:
-    return hali_status_make(HALI_STATUS_INTERNAL, "op %u is not a HAL op",
-                            pc->i.op);
-  }
-  if (s) return s;
+  hali_status_t s = hal_op_table[k](st, &d, regs, refs);
+  if (s) return s; /* pc stays at the instruction (backtrace, resume) */
   *ppc = d.next;
   return HALI_OK;
 }

@@ -97,6 +97,191 @@ static inline int64_t abs64(int64_t v) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* --enable-debug (HALI_DEBUG): before every instruction, assert what the
+ * verifier and the encoder promise the loop, which a release build trusts
+ * (the loop does no such checks, vm/interp_loop.h):
+ *   - pc lies inside the running function's code and at the start of an
+ *     instruction (the encoder's map, fn->insn_offset);
+ *   - an instruction that does not jump, call or return was |cells| long:
+ *     the next one executed is the next in the map (a handler's "pc += n"
+ *     agrees with the encoder);
+ *   - every branch target of the instruction is in range, at the start of
+ *     an instruction;
+ *   - every register operand is a slot of the frame's bank for its type:
+ *     ref slots < fn->ref_count, scalar slots < fn->scalar_count.
+ * A failure prints what broke, where, and aborts: it is a bug in the
+ * verifier, the encoder or the loop, never a program error. */
+#ifdef HALI_DEBUG
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct hali_vm_debug_s {
+  const hali_vm_func_t *fn; /* the previous instruction's function */
+  const hali_cell_t *pc;    /* and the instruction (NULL at entry) */
+} hali_vm_debug_t;
+
+__attribute__((noreturn)) static void debug_fail(const hali_vm_func_t *fn,
+                                                 const hali_cell_t *pc,
+                                                 const char *what,
+                                                 unsigned long a,
+                                                 unsigned long b) {
+  fprintf(stderr,
+          "hali: debug assertion failed in @%s at cell %ld: %s (%lu, %lu)\n",
+          fn->ir->name, (long)(pc - fn->code), what, a, b);
+  abort();
+}
+
+/* Index of the instruction starting at |pc| in |fn|, or UINT32_MAX. */
+static uint32_t debug_insn_at(const hali_vm_func_t *fn, const hali_cell_t *pc) {
+  if (pc < fn->code || pc >= fn->code + fn->code_size) return UINT32_MAX;
+  uint32_t at = (uint32_t)(pc - fn->code), lo = 0, hi = fn->insn_count;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (fn->insn_offset[mid] < at) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < fn->insn_count && fn->insn_offset[lo] == at ? lo : UINT32_MAX;
+}
+
+static void debug_target(const hali_vm_func_t *fn, const hali_cell_t *pc,
+                         const hali_cell_t *target) {
+  if (debug_insn_at(fn, target) == UINT32_MAX)
+    debug_fail(fn, pc, "branch target is not an instruction of the function",
+               (unsigned long)(target - fn->code), fn->code_size);
+}
+
+static void debug_slot(const hali_vm_func_t *fn, const hali_cell_t *pc,
+                       hali_type_t type, uint16_t slot) {
+  if (hali_type_is_ref(type)) {
+    if (slot >= fn->ref_count)
+      debug_fail(fn, pc, "ref slot outside the frame's ref bank", slot,
+                 fn->ref_count);
+  } else if (slot >= fn->scalar_count) {
+    debug_fail(fn, pc, "scalar slot outside the frame's scalar bank", slot,
+               fn->scalar_count);
+  }
+}
+
+/* The slots of a call's (or spawn's) arguments and results, typed by the
+ * callee's signature. */
+static void debug_call(const hali_vm_func_t *fn, const hali_cell_t *pc) {
+  const hali_vm_func_t *callee = pc[1].ptr;
+  const uint16_t *list = hali_cell_slots(&pc[2]);
+  const uint32_t nargs = pc->i.b, nresults = pc->i.c;
+  if (nargs != callee->ir->param_count)
+    debug_fail(fn, pc, "call passes the wrong number of arguments", nargs,
+               callee->ir->param_count);
+  for (uint32_t i = 0; i < nargs; ++i)
+    debug_slot(fn, pc, callee->ir->reg_types[i], list[i]);
+  if (pc->i.op == HALI_OP_FIBER_SPAWN) { /* one result: the fence */
+    debug_slot(fn, pc, HALI_TYPE_FENCE, list[nargs]);
+    return;
+  }
+  for (uint32_t i = 0; i < nresults; ++i)
+    debug_slot(fn, pc, callee->ir->results[i], list[nargs + i]);
+}
+
+static bool debug_is_fused(unsigned op) {
+  switch (op) {
+#define HALI_X(name, base) case HALI_OP_##name:
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+    return true;
+  default:
+    return false;
+  }
+}
+
+static void hali_vm_debug_step(const hali_vm_stack_t *st,
+                               const hali_vm_func_t *fn, const hali_cell_t *pc,
+                               hali_vm_debug_t *prev) {
+  if (st->depth == 0 || st->frames[st->depth - 1].fn != fn)
+    debug_fail(fn, pc, "the running function is not the top frame's",
+               st->depth, 0);
+  const uint32_t index = debug_insn_at(fn, pc);
+  if (index == UINT32_MAX)
+    debug_fail(fn, pc, "pc is not at the start of an instruction",
+               (unsigned long)(pc - fn->code), fn->code_size);
+  if (prev->pc && prev->fn == fn) {
+    /* Straight-line code: the previous handler advanced pc by exactly the
+     * cells the encoder gave its instruction. */
+    const unsigned op = prev->pc->i.op;
+    const bool moves = op == HALI_OP_CALL || debug_is_fused(op) ||
+                       (op < HALI_OP_COUNT &&
+                        (hali_op_info(op)->flags & HALI_OPF_TERM));
+    const uint32_t was = debug_insn_at(fn, prev->pc);
+    if (!moves && index != was + 1)
+      debug_fail(fn, pc, "the previous instruction's length disagrees with "
+                 "the encoder's", was, index);
+  }
+  prev->fn = fn;
+  prev->pc = pc;
+
+  const unsigned op = pc->i.op;
+  if (debug_is_fused(op)) { /* {op, c, a, b}, ^t, ^f: all scalars */
+    debug_slot(fn, pc, HALI_TYPE_I32, pc->i.a);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.c);
+    debug_target(fn, pc, pc[1].target);
+    debug_target(fn, pc, pc[2].target);
+    return;
+  }
+  switch (op) {
+  case HALI_OP_CALL:
+  case HALI_OP_CALL_IMPORT:
+  case HALI_OP_FIBER_SPAWN:
+    debug_call(fn, pc);
+    return;
+  case HALI_OP_RETURN: {
+    const uint16_t *list = hali_cell_slots(&pc[1]);
+    if (pc->i.b != fn->ir->result_count)
+      debug_fail(fn, pc, "return passes the wrong number of results",
+                 pc->i.b, fn->ir->result_count);
+    for (uint32_t i = 0; i < pc->i.b; ++i)
+      debug_slot(fn, pc, fn->ir->results[i], list[i]);
+    return;
+  }
+  case HALI_OP_SWITCH:
+    debug_slot(fn, pc, HALI_TYPE_I32, pc->i.a);
+    for (uint32_t i = 0; i < 1u + pc->i.b; ++i)
+      debug_target(fn, pc, pc[1 + i].target);
+    return;
+  default:
+    break;
+  }
+  if (op >= HALI_OP_COUNT)
+    debug_fail(fn, pc, "opcode outside the table", op, HALI_OP_COUNT);
+  /* The generic layout (vm/code.h): registers in order from the slot after
+   * the opcode, then one cell per other operand, then the tail. */
+  const hali_op_info_t *info = hali_op_info(op);
+  if (info->flags & HALI_OPF_TENSOR)
+    debug_fail(fn, pc, "tensor-level op reached the interpreter", op, 0);
+  const uint16_t *regs = hali_cell_slots(pc) + 1;
+  uint32_t nregs = info->reg_count, r = 0;
+  const hali_cell_t *x =
+      pc + 1 + (nregs > 3 ? HALI_CELLS_FOR_SLOTS(nregs - 3) : 0);
+  for (uint32_t k = 0; k < info->operand_count; ++k) {
+    const hali_operand_desc_t *d = &info->operands[k];
+    if (d->role == HALI_ROLE_READ || d->role == HALI_ROLE_WRITE)
+      debug_slot(fn, pc, d->type, regs[r++]);
+    else if (d->role == HALI_ROLE_BLOCK)
+      debug_target(fn, pc, x++->target);
+    else
+      x++;
+  }
+  if (info->tail && info->tail != 'b' && info->tail != '_') {
+    const uint32_t n = (uint32_t)x->imm;
+    const uint16_t *tail = hali_cell_slots(x + 1);
+    for (uint32_t i = 0; i < n; ++i)
+      debug_slot(fn, pc, info->tail_type, tail[i]);
+  }
+}
+#define HALI_DEBUG_STEP() hali_vm_debug_step(st, fn, pc, &hali_debug_prev)
+#else
+#define HALI_DEBUG_STEP() ((void)0)
+#endif
+
+/* ------------------------------------------------------------------------ */
 
 /* The two copies of the loop (see vm/interp_loop.h). */
 #define HALI_INTERP_NAME hali_vm_interpret_plain

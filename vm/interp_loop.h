@@ -24,19 +24,30 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #define vmdispatch() goto L_instrumented;
 #define vmbreak goto L_instrumented
 #else
-#define vmdispatch() goto *table[pc->i.op];
-#define vmbreak goto *table[pc->i.op]
+  /* HALI_DEBUG_STEP: --enable-debug's checks (vm/interp.c); nothing
+   * otherwise. */
+#define vmdispatch()                                                           \
+  HALI_DEBUG_STEP();                                                           \
+  goto *table[pc->i.op];
+#define vmbreak                                                                \
+  do {                                                                         \
+    HALI_DEBUG_STEP();                                                         \
+    goto *table[pc->i.op];                                                     \
+  } while (0)
 #endif
 #define vmcase(name) L_##name:
 #define vmdefault L_unhandled: __attribute__((unused));
 #else
 #if HALI_INTERP_INSTRUMENTED
 #define vmdispatch()                                                           \
+  HALI_DEBUG_STEP();                                                           \
   status = hali_vm_instrument(st, pc);                                         \
   if (status) goto fail;                                                       \
   switch (pc->i.op)
 #else
-#define vmdispatch() switch (pc->i.op)
+#define vmdispatch()                                                           \
+  HALI_DEBUG_STEP();                                                           \
+  switch (pc->i.op)
 #endif
 #define vmcase(name) case HALI_OP_##name:
 #define vmbreak break
@@ -52,6 +63,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
    * every frame this loop pushes has the same one. */
   const hali_vm_link_t *const link = frame->link;
   hali_status_t status = NULL;
+#ifdef HALI_DEBUG
+  hali_vm_debug_t hali_debug_prev = {NULL, NULL}; /* vm/interp.c */
+#endif
 
 #define A (pc->i.a)
 #define B (pc->i.b)
@@ -538,8 +552,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       status = hali_vm_hal_op(st, &next, regs, refs);
       pc = next;
       if (HALI_UNLIKELY(status)) {
-        if (status != HALI_VM_SUSPEND) goto fail;
-        /* Suspend: resuming re-executes this instruction. */
+        if (!hali_status_is_deferred(status)) goto fail;
+        /* DEFERRED: suspend (the static status needs no freeing); resuming
+         * re-executes this instruction.  It never leaves the interpreter. */
         frame->pc = pc;
         st->suspended = true;
         return HALI_OK;
@@ -561,6 +576,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 
 #if defined(HALI_DISPATCH_GOTO) && HALI_INTERP_INSTRUMENTED
 L_instrumented:
+  HALI_DEBUG_STEP();
   status = hali_vm_instrument(st, pc);
   if (HALI_UNLIKELY(status)) goto fail;
   goto *table[pc->i.op];

@@ -33,7 +33,7 @@ hali_status_t hali_trace_create(const hali_trace_options_t *o,
                           "(configured with --disable-tracing)");
 #endif
   hali_trace_t *t = calloc(1, sizeof(*t));
-  if (!t) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!t) return hali_status_oom();
   t->o = *o;
   if (!t->o.out) t->o.out = stderr;
   if (!t->o.max_values) t->o.max_values = 8;
@@ -41,7 +41,7 @@ hali_status_t hali_trace_create(const hali_trace_options_t *o,
     t->filter = strdup(o->filter);
     if (!t->filter) {
       free(t);
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+      return hali_status_oom();
     }
   }
   t->o.filter = t->filter;

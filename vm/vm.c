@@ -17,7 +17,7 @@ void hali_value_release(hali_value_t *v) {
 hali_status_t hali_vm_stack_create(uint32_t max_depth, hali_vm_stack_t **out) {
   *out = NULL;
   hali_vm_stack_t *st = calloc(1, sizeof(*st));
-  if (!st) return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, "oom");
+  if (!st) return hali_status_oom();
   st->max_depth = max_depth ? max_depth : HALI_VM_DEFAULT_MAX_DEPTH;
   atomic_init(&st->interrupt, false);
   st->await_deadline_ns = INT64_MAX;

@@ -169,10 +169,6 @@ typedef struct hali_vm_frame_s {
   const hali_vm_link_t *link;
 } hali_vm_frame_t;
 
-/* Returned by HAL instructions that would block when the running fiber may
- * suspend instead (never freed, never dereferenced). */
-#define HALI_VM_SUSPEND ((hali_status_t)(uintptr_t)1)
-
 /* An interrupt code that is not a failure: the scheduler asks the running
  * fiber to yield (time slice over, others are ready). */
 #define HALI_VM_INTERRUPT_YIELD ((hali_status_code_t)1000)
@@ -203,9 +199,9 @@ typedef struct hali_vm_stack_s {
   struct hali_hal_device_t *device;
 
   /* Asynchrony (vm/fiber.c).  With |can_suspend|, an await on a fence that
-   * is not ready returns HALI_VM_SUSPEND instead of blocking; the
-   * interpreter then saves pc in the top frame, sets |suspended| and
-   * returns, and resuming re-executes the await. */
+   * is not ready returns HALI_STATUS_DEFERRED (base/status.h) instead of
+   * blocking; the interpreter then saves pc in the top frame, sets
+   * |suspended| and returns OK, and resuming re-executes the await. */
   bool can_suspend;
   bool suspended;
   bool yielded; /* suspended by a time-slice interrupt, not an await */

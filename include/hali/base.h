@@ -68,6 +68,12 @@ HALI_API hali_status_t hali_status_make(hali_status_code_t code,
     HALI_PRINTF(2, 3);
 HALI_API hali_status_t hali_status_makev(hali_status_code_t code,
                                          const char *fmt, va_list ap);
+/* The status for a failed allocation: RESOURCE_EXHAUSTED with the message
+ * "out of memory", the same everywhere; say what was being done with
+ * hali_status_annotate.  Never NULL: when even this status cannot be
+ * allocated, a static one with the same code and message is returned
+ * (annotating it is a no-op and freeing it does nothing). */
+HALI_API hali_status_t hali_status_oom(void);
 /* Appends a line of context to |status| (which it consumes and returns).
  * Annotating HALI_OK returns HALI_OK. */
 HALI_API hali_status_t hali_status_annotate(hali_status_t status,

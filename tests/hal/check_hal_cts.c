@@ -801,6 +801,140 @@ static void add_device_tests(TCase *tc, const TTest *test) {
   tcase_add_loop_test(tc, test, 0, CTS_CONFIG_COUNT);
 }
 
+/* ---- Tracing: a C user of the HAL with a tracer sees the [hal] lines
+ * hali's --trace=hal prints for allocation and queue operations. ---- */
+
+typedef struct trace_sink_t {
+  pthread_mutex_t mutex;
+  char text[4096];
+  size_t len;
+} trace_sink_t;
+
+static void sink_line(void *user, const char *line) {
+  trace_sink_t *sink = user;
+  pthread_mutex_lock(&sink->mutex);
+  int n = snprintf(sink->text + sink->len, sizeof(sink->text) - sink->len,
+                   "%s\n", line);
+  if (n > 0) sink->len += (size_t)n;
+  pthread_mutex_unlock(&sink->mutex);
+}
+
+#define ID(object) ((const hali_ref_t *)(const void *)(object))->id
+
+START_TEST(test_tracer_lines) {
+  hali_hal_device_t *device = cts_device(_i);
+  trace_sink_t sink = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+  /* Lines only (no clock): the device's spans stay off, so every line
+   * comes from this thread, in call order, on every device. */
+  hali_hal_tracer_t tracer = {.user = &sink, .line = sink_line};
+  hali_hal_device_set_tracer(device, &tracer);
+  hali_hal_buffer_params_t params = {
+      HALI_HAL_MEMORY_TYPE_HOST_VISIBLE | HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE,
+      HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_MAPPING};
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_CK_OK(hali_hal_allocator_allocate_buffer(
+      hali_hal_device_allocator(device), params, 64, &buffer));
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_TRANSFER, &cb));
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0, 32, 0x5a, 1));
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+  HALI_CK_OK(hali_hal_command_buffer_copy(cb, buffer, 0, buffer, 32, 32));
+  /* Refused records print nothing. */
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(cb, buffer, 0, 3, 0, 2),
+                 HALI_STATUS_INVALID_ARGUMENT, "multiples");
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  hali_hal_fence_t *wait = NULL, *done = NULL, *allocated = NULL,
+                   *freed = NULL;
+  HALI_CK_OK(hali_hal_fence_create(&wait));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done));
+  HALI_CK_OK(hali_hal_fence_create_pending(&allocated));
+  HALI_CK_OK(hali_hal_fence_create_pending(&freed));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, wait, done, &cb, 1));
+  hali_hal_buffer_t *staged = NULL;
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, done, allocated, params, 32,
+                                          &staged));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, allocated, freed, staged));
+  HALI_CK_OK(hali_hal_fence_await(freed, HALI_INFINITE));
+  ck_assert_uint_eq(hali_test_byte(buffer, 63), 0x5a);
+  /* A failing operation prints nothing (the error tells). */
+  hali_hal_buffer_t *span = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(staged, 0, 8, &span));
+  HALI_CK_STATUS(hali_hal_device_queue_dealloca(device, NULL, NULL, span),
+                 HALI_STATUS_INVALID_ARGUMENT, "subspan");
+  char want[2048];
+  snprintf(want, sizeof(want),
+           "[hal] allocate 64 bytes memory=HOST_VISIBLE|DEVICE_VISIBLE "
+           "usage=TRANSFER|MAPPING -> !hal.buffer#%u\n"
+           "[hal] command_buffer.create mode=1 categories=1 -> "
+           "!hal.command_buffer#%u\n"
+           "[hal] command_buffer#%u fill !hal.buffer#%u [0, +32) "
+           "pattern=0x5a/1\n"
+           "[hal] command_buffer#%u execution_barrier\n"
+           "[hal] command_buffer#%u copy !hal.buffer#%u+0 -> !hal.buffer#%u+32 "
+           "32 bytes\n"
+           "[hal] command_buffer#%u finalize\n"
+           "[hal] queue.execute wait=!hal.fence#%u signal=!hal.fence#%u "
+           "command_buffers=[#%u]\n"
+           "[hal] queue.alloca 32 bytes wait=!hal.fence#%u "
+           "signal=!hal.fence#%u -> !hal.buffer#%u\n"
+           "[hal] queue.dealloca !hal.buffer#%u wait=!hal.fence#%u "
+           "signal=!hal.fence#%u\n",
+           ID(buffer), ID(cb), ID(cb), ID(buffer), ID(cb), ID(cb), ID(buffer),
+           ID(buffer), ID(cb), ID(wait), ID(done), ID(cb), ID(done),
+           ID(allocated), ID(staged), ID(staged), ID(allocated), ID(freed));
+  pthread_mutex_lock(&sink.mutex);
+  ck_assert_str_eq(sink.text, want);
+  pthread_mutex_unlock(&sink.mutex);
+  /* Off again: the allocator is silent too, and so is a command buffer
+   * created on the device now, or without a device. */
+  hali_hal_device_set_tracer(device, NULL);
+  hali_hal_buffer_t *quiet = cts_buffer(device, 16);
+  hali_hal_command_buffer_t *silent = NULL;
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, 0, HALI_HAL_COMMAND_CATEGORY_TRANSFER, &silent));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(silent));
+  hali_hal_command_buffer_release(silent);
+  pthread_mutex_lock(&sink.mutex);
+  ck_assert_str_eq(sink.text, want);
+  pthread_mutex_unlock(&sink.mutex);
+  hali_hal_buffer_release(quiet);
+  hali_hal_buffer_release(span);
+  hali_hal_buffer_release(staged);
+  hali_hal_buffer_release(buffer);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_fence_release(wait);
+  hali_hal_fence_release(done);
+  hali_hal_fence_release(allocated);
+  hali_hal_fence_release(freed);
+  hali_hal_device_release(device);
+}
+END_TEST
+#undef ID
+
+/* An allocator without a device reports to its own tracer. */
+START_TEST(test_allocator_tracer) {
+  (void)_i;
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  trace_sink_t sink = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+  hali_hal_tracer_t tracer = {.user = &sink, .line = sink_line};
+  hali_hal_allocator_set_tracer(allocator, &tracer);
+  hali_hal_buffer_params_t params = {HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL, 0};
+  hali_hal_buffer_t *buffer = NULL;
+  HALI_CK_OK(hali_hal_allocator_allocate_buffer(allocator, params, 5, &buffer));
+  char want[256];
+  snprintf(want, sizeof(want),
+           "[hal] allocate 5 bytes memory=DEVICE_LOCAL usage=NONE -> "
+           "!hal.buffer#%u\n",
+           ((hali_ref_t *)buffer)->id);
+  ck_assert_str_eq(sink.text, want);
+  hali_hal_buffer_release(buffer);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
 static Suite *hal_cts_suite(void) {
   Suite *s = suite_create("hal-cts (local-sync, local-task/1,2,4)");
   TCase *tc = tcase_create("transfer");
@@ -827,6 +961,10 @@ static Suite *hal_cts_suite(void) {
   tc = tcase_create("alloca");
   add_device_tests(tc, test_alloca_dealloca_order);
   add_device_tests(tc, test_alloca_limit);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tracing");
+  add_device_tests(tc, test_tracer_lines);
+  tcase_add_test(tc, test_allocator_tracer);
   suite_add_tcase(s, tc);
   return s;
 }
