@@ -48,7 +48,9 @@ static hali_strmap_slot_t *strmap_slot(const hali_strmap_t *m, const char *key,
     hali_strmap_slot_t *s = &m->slots[i];
     ++*probes;
     if (!s->key ||
-        (s->hash == hash && s->len == len && memcmp(s->key, key, len) == 0))
+        (s->hash == hash && s->len == len &&
+         (len == 0 || memcmp(s->key, key, len) == 0))) /* key may be NULL
+                                                         when empty */
       return s;
   }
 }
