@@ -56,8 +56,8 @@ void hali_asm_lex(parser_t *p) {
       size_t cap = p->cap ? p->cap * 2 : 256;
       tok_t *t = realloc(p->toks, cap * sizeof(tok_t));
       if (!t) {
-        p->error = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                                    "%s: out of memory", p->file);
+        p->error = hali_status_annotate(
+            hali_status_oom(), "assembling %s", p->file);
         return;
       }
       p->toks = t;

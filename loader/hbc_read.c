@@ -608,8 +608,7 @@ static hali_status_t check_scope(hali_strmap_t *seen, const char *what,
                             what, index, scope, name);
   uint32_t v = hali_strmap_insert(seen, name, strlen(name), index);
   if (v == HALI_STRMAP_NONE)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of memory checking names");
+    return hali_status_annotate(hali_status_oom(), "checking names");
   if (v != index)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "malformed module: %s @%s%s is defined twice "

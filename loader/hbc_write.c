@@ -390,8 +390,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   hali_strmap_free(&st.index);
   if (oom) {
     free(w.data);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of memory writing module");
+    return hali_status_annotate(hali_status_oom(), "writing module");
   }
   patch_u32(&w, 16, (uint32_t)(w.len - HALI_HBC_HEADER_SIZE));
   patch_u32(&w, 20,

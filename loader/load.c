@@ -33,8 +33,7 @@ hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) 
   int err = ferror(f);
   fclose(f);
   if (!buf)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "%s: out of memory reading", path);
+    return hali_status_annotate(hali_status_oom(), "reading %s", path);
   if (err) {
     free(buf);
     return hali_status_make(HALI_STATUS_DATA_LOSS, "%s: read error", path);

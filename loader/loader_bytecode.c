@@ -206,8 +206,7 @@ static hali_status_t bytecode_input_labels(const hali_ir_executable_t *e,
   }
   if (!ok) {
     bytecode_free_labels(e, labels);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of host memory loading executable @%s",
+    return hali_status_annotate(hali_status_oom(), "loading executable @%s",
                             e->name);
   }
   *out = labels;

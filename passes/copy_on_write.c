@@ -248,8 +248,8 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
   hali_pass_list_free(&grp);
   if (oom) {
     hali_pass_list_free(&out);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            PASS ": @%s: out of memory inserting copies", f->name);
+    return hali_status_annotate(
+        hali_status_oom(), PASS ": @%s: inserting copies", f->name);
   }
   for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
   free(blk->insns);
@@ -273,8 +273,7 @@ hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
   hali_status_t s = HALI_OK;
   if (!c.root || !c.last || !c.def || !c.origin || !c.maxread || !c.maxby ||
       !c.force || !copy)
-    s = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                         PASS ": @%s: out of memory", f->name);
+    s = hali_status_annotate(hali_status_oom(), PASS ": @%s", f->name);
   for (uint32_t b = 0; b < f->block_count && !s; ++b) {
     hali_ir_block_t *blk = &f->blocks[b];
     bool any_tie = false;

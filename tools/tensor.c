@@ -39,8 +39,7 @@ hali_status_t tool_read_file(const char *path, uint8_t **out,
   int err = ferror(f);
   fclose(f);
   if (!buf)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "%s: out of memory reading", path);
+    return hali_status_annotate(hali_status_oom(), "reading %s", path);
   if (err) {
     free(buf);
     return hali_status_make(HALI_STATUS_DATA_LOSS, "%s: read error", path);
@@ -156,8 +155,8 @@ hali_status_t tool_tensor_parse(const char *spec, const char *what,
   HALI_RETURN_IF_ERROR(element_count(out, &count, &bytes), "%s", what);
   out->data = calloc(bytes ? bytes : 1, 1);
   if (!out->data)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "%s: out of memory for %zu bytes", what, bytes);
+    return hali_status_annotate(
+        hali_status_oom(), "%s: %zu bytes", what, bytes);
   out->size = bytes;
   uint32_t es = hali_element_type_byte_size(out->type);
   uint64_t n = 0;

@@ -179,8 +179,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
   free(block_at);
   return HALI_OK;
 oom:
-  return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                          "out of memory encoding @%s", f->name);
+  return hali_status_annotate(hali_status_oom(), "encoding @%s", f->name);
 }
 
 void hali_vm_module_retain(hali_vm_module_t *m) {
@@ -263,8 +262,8 @@ hali_status_t hali_vm_link_create(hali_vm_module_t *m, hali_vm_link_t **out) {
       free(l->executables);
     }
     free(l);
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "out of memory linking module @%s", m->ir->name);
+    return hali_status_annotate(
+        hali_status_oom(), "linking module @%s", m->ir->name);
   }
   l->module = m;
   hali_vm_module_retain(m);

@@ -382,8 +382,7 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   if (need > sc->cap) {
     void *buf = realloc(sc->buf, need);
     if (!buf)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "verify: out of memory");
+      return hali_status_annotate(hali_status_oom(), "verifying the module");
     sc->buf = buf;
     sc->cap = need;
   }
@@ -553,8 +552,7 @@ static hali_status_t verify_names(vctx_t *v) {
                          r, n);
       uint32_t k = hali_strmap_insert(v->names, n, strlen(n), r);
       if (k == HALI_STRMAP_NONE)
-        return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                                "verify: out of memory");
+        return hali_status_annotate(hali_status_oom(), "verifying the module");
       if (k != r)
         return hali_verr(v, "registers %u and %u are both named %%%s", k, r, n);
     }
@@ -569,8 +567,7 @@ static hali_status_t verify_names(vctx_t *v) {
                        b, n);
     uint32_t k = hali_strmap_insert(v->names, n, strlen(n), b);
     if (k == HALI_STRMAP_NONE)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "verify: out of memory");
+      return hali_status_annotate(hali_status_oom(), "verifying the module");
     if (k != b)
       return hali_verr(v, "blocks %u and %u are both named ^%s", k, b, n);
   }
@@ -585,8 +582,7 @@ static hali_status_t verify_func(vctx_t *v) {
   HALI_RETURN_IF_ERROR_PLAIN(verify_names(v));
   da_lists_t *l = &v->scratch->lists;
   if (!da_lists_begin(l, f))
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "verify: out of memory");
+    return hali_status_annotate(hali_status_oom(), "verifying the module");
   hali_status_t s = verify_body(v, l);
   da_lists_end(l, f);
   return s;
@@ -641,8 +637,7 @@ static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
   l->exposed_start[f->block_count] = (uint32_t)l->nexposed;
   v->insn = NULL;
   if (l->oom || l->ngen > UINT32_MAX || l->nexposed > UINT32_MAX)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "verify: out of memory");
+    return hali_status_annotate(hali_status_oom(), "verifying the module");
   return verify_assignment(v, l);
 }
 
@@ -695,8 +690,7 @@ static hali_status_t verify_module(vctx_t *vp) {
     HALI_RETURN_IF_ERROR_PLAIN(verify_header(&v));
     uint32_t j = hali_strmap_insert(v.names, v.f->name, strlen(v.f->name), i);
     if (j == HALI_STRMAP_NONE)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "verify: out of memory");
+      return hali_status_annotate(hali_status_oom(), "verifying the module");
     if (j != i) return hali_verr(&v, "function defined twice");
   }
   for (uint32_t i = 0; i < m->func_count; ++i) {

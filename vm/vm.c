@@ -48,9 +48,8 @@ hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
     while (cap < scalar_top) cap *= 2;
     hali_slot_t *s = realloc(st->scalars, cap * sizeof(hali_slot_t));
     if (!s)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of memory growing the register stack to "
-                              "%u slots",
+      return hali_status_annotate(
+          hali_status_oom(), "growing the register stack to %u slots",
                               cap);
     st->scalars = s;
     st->scalar_capacity = cap;
@@ -60,8 +59,7 @@ hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
     while (cap < ref_top) cap *= 2;
     hali_ref_t **r = realloc(st->refs, cap * sizeof(hali_ref_t *));
     if (!r)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of memory growing the ref stack");
+      return hali_status_annotate(hali_status_oom(), "growing the ref stack");
     /* Ref slots above the live frames are kept NULL so that a new frame
      * starts with empty refs without clearing them on every call. */
     memset(r + st->ref_capacity, 0,
@@ -81,8 +79,7 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
     if (cap > st->max_depth) cap = st->max_depth;
     hali_vm_frame_t *f = realloc(st->frames, cap * sizeof(*f));
     if (!f)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "out of memory growing the call stack");
+      return hali_status_annotate(hali_status_oom(), "growing the call stack");
     st->frames = f;
     st->frame_capacity = cap;
   }
