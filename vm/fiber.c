@@ -178,7 +178,12 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     }
     if (now >= value) continue;
     waiter_t *w = calloc(1, sizeof(*w));
-    if (!w) return true; /* the await re-runs and waits again */
+    if (!w) {
+      /* Wake the fiber and fail its await: re-running the await would
+       * only fail to register again (and spin while memory is short). */
+      f->stack->await_oom = true;
+      return true;
+    }
     atomic_init(&w->refs, 2);
     w->scheduler = s;
     w->fiber = f;
@@ -818,7 +823,11 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
   bool ready = false;
   hali_status_t w = hali_hal_fence_query(fence, &ready);
   if (!w && !ready) {
-    if (st->await_timed_out) { /* resumed by the scheduler's deadline */
+    if (st->await_oom) { /* the scheduler could not register the wait */
+      st->await_oom = false;
+      w = hali_status_annotate(hali_status_oom(), "waiting on fence #%u",
+                               fence_id);
+    } else if (st->await_timed_out) { /* resumed by the scheduler's deadline */
       st->await_timed_out = false;
       code = HALI_STATUS_DEADLINE_EXCEEDED;
     } else if (st->can_suspend && ns != 0 &&
@@ -874,6 +883,7 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
   st->await_started_ns = 0;
   /* A timeout that raced the signal must not leak into the next await. */
   st->await_timed_out = false;
+  st->await_oom = false;
   if (w && failure_is_result) {
     code = (int32_t)hali_status_code(w); /* handled by the program */
     hali_status_free(w);

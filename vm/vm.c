@@ -302,6 +302,7 @@ hali_status_t hali_vm_begin(hali_vm_stack_t *st, const hali_vm_link_t *link,
   fr->trace_pending = NULL;
   st->suspended = false;
   st->await_timed_out = false;
+  st->await_oom = false;
   for (size_t i = 0; i < arg_count; ++i) {
     uint16_t s = fn->slot[i];
     switch (args[i].type) {

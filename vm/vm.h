@@ -208,6 +208,7 @@ typedef struct hali_vm_stack_s {
   struct hali_hal_fence_t *awaiting; /* retained while suspended */
   int64_t await_deadline_ns;         /* CLOCK_MONOTONIC; INT64_MAX = none */
   bool await_timed_out;              /* set by the scheduler on expiry */
+  bool await_oom; /* set by the scheduler: it could not register the wait */
   int64_t await_started_ns;          /* when the pending await began */
   struct hali_vm_scheduler_s *scheduler; /* for fiber.spawn; may be NULL */
 

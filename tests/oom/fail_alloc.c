@@ -1,6 +1,8 @@
 /* An LD_PRELOAD shim that fails the k-th heap allocation of a process
  * (HALI_FAIL_ALLOC=k), as SQLite's tests fail the k-th malloc: every
  * allocation failure hali can meet, one run each (tests/oom/oom.test).
+ * HALI_FAIL_ALLOC_FROM=k fails the k-th and every one after it: memory
+ * that stays short, where a retry would spin.
  * HALI_COUNT_ALLOCS=1 prints the count at exit.  glibc only (__libc_*). */
 #include <errno.h>
 #include <stdio.h>
@@ -11,14 +13,17 @@ extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
 
-static long fail_at = -2, count;
+static long fail_at = -2, fail_from = -1, count;
 
 static int fails(void) {
   if (fail_at == -2) {
     const char *e = getenv("HALI_FAIL_ALLOC");
+    const char *f = getenv("HALI_FAIL_ALLOC_FROM");
     fail_at = e ? atol(e) : -1;
+    fail_from = f ? atol(f) : -1;
   }
-  if (__atomic_add_fetch(&count, 1, __ATOMIC_RELAXED) != fail_at) return 0;
+  long n = __atomic_add_fetch(&count, 1, __ATOMIC_RELAXED);
+  if (n != fail_at && (fail_from < 0 || n < fail_from)) return 0;
   errno = ENOMEM; /* as malloc does (glibc's own callers assert it) */
   return 1;
 }
