@@ -554,6 +554,11 @@ START_TEST(tensor_signatures) {
   ck_assert_uint_eq(hali_op_info(HALI_OP_TENSOR_CONSTANT)->operands[1].role,
                     HALI_ROLE_RODATA);
   ck_assert_uint_eq(hali_op_info(HALI_OP_TENSOR_END)->operand_count, 0);
+  /* The overwrite's target is written in place: neither a register
+   * written nor a value read (copy-on-write and liveness rely on it). */
+  const hali_op_info_t *ow = hali_op_info(HALI_OP_TENSOR_OVERWRITE);
+  ck_assert_uint_eq(ow->operands[0].role, HALI_ROLE_READ);
+  ck_assert_uint_eq(ow->operands[1].role, HALI_ROLE_IN_PLACE);
   for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
     const hali_op_info_t *info = hali_op_info(op);
     /* Every list's length operand is a fixed immediate; ops with lists
@@ -588,6 +593,9 @@ START_TEST(tensor_writes_from_signature) {
   ck_assert(!hali_ir_operand_is_write(sp, 1));
   ck_assert(!hali_ir_operand_is_write(sp, 2)); /* a dimension, read */
   ck_assert(!hali_ir_operand_is_write(sp, 3)); /* past the operands */
+  ck_assert_uint_eq(hali_ir_operand_role(sp, 0), HALI_ROLE_WRITE);
+  ck_assert_uint_eq(hali_ir_operand_role(sp, 2), HALI_ROLE_READ);
+  ck_assert_uint_eq(hali_ir_operand_role(sp, 3), 0);
   hali_ir_lists_t l;
   ck_assert_int_eq(hali_ir_op_lists(sp, &l), HALI_IR_LISTS_FIT);
   ck_assert_uint_eq(l.count_total, 1);

@@ -350,22 +350,28 @@ bool hali_ir_dispatch_lists(const hali_ir_insn_t *insn,
   return r == HALI_IR_LISTS_FIT;
 }
 
-bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
+uint8_t hali_ir_operand_role(const hali_ir_insn_t *insn, uint32_t k) {
   const hali_op_info_t *info = hali_op_info(insn->op);
-  if (!info || k >= insn->operand_count ||
-      insn->operands[k].kind != HALI_IR_REG)
-    return false;
-  if (hali_op_is_call(insn->op)) return k > insn->aux;
-  if (insn->op == HALI_OP_RETURN) return false;
-  if (k < info->operand_count)
-    return info->operands[k].role == HALI_ROLE_WRITE;
-  if (!info->list_count) return false; /* a variadic tail is read */
+  if (!info || k >= insn->operand_count) return 0;
+  if (hali_op_is_call(insn->op))
+    return k == 0          ? HALI_ROLE_FUNC
+           : k > insn->aux ? HALI_ROLE_WRITE
+                           : HALI_ROLE_READ;
+  if (insn->op == HALI_OP_RETURN) return HALI_ROLE_READ;
+  if (k < info->operand_count) return info->operands[k].role;
+  if (!info->list_count) /* a variadic tail */
+    return info->tail == 'b' ? HALI_ROLE_BLOCK : HALI_ROLE_READ;
   hali_ir_lists_t l;
-  if (hali_ir_op_lists(insn, &l) != HALI_IR_LISTS_FIT) return false;
+  if (hali_ir_op_lists(insn, &l) != HALI_IR_LISTS_FIT) return 0;
   for (unsigned i = 0; i < l.count_total; ++i)
     if (k >= l.start[i] && k - l.start[i] < l.count[i])
-      return info->lists[i].role == HALI_ROLE_WRITE;
-  return false;
+      return info->lists[i].role;
+  return 0;
+}
+
+bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
+  return k < insn->operand_count && insn->operands[k].kind == HALI_IR_REG &&
+         hali_ir_operand_role(insn, k) == HALI_ROLE_WRITE;
 }
 
 uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x) {

@@ -176,8 +176,12 @@ static inline hali_ir_dispatch_t hali_ir_dispatch(const hali_ir_insn_t *insn) {
   (void)hali_ir_dispatch_lists(insn, &d);
   return d;
 }
+/* The role (hali_role_t) of operand |k| of |insn|: from its signature's
+ * fixed operands or counted lists (vm/ops.def), or call's and return's
+ * shapes; 0 when |k| is past the operands or the lists do not fit. */
+uint8_t hali_ir_operand_role(const hali_ir_insn_t *insn, uint32_t k);
 /* Does operand |k| of |insn| name a register the instruction writes?
- * (Covers call, the signature-driven ops and the tensor ops.) */
+ * (A register operand of role HALI_ROLE_WRITE.) */
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k);
 /* Number of dynamic (-1) dimensions of |x|. */
 uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x);

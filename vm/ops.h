@@ -35,6 +35,10 @@ typedef enum hali_role_e {
   HALI_ROLE_RODATA = 'd',
   HALI_ROLE_EXECUTABLE = 'e',
   HALI_ROLE_VARIADIC = 'v',
+  /* A register read whose storage the op writes in place (the target of
+   * tensor.overwrite): not a write of the register, not a read of its
+   * value. */
+  HALI_ROLE_IN_PLACE = 'm',
   /* Only in a counted list: a register read or an immediate. */
   HALI_ROLE_READ_OR_IMM = 'a',
 } hali_role_t;
