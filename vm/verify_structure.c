@@ -17,7 +17,8 @@
  * This mode accepts tensor types and tensor ops but proves every index,
  * count and kind the passes (and the printer) dereference: operand indices
  * of every kind are in range; each tensor op has the operand layout of
- * vm/ir.h with the kinds and register types it names; every tensor
+ * its signature (vm/ops_tensor.def: fixed operands with their kinds and
+ * register types, then counted lists); every tensor
  * register has a tensor shape; returns give one value per result; result
  * ties name tensor parameters; tied and copied tensors agree in element
  * type and rank.  Types of ordinary ops are left to hali_ir_verify, which
