@@ -51,12 +51,12 @@ static bool is_tensor(const cow_t *c, const hali_ir_operand_t *o) {
          c->f->reg_types[o->v] == HALI_TYPE_TENSOR;
 }
 
-/* Does operand |k| of |insn| read a tensor value?  The target of an
- * overwrite is written, not read. */
+/* Does operand |k| of |insn| read a tensor value?  Its role in the op's
+ * signature says: the target of an overwrite (role 'm') is written in
+ * place, not read. */
 static bool reads(const cow_t *c, const hali_ir_insn_t *insn, uint32_t k) {
-  if (!is_tensor(c, &insn->operands[k]) || hali_ir_operand_is_write(insn, k))
-    return false;
-  return !(insn->op == HALI_OP_TENSOR_OVERWRITE && k == 1);
+  return is_tensor(c, &insn->operands[k]) &&
+         hali_ir_operand_role(insn, k) == HALI_ROLE_READ;
 }
 
 static void join(cow_t *c, uint32_t r, uint32_t root, uint32_t pos) {

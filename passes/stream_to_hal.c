@@ -285,7 +285,8 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
 /* The tensors |insn| reads (the lowering uses their storage, size and
  * dims registers, which exist once the tensor is written): its tensor
  * register operands that it does not write (hali_ir_operand_is_write
- * knows each tensor op's layout). */
+ * reads the roles of each tensor op's signature, vm/ops_tensor.def; an
+ * overwrite's in-place target counts as read here: its storage is used). */
 static hali_status_t check_reads(lw_t *w, const hali_ir_insn_t *insn,
                                  uint32_t index) {
   const hali_ir_operand_t *o = insn->operands;

@@ -509,6 +509,112 @@ START_TEST(dispatch_lists) {
 }
 END_TEST
 
+/* The tensor ops' layouts come from their signatures (vm/ops_tensor.def):
+ * the parsed fixed operands and counted lists, and the names vm/ir.h gives
+ * positions in them, agree. */
+START_TEST(tensor_signatures) {
+  const hali_op_info_t *d = hali_op_info(HALI_OP_TENSOR_DISPATCH);
+  ck_assert_uint_eq(d->operand_count, HALI_TD_HEADER);
+  ck_assert_uint_eq(d->operands[HALI_TD_EXE].role, HALI_ROLE_EXECUTABLE);
+  for (unsigned k = HALI_TD_EXPORT; k < HALI_TD_HEADER; ++k)
+    ck_assert_uint_eq(d->operands[k].role, HALI_ROLE_IMM);
+  ck_assert_uint_eq(d->list_count, 5);
+  static const struct {
+    uint8_t role;
+    hali_type_t type;
+    uint8_t count;
+  } lists[] = {
+      {HALI_ROLE_READ_OR_IMM, HALI_TYPE_I64, HALI_TD_NWORKLOAD},
+      {HALI_ROLE_READ, HALI_TYPE_NONE, HALI_TD_NOPERANDS},
+      {HALI_ROLE_WRITE, HALI_TYPE_TENSOR, HALI_TD_NRESULTS},
+      {HALI_ROLE_IMM, HALI_TYPE_I32, HALI_TD_NRESULTS},
+      {HALI_ROLE_READ, HALI_TYPE_I64, HALI_LIST_REST},
+  };
+  for (unsigned i = 0; i < 5; ++i) {
+    ck_assert_uint_eq(d->lists[i].role, lists[i].role);
+    ck_assert_uint_eq(d->lists[i].type, lists[i].type);
+    ck_assert_uint_eq(d->lists[i].count, lists[i].count);
+  }
+  const unsigned dims_ops[] = {HALI_OP_TENSOR_SPLAT, HALI_OP_TENSOR_IMPORT};
+  for (unsigned i = 0; i < 2; ++i) {
+    const hali_op_info_t *info = hali_op_info(dims_ops[i]);
+    ck_assert_uint_eq(info->operand_count, HALI_TS_DIMS);
+    ck_assert_uint_eq(info->operands[0].role, HALI_ROLE_WRITE);
+    ck_assert_uint_eq(info->list_count, 1);
+    ck_assert_uint_eq(info->lists[0].count, HALI_LIST_REST);
+    ck_assert_uint_eq(info->lists[0].type, HALI_TYPE_I64);
+  }
+  /* Fixed layouts: no lists, operands as the structural check wants. */
+  const hali_op_info_t *x = hali_op_info(HALI_OP_TENSOR_EXPORT);
+  ck_assert_uint_eq(x->operand_count, 2);
+  ck_assert_uint_eq(x->list_count, 0);
+  ck_assert_uint_eq(x->operands[0].role, HALI_ROLE_WRITE);
+  ck_assert_uint_eq(x->operands[0].type, HALI_TYPE_BUFFER_VIEW);
+  ck_assert_uint_eq(x->operands[1].type, HALI_TYPE_TENSOR);
+  ck_assert_uint_eq(hali_op_info(HALI_OP_TENSOR_CONSTANT)->operands[1].role,
+                    HALI_ROLE_RODATA);
+  ck_assert_uint_eq(hali_op_info(HALI_OP_TENSOR_END)->operand_count, 0);
+  /* The overwrite's target is written in place: neither a register
+   * written nor a value read (copy-on-write and liveness rely on it). */
+  const hali_op_info_t *ow = hali_op_info(HALI_OP_TENSOR_OVERWRITE);
+  ck_assert_uint_eq(ow->operands[0].role, HALI_ROLE_READ);
+  ck_assert_uint_eq(ow->operands[1].role, HALI_ROLE_IN_PLACE);
+  for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
+    const hali_op_info_t *info = hali_op_info(op);
+    /* Every list's length operand is a fixed immediate; ops with lists
+     * (and only those, among tensor ops) are variadic. */
+    for (unsigned i = 0; i < info->list_count; ++i)
+      if (info->lists[i].count != HALI_LIST_REST) {
+        ck_assert_uint_lt(info->lists[i].count, info->operand_count);
+        ck_assert_uint_eq(info->operands[info->lists[i].count].role,
+                          HALI_ROLE_IMM);
+      }
+    if (info->flags & HALI_OPF_TENSOR)
+      ck_assert_msg(!(info->flags & HALI_OPF_VARIADIC) == !info->list_count,
+                    "%s", info->name);
+  }
+}
+END_TEST
+
+/* hali_ir_operand_is_write for the tensor ops reads the roles of their
+ * signatures: fixed operands and list elements. */
+START_TEST(tensor_writes_from_signature) {
+  static const char text[] =
+      "func @f(%t: tensor<?xf32>, %n: index, %s: f32) -> (tensor<?xf32>) {\n"
+      "  %a = tensor.splat %s : tensor<?xf32>{%n}\n"
+      "  %b = tensor.clone %a\n"
+      "  return %b\n"
+      "}\n";
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "w.hasm", &m));
+  hali_ir_insn_t *sp = find_insn(m, "f", HALI_OP_TENSOR_SPLAT);
+  ck_assert_uint_eq(sp->operand_count, 3);
+  ck_assert(hali_ir_operand_is_write(sp, 0));
+  ck_assert(!hali_ir_operand_is_write(sp, 1));
+  ck_assert(!hali_ir_operand_is_write(sp, 2)); /* a dimension, read */
+  ck_assert(!hali_ir_operand_is_write(sp, 3)); /* past the operands */
+  ck_assert_uint_eq(hali_ir_operand_role(sp, 0), HALI_ROLE_WRITE);
+  ck_assert_uint_eq(hali_ir_operand_role(sp, 2), HALI_ROLE_READ);
+  ck_assert_uint_eq(hali_ir_operand_role(sp, 3), 0);
+  hali_ir_lists_t l;
+  ck_assert_int_eq(hali_ir_op_lists(sp, &l), HALI_IR_LISTS_FIT);
+  ck_assert_uint_eq(l.count_total, 1);
+  ck_assert_uint_eq(l.start[0], HALI_TS_DIMS);
+  ck_assert_uint_eq(l.count[0], 1);
+  hali_ir_insn_t *cl = find_insn(m, "f", HALI_OP_TENSOR_CLONE);
+  ck_assert(hali_ir_operand_is_write(cl, 0));
+  ck_assert(!hali_ir_operand_is_write(cl, 1));
+  ck_assert_int_eq(hali_ir_op_lists(cl, &l), HALI_IR_LISTS_FIT);
+  ck_assert_uint_eq(l.count_total, 0);
+  /* Fewer operands than the fixed ones: no lists. */
+  uint32_t n = sp->operand_count;
+  sp->operand_count = 1;
+  ck_assert_int_eq(hali_ir_op_lists(sp, &l), HALI_IR_LISTS_BAD);
+  sp->operand_count = n;
+  hali_ir_module_free(m);
+}
+END_TEST
+
 /* stream-to-hal rejects a tensor read before any op writes it, whichever
  * tensor op reads it (its reads come from the op's layout). */
 START_TEST(use_before_def_every_reader) {
@@ -562,6 +668,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, stripped_registers_are_named);
   tcase_add_test(tc, pass_errors_name_the_block);
   tcase_add_test(tc, dispatch_lists);
+  tcase_add_test(tc, tensor_signatures);
+  tcase_add_test(tc, tensor_writes_from_signature);
   tcase_add_test(tc, use_before_def_every_reader);
   suite_add_tcase(s, tc);
   return s;

@@ -299,57 +299,79 @@ bool hali_ir_func_add_attr(hali_ir_func_t *f, const char *s, size_t len) {
   return true;
 }
 
+hali_ir_lists_result_t hali_ir_op_lists(const hali_ir_insn_t *insn,
+                                        hali_ir_lists_t *out) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  uint32_t n = insn->operand_count;
+  if (!info || n < info->operand_count) return HALI_IR_LISTS_BAD;
+  const hali_ir_operand_t *o = insn->operands;
+  int64_t count[HALI_OP_MAX_LISTS];
+  for (unsigned i = 0; i < info->list_count; ++i) {
+    unsigned c = info->lists[i].count;
+    if (c == HALI_LIST_REST) continue;
+    if (c >= info->operand_count || o[c].kind != HALI_IR_IMM || o[c].imm < 0 ||
+        o[c].imm > (int64_t)n)
+      return HALI_IR_LISTS_BAD;
+    count[i] = o[c].imm;
+  }
+  /* Each length is at most n < 2^32 and there are at most
+   * HALI_OP_MAX_LISTS of them, so the sum does not wrap. */
+  uint64_t end = info->operand_count;
+  for (unsigned i = 0; i < info->list_count; ++i)
+    if (info->lists[i].count != HALI_LIST_REST) end += (uint64_t)count[i];
+  if (end > UINT32_MAX) return HALI_IR_LISTS_BAD;
+  bool fits = end <= n;
+  uint32_t at = info->operand_count;
+  out->count_total = info->list_count;
+  for (unsigned i = 0; i < info->list_count; ++i) {
+    out->start[i] = at;
+    if (info->lists[i].count == HALI_LIST_REST)
+      out->count[i] = fits ? n - (uint32_t)end : 0;
+    else
+      out->count[i] = (uint32_t)count[i];
+    at += out->count[i];
+  }
+  return fits ? HALI_IR_LISTS_FIT : HALI_IR_LISTS_SHORT;
+}
+
 bool hali_ir_dispatch_lists(const hali_ir_insn_t *insn,
                             hali_ir_dispatch_t *out) {
-  uint32_t n = insn->operand_count;
-  if (n < HALI_TD_HEADER) return false;
-  const hali_ir_operand_t *o = insn->operands;
-  int64_t count[3];
-  for (int k = 0; k < 3; ++k) {
-    const hali_ir_operand_t *c = &o[HALI_TD_NWORKLOAD + k];
-    if (c->kind != HALI_IR_IMM || c->imm < 0 || c->imm > (int64_t)n)
-      return false;
-    count[k] = c->imm;
-  }
-  /* Each count is at most n < 2^32, so these sums do not wrap. */
-  uint64_t dims = (uint64_t)HALI_TD_HEADER + (uint64_t)count[0] +
-                  (uint64_t)count[1] + 2 * (uint64_t)count[2];
-  if (dims > UINT32_MAX) return false;
-  out->workload = HALI_TD_HEADER;
-  out->nworkload = (uint32_t)count[0];
-  out->operands = out->workload + out->nworkload;
-  out->noperands = (uint32_t)count[1];
-  out->results = out->operands + out->noperands;
-  out->nresults = (uint32_t)count[2];
-  out->ties = out->results + out->nresults;
-  out->dims = out->ties + out->nresults;
-  return out->dims <= n;
+  hali_ir_lists_t l;
+  hali_ir_lists_result_t r = hali_ir_op_lists(insn, &l);
+  if (r == HALI_IR_LISTS_BAD || l.count_total != 5) return false;
+  out->workload = l.start[0];
+  out->nworkload = l.count[0];
+  out->operands = l.start[1];
+  out->noperands = l.count[1];
+  out->results = l.start[2];
+  out->nresults = l.count[2];
+  out->ties = l.start[3];
+  out->dims = l.start[4];
+  return r == HALI_IR_LISTS_FIT;
+}
+
+uint8_t hali_ir_operand_role(const hali_ir_insn_t *insn, uint32_t k) {
+  const hali_op_info_t *info = hali_op_info(insn->op);
+  if (!info || k >= insn->operand_count) return 0;
+  if (hali_op_is_call(insn->op))
+    return k == 0          ? HALI_ROLE_FUNC
+           : k > insn->aux ? HALI_ROLE_WRITE
+                           : HALI_ROLE_READ;
+  if (insn->op == HALI_OP_RETURN) return HALI_ROLE_READ;
+  if (k < info->operand_count) return info->operands[k].role;
+  if (!info->list_count) /* a variadic tail */
+    return info->tail == 'b' ? HALI_ROLE_BLOCK : HALI_ROLE_READ;
+  hali_ir_lists_t l;
+  if (hali_ir_op_lists(insn, &l) != HALI_IR_LISTS_FIT) return 0;
+  for (unsigned i = 0; i < l.count_total; ++i)
+    if (k >= l.start[i] && k - l.start[i] < l.count[i])
+      return info->lists[i].role;
+  return 0;
 }
 
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
-  const hali_op_info_t *info = hali_op_info(insn->op);
-  if (!info || k >= insn->operand_count ||
-      insn->operands[k].kind != HALI_IR_REG)
-    return false;
-  if (hali_op_is_call(insn->op)) return k > insn->aux;
-  if (insn->op == HALI_OP_RETURN) return false;
-  switch (insn->op) {
-  case HALI_OP_TENSOR_DISPATCH: {
-    hali_ir_dispatch_t dl;
-    return hali_ir_dispatch_lists(insn, &dl) && k >= dl.results &&
-           k < dl.results + dl.nresults;
-  }
-  case HALI_OP_TENSOR_SPLAT:
-  case HALI_OP_TENSOR_CONSTANT:
-  case HALI_OP_TENSOR_CLONE:
-  case HALI_OP_TENSOR_IMPORT:
-  case HALI_OP_TENSOR_EXPORT:
-    return k == 0;
-  default:
-    break;
-  }
-  if (info->flags & HALI_OPF_TENSOR) return false;
-  return k < info->operand_count && info->operands[k].role == HALI_ROLE_WRITE;
+  return k < insn->operand_count && insn->operands[k].kind == HALI_IR_REG &&
+         hali_ir_operand_role(insn, k) == HALI_ROLE_WRITE;
 }
 
 uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x) {

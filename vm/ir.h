@@ -115,22 +115,28 @@ typedef struct hali_ir_func_s {
 /* Is |f| written at the tensor level (tensor types or tensor ops)? */
 bool hali_ir_func_is_tensor_level(const hali_ir_func_t *f);
 
-/* Tensor-op operand layouts (see vm/ops_tensor.def).
- * tensor.dispatch:
- *   [0] executable  [1] imm export  [2] imm #workload  [3] imm #operands
- *   [4] imm #results  [5] imm bindings  [6] imm push constants (both -1
- *   until materialize-interfaces annotates the site)
- *   then workload (registers or immediates), operands (registers), results
- *   (registers written), one imm tie per result (operand index or -1), and
- *   the i64 registers giving the results' dynamic dimensions in order.
- * tensor.splat     [result, scalar value, dynamic dims...]
- * tensor.constant  [result, rodata]
- * tensor.clone     [result, source]
- * tensor.overwrite [value, mutable parameter]
- * tensor.import    [result tensor, buffer view, dynamic dims...]
- * tensor.export    [buffer view written, tensor]
- * tensor.wait / tensor.barrier [fence]
- * tensor.execute / tensor.concurrent / tensor.end: no operands. */
+/* Tensor-op operand layouts: each op's signature in vm/ops_tensor.def
+ * (fixed operands, then counted lists).  hali_ir_op_lists computes where
+ * the lists of an instruction lie; the names below are positions in those
+ * signatures (tests/check_ops.c proves they agree with the table). */
+typedef struct hali_ir_lists_s {
+  uint32_t start[HALI_OP_MAX_LISTS]; /* first operand of each list */
+  uint32_t count[HALI_OP_MAX_LISTS]; /* its length */
+  uint32_t count_total;              /* how many lists (info->list_count) */
+} hali_ir_lists_t;
+typedef enum hali_ir_lists_result_e {
+  /* The fixed operands are missing, or a length operand is not an
+   * immediate in [0, operand count]: |*out| is untouched. */
+  HALI_IR_LISTS_BAD = 0,
+  /* The lists run past the operands: |*out| is filled (start[] says where
+   * each would begin; a HALI_LIST_REST list has length 0). */
+  HALI_IR_LISTS_SHORT = 1,
+  HALI_IR_LISTS_FIT = 2,
+} hali_ir_lists_result_t;
+/* The counted lists of |insn| (of an op whose signature has any). */
+hali_ir_lists_result_t hali_ir_op_lists(const hali_ir_insn_t *insn,
+                                        hali_ir_lists_t *out);
+/* tensor.dispatch: its fixed operands (HALI_TD_HEADER of them). */
 enum {
   HALI_TD_EXE = 0,
   HALI_TD_EXPORT = 1,
@@ -145,10 +151,9 @@ enum {
  * dynamic dimensions start at this operand (after the result and the
  * scalar or buffer view). */
 enum { HALI_TS_DIMS = 2 };
-/* The lists of a tensor.dispatch, as operand indices: the one place that
- * computes them from the counts at HALI_TD_NWORKLOAD / NOPERANDS /
- * NRESULTS (the assembler, the structural check, the printer and the
- * passes all read them through it). */
+/* The lists of a tensor.dispatch, as operand indices, by name: its
+ * hali_ir_op_lists (the assembler, the structural check, the printer and
+ * the passes all read them through it). */
 typedef struct hali_ir_dispatch_s {
   uint32_t workload, nworkload; /* registers or immediates */
   uint32_t operands, noperands; /* registers read */
@@ -171,8 +176,12 @@ static inline hali_ir_dispatch_t hali_ir_dispatch(const hali_ir_insn_t *insn) {
   (void)hali_ir_dispatch_lists(insn, &d);
   return d;
 }
+/* The role (hali_role_t) of operand |k| of |insn|: from its signature's
+ * fixed operands or counted lists (vm/ops.def), or call's and return's
+ * shapes; 0 when |k| is past the operands or the lists do not fit. */
+uint8_t hali_ir_operand_role(const hali_ir_insn_t *insn, uint32_t k);
 /* Does operand |k| of |insn| name a register the instruction writes?
- * (Covers call, the signature-driven ops and the tensor ops.) */
+ * (A register operand of role HALI_ROLE_WRITE.) */
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k);
 /* Number of dynamic (-1) dimensions of |x|. */
 uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x);

@@ -7,7 +7,7 @@
 #include "vm/strmap.h"
 
 static hali_op_info_t hali_ops[HALI_OP_COUNT] = {
-#define OP(e, n, f, s, y) {n, f, s, y, 0, 0, 0, 0, {{0, 0}}},
+#define OP(e, n, f, s, y) {n, f, s, y, 0, 0, 0, 0, {{0, 0}}, 0, {{0, 0, 0}}},
 #include "vm/ops.def"
 #undef OP
 };
@@ -79,6 +79,23 @@ static void hali_ops_init(void) {
     while (*p) {
       while (*p == ' ') ++p;
       if (!p[0] || !p[1]) break;
+      if (p[0] == '[') { /* a counted list: [rt#4] or [rl*] */
+        if (!p[1] || !p[2] || info->list_count == HALI_OP_MAX_LISTS) break;
+        hali_list_desc_t *l = &info->lists[info->list_count++];
+        l->role = (uint8_t)p[1];
+        l->type = p[2] == '_' ? HALI_TYPE_NONE : hali_type_from_letter(p[2]);
+        l->count = HALI_LIST_REST;
+        p += 3;
+        if (*p == '#') {
+          unsigned k = 0;
+          while (*++p >= '0' && *p <= '9') k = k * 10 + (unsigned)(*p - '0');
+          l->count = (uint8_t)(k < HALI_LIST_REST ? k : HALI_LIST_REST - 1);
+        } else if (*p == '*') {
+          ++p;
+        }
+        if (*p == ']') ++p;
+        continue;
+      }
       if (p[0] == HALI_ROLE_VARIADIC) { /* always last */
         info->tail = p[1];
         info->tail_type = hali_type_from_letter(p[1]);
@@ -199,10 +216,17 @@ static const char hali_isa_preamble[] =
     "## Operand signatures\n"
     "\n"
     "Each operand is a role and a type: `w` written register, `r` read "
-    "register, `k` immediate, `b` block, `s` string, `f` function, `v` "
-    "variadic tail; types `i` i32, `l` i64, `f` f32, `d` f64, `D A B V C "
-    "E X` device, allocator, buffer, buffer view, command buffer, fence, "
-    "executable, `R` any ref.\n"
+    "register, `k` immediate, `b` block, `s` string, `f` function, `d` "
+    "rodata, `e` executable, `m` register whose storage is written in "
+    "place, `v` variadic tail; types `i` i32, `l` i64, "
+    "`f` f32, `d` f64, `D A B V C E X` device, allocator, buffer, buffer "
+    "view, command buffer, fence, executable, `R` any ref, `t` tensor, `_` "
+    "any register (or none). Tensor ops end with counted lists: `[rt#4]` is "
+    "a list of tensor registers read whose length is the immediate operand "
+    "4 (counting from 0), `[rl*]` the operands left after the other lists "
+    "(their number is derived, e.g. from the dynamic dimensions of the "
+    "tensors written); in a list, role `a` is a register read or an "
+    "immediate.\n"
     "\n"
     "Flags: **T** terminator, **F** may fail at run time, **S** side "
     "effects, **V** variadic, **Y** may suspend the fiber.\n"
@@ -224,8 +248,11 @@ char *hali_isa_markdown(void) {
     if (info->flags & HALI_OPF_VARIADIC) *p++ = 'V';
     if (info->flags & HALI_OPF_SUSPEND) *p++ = 'Y';
     *p = 0;
-    hali_strbuf_printf(&sb, "| %u | `%s` | `%s` | %s | %s |\n", op, info->name,
-                       info->signature, flags, info->synopsis);
+    /* An op without operands gets an empty cell, not an empty code span. */
+    hali_strbuf_printf(&sb, "| %u | `%s` | %s%s%s | %s | %s |\n", op,
+                       info->name, *info->signature ? "`" : "",
+                       info->signature, *info->signature ? "`" : "", flags,
+                       info->synopsis);
   }
   return hali_strbuf_take(&sb);
 }

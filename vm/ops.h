@@ -35,14 +35,32 @@ typedef enum hali_role_e {
   HALI_ROLE_RODATA = 'd',
   HALI_ROLE_EXECUTABLE = 'e',
   HALI_ROLE_VARIADIC = 'v',
+  /* A register read whose storage the op writes in place (the target of
+   * tensor.overwrite): not a write of the register, not a read of its
+   * value. */
+  HALI_ROLE_IN_PLACE = 'm',
+  /* Only in a counted list: a register read or an immediate. */
+  HALI_ROLE_READ_OR_IMM = 'a',
 } hali_role_t;
 
 #define HALI_OP_MAX_OPERANDS 8
+#define HALI_OP_MAX_LISTS 5
+
+/* A counted list's length: the immediate at fixed operand |count|, or
+ * HALI_LIST_REST (the operands left after the other lists). */
+enum { HALI_LIST_REST = 0xff };
 
 typedef struct hali_operand_desc_s {
   uint8_t role;       /* hali_role_t */
   hali_type_t type;   /* HALI_TYPE_NONE for blocks, strings, functions */
 } hali_operand_desc_t;
+
+/* A counted list (signature token `[rt#4]` or `[rl*]`, vm/ops.def). */
+typedef struct hali_list_desc_s {
+  uint8_t role;      /* hali_role_t of every element */
+  hali_type_t type;  /* HALI_TYPE_NONE for '_' (any register) */
+  uint8_t count;     /* fixed operand holding the length, or HALI_LIST_REST */
+} hali_list_desc_t;
 
 typedef struct hali_op_info_s {
   const char *name;
@@ -56,6 +74,9 @@ typedef struct hali_op_info_s {
   char tail;
   hali_type_t tail_type;
   hali_operand_desc_t operands[HALI_OP_MAX_OPERANDS];
+  /* Counted lists after the fixed operands, in order (tensor ops). */
+  uint8_t list_count;
+  hali_list_desc_t lists[HALI_OP_MAX_LISTS];
 } hali_op_info_t;
 
 /* The description of |op|, or NULL when |op| is not a valid opcode. */

@@ -17,7 +17,8 @@
  * This mode accepts tensor types and tensor ops but proves every index,
  * count and kind the passes (and the printer) dereference: operand indices
  * of every kind are in range; each tensor op has the operand layout of
- * vm/ir.h with the kinds and register types it names; every tensor
+ * its signature (vm/ops_tensor.def: fixed operands with their kinds and
+ * register types, then counted lists); every tensor
  * register has a tensor shape; returns give one value per result; result
  * ties name tensor parameters; tied and copied tensors agree in element
  * type and rank.  Types of ordinary ops are left to hali_ir_verify, which
@@ -195,53 +196,64 @@ static hali_status_t s_dispatch(const vctx_t *v) {
   return HALI_OK;
 }
 
-static hali_status_t s_tensor_insn(const vctx_t *v) {
+/* The fixed operands of a tensor op other than dispatch, from its
+ * signature (vm/ops_tensor.def): their number (exactly, or at least when
+ * lists follow), then each one's kind and register type in order. */
+static hali_status_t s_fixed(const vctx_t *v, const hali_op_info_t *info) {
   const hali_ir_insn_t *insn = v->insn;
   uint32_t n = insn->operand_count;
+  if (!info->list_count)
+    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, info->operand_count));
+  else if (n < info->operand_count)
+    return hali_verr(v, "has %u operand(s), expected at least %u", n,
+                     (unsigned)info->operand_count);
+  for (uint32_t i = 0; i < info->operand_count; ++i) {
+    const hali_operand_desc_t *d = &info->operands[i];
+    switch (d->role) {
+    case HALI_ROLE_WRITE:
+    case HALI_ROLE_READ:
+    case HALI_ROLE_IN_PLACE:
+      HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, i, d->type));
+      break;
+    case HALI_ROLE_RODATA:
+      if (insn->operands[i].kind != HALI_IR_RODATA ||
+          insn->operands[i].v >= v->m->rodata_count)
+        return hali_verr(v, "operand %u must be rodata of the module's %u", i,
+                         v->m->rodata_count);
+      break;
+    default:
+      return hali_verr(v, "internal: operand %u of role '%c'", i, d->role);
+    }
+  }
+  return HALI_OK;
+}
+
+/* A tensor op: its layout from the table (s_fixed; dispatch has its own
+ * messages for its header and lists), then what the signature cannot say:
+ * shapes that must agree and the number of dynamic dimensions. */
+static hali_status_t s_tensor_insn(const vctx_t *v,
+                                   const hali_op_info_t *info) {
+  const hali_ir_insn_t *insn = v->insn;
+  uint32_t n = insn->operand_count;
+  if (insn->op == HALI_OP_TENSOR_DISPATCH) return s_dispatch(v);
+  HALI_RETURN_IF_ERROR_PLAIN(s_fixed(v, info));
   switch (insn->op) {
-  case HALI_OP_TENSOR_DISPATCH:
-    return s_dispatch(v);
   case HALI_OP_TENSOR_SPLAT:
-  case HALI_OP_TENSOR_IMPORT:
-    if (n < HALI_TS_DIMS)
-      return hali_verr(v, "has %u operand(s), expected at least %u", n,
-                       (unsigned)HALI_TS_DIMS);
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 1, insn->op == HALI_OP_TENSOR_IMPORT
-                                               ? HALI_TYPE_BUFFER_VIEW
-                                               : HALI_TYPE_NONE));
-    return s_dyn_dims(v, 0, HALI_TS_DIMS, n - HALI_TS_DIMS);
+  case HALI_OP_TENSOR_IMPORT: /* [rl*]: the result's dynamic dimensions */
+    return s_dyn_dims(v, 0, info->operand_count, n - info->operand_count);
   case HALI_OP_TENSOR_CONSTANT:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 2));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
-    if (insn->operands[1].kind != HALI_IR_RODATA ||
-        insn->operands[1].v >= v->m->rodata_count)
-      return hali_verr(v, "operand 1 must be rodata of the module's %u",
-                       v->m->rodata_count);
     if (hali_ir_xtype_dynamic_dims(s_shape(v, 0)))
       return hali_verr(v, "a constant's shape must be static");
     return HALI_OK;
   case HALI_OP_TENSOR_CLONE:
   case HALI_OP_TENSOR_OVERWRITE:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 2));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_TENSOR));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 1, HALI_TYPE_TENSOR));
     return s_same_shape(v, 0, 1,
                         insn->op == HALI_OP_TENSOR_CLONE ? "a clone"
                                                          : "an overwrite");
-  case HALI_OP_TENSOR_EXPORT:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 2));
-    HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, 0, HALI_TYPE_BUFFER_VIEW));
-    return s_reg(v, 1, HALI_TYPE_TENSOR);
-  case HALI_OP_TENSOR_WAIT:
-  case HALI_OP_TENSOR_BARRIER:
-    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 1));
-    return s_reg(v, 0, HALI_TYPE_FENCE);
-  case HALI_OP_TENSOR_EXECUTE:
-  case HALI_OP_TENSOR_CONCURRENT:
-  case HALI_OP_TENSOR_END:
-    return s_count(v, 0);
-  default: return hali_verr(v, "internal: tensor op without a layout");
+  default:
+    if (info->list_count)
+      return hali_verr(v, "internal: tensor op without a list check");
+    return HALI_OK;
   }
 }
 
@@ -345,7 +357,7 @@ static hali_status_t s_func(vctx_t *v) {
         HALI_RETURN_IF_ERROR_PLAIN(s_plain_insn(v));
         continue;
       }
-      HALI_RETURN_IF_ERROR_PLAIN(s_tensor_insn(v));
+      HALI_RETURN_IF_ERROR_PLAIN(s_tensor_insn(v, info));
       if (v->insn->op == HALI_OP_TENSOR_EXECUTE ||
           v->insn->op == HALI_OP_TENSOR_CONCURRENT)
         depth++;
