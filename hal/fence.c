@@ -6,6 +6,11 @@
 
 #include "hal/fence.h"
 
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+
 typedef struct hali_hal_fence_point_t {
   hali_hal_semaphore_t *semaphore; /* retained */
   uint64_t value;
@@ -18,6 +23,7 @@ struct hali_hal_fence_t {
   size_t count;
   size_t capacity;
   hali_hal_fence_point_t *points;
+  hali_hal_tracer_t tracer; /* |line| NULL = off; set before sharing */
 };
 
 static void hali_hal_fence_destroy(hali_ref_t *ref) {
@@ -113,6 +119,19 @@ hali_status_t hali_hal_fence_insert(hali_hal_fence_t *fence,
   return status;
 }
 
+void hali_hal_fence_set_tracer(hali_hal_fence_t *fence,
+                               const hali_hal_tracer_t *tracer) {
+  if (!fence) return;
+  if (tracer) fence->tracer = *tracer;
+  else memset(&fence->tracer, 0, sizeof(fence->tracer));
+}
+
+/* |fence|'s tracer when it takes lines, else NULL. */
+static const hali_hal_tracer_t *line_tracer(const hali_hal_fence_t *fence) {
+  return fence && HALI_UNLIKELY(fence->tracer.line != NULL) ? &fence->tracer
+                                                            : NULL;
+}
+
 hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
                                   size_t count, hali_hal_fence_t **out_fence) {
   hali_hal_fence_t *joined = NULL;
@@ -132,6 +151,20 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
     joined = NULL;
   }
   *out_fence = joined;
+  const hali_hal_tracer_t *t = NULL;
+  for (size_t f = 0; !status && !t && f < count; ++f)
+    t = line_tracer(fences[f]);
+  if (t) {
+    /* The joined fence reports to the first traced input's tracer. */
+    joined->tracer = *t;
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof(text), "[hal] fence.join");
+    for (size_t f = 0; f < count && n < sizeof(text) - 40; ++f)
+      n += (size_t)snprintf(text + n, sizeof(text) - n, " !hal.fence#%u",
+                            hali_hal_trace_id(fences[f]));
+    hali_hal_tracer_printf(t, "%s -> !hal.fence#%u", text,
+                           hali_hal_trace_id(joined));
+  }
   return status;
 }
 
@@ -188,7 +221,7 @@ static void hali_hal_fence_points_free(hali_hal_fence_point_t *points,
   free(points);
 }
 
-hali_status_t hali_hal_fence_signal(hali_hal_fence_t *fence) {
+hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
   hali_hal_fence_point_t *points;
   size_t count;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_snapshot(fence, &points, &count));
@@ -209,7 +242,8 @@ hali_status_t hali_hal_fence_signal(hali_hal_fence_t *fence) {
   return first;
 }
 
-void hali_hal_fence_fail(hali_hal_fence_t *fence, hali_status_t status) {
+void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
+                                  hali_status_t status) {
   hali_hal_fence_point_t *points;
   size_t count;
   hali_status_t snapshot = hali_hal_fence_snapshot(fence, &points, &count);
@@ -225,7 +259,8 @@ void hali_hal_fence_fail(hali_hal_fence_t *fence, hali_status_t status) {
   hali_status_free(status);
 }
 
-hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
+hali_status_t hali_hal_fence_query_untraced(hali_hal_fence_t *fence,
+                                           bool *out_ready) {
   *out_ready = true;
   if (!fence) return HALI_OK;
   pthread_mutex_lock(&fence->mutex);
@@ -254,6 +289,45 @@ hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
   if (failure) *out_ready = true;
   pthread_mutex_unlock(&fence->mutex);
   return failure;
+}
+
+hali_status_t hali_hal_fence_signal(hali_hal_fence_t *fence) {
+  hali_status_t s = hali_hal_fence_signal_untraced(fence);
+  if (!s)
+    hali_hal_tracer_printf(line_tracer(fence), "[hal] fence.signal !hal.fence#%u",
+                           hali_hal_trace_id(fence));
+  return s;
+}
+
+void hali_hal_fence_fail(hali_hal_fence_t *fence, hali_status_t status) {
+  hali_hal_tracer_printf(line_tracer(fence), "[hal] fence.fail !hal.fence#%u code %d",
+                         hali_hal_trace_id(fence),
+                         (int)hali_status_code(status));
+  hali_hal_fence_fail_untraced(fence, status);
+}
+
+int32_t hali_hal_fence_state_code(hali_status_t status, bool ready) {
+  if (status) return (int32_t)hali_status_code(status);
+  return ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
+}
+
+hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
+  hali_status_t s = hali_hal_fence_query_untraced(fence, out_ready);
+  hali_hal_tracer_printf(line_tracer(fence), "[hal] fence.query !hal.fence#%u -> %d",
+                         hali_hal_trace_id(fence),
+                         hali_hal_fence_state_code(s, *out_ready));
+  return s;
+}
+
+void hali_hal_fence_trace_await(hali_hal_fence_t *fence, int32_t code,
+                                int64_t waited_ns) {
+  const hali_hal_tracer_t *t = line_tracer(fence);
+  if (!t) return;
+  hali_hal_tracer_printf(
+      t, "[hal] fence.await !hal.fence#%u -> %s after %lld us",
+      hali_hal_trace_id(fence),
+      code ? hali_status_code_name((hali_status_code_t)code) : "OK",
+      (long long)(waited_ns / 1000));
 }
 
 /* A multi-point wait: one timepoint per unreached point, all reporting to
@@ -385,9 +459,20 @@ static hali_status_t hali_hal_fence_await_points(
                               count, timeout_ns);
 }
 
+hali_status_t hali_hal_fence_await_untraced(hali_hal_fence_t *fence,
+                                           hali_timeout_ns_t timeout_ns) {
+  return hali_hal_fence_await_all(&fence, 1, timeout_ns);
+}
+
 hali_status_t hali_hal_fence_await(hali_hal_fence_t *fence,
                                    hali_timeout_ns_t timeout_ns) {
-  return hali_hal_fence_await_all(&fence, 1, timeout_ns);
+  if (!line_tracer(fence))
+    return hali_hal_fence_await_all(&fence, 1, timeout_ns);
+  int64_t start = hali_clock_now_ns();
+  hali_status_t s = hali_hal_fence_await_all(&fence, 1, timeout_ns);
+  hali_hal_fence_trace_await(fence, s ? (int32_t)hali_status_code(s) : 0,
+                             hali_clock_now_ns() - start);
+  return s;
 }
 
 hali_status_t hali_hal_fence_await_all(hali_hal_fence_t *const *fences,

@@ -65,4 +65,40 @@ HALI_MUST_USE hali_status_t hali_hal_fence_await_all(
     hali_hal_fence_t *const *fences, size_t count,
     hali_timeout_ns_t timeout_ns);
 
+/* ---- Tracing (doc/tracing.md).
+ *
+ * A fence with a tracer reports what is done to it as "[hal] fence.*"
+ * lines: hali_hal_fence_join (the joined fence takes the tracer of the first
+ * traced input), _signal (when it succeeds), _fail, _query (with the state
+ * code hali_hal_fence_state_code gives) and _await (with the time it
+ * waited).  hali_hal_device_create_fence makes a fence with the device's
+ * tracer and reports "fence.create"; other fences have none unless one is
+ * set. */
+
+/* Reports to |tracer| from now on (copied; NULL = off).  Set it before the
+ * fence is shared; what |tracer| points at must outlive the fence. */
+void hali_hal_fence_set_tracer(hali_hal_fence_t *fence,
+                               const hali_hal_tracer_t *tracer);
+/* A fence's state as a status code: |status|'s code (a failure found by
+ * query), else 0 when |ready|, else DEADLINE_EXCEEDED. */
+int32_t hali_hal_fence_state_code(hali_status_t status, bool ready);
+/* Reports an await of |fence| that ended with |code| (0 = OK) after
+ * |waited_ns|: for waits made of several non-blocking steps (the VM's
+ * scheduler suspends a fiber rather than block), which end where only the
+ * waiter knows.  Nothing when |fence| has no tracer. */
+void hali_hal_fence_trace_await(hali_hal_fence_t *fence, int32_t code,
+                                int64_t waited_ns);
+
+/* ---- Internal: the same operations without a trace line, for the HAL's
+ * queue (which signals, fails and polls its submissions' fences) and the
+ * VM's await, whose polls are not operations of the program. */
+HALI_MUST_USE hali_status_t hali_hal_fence_signal_untraced(
+    hali_hal_fence_t *fence);
+void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
+                                  hali_status_t status);
+HALI_MUST_USE hali_status_t hali_hal_fence_query_untraced(
+    hali_hal_fence_t *fence, bool *out_ready);
+HALI_MUST_USE hali_status_t hali_hal_fence_await_untraced(
+    hali_hal_fence_t *fence, hali_timeout_ns_t timeout_ns);
+
 #endif /* HALI_HAL_FENCE_H */

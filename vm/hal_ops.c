@@ -91,16 +91,6 @@ static void release_module(void *m) { hali_vm_module_release(m); }
   } while (0)
 #define ID(k) (refs[d->reg[k]] ? refs[d->reg[k]]->id : 0u)
 
-/* A fence's state as a status code (see hal.fence.query). */
-static int32_t fence_code(hali_status_t s, bool ready) {
-  if (s) {
-    int32_t code = (int32_t)hali_status_code(s);
-    hali_status_free(s);
-    return code;
-  }
-  return ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
-}
-
 /* One function per row of vm/ops_hal.def, named op_<ENUM>: it reads its
  * operands through |d| (decoded by hali_vm_hal_op), returns HALI_OK, an
  * error, or HALI_STATUS_DEFERRED (the fiber suspends; see hal.fence.await).
@@ -468,16 +458,20 @@ HAL_OP(HAL_DEVICE_QUEUE_DEALLOCA) {
 /* ---- fences */
 
 HAL_OP(HAL_FENCE_CREATE) {
+  /* Made for the device, the fence reports to the device's tracer (the
+   * HAL prints fence.create and every line below: hal/fence.h). */
   hali_hal_fence_t *f = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(&f));
+  HALI_RETURN_IF_ERROR_PLAIN(st->device
+                                 ? hali_hal_device_create_fence(st->device, &f)
+                                 : hali_hal_fence_create_pending(&f));
   set_ref(refs, d->reg[0], f);
-  HAL_TRACE("fence.create -> !hal.fence#%u", ID(0));
   return HALI_OK;
 }
 
 HAL_OP(HAL_FENCE_NULL) {
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+  hali_hal_fence_set_tracer(f, hali_hal_device_tracer(st->device));
   set_ref(refs, d->reg[0], f);
   return HALI_OK;
 }
@@ -487,9 +481,7 @@ HAL_OP(HAL_FENCE_JOIN) {
                                REF(hali_hal_fence_t, 2)};
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(both, 2, &f));
-  set_ref(refs, d->reg[0], f);
-  HAL_TRACE("fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u", ID(1),
-            ID(2), ID(0));
+  set_ref(refs, d->reg[0], f); /* traced by the HAL */
   return HALI_OK;
 }
 
@@ -503,6 +495,7 @@ HAL_OP(HAL_FENCE_OFFSET) {
                             (long long)delta);
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+  hali_hal_fence_set_tracer(f, hali_hal_device_tracer(st->device));
   for (size_t i = 0; i < hali_hal_fence_point_count(from); ++i) {
     hali_hal_semaphore_t *sem;
     uint64_t value;
@@ -527,15 +520,12 @@ HAL_OP(HAL_FENCE_OFFSET) {
 }
 
 HAL_OP(HAL_FENCE_SIGNAL) {
-  hali_status_t s = hali_hal_fence_signal(REF(hali_hal_fence_t, 0));
-  if (!s) HAL_TRACE("fence.signal !hal.fence#%u", ID(0));
-  return s;
+  return hali_hal_fence_signal(REF(hali_hal_fence_t, 0)); /* traced there */
 }
 
 HAL_OP(HAL_FENCE_FAIL) {
   int32_t code = I32(1);
   if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
-  HAL_TRACE("fence.fail !hal.fence#%u code %d", ID(0), code);
   hali_hal_fence_fail(REF(hali_hal_fence_t, 0),
                       hali_status_make((hali_status_code_t)code,
                                        "fence failed by hal.fence.fail "
@@ -547,8 +537,8 @@ HAL_OP(HAL_FENCE_FAIL) {
 HAL_OP(HAL_FENCE_QUERY) {
   bool ready = false;
   hali_status_t q = hali_hal_fence_query(REF(hali_hal_fence_t, 1), &ready);
-  regs[d->reg[0]].i32 = fence_code(q, ready);
-  HAL_TRACE("fence.query !hal.fence#%u -> %d", ID(1), regs[d->reg[0]].i32);
+  regs[d->reg[0]].i32 = hali_hal_fence_state_code(q, ready); /* traced */
+  hali_status_free(q);
   return HALI_OK;
 }
 
