@@ -302,9 +302,9 @@ hali_status_t hali_buffer_view_create(hali_device_t *device,
                         ? hali_hal_buffer_write(buffer, 0, data, (size_t)bytes)
                         : HALI_OK;
   if (!s)
-    s = hali_hal_buffer_view_create(buffer, rank, shape, element_type,
-                                    HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
-                                    out_view);
+    s = hali_hal_buffer_view_create_untraced(
+        buffer, rank, shape, element_type,
+        HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, out_view);
   hali_hal_buffer_release(buffer);
   return s;
 }

@@ -76,20 +76,13 @@ static hali_status_t offset_arg(int64_t v, const char *what,
 
 static void release_module(void *m) { hali_vm_module_release(m); }
 
-/* --trace=hal: one line per HAL operation the program performs — for the
- * operations the HAL does not trace itself.  Allocation and the queue
- * operations are traced by the HAL through the device's tracer
- * (hal/common.h hali_hal_tracer_t), and so is command-buffer recording
- * (hali_hal_device_create_command_buffer gives the command buffer the
- * device's tracer), so that C users of the HAL see the same lines; the
- * lines below are for objects that carry no tracer (fences, views,
- * subspans) and for what only the VM can name (rodata, fence.await). */
-#define HAL_TRACE(...)                                                         \
-  do {                                                                         \
-    if (HALI_UNLIKELY(hali_trace_flags(st->trace) & HALI_TRACE_HAL))           \
-      hali_trace_printf(st->trace, "[hal] " __VA_ARGS__);                      \
-  } while (0)
-#define ID(k) (refs[d->reg[k]] ? refs[d->reg[k]]->id : 0u)
+/* --trace=hal: every [hal] line comes from the HAL, through the tracer of
+ * the object operated on (hal/common.h hali_hal_tracer_t): the device's
+ * tracer reaches its allocator, the buffers allocated from it (and their
+ * subspans and views), the command buffers and fences made for it
+ * (hali_hal_device_create_command_buffer, _create_fence), and the constant
+ * buffers wrapped here.  The VM only passes labels for module data
+ * (rodata names), so a C program using the HAL sees the same lines. */
 
 /* One function per row of vm/ops_hal.def, named op_<ENUM>: it reads its
  * operands through |d| (decoded by hali_vm_hal_op), returns HALI_OK, an
@@ -142,15 +135,18 @@ HAL_OP(HAL_BUFFER_CONSTANT) {
           HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING};
   hali_vm_module_t *m = st->frames[st->depth - 1].link->module;
   hali_hal_buffer_t *b = NULL;
+  /* Traced by the HAL, through the device's tracer, with the rodata's
+   * name as the label. */
+  const hali_hal_tracer_t *t = hali_hal_device_tracer(st->device);
+  char label[1024] = "";
+  if (HALI_UNLIKELY(t != NULL)) snprintf(label, sizeof(label), "@%s", r->name);
   HALI_RETURN_IF_ERROR(
-      hali_hal_buffer_wrap_host(params, r->data, r->size,
-                                "module constant data",
-                                release_module, m, &b),
+      hali_hal_buffer_wrap_constant(t, label, params, r->data, r->size,
+                                    "module constant data", release_module,
+                                    m, &b),
       "rodata @%s", r->name);
   hali_vm_module_retain(m);
   set_ref(refs, d->reg[0], b);
-  HAL_TRACE("constant @%s %llu bytes -> !hal.buffer#%u", r->name,
-            (unsigned long long)r->size, ID(0));
   return HALI_OK;
 }
 
@@ -177,9 +173,7 @@ HAL_OP(HAL_BUFFER_SUBSPAN) {
   hali_hal_buffer_t *b = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_subspan(REF(hali_hal_buffer_t, 1), off, len, &b));
-  set_ref(refs, d->reg[0], b);
-  HAL_TRACE("subspan !hal.buffer#%u [%llu, +%llu) -> !hal.buffer#%u", ID(1),
-            (unsigned long long)off, (unsigned long long)len, ID(0));
+  set_ref(refs, d->reg[0], b); /* traced by the HAL (the buffer's tracer) */
   return HALI_OK;
 }
 
@@ -231,13 +225,7 @@ HAL_OP(HAL_BUFFER_VIEW_CREATE) {
   hali_hal_buffer_view_t *v = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_view_create(
       REF(hali_hal_buffer_t, 1), d->tail_count, shape, U32(2), U32(3), &v));
-  set_ref(refs, d->reg[0], v);
-  {
-    char type[HALI_HAL_MAX_RANK * 21 + 16];
-    HAL_TRACE("buffer_view.create !hal.buffer#%u %s -> !hal.buffer_view#%u",
-              ID(1), hali_hal_buffer_view_format_type(v, type, sizeof(type)),
-              ID(0));
-  }
+  set_ref(refs, d->reg[0], v); /* traced by the HAL (the buffer's tracer) */
   return HALI_OK;
 }
 
@@ -356,16 +344,12 @@ HAL_OP(HAL_COMMAND_BUFFER_UPDATE) {
                             (unsigned long long)so, (unsigned long long)so,
                             (unsigned long long)len, r->name,
                             (unsigned long long)r->size);
-  hali_status_t s = hali_hal_command_buffer_update(
-      REF(hali_hal_command_buffer_t, 0), r->data + so,
+  /* Traced by the command buffer, labelled with the rodata's name. */
+  char label[1024] = "@";
+  snprintf(label + 1, sizeof(label) - 1, "%s", r->name);
+  return hali_hal_command_buffer_update_from(
+      REF(hali_hal_command_buffer_t, 0), r->data + so, label, so,
       REF(hali_hal_buffer_t, 2), to, len);
-  /* The VM's line: only it knows the rodata's name. */
-  if (!s)
-    HAL_TRACE("command_buffer#%u update @%s+%llu -> !hal.buffer#%u+%llu "
-              "%llu bytes",
-              ID(0), r->name, (unsigned long long)so, ID(2),
-              (unsigned long long)to, (unsigned long long)len);
-  return s;
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_PUSH_CONSTANTS) {
