@@ -43,12 +43,11 @@ static inline void decode(const hali_cell_t *pc, decoded_t *d) {
   if (info->tail) {
     d->tail_count = (uint32_t)pc[at].imm;
     d->tail = hali_cell_slots(&pc[at + 1]);
-    d->next = pc + at + 1 + HALI_CELLS_FOR_SLOTS(d->tail_count);
   } else {
     d->tail_count = 0;
     d->tail = NULL;
-    d->next = pc + at;
   }
+  d->next = pc + hali_code_cells(pc->i.op, d->tail_count);
 }
 
 /* Stores a new (owned) ref into slot |s|, releasing what was there. */
