@@ -123,12 +123,13 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_host(
     const char *read_only, void (*release)(void *user), void *user,
     hali_hal_buffer_t **out_buffer);
 /* hali_hal_buffer_wrap_host for constant data named |label| (the VM
- * passes "@rodata"): the buffer, its subspans and views report to |tracer|
- * (copied; NULL = none; what it points at must outlive the buffer), and
- * the call reports "[hal] constant LABEL N bytes -> !hal.buffer#ID".
- * |label| is only printed. */
+ * passes "@rodata"): when |traced_by| (an allocator, may be NULL) has a
+ * tracer, the buffer, its subspans and views report to it (the allocator
+ * is retained; its tracer is read at each line) and the call reports
+ * "[hal] constant LABEL N bytes -> !hal.buffer#ID".  |label| is only
+ * printed. */
 HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_constant(
-    const hali_hal_tracer_t *tracer, const char *label,
+    hali_hal_allocator_t *traced_by, const char *label,
     hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
     const char *read_only, void (*release)(void *user), void *user,
     hali_hal_buffer_t **out_buffer);

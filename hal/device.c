@@ -502,7 +502,7 @@ hali_status_t hali_hal_device_create_fence(hali_hal_device_t *device,
                                           hali_hal_fence_t **out_fence) {
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(out_fence));
   if (HALI_UNLIKELY(device->tracer.line != NULL)) {
-    hali_hal_fence_set_tracer(*out_fence, &device->tracer);
+    hali_hal_fence_trace_to(*out_fence, device->allocator);
     hali_hal_tracer_printf(&device->tracer, "[hal] fence.create -> !hal.fence#%u",
                            hali_hal_trace_id(*out_fence));
   }

@@ -23,7 +23,9 @@ struct hali_hal_fence_t {
   size_t count;
   size_t capacity;
   hali_hal_fence_point_t *points;
-  hali_hal_tracer_t tracer; /* |line| NULL = off; set before sharing */
+  /* Whose tracer the fence reports to (retained; NULL = none): read at
+   * each line, so clearing the allocator's tracer silences the fence. */
+  hali_hal_allocator_t *traced_by;
 };
 
 static void hali_hal_fence_destroy(hali_ref_t *ref) {
@@ -31,6 +33,7 @@ static void hali_hal_fence_destroy(hali_ref_t *ref) {
   for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_release(fence->points[i].semaphore);
   free(fence->points);
+  hali_hal_allocator_release(fence->traced_by);
   pthread_mutex_destroy(&fence->mutex);
   free(fence);
 }
@@ -119,17 +122,19 @@ hali_status_t hali_hal_fence_insert(hali_hal_fence_t *fence,
   return status;
 }
 
-void hali_hal_fence_set_tracer(hali_hal_fence_t *fence,
-                               const hali_hal_tracer_t *tracer) {
+void hali_hal_fence_trace_to(hali_hal_fence_t *fence,
+                             hali_hal_allocator_t *allocator) {
   if (!fence) return;
-  if (tracer) fence->tracer = *tracer;
-  else memset(&fence->tracer, 0, sizeof(fence->tracer));
+  hali_hal_allocator_retain(allocator);
+  hali_hal_allocator_release(fence->traced_by);
+  fence->traced_by = allocator;
 }
 
 /* |fence|'s tracer when it takes lines, else NULL. */
 static const hali_hal_tracer_t *line_tracer(const hali_hal_fence_t *fence) {
-  return fence && HALI_UNLIKELY(fence->tracer.line != NULL) ? &fence->tracer
-                                                            : NULL;
+  return fence && HALI_UNLIKELY(fence->traced_by != NULL)
+             ? hali_hal_allocator_line_tracer(fence->traced_by)
+             : NULL;
 }
 
 hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
@@ -152,11 +157,12 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
   }
   *out_fence = joined;
   const hali_hal_tracer_t *t = NULL;
-  for (size_t f = 0; !status && !t && f < count; ++f)
+  for (size_t f = 0; !status && !t && f < count; ++f) {
     t = line_tracer(fences[f]);
+    /* The joined fence reports where the first traced input does. */
+    if (t) hali_hal_fence_trace_to(joined, fences[f]->traced_by);
+  }
   if (t) {
-    /* The joined fence reports to the first traced input's tracer. */
-    joined->tracer = *t;
     char text[1024];
     size_t n = (size_t)snprintf(text, sizeof(text), "[hal] fence.join");
     for (size_t f = 0; f < count && n < sizeof(text) - 40; ++f)

@@ -13,6 +13,7 @@
 #ifndef HALI_HAL_FENCE_H
 #define HALI_HAL_FENCE_H
 
+#include "hal/allocator.h"
 #include "hal/semaphore.h"
 
 /* Creates an empty fence.  The caller owns |*out_fence|. */
@@ -75,10 +76,12 @@ HALI_MUST_USE hali_status_t hali_hal_fence_await_all(
  * tracer and reports "fence.create"; other fences have none unless one is
  * set. */
 
-/* Reports to |tracer| from now on (copied; NULL = off).  Set it before the
- * fence is shared; what |tracer| points at must outlive the fence. */
-void hali_hal_fence_set_tracer(hali_hal_fence_t *fence,
-                               const hali_hal_tracer_t *tracer);
+/* Reports to |allocator|'s tracer from now on (hali_hal_allocator_set_tracer;
+ * a device passes its tracer on to its allocator), read at every line, so
+ * a tracer cleared there is not used any more; |allocator| is retained
+ * (NULL = none).  Set it before the fence is shared. */
+void hali_hal_fence_trace_to(hali_hal_fence_t *fence,
+                             hali_hal_allocator_t *allocator);
 /* A fence's state as a status code: |status|'s code (a failure found by
  * query), else 0 when |ready|, else DEADLINE_EXCEEDED. */
 int32_t hali_hal_fence_state_code(hali_status_t status, bool ready);

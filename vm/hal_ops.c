@@ -136,11 +136,13 @@ HAL_OP(HAL_BUFFER_CONSTANT) {
   hali_hal_buffer_t *b = NULL;
   /* Traced by the HAL, through the device's tracer, with the rodata's
    * name as the label. */
-  const hali_hal_tracer_t *t = hali_hal_device_tracer(st->device);
+  hali_hal_allocator_t *a =
+      st->device ? hali_hal_device_allocator(st->device) : NULL;
   char label[1024] = "";
-  if (HALI_UNLIKELY(t != NULL)) snprintf(label, sizeof(label), "@%s", r->name);
+  if (HALI_UNLIKELY(hali_hal_device_tracer(st->device) != NULL))
+    snprintf(label, sizeof(label), "@%s", r->name);
   HALI_RETURN_IF_ERROR(
-      hali_hal_buffer_wrap_constant(t, label, params, r->data, r->size,
+      hali_hal_buffer_wrap_constant(a, label, params, r->data, r->size,
                                     "module constant data", release_module,
                                     m, &b),
       "rodata @%s", r->name);
@@ -454,7 +456,8 @@ HAL_OP(HAL_FENCE_CREATE) {
 HAL_OP(HAL_FENCE_NULL) {
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
-  hali_hal_fence_set_tracer(f, hali_hal_device_tracer(st->device));
+  if (st->device)
+    hali_hal_fence_trace_to(f, hali_hal_device_allocator(st->device));
   set_ref(refs, d->reg[0], f);
   return HALI_OK;
 }
@@ -478,7 +481,8 @@ HAL_OP(HAL_FENCE_OFFSET) {
                             (long long)delta);
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
-  hali_hal_fence_set_tracer(f, hali_hal_device_tracer(st->device));
+  if (st->device)
+    hali_hal_fence_trace_to(f, hali_hal_device_allocator(st->device));
   for (size_t i = 0; i < hali_hal_fence_point_count(from); ++i) {
     hali_hal_semaphore_t *sem;
     uint64_t value;

@@ -963,7 +963,8 @@ START_TEST(test_tracer_object_lines) {
       HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_MAPPING};
   hali_hal_buffer_t *constant = NULL, *untraced_constant = NULL,
                     *cspan = NULL, *uspan = NULL;
-  HALI_CK_OK(hali_hal_buffer_wrap_constant(&tracer, "@table", cparams, bytes,
+  HALI_CK_OK(hali_hal_buffer_wrap_constant(hali_hal_device_allocator(device),
+                                           "@table", cparams, bytes,
                                            sizeof(bytes), "test data", NULL,
                                            NULL, &constant));
   WANT("[hal] constant @table 12 bytes -> !hal.buffer#%u\n", ID(constant));
@@ -1004,7 +1005,7 @@ START_TEST(test_tracer_object_lines) {
   WANT("[hal] fence.create -> !hal.fence#%u\n", ID(b));
   HALI_CK_OK(hali_hal_fence_create_pending(&plain)); /* no tracer */
   HALI_CK_OK(hali_hal_fence_create(&set));
-  hali_hal_fence_set_tracer(set, hali_hal_device_tracer(device));
+  hali_hal_fence_trace_to(set, hali_hal_device_allocator(device));
   hali_hal_fence_t *pair[2] = {plain, a};
   HALI_CK_OK(hali_hal_fence_join(pair, 2, &pq)); /* takes a's tracer */
   WANT("[hal] fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u\n",
@@ -1035,6 +1036,15 @@ START_TEST(test_tracer_object_lines) {
   WANT("[hal] fence.await !hal.fence#%u -> DEADLINE_EXCEEDED after 2 us\n",
        ID(set));
   hali_hal_fence_trace_await(plain, 0, 0);
+  /* Fences and constants read the tracer at each line: clearing the
+   * device's (which clears its allocator's) silences them. */
+  hali_hal_device_set_tracer(device, NULL);
+  HALI_CK_OK(hali_hal_fence_signal(set));
+  HALI_CK_OK(hali_hal_fence_query(set, &ready));
+  hali_hal_buffer_t *late = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(constant, 0, 2, &late));
+  hali_hal_buffer_release(late);
+  hali_hal_device_set_tracer(device, &tracer);
   ck_assert_int_eq(hali_hal_fence_state_code(HALI_OK, true), 0);
   pthread_mutex_lock(&sink.mutex);
   ck_assert_str_eq(sink.text, want);
