@@ -24,6 +24,14 @@ static void context_free(hali_context_t *c) {
     /* A private device may hold work waiting on fences nobody will signal
      * any more: give it up instead of waiting in the release. */
     if (c->private_device) hali_hal_device_abandon(c->hal);
+    /* Buffers and fences that outlive the context read its device's
+     * tracer (through the allocator): they must not reach the trace freed
+     * below.  (After abandon the wait is for running work only; the
+     * release below would wait for it anyway.) */
+    if (c->private_device) {
+      hali_status_free(hali_hal_device_wait_idle(c->hal, HALI_INFINITE));
+      hali_hal_device_set_tracer(c->hal, NULL);
+    }
     hali_hal_device_release(c->hal);
   }
   hali_trace_free(c->trace);

@@ -302,9 +302,9 @@ hali_status_t hali_buffer_view_create(hali_device_t *device,
                         ? hali_hal_buffer_write(buffer, 0, data, (size_t)bytes)
                         : HALI_OK;
   if (!s)
-    s = hali_hal_buffer_view_create(buffer, rank, shape, element_type,
-                                    HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
-                                    out_view);
+    s = hali_hal_buffer_view_create_untraced(
+        buffer, rank, shape, element_type,
+        HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, out_view);
   hali_hal_buffer_release(buffer);
   return s;
 }
@@ -362,7 +362,7 @@ void hali_fence_release(hali_fence_t *fence) {
 }
 hali_status_t hali_fence_signal(hali_fence_t *fence) {
   CHECK_ARG(fence);
-  return hali_hal_fence_signal(fence);
+  return hali_hal_fence_signal_untraced(fence);
 }
 void hali_fence_fail(hali_fence_t *fence, hali_status_t status) {
   if (!fence) {
@@ -371,15 +371,15 @@ void hali_fence_fail(hali_fence_t *fence, hali_status_t status) {
   }
   if (!status)
     status = hali_status_make(HALI_STATUS_UNKNOWN, "failed by the host");
-  hali_hal_fence_fail(fence, status);
+  hali_hal_fence_fail_untraced(fence, status);
 }
 hali_status_t hali_fence_query(hali_fence_t *fence, bool *out_ready) {
   CHECK_ARG(out_ready);
   *out_ready = false;
   CHECK_ARG(fence);
-  return hali_hal_fence_query(fence, out_ready);
+  return hali_hal_fence_query_untraced(fence, out_ready);
 }
 hali_status_t hali_fence_await(hali_fence_t *fence, int64_t timeout_ns) {
   CHECK_ARG(fence);
-  return hali_hal_fence_await(fence, timeout_ns);
+  return hali_hal_fence_await_untraced(fence, timeout_ns);
 }

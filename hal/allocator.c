@@ -88,6 +88,13 @@ void hali_hal_tracer_printf(const hali_hal_tracer_t *tracer, const char *fmt,
   tracer->line(tracer->user, line);
 }
 
+const hali_hal_tracer_t *hali_hal_allocator_line_tracer(
+    const hali_hal_allocator_t *allocator) {
+  return allocator && HALI_UNLIKELY(allocator->tracer.line != NULL)
+             ? &allocator->tracer
+             : NULL;
+}
+
 void hali_hal_allocator_set_tracer(hali_hal_allocator_t *allocator,
                                    const hali_hal_tracer_t *tracer) {
   if (tracer) allocator->tracer = *tracer;

@@ -86,6 +86,10 @@ void hali_hal_allocator_query_statistics(
  * use. */
 void hali_hal_allocator_set_tracer(hali_hal_allocator_t *allocator,
                                    const hali_hal_tracer_t *tracer);
+/* The allocator's tracer when it takes lines, else NULL.  Buffers report
+ * to their allocator's tracer (subspans and views: hal/buffer.h). */
+const hali_hal_tracer_t *hali_hal_allocator_line_tracer(
+    const hali_hal_allocator_t *allocator);
 
 /* Changes the limit (0 = unlimited).  Live allocations are not affected. */
 void hali_hal_allocator_set_max_bytes(hali_hal_allocator_t *allocator,

@@ -22,6 +22,9 @@ struct hali_hal_buffer_t {
   void (*release)(void *user);
   void *release_user;
   const char *read_only; /* what the bytes are; NULL = writable */
+  /* Wrapped constant data only (hali_hal_buffer_wrap_constant): the
+   * allocator whose tracer it reports to (retained; NULL = none). */
+  hali_hal_allocator_t *traced_by;
   hali_hal_device_size_t offset; /* within |allocated| */
   hali_hal_device_size_t length;
   hali_hal_memory_type_bits_t memory_types;
@@ -32,6 +35,7 @@ static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   hali_hal_buffer_t *buffer = (hali_hal_buffer_t *)ref;
   if (buffer->allocated == buffer && !buffer->allocator) {
     if (buffer->release) buffer->release(buffer->release_user);
+    hali_hal_allocator_release(buffer->traced_by);
   } else if (buffer->allocated == buffer) {
     uint8_t *storage = atomic_load(&buffer->storage);
     if (storage)
@@ -211,6 +215,38 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
   span->memory_types = buffer->memory_types;
   span->usage = buffer->usage;
   *out_buffer = span;
+  hali_hal_tracer_printf(hali_hal_buffer_tracer(buffer),
+                         "[hal] subspan !hal.buffer#%u [%" PRIu64 ", +%" PRIu64
+                         ") -> !hal.buffer#%u",
+                         hali_hal_trace_id(buffer), offset, length,
+                         hali_hal_trace_id(span));
+  return HALI_OK;
+}
+
+const hali_hal_tracer_t *hali_hal_buffer_tracer(
+    const hali_hal_buffer_t *buffer) {
+  if (!buffer) return NULL;
+  const hali_hal_buffer_t *a = buffer->allocated;
+  return hali_hal_allocator_line_tracer(a->allocator ? a->allocator
+                                                     : a->traced_by);
+}
+
+hali_status_t hali_hal_buffer_wrap_constant(
+    hali_hal_allocator_t *traced_by, const char *label,
+    hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
+    const char *read_only, void (*release)(void *user), void *user,
+    hali_hal_buffer_t **out_buffer) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_wrap_host(
+      params, data, length, read_only, release, user, out_buffer));
+  const hali_hal_tracer_t *tracer = hali_hal_allocator_line_tracer(traced_by);
+  if (tracer) {
+    hali_hal_allocator_retain(traced_by);
+    (*out_buffer)->traced_by = traced_by;
+    hali_hal_tracer_printf(tracer,
+                           "[hal] constant %s %" PRIu64
+                           " bytes -> !hal.buffer#%u",
+                           label, length, hali_hal_trace_id(*out_buffer));
+  }
   return HALI_OK;
 }
 

@@ -28,6 +28,12 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_subspan(
     hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
     hali_hal_device_size_t length, hali_hal_buffer_t **out_buffer);
 
+/* The tracer |buffer| reports to (its allocator's; hal/allocator.h), or
+ * NULL: subspans and views of a traced buffer print "[hal] subspan" and
+ * "[hal] buffer_view.create" lines (doc/tracing.md).  Wrapped host memory
+ * has no allocator, hence no tracer. */
+const hali_hal_tracer_t *hali_hal_buffer_tracer(
+    const hali_hal_buffer_t *buffer);
 void hali_hal_buffer_retain(hali_hal_buffer_t *buffer);
 void hali_hal_buffer_release(hali_hal_buffer_t *buffer);
 
@@ -113,6 +119,17 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_scalar_ptr(
  * into it) then fails with PERMISSION_DENIED quoting it.  Such buffers
  * cannot be committed, decommitted or deallocated. */
 HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_host(
+    hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
+    const char *read_only, void (*release)(void *user), void *user,
+    hali_hal_buffer_t **out_buffer);
+/* hali_hal_buffer_wrap_host for constant data named |label| (the VM
+ * passes "@rodata"): when |traced_by| (an allocator, may be NULL) has a
+ * tracer, the buffer, its subspans and views report to it (the allocator
+ * is retained; its tracer is read at each line) and the call reports
+ * "[hal] constant LABEL N bytes -> !hal.buffer#ID".  |label| is only
+ * printed. */
+HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_constant(
+    hali_hal_allocator_t *traced_by, const char *label,
     hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
     const char *read_only, void (*release)(void *user), void *user,
     hali_hal_buffer_t **out_buffer);

@@ -118,7 +118,7 @@ static const hali_ref_vtable_t hali_hal_buffer_view_vtable = {
     .destroy = hali_hal_buffer_view_destroy,
 };
 
-hali_status_t hali_hal_buffer_view_create(
+hali_status_t hali_hal_buffer_view_create_untraced(
     hali_hal_buffer_t *buffer, size_t rank, const hali_hal_dim_t *shape,
     hali_hal_element_type_t element_type,
     hali_hal_encoding_type_t encoding_type, hali_hal_buffer_view_t **out_view) {
@@ -151,6 +151,24 @@ hali_status_t hali_hal_buffer_view_create(
     view->element_count *= (uint64_t)shape[i]; /* proven not to overflow */
   }
   *out_view = view;
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_buffer_view_create(
+    hali_hal_buffer_t *buffer, size_t rank, const hali_hal_dim_t *shape,
+    hali_hal_element_type_t element_type,
+    hali_hal_encoding_type_t encoding_type, hali_hal_buffer_view_t **out_view) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_view_create_untraced(
+      buffer, rank, shape, element_type, encoding_type, out_view));
+  const hali_hal_tracer_t *t = hali_hal_buffer_tracer(buffer);
+  if (HALI_UNLIKELY(t != NULL)) {
+    char type[HALI_HAL_MAX_RANK * 21 + 16];
+    hali_hal_tracer_printf(
+        t, "[hal] buffer_view.create !hal.buffer#%u %s -> !hal.buffer_view#%u",
+        hali_hal_trace_id(buffer),
+        hali_hal_buffer_view_format_type(*out_view, type, sizeof(type)),
+        hali_hal_trace_id(*out_view));
+  }
   return HALI_OK;
 }
 

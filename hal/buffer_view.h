@@ -36,8 +36,16 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_compute_view_size(
 
 /* Creates a view of |buffer| (retained) with a copy of |shape|.  The view's
  * byte size must fit in the buffer (OUT_OF_RANGE naming both sizes).  The
- * caller owns |*out_view|. */
+ * caller owns |*out_view|.  A traced buffer (hali_hal_buffer_tracer)
+ * reports "[hal] buffer_view.create !hal.buffer#B SHAPExTYPE ->
+ * !hal.buffer_view#V". */
 HALI_MUST_USE hali_status_t hali_hal_buffer_view_create(
+    hali_hal_buffer_t *buffer, size_t rank, const hali_hal_dim_t *shape,
+    hali_hal_element_type_t element_type,
+    hali_hal_encoding_type_t encoding_type, hali_hal_buffer_view_t **out_view);
+/* The same without the trace line: for views made on a program's behalf
+ * rather than by it (the C API's input tensors). */
+HALI_MUST_USE hali_status_t hali_hal_buffer_view_create_untraced(
     hali_hal_buffer_t *buffer, size_t rank, const hali_hal_dim_t *shape,
     hali_hal_element_type_t element_type,
     hali_hal_encoding_type_t encoding_type, hali_hal_buffer_view_t **out_view);

@@ -260,6 +260,14 @@ hali_status_t hali_hal_command_buffer_update(hali_hal_command_buffer_t *cb,
                                              hali_hal_buffer_t *target,
                                              hali_hal_device_size_t offset,
                                              hali_hal_device_size_t length) {
+  return hali_hal_command_buffer_update_from(cb, source, "host", 0, target,
+                                             offset, length);
+}
+
+hali_status_t hali_hal_command_buffer_update_from(
+    hali_hal_command_buffer_t *cb, const void *source, const char *label,
+    hali_hal_device_size_t label_offset, hali_hal_buffer_t *target,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length) {
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
       cb, HALI_HAL_COMMAND_CATEGORY_TRANSFER, "update"));
   HALI_RETURN_IF_ERROR_PLAIN(
@@ -280,6 +288,9 @@ hali_status_t hali_hal_command_buffer_update(hali_hal_command_buffer_t *cb,
   cmd->length = length;
   if (length) memcpy(cmd->data, source, (size_t)length);
   hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)target);
+  CB_TRACE(cb, "update %s+%" PRIu64 " -> !hal.buffer#%u+%" PRIu64
+               " %" PRIu64 " bytes",
+           label, label_offset, hali_hal_trace_id(target), offset, length);
   return HALI_OK;
 }
 

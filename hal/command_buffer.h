@@ -87,6 +87,16 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_update(
     hali_hal_command_buffer_t *command_buffer, const void *source,
     hali_hal_buffer_t *target, hali_hal_device_size_t offset,
     hali_hal_device_size_t length);
+/* hali_hal_command_buffer_update naming where the bytes come from for the
+ * trace line: "[hal] command_buffer#N update LABEL+LABEL_OFFSET ->
+ * !hal.buffer#T+OFFSET LENGTH bytes" (the VM passes "@rodata" and the
+ * offset within it; plain update passes "host" and 0).  |label| is only
+ * printed. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_update_from(
+    hali_hal_command_buffer_t *command_buffer, const void *source,
+    const char *label, hali_hal_device_size_t label_offset,
+    hali_hal_buffer_t *target, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length);
 /* Sets push constants [offset, offset + count) (in 32-bit constants, not
  * bytes) for subsequent dispatches; the range must lie within
  * HALI_HAL_MAX_PUSH_CONSTANTS (OUT_OF_RANGE). */

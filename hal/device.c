@@ -261,15 +261,15 @@ static void hali_hal_submission_complete(hali_hal_device_t *device,
                                   hali_hal_device_kind_name(device->kind));
     /* With no signal fence nobody can observe the failure. */
     if (sub->signal_fence)
-      hali_hal_fence_fail(sub->signal_fence, status);
+      hali_hal_fence_fail_untraced(sub->signal_fence, status);
     else
       hali_status_free(status);
   } else {
-    status = hali_hal_fence_signal(sub->signal_fence);
+    status = hali_hal_fence_signal_untraced(sub->signal_fence);
     /* A signal fence that cannot be signalled (already failed or already
      * past the value): mark it failed so waiters see why. */
     if (status && sub->signal_fence)
-      hali_hal_fence_fail(sub->signal_fence, status);
+      hali_hal_fence_fail_untraced(sub->signal_fence, status);
     else
       hali_status_free(status);
   }
@@ -383,7 +383,7 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
     hali_hal_submission_t *sub = device->head;
     if (!sub) break;
     bool ready = true;
-    hali_status_t wait_status = hali_hal_fence_query(sub->wait_fence, &ready);
+    hali_status_t wait_status = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
     if (!ready) {
       if (device->armed_for == sub->id) break;  /* a callback will pump */
       if (hali_hal_local_sync_arm(device, sub)) break;
@@ -420,12 +420,12 @@ static void *hali_hal_local_task_main(void *arg) {
     /* Wait in slices so that abandon can stop a wait nobody will end. */
     hali_status_t wait_status;
     for (;;) {
-      wait_status = hali_hal_fence_await(sub->wait_fence, 20000000);
+      wait_status = hali_hal_fence_await_untraced(sub->wait_fence, 20000000);
       if (!wait_status ||
           hali_status_code(wait_status) != HALI_STATUS_DEADLINE_EXCEEDED)
         break;
       bool ready = false;
-      hali_status_t q = hali_hal_fence_query(sub->wait_fence, &ready);
+      hali_status_t q = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
       if (q) { /* failed meanwhile */
         hali_status_free(wait_status);
         wait_status = q;
@@ -498,6 +498,22 @@ hali_status_t hali_hal_device_create_command_buffer(
   return HALI_OK;
 }
 
+hali_status_t hali_hal_device_create_fence(hali_hal_device_t *device,
+                                          hali_hal_fence_t **out_fence) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(out_fence));
+  if (HALI_UNLIKELY(device->tracer.line != NULL)) {
+    hali_hal_fence_trace_to(*out_fence, device->allocator);
+    hali_hal_tracer_printf(&device->tracer, "[hal] fence.create -> !hal.fence#%u",
+                           hali_hal_trace_id(*out_fence));
+  }
+  return HALI_OK;
+}
+
+const hali_hal_tracer_t *hali_hal_device_tracer(
+    const hali_hal_device_t *device) {
+  return device && device->tracer.line ? &device->tracer : NULL;
+}
+
 void hali_hal_device_set_tracer(hali_hal_device_t *device,
                                 const hali_hal_tracer_t *tracer) {
   pthread_mutex_lock(&device->mutex);
@@ -514,7 +530,7 @@ bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {
   bool ready = false;
   if (next) {
     /* A failed wait fence also lets the submission complete (failing). */
-    hali_status_t s = hali_hal_fence_query(next->wait_fence, &ready);
+    hali_status_t s = hali_hal_fence_query_untraced(next->wait_fence, &ready);
     if (s) ready = true;
     hali_status_free(s);
   }

@@ -114,6 +114,17 @@ HALI_MUST_USE hali_status_t hali_hal_device_create_command_buffer(
     hali_hal_command_category_bits_t categories,
     hali_hal_command_buffer_t **out_command_buffer);
 
+/* hali_hal_fence_create_pending for work on |device|: the fence reports
+ * what is done to it to the device's tracer (if any; hal/fence.h), starting
+ * with "[hal] fence.create -> !hal.fence#ID". */
+HALI_MUST_USE hali_status_t hali_hal_device_create_fence(
+    hali_hal_device_t *device, hali_hal_fence_t **out_fence);
+
+/* The device's tracer when it takes lines, else NULL (also for a NULL
+ * |device|): for hali_hal_fence_set_tracer on fences made otherwise. */
+const hali_hal_tracer_t *hali_hal_device_tracer(
+    const hali_hal_device_t *device);
+
 /* Reports execution to |tracer| from now on (copied; NULL = off).  Set it
  * while the queue is idle. */
 void hali_hal_device_set_tracer(hali_hal_device_t *device,

@@ -6,6 +6,11 @@
 
 #include "hal/fence.h"
 
+#include <stdio.h>
+#include <string.h>
+
+#include "base/clock.h"
+
 typedef struct hali_hal_fence_point_t {
   hali_hal_semaphore_t *semaphore; /* retained */
   uint64_t value;
@@ -18,6 +23,9 @@ struct hali_hal_fence_t {
   size_t count;
   size_t capacity;
   hali_hal_fence_point_t *points;
+  /* Whose tracer the fence reports to (retained; NULL = none): read at
+   * each line, so clearing the allocator's tracer silences the fence. */
+  hali_hal_allocator_t *traced_by;
 };
 
 static void hali_hal_fence_destroy(hali_ref_t *ref) {
@@ -25,6 +33,7 @@ static void hali_hal_fence_destroy(hali_ref_t *ref) {
   for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_release(fence->points[i].semaphore);
   free(fence->points);
+  hali_hal_allocator_release(fence->traced_by);
   pthread_mutex_destroy(&fence->mutex);
   free(fence);
 }
@@ -113,6 +122,21 @@ hali_status_t hali_hal_fence_insert(hali_hal_fence_t *fence,
   return status;
 }
 
+void hali_hal_fence_trace_to(hali_hal_fence_t *fence,
+                             hali_hal_allocator_t *allocator) {
+  if (!fence) return;
+  hali_hal_allocator_retain(allocator);
+  hali_hal_allocator_release(fence->traced_by);
+  fence->traced_by = allocator;
+}
+
+/* |fence|'s tracer when it takes lines, else NULL. */
+static const hali_hal_tracer_t *line_tracer(const hali_hal_fence_t *fence) {
+  return fence && HALI_UNLIKELY(fence->traced_by != NULL)
+             ? hali_hal_allocator_line_tracer(fence->traced_by)
+             : NULL;
+}
+
 hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
                                   size_t count, hali_hal_fence_t **out_fence) {
   hali_hal_fence_t *joined = NULL;
@@ -132,6 +156,21 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
     joined = NULL;
   }
   *out_fence = joined;
+  const hali_hal_tracer_t *t = NULL;
+  for (size_t f = 0; !status && !t && f < count; ++f) {
+    t = line_tracer(fences[f]);
+    /* The joined fence reports where the first traced input does. */
+    if (t) hali_hal_fence_trace_to(joined, fences[f]->traced_by);
+  }
+  if (t) {
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof(text), "[hal] fence.join");
+    for (size_t f = 0; f < count && n < sizeof(text) - 40; ++f)
+      n += (size_t)snprintf(text + n, sizeof(text) - n, " !hal.fence#%u",
+                            hali_hal_trace_id(fences[f]));
+    hali_hal_tracer_printf(t, "%s -> !hal.fence#%u", text,
+                           hali_hal_trace_id(joined));
+  }
   return status;
 }
 
@@ -188,7 +227,7 @@ static void hali_hal_fence_points_free(hali_hal_fence_point_t *points,
   free(points);
 }
 
-hali_status_t hali_hal_fence_signal(hali_hal_fence_t *fence) {
+hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
   hali_hal_fence_point_t *points;
   size_t count;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_snapshot(fence, &points, &count));
@@ -209,7 +248,8 @@ hali_status_t hali_hal_fence_signal(hali_hal_fence_t *fence) {
   return first;
 }
 
-void hali_hal_fence_fail(hali_hal_fence_t *fence, hali_status_t status) {
+void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
+                                  hali_status_t status) {
   hali_hal_fence_point_t *points;
   size_t count;
   hali_status_t snapshot = hali_hal_fence_snapshot(fence, &points, &count);
@@ -225,7 +265,8 @@ void hali_hal_fence_fail(hali_hal_fence_t *fence, hali_status_t status) {
   hali_status_free(status);
 }
 
-hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
+hali_status_t hali_hal_fence_query_untraced(hali_hal_fence_t *fence,
+                                           bool *out_ready) {
   *out_ready = true;
   if (!fence) return HALI_OK;
   pthread_mutex_lock(&fence->mutex);
@@ -254,6 +295,45 @@ hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
   if (failure) *out_ready = true;
   pthread_mutex_unlock(&fence->mutex);
   return failure;
+}
+
+hali_status_t hali_hal_fence_signal(hali_hal_fence_t *fence) {
+  hali_status_t s = hali_hal_fence_signal_untraced(fence);
+  if (!s)
+    hali_hal_tracer_printf(line_tracer(fence), "[hal] fence.signal !hal.fence#%u",
+                           hali_hal_trace_id(fence));
+  return s;
+}
+
+void hali_hal_fence_fail(hali_hal_fence_t *fence, hali_status_t status) {
+  hali_hal_tracer_printf(line_tracer(fence), "[hal] fence.fail !hal.fence#%u code %d",
+                         hali_hal_trace_id(fence),
+                         (int)hali_status_code(status));
+  hali_hal_fence_fail_untraced(fence, status);
+}
+
+int32_t hali_hal_fence_state_code(hali_status_t status, bool ready) {
+  if (status) return (int32_t)hali_status_code(status);
+  return ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
+}
+
+hali_status_t hali_hal_fence_query(hali_hal_fence_t *fence, bool *out_ready) {
+  hali_status_t s = hali_hal_fence_query_untraced(fence, out_ready);
+  hali_hal_tracer_printf(line_tracer(fence), "[hal] fence.query !hal.fence#%u -> %d",
+                         hali_hal_trace_id(fence),
+                         hali_hal_fence_state_code(s, *out_ready));
+  return s;
+}
+
+void hali_hal_fence_trace_await(hali_hal_fence_t *fence, int32_t code,
+                                int64_t waited_ns) {
+  const hali_hal_tracer_t *t = line_tracer(fence);
+  if (!t) return;
+  hali_hal_tracer_printf(
+      t, "[hal] fence.await !hal.fence#%u -> %s after %lld us",
+      hali_hal_trace_id(fence),
+      code ? hali_status_code_name((hali_status_code_t)code) : "OK",
+      (long long)(waited_ns / 1000));
 }
 
 /* A multi-point wait: one timepoint per unreached point, all reporting to
@@ -385,9 +465,20 @@ static hali_status_t hali_hal_fence_await_points(
                               count, timeout_ns);
 }
 
+hali_status_t hali_hal_fence_await_untraced(hali_hal_fence_t *fence,
+                                           hali_timeout_ns_t timeout_ns) {
+  return hali_hal_fence_await_all(&fence, 1, timeout_ns);
+}
+
 hali_status_t hali_hal_fence_await(hali_hal_fence_t *fence,
                                    hali_timeout_ns_t timeout_ns) {
-  return hali_hal_fence_await_all(&fence, 1, timeout_ns);
+  if (!line_tracer(fence))
+    return hali_hal_fence_await_all(&fence, 1, timeout_ns);
+  int64_t start = hali_clock_now_ns();
+  hali_status_t s = hali_hal_fence_await_all(&fence, 1, timeout_ns);
+  hali_hal_fence_trace_await(fence, s ? (int32_t)hali_status_code(s) : 0,
+                             hali_clock_now_ns() - start);
+  return s;
 }
 
 hali_status_t hali_hal_fence_await_all(hali_hal_fence_t *const *fences,

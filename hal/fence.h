@@ -13,6 +13,7 @@
 #ifndef HALI_HAL_FENCE_H
 #define HALI_HAL_FENCE_H
 
+#include "hal/allocator.h"
 #include "hal/semaphore.h"
 
 /* Creates an empty fence.  The caller owns |*out_fence|. */
@@ -64,5 +65,43 @@ HALI_MUST_USE hali_status_t hali_hal_fence_await(hali_hal_fence_t *fence,
 HALI_MUST_USE hali_status_t hali_hal_fence_await_all(
     hali_hal_fence_t *const *fences, size_t count,
     hali_timeout_ns_t timeout_ns);
+
+/* ---- Tracing (doc/tracing.md).
+ *
+ * A fence with a tracer reports what is done to it as "[hal] fence.*"
+ * lines: hali_hal_fence_join (the joined fence takes the tracer of the first
+ * traced input), _signal (when it succeeds), _fail, _query (with the state
+ * code hali_hal_fence_state_code gives) and _await (with the time it
+ * waited).  hali_hal_device_create_fence makes a fence with the device's
+ * tracer and reports "fence.create"; other fences have none unless one is
+ * set. */
+
+/* Reports to |allocator|'s tracer from now on (hali_hal_allocator_set_tracer;
+ * a device passes its tracer on to its allocator), read at every line, so
+ * a tracer cleared there is not used any more; |allocator| is retained
+ * (NULL = none).  Set it before the fence is shared. */
+void hali_hal_fence_trace_to(hali_hal_fence_t *fence,
+                             hali_hal_allocator_t *allocator);
+/* A fence's state as a status code: |status|'s code (a failure found by
+ * query), else 0 when |ready|, else DEADLINE_EXCEEDED. */
+int32_t hali_hal_fence_state_code(hali_status_t status, bool ready);
+/* Reports an await of |fence| that ended with |code| (0 = OK) after
+ * |waited_ns|: for waits made of several non-blocking steps (the VM's
+ * scheduler suspends a fiber rather than block), which end where only the
+ * waiter knows.  Nothing when |fence| has no tracer. */
+void hali_hal_fence_trace_await(hali_hal_fence_t *fence, int32_t code,
+                                int64_t waited_ns);
+
+/* ---- Internal: the same operations without a trace line, for the HAL's
+ * queue (which signals, fails and polls its submissions' fences) and the
+ * VM's await, whose polls are not operations of the program. */
+HALI_MUST_USE hali_status_t hali_hal_fence_signal_untraced(
+    hali_hal_fence_t *fence);
+void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
+                                  hali_status_t status);
+HALI_MUST_USE hali_status_t hali_hal_fence_query_untraced(
+    hali_hal_fence_t *fence, bool *out_ready);
+HALI_MUST_USE hali_status_t hali_hal_fence_await_untraced(
+    hali_hal_fence_t *fence, hali_timeout_ns_t timeout_ns);
 
 #endif /* HALI_HAL_FENCE_H */

@@ -98,6 +98,14 @@ enum {
 /* Number of cells for |n| packed 16-bit slots. */
 #define HALI_CELLS_FOR_SLOTS(n) (((n) + 3u) / 4u)
 
+/* The cells of an instruction with |regs| register operands (packed from
+ * cell 0), |other| one-cell operands and no tail: a constant expression,
+ * for code that knows its op's signature at compile time (the
+ * interpreter's fixed-size ops).  hali_code_cells uses it for every op
+ * without a special layout. */
+#define HALI_CODE_CELLS_FIXED(regs, other)                                     \
+  (1u + ((regs) > 3u ? HALI_CELLS_FOR_SLOTS((regs) - 3u) : 0u) + (other))
+
 /* The number of cells an instruction of |op| takes, |tail| being the
  * number of its operands past the op's fixed signature (switch targets,
  * call / fiber.spawn arguments and results, return values, a register
@@ -121,9 +129,9 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   if (op >= HALI_OP_COUNT) /* fused: the compare's cell and two targets */
     return 3;
   const hali_op_info_t *info = hali_op_info(op);
-  uint32_t n = 1;
-  if (info->reg_count > 3) n += HALI_CELLS_FOR_SLOTS(info->reg_count - 3u);
-  n += info->operand_count - info->reg_count;
+  uint32_t n = HALI_CODE_CELLS_FIXED((uint32_t)info->reg_count,
+                                     (uint32_t)info->operand_count -
+                                         info->reg_count);
   if (info->tail) /* count cell + packed slots */
     n += 1 + HALI_CELLS_FOR_SLOTS(tail);
   return n;

@@ -821,7 +821,7 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
   if (!st->await_started_ns) st->await_started_ns = now;
   int32_t code = 0;
   bool ready = false;
-  hali_status_t w = hali_hal_fence_query(fence, &ready);
+  hali_status_t w = hali_hal_fence_query_untraced(fence, &ready);
   if (!w && !ready) {
     if (st->await_oom) { /* the scheduler could not register the wait */
       st->await_oom = false;
@@ -839,12 +839,12 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
       /* Not an error: pc stays, and resuming re-runs the await. */
       return hali_status_deferred();
     } else {
-      w = hali_hal_fence_await(fence, ns);
+      w = hali_hal_fence_await_untraced(fence, ns);
       if (w) {
         /* Report the fence's own failure, as a ready fence would (the
          * wait's annotations depend on timing). */
         bool now_ready = false;
-        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
+        hali_status_t q = hali_hal_fence_query_untraced(fence, &now_ready);
         if (q) {
           hali_status_free(w);
           w = q;
@@ -853,7 +853,7 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
       if (w && hali_status_code(w) == HALI_STATUS_DEADLINE_EXCEEDED) {
         /* Expired rather than failed?  The fence's own state tells. */
         bool now_ready = false;
-        hali_status_t q = hali_hal_fence_query(fence, &now_ready);
+        hali_status_t q = hali_hal_fence_query_untraced(fence, &now_ready);
         if (!q) {
           hali_status_free(w);
           w = HALI_OK;
@@ -866,14 +866,10 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
   if (HALI_TRACE_ON(st->trace)) {
     int64_t end = hali_clock_now_ns();
     int64_t waited = end - st->await_started_ns;
-    if (hali_trace_flags(st->trace) & HALI_TRACE_HAL)
-      hali_trace_printf(st->trace,
-                        "[hal] fence.await !hal.fence#%u -> %s after %lld us",
-                        fence_id,
-                        w      ? hali_status_code_name(hali_status_code(w))
-                        : code ? "DEADLINE_EXCEEDED"
-                               : "OK",
-                        (long long)(waited / 1000));
+    /* The line is the HAL's (the fence's tracer): only the wait's end,
+     * here, knows how long it took. */
+    hali_hal_fence_trace_await(
+        fence, w ? (int32_t)hali_status_code(w) : code, waited);
     char name[48];
     snprintf(name, sizeof(name), "await fence#%u", fence_id);
     int64_t t1 = hali_trace_now(st->trace);

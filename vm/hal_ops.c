@@ -43,12 +43,11 @@ static inline void decode(const hali_cell_t *pc, decoded_t *d) {
   if (info->tail) {
     d->tail_count = (uint32_t)pc[at].imm;
     d->tail = hali_cell_slots(&pc[at + 1]);
-    d->next = pc + at + 1 + HALI_CELLS_FOR_SLOTS(d->tail_count);
   } else {
     d->tail_count = 0;
     d->tail = NULL;
-    d->next = pc + at;
   }
+  d->next = pc + hali_code_cells(pc->i.op, d->tail_count);
 }
 
 /* Stores a new (owned) ref into slot |s|, releasing what was there. */
@@ -76,30 +75,13 @@ static hali_status_t offset_arg(int64_t v, const char *what,
 
 static void release_module(void *m) { hali_vm_module_release(m); }
 
-/* --trace=hal: one line per HAL operation the program performs — for the
- * operations the HAL does not trace itself.  Allocation and the queue
- * operations are traced by the HAL through the device's tracer
- * (hal/common.h hali_hal_tracer_t), and so is command-buffer recording
- * (hali_hal_device_create_command_buffer gives the command buffer the
- * device's tracer), so that C users of the HAL see the same lines; the
- * lines below are for objects that carry no tracer (fences, views,
- * subspans) and for what only the VM can name (rodata, fence.await). */
-#define HAL_TRACE(...)                                                         \
-  do {                                                                         \
-    if (HALI_UNLIKELY(hali_trace_flags(st->trace) & HALI_TRACE_HAL))           \
-      hali_trace_printf(st->trace, "[hal] " __VA_ARGS__);                      \
-  } while (0)
-#define ID(k) (refs[d->reg[k]] ? refs[d->reg[k]]->id : 0u)
-
-/* A fence's state as a status code (see hal.fence.query). */
-static int32_t fence_code(hali_status_t s, bool ready) {
-  if (s) {
-    int32_t code = (int32_t)hali_status_code(s);
-    hali_status_free(s);
-    return code;
-  }
-  return ready ? 0 : HALI_STATUS_DEADLINE_EXCEEDED;
-}
+/* --trace=hal: every [hal] line comes from the HAL, through the tracer of
+ * the object operated on (hal/common.h hali_hal_tracer_t): the device's
+ * tracer reaches its allocator, the buffers allocated from it (and their
+ * subspans and views), the command buffers and fences made for it
+ * (hali_hal_device_create_command_buffer, _create_fence), and the constant
+ * buffers wrapped here.  The VM only passes labels for module data
+ * (rodata names), so a C program using the HAL sees the same lines. */
 
 /* One function per row of vm/ops_hal.def, named op_<ENUM>: it reads its
  * operands through |d| (decoded by hali_vm_hal_op), returns HALI_OK, an
@@ -152,15 +134,20 @@ HAL_OP(HAL_BUFFER_CONSTANT) {
           HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING};
   hali_vm_module_t *m = st->frames[st->depth - 1].link->module;
   hali_hal_buffer_t *b = NULL;
+  /* Traced by the HAL, through the device's tracer, with the rodata's
+   * name as the label. */
+  hali_hal_allocator_t *a =
+      st->device ? hali_hal_device_allocator(st->device) : NULL;
+  char label[1024] = "";
+  if (HALI_UNLIKELY(hali_hal_device_tracer(st->device) != NULL))
+    snprintf(label, sizeof(label), "@%s", r->name);
   HALI_RETURN_IF_ERROR(
-      hali_hal_buffer_wrap_host(params, r->data, r->size,
-                                "module constant data",
-                                release_module, m, &b),
+      hali_hal_buffer_wrap_constant(a, label, params, r->data, r->size,
+                                    "module constant data", release_module,
+                                    m, &b),
       "rodata @%s", r->name);
   hali_vm_module_retain(m);
   set_ref(refs, d->reg[0], b);
-  HAL_TRACE("constant @%s %llu bytes -> !hal.buffer#%u", r->name,
-            (unsigned long long)r->size, ID(0));
   return HALI_OK;
 }
 
@@ -187,9 +174,7 @@ HAL_OP(HAL_BUFFER_SUBSPAN) {
   hali_hal_buffer_t *b = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_subspan(REF(hali_hal_buffer_t, 1), off, len, &b));
-  set_ref(refs, d->reg[0], b);
-  HAL_TRACE("subspan !hal.buffer#%u [%llu, +%llu) -> !hal.buffer#%u", ID(1),
-            (unsigned long long)off, (unsigned long long)len, ID(0));
+  set_ref(refs, d->reg[0], b); /* traced by the HAL (the buffer's tracer) */
   return HALI_OK;
 }
 
@@ -241,13 +226,7 @@ HAL_OP(HAL_BUFFER_VIEW_CREATE) {
   hali_hal_buffer_view_t *v = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_view_create(
       REF(hali_hal_buffer_t, 1), d->tail_count, shape, U32(2), U32(3), &v));
-  set_ref(refs, d->reg[0], v);
-  {
-    char type[HALI_HAL_MAX_RANK * 21 + 16];
-    HAL_TRACE("buffer_view.create !hal.buffer#%u %s -> !hal.buffer_view#%u",
-              ID(1), hali_hal_buffer_view_format_type(v, type, sizeof(type)),
-              ID(0));
-  }
+  set_ref(refs, d->reg[0], v); /* traced by the HAL (the buffer's tracer) */
   return HALI_OK;
 }
 
@@ -366,16 +345,12 @@ HAL_OP(HAL_COMMAND_BUFFER_UPDATE) {
                             (unsigned long long)so, (unsigned long long)so,
                             (unsigned long long)len, r->name,
                             (unsigned long long)r->size);
-  hali_status_t s = hali_hal_command_buffer_update(
-      REF(hali_hal_command_buffer_t, 0), r->data + so,
+  /* Traced by the command buffer, labelled with the rodata's name. */
+  char label[1024] = "@";
+  snprintf(label + 1, sizeof(label) - 1, "%s", r->name);
+  return hali_hal_command_buffer_update_from(
+      REF(hali_hal_command_buffer_t, 0), r->data + so, label, so,
       REF(hali_hal_buffer_t, 2), to, len);
-  /* The VM's line: only it knows the rodata's name. */
-  if (!s)
-    HAL_TRACE("command_buffer#%u update @%s+%llu -> !hal.buffer#%u+%llu "
-              "%llu bytes",
-              ID(0), r->name, (unsigned long long)so, ID(2),
-              (unsigned long long)to, (unsigned long long)len);
-  return s;
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_PUSH_CONSTANTS) {
@@ -468,16 +443,21 @@ HAL_OP(HAL_DEVICE_QUEUE_DEALLOCA) {
 /* ---- fences */
 
 HAL_OP(HAL_FENCE_CREATE) {
+  /* Made for the device, the fence reports to the device's tracer (the
+   * HAL prints fence.create and every line below: hal/fence.h). */
   hali_hal_fence_t *f = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(&f));
+  HALI_RETURN_IF_ERROR_PLAIN(st->device
+                                 ? hali_hal_device_create_fence(st->device, &f)
+                                 : hali_hal_fence_create_pending(&f));
   set_ref(refs, d->reg[0], f);
-  HAL_TRACE("fence.create -> !hal.fence#%u", ID(0));
   return HALI_OK;
 }
 
 HAL_OP(HAL_FENCE_NULL) {
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+  if (st->device)
+    hali_hal_fence_trace_to(f, hali_hal_device_allocator(st->device));
   set_ref(refs, d->reg[0], f);
   return HALI_OK;
 }
@@ -487,9 +467,7 @@ HAL_OP(HAL_FENCE_JOIN) {
                                REF(hali_hal_fence_t, 2)};
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(both, 2, &f));
-  set_ref(refs, d->reg[0], f);
-  HAL_TRACE("fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u", ID(1),
-            ID(2), ID(0));
+  set_ref(refs, d->reg[0], f); /* traced by the HAL */
   return HALI_OK;
 }
 
@@ -503,6 +481,8 @@ HAL_OP(HAL_FENCE_OFFSET) {
                             (long long)delta);
   hali_hal_fence_t *f = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+  if (st->device)
+    hali_hal_fence_trace_to(f, hali_hal_device_allocator(st->device));
   for (size_t i = 0; i < hali_hal_fence_point_count(from); ++i) {
     hali_hal_semaphore_t *sem;
     uint64_t value;
@@ -527,15 +507,12 @@ HAL_OP(HAL_FENCE_OFFSET) {
 }
 
 HAL_OP(HAL_FENCE_SIGNAL) {
-  hali_status_t s = hali_hal_fence_signal(REF(hali_hal_fence_t, 0));
-  if (!s) HAL_TRACE("fence.signal !hal.fence#%u", ID(0));
-  return s;
+  return hali_hal_fence_signal(REF(hali_hal_fence_t, 0)); /* traced there */
 }
 
 HAL_OP(HAL_FENCE_FAIL) {
   int32_t code = I32(1);
   if (code <= 0 || code >= HALI_STATUS_CODE_COUNT) code = HALI_STATUS_UNKNOWN;
-  HAL_TRACE("fence.fail !hal.fence#%u code %d", ID(0), code);
   hali_hal_fence_fail(REF(hali_hal_fence_t, 0),
                       hali_status_make((hali_status_code_t)code,
                                        "fence failed by hal.fence.fail "
@@ -547,8 +524,8 @@ HAL_OP(HAL_FENCE_FAIL) {
 HAL_OP(HAL_FENCE_QUERY) {
   bool ready = false;
   hali_status_t q = hali_hal_fence_query(REF(hali_hal_fence_t, 1), &ready);
-  regs[d->reg[0]].i32 = fence_code(q, ready);
-  HAL_TRACE("fence.query !hal.fence#%u -> %d", ID(1), regs[d->reg[0]].i32);
+  regs[d->reg[0]].i32 = hali_hal_fence_state_code(q, ready); /* traced */
+  hali_status_free(q);
   return HALI_OK;
 }
 

@@ -77,14 +77,14 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   vmcase(name) {                                                               \
     const hali_slot_t x = regs[B], y = regs[C];                                \
     regs[A].F = (EXPR);                                                        \
-    pc += 1;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(3, 0);                                         \
     vmbreak;                                                                   \
   }
 #define UN(name, F, EXPR)                                                      \
   vmcase(name) {                                                               \
     const hali_slot_t x = regs[B];                                             \
     regs[A].F = (EXPR);                                                        \
-    pc += 1;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(2, 0);                                         \
     vmbreak;                                                                   \
   }
 /* Division and remainder: the two failures the ISA defines. */
@@ -94,7 +94,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     if (HALI_UNLIKELY(ZERO_CHECK)) goto div_by_zero;                           \
     if (HALI_UNLIKELY(OVF_CHECK)) goto div_overflow;                           \
     regs[A].F = (EXPR);                                                        \
-    pc += 1;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(3, 0);                                         \
     vmbreak;                                                                   \
   }
 /* Jumps to |target|, polling for an interrupt (cancellation): every loop
@@ -160,7 +160,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   FUSED_BR(BR_GE_U_##T, U, x.U >= y.U)                                         \
   vmcase(SELECT_##T) {                                                         \
     regs[A] = regs[B].i32 ? regs[C] : regs[D];                                 \
-    pc += 2;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(4, 0);                                         \
     vmbreak;                                                                   \
   }
 
@@ -178,7 +178,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   UN(CEIL_##T, F, ceil##SFX(x.F))                                              \
   vmcase(FMA_##T) {                                                            \
     regs[A].F = fma##SFX(regs[B].F, regs[C].F, regs[D].F);                     \
-    pc += 2;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(4, 0);                                         \
     vmbreak;                                                                   \
   }                                                                            \
   BIN(EQ_##T, i32, x.F == y.F)                                                 \
@@ -189,7 +189,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   BIN(GE_##T, i32, x.F >= y.F)                                                 \
   vmcase(SELECT_##T) {                                                         \
     regs[A] = regs[B].i32 ? regs[C] : regs[D];                                 \
-    pc += 2;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(4, 0);                                         \
     vmbreak;                                                                   \
   }
 
@@ -230,22 +230,22 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #endif
     vmcase(CONST_I32) {
       regs[A].i32 = (int32_t)pc[1].imm;
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
       vmbreak;
     }
     vmcase(CONST_I64) {
       regs[A].i64 = pc[1].imm;
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
       vmbreak;
     }
     vmcase(CONST_F32) {
       regs[A].u32 = (uint32_t)pc[1].imm;
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
       vmbreak;
     }
     vmcase(CONST_F64) {
       regs[A].i64 = pc[1].imm;
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
       vmbreak;
     }
     vmcase(MOV_I32)
@@ -253,7 +253,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     vmcase(MOV_F32)
     vmcase(MOV_F64) {
       regs[A] = regs[B];
-      pc += 1;
+      pc += HALI_CODE_CELLS_FIXED(2, 0);
       vmbreak;
     }
 
@@ -292,12 +292,12 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     /* Format 1.2. */
     vmcase(FMA_I32) {
       regs[A].u32 = regs[B].u32 * regs[C].u32 + regs[D].u32;
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(4, 0);
       vmbreak;
     }
     vmcase(FMA_I64) {
       regs[A].u64 = regs[B].u64 * regs[C].u64 + regs[D].u64;
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(4, 0);
       vmbreak;
     }
     UN(NZ_I32, i32, x.u32 != 0)
@@ -397,14 +397,14 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
         goto interrupted;
       status = hali_vm_call_import(link, pc, regs, refs);
       if (HALI_UNLIKELY(status)) goto fail;
-      pc += 2 + HALI_CELLS_FOR_SLOTS((uint32_t)B + C);
+      pc += hali_code_cells(HALI_OP_CALL_IMPORT, (uint32_t)B + C);
       vmbreak;
     }
 
     vmcase(FIBER_SPAWN) {
       status = hali_vm_fiber_spawn_op(st, pc, regs, refs);
       if (HALI_UNLIKELY(status)) goto fail;
-      pc += 2 + HALI_CELLS_FOR_SLOTS((uint32_t)B + C);
+      pc += hali_code_cells(HALI_OP_FIBER_SPAWN, (uint32_t)B + C);
       vmbreak;
     }
 
@@ -461,7 +461,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       fn = caller->fn;
       regs = cregs;
       refs = crefs;
-      pc = call + 2 + HALI_CELLS_FOR_SLOTS((uint32_t)call->i.b + call->i.c);
+      /* Frames are pushed only by call: |call| is one. */
+      pc = call + hali_code_cells(HALI_OP_CALL,
+                                  (uint32_t)call->i.b + call->i.c);
       vmbreak;
     }
 
@@ -481,7 +483,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
                                   msg->data);
         goto fail;
       }
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
       vmbreak;
     }
 
@@ -494,7 +496,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
                                   (int)msg->length, msg->data);
         goto fail;
       }
-      pc += 2;
+      pc += HALI_CODE_CELLS_FIXED(2, 1);
       vmbreak;
     }
 
@@ -508,7 +510,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     T v;                                                                       \
     memcpy(&v, p, sizeof(T));                                                  \
     regs[A].F = v;                                                             \
-    pc += 1;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(3, 0);                                         \
     vmbreak;                                                                   \
   }
 #define STORE(name, T, F)                                                      \
@@ -519,7 +521,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     if (HALI_UNLIKELY(status)) goto fail;                                      \
     const T v = (T)regs[C].F;                                                  \
     memcpy(p, &v, sizeof(T));                                                  \
-    pc += 1;                                                                   \
+    pc += HALI_CODE_CELLS_FIXED(3, 0);                                         \
     vmbreak;                                                                   \
   }
     LOAD(HAL_BUFFER_LOAD_I8_S, int8_t, i32)

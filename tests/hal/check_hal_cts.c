@@ -880,10 +880,12 @@ START_TEST(test_tracer_lines) {
            "[hal] queue.alloca 32 bytes wait=!hal.fence#%u "
            "signal=!hal.fence#%u -> !hal.buffer#%u\n"
            "[hal] queue.dealloca !hal.buffer#%u wait=!hal.fence#%u "
-           "signal=!hal.fence#%u\n",
+           "signal=!hal.fence#%u\n"
+           "[hal] subspan !hal.buffer#%u [0, +8) -> !hal.buffer#%u\n",
            ID(buffer), ID(cb), ID(cb), ID(buffer), ID(cb), ID(cb), ID(buffer),
            ID(buffer), ID(cb), ID(wait), ID(done), ID(cb), ID(done),
-           ID(allocated), ID(staged), ID(staged), ID(allocated), ID(freed));
+           ID(allocated), ID(staged), ID(staged), ID(allocated), ID(freed),
+           ID(staged), ID(span));
   pthread_mutex_lock(&sink.mutex);
   ck_assert_str_eq(sink.text, want);
   pthread_mutex_unlock(&sink.mutex);
@@ -908,6 +910,173 @@ START_TEST(test_tracer_lines) {
   hali_hal_fence_release(done);
   hali_hal_fence_release(allocated);
   hali_hal_fence_release(freed);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* The rest of the [hal] lines: buffers report to their allocator's tracer
+ * (subspans, views), constant buffers and fences to the tracer they were
+ * made with, update to its command buffer's.  Fences made without a
+ * device, and the _untraced variants the queue and the VM's await use,
+ * print nothing; neither do failing calls. */
+START_TEST(test_tracer_object_lines) {
+  hali_hal_device_t *device = cts_device(_i);
+  trace_sink_t sink = {.mutex = PTHREAD_MUTEX_INITIALIZER};
+  hali_hal_tracer_t tracer = {.user = &sink, .line = sink_line};
+  hali_hal_device_set_tracer(device, &tracer);
+  ck_assert_ptr_nonnull(hali_hal_device_tracer(device));
+  ck_assert_ptr_null(hali_hal_device_tracer(NULL));
+  hali_hal_buffer_t *buffer = cts_buffer(device, 64);
+  sink.len = 0;
+  sink.text[0] = 0;
+  char want[4096];
+  size_t n = 0;
+#define WANT(...) n += (size_t)snprintf(want + n, sizeof(want) - n, __VA_ARGS__)
+  /* Buffers and views. */
+  hali_hal_buffer_t *span = NULL, *bad = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(buffer, 8, 16, &span));
+  WANT("[hal] subspan !hal.buffer#%u [8, +16) -> !hal.buffer#%u\n", ID(buffer),
+       ID(span));
+  HALI_CK_STATUS(hali_hal_buffer_subspan(buffer, 60, 8, &bad),
+                 HALI_STATUS_OUT_OF_RANGE, "subspan");
+  hali_hal_dim_t shape[2] = {2, 2};
+  hali_hal_buffer_view_t *view = NULL, *quiet_view = NULL, *bad_view = NULL;
+  HALI_CK_OK(hali_hal_buffer_view_create(span, 2, shape,
+                                         HALI_HAL_ELEMENT_TYPE_FLOAT_32,
+                                         HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR,
+                                         &view));
+  WANT("[hal] buffer_view.create !hal.buffer#%u 2x2xf32 -> "
+       "!hal.buffer_view#%u\n",
+       ID(span), ID(view));
+  HALI_CK_OK(hali_hal_buffer_view_create_untraced(
+      span, 2, shape, HALI_HAL_ELEMENT_TYPE_FLOAT_32,
+      HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &quiet_view));
+  shape[0] = 100;
+  HALI_CK_STATUS(hali_hal_buffer_view_create(
+                     span, 2, shape, HALI_HAL_ELEMENT_TYPE_FLOAT_32,
+                     HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &bad_view),
+                 HALI_STATUS_OUT_OF_RANGE, "bytes");
+  /* Constant data: traced through the tracer it is wrapped with. */
+  static uint8_t bytes[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  hali_hal_buffer_params_t cparams = {
+      HALI_HAL_MEMORY_TYPE_HOST_VISIBLE | HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE,
+      HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_MAPPING};
+  hali_hal_buffer_t *constant = NULL, *untraced_constant = NULL,
+                    *cspan = NULL, *uspan = NULL;
+  HALI_CK_OK(hali_hal_buffer_wrap_constant(hali_hal_device_allocator(device),
+                                           "@table", cparams, bytes,
+                                           sizeof(bytes), "test data", NULL,
+                                           NULL, &constant));
+  WANT("[hal] constant @table 12 bytes -> !hal.buffer#%u\n", ID(constant));
+  HALI_CK_OK(hali_hal_buffer_subspan(constant, 4, 4, &cspan));
+  WANT("[hal] subspan !hal.buffer#%u [4, +4) -> !hal.buffer#%u\n",
+       ID(constant), ID(cspan));
+  HALI_CK_OK(hali_hal_buffer_wrap_constant(NULL, "@quiet", cparams, bytes,
+                                           sizeof(bytes), "test data", NULL,
+                                           NULL, &untraced_constant));
+  HALI_CK_OK(hali_hal_buffer_subspan(untraced_constant, 0, 4, &uspan));
+  ck_assert_ptr_null(hali_hal_buffer_tracer(uspan));
+  /* update: labelled by the caller, or "host". */
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_TRANSFER, &cb));
+  WANT("[hal] command_buffer.create mode=1 categories=1 -> "
+       "!hal.command_buffer#%u\n",
+       ID(cb));
+  HALI_CK_OK(hali_hal_command_buffer_update_from(cb, bytes + 4, "@table", 4,
+                                                 buffer, 16, 8));
+  WANT("[hal] command_buffer#%u update @table+4 -> !hal.buffer#%u+16 8 "
+       "bytes\n",
+       ID(cb), ID(buffer));
+  HALI_CK_OK(hali_hal_command_buffer_update(cb, bytes, buffer, 0, 4));
+  WANT("[hal] command_buffer#%u update host+0 -> !hal.buffer#%u+0 4 bytes\n",
+       ID(cb), ID(buffer));
+  HALI_CK_STATUS(hali_hal_command_buffer_update(cb, bytes, buffer, 62, 4),
+                 HALI_STATUS_OUT_OF_RANGE, "update target");
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  WANT("[hal] command_buffer#%u finalize\n", ID(cb));
+  /* Fences. */
+  hali_hal_fence_t *a = NULL, *b = NULL, *ab = NULL, *plain = NULL,
+                   *set = NULL, *pq = NULL;
+  HALI_CK_OK(hali_hal_device_create_fence(device, &a));
+  WANT("[hal] fence.create -> !hal.fence#%u\n", ID(a));
+  HALI_CK_OK(hali_hal_device_create_fence(device, &b));
+  WANT("[hal] fence.create -> !hal.fence#%u\n", ID(b));
+  HALI_CK_OK(hali_hal_fence_create_pending(&plain)); /* no tracer */
+  HALI_CK_OK(hali_hal_fence_create(&set));
+  hali_hal_fence_trace_to(set, hali_hal_device_allocator(device));
+  hali_hal_fence_t *pair[2] = {plain, a};
+  HALI_CK_OK(hali_hal_fence_join(pair, 2, &pq)); /* takes a's tracer */
+  WANT("[hal] fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u\n",
+       ID(plain), ID(a), ID(pq));
+  hali_hal_fence_t *both[2] = {a, b};
+  HALI_CK_OK(hali_hal_fence_join(both, 2, &ab));
+  WANT("[hal] fence.join !hal.fence#%u !hal.fence#%u -> !hal.fence#%u\n",
+       ID(a), ID(b), ID(ab));
+  bool ready = true;
+  HALI_CK_OK(hali_hal_fence_query(ab, &ready));
+  ck_assert(!ready);
+  WANT("[hal] fence.query !hal.fence#%u -> %d\n", ID(ab),
+       (int)HALI_STATUS_DEADLINE_EXCEEDED);
+  HALI_CK_OK(hali_hal_fence_query_untraced(ab, &ready));
+  HALI_CK_OK(hali_hal_fence_signal(a));
+  WANT("[hal] fence.signal !hal.fence#%u\n", ID(a));
+  HALI_CK_OK(hali_hal_fence_signal_untraced(plain));
+  HALI_CK_OK(hali_hal_fence_signal(plain)); /* no tracer: no line */
+  hali_hal_fence_fail(b, hali_status_make(HALI_STATUS_ABORTED, "test"));
+  WANT("[hal] fence.fail !hal.fence#%u code %d\n", ID(b),
+       (int)HALI_STATUS_ABORTED);
+  HALI_CK_STATUS(hali_hal_fence_query(ab, &ready), HALI_STATUS_ABORTED,
+                 "test");
+  WANT("[hal] fence.query !hal.fence#%u -> %d\n", ID(ab),
+       (int)HALI_STATUS_ABORTED);
+  HALI_CK_OK(hali_hal_fence_await_untraced(a, HALI_INFINITE));
+  hali_hal_fence_trace_await(set, HALI_STATUS_DEADLINE_EXCEEDED, 2500);
+  WANT("[hal] fence.await !hal.fence#%u -> DEADLINE_EXCEEDED after 2 us\n",
+       ID(set));
+  hali_hal_fence_trace_await(plain, 0, 0);
+  /* Fences and constants read the tracer at each line: clearing the
+   * device's (which clears its allocator's) silences them. */
+  hali_hal_device_set_tracer(device, NULL);
+  HALI_CK_OK(hali_hal_fence_signal(set));
+  HALI_CK_OK(hali_hal_fence_query(set, &ready));
+  hali_hal_buffer_t *late = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(constant, 0, 2, &late));
+  hali_hal_buffer_release(late);
+  hali_hal_device_set_tracer(device, &tracer);
+  ck_assert_int_eq(hali_hal_fence_state_code(HALI_OK, true), 0);
+  pthread_mutex_lock(&sink.mutex);
+  ck_assert_str_eq(sink.text, want);
+  sink.len = 0;
+  sink.text[0] = 0;
+  pthread_mutex_unlock(&sink.mutex);
+  /* A blocking await reports how long it took (not asserted: any number). */
+  HALI_CK_OK(hali_hal_fence_await(a, HALI_INFINITE));
+  n = 0;
+  WANT("[hal] fence.await !hal.fence#%u -> OK after ", ID(a));
+#undef WANT
+  pthread_mutex_lock(&sink.mutex);
+  ck_assert_int_eq(strncmp(sink.text, want, n), 0);
+  ck_assert_str_eq(sink.text + n + strspn(sink.text + n, "0123456789"),
+                   " us\n");
+  pthread_mutex_unlock(&sink.mutex);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+  hali_hal_fence_release(ab);
+  hali_hal_fence_release(plain);
+  hali_hal_fence_release(set);
+  hali_hal_fence_release(pq);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_buffer_release(uspan);
+  hali_hal_buffer_release(untraced_constant);
+  hali_hal_buffer_release(cspan);
+  hali_hal_buffer_release(constant);
+  hali_hal_buffer_view_release(quiet_view);
+  hali_hal_buffer_view_release(view);
+  hali_hal_buffer_release(span);
+  hali_hal_buffer_release(buffer);
+  hali_hal_device_set_tracer(device, NULL);
   hali_hal_device_release(device);
 }
 END_TEST
@@ -964,6 +1133,7 @@ static Suite *hal_cts_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("tracing");
   add_device_tests(tc, test_tracer_lines);
+  add_device_tests(tc, test_tracer_object_lines);
   tcase_add_test(tc, test_allocator_tracer);
   suite_add_tcase(s, tc);
   return s;
