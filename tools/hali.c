@@ -50,9 +50,12 @@ static const char usage[] =
     "  --trace-values=N                 tensor elements shown (default 8)\n";
 
 int tool_report(hali_status_t s) {
-  char *text = hali_status_to_string(s);
-  fprintf(stderr, "hali: error: %s\n", text ? text : "(out of memory)");
-  free(text);
+  /* Printed piece by piece, so that a report needs no memory (the error
+   * may be that there is none left). */
+  fprintf(stderr, "hali: error: %s: %s\n",
+          hali_status_code_name(hali_status_code(s)), hali_status_message(s));
+  for (size_t i = 0; i < hali_status_annotation_count(s); ++i)
+    fprintf(stderr, "  %s\n", hali_status_annotation(s, i));
   hali_status_free(s);
   return 1;
 }
