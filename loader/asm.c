@@ -45,7 +45,7 @@ static uint32_t add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
   uint32_t r = hali_ir_func_add_reg(f, type, t->text + 1, t->len - 1);
   if (r == UINT32_MAX ||
       hali_strmap_insert(&p->regs, f->reg_names[r], t->len - 1, r) != r) {
-    hali_asm_error(p, t, "out of memory");
+    hali_asm_oom(p, t);
     return UINT32_MAX;
   }
   return r;
@@ -201,7 +201,7 @@ hali_ir_operand_t *hali_asm_push_op(parser_t *p, uint32_t *n) {
     size_t cap = p->ops_cap ? p->ops_cap * 2 : 16;
     hali_ir_operand_t *o = realloc(p->ops, cap * sizeof(*o));
     if (!o) {
-      hali_asm_error(p, peek(p), "out of memory");
+      hali_asm_oom(p, peek(p));
       return NULL;
     }
     p->ops = o;
@@ -220,7 +220,10 @@ static size_t parse_defs(body_t *b) {
     if (n == p->defs_cap) {
       size_t cap = p->defs_cap ? p->defs_cap * 2 : 16;
       tok_t **d = realloc(p->defs, cap * sizeof(*d));
-      if (!d) break;
+      if (!d) {
+        hali_asm_oom(p, peek(p));
+        break;
+      }
       p->defs = d;
       p->defs_cap = cap;
     }
@@ -386,7 +389,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         }
         o->kind = HALI_IR_STRING;
         if ((o->v = intern(p, str, len)) == UINT32_MAX) {
-          hali_asm_error(p, s, "out of memory");
+          hali_asm_oom(p, s);
           return false;
         }
         break;
@@ -452,7 +455,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   }
   hali_ir_insn_t *insn = hali_ir_block_add_insn(blk, (uint16_t)op, nops);
   if (!insn) {
-    hali_asm_error(p, opt, "out of memory");
+    hali_asm_oom(p, opt);
     return false;
   }
   if (nops) memcpy(insn->operands, p->ops, nops * sizeof(p->ops[0]));
@@ -488,7 +491,7 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
       (implicit_entry &&
        (!hali_ir_func_add_block(f, "entry", 5) ||
         hali_strmap_insert(&p->blocks, f->blocks[0].name, 5, 0) != 0)))
-    return false;
+    return hali_asm_oom(p, &p->toks[i]); /* keeps index_regs' own error */
   for (; p->toks[i].kind != T_EOF; ++i) {
     tok_t *t = &p->toks[i];
     if (tok_is(t, T_PUNCT, "{")) depth++;
@@ -497,12 +500,13 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
       uint32_t k = f->block_count;
       /* The key is the label in the source: the block's name is a copy. */
       uint32_t got = hali_strmap_insert(&p->blocks, t->text + 1, t->len - 1, k);
-      if (got == HALI_STRMAP_NONE) return false;
+      if (got == HALI_STRMAP_NONE) return hali_asm_oom(p, t);
       if (got != k) {
         hali_asm_error(p, t, "block label defined twice");
         return false;
       }
-      if (!hali_ir_func_add_block(f, t->text + 1, t->len - 1)) return false;
+      if (!hali_ir_func_add_block(f, t->text + 1, t->len - 1))
+        return hali_asm_oom(p, t);
     }
   }
   int32_t cur = implicit_entry ? 0 : -1;
@@ -516,7 +520,7 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
           tok_is(t, T_IDENT, "execute") ? HALI_OP_TENSOR_EXECUTE
                                         : HALI_OP_TENSOR_CONCURRENT,
           0);
-      if (!g) return false;
+      if (!g) return hali_asm_oom(p, t);
       g->line = t->line;
       p->pos += 2;
       if (!parse_group_loc(p, t, g)) return false;
@@ -526,7 +530,7 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
     if (groups && tok_is(t, T_PUNCT, "}")) {
       hali_ir_insn_t *g =
           hali_ir_block_add_insn(&f->blocks[cur], HALI_OP_TENSOR_END, 0);
-      if (!g) return false;
+      if (!g) return hali_asm_oom(p, t);
       g->line = t->line;
       p->pos++;
       if (!parse_group_loc(p, t, g)) return false;
@@ -577,14 +581,14 @@ static bool parse_rodata(parser_t *p) {
     bool ok = hali_ir_module_add_rodata(p->m, name->text + 1, name->len - 1,
                                         kind, bytes, len) != NULL;
     free(bytes);
-    if (!ok) hali_asm_error(p, s, "out of memory");
+    if (!ok) hali_asm_oom(p, s);
     return ok;
   }
   if (!hali_asm_expect(p, "[", "to open the values")) return false;
   uint32_t esize = hali_rodata_kind_size(kind);
   size_t cap = 64, n = 0;
   uint8_t *buf = malloc(cap * esize);
-  bool ok = buf != NULL;
+  bool ok = buf != NULL || hali_asm_oom(p, name);
   if (ok && !accept(p, "]")) {
     do {
       int64_t v;
@@ -596,7 +600,7 @@ static bool parse_rodata(parser_t *p) {
       if (n == cap) {
         uint8_t *g = realloc(buf, (cap *= 2) * esize);
         if (!g) {
-          ok = false;
+          ok = hali_asm_oom(p, name);
           break;
         }
         buf = g;
@@ -610,7 +614,7 @@ static bool parse_rodata(parser_t *p) {
   }
   if (ok && !hali_ir_module_add_rodata(p->m, name->text + 1, name->len - 1,
                                        kind, buf, (uint64_t)n * esize)) {
-    hali_asm_error(p, name, "out of memory");
+    hali_asm_oom(p, name);
     ok = false;
   }
   free(buf);
@@ -687,7 +691,7 @@ static bool parse_xtype_text(parser_t *p, hali_ir_xtype_t *x) {
         }
       }
       int64_t *dims = realloc(x->dims, (x->rank + 1) * sizeof(int64_t));
-      if (!dims) return false;
+      if (!dims) return hali_asm_oom(p, t);
       x->dims = dims;
       x->dims[x->rank++] = dim;
       ++s; /* 'x' */
@@ -713,7 +717,8 @@ static bool parse_xtypes(parser_t *p, hali_ir_xtype_t **v, uint32_t *n,
   if (paren && accept(p, ")")) return true;
   do {
     hali_ir_xtype_t *x = hali_ir_xtype_append(v, n);
-    if (!x || !hali_asm_parse_xtype(p, x)) return false;
+    if (!x) return hali_asm_oom(p, peek(p));
+    if (!hali_asm_parse_xtype(p, x)) return false;
   } while (paren && accept(p, ","));
   return !paren || hali_asm_expect(p, ")", "to close the signature");
 }
@@ -747,18 +752,18 @@ static bool parse_executable(parser_t *p) {
   uint32_t got = hali_strmap_insert(&p->exes, name->text + 1, name->len - 1, ei);
   if (got != ei) {
     if (got == HALI_STRMAP_NONE)
-      hali_asm_error(p, name, "out of memory");
+      hali_asm_oom(p, name);
     else
       hali_asm_error(p, name, "executable defined twice");
     return false;
   }
   hali_strmap_t *maps = realloc(p->exports, (ei + 1) * sizeof(*maps));
-  if (!maps) return false;
+  if (!maps) return hali_asm_oom(p, name);
   p->exports = maps;
   memset(&maps[ei], 0, sizeof(maps[ei]));
   hali_ir_executable_t *e =
       hali_ir_module_add_executable(p->m, name->text + 1, name->len - 1);
-  if (!e) return false;
+  if (!e) return hali_asm_oom(p, name);
   if (!tok_is(peek(p), T_IDENT, "format")) {
     hali_asm_error(p, peek(p),
                    "expected 'format \"NAME\"' after the executable name");
@@ -785,14 +790,15 @@ static bool parse_executable(parser_t *p) {
                                       xn->len - 1, xk);
     if (had != xk) {
       if (had == HALI_STRMAP_NONE)
-        hali_asm_error(p, xn, "out of memory");
+        hali_asm_oom(p, xn);
       else
         hali_asm_error(p, xn, "export defined twice in @%s", e->name);
       return false;
     }
     hali_ir_export_t *x =
         hali_ir_executable_add_export(e, xn->text + 1, xn->len - 1);
-    if (!x || !parse_xtypes(p, &x->params, &x->param_count, true)) return false;
+    if (!x) return hali_asm_oom(p, xn);
+    if (!parse_xtypes(p, &x->params, &x->param_count, true)) return false;
     if (accept(p, "->") &&
         !parse_xtypes(p, &x->results, &x->result_count, false))
       return false;
@@ -887,7 +893,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
   uint32_t got = hali_strmap_insert(&p->funcs, name->text + 1, name->len - 1, fi);
   if (got != fi) {
     if (got == HALI_STRMAP_NONE)
-      hali_asm_error(p, name, "out of memory");
+      hali_asm_oom(p, name);
     else
       hali_asm_error(p, name, "function defined twice");
     return false;
@@ -895,7 +901,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
   hali_strmap_clear(&p->regs);
   hali_ir_func_t *f = hali_ir_module_add_func(p->m, name->text + 1, name->len - 1);
   if (!f) {
-    hali_asm_error(p, name, "out of memory");
+    hali_asm_oom(p, name);
     return false;
   }
   f->line = name->line;
@@ -930,10 +936,10 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       bool okx = reg != UINT32_MAX &&
                  (type != HALI_TYPE_TENSOR || hali_ir_func_set_reg_xtype(f, reg, &x));
       free(x.dims);
-      if (!okx) return false;
+      if (!okx) return hali_asm_oom(p, r); /* add_reg's own error is kept */
       if (mut || f->param_flags) {
         uint8_t *pf = realloc(f->param_flags, f->param_count + 1);
-        if (!pf) return false;
+        if (!pf) return hali_asm_oom(p, r);
         if (!f->param_flags) memset(pf, 0, f->param_count + 1);
         f->param_flags = pf;
         pf[f->param_count] = mut ? HALI_PARAM_MUTABLE : 0;
@@ -969,7 +975,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         hali_type_t *rs = realloc(f->results, f->result_count + 1);
         if (!rs) {
           free(x.dims);
-          return false;
+          return hali_asm_oom(p, peek(p));
         }
         f->results = rs;
         if ((type == HALI_TYPE_TENSOR || tie >= 0) && !f->result_xtypes) {
@@ -977,7 +983,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
           f->result_ties = malloc((f->result_count + 17) * sizeof(int32_t));
           if (!f->result_xtypes || !f->result_ties) {
             free(x.dims);
-            return false;
+            return hali_asm_oom(p, peek(p));
           }
           for (uint32_t k = 0; k < f->result_count + 17; ++k) f->result_ties[k] = -1;
           for (uint32_t k = 0; k < f->result_count; ++k)
@@ -1015,7 +1021,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         if (!str) return false;
         bool ok = hali_ir_func_add_attr(f, str, slen);
         free(str);
-        if (!ok) return false;
+        if (!ok) return hali_asm_oom(p, s);
       } while (accept(p, ","));
       if (!hali_asm_expect(p, "]", "to close the attributes")) return false;
     }
@@ -1134,7 +1140,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       uint32_t k = p.m->rodata_count - 1;
       if (hali_strmap_insert(&p.rodata, p.m->rodata[k].name,
                              strlen(p.m->rodata[k].name), k) != k)
-        hali_asm_error(&p, t, "out of memory");
+        hali_asm_oom(&p, t);
       continue;
     }
     if (tok_is(t, T_IDENT, "executable")) {
@@ -1143,7 +1149,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       next(&p);
       size_t *ne = realloc(exe_starts, (nexe + 1) * sizeof(size_t));
       if (!ne) {
-        hali_asm_error(&p, t, "out of memory");
+        hali_asm_oom(&p, t);
         break;
       }
       exe_starts = ne;
@@ -1165,7 +1171,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       headers_cap = headers_cap ? 2 * headers_cap : 16;
       func_header_t *h = realloc(headers, headers_cap * sizeof(*h));
       if (!h) {
-        hali_asm_error(&p, t, "out of memory");
+        hali_asm_oom(&p, t);
         break;
       }
       headers = h;

@@ -82,6 +82,9 @@ typedef struct {
 
 /* Records the first error, at token |t|: "file:line:col: message, found
  * 'text'". */
+/* Records that an allocation failed while reading |t| (the first error
+ * wins, so an earlier syntax error is kept); returns false. */
+bool hali_asm_oom(parser_t *p, const tok_t *t);
 void hali_asm_error(parser_t *p, const tok_t *t, const char *fmt, ...)
     HALI_PRINTF(3, 4);
 /* Tokenises p->src into p->toks (ending with T_EOF). */

@@ -14,6 +14,13 @@
 
 #include "loader/asm_int.h"
 
+bool hali_asm_oom(parser_t *p, const tok_t *t) {
+  if (!p->error)
+    p->error = hali_status_annotate(hali_status_oom(), "assembling %s:%u:%u",
+                                    p->file, t ? t->line : 0, t ? t->col : 0);
+  return false;
+}
+
 void hali_asm_error(parser_t *p, const tok_t *t, const char *fmt, ...) {
   if (p->error) return;
   char msg[512];
@@ -179,7 +186,10 @@ hali_type_t hali_asm_parse_type(parser_t *p) {
 /* Decodes a string literal's escapes into a malloc'ed buffer. */
 char *hali_asm_decode_string(parser_t *p, const tok_t *t, size_t *out_len) {
   char *out = malloc(t->len);
-  if (!out) return NULL;
+  if (!out) {
+    hali_asm_oom(p, t);
+    return NULL;
+  }
   size_t n = 0;
   for (uint32_t i = 1; i + 1 < t->len; ++i) {
     char c = t->text[i];

@@ -26,7 +26,7 @@ bool hali_asm_def_tensor(body_t *b, const tok_t *t, const hali_ir_xtype_t *x,
   if (!hali_asm_parse_reg(b, t, HALI_TYPE_TENSOR, true, o)) return false;
   if (o->v >= before) {
     if (!hali_ir_func_set_reg_xtype(b->f, o->v, x)) {
-      hali_asm_error(b->p, t, "out of memory");
+      hali_asm_oom(b->p, t);
       return false;
     }
     return true;
@@ -334,7 +334,8 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       return false;
     if (!expect_tensor_reg(b, next(p), o)) return false;
     hali_ir_xtype_t src;
-    if (!hali_ir_xtype_copy(&src, &b->f->reg_xtypes[p->ops[1].v])) return false;
+    if (!hali_ir_xtype_copy(&src, &b->f->reg_xtypes[p->ops[1].v]))
+      return hali_asm_oom(p, defs[0]);
     ok = hali_asm_def_tensor(b, defs[0], &src, &p->ops[0]);
     free(src.dims);
     return ok;

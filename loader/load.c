@@ -12,6 +12,8 @@ hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) 
   *out = NULL;
   *out_size = 0;
   FILE *f = fopen(path, "rb");
+  if (!f && errno == ENOMEM)
+    return hali_status_annotate(hali_status_oom(), "opening %s", path);
   if (!f)
     return hali_status_make(HALI_STATUS_NOT_FOUND, "%s: cannot open: %s", path,
                             strerror(errno));

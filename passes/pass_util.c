@@ -6,8 +6,11 @@
 #include "base/hal_bits.h"
 #include "passes/pass_util.h"
 
+/* A register, string, block ... index of UINT32_MAX is what the IR's
+ * builders (hali_pass_reg, hali_ir_module_intern) return when they run out
+ * of memory. */
 static bool bad_reg(hali_ir_operand_t o) {
-  return o.kind == HALI_IR_REG && o.v == UINT32_MAX;
+  return o.kind != HALI_IR_IMM && o.v == UINT32_MAX;
 }
 
 static hali_ir_insn_t *emitv(hali_insn_list_t *l, uint32_t line, uint16_t op,

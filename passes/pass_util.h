@@ -32,8 +32,9 @@ typedef struct hali_insn_list_s {
 
 /* Appends |op| with |n| operands (exactly |n| hali_ir_operand_t varargs);
  * returns the instruction (or NULL on OOM, recorded in |l|).  An operand
- * naming register UINT32_MAX (what hali_pass_reg returns when it runs out
- * of memory) is treated as OOM too, so no instruction holds one. */
+ * naming index UINT32_MAX (what hali_pass_reg and hali_ir_module_intern
+ * return when they run out of memory) is treated as OOM too, so no
+ * instruction holds one. */
 hali_ir_insn_t *hali_pass_emit(hali_insn_list_t *l, uint32_t line, uint16_t op,
                                uint32_t n, ...);
 /* The same with |total| operands of which the first |n| come from the
