@@ -11,7 +11,15 @@ struct hali_status_s {
   char *message;
   size_t annotation_count;
   char **annotations;
+  size_t dropped; /* lines left out of the middle (see annotate) */
 };
+
+/* At most this many lines of context: the first HEAD (where it failed),
+ * one line counting what is left out, and the last ones (where it
+ * surfaced).  A failure passed up through a chain of N awaited fibers
+ * annotates it 2N times; unbounded, each clone along the way copied them
+ * all (quadratic) and the report grew without end. */
+enum { MAX_ANNOTATIONS = 64, HEAD_ANNOTATIONS = 48 };
 
 /* The one out-of-memory message (hali_status_oom). */
 #define HALI_OOM_MESSAGE "out of memory"
@@ -20,14 +28,14 @@ struct hali_status_s {
  * this static one is returned (and never freed) in that case. */
 static char hali_status_oom_message[] = HALI_OOM_MESSAGE;
 static struct hali_status_s hali_status_oom_object = {
-    HALI_STATUS_RESOURCE_EXHAUSTED, hali_status_oom_message, 0, NULL};
+    HALI_STATUS_RESOURCE_EXHAUSTED, hali_status_oom_message, 0, NULL, 0};
 
 /* The one DEFERRED status (base/status.h): shared, so never mutated. */
 static char hali_status_deferred_message[] =
     "deferred: the operation resumes later (internal; never returned to "
     "API callers)";
 static struct hali_status_s hali_status_deferred_object = {
-    HALI_STATUS_DEFERRED, hali_status_deferred_message, 0, NULL};
+    HALI_STATUS_DEFERRED, hali_status_deferred_message, 0, NULL, 0};
 
 hali_status_t hali_status_deferred(void) {
   return &hali_status_deferred_object;
@@ -76,6 +84,15 @@ hali_status_t hali_status_oom(void) {
   return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED, HALI_OOM_MESSAGE);
 }
 
+static char *hali_format(const char *fmt, ...) HALI_PRINTF(1, 2);
+static char *hali_format(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *out = hali_vformat(fmt, ap);
+  va_end(ap);
+  return out;
+}
+
 hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
   if (!s || hali_status_is_static(s)) return s;
   va_list ap;
@@ -85,6 +102,30 @@ hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
   if (!line) return s;
   if (!line[0]) {
     free(line);
+    return s;
+  }
+  if (s->annotation_count == MAX_ANNOTATIONS) {
+    /* Full: the line after the head counts what is dropped, and the tail
+     * rolls (its oldest line goes). */
+    char **a = s->annotations;
+    if (!s->dropped) {
+      free(a[HEAD_ANNOTATIONS]);
+      a[HEAD_ANNOTATIONS] = NULL;
+      s->dropped = 1;
+    }
+    free(a[HEAD_ANNOTATIONS + 1]);
+    memmove(&a[HEAD_ANNOTATIONS + 1], &a[HEAD_ANNOTATIONS + 2],
+            (MAX_ANNOTATIONS - HEAD_ANNOTATIONS - 2) * sizeof(*a));
+    a[MAX_ANNOTATIONS - 1] = line;
+    s->dropped++;
+    char *count = hali_format("... %zu more lines of context not shown",
+                              s->dropped);
+    if (count) {
+      free(a[HEAD_ANNOTATIONS]);
+      a[HEAD_ANNOTATIONS] = count;
+    } else if (!a[HEAD_ANNOTATIONS]) {
+      a[HEAD_ANNOTATIONS] = hali_format("...");
+    }
     return s;
   }
   char **grown = realloc(s->annotations,
@@ -103,7 +144,8 @@ hali_status_t hali_status_clone(hali_status_t s) {
   if (hali_status_is_static(s)) return s;
   hali_status_t c = hali_status_make(s->code, "%s", s->message);
   for (size_t i = 0; i < s->annotation_count; ++i)
-    c = hali_status_annotate(c, "%s", s->annotations[i]);
+    c = hali_status_annotate(c, "%s", s->annotations[i] ? s->annotations[i] : "...");
+  if (!hali_status_is_static(c)) c->dropped = s->dropped;
   return c;
 }
 

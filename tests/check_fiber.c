@@ -273,6 +273,85 @@ static const char child_fails[] =
     "  return %s\n"
     "}\n";
 
+/* Limits bound what a program spawns (issue 13 row 9): a fiber that
+ * spawns itself without end stops at the scheduler's live-fiber cap with
+ * RESOURCE_EXHAUSTED, and its failure reaches the first fiber with a
+ * bounded report (64 lines of context at most, linear to build). */
+static const char k_self_spawn[] =
+    "func @self(%n: i32) -> i32 {\n"
+    "  %one = const.i32 1\n"
+    "  %m = add.i32 %n, %one\n"
+    "  %f = fiber.spawn @self(%m)\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %m\n"
+    "}\n"
+    "func @spin() -> i32 {\n"
+    "  %x = const.i32 0\n"
+    "  %one = const.i32 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %x = add.i32 %x, %one\n"
+    "  br ^loop\n"
+    "}\n"
+    "func @spawn_spin() -> i32 {\n"
+    "  %f = fiber.spawn @spin()\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(spawning_stops_at_the_fiber_cap) {
+  hali_vm_module_t *m = hali_test_module(k_self_spawn);
+  hali_vm_scheduler_options_t o = {.max_fibers = 300};
+  hali_vm_scheduler_t *s = NULL;
+  ck_assert_ok(hali_vm_scheduler_create(NULL, &o, &s));
+  hali_value_t arg = {.type = HALI_TYPE_I32, .i32 = 0};
+  hali_vm_fiber_t *f = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "self"), &arg, 1, &f));
+  ck_assert_ok(hali_vm_scheduler_run(s, f));
+  hali_status_t st = hali_vm_fiber_status(f);
+  ck_assert_int_eq(hali_status_code(st), HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(hali_status_message(st),
+                   "cannot start @self: 300 fibers are live, the limit of one "
+                   "context");
+  /* 300 levels of "awaited fence" and "at" lines, bounded to 64. */
+  ck_assert_uint_eq(hali_status_annotation_count(st), 64);
+  ck_assert_ptr_nonnull(strstr(hali_status_annotation(st, 48), "more lines of context not shown"));
+  hali_vm_scheduler_free(s);
+  hali_vm_module_release(m);
+}
+END_TEST
+
+/* Fuel is one budget for a fiber and what it spawns: a spawned fiber
+ * takes half of what its spawner has left. */
+START_TEST(spawned_fibers_share_the_fuel) {
+  hali_vm_module_t *m = hali_test_module(k_self_spawn);
+  hali_vm_scheduler_options_t o = {.fuel_enabled = true, .fuel = 1000};
+  hali_vm_scheduler_t *s = NULL;
+  ck_assert_ok(hali_vm_scheduler_create(NULL, &o, &s));
+  hali_vm_fiber_t *f = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "spawn_spin"), NULL, 0, &f));
+  ck_assert_ok(hali_vm_scheduler_run(s, f));
+  hali_status_t st = hali_vm_fiber_status(f);
+  ck_assert_int_eq(hali_status_code(st), HALI_STATUS_RESOURCE_EXHAUSTED);
+  /* The spawner ran one instruction (the spawn is charged first), so the
+   * spinner got (1000 - 1) / 2 = 499. */
+  ck_assert_str_eq(hali_status_message(st),
+                   "instruction budget (fuel) of 499 exhausted");
+  /* And without end, spawning is bounded by the fuel too. */
+  hali_value_t arg = {.type = HALI_TYPE_I32, .i32 = 0};
+  hali_vm_fiber_t *g = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "self"), &arg, 1, &g));
+  ck_assert_ok(hali_vm_scheduler_run(s, g));
+  ck_assert_int_eq(hali_status_code(hali_vm_fiber_status(g)),
+                   HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_uint_lt(hali_vm_scheduler_live(s), 64);
+  hali_vm_scheduler_free(s);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(spawned_failure_reaches_awaiter) {
   env_t e = env_open(child_fails);
   hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
@@ -1426,6 +1505,8 @@ static Suite *suite_fiber(void) {
   suite_add_tcase(s, tc);
 
   tc = tcase_create("errors");
+  tcase_add_test(tc, spawning_stops_at_the_fiber_cap);
+  tcase_add_test(tc, spawned_fibers_share_the_fuel);
   tcase_add_test(tc, spawned_failure_reaches_awaiter);
   tcase_add_test(tc, first_failure_wins_fence_fail_twice);
   tcase_add_test(tc, first_failure_wins_joined_fibers);

@@ -30,6 +30,44 @@ START_TEST(status_make_annotate_clone) {
 }
 END_TEST
 
+/* Context is bounded: the first 48 lines, one line counting what is left
+ * out, the last 15; a clone keeps exactly that. */
+START_TEST(status_annotations_are_bounded) {
+  hali_status_t s = hali_status_make(HALI_STATUS_INTERNAL, "deep");
+  for (int i = 0; i < 1000; ++i) s = hali_status_annotate(s, "line %d", i);
+  ck_assert_uint_eq(hali_status_annotation_count(s), 64);
+  ck_assert_str_eq(hali_status_annotation(s, 0), "line 0");
+  ck_assert_str_eq(hali_status_annotation(s, 47), "line 47");
+  ck_assert_str_eq(hali_status_annotation(s, 48),
+                   "... 937 more lines of context not shown");
+  ck_assert_str_eq(hali_status_annotation(s, 49), "line 985");
+  ck_assert_str_eq(hali_status_annotation(s, 63), "line 999");
+  hali_status_t c = hali_status_clone(s);
+  ck_assert_uint_eq(hali_status_annotation_count(c), 64);
+  for (size_t i = 0; i < 64; ++i)
+    ck_assert_str_eq(hali_status_annotation(c, i), hali_status_annotation(s, i));
+  /* One more line on the clone rolls its tail and counts on. */
+  c = hali_status_annotate(c, "line 1000");
+  ck_assert_str_eq(hali_status_annotation(c, 48),
+                   "... 938 more lines of context not shown");
+  ck_assert_str_eq(hali_status_annotation(c, 49), "line 986");
+  ck_assert_str_eq(hali_status_annotation(c, 63), "line 1000");
+  hali_status_free(c);
+  hali_status_free(s);
+  /* At exactly 64 lines nothing is left out. */
+  s = hali_status_make(HALI_STATUS_INTERNAL, "full");
+  for (int i = 0; i < 64; ++i) s = hali_status_annotate(s, "line %d", i);
+  ck_assert_uint_eq(hali_status_annotation_count(s), 64);
+  ck_assert_str_eq(hali_status_annotation(s, 48), "line 48");
+  ck_assert_str_eq(hali_status_annotation(s, 63), "line 63");
+  s = hali_status_annotate(s, "line 64");
+  ck_assert_str_eq(hali_status_annotation(s, 48),
+                   "... 2 more lines of context not shown");
+  ck_assert_str_eq(hali_status_annotation(s, 63), "line 64");
+  hali_status_free(s);
+}
+END_TEST
+
 START_TEST(status_ok_code_becomes_unknown) {
   hali_status_t s = hali_status_make(HALI_STATUS_OK, "x");
   ck_assert_int_eq(hali_status_code(s), HALI_STATUS_UNKNOWN);
@@ -104,6 +142,7 @@ static Suite *suite_status(void) {
   TCase *tc = tcase_create("status");
   tcase_add_test(tc, status_ok_is_null);
   tcase_add_test(tc, status_make_annotate_clone);
+  tcase_add_test(tc, status_annotations_are_bounded);
   tcase_add_test(tc, status_ok_code_becomes_unknown);
   tcase_add_test(tc, status_return_if_error_annotates);
   tcase_add_test(tc, status_oom_has_one_message);

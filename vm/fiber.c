@@ -356,6 +356,15 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
                                            hali_vm_fiber_t **out) {
   *out = NULL;
   hali_vm_module_t *m = link->module;
+  pthread_mutex_lock(&s->mutex);
+  size_t live = s->live;
+  pthread_mutex_unlock(&s->mutex);
+  size_t cap = s->options.max_fibers ? s->options.max_fibers : HALI_VM_MAX_FIBERS;
+  if (live >= cap)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot start @%s: %zu fibers are live, the limit "
+                            "of one context",
+                            fn->ir->name, live);
   hali_vm_fiber_t *f =
       fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
   if (!f)
@@ -776,6 +785,13 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
                                    st->frames[st->depth - 1].link, callee,
                                    args, nargs, &f));
   hali_hal_fence_t *fence = hali_vm_fiber_fence(f);
+  /* The spawned fiber's instruction budget is half of what this one has
+   * left (this one keeps the rest): an invocation and everything it
+   * spawns never run more than the budget it started with. */
+  if (st->fuel_enabled) {
+    f->stack->fuel = st->fuel / 2;
+    st->fuel -= f->stack->fuel;
+  }
   /* Owned by the scheduler: recycled when it finishes (the fence lives on
    * in the register).  It has not run yet: this thread runs the
    * scheduler. */

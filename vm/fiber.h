@@ -29,11 +29,21 @@
 typedef struct hali_vm_scheduler_s hali_vm_scheduler_t;
 typedef struct hali_vm_fiber_s hali_vm_fiber_t;
 
+/* The default for max_fibers: at most this many fibers are live in one
+ * scheduler (one context); a fiber.spawn beyond it fails with
+ * RESOURCE_EXHAUSTED, so a program that spawns without end is stopped
+ * before it exhausts memory. */
+#define HALI_VM_MAX_FIBERS 65536u
+
 typedef struct hali_vm_scheduler_options_s {
   uint32_t max_depth;          /* per fiber; 0 = default */
-  bool fuel_enabled;           /* instruction budget per fiber */
+  bool fuel_enabled;           /* instruction budget of each started fiber;
+                                * a spawned fiber takes half of what its
+                                * spawner has left, so a fiber and all it
+                                * spawns share one budget */
   uint64_t fuel;
   struct hali_trace_s *trace;  /* borrowed; may be NULL */
+  uint32_t max_fibers;         /* live at once; 0 = HALI_VM_MAX_FIBERS */
 } hali_vm_scheduler_options_t;
 
 /* |device| (retained) is what hal.device.get returns; may be NULL. */

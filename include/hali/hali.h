@@ -211,7 +211,10 @@ typedef struct hali_context_params_s {
   uint32_t max_call_depth;
   /* Instruction budget of each invocation; 0 = unlimited.  Running out
    * fails the invocation with RESOURCE_EXHAUSTED ("instruction budget
-   * (fuel) of N exhausted"). */
+   * (fuel) of N exhausted").  A fiber the invocation spawns takes half of
+   * what its spawner has left, so the invocation and all it spawns share
+   * this one budget.  Independently of fuel, at most 65,536 fibers are live
+   * in a context; a spawn beyond that fails with RESOURCE_EXHAUSTED. */
   uint64_t fuel;
   /* Tracing: which events (0 = off) and where each line goes (NULL callback
    * = stderr).  |trace_user| is passed to the callback. */
