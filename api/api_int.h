@@ -7,6 +7,7 @@
 #ifndef HALI_API_API_INT_H
 #define HALI_API_API_INT_H
 
+#include "base/alloc.h"
 #include "hali/hali.h"
 
 #include <dlfcn.h>
@@ -40,7 +41,7 @@ hali_status_t hali_api_null_arg(const char *fn, const char *what);
 
 static inline hali_status_t oom(void) { return hali_status_oom(); }
 
-static inline char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static inline char *dup_or_null(const char *s) { return s ? hali_strdup(s) : NULL; }
 
 /* Variants <-> VM values (api/values.c). */
 void hali_api_value_to_variant(const hali_value_t *v, hali_variant_t *out);

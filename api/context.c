@@ -1,6 +1,7 @@
 /* hali — the C API: contexts (modules linked to a device and the
  * instance's imports) and invocations (sync and async). */
 #include "api/api_int.h"
+#include "base/alloc.h"
 
 static void context_free(hali_context_t *c) {
   /* Cancels and frees fibers still pending. */
@@ -10,15 +11,15 @@ static void context_free(hali_context_t *c) {
      * Recorded work keeps the executables (and they their module). */
     hali_vm_link_free(c->modules[i].link);
     hali_module_release(c->modules[i].module);
-    free(c->modules[i].functions);
+    hali_free(c->modules[i].functions);
   }
-  free(c->modules);
+  hali_free(c->modules);
   while (c->bindings) {
     binding_t *b = c->bindings;
     c->bindings = b->next;
     if (b->dl) dlclose(b->dl);
     hali_vm_stack_free(atomic_load(&b->stack));
-    free(b);
+    hali_free(b);
   }
   if (c->hal) {
     /* A private device may hold work waiting on fences nobody will signal
@@ -35,11 +36,11 @@ static void context_free(hali_context_t *c) {
     hali_hal_device_release(c->hal);
   }
   hali_trace_free(c->trace);
-  free(c->trace_filter);
+  hali_free(c->trace_filter);
   hali_device_release(c->device);
   hali_instance_release(c->instance);
   pthread_mutex_destroy(&c->mutex);
-  free(c);
+  hali_free(c);
 }
 
 static hali_status_t context_link(hali_context_t *c,
@@ -70,7 +71,7 @@ static hali_status_t context_link(hali_context_t *c,
     to.user = p->trace_user;
     to.max_values = p->trace_max_values;
     if (p->trace_filter) {
-      c->trace_filter = strdup(p->trace_filter);
+      c->trace_filter = hali_strdup(p->trace_filter);
       if (!c->trace_filter) return oom();
       to.filter = c->trace_filter;
     }
@@ -92,7 +93,7 @@ static hali_status_t context_link(hali_context_t *c,
                                            (const char *const *)in->paths,
                                            in->path_count),
         "linking module @%s", cm->vm->ir->name);
-    cm->functions = calloc(cm->vm->func_count ? cm->vm->func_count : 1,
+    cm->functions = hali_calloc(cm->vm->func_count ? cm->vm->func_count : 1,
                            sizeof(hali_function_t));
     if (!cm->functions) return oom();
     for (uint32_t f = 0; f < cm->vm->func_count; ++f)
@@ -145,11 +146,11 @@ hali_status_t hali_context_create(hali_instance_t *instance,
                             "HALI_TRACE_FORMAT_TEXT or "
                             "HALI_TRACE_FORMAT_CHROME)",
                             __func__, (int)p->trace_format);
-  hali_context_t *c = calloc(1, sizeof(*c));
+  hali_context_t *c = hali_calloc(1, sizeof(*c));
   if (!c) return oom();
-  c->modules = calloc(module_count, sizeof(context_module_t));
+  c->modules = hali_calloc(module_count, sizeof(context_module_t));
   if (!c->modules) {
-    free(c);
+    hali_free(c);
     return oom();
   }
   atomic_init(&c->count, 1);
@@ -259,7 +260,7 @@ static hali_status_t start(hali_context_t *c, const hali_function_t *function,
   hali_value_t values[API_MAX_VALUES];
   hali_value_t *v = values;
   if (arg_count > API_MAX_VALUES) {
-    v = calloc(arg_count, sizeof(*v));
+    v = hali_calloc(arg_count, sizeof(*v));
     if (!v) return oom();
   }
   hali_status_t s = hali_api_variants_to_values(function->fn->ir, args, arg_count, v);
@@ -267,7 +268,7 @@ static hali_status_t start(hali_context_t *c, const hali_function_t *function,
   if (!s)
     s = hali_vm_scheduler_start_link(c->scheduler, function->link,
                                      function->fn, v, arg_count, out);
-  if (v != values) free(v);
+  if (v != values) hali_free(v);
   return s;
 }
 
@@ -353,11 +354,11 @@ hali_status_t hali_context_invoke_async(hali_context_t *context,
   *out_invocation = NULL;
   CHECK_ARG(context);
   CHECK_ARG(function);
-  hali_invocation_t *inv = calloc(1, sizeof(*inv));
+  hali_invocation_t *inv = hali_calloc(1, sizeof(*inv));
   if (!inv) return oom();
   hali_status_t s = start(context, function, args, arg_count, &inv->fiber);
   if (s) {
-    free(inv);
+    hali_free(inv);
     return s;
   }
   inv->context = context;
@@ -443,6 +444,6 @@ void hali_invocation_release(hali_invocation_t *invocation) {
   hali_context_t *c = invocation->context;
   unlink_live(c, invocation);
   hali_vm_fiber_release(invocation->fiber);
-  free(invocation);
+  hali_free(invocation);
   hali_context_release(c);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "loader/asm_int.h"
+#include "base/alloc.h"
 
 /* A register type in a function header or locals: a scalar, a !hal type,
  * or (tensor level) tensor<...>, whose shape goes to |x|. */
@@ -134,21 +135,21 @@ static uint32_t intern(parser_t *p, char *str, size_t len) {
   hali_ir_module_t *m = p->m;
   uint32_t i = hali_strmap_find(&p->strings, str, len);
   if (i != HALI_STRMAP_NONE || len > UINT32_MAX / 2) {
-    free(str);
+    hali_free(str);
     return i;
   }
   if (m->string_count == p->strings_cap) {
     uint32_t cap = p->strings_cap ? p->strings_cap * 2 : 16;
     char **strings = cap > UINT32_MAX / 2 ? NULL
-                                          : realloc(m->strings, (size_t)cap *
+                                          : hali_realloc(m->strings, (size_t)cap *
                                                                     sizeof(char *));
     if (strings) m->strings = strings;
     uint32_t *lengths =
-        strings ? realloc(m->string_lengths, (size_t)cap * sizeof(uint32_t))
+        strings ? hali_realloc(m->string_lengths, (size_t)cap * sizeof(uint32_t))
                 : NULL;
     if (lengths) m->string_lengths = lengths;
     if (!strings || !lengths) {
-      free(str);
+      hali_free(str);
       return UINT32_MAX;
     }
     p->strings_cap = cap;
@@ -156,7 +157,7 @@ static uint32_t intern(parser_t *p, char *str, size_t len) {
   str[len] = 0; /* decode_string leaves room: the token has 2 quotes */
   i = m->string_count;
   if (hali_strmap_insert(&p->strings, str, len, i) != i) {
-    free(str);
+    hali_free(str);
     return UINT32_MAX;
   }
   m->strings[i] = str;
@@ -199,7 +200,7 @@ hali_ir_operand_t *hali_asm_push_op(parser_t *p, uint32_t *n) {
   }
   if (*n == p->ops_cap) {
     size_t cap = p->ops_cap ? p->ops_cap * 2 : 16;
-    hali_ir_operand_t *o = realloc(p->ops, cap * sizeof(*o));
+    hali_ir_operand_t *o = hali_realloc(p->ops, cap * sizeof(*o));
     if (!o) {
       hali_asm_oom(p, peek(p));
       return NULL;
@@ -219,7 +220,7 @@ static size_t parse_defs(body_t *b) {
   while (peek(p)->kind == T_REG && n < MAX_OPERANDS) {
     if (n == p->defs_cap) {
       size_t cap = p->defs_cap ? p->defs_cap * 2 : 16;
-      tok_t **d = realloc(p->defs, cap * sizeof(*d));
+      tok_t **d = hali_realloc(p->defs, cap * sizeof(*d));
       if (!d) {
         hali_asm_oom(p, peek(p));
         break;
@@ -580,14 +581,14 @@ static bool parse_rodata(parser_t *p) {
     if (!bytes) return false;
     bool ok = hali_ir_module_add_rodata(p->m, name->text + 1, name->len - 1,
                                         kind, bytes, len) != NULL;
-    free(bytes);
+    hali_free(bytes);
     if (!ok) hali_asm_oom(p, s);
     return ok;
   }
   if (!hali_asm_expect(p, "[", "to open the values")) return false;
   uint32_t esize = hali_rodata_kind_size(kind);
   size_t cap = 64, n = 0;
-  uint8_t *buf = malloc(cap * esize);
+  uint8_t *buf = hali_malloc(cap * esize);
   bool ok = buf != NULL || hali_asm_oom(p, name);
   if (ok && !accept(p, "]")) {
     do {
@@ -598,7 +599,7 @@ static bool parse_rodata(parser_t *p) {
         ok = hali_asm_parse_int(p, next(p), (int)esize * 8, &v);
       if (!ok) break;
       if (n == cap) {
-        uint8_t *g = realloc(buf, (cap *= 2) * esize);
+        uint8_t *g = hali_realloc(buf, (cap *= 2) * esize);
         if (!g) {
           ok = hali_asm_oom(p, name);
           break;
@@ -617,7 +618,7 @@ static bool parse_rodata(parser_t *p) {
     hali_asm_oom(p, name);
     ok = false;
   }
-  free(buf);
+  hali_free(buf);
   return ok;
 }
 
@@ -627,7 +628,7 @@ static bool parse_xtype_text(parser_t *p, hali_ir_xtype_t *x);
  * type leaves no dims behind (a fuzz target found the leak). */
 bool hali_asm_parse_xtype(parser_t *p, hali_ir_xtype_t *x) {
   if (parse_xtype_text(p, x)) return true;
-  free(x->dims);
+  hali_free(x->dims);
   x->dims = NULL;
   x->rank = 0;
   return false;
@@ -690,7 +691,7 @@ static bool parse_xtype_text(parser_t *p, hali_ir_xtype_t *x) {
           return false;
         }
       }
-      int64_t *dims = realloc(x->dims, (x->rank + 1) * sizeof(int64_t));
+      int64_t *dims = hali_realloc(x->dims, (x->rank + 1) * sizeof(int64_t));
       if (!dims) return hali_asm_oom(p, t);
       x->dims = dims;
       x->dims[x->rank++] = dim;
@@ -730,12 +731,12 @@ static bool parse_string_attr(parser_t *p, char **out) {
   char *str = hali_asm_decode_string(p, s, &len);
   if (!str) return false;
   if (memchr(str, 0, len)) {
-    free(str);
+    hali_free(str);
     hali_asm_error(p, s, "names may not contain NUL");
     return false;
   }
   str[len] = 0; /* decode_string leaves room: the token has 2 quotes */
-  free(*out);
+  hali_free(*out);
   *out = str;
   return true;
 }
@@ -757,7 +758,7 @@ static bool parse_executable(parser_t *p) {
       hali_asm_error(p, name, "executable defined twice");
     return false;
   }
-  hali_strmap_t *maps = realloc(p->exports, (ei + 1) * sizeof(*maps));
+  hali_strmap_t *maps = hali_realloc(p->exports, (ei + 1) * sizeof(*maps));
   if (!maps) return hali_asm_oom(p, name);
   p->exports = maps;
   memset(&maps[ei], 0, sizeof(maps[ei]));
@@ -927,7 +928,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       hali_type_t type = parse_value_type(p, &x);
       if (type == HALI_TYPE_NONE) return false;
       if (mut && type != HALI_TYPE_TENSOR && type != HALI_TYPE_BUFFER_VIEW) {
-        free(x.dims);
+        hali_free(x.dims);
         hali_asm_error(
             p, r, "only tensor (or buffer view) parameters may be mutable");
         return false;
@@ -935,10 +936,10 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       uint32_t reg = add_reg(p, f, type, r);
       bool okx = reg != UINT32_MAX &&
                  (type != HALI_TYPE_TENSOR || hali_ir_func_set_reg_xtype(f, reg, &x));
-      free(x.dims);
+      hali_free(x.dims);
       if (!okx) return hali_asm_oom(p, r); /* add_reg's own error is kept */
       if (mut || f->param_flags) {
-        uint8_t *pf = realloc(f->param_flags, f->param_count + 1);
+        uint8_t *pf = hali_realloc(f->param_flags, f->param_count + 1);
         if (!pf) return hali_asm_oom(p, r);
         if (!f->param_flags) memset(pf, 0, f->param_count + 1);
         f->param_flags = pf;
@@ -972,17 +973,17 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         hali_type_t type = parse_value_type(p, &x);
         if (type == HALI_TYPE_NONE) return false;
         if (type != HALI_TYPE_TENSOR) x.type = type;
-        hali_type_t *rs = realloc(f->results, f->result_count + 1);
+        hali_type_t *rs = hali_realloc(f->results, f->result_count + 1);
         if (!rs) {
-          free(x.dims);
+          hali_free(x.dims);
           return hali_asm_oom(p, peek(p));
         }
         f->results = rs;
         if ((type == HALI_TYPE_TENSOR || tie >= 0) && !f->result_xtypes) {
-          f->result_xtypes = calloc(f->result_count + 17, sizeof(hali_ir_xtype_t));
-          f->result_ties = malloc((f->result_count + 17) * sizeof(int32_t));
+          f->result_xtypes = hali_calloc(f->result_count + 17, sizeof(hali_ir_xtype_t));
+          f->result_ties = hali_malloc((f->result_count + 17) * sizeof(int32_t));
           if (!f->result_xtypes || !f->result_ties) {
-            free(x.dims);
+            hali_free(x.dims);
             return hali_asm_oom(p, peek(p));
           }
           for (uint32_t k = 0; k < f->result_count + 17; ++k) f->result_ties[k] = -1;
@@ -991,7 +992,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         }
         if (f->result_xtypes) {
           if (f->result_count >= 16) {
-            free(x.dims);
+            hali_free(x.dims);
             hali_asm_error(p, peek(p),
                            "at most 16 results at the tensor level");
             return false;
@@ -999,7 +1000,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
           f->result_xtypes[f->result_count] = x;
           f->result_ties[f->result_count] = tie;
         } else {
-          free(x.dims);
+          hali_free(x.dims);
         }
         f->results[f->result_count++] = type;
       } while (paren && accept(p, ","));
@@ -1020,7 +1021,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         char *str = hali_asm_decode_string(p, s, &slen);
         if (!str) return false;
         bool ok = hali_ir_func_add_attr(f, str, slen);
-        free(str);
+        hali_free(str);
         if (!ok) return hali_asm_oom(p, s);
       } while (accept(p, ","));
       if (!hali_asm_expect(p, "]", "to close the attributes")) return false;
@@ -1049,7 +1050,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         bool okx = reg != UINT32_MAX &&
                    (type != HALI_TYPE_TENSOR ||
                     hali_ir_func_set_reg_xtype(f, reg, &x));
-        free(x.dims);
+        hali_free(x.dims);
         if (!okx) return false;
       } while (accept(p, ","));
       if (!hali_asm_expect(p, ")", "to close locals")) return false;
@@ -1105,7 +1106,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     next(&p);
     tok_t *name;
     if (hali_asm_expect_kind(&p, T_SYM, "a module name (@name)", &name))
-      p.m->name = strndup(name->text + 1, name->len - 1);
+      p.m->name = hali_strndup(name->text + 1, name->len - 1);
     if (tok_is(peek(&p), T_IDENT, "source")) {
       next(&p);
       tok_t *s;
@@ -1119,12 +1120,12 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     const char *base = strrchr(p.file, '/');
     base = base ? base + 1 : p.file;
     size_t n = strcspn(base, ".");
-    p.m->name = strndup(base, n ? n : strlen(base));
+    p.m->name = hali_strndup(base, n ? n : strlen(base));
     /* A file name may hold characters a name cannot: my-mod -> my_mod. */
     for (char *c = p.m->name; c && *c; ++c)
       if (!hali_name_char(*c)) *c = '_';
   }
-  if (!p.error && !p.m->source) p.m->source = strdup(p.file);
+  if (!p.error && !p.m->source) p.m->source = hali_strdup(p.file);
   /* Pass 1: headers. */
   size_t nheaders = 0, headers_cap = 0, nexe = 0;
   size_t *exe_starts = NULL;
@@ -1147,7 +1148,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       /* Kernel functions may be defined after the executable: parsed in
        * pass 1b, once every header is known. */
       next(&p);
-      size_t *ne = realloc(exe_starts, (nexe + 1) * sizeof(size_t));
+      size_t *ne = hali_realloc(exe_starts, (nexe + 1) * sizeof(size_t));
       if (!ne) {
         hali_asm_oom(&p, t);
         break;
@@ -1169,7 +1170,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     next(&p);
     if (nheaders == headers_cap) {
       headers_cap = headers_cap ? 2 * headers_cap : 16;
-      func_header_t *h = realloc(headers, headers_cap * sizeof(*h));
+      func_header_t *h = hali_realloc(headers, headers_cap * sizeof(*h));
       if (!h) {
         hali_asm_oom(&p, t);
         break;
@@ -1187,22 +1188,22 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     p.pos = exe_starts[i];
     if (!parse_executable(&p)) hali_asm_error(&p, peek(&p), "bad executable");
   }
-  free(exe_starts);
+  hali_free(exe_starts);
   /* Pass 2: bodies. */
   for (uint32_t i = 0; !p.error && i < p.m->func_count; ++i)
     if (headers[i].body != SIZE_MAX &&
         !parse_body(&p, &p.m->funcs[i], headers, i))
       hali_asm_error(&p, peek(&p), "bad function body");
-  free(headers);
-  free(p.toks);
-  free(p.ops);
-  free(p.defs);
+  hali_free(headers);
+  hali_free(p.toks);
+  hali_free(p.ops);
+  hali_free(p.defs);
   hali_strmap_free(&p.funcs);
   hali_strmap_free(&p.rodata);
   hali_strmap_free(&p.exes);
   for (uint32_t i = 0; i < p.m->executable_count; ++i)
     hali_strmap_free(&p.exports[i]);
-  free(p.exports);
+  hali_free(p.exports);
   hali_strmap_free(&p.strings);
   hali_strmap_free(&p.regs);
   hali_strmap_free(&p.blocks);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "loader/asm_int.h"
+#include "base/alloc.h"
 
 static int32_t find_reg_tok(body_t *b, const tok_t *t) {
   if (t->kind != T_REG) {
@@ -270,10 +271,10 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       p->ops[HALI_TD_BINDINGS].imm = nb;
       p->ops[HALI_TD_CONSTANTS].imm = nc;
     }
-    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    for (uint32_t k = 0; k < nres; ++k) hali_free(res[k].x.dims);
     return true;
   fail:
-    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    for (uint32_t k = 0; k < nres; ++k) hali_free(res[k].x.dims);
     return false;
   }
   case HALI_OP_TENSOR_SPLAT:
@@ -308,7 +309,7 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       return false;
     ok = parse_dyn_dims(b, &x, nops) &&
          hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
-    free(x.dims);
+    hali_free(x.dims);
     return ok;
   }
   case HALI_OP_TENSOR_CONSTANT: {
@@ -321,11 +322,11 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       return false;
     if (hali_ir_xtype_dynamic_dims(&x)) {
       hali_asm_error(p, &p->toks[p->pos - 1], "a constant has a static shape");
-      free(x.dims);
+      hali_free(x.dims);
       return false;
     }
     ok = hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
-    free(x.dims);
+    hali_free(x.dims);
     return ok;
   }
   case HALI_OP_TENSOR_CLONE: {
@@ -337,7 +338,7 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
     if (!hali_ir_xtype_copy(&src, &b->f->reg_xtypes[p->ops[1].v]))
       return hali_asm_oom(p, defs[0]);
     ok = hali_asm_def_tensor(b, defs[0], &src, &p->ops[0]);
-    free(src.dims);
+    hali_free(src.dims);
     return ok;
   }
   case HALI_OP_TENSOR_OVERWRITE: {

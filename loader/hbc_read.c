@@ -16,6 +16,7 @@
 #include <inttypes.h>
 
 #include "hal/buffer_view.h"
+#include "base/alloc.h"
 #include "loader/hbc.h"
 #include "vm/strmap.h"
 #include "loader/loader.h"
@@ -108,7 +109,7 @@ static char *get_string_copy(cur_t *c, const hali_ir_module_t *m,
     rerr(c, "%s (string %u) contains a NUL byte", what, idx);
     return NULL;
   }
-  char *s = strdup(m->strings[idx]);
+  char *s = hali_strdup(m->strings[idx]);
   if (!s) rerr(c, "out of memory");
   return s;
 }
@@ -125,8 +126,8 @@ static hali_type_t get_type(cur_t *c, const char *what) {
 static void read_strings(cur_t *c, hali_ir_module_t *m) {
   uint32_t n = get_count(c, 4, "string");
   if (c->error) return;
-  m->strings = calloc(n ? n : 1, sizeof(char *));
-  m->string_lengths = calloc(n ? n : 1, sizeof(uint32_t));
+  m->strings = hali_calloc(n ? n : 1, sizeof(char *));
+  m->string_lengths = hali_calloc(n ? n : 1, sizeof(uint32_t));
   if (!m->strings || !m->string_lengths) {
     rerr(c, "out of memory");
     return;
@@ -134,7 +135,7 @@ static void read_strings(cur_t *c, hali_ir_module_t *m) {
   for (uint32_t i = 0; i < n && !c->error; ++i) {
     uint32_t len = get_u32(c, "string length");
     if (!need(c, len, "string bytes")) return;
-    char *s = malloc((size_t)len + 1);
+    char *s = hali_malloc((size_t)len + 1);
     if (!s) {
       rerr(c, "out of memory");
       return;
@@ -286,7 +287,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
   /* The smallest function: name, 3 counts, and a block count. */
   uint32_t n = get_count(c, 20, "function");
   if (c->error) return;
-  m->funcs = calloc(n ? n : 1, sizeof(hali_ir_func_t));
+  m->funcs = hali_calloc(n ? n : 1, sizeof(hali_ir_func_t));
   if (!m->funcs) {
     rerr(c, "out of memory");
     return;
@@ -299,7 +300,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     f->param_count = get_u32(c, "parameter count");
     f->result_count = get_count(c, 1, "result");
     if (c->error) return;
-    f->results = malloc(f->result_count ? f->result_count : 1);
+    f->results = hali_malloc(f->result_count ? f->result_count : 1);
     if (!f->results) FAIL("out of memory");
     for (uint32_t i = 0; i < f->result_count; ++i)
       f->results[i] = get_type(c, "result type");
@@ -308,13 +309,13 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     if (f->param_count > f->reg_count)
       FAIL("function @%s has %u parameters but only %u registers",
                   f->name, f->param_count, f->reg_count);
-    f->reg_types = malloc(f->reg_count ? f->reg_count : 1);
+    f->reg_types = hali_malloc(f->reg_count ? f->reg_count : 1);
     if (!f->reg_types) FAIL("out of memory");
     for (uint32_t i = 0; i < f->reg_count; ++i)
       f->reg_types[i] = get_type(c, "register type");
     uint32_t nblocks = get_count(c, 4, "block");
     if (c->error) return;
-    f->blocks = calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
+    f->blocks = hali_calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
     if (!f->blocks) FAIL("out of memory");
     for (uint32_t b = 0; b < nblocks && !c->error; ++b) {
       f->block_count++;
@@ -324,7 +325,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
        * reading a block never reallocates its instructions. */
       hali_ir_block_t *blk = &f->blocks[b];
       if (ninsns) {
-        blk->insns = malloc((size_t)ninsns * sizeof(hali_ir_insn_t));
+        blk->insns = hali_malloc((size_t)ninsns * sizeof(hali_ir_insn_t));
         if (!blk->insns) FAIL("out of memory");
         blk->insn_capacity = ninsns;
       }
@@ -351,7 +352,7 @@ static void read_rodata(cur_t *c, hali_ir_module_t *m) {
                                    size))
       rerr(c, "out of memory");
     if (!c->error) c->p += size;
-    free(name);
+    hali_free(name);
   }
 }
 
@@ -394,7 +395,7 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
     uint32_t rank = get_count(c, 8, "dimension");
     if (c->error) return;
     if (rank > HALI_HAL_MAX_RANK) FAIL("rank %u exceeds %d", rank, HALI_HAL_MAX_RANK);
-    x->dims = malloc((rank ? rank : 1) * sizeof(int64_t));
+    x->dims = hali_malloc((rank ? rank : 1) * sizeof(int64_t));
     if (!x->dims) FAIL("out of memory");
     for (uint32_t d = 0; d < rank; ++d) {
       x->dims[d] = (int64_t)get_u64(c, "dimension");
@@ -428,7 +429,7 @@ static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x, const char *what,
     rerr(c, "rank %u exceeds %d", rank, HALI_HAL_MAX_RANK);
     return false;
   }
-  x->dims = malloc((rank ? rank : 1) * sizeof(int64_t));
+  x->dims = hali_malloc((rank ? rank : 1) * sizeof(int64_t));
   if (!x->dims) {
     rerr(c, "out of memory");
     return false;
@@ -455,18 +456,18 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
       char *a = get_string_copy(c, m, "attribute");
       if (!c->error && (!a || !hali_ir_func_add_attr(f, a, strlen(a))))
         rerr(c, "bad attribute");
-      free(a);
+      hali_free(a);
     }
     if (get_u8(c, "parameter flags") && !c->error) {
-      f->param_flags = calloc((size_t)f->param_count + 1, 1);
+      f->param_flags = hali_calloc((size_t)f->param_count + 1, 1);
       if (!f->param_flags) FAIL("out of memory");
       for (uint32_t i = 0; i < f->param_count; ++i)
         f->param_flags[i] = get_u8(c, "parameter flags");
     }
     if (get_u8(c, "result shapes") && !c->error) {
       f->result_xtypes =
-          calloc((size_t)f->result_count + 1, sizeof(hali_ir_xtype_t));
-      f->result_ties = calloc((size_t)f->result_count + 1, sizeof(int32_t));
+          hali_calloc((size_t)f->result_count + 1, sizeof(hali_ir_xtype_t));
+      f->result_ties = hali_calloc((size_t)f->result_count + 1, sizeof(int32_t));
       if (!f->result_xtypes || !f->result_ties) FAIL("out of memory");
       for (uint32_t i = 0; i < f->result_count && !c->error; ++i) {
         f->result_ties[i] = (int32_t)get_u32(c, "result tie");
@@ -481,15 +482,15 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
       if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
       hali_ir_xtype_t x;
       if (!read_one_xtype(c, &x, "tensor register", r)) {
-        free(x.dims);
+        hali_free(x.dims);
         return;
       }
       if (x.type != HALI_TYPE_NONE) {
-        free(x.dims);
+        hali_free(x.dims);
         FAIL("tensor register %u has a scalar shape", r);
       }
       bool ok = hali_ir_func_set_reg_xtype(f, r, &x);
-      free(x.dims);
+      hali_free(x.dims);
       if (!ok) FAIL("out of memory");
     }
   }
@@ -519,12 +520,12 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
     char *name = get_string_copy(c, m, "executable name");
     if (!c->error && !name) rerr(c, "executable %u has no name", i);
     if (c->error) {
-      free(name);
+      hali_free(name);
       return;
     }
     hali_ir_executable_t *e =
         hali_ir_module_add_executable(m, name, strlen(name));
-    free(name);
+    hali_free(name);
     if (!e) FAIL("out of memory");
     e->format = get_string_copy(c, m, "executable format");
     if (!c->error && !e->format) FAIL("executable @%s has no format", e->name);
@@ -534,11 +535,11 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
       char *xname = get_string_copy(c, m, "export name");
       if (!c->error && !xname) rerr(c, "export %u of @%s has no name", k, e->name);
       if (c->error) {
-        free(xname);
+        hali_free(xname);
         return;
       }
       hali_ir_export_t *x = hali_ir_executable_add_export(e, xname, strlen(xname));
-      free(xname);
+      hali_free(xname);
       if (!x) FAIL("out of memory");
       x->symbol = get_string_copy(c, m, "export symbol");
       x->function = get_u32(c, "export function");
@@ -578,7 +579,7 @@ static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
   for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
     hali_ir_func_t *f = &m->funcs[fi];
-    f->reg_names = calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
+    f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
     if (!f->reg_names) FAIL("out of memory");
     for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
       f->reg_names[r] = get_string_copy(c, m, "register name");
@@ -774,7 +775,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   if (!top.error) {
     if (module_name < m->string_count &&
         !memchr(m->strings[module_name], 0, m->string_lengths[module_name]))
-      m->name = strdup(m->strings[module_name]);
+      m->name = hali_strdup(m->strings[module_name]);
     else
       rerr(&top, "module name refers to string %u of %u", module_name,
            m->string_count);

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "passes/pass_util.h"
+#include "base/alloc.h"
 #include "passes/pipeline.h"
 
 #define PASS "stream-to-hal"
@@ -219,7 +220,7 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
           break;
         }
         bool ok = hali_ir_func_set_reg_xtype(f, cr, &x);
-        free(x.dims);
+        hali_free(x.dims);
         if (!ok) {
           bad_reg = true;
           break;
@@ -251,8 +252,8 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
     return hali_status_annotate(
         hali_status_oom(), PASS ": @%s: inserting copies", f->name);
   }
-  for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
-  free(blk->insns);
+  for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
+  hali_free(blk->insns);
   blk->insns = out.b.insns;
   blk->insn_count = out.b.insn_count;
   blk->insn_capacity = out.b.insn_capacity;
@@ -262,14 +263,14 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
 hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
   cow_t c = {.f = f, .n = f->reg_count};
   size_t n = (size_t)c.n + 1;
-  c.root = malloc(n * sizeof(uint32_t));
-  c.last = malloc(n * sizeof(uint32_t));
-  c.def = calloc(n, sizeof(uint32_t));
-  c.origin = malloc(n);
-  c.maxread = malloc(n * sizeof(uint32_t));
-  c.maxby = malloc(n * sizeof(uint32_t));
-  c.force = calloc(n, 1);
-  uint8_t *copy = calloc(n, 1);
+  c.root = hali_malloc(n * sizeof(uint32_t));
+  c.last = hali_malloc(n * sizeof(uint32_t));
+  c.def = hali_calloc(n, sizeof(uint32_t));
+  c.origin = hali_malloc(n);
+  c.maxread = hali_malloc(n * sizeof(uint32_t));
+  c.maxby = hali_malloc(n * sizeof(uint32_t));
+  c.force = hali_calloc(n, 1);
+  uint8_t *copy = hali_calloc(n, 1);
   hali_status_t s = HALI_OK;
   if (!c.root || !c.last || !c.def || !c.origin || !c.maxread || !c.maxby ||
       !c.force || !copy)
@@ -297,13 +298,13 @@ hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
     for (uint32_t r = 0; r < c.n; ++r) any_copy |= copy[r] != 0;
     if (any_copy) s = rewrite(&c, blk, copy);
   }
-  free(c.root);
-  free(c.last);
-  free(c.def);
-  free(c.origin);
-  free(c.maxread);
-  free(c.maxby);
-  free(c.force);
-  free(copy);
+  hali_free(c.root);
+  hali_free(c.last);
+  hali_free(c.def);
+  hali_free(c.origin);
+  hali_free(c.maxread);
+  hali_free(c.maxby);
+  hali_free(c.force);
+  hali_free(copy);
   return s;
 }

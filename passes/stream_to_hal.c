@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "passes/pipeline.h"
+#include "base/alloc.h"
 #include "passes/stream_to_hal_int.h"
 
 /* The HAL's most workgroups per dimension (HALI_HAL_MAX_WORKGROUP_COUNT). */
@@ -406,7 +407,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
           : es <= 2 ? "an i32 value (its low bytes are the pattern)"
                     : "no scalar (8-byte patterns are not supported: write a kernel "
                       "or use a constant)");
-      free(ts);
+      hali_free(ts);
       return e;
     }
     SET_SHAPE(w, r, &o[HALI_TS_DIMS], true);
@@ -476,21 +477,21 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
                              "first",
                              p);
   HALI_RETURN_IF_ERROR_PLAIN(hali_pass_copy_on_write(m, f));
-  lw_t *wp = calloc(1, sizeof(lw_t));
+  lw_t *wp = hali_calloc(1, sizeof(lw_t));
   if (!wp) return hali_status_oom();
 #define w (*wp)
   w.m = m;
   w.f = f;
   w.nregs = f->reg_count;
   w.cur = UINT32_MAX;
-  w.t = calloc(f->reg_count + 1, sizeof(tinfo_t));
-  w.exes = malloc((m->executable_count + 1) * sizeof(uint32_t));
-  w.pending = malloc(2 * (f->reg_count + 1) * sizeof(uint32_t));
+  w.t = hali_calloc(f->reg_count + 1, sizeof(tinfo_t));
+  w.exes = hali_malloc((m->executable_count + 1) * sizeof(uint32_t));
+  w.pending = hali_malloc(2 * (f->reg_count + 1) * sizeof(uint32_t));
   if (!w.t || !w.exes || !w.pending) {
-    free(w.t);
-    free(w.exes);
-    free(w.pending);
-    free(wp);
+    hali_free(w.t);
+    hali_free(w.exes);
+    hali_free(w.pending);
+    hali_free(wp);
     return hali_status_oom();
   }
   hali_status_t s = hali_s2h_analyse(&w);
@@ -549,8 +550,8 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
     }
     if (!s) {
       /* Swap the rebuilt block in. */
-      for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
-      free(blk->insns);
+      for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
+      hali_free(blk->insns);
       blk->insns = w.out.b.insns;
       blk->insn_count = w.out.b.insn_count;
       blk->insn_capacity = w.out.b.insn_capacity;
@@ -568,17 +569,17 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
       if (f->reg_types[r] == HALI_TYPE_TENSOR) f->reg_types[r] = HALI_TYPE_BUFFER;
       else if (f->reg_types[r] == HALI_TYPE_INDEX) f->reg_types[r] = HALI_TYPE_I64;
     if (f->reg_xtypes) {
-      for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
-      free(f->reg_xtypes);
+      for (uint32_t r = 0; r < f->reg_count; ++r) hali_free(f->reg_xtypes[r].dims);
+      hali_free(f->reg_xtypes);
       f->reg_xtypes = NULL;
     }
   }
   hali_status_free(w.err); /* one found after another error */
-  free(w.t);
-  free(w.exes);
-  free(w.pending);
+  hali_free(w.t);
+  hali_free(w.exes);
+  hali_free(w.pending);
 #undef w
-  free(wp);
+  hali_free(wp);
   return s;
 }
 

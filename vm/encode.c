@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "vm/vm.h"
+#include "base/alloc.h"
 
 static int fused_op_for(uint16_t cmp) {
   switch (cmp) {
@@ -38,7 +39,7 @@ static void put_slots(hali_cell_t *cells, uint32_t *k, uint16_t v) {
 static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
                                  const hali_ir_func_t *f) {
   out->ir = f;
-  out->slot = malloc((f->reg_count ? f->reg_count : 1) * sizeof(uint16_t));
+  out->slot = hali_malloc((f->reg_count ? f->reg_count : 1) * sizeof(uint16_t));
   if (!out->slot) goto oom;
   uint32_t ns = 0, nr = 0;
   for (uint32_t r = 0; r < f->reg_count; ++r)
@@ -55,7 +56,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     if (hali_type_is_ref(f->results[i])) out->scalar_results_only = false;
 
   /* Pass 1: where each block and instruction starts. */
-  uint32_t *block_at = malloc(f->block_count * sizeof(uint32_t));
+  uint32_t *block_at = hali_malloc(f->block_count * sizeof(uint32_t));
   uint32_t total = 0, ninsns = 0;
   if (!block_at) goto oom;
   for (uint32_t b = 0; b < f->block_count; ++b) {
@@ -71,11 +72,11 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       ninsns++;
     }
   }
-  out->code = calloc(total ? total : 1, sizeof(hali_cell_t));
-  out->insn_offset = malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
-  out->insn_ir = malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
+  out->code = hali_calloc(total ? total : 1, sizeof(hali_cell_t));
+  out->insn_offset = hali_malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
+  out->insn_ir = hali_malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
   if (!out->code || !out->insn_offset || !out->insn_ir) {
-    free(block_at);
+    hali_free(block_at);
     goto oom;
   }
   out->code_size = total;
@@ -176,7 +177,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       at += insn_cells(insn);
     }
   }
-  free(block_at);
+  hali_free(block_at);
   return HALI_OK;
 oom:
   return hali_status_annotate(hali_status_oom(), "encoding @%s", f->name);
@@ -188,16 +189,16 @@ void hali_vm_module_retain(hali_vm_module_t *m) {
 
 static void module_destroy(hali_vm_module_t *m) {
   for (uint32_t i = 0; m->funcs && i < m->func_count; ++i) {
-    free(m->funcs[i].code);
-    free(m->funcs[i].slot);
-    free(m->funcs[i].insn_offset);
-    free(m->funcs[i].insn_ir);
+    hali_free(m->funcs[i].code);
+    hali_free(m->funcs[i].slot);
+    hali_free(m->funcs[i].insn_offset);
+    hali_free(m->funcs[i].insn_ir);
   }
-  free(m->funcs);
-  free(m->strings);
-  free(m->unlinked);
+  hali_free(m->funcs);
+  hali_free(m->strings);
+  hali_free(m->unlinked);
   hali_ir_module_free(m->ir);
-  free(m);
+  hali_free(m);
 }
 
 void hali_vm_module_release(hali_vm_module_t *m) {
@@ -209,7 +210,7 @@ void hali_vm_module_release(hali_vm_module_t *m) {
 hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
                                     hali_vm_module_t **out) {
   *out = NULL;
-  hali_vm_module_t *m = calloc(1, sizeof(*m));
+  hali_vm_module_t *m = hali_calloc(1, sizeof(*m));
   if (!m) {
     hali_ir_module_free(ir);
     return hali_status_oom();
@@ -217,10 +218,10 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   atomic_init(&m->count, 1);
   m->ir = ir;
   m->func_count = ir->func_count;
-  m->funcs = calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));
-  m->strings = calloc(ir->string_count ? ir->string_count : 1,
+  m->funcs = hali_calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));
+  m->strings = hali_calloc(ir->string_count ? ir->string_count : 1,
                       sizeof(hali_vm_string_t));
-  m->unlinked = calloc(1, sizeof(*m->unlinked));
+  m->unlinked = hali_calloc(1, sizeof(*m->unlinked));
   if (!m->funcs || !m->strings || !m->unlinked) {
     module_destroy(m);
     return hali_status_oom();
@@ -248,20 +249,20 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
 
 hali_status_t hali_vm_link_create(hali_vm_module_t *m, hali_vm_link_t **out) {
   *out = NULL;
-  hali_vm_link_t *l = calloc(1, sizeof(*l));
+  hali_vm_link_t *l = hali_calloc(1, sizeof(*l));
   if (l) {
-    l->imports = calloc(m->func_count ? m->func_count : 1,
+    l->imports = hali_calloc(m->func_count ? m->func_count : 1,
                         sizeof(hali_vm_import_t));
-    l->executables = calloc(m->ir->executable_count ? m->ir->executable_count
+    l->executables = hali_calloc(m->ir->executable_count ? m->ir->executable_count
                                                     : 1,
                             sizeof(*l->executables));
   }
   if (!l || !l->imports || !l->executables) {
     if (l) {
-      free(l->imports);
-      free(l->executables);
+      hali_free(l->imports);
+      hali_free(l->executables);
     }
-    free(l);
+    hali_free(l);
     return hali_status_annotate(
         hali_status_oom(), "linking module @%s", m->ir->name);
   }
@@ -277,10 +278,10 @@ void hali_vm_link_free(hali_vm_link_t *l) {
    * what it needs of the module on its own. */
   for (uint32_t i = 0; i < l->module->ir->executable_count; ++i)
     hali_ref_release((hali_ref_t *)l->executables[i]);
-  free(l->executables);
-  free(l->imports);
+  hali_free(l->executables);
+  hali_free(l->imports);
   hali_vm_module_release(l->module);
-  free(l);
+  hali_free(l);
 }
 
 hali_status_t hali_vm_link_bind_import(hali_vm_link_t *l, const char *name,
@@ -312,7 +313,7 @@ hali_status_t hali_vm_link_check_imports(const hali_vm_link_t *l) {
                                  "provided by the host: %s",
                                  m->ir->name, missing, list ? list : "")
               : HALI_OK;
-  free(list);
+  hali_free(list);
   return s;
 }
 

@@ -1,5 +1,6 @@
 /* hali — fibers and the scheduler (see vm/fiber.h). */
 #include "vm/fiber.h"
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -96,7 +97,7 @@ static int64_t now_ns(void) { return hali_clock_now_ns(); }
 static void waiter_release(waiter_t *w) {
   if (atomic_fetch_sub(&w->refs, 1) == 1) {
     hali_hal_semaphore_release(w->semaphore);
-    free(w);
+    hali_free(w);
   }
 }
 
@@ -177,7 +178,7 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
       return true;
     }
     if (now >= value) continue;
-    waiter_t *w = calloc(1, sizeof(*w));
+    waiter_t *w = hali_calloc(1, sizeof(*w));
     if (!w) {
       /* Wake the fiber and fail its await: re-running the await would
        * only fail to register again (and spin while memory is short). */
@@ -239,7 +240,7 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
                                        const hali_vm_scheduler_options_t *o,
                                        hali_vm_scheduler_t **out) {
   *out = NULL;
-  hali_vm_scheduler_t *s = calloc(1, sizeof(*s));
+  hali_vm_scheduler_t *s = hali_calloc(1, sizeof(*s));
   if (!s) return hali_status_oom();
   s->run_deadline = INT64_MAX;
   pthread_mutex_init(&s->mutex, NULL);
@@ -263,9 +264,9 @@ void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
 }
 
 static void fiber_destroy(hali_vm_fiber_t *f) {
-  free(f->results);
+  hali_free(f->results);
   hali_vm_stack_free(f->stack);
-  free(f);
+  hali_free(f);
 }
 
 /* Unlinks a finished fiber and drops what this invocation held; keeps the
@@ -308,17 +309,17 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   }
   pthread_mutex_unlock(&s->mutex);
   if (!f) {
-    f = calloc(1, sizeof(*f));
+    f = hali_calloc(1, sizeof(*f));
     if (!f) return NULL;
     hali_status_t st = hali_vm_stack_create(s->options.max_depth, &f->stack);
     if (st) {
       hali_status_free(st);
-      free(f);
+      hali_free(f);
       return NULL;
     }
   }
   if (results > f->result_capacity) {
-    hali_value_t *r = realloc(f->results, results * sizeof(hali_value_t));
+    hali_value_t *r = hali_realloc(f->results, results * sizeof(hali_value_t));
     if (!r) {
       fiber_destroy(f);
       return NULL;
@@ -545,7 +546,7 @@ static hali_status_t deadlock(hali_vm_scheduler_t *s) {
   char *text = hali_strbuf_take(&sb);
   hali_status_t st = hali_status_make(HALI_STATUS_FAILED_PRECONDITION, "%s",
                                       text ? text : "deadlock");
-  free(text);
+  hali_free(text);
   return st;
 }
 
@@ -748,7 +749,7 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (s->device) hali_hal_device_release(s->device);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->mutex);
-  free(s);
+  hali_free(s);
 }
 
 hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "vm/verify_int.h"
+#include "base/alloc.h"
 
 hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   char msg[512];
@@ -35,7 +36,7 @@ hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   hali_status_t s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                                      "%s: %s: %s", v->mode ? v->mode : "verify",
                                      where ? where : "?", msg);
-  free(where);
+  hali_free(where);
   return s;
 }
 
@@ -260,7 +261,7 @@ typedef struct {
 static bool da_push(void **p, size_t *n, size_t *cap, size_t size) {
   if (*n < *cap) return true;
   size_t c = *cap ? 2 * *cap : 256;
-  void *q = realloc(*p, c * size);
+  void *q = hali_realloc(*p, c * size);
   if (!q) return false;
   *p = q;
   *cap = c;
@@ -300,9 +301,9 @@ static bool da_lists_begin(da_lists_t *l, const hali_ir_func_t *f) {
   bool wrap = (uint64_t)l->base + f->block_count + 1 > UINT32_MAX;
   if (f->reg_count > l->reg_cap || wrap) {
     uint32_t cap = f->reg_count > l->reg_cap ? f->reg_count : l->reg_cap;
-    uint32_t *w = realloc(l->wstamp, (cap ? cap : 1) * sizeof(uint32_t));
+    uint32_t *w = hali_realloc(l->wstamp, (cap ? cap : 1) * sizeof(uint32_t));
     if (w) l->wstamp = w;
-    uint32_t *r = w ? realloc(l->rstamp, (cap ? cap : 1) * sizeof(uint32_t))
+    uint32_t *r = w ? hali_realloc(l->rstamp, (cap ? cap : 1) * sizeof(uint32_t))
                     : NULL;
     if (r) l->rstamp = r;
     if (!w || !r) return false;
@@ -314,9 +315,9 @@ static bool da_lists_begin(da_lists_t *l, const hali_ir_func_t *f) {
   }
   if (f->block_count + 1 > l->block_cap) {
     uint32_t cap = f->block_count + 1;
-    uint32_t *g = realloc(l->gen_start, cap * sizeof(uint32_t));
+    uint32_t *g = hali_realloc(l->gen_start, cap * sizeof(uint32_t));
     if (g) l->gen_start = g;
-    uint32_t *e = g ? realloc(l->exposed_start, cap * sizeof(uint32_t)) : NULL;
+    uint32_t *e = g ? hali_realloc(l->exposed_start, cap * sizeof(uint32_t)) : NULL;
     if (e) l->exposed_start = e;
     if (!g || !e) return false;
     l->block_cap = cap;
@@ -330,12 +331,12 @@ static void da_lists_end(da_lists_t *l, const hali_ir_func_t *f) {
 }
 
 static void da_lists_free(da_lists_t *l) {
-  free(l->wstamp);
-  free(l->rstamp);
-  free(l->gen);
-  free(l->gen_start);
-  free(l->exposed);
-  free(l->exposed_start);
+  hali_free(l->wstamp);
+  hali_free(l->rstamp);
+  hali_free(l->gen);
+  hali_free(l->gen_start);
+  hali_free(l->exposed);
+  hali_free(l->exposed_start);
 }
 
 typedef struct verify_scratch_s {
@@ -346,7 +347,7 @@ typedef struct verify_scratch_s {
 
 static void verify_scratch_free(verify_scratch_t *sc) {
   da_lists_free(&sc->lists);
-  free(sc->buf);
+  hali_free(sc->buf);
 }
 
 /* Definite assignment: a forward "must" dataflow over blocks.  in[entry] =
@@ -380,7 +381,7 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   size_t need = n64 * 8 + n32 * 4 + 2 * (size_t)nb;
   verify_scratch_t *sc = v->scratch;
   if (need > sc->cap) {
-    void *buf = realloc(sc->buf, need);
+    void *buf = hali_realloc(sc->buf, need);
     if (!buf)
       return hali_status_annotate(hali_status_oom(), "verifying the module");
     sc->buf = buf;
@@ -608,7 +609,7 @@ static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
           "block %s is empty: every block must end in a terminator (br, "
           "cond_br, switch, return or fail)",
           bn ? bn : "?");
-      free(bn);
+      hali_free(bn);
       return s;
     }
     for (uint32_t i = 0; i < blk->insn_count; ++i) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "hal/buffer_view.h"
+#include "base/alloc.h"
 #include "vm/verify_int.h"
 
 /* ------------------------------------------------------------------------ */
@@ -97,8 +98,8 @@ static hali_status_t s_same_shape(const vctx_t *v, uint32_t a, uint32_t b,
     char *ta = hali_strbuf_take(&sa), *tb = hali_strbuf_take(&sb);
     hali_status_t s = hali_verr(v, "%s: operand %u is %s but operand %u is %s",
                                 what, a, ta ? ta : "?", b, tb ? tb : "?");
-    free(ta);
-    free(tb);
+    hali_free(ta);
+    hali_free(tb);
     return s;
   }
   return HALI_OK;

@@ -461,8 +461,8 @@ HALI_API const char *hali_module_function_name(const hali_module_t *module,
 /* Serialises |module| as written (before the load-time passes) into .hbc
  * bytes that load back to the same module (doc/format.md).  With |strip|
  * the names and source lines are left out (errors and traces then show
- * positions only).  |*out_data| is malloc'ed: the caller frees it with
- * free(). */
+ * positions only).  |*out_data| is the caller's, to release with
+ * hali_free(). */
 HALI_API HALI_MUST_USE hali_status_t hali_module_write_binary(
     const hali_module_t *module, bool strip, void **out_data,
     size_t *out_size);
@@ -485,7 +485,7 @@ typedef struct hali_module_print_options_s {
 } hali_module_print_options_t;
 
 /* Prints the module file |path| (.hasm or .hbc) as .hasm text into
- * |*out_text| (malloc'ed; the caller frees it with free()).  As written,
+ * |*out_text| (the caller's, to release with hali_free()).  As written,
  * the text assembles back to the same binary; it is printed only when
  * the module loads (passes and verifier, as for hali_module_load_file).
  * |options| may be NULL (as written, with locations).  Errors name the
@@ -495,8 +495,8 @@ HALI_API HALI_MUST_USE hali_status_t hali_module_print_file(
     char **out_text);
 
 /* The instruction set reference (markdown, doc/isa.md), generated from
- * the op table; malloc'ed (the caller frees it), NULL when out of
- * memory. */
+ * the op table; the caller releases it with hali_free(), NULL when out
+ * of memory. */
 HALI_API char *hali_instruction_set_markdown(void);
 
 /* ======================================================================== */
