@@ -575,6 +575,12 @@ static void read_imports(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+static char *numbered(const char *prefix, uint32_t n) {
+  char buf[16];
+  snprintf(buf, sizeof(buf), "%s%u", prefix, n);
+  return hali_strdup(buf);
+}
+
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
   for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
@@ -590,6 +596,14 @@ static void read_debug(cur_t *c, hali_ir_module_t *m) {
     }
     if (!c->error && f->block_count && f->blocks[0].insn_count)
       f->line = f->blocks[0].insns[0].line;
+    /* A name left out is the one hali dis prints for it (%rN, ^bbN), which
+     * is what `hali asm` then reads: the module is the same either way. */
+    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
+      if (!f->reg_names[r] && !(f->reg_names[r] = numbered("r", r)))
+        FAIL("out of memory");
+    for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
+      if (!f->blocks[b].name && !(f->blocks[b].name = numbered("bb", b)))
+        FAIL("out of memory");
   }
   m->has_debug = !c->error;
 }
@@ -646,6 +660,69 @@ bool hali_hbc_is_binary(const uint8_t *data, size_t size) {
 static uint32_t le32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
          ((uint32_t)p[3] << 24);
+}
+
+/* The file's string table holds every name the sections use as well as
+ * the string operands; the IR's strings are the operands' alone, numbered
+ * in order of first use and without duplicates, as the assembler interns
+ * them.  So a module read from a file is the module its text assembles to
+ * (hali dis | hali asm writes the same bytes), and a stripped write of it
+ * carries no names.  Out-of-range operands stay out of range (the
+ * verifier names them).  False on OOM. */
+static bool compact_strings(hali_ir_module_t *m) {
+  uint32_t n = m->string_count;
+  uint32_t *map = hali_malloc((n ? n : 1) * sizeof(uint32_t));
+  char **strings = hali_calloc(n ? n : 1, sizeof(char *));
+  uint32_t *lengths = hali_calloc(n ? n : 1, sizeof(uint32_t));
+  hali_strmap_t seen = {0};
+  bool ok = map && strings && lengths;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; ok && i < n; ++i) map[i] = UINT32_MAX;
+  for (uint32_t fi = 0; ok && fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    for (uint32_t b = 0; ok && b < f->block_count; ++b)
+      for (uint32_t k = 0; ok && k < f->blocks[b].insn_count; ++k) {
+        hali_ir_insn_t *insn = &f->blocks[b].insns[k];
+        for (uint32_t j = 0; j < insn->operand_count; ++j) {
+          hali_ir_operand_t *o = &insn->operands[j];
+          if (o->kind != HALI_IR_STRING || o->v >= n) continue;
+          if (map[o->v] == UINT32_MAX) {
+            uint32_t v = hali_strmap_insert(&seen, m->strings[o->v],
+                                            m->string_lengths[o->v], kept);
+            if (v == HALI_STRMAP_NONE) {
+              ok = false;
+              break;
+            }
+            if (v == kept) {
+              strings[kept] = m->strings[o->v];
+              lengths[kept] = m->string_lengths[o->v];
+              m->strings[o->v] = NULL;
+              ++kept;
+            }
+            map[o->v] = v;
+          }
+          o->v = map[o->v];
+        }
+      }
+  }
+  hali_strmap_free(&seen);
+  if (!ok) {
+    /* The module is about to be freed: each string has one owner, the
+     * new table or (NULL where moved) the old. */
+    for (uint32_t i = 0; strings && i < kept; ++i) hali_free(strings[i]);
+    hali_free(map);
+    hali_free(strings);
+    hali_free(lengths);
+    return false;
+  }
+  for (uint32_t i = 0; i < n; ++i) hali_free(m->strings[i]);
+  hali_free(m->strings);
+  hali_free(m->string_lengths);
+  m->strings = strings;
+  m->string_lengths = lengths;
+  m->string_count = kept;
+  hali_free(map);
+  return true;
 }
 
 hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
@@ -781,6 +858,9 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
            m->string_count);
   }
   if (!top.error) top.error = check_names(m);
+  if (!top.error && !compact_strings(m))
+    top.error = hali_status_annotate(hali_status_oom(),
+                                     "compacting the string table");
   if (top.error) {
     hali_ir_module_free(m);
     return top.error;

@@ -292,6 +292,22 @@ static hali_status_t s_plain_insn(const vctx_t *v) {
   if (insn->op == HALI_OP_RETURN && insn->operand_count != v->f->result_count)
     return hali_verr(v, "returns %u value(s), function returns %u",
                      insn->operand_count, v->f->result_count);
+  /* Tensor-level types are rewritten by the passes (index -> i64), after
+   * which a mismatch would go unseen: the assembler's rule, here. */
+  for (uint32_t k = 0; insn->op == HALI_OP_RETURN && k < insn->operand_count;
+       ++k) {
+    const hali_ir_operand_t *o = &insn->operands[k];
+    hali_type_t want = v->f->results[k];
+    hali_type_t got = o->kind == HALI_IR_REG ? v->f->reg_types[o->v]
+                                             : HALI_TYPE_NONE;
+    bool level = want == HALI_TYPE_INDEX || want == HALI_TYPE_TENSOR ||
+                 got == HALI_TYPE_INDEX || got == HALI_TYPE_TENSOR;
+    if (level && got != want)
+      return hali_verr(v, "return value %u is %s, the function returns %s",
+                       k, o->kind == HALI_IR_REG ? hali_type_name(got)
+                                                 : "not a register",
+                       hali_type_name(want));
+  }
   return HALI_OK;
 }
 
