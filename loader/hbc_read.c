@@ -548,8 +548,11 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
         FAIL("export @%s has unknown flags 0x%x", x->name, x->flags);
       for (int d = 0; d < 3; ++d) {
         x->workgroup_size[d] = get_u32(c, "workgroup size");
-        if (!c->error && x->workgroup_size[d] == 0)
-          FAIL("export @%s has a zero workgroup size", x->name);
+        if (!c->error && (x->workgroup_size[d] == 0 ||
+                          x->workgroup_size[d] > INT32_MAX))
+          FAIL("export @%s has workgroup size %" PRIu32
+               ", expected 1 to 2147483647 (as the text form)",
+               x->name, x->workgroup_size[d]);
       }
       read_xtypes(c, &x->params, &x->param_count);
       read_xtypes(c, &x->results, &x->result_count);
@@ -633,6 +636,11 @@ static hali_status_t check_scope(hali_strmap_t *seen, const char *what,
 }
 
 static hali_status_t check_names(const hali_ir_module_t *m) {
+  if (!hali_name_valid(m->name))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "malformed module: the module's name \"%s\" is "
+                            "not a name (letters, digits, _ . $)",
+                            m->name);
   hali_strmap_t seen = {0};
   hali_status_t s = HALI_OK;
   for (uint32_t i = 0; i < m->rodata_count && !s; ++i)
