@@ -13,6 +13,7 @@ static void context_free(hali_context_t *c) {
     free(c->modules[i].functions);
   }
   free(c->modules);
+  hali_param_set_release(c->params);
   while (c->bindings) {
     binding_t *b = c->bindings;
     c->bindings = b->next;
@@ -159,6 +160,13 @@ hali_status_t hali_context_create(hali_instance_t *instance,
   hali_instance_retain(instance);
   c->device = device;
   hali_device_retain(device);
+  if (p->parameters) {
+    /* Frozen from now on: the set is read without locks by every context
+     * created with it. */
+    atomic_store(&p->parameters->frozen, true);
+    c->params = p->parameters->set;
+    hali_param_set_retain(c->params);
+  }
   c->module_count = module_count;
   for (size_t i = 0; i < module_count; ++i) {
     c->modules[i].module = modules[i];
