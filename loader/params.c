@@ -601,13 +601,9 @@ static hali_status_t lookup(const hali_param_set_t *set, const char *scope,
   return HALI_OK;
 }
 
-hali_status_t hali_param_set_find(const hali_param_set_t *set,
-                                  const char *scope, const char *key,
-                                  hali_param_info_t *out) {
-  memset(out, 0, sizeof(*out));
-  const file_t *f;
-  const entry_t *e;
-  HALI_RETURN_IF_ERROR_PLAIN(lookup(set, scope, key, &f, &e));
+static void fill_info(const file_t *f, const entry_t *e,
+                      hali_param_info_t *out) {
+  out->key = e->key;
   out->path = f->path;
   out->data = f->map ? f->map + e->offset : NULL;
   out->length = e->length;
@@ -618,6 +614,33 @@ hali_status_t hali_param_set_find(const hali_param_set_t *set,
   out->element_type = e->type;
   out->rank = e->rank;
   out->shape = e->shape;
+}
+
+hali_status_t hali_param_set_find(const hali_param_set_t *set,
+                                  const char *scope, const char *key,
+                                  hali_param_info_t *out) {
+  memset(out, 0, sizeof(*out));
+  const file_t *f;
+  const entry_t *e;
+  HALI_RETURN_IF_ERROR_PLAIN(lookup(set, scope, key, &f, &e));
+  fill_info(f, e, out);
+  return HALI_OK;
+}
+
+hali_status_t hali_param_set_entry(const hali_param_set_t *set,
+                                   const char *scope, size_t index,
+                                   hali_param_info_t *out) {
+  memset(out, 0, sizeof(*out));
+  const scope_t *sc = set ? find_scope(set, scope) : NULL;
+  if (!sc)
+    return hali_status_make(HALI_STATUS_NOT_FOUND,
+                            "no parameters bound for scope '%s'", scope);
+  if (index >= sc->where_count)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "scope '%s' holds %zu parameters, not %zu", scope,
+                            sc->where_count, index + 1);
+  const file_t *f = sc->files[sc->where[index].file];
+  fill_info(f, &f->entries[sc->where[index].entry], out);
   return HALI_OK;
 }
 

@@ -70,6 +70,7 @@ size_t hali_param_set_file_count(const hali_param_set_t *set);
 
 /* What the set knows of one tensor; pointers are borrowed from the set. */
 typedef struct hali_param_info_s {
+  const char *key;
   const char *path;     /* the archive file */
   const uint8_t *data;  /* its first byte, in the mapping */
   uint64_t length;      /* its byte size */
@@ -88,6 +89,14 @@ HALI_MUST_USE hali_status_t hali_param_set_find(const hali_param_set_t *set,
                                                 const char *scope,
                                                 const char *key,
                                                 hali_param_info_t *out_info);
+
+/* The |index|th tensor of |scope| (in the order the files were added and
+ * each file lists them): for listing and the fuzz target.  NOT_FOUND for
+ * an unbound scope, OUT_OF_RANGE past the last. */
+HALI_MUST_USE hali_status_t hali_param_set_entry(const hali_param_set_t *set,
+                                                 const char *scope,
+                                                 size_t index,
+                                                 hali_param_info_t *out_info);
 
 /* The bytes of |scope|::|key|, checked against |type| (a tensor xtype:
  * element type and static shape).  The element types match when equal,

@@ -369,6 +369,19 @@ START_TEST(st_not_found) {
   ck_assert_ok(hali_param_set_load(set, "m", "z", &u8, allocator, &b));
   expect_bytes(b, "\x05", 1);
   hali_hal_buffer_release(b);
+  /* Listing: the files in the order added, each in its own order. */
+  hali_param_info_t info;
+  const char *keys[] = {"w", "n", "z"};
+  for (size_t i = 0; i < 3; ++i) {
+    ck_assert_ok(hali_param_set_entry(set, "m", i, &info));
+    ck_assert_str_eq(info.key, keys[i]);
+  }
+  ck_assert_str_eq(info.path, tmp("b.safetensors"));
+  ck_assert_status(hali_param_set_entry(set, "m", 3, &info),
+                   HALI_STATUS_OUT_OF_RANGE,
+                   "scope 'm' holds 3 parameters, not 4");
+  ck_assert_status(hali_param_set_entry(set, "q", 0, &info),
+                   HALI_STATUS_NOT_FOUND, "no parameters bound for scope 'q'");
   /* A NULL set has no scopes (h14a's globals may pass it). */
   ck_assert_status(hali_param_set_load(NULL, "m", "z", &u8, allocator, &b),
                    HALI_STATUS_NOT_FOUND, "no parameters bound for scope 'm'");
