@@ -55,6 +55,7 @@ typedef struct {
   hali_strmap_t funcs;      /* function name -> index (pass 1) */
   hali_strmap_t rodata;     /* rodata name -> index */
   hali_strmap_t exes;       /* executable name -> index */
+  hali_strmap_t globals;    /* global name -> index */
   hali_strmap_t *exports;   /* per executable: export name -> index */
   hali_strmap_t strings;    /* string constant -> module string index */
   uint32_t strings_cap;     /* allocated entries of m->strings */

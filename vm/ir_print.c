@@ -351,6 +351,11 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                                          ? m->rodata[o->v].name
                                          : "?");
       break;
+    case HALI_ROLE_GLOBAL:
+      hali_strbuf_printf(sb, "@%s", o->v < m->global_count
+                                         ? m->globals[o->v].name
+                                         : "?");
+      break;
     case HALI_ROLE_STRING:
       if (o->v < m->string_count)
         print_string(sb, m->strings[o->v], m->string_lengths[o->v]);
@@ -489,6 +494,26 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
                                          (64 - 8 * es));
     }
     hali_strbuf_append(&sb, "]\n", 2);
+  }
+  if (m->global_count) hali_strbuf_append(&sb, "\n", 1);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    hali_strbuf_printf(&sb, "global @%s : ", g->name);
+    if (g->type == HALI_TYPE_TENSOR) hali_ir_xtype_print(&sb, &g->xtype);
+    else hali_strbuf_printf(&sb, "%s", hali_type_name(g->type));
+    if (g->flags & HALI_GLOBAL_MUTABLE) hali_strbuf_append(&sb, " mutable", 8);
+    if (g->flags & HALI_GLOBAL_INIT) {
+      hali_strbuf_append(&sb, " = ", 3);
+      print_imm(&sb, g->type, g->init);
+    } else if (g->flags & HALI_GLOBAL_PARAMETER) {
+      hali_strbuf_append(&sb, " = parameter ", 13);
+      print_string(&sb, g->param_scope ? g->param_scope : "",
+                   (uint32_t)strlen(g->param_scope ? g->param_scope : ""));
+      hali_strbuf_append(&sb, " :: ", 4);
+      print_string(&sb, g->param_key ? g->param_key : "",
+                   (uint32_t)strlen(g->param_key ? g->param_key : ""));
+    }
+    hali_strbuf_append(&sb, "\n", 1);
   }
   for (uint32_t i = 0; i < m->executable_count; ++i)
     print_executable(&sb, m, &m->executables[i], show_layouts);

@@ -273,6 +273,7 @@ static hali_status_t s_plain_insn(const vctx_t *v) {
     case HALI_IR_STRING: limit = m->string_count; what = "string"; break;
     case HALI_IR_FUNC: limit = m->func_count; what = "function"; break;
     case HALI_IR_RODATA: limit = m->rodata_count; what = "rodata"; break;
+    case HALI_IR_GLOBAL: limit = m->global_count; what = "global"; break;
     case HALI_IR_EXECUTABLE:
       limit = m->executable_count;
       what = "executable";
@@ -400,6 +401,19 @@ hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
             arg ? a : a - x->param_count));
       }
     }
+  }
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    if (g->type == HALI_TYPE_TENSOR)
+      HALI_RETURN_IF_ERROR_PLAIN(check_xtype(&v, &g->xtype, "global", i));
+  }
+  if (m->global_count) {
+    hali_strmap_t names = {0};
+    v.names = &names;
+    hali_status_t s = hali_verify_globals(&v, true);
+    hali_strmap_free(&names);
+    v.names = NULL;
+    if (s) return s;
   }
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
