@@ -42,6 +42,29 @@ static void context_free(hali_context_t *c) {
   free(c);
 }
 
+/* Parameter globals (`= parameter "scope" :: "key"`, lowered by
+ * stream-to-hal to an immutable !hal.buffer global that keeps its tensor
+ * type): each is filled from the context's parameter set before any
+ * initializer runs (loader/params.h hali_param_set_load checks the key,
+ * the element type and shape, and the byte range).  No parameter set is
+ * bound to a context yet, so every parameter is NOT_FOUND. */
+static hali_status_t bind_parameters(hali_context_t *c) {
+  for (size_t i = 0; i < c->module_count; ++i) {
+    const hali_ir_module_t *ir = c->modules[i].vm->ir;
+    for (uint32_t g = 0; g < ir->global_count; ++g) {
+      const hali_ir_global_t *gl = &ir->globals[g];
+      if (!(gl->flags & HALI_GLOBAL_PARAMETER)) continue;
+      return hali_status_make(
+          HALI_STATUS_NOT_FOUND,
+          "no parameters bound for scope '%s' (global @%s = parameter "
+          "\"%s\" :: \"%s\" of module @%s)",
+          gl->param_scope, gl->name, gl->param_scope, gl->param_key,
+          ir->name);
+    }
+  }
+  return HALI_OK;
+}
+
 /* Runs every function marked ["initializer"] once, module by module and
  * in each module's order, to completion (it may await fences: the
  * scheduler runs it like any invocation).  The first failure fails the
@@ -147,6 +170,7 @@ static hali_status_t context_link(hali_context_t *c,
       .trace = c->trace,
   };
   HALI_RETURN_IF_ERROR_PLAIN(hali_vm_scheduler_create(c->hal, &so, &c->scheduler));
+  HALI_RETURN_IF_ERROR(bind_parameters(c), "creating the context");
   return run_initializers(c);
 }
 

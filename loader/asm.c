@@ -193,10 +193,8 @@ static int32_t find_global(parser_t *p, const tok_t *s) {
   return k == HALI_STRMAP_NONE ? -1 : (int32_t)k;
 }
 
-/* `@name` naming a global of type |want| (HALI_TYPE_ANY_REF: any ref
- * global) for an operand of |info|. */
-static bool parse_global_ref(parser_t *p, const hali_op_info_t *info,
-                             hali_type_t want, hali_ir_operand_t *o) {
+bool hali_asm_parse_global_ref(parser_t *p, const hali_op_info_t *info,
+                               hali_type_t want, hali_ir_operand_t *o) {
   tok_t *s;
   if (!hali_asm_expect_kind(p, T_SYM, "a global name (@name)", &s))
     return false;
@@ -455,7 +453,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         break;
       }
       case HALI_ROLE_GLOBAL:
-        if (!parse_global_ref(p, info, d->type, o)) return false;
+        if (!hali_asm_parse_global_ref(p, info, d->type, o)) return false;
         break;
       default:
         hali_asm_error(p, opt, "internal: unsupported operand role");

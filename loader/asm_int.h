@@ -76,6 +76,11 @@ typedef struct {
   const func_header_t *headers;
 } body_t;
 
+/* `@name` naming a global of type |want| (HALI_TYPE_ANY_REF: any ref
+ * global; HALI_TYPE_TENSOR: a tensor global) for an operand of |info|. */
+bool hali_asm_parse_global_ref(parser_t *p, const hali_op_info_t *info,
+                               hali_type_t want, hali_ir_operand_t *o);
+
 /* Operand counts are stored in 16 bits. */
 #define MAX_OPERANDS 0xffffu
 

@@ -670,6 +670,315 @@ START_TEST(trace_shows_global_loads_and_stores) {
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------------ */
+/* Tensor globals: the variable lifetime (stream-to-hal). */
+
+static const char *tensor_text =
+    "module @tg\n"
+    "executable @ex format \"bytecode\" {\n"
+    "  export @add(tensor<4xf32>, tensor<4xf32>) -> (tensor<4xf32>) "
+    "function @add_kernel\n"
+    "}\n"
+    "global @acc : tensor<4xf32> mutable\n"
+    "global @base : tensor<4xf32>\n"
+    "func @init() attributes [\"initializer\"] {\n"
+    "  %ten = const.f32 10\n"
+    "  %b = tensor.splat %ten : tensor<4xf32>\n"
+    "  tensor.global.store @base, %b\n"
+    "  return\n"
+    "}\n"
+    "func @get() -> tensor<4xf32> {\n"
+    "  %v = tensor.global.load @acc\n"
+    "  return %v\n"
+    "}\n"
+    "func @base() -> tensor<4xf32> {\n"
+    "  %v = tensor.global.load @base\n"
+    "  return %v\n"
+    "}\n"
+    "func @put(%x: tensor<4xf32>) {\n"
+    "  tensor.global.store @acc, %x\n"
+    "  return\n"
+    "}\n"
+    "# acc += x, in place (the result goes straight back to @acc)\n"
+    "func @accumulate(%x: tensor<4xf32>) {\n"
+    "  %a = tensor.global.load @acc\n"
+    "  %s = tensor.dispatch @ex::@add[4](%a, %x) -> %a as tensor<4xf32>\n"
+    "  tensor.global.store @acc, %s\n"
+    "  return\n"
+    "}\n"
+    "# acc += x, returning the old value: the tie must copy\n"
+    "func @exchange(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "  %a = tensor.global.load @acc\n"
+    "  %s = tensor.dispatch @ex::@add[4](%a, %x) -> %a as tensor<4xf32>\n"
+    "  tensor.global.store @acc, %s\n"
+    "  return %a\n"
+    "}\n"
+    "func @add_kernel(%a: !hal.buffer, %b: !hal.buffer, %out: !hal.buffer, "
+    "%x: i32, %y: i32, %z: i32, %cx: i32, %cy: i32, %cz: i32) {\n"
+    "  %four = const.i32 4\n"
+    "  %i = mul.i32 %x, %four\n"
+    "  %o = ext.u.i32.i64 %i\n"
+    "  %v = hal.buffer.load.f32 %a, %o\n"
+    "  %w = hal.buffer.load.f32 %b, %o\n"
+    "  %v = add.f32 %v, %w\n"
+    "  hal.buffer.store.f32 %out, %o, %v\n"
+    "  return\n"
+    "}\n";
+
+typedef struct {
+  hali_instance_t *in;
+  hali_device_t *dev;
+  hali_module_t *m;
+  hali_context_t *c;
+} tenv_t;
+
+static tenv_t tenv_new(const char *text, hali_device_kind_t kind) {
+  tenv_t e = {0};
+  e.in = instance_new();
+  hali_device_params_t p;
+  hali_device_params_initialize(&p);
+  p.kind = kind;
+  p.worker_count = 2;
+  ck_assert_ok(hali_device_create(e.in, &p, &e.dev));
+  e.m = module_new(e.in, text);
+  e.c = context_new(e.in, e.dev, e.m);
+  return e;
+}
+
+static void tenv_free(tenv_t *e) {
+  hali_context_release(e->c);
+  hali_module_release(e->m);
+  hali_device_release(e->dev);
+  hali_instance_release(e->in);
+}
+
+static hali_buffer_view_t *vec4(const tenv_t *e, const float v[4]) {
+  int64_t n = 4;
+  hali_buffer_view_t *view = NULL;
+  ck_assert_ok(hali_buffer_view_create(e->dev, HALI_ELEMENT_TYPE_F32, 1, &n, v,
+                                       4 * sizeof(float), &view));
+  return view;
+}
+
+static void expect4(hali_buffer_view_t *v, float a, float b, float c,
+                    float d, const char *what) {
+  float got[4], want[4] = {a, b, c, d};
+  ck_assert_ok(hali_buffer_view_read(v, got, sizeof(got)));
+  for (int i = 0; i < 4; ++i)
+    ck_assert_msg(got[i] == want[i], "%s[%d]: got %g, want %g", what, i,
+                  (double)got[i], (double)want[i]);
+}
+
+/* Calls |fn| of |e| with at most one view argument and one view result. */
+static hali_buffer_view_t *tcall(tenv_t *e, const char *fn,
+                                 hali_buffer_view_t *arg, bool result) {
+  hali_function_t *f = NULL;
+  ck_assert_ok(hali_context_lookup_function(e->c, fn, &f));
+  hali_variant_t a = hali_variant_view(arg), r;
+  ck_assert_ok(hali_context_invoke(e->c, f, &a, arg ? 1 : 0, &r,
+                                   result ? 1 : 0));
+  return result ? r.u.view : NULL;
+}
+
+/* What the loader lowered |fn| to, as text. */
+static char *lowered(const char *text, const char *fn) {
+  hali_ir_module_t *m = parse_ok(text);
+  int32_t fi = hali_ir_module_find_func(m, fn);
+  ck_assert_int_ge(fi, 0);
+  hali_strbuf_t sb = {0};
+  const hali_ir_func_t *f = &m->funcs[fi];
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      hali_ir_print_insn(&sb, m, f, &f->blocks[b].insns[i]);
+      hali_strbuf_append(&sb, "\n", 1);
+    }
+  hali_ir_module_free(m);
+  return hali_strbuf_take(&sb);
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+    n++;
+  return n;
+}
+
+START_TEST(tensor_globals_keep_values_across_invocations) {
+  tenv_t e = tenv_new(tensor_text, _i ? HALI_DEVICE_LOCAL_TASK
+                                      : HALI_DEVICE_LOCAL_SYNC);
+  /* Storage starts zeroed; the initializer stored @base. */
+  hali_buffer_view_t *v = tcall(&e, "get", NULL, true);
+  expect4(v, 0, 0, 0, 0, "initial @acc");
+  hali_buffer_view_release(v);
+  v = tcall(&e, "base", NULL, true);
+  expect4(v, 10, 10, 10, 10, "@base");
+  hali_buffer_view_release(v);
+  const float x[4] = {1, 2, 3, 4};
+  hali_buffer_view_t *xv = vec4(&e, x);
+  tcall(&e, "put", xv, false);
+  /* A returned value is a copy: a later store does not change it. */
+  hali_buffer_view_t *before = tcall(&e, "get", NULL, true);
+  for (int k = 0; k < 3; ++k) tcall(&e, "accumulate", xv, false);
+  expect4(before, 1, 2, 3, 4, "@acc returned before the updates");
+  v = tcall(&e, "get", NULL, true);
+  expect4(v, 4, 8, 12, 16, "@acc after put and 3 accumulates");
+  hali_buffer_view_release(v);
+  /* exchange returns the old value and stores old + x. */
+  v = tcall(&e, "exchange", xv, true);
+  expect4(v, 4, 8, 12, 16, "exchange's old value");
+  hali_buffer_view_release(v);
+  v = tcall(&e, "get", NULL, true);
+  expect4(v, 5, 10, 15, 20, "@acc after exchange");
+  hali_buffer_view_release(v);
+  /* The caller's argument never changed. */
+  expect4(xv, 1, 2, 3, 4, "the argument");
+  /* Another context has its own storage. */
+  hali_context_t *c2 = context_new(e.in, e.dev, e.m);
+  hali_function_t *g2 = NULL;
+  ck_assert_ok(hali_context_lookup_function(c2, "get", &g2));
+  hali_variant_t r;
+  ck_assert_ok(hali_context_invoke(c2, g2, NULL, 0, &r, 1));
+  expect4(r.u.view, 0, 0, 0, 0, "@acc of a second context");
+  hali_buffer_view_release(r.u.view);
+  hali_context_release(c2);
+  hali_buffer_view_release(before);
+  hali_buffer_view_release(xv);
+  tenv_free(&e);
+}
+END_TEST
+
+/* The lowering: a load waits for the global's timepoint by fence join (no
+ * host wait), a store records the fence of the work that wrote it; an
+ * update that goes straight back is in place (no copy), one whose old
+ * value is still read copies first. */
+START_TEST(tensor_global_lowering) {
+  char *acc = lowered(tensor_text, "accumulate$async");
+  ck_assert_msg(strstr(acc, "= global.load.ref @acc\n") &&
+                    strstr(acc, "= global.load.ref @acc$ready\n") &&
+                    strstr(acc, "= hal.fence.join %wait, %a.ready\n") &&
+                    strstr(acc, "global.store.ref @acc$ready, %timepoint"),
+                "%s", acc);
+  ck_assert_int_eq(count(acc, "hal.fence.await"), 0);
+  ck_assert_int_eq(count(acc, "hal.command_buffer.copy"), 0);
+  free(acc);
+  char *ex = lowered(tensor_text, "exchange$async");
+  /* The copy of the old value for the tie, and the copy of the result
+   * into @acc's storage; the returned old value is a third. */
+  ck_assert_int_eq(count(ex, "hal.command_buffer.copy"), 3);
+  ck_assert_int_eq(count(ex, "hal.fence.await"), 0);
+  free(ex);
+  /* The storage initializer comes first and zero-fills on the queue. */
+  hali_ir_module_t *m = parse_ok(tensor_text);
+  ck_assert_str_eq(m->funcs[0].name, "globals$storage");
+  ck_assert(hali_ir_func_has_attr(&m->funcs[0], HALI_ATTR_INITIALIZER));
+  int32_t ia = hali_ir_module_find_func(m, "init$async");
+  ck_assert_int_ge(ia, 0);
+  ck_assert(!hali_ir_func_has_attr(&m->funcs[ia], HALI_ATTR_INITIALIZER));
+  int32_t g = hali_ir_module_find_global(m, "acc");
+  ck_assert_uint_eq(m->globals[g].type, HALI_TYPE_BUFFER);
+  ck_assert_int_ge(hali_ir_module_find_global(m, "acc$ready"), 0);
+  hali_ir_module_free(m);
+}
+END_TEST
+
+/* Two f$async calls chained only through the global: the get's own wait
+ * fence is signalled already, yet it sees the put, whose work is held back
+ * by a host fence until after the get was submitted. */
+START_TEST(tensor_globals_order_f_async_calls) {
+  tenv_t e = tenv_new(tensor_text, HALI_DEVICE_LOCAL_TASK);
+  const float x[4] = {7, 8, 9, 10};
+  hali_buffer_view_t *xv = vec4(&e, x);
+  hali_fence_t *gate = NULL, *put_done = NULL, *get_done = NULL,
+               *open = NULL;
+  ck_assert_ok(hali_fence_create(&gate));
+  ck_assert_ok(hali_fence_create(&put_done));
+  ck_assert_ok(hali_fence_create(&get_done));
+  ck_assert_ok(hali_fence_create(&open));
+  ck_assert_ok(hali_fence_signal(open));
+  hali_function_t *put = NULL, *get = NULL;
+  ck_assert_ok(hali_context_lookup_function(e.c, "put$async", &put));
+  ck_assert_ok(hali_context_lookup_function(e.c, "get$async", &get));
+  hali_variant_t pa[3] = {hali_variant_view(xv), hali_variant_fence(gate),
+                          hali_variant_fence(put_done)};
+  hali_variant_t ga[2] = {hali_variant_fence(open),
+                          hali_variant_fence(get_done)};
+  hali_invocation_t *pi = NULL, *gi = NULL;
+  ck_assert_ok(hali_context_invoke_async(e.c, put, pa, 3, &pi));
+  ck_assert_ok(hali_context_run(e.c));
+  ck_assert_ok(hali_context_invoke_async(e.c, get, ga, 2, &gi));
+  ck_assert_ok(hali_invocation_await(gi));
+  ck_assert_ok(hali_invocation_status(gi));
+  /* Both programs returned; the put's copy still waits for the gate. */
+  ck_assert_ok(hali_invocation_await(pi));
+  hali_variant_t r;
+  ck_assert_ok(hali_invocation_results(gi, &r, 1));
+  ck_assert_ok(hali_fence_signal(gate));
+  ck_assert_ok(hali_fence_await(get_done, HALI_TIMEOUT_INFINITE));
+  expect4(r.u.view, 7, 8, 9, 10, "get after put");
+  hali_buffer_view_release(r.u.view);
+  hali_invocation_release(pi);
+  hali_invocation_release(gi);
+  hali_fence_release(gate);
+  hali_fence_release(put_done);
+  hali_fence_release(get_done);
+  hali_fence_release(open);
+  hali_buffer_view_release(xv);
+  tenv_free(&e);
+}
+END_TEST
+
+START_TEST(tensor_global_errors) {
+  ck_assert_status(
+      parse("global @w : tensor<4xf32>\n"
+            "func @f(%x: tensor<4xf32>) {\n"
+            "  tensor.global.store @w, %x\n  return\n}\n"),
+      HALI_STATUS_INVALID_ARGUMENT,
+      "verify structure: @f, block ^entry, instruction 0 "
+      "(tensor.global.store), g.hasm:3: stores immutable global @w");
+  ck_assert_status(
+      parse("global @w : tensor<4xf32> mutable\n"
+            "func @f(%x: tensor<2xf32>) {\n"
+            "  tensor.global.store @w, %x\n  return\n}\n"),
+      HALI_STATUS_INVALID_ARGUMENT,
+      "3:27: tensor.global.store of tensor<2xf32> into tensor<4xf32> @w: "
+      "the types differ");
+  ck_assert_status(parse("global @n : i32\n"
+                         "func @f() -> tensor<4xf32> {\n"
+                         "  %v = tensor.global.load @n\n  return %v\n}\n"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "global @n is i32 but tensor.global.load takes tensor");
+  ck_assert_status(parse("global @w : tensor<4xf32>\n"
+                         "func @f() -> i32 {\n"
+                         "  %v = global.load.i32 @w\n  return %v\n}\n"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "global @w is a tensor but global.load.i32 takes i32");
+}
+END_TEST
+
+/* A parameter global needs the context's parameters; none is bound. */
+START_TEST(parameter_globals_need_parameters) {
+  const char *text = "module @p\n"
+                     "global @w : tensor<4xf32> = parameter \"model\" :: "
+                     "\"w0\"\n"
+                     "func @get() -> tensor<4xf32> {\n"
+                     "  %v = tensor.global.load @w\n"
+                     "  return %v\n"
+                     "}\n";
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in);
+  hali_module_t *m = module_new(in, text);
+  hali_context_t *c = NULL;
+  ck_assert_status(try_context(in, d, m, &c), HALI_STATUS_NOT_FOUND,
+                   "no parameters bound for scope 'model' (global @w = "
+                   "parameter \"model\" :: \"w0\" of module @p)");
+  ck_assert_ptr_null(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *globals_suite(void) {
   Suite *s = suite_create("globals");
   TCase *tc = tcase_create("globals");
@@ -687,6 +996,13 @@ static Suite *globals_suite(void) {
   tcase_add_test(tc, ref_globals_keep_a_buffer_across_calls);
   tcase_add_test(tc, fences_in_globals_order_invocations);
   tcase_add_test(tc, trace_shows_global_loads_and_stores);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("tensor");
+  tcase_add_loop_test(tc, tensor_globals_keep_values_across_invocations, 0, 2);
+  tcase_add_test(tc, tensor_global_lowering);
+  tcase_add_test(tc, tensor_globals_order_f_async_calls);
+  tcase_add_test(tc, tensor_global_errors);
+  tcase_add_test(tc, parameter_globals_need_parameters);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -268,6 +268,20 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                                       ? "tensor.wait" : "tensor.barrier");
     hali_ir_print_reg(sb, f, o[0].v);
     return;
+  case HALI_OP_TENSOR_GLOBAL_LOAD:
+    if (n < 2) break;
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_printf(sb, " = tensor.global.load @%s",
+                       o[1].v < m->global_count ? m->globals[o[1].v].name
+                                                : "?");
+    return;
+  case HALI_OP_TENSOR_GLOBAL_STORE:
+    if (n < 2) break;
+    hali_strbuf_printf(sb, "tensor.global.store @%s, ",
+                       o[0].v < m->global_count ? m->globals[o[0].v].name
+                                                : "?");
+    hali_ir_print_reg(sb, f, o[1].v);
+    return;
   case HALI_OP_TENSOR_EXECUTE:
     hali_strbuf_append(sb, "execute {", 9);
     return;

@@ -261,8 +261,14 @@ hali_status_t hali_verify_globals(const vctx_t *vp, bool tensor_ok) {
     if (!hali_type_is_valid(g->type))
       return hali_verr(&v, "global @%s has unknown type code %u", g->name,
                        g->type);
-    if (g->flags & HALI_GLOBAL_PARAMETER)
-      return hali_verr(&v, "global @%s: only a tensor global is a parameter",
+    /* Lowered, a parameter global is the !hal.buffer the context fills
+     * from its parameters (stream-to-hal keeps its shape for the check). */
+    if ((g->flags & HALI_GLOBAL_PARAMETER) &&
+        (g->type != HALI_TYPE_BUFFER || (g->flags & HALI_GLOBAL_MUTABLE) ||
+         !g->param_scope || !g->param_key || g->xtype.type != HALI_TYPE_NONE))
+      return hali_verr(&v,
+                       "global @%s: only a tensor global (or, lowered, an "
+                       "immutable !hal.buffer with its shape) is a parameter",
                        g->name);
     if ((g->flags & HALI_GLOBAL_INIT) && hali_type_is_ref(g->type))
       return hali_verr(&v, "ref global @%s cannot have an initial value",
