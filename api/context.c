@@ -43,6 +43,60 @@ static void context_free(hali_context_t *c) {
   free(c);
 }
 
+/* Parameter globals (`= parameter "scope" :: "key"`, lowered by
+ * stream-to-hal to an immutable !hal.buffer global that keeps its tensor
+ * type): each is filled from the context's parameter set before any
+ * initializer runs (loader/params.h hali_param_set_load checks the key,
+ * the element type and shape, and the byte range).  No parameter set is
+ * bound to a context yet, so every parameter is NOT_FOUND. */
+static hali_status_t bind_parameters(hali_context_t *c) {
+  for (size_t i = 0; i < c->module_count; ++i) {
+    const hali_ir_module_t *ir = c->modules[i].vm->ir;
+    for (uint32_t g = 0; g < ir->global_count; ++g) {
+      const hali_ir_global_t *gl = &ir->globals[g];
+      if (!(gl->flags & HALI_GLOBAL_PARAMETER)) continue;
+      return hali_status_make(
+          HALI_STATUS_NOT_FOUND,
+          "no parameters bound for scope '%s' (global @%s = parameter "
+          "\"%s\" :: \"%s\" of module @%s)",
+          gl->param_scope, gl->name, gl->param_scope, gl->param_key,
+          ir->name);
+    }
+  }
+  return HALI_OK;
+}
+
+/* Runs every function marked ["initializer"] once, module by module and
+ * in each module's order, to completion (it may await fences: the
+ * scheduler runs it like any invocation).  The first failure fails the
+ * context's creation with the initializer's status and backtrace. */
+static hali_status_t run_initializers(hali_context_t *c) {
+  for (size_t i = 0; i < c->module_count; ++i) {
+    context_module_t *cm = &c->modules[i];
+    for (uint32_t f = 0; f < cm->vm->func_count; ++f) {
+      const hali_ir_func_t *fir = &cm->vm->ir->funcs[f];
+      if (!hali_ir_func_has_attr(fir, HALI_ATTR_INITIALIZER)) continue;
+      hali_vm_fiber_t *fiber = NULL;
+      hali_status_t s = hali_vm_scheduler_start_link(
+          c->scheduler, cm->link, &cm->vm->funcs[f], NULL, 0, &fiber);
+      if (!s) {
+        s = hali_vm_scheduler_run(c->scheduler, fiber);
+        if (s) {
+          hali_vm_fiber_cancel(fiber);
+          hali_status_free(hali_vm_scheduler_run(c->scheduler, fiber));
+        } else if (hali_vm_fiber_status(fiber)) {
+          s = hali_status_clone(hali_vm_fiber_status(fiber));
+        }
+      }
+      hali_vm_fiber_release(fiber);
+      if (s)
+        return hali_status_annotate(s, "initializer @%s of module @%s",
+                                    fir->name, cm->vm->ir->name);
+    }
+  }
+  return HALI_OK;
+}
+
 static hali_status_t context_link(hali_context_t *c,
                                   const hali_context_params_t *p) {
   const hali_device_params_t *dp = &c->device->params;
@@ -116,7 +170,9 @@ static hali_status_t context_link(hali_context_t *c,
       .fuel = p->fuel,
       .trace = c->trace,
   };
-  return hali_vm_scheduler_create(c->hal, &so, &c->scheduler);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_scheduler_create(c->hal, &so, &c->scheduler));
+  HALI_RETURN_IF_ERROR(bind_parameters(c), "creating the context");
+  return run_initializers(c);
 }
 
 hali_status_t hali_context_create(hali_instance_t *instance,

@@ -99,6 +99,14 @@ void hali_ir_module_free(hali_ir_module_t *m) {
     free(e->library);
   }
   free(m->executables);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    hali_ir_global_t *g = &m->globals[i];
+    free(g->name);
+    free(g->xtype.dims);
+    free(g->param_scope);
+    free(g->param_key);
+  }
+  free(m->globals);
   for (uint32_t i = 0; i < m->string_count; ++i) free(m->strings[i]);
   free(m->strings);
   free(m->string_lengths);
@@ -483,4 +491,32 @@ bool hali_name_valid(const char *s) {
   for (; *s; ++s)
     if (!hali_name_char(*s)) return false;
   return true;
+}
+
+hali_ir_global_t *hali_ir_module_add_global(hali_ir_module_t *m,
+                                           const char *name, size_t len) {
+  if (m->global_count >= UINT32_MAX / 2) return NULL;
+  hali_ir_global_t *g =
+      realloc(m->globals, (m->global_count + 1) * sizeof(hali_ir_global_t));
+  if (!g) return NULL;
+  m->globals = g;
+  g = &m->globals[m->global_count];
+  memset(g, 0, sizeof(*g));
+  g->name = strndup(name, len);
+  if (!g->name) return NULL;
+  m->global_count++;
+  return g;
+}
+
+int32_t hali_ir_module_find_global(const hali_ir_module_t *m,
+                                   const char *name) {
+  for (uint32_t i = 0; i < m->global_count; ++i)
+    if (strcmp(m->globals[i].name, name) == 0) return (int32_t)i;
+  return -1;
+}
+
+bool hali_ir_func_has_attr(const hali_ir_func_t *f, const char *attr) {
+  for (uint32_t i = 0; i < f->attr_count; ++i)
+    if (strcmp(f->attrs[i], attr) == 0) return true;
+  return false;
 }
