@@ -46,21 +46,39 @@ static void context_free(hali_context_t *c) {
 /* Parameter globals (`= parameter "scope" :: "key"`, lowered by
  * stream-to-hal to an immutable !hal.buffer global that keeps its tensor
  * type): each is filled from the context's parameter set before any
- * initializer runs (loader/params.h hali_param_set_load checks the key,
- * the element type and shape, and the byte range).  No parameter set is
- * bound to a context yet, so every parameter is NOT_FOUND. */
+ * initializer runs.  hali_param_set_load checks the key, the element type
+ * and the shape (the file's index was checked when it was added), and
+ * returns a read-only buffer aliasing the file's mapping when the tensor is
+ * 64-byte aligned there, else a copy made once, now, with the context's
+ * allocator (its memory limit applies).  Errors name the global and the
+ * module besides the scope, key and file. */
 static hali_status_t bind_parameters(hali_context_t *c) {
+  hali_hal_allocator_t *allocator = hali_hal_device_allocator(c->hal);
   for (size_t i = 0; i < c->module_count; ++i) {
     const hali_ir_module_t *ir = c->modules[i].vm->ir;
+    hali_vm_globals_t *storage = c->modules[i].link->globals;
     for (uint32_t g = 0; g < ir->global_count; ++g) {
       const hali_ir_global_t *gl = &ir->globals[g];
       if (!(gl->flags & HALI_GLOBAL_PARAMETER)) continue;
-      return hali_status_make(
-          HALI_STATUS_NOT_FOUND,
-          "no parameters bound for scope '%s' (global @%s = parameter "
-          "\"%s\" :: \"%s\" of module @%s)",
-          gl->param_scope, gl->name, gl->param_scope, gl->param_key,
-          ir->name);
+      if (!hali_param_set_has_scope(c->params, gl->param_scope))
+        return hali_status_make(
+            HALI_STATUS_NOT_FOUND,
+            "no parameters bound for scope '%s' (global @%s = parameter "
+            "\"%s\" :: \"%s\" of module @%s)",
+            gl->param_scope, gl->name, gl->param_scope, gl->param_key,
+            ir->name);
+      hali_hal_buffer_t *buffer = NULL;
+      HALI_RETURN_IF_ERROR(
+          hali_param_set_load(c->params, gl->param_scope, gl->param_key,
+                              &gl->xtype, allocator, &buffer),
+          "global @%s = parameter \"%s\" :: \"%s\" of module @%s", gl->name,
+          gl->param_scope, gl->param_key, ir->name);
+      /* Nothing runs yet, but stores take the lock everywhere else. */
+      pthread_mutex_lock(&storage->lock);
+      hali_ref_t *old = storage->refs[g];
+      storage->refs[g] = (hali_ref_t *)buffer;
+      pthread_mutex_unlock(&storage->lock);
+      hali_ref_release(old);
     }
   }
   return HALI_OK;

@@ -706,7 +706,12 @@ static bool parse_global(parser_t *p, const tok_t *kw) {
   }
   if (!accept(p, "=")) return true;
   tok_t *v = peek(p);
-  if (type == HALI_TYPE_TENSOR) {
+  /* A lowered parameter global (stream-to-hal makes it a !hal.buffer) is
+   * printed with the tensor type its file is checked against:
+   * `global @w : !hal.buffer = parameter "s" :: "k" : tensor<...>`. */
+  bool lowered_parameter =
+      type == HALI_TYPE_BUFFER && tok_is(v, T_IDENT, "parameter");
+  if (type == HALI_TYPE_TENSOR || lowered_parameter) {
     if (!tok_is(v, T_IDENT, "parameter")) {
       hali_asm_error(p, v, "a tensor global's initial value is "
                            "'parameter \"scope\" :: \"key\"'");
@@ -730,6 +735,20 @@ static bool parse_global(parser_t *p, const tok_t *kw) {
     if (!(g->param_key = hali_asm_decode_string(p, key, &len))) return false;
     g->param_key[len] = 0;
     g->flags |= HALI_GLOBAL_PARAMETER;
+    if (lowered_parameter) {
+      tok_t *at = peek(p);
+      if (!hali_asm_expect(p, ":", "': tensor<...>' after a !hal.buffer "
+                                   "parameter global's key"))
+        return false;
+      hali_ir_xtype_t t;
+      if (parse_value_type(p, &t) != HALI_TYPE_TENSOR) {
+        free(t.dims);
+        hali_asm_error(p, at, "a !hal.buffer parameter global keeps a "
+                              "tensor<...> type");
+        return false;
+      }
+      g->xtype = t;
+    }
     return true;
   }
   if (hali_type_is_ref(type)) {

@@ -408,6 +408,11 @@ static scope_t *find_scope(const hali_param_set_t *set,
   return NULL;
 }
 
+bool hali_param_set_has_scope(const hali_param_set_t *set,
+                              const char *scope) {
+  return set && find_scope(set, scope) != NULL;
+}
+
 static bool has_suffix(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;

@@ -65,6 +65,9 @@ HALI_MUST_USE hali_status_t hali_param_set_add_file(hali_param_set_t *set,
                                                     const char *scope,
                                                     const char *path);
 
+/* Whether |scope| has a file (a NULL |set| has none). */
+bool hali_param_set_has_scope(const hali_param_set_t *set, const char *scope);
+
 /* Number of files added (all scopes). */
 size_t hali_param_set_file_count(const hali_param_set_t *set);
 

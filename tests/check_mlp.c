@@ -14,10 +14,11 @@
 
 enum { IN = 64, HIDDEN = 128, OUT = 10 };
 
-/* mlp_tensor.hasm is the same network written at the tensor level (the
- * loader's passes lower it). */
+/* mlp_tensor_rodata.hasm is the same network written at the tensor level
+ * (the loader's passes lower it); mlp_tensor.hasm, with its weights in
+ * examples/mlp.safetensors, is checked by tests/check_params.c. */
 static const char *const variants[] = {"mlp.hasm", "mlp_native.hasm",
-                                       "mlp_tensor.hasm"};
+                                       "mlp_tensor_rodata.hasm"};
 
 /* The module's rodata entry |name|, which must hold |count| f32. */
 static const float *rodata(const hali_ir_module_t *ir, const char *name,
@@ -152,7 +153,7 @@ START_TEST(test_tensor_level_matches) {
   run_main(variants[2], HALI_HAL_DEVICE_LOCAL_TASK, 2, b, NULL);
   for (int i = 0; i < OUT; ++i)
     ck_assert_msg(memcmp(&a[i], &b[i], sizeof(float)) == 0,
-                  "logit %d: mlp.hasm %.9g, mlp_tensor.hasm %.9g", i,
+                  "logit %d: mlp.hasm %.9g, mlp_tensor_rodata.hasm %.9g", i,
                   (double)a[i], (double)b[i]);
 }
 END_TEST

@@ -782,6 +782,8 @@ START_TEST(api_instance_defaults) {
 }
 END_TEST
 
+static int run_tool(const char *args, char **out, char **err);
+
 /* ------------------------------------------------------------------------ */
 /* The flagship's weights */
 
@@ -812,6 +814,198 @@ START_TEST(flagship_weights_match_rodata) {
     hali_hal_buffer_release(b);
   }
   hali_ir_module_free(ir);
+}
+END_TEST
+
+/* `hali run examples/mlp_tensor.hasm --parameters=...` (the README's
+ * command) prints what `hali run examples/mlp.hasm` prints, byte for byte;
+ * without the file it fails naming the scope and the global. */
+START_TEST(flagship_cli_same_logits) {
+  char *want = NULL, *got = NULL, *err = NULL;
+  ck_assert_int_eq(run_tool(HALI_SRCDIR "/examples/mlp.hasm", &want, &err), 0);
+  free(err);
+  ck_assert_int_eq(
+      run_tool(HALI_SRCDIR "/examples/mlp_tensor.hasm "
+                           "--parameters=model=" HALI_BUILDDIR
+                           "/examples/mlp.safetensors",
+               &got, &err),
+      0);
+  ck_assert_str_eq(err, "");
+  ck_assert_ptr_nonnull(strstr(want, "10xf32="));
+  ck_assert_str_eq(got, want);
+  free(got);
+  free(err);
+  ck_assert_int_eq(run_tool(HALI_SRCDIR "/examples/mlp_tensor.hasm", &got,
+                            &err),
+                   1);
+  ck_assert_ptr_nonnull(strstr(
+      err, "NOT_FOUND: no parameters bound for scope 'model' (global @w1 = "
+           "parameter \"model\" :: \"w1\" of module @mlp_tensor)"));
+  free(got);
+  free(err);
+  free(want);
+}
+END_TEST
+
+/* In a context, every parameter global holds a buffer that aliases the
+ * file's mapping: the weights are not copied, not at creation and not by
+ * a call. */
+START_TEST(flagship_context_aliases) {
+  hali_instance_t *in = NULL;
+  ck_assert_ok(hali_instance_create(NULL, &in));
+  hali_device_t *dev = NULL;
+  ck_assert_ok(hali_device_create(in, NULL, &dev));
+  hali_module_t *m = NULL;
+  ck_assert_ok(hali_module_load_file(
+      in, HALI_SRCDIR "/examples/mlp_tensor.hasm", &m));
+  hali_parameters_t *p = NULL;
+  ck_assert_ok(hali_parameters_create(&p));
+  ck_assert_ok(hali_parameters_add_file(
+      p, "model", HALI_BUILDDIR "/examples/mlp.safetensors"));
+  hali_context_params_t cp;
+  hali_context_params_initialize(&cp);
+  cp.parameters = p;
+  hali_context_t *c = NULL;
+  ck_assert_ok(hali_context_create(in, dev, &m, 1, &cp, &c));
+  hali_parameters_release(p);
+  const hali_ir_module_t *ir = c->modules[0].vm->ir;
+  hali_vm_globals_t *g = c->modules[0].link->globals;
+  int params = 0;
+  for (uint32_t i = 0; i < ir->global_count; ++i) {
+    if (!(ir->globals[i].flags & HALI_GLOBAL_PARAMETER)) continue;
+    params++;
+    hali_hal_buffer_t *b = (hali_hal_buffer_t *)g->refs[i];
+    ck_assert_ptr_nonnull(b);
+    hali_param_info_t info;
+    ck_assert_ok(hali_param_set_find(c->params, ir->globals[i].param_scope,
+                                     ir->globals[i].param_key, &info));
+    void *ptr = NULL;
+    ck_assert_ok(hali_hal_buffer_map_range(b, 0, HALI_HAL_WHOLE_BUFFER, &ptr));
+    ck_assert_ptr_eq(ptr, info.data);
+  }
+  ck_assert_int_eq(params, 5);
+  hali_function_t *fn = NULL;
+  ck_assert_ok(hali_context_lookup_function(c, "main", &fn));
+  hali_variant_t r;
+  ck_assert_ok(hali_context_invoke(c, fn, NULL, 0, &r, 1));
+  float logits[10];
+  ck_assert_ok(hali_buffer_view_read(r.u.view, logits, sizeof(logits)));
+  hali_variant_release(&r);
+  /* The weights are still the file's bytes (nothing wrote to them). */
+  hali_param_info_t w1;
+  ck_assert_ok(hali_param_set_find(c->params, "model", "w1", &w1));
+  hali_ir_module_t *text = NULL;
+  ck_assert_ok(hali_load_file(HALI_SRCDIR "/examples/mlp.hasm", &text));
+  for (uint32_t k = 0; k < text->rodata_count; ++k)
+    if (strcmp(text->rodata[k].name, "w1") == 0)
+      ck_assert_mem_eq(w1.data, text->rodata[k].data, text->rodata[k].size);
+  hali_ir_module_free(text);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(dev);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* A declaration that does not match the file fails context creation,
+ * naming the global, the module, scope, key, file and both shapes. */
+START_TEST(context_parameter_mismatch) {
+  static const char text[] =
+      "module @bad\n"
+      "global @w : tensor<3x2xf32> = parameter \"m\" :: \"w\"\n"
+      "func @main() -> tensor<3x2xf32> {\n"
+      "  %v = tensor.global.load @w\n"
+      "  return %v\n"
+      "}\n";
+  write_two(tmp("m.safetensors"), 0);
+  hali_instance_t *in = NULL;
+  ck_assert_ok(hali_instance_create(NULL, &in));
+  hali_device_t *dev = NULL;
+  ck_assert_ok(hali_device_create(in, NULL, &dev));
+  hali_module_t *m = NULL;
+  ck_assert_ok(hali_module_load_bytes(in, text, strlen(text), "bad", &m));
+  hali_parameters_t *p = NULL;
+  ck_assert_ok(hali_parameters_create(&p));
+  ck_assert_ok(hali_parameters_add_file(p, "m", tmp("m.safetensors")));
+  hali_context_params_t cp;
+  hali_context_params_initialize(&cp);
+  cp.parameters = p;
+  hali_context_t *c = NULL;
+  hali_status_t s = hali_context_create(in, dev, &m, 1, &cp, &c);
+  ck_assert_ptr_null(c);
+  char *full = hali_status_to_string(s);
+  ck_assert_ptr_nonnull(strstr(full, "global @w = parameter \"m\" :: \"w\" "
+                                     "of module @bad"));
+  ck_assert_ptr_nonnull(strstr(full, tmp("m.safetensors")));
+  free(full);
+  ck_assert_status(s, HALI_STATUS_INVALID_ARGUMENT,
+                   "the shape differs: declared tensor<3x2xf32>, the file "
+                   "holds 2x3xf32 (dtype F32)");
+  /* The matching declaration runs and returns the file's numbers. */
+  static const char good[] =
+      "module @good\n"
+      "global @w : tensor<2x3xf32> = parameter \"m\" :: \"w\"\n"
+      "func @main() -> tensor<2x3xf32> {\n"
+      "  %v = tensor.global.load @w\n"
+      "  return %v\n"
+      "}\n";
+  hali_module_t *m2 = NULL;
+  ck_assert_ok(hali_module_load_bytes(in, good, strlen(good), "good", &m2));
+  ck_assert_ok(hali_context_create(in, dev, &m2, 1, &cp, &c));
+  hali_function_t *fn = NULL;
+  ck_assert_ok(hali_context_lookup_function(c, "main", &fn));
+  hali_variant_t r;
+  ck_assert_ok(hali_context_invoke(c, fn, NULL, 0, &r, 1));
+  float got[6];
+  ck_assert_ok(hali_buffer_view_read(r.u.view, got, sizeof(got)));
+  ck_assert_mem_eq(got, w23, sizeof(got));
+  hali_variant_release(&r);
+  hali_context_release(c);
+  hali_parameters_release(p);
+  hali_module_release(m2);
+  hali_module_release(m);
+  hali_device_release(dev);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* After stream-to-hal a parameter global is a !hal.buffer that keeps the
+ * tensor type its file is checked against; the printed form says so and
+ * reads back (hali dis --after=all output reassembles). */
+START_TEST(lowered_parameter_global_text) {
+  static const char good[] =
+      "module @l\n"
+      "global @w : !hal.buffer = parameter \"m\" :: \"w\" : tensor<2x3xf32>\n";
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(good, strlen(good), "l.hasm", &m));
+  ck_assert_uint_eq(m->global_count, 1);
+  ck_assert_uint_eq(m->globals[0].type, HALI_TYPE_BUFFER);
+  ck_assert(m->globals[0].flags & HALI_GLOBAL_PARAMETER);
+  ck_assert_uint_eq(m->globals[0].xtype.element_type,
+                    HALI_HAL_ELEMENT_TYPE_FLOAT_32);
+  ck_assert_uint_eq(m->globals[0].xtype.rank, 2);
+  char *text = hali_ir_print(m, false);
+  ck_assert_ptr_nonnull(strstr(text, "global @w : !hal.buffer = parameter "
+                                     "\"m\" :: \"w\" : tensor<2x3xf32>\n"));
+  free(text);
+  hali_ir_module_free(m);
+  static const char untyped[] =
+      "global @w : !hal.buffer = parameter \"m\" :: \"w\"\n";
+  ck_assert_status(hali_asm_parse(untyped, strlen(untyped), "l.hasm", &m),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "': tensor<...>' after a !hal.buffer parameter global's "
+                   "key");
+  static const char scalar[] =
+      "global @w : !hal.buffer = parameter \"m\" :: \"w\" : i32\n";
+  ck_assert_status(hali_asm_parse(scalar, strlen(scalar), "l.hasm", &m),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "a !hal.buffer parameter global keeps a tensor<...> type");
+  /* Other ref globals still take no initial value. */
+  static const char fence[] =
+      "global @f : !hal.fence = parameter \"m\" :: \"w\" : tensor<4xf32>\n";
+  ck_assert_status(hali_asm_parse(fence, strlen(fence), "l.hasm", &m),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "a ref global starts null and takes no initial value");
 }
 END_TEST
 
@@ -956,6 +1150,10 @@ static Suite *suite_params(void) {
   tcase_add_test(tc, api_instance_defaults);
   tcase_add_test(tc, cli_parameters);
   tcase_add_test(tc, flagship_weights_match_rodata);
+  tcase_add_test(tc, flagship_cli_same_logits);
+  tcase_add_test(tc, flagship_context_aliases);
+  tcase_add_test(tc, context_parameter_mismatch);
+  tcase_add_test(tc, lowered_parameter_global_text);
   suite_add_tcase(s, tc);
   if (getenv("HALI_PARAMS_NUMPY_DIR")) {
     tc = tcase_create("numpy");
