@@ -835,6 +835,22 @@ START_TEST(flagship_cli_same_logits) {
   ck_assert_str_eq(got, want);
   free(got);
   free(err);
+  /* The HAL trace shows each parameter wrapped in place, and no buffer of
+   * a weight's size allocated (a copy would be). */
+  ck_assert_int_eq(
+      run_tool(HALI_SRCDIR "/examples/mlp_tensor.hasm --trace=hal "
+                           "--parameters=model=" HALI_BUILDDIR
+                           "/examples/mlp.safetensors",
+               &got, &err),
+      0);
+  ck_assert_ptr_nonnull(
+      strstr(err, "[hal] constant parameter model::w1 32768 bytes -> "));
+  ck_assert_ptr_nonnull(
+      strstr(err, "[hal] constant parameter model::b2 40 bytes -> "));
+  ck_assert_ptr_null(strstr(err, "allocate 32768 bytes"));
+  ck_assert_ptr_null(strstr(err, "allocate 5120 bytes"));
+  free(got);
+  free(err);
   ck_assert_int_eq(run_tool(HALI_SRCDIR "/examples/mlp_tensor.hasm", &got,
                             &err),
                    1);
