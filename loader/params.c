@@ -427,7 +427,9 @@ static hali_status_t file_open(const char *path, file_t **out) {
                             "%s: unknown parameter file format (expected a "
                             ".safetensors or .npy file)",
                             path);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: a FIFO or device given by mistake must not hang the open
+   * (it is rejected below as not a regular file). */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return hali_status_make(errno == ENOMEM ? HALI_STATUS_RESOURCE_EXHAUSTED
                                             : HALI_STATUS_NOT_FOUND,

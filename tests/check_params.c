@@ -591,6 +591,11 @@ START_TEST(st_bad_files) {
   ck_assert_status(hali_param_set_add_file(set, "m", dir),
                    HALI_STATUS_INVALID_ARGUMENT, "not a regular file");
   rmdir(dir);
+  /* A FIFO neither hangs the open nor is read. */
+  ck_assert_int_eq(mkfifo(tmp("p.safetensors"), 0600), 0);
+  ck_assert_status(hali_param_set_add_file(set, "m", tmp("p.safetensors")),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "p.safetensors: not a regular file");
 }
 END_TEST
 
@@ -718,6 +723,10 @@ START_TEST(api_parameters_and_context) {
                    HALI_STATUS_INVALID_ARGUMENT, "path");
   ck_assert_status(hali_parameters_create(NULL), HALI_STATUS_INVALID_ARGUMENT,
                    "out_parameters");
+  /* NULL is no parameters. */
+  ck_assert_uint_eq(hali_parameters_file_count(NULL), 0);
+  hali_parameters_retain(NULL);
+  hali_parameters_release(NULL);
 
   hali_instance_t *in = NULL;
   ck_assert_ok(hali_instance_create(NULL, &in));
@@ -1068,6 +1077,25 @@ START_TEST(cli_parameters) {
   ck_assert_ptr_nonnull(strstr(err, "DATA_LOSS"));
   ck_assert_ptr_nonnull(strstr(err, "bad.safetensors: not a valid "
                                     ".safetensors file: bad JSON header"));
+  free(out);
+  free(err);
+  /* Text before the first '=' is a scope only without a '/': this path
+   * holds an '=' and goes to the scope "". */
+  char odd[600];
+  snprintf(odd, sizeof(odd), "%s", tmp("a=b.npy"));
+  float one[1] = {4.0f};
+  write_npy(odd, "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+            0, one, sizeof(one));
+  snprintf(args, sizeof(args), "%s --parameters=%s", tmp("m.hasm"), odd);
+  ck_assert_int_eq(run_tool(args, &out, &err), 0);
+  free(out);
+  free(err);
+  /* ... while a scope's file that is not there is named with its scope. */
+  snprintf(args, sizeof(args), "%s --parameters=a=%s", tmp("m.hasm"),
+           tmp("b.npy"));
+  ck_assert_int_eq(run_tool(args, &out, &err), 1);
+  ck_assert_ptr_nonnull(strstr(err, "scope 'a'"));
+  ck_assert_ptr_nonnull(strstr(err, "b.npy: cannot open"));
   free(out);
   free(err);
   /* The same key twice in one scope. */
