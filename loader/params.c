@@ -271,20 +271,25 @@ static hali_status_t index_safetensors(file_t *f) {
         (span_t){e->offset, e->offset + e->length, f->entry_count - 1};
   }
   /* Entries may come in any order and leave gaps (alignment padding), but
-   * no two share a byte: sorted by where they begin, each starts at or
-   * after the end of the one before. */
+   * no two share a byte: sorted by where they begin, each non-empty one
+   * starts at or after the end of the non-empty one before (an empty
+   * tensor has no bytes to share). */
   qsort(spans, f->entry_count, sizeof(span_t), span_cmp);
-  for (size_t i = 1; i < f->entry_count; ++i)
-    if (spans[i].begin < spans[i - 1].end) {
+  const span_t *last = NULL;
+  for (size_t i = 0; i < f->entry_count; ++i) {
+    const span_t *at = &spans[i];
+    if (at->begin == at->end) continue;
+    if (last && at->begin < last->end) {
       s = corrupt(path,
                   "entries '%s' and '%s' overlap (bytes [%" PRIu64 ", %" PRIu64
                   ") and [%" PRIu64 ", %" PRIu64 ") of the data)",
-                  f->entries[spans[i - 1].index].key,
-                  f->entries[spans[i].index].key, spans[i - 1].begin - 8 - n,
-                  spans[i - 1].end - 8 - n, spans[i].begin - 8 - n,
-                  spans[i].end - 8 - n);
+                  f->entries[last->index].key, f->entries[at->index].key,
+                  last->begin - 8 - n, last->end - 8 - n, at->begin - 8 - n,
+                  at->end - 8 - n);
       goto done;
     }
+    last = at;
+  }
 done:
   free(spans);
   json_decref(root);

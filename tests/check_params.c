@@ -423,7 +423,8 @@ START_TEST(st_order_and_gaps) {
            "{\"late\": {\"dtype\": \"U8\", \"shape\": [2, 2], "
            "\"data_offsets\": [128, 132]}, \"early\": {\"dtype\": \"U8\", "
            "\"shape\": [4], \"data_offsets\": [0, 4]}, \"empty\": {\"dtype\": "
-           "\"F32\", \"shape\": [0, 5], \"data_offsets\": [4, 4]}}",
+           "\"F32\", \"shape\": [0, 5], \"data_offsets\": [4, 4]}, \"inside\": "
+           "{\"dtype\": \"I64\", \"shape\": [0], \"data_offsets\": [2, 2]}}",
            0, data, sizeof(data));
   ck_assert_ok(hali_param_set_add_file(set, "o", tmp("o.safetensors")));
   int64_t d22[] = {2, 2}, d05[] = {0, 5};
@@ -489,6 +490,11 @@ static const struct {
      "\"b\": {\"dtype\": \"U8\", \"shape\": [4], \"data_offsets\": [2, 6]}}",
      8, HALI_STATUS_DATA_LOSS,
      "entries 'a' and 'b' overlap (bytes [0, 4) and [2, 6) of the data)"},
+    {"{\"a\": {\"dtype\": \"U8\", \"shape\": [4], \"data_offsets\": [0, 4]}, "
+     "\"e\": {\"dtype\": \"U8\", \"shape\": [0], \"data_offsets\": [1, 1]}, "
+     "\"b\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [3, 4]}}",
+     8, HALI_STATUS_DATA_LOSS,
+     "entries 'a' and 'b' overlap (bytes [0, 4) and [3, 4) of the data)"},
     {"{\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}, "
      "\"a\": {\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [1, 2]}}",
      8, HALI_STATUS_DATA_LOSS, "duplicate object key"},
