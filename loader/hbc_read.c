@@ -475,7 +475,7 @@ static void read_globals(cur_t *c, hali_ir_module_t *m) {
     if (type != HALI_TYPE_TENSOR && !hali_type_is_valid(type))
       FAIL("global @%s has unknown type code %u", g->name, type);
     if (flags & HALI_GLOBAL_INIT) g->init = (int64_t)get_u64(c, "initial value");
-    if (type == HALI_TYPE_TENSOR) {
+    if (type == HALI_TYPE_TENSOR || (flags & HALI_GLOBAL_PARAMETER)) {
       if (!read_one_xtype(c, &g->xtype, "global", i)) return;
       if (g->xtype.type != HALI_TYPE_NONE)
         FAIL("tensor global @%s has a scalar shape", g->name);

@@ -279,7 +279,8 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     put_u8(&gsec, g->type);
     put_u8(&gsec, (uint8_t)g->flags);
     if (g->flags & HALI_GLOBAL_INIT) put_u64(&gsec, (uint64_t)g->init);
-    if (g->type == HALI_TYPE_TENSOR) write_xtype(&gsec, &g->xtype);
+    if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
+      write_xtype(&gsec, &g->xtype);
     if (g->flags & HALI_GLOBAL_PARAMETER) {
       put_u32(&gsec, stab_name(&st, g->param_scope));
       put_u32(&gsec, stab_name(&st, g->param_key));

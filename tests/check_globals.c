@@ -1050,6 +1050,51 @@ START_TEST(warm_calls_copy_no_weight_bytes) {
 }
 END_TEST
 
+/* What the passes make of globals prints as text that loads again, and
+ * assembles to a binary that reads back the same (the passes_text fuzz
+ * target's rule). */
+START_TEST(lowered_globals_reload) {
+  const char *param_text =
+      "module @p\n"
+      "global @w : tensor<4xf32> = parameter \"model\" :: \"w0\"\n"
+      "func @get() -> tensor<4xf32> {\n"
+      "  %v = tensor.global.load @w\n"
+      "  return %v\n"
+      "}\n";
+  const char *texts[] = {tensor_text, param_text};
+  for (int k = 0; k < 2; ++k) {
+    hali_ir_module_t *m = parse_ok(texts[k]);
+    char *low = hali_ir_print(m, false);
+    hali_ir_module_free(m);
+    hali_ir_module_t *again = parse_ok(low);
+    char *low2 = hali_ir_print(again, false);
+    ck_assert_str_eq(low, low2);
+    uint8_t *d = NULL;
+    size_t n = 0;
+    ck_assert_ok(hali_hbc_write(again, NULL, &d, &n));
+    hali_ir_module_free(again);
+    hali_ir_module_t *b = NULL;
+    ck_assert_ok(hali_hbc_read(d, n, NULL, &b));
+    ck_assert_ok(hali_ir_verify(b));
+    char *low3 = hali_ir_print(b, false);
+    ck_assert_str_eq(low, low3);
+    if (k == 1)
+      ck_assert_ptr_nonnull(strstr(
+          low, "global @w : !hal.buffer = parameter \"model\" :: \"w0\" : "
+               "tensor<4xf32>\n"));
+    hali_ir_module_free(b);
+    free(d);
+    free(low);
+    free(low2);
+    free(low3);
+  }
+  /* The lowered form needs the tensor type. */
+  ck_assert_status(parse("global @w : !hal.buffer = parameter \"s\" :: \"k\"\n"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "expected ':' before the parameter's tensor type");
+}
+END_TEST
+
 static Suite *globals_suite(void) {
   Suite *s = suite_create("globals");
   TCase *tc = tcase_create("globals");
@@ -1075,6 +1120,7 @@ static Suite *globals_suite(void) {
   tcase_add_test(tc, tensor_global_errors);
   tcase_add_test(tc, parameter_globals_need_parameters);
   tcase_add_test(tc, warm_calls_copy_no_weight_bytes);
+  tcase_add_test(tc, lowered_globals_reload);
   suite_add_tcase(s, tc);
   return s;
 }
