@@ -706,12 +706,8 @@ static bool parse_global(parser_t *p, const tok_t *kw) {
   }
   if (!accept(p, "=")) return true;
   tok_t *v = peek(p);
-  /* A lowered parameter global (stream-to-hal makes it a !hal.buffer) is
-   * printed with the tensor type its file is checked against:
-   * `global @w : !hal.buffer = parameter "s" :: "k" : tensor<...>`. */
-  bool lowered_parameter =
-      type == HALI_TYPE_BUFFER && tok_is(v, T_IDENT, "parameter");
-  if (type == HALI_TYPE_TENSOR || lowered_parameter) {
+  bool lowered_param = type == HALI_TYPE_BUFFER && tok_is(v, T_IDENT, "parameter");
+  if (type == HALI_TYPE_TENSOR || lowered_param) {
     if (!tok_is(v, T_IDENT, "parameter")) {
       hali_asm_error(p, v, "a tensor global's initial value is "
                            "'parameter \"scope\" :: \"key\"'");
@@ -735,19 +731,21 @@ static bool parse_global(parser_t *p, const tok_t *kw) {
     if (!(g->param_key = hali_asm_decode_string(p, key, &len))) return false;
     g->param_key[len] = 0;
     g->flags |= HALI_GLOBAL_PARAMETER;
-    if (lowered_parameter) {
-      tok_t *at = peek(p);
-      if (!hali_asm_expect(p, ":", "': tensor<...>' after a !hal.buffer "
-                                   "parameter global's key"))
+    /* Lowered by stream-to-hal (hali dis --after): the buffer the context
+     * fills from the parameter, with the tensor type it is checked
+     * against: `global @w : !hal.buffer = parameter "s" :: "k" :
+     * tensor<4xf32>`. */
+    if (lowered_param) {
+      tok_t *tt2 = peek(p);
+      if (!hali_asm_expect(p, ":", "before the parameter's tensor type"))
         return false;
-      hali_ir_xtype_t t;
-      if (parse_value_type(p, &t) != HALI_TYPE_TENSOR) {
-        free(t.dims);
-        hali_asm_error(p, at, "a !hal.buffer parameter global keeps a "
-                              "tensor<...> type");
+      hali_ir_xtype_t px;
+      if (parse_value_type(p, &px) != HALI_TYPE_TENSOR) {
+        free(px.dims);
+        hali_asm_error(p, tt2, "expected the parameter's tensor type");
         return false;
       }
-      g->xtype = t;
+      g->xtype = px;
     }
     return true;
   }

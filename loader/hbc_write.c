@@ -279,7 +279,6 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     put_u8(&gsec, g->type);
     put_u8(&gsec, (uint8_t)g->flags);
     if (g->flags & HALI_GLOBAL_INIT) put_u64(&gsec, (uint64_t)g->init);
-    /* (A lowered parameter global, a !hal.buffer, keeps its tensor type.) */
     if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
       write_xtype(&gsec, &g->xtype);
     if (g->flags & HALI_GLOBAL_PARAMETER) {

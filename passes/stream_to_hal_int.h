@@ -54,6 +54,13 @@ typedef struct {
   /* Per module global: the !hal.fence global holding the timepoint of its
    * last store (tensor globals), else UINT32_MAX. */
   const uint32_t *ready;
+  /* The constant pool (doc/passes.md, "Constants uploaded once"): per
+   * rodata its offset in the pool (UINT64_MAX: not pooled), the pool's
+   * global and its upload fence's, and the register holding the pool in
+   * the function being lowered (UINT32_MAX until its first constant). */
+  const uint64_t *pool_offset;
+  uint32_t pool_global, pool_ready;
+  uint32_t pool;
   uint32_t *pending;    /* static-size transients awaiting the region's slab */
   uint32_t npending;
   /* Constants already materialized (registers are never rewritten). */

@@ -5,6 +5,7 @@
  * across invocations through a fence held in a global. */
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -979,6 +980,122 @@ START_TEST(parameter_globals_need_parameters) {
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------------ */
+/* Constants uploaded once: examples/mlp_tensor_rodata.hasm's weights
+ * (mlp_tensor.hasm takes them from a parameter file: tests/check_params.c). */
+
+typedef struct {
+  pthread_mutex_t mu;
+  int updates, update_bytes, allocations;
+} hal_count_t;
+
+static void count_line(void *user, const char *line) {
+  hal_count_t *c = user;
+  pthread_mutex_lock(&c->mu);
+  const char *u = strstr(line, " update ");
+  if (u) {
+    c->updates++;
+    /* "... -> !hal.buffer#N+OFF BYTES bytes" */
+    const char *b = strrchr(line, '+');
+    long off = 0, bytes = 0;
+    if (b && sscanf(b, "+%ld %ld bytes", &off, &bytes) == 2)
+      c->update_bytes += (int)bytes;
+  }
+  if (strncmp(line, "[hal] allocate ", 15) == 0) c->allocations++;
+  pthread_mutex_unlock(&c->mu);
+}
+
+START_TEST(warm_calls_copy_no_weight_bytes) {
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in);
+  hali_module_t *m = NULL;
+  ck_assert_ok(hali_module_load_file(
+      in, HALI_SRCDIR "/examples/mlp_tensor_rodata.hasm", &m));
+  hal_count_t cnt = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.trace_bits = HALI_TRACE_BITS_HAL;
+  p.trace_callback = count_line;
+  p.trace_user = &cnt;
+  hali_context_t *c = NULL;
+  ck_assert_ok(hali_context_create(in, d, &m, 1, &p, &c));
+  /* Creation uploaded every weight, once: w1 b1 w2 b2 and the input,
+   * 32768 + 512 + 5120 + 40 + 256 bytes, into one allocation. */
+  ck_assert_int_eq(cnt.updates, 5);
+  ck_assert_int_eq(cnt.update_bytes, 38696);
+  hali_function_t *f = NULL;
+  ck_assert_ok(hali_context_lookup_function(c, "main", &f));
+  float first[10];
+  for (int k = 0; k < 4; ++k) {
+    pthread_mutex_lock(&cnt.mu);
+    cnt.updates = cnt.update_bytes = cnt.allocations = 0;
+    pthread_mutex_unlock(&cnt.mu);
+    hali_variant_t r;
+    ck_assert_ok(hali_context_invoke(c, f, NULL, 0, &r, 1));
+    float got[10];
+    ck_assert_ok(hali_buffer_view_read(r.u.view, got, sizeof(got)));
+    hali_buffer_view_release(r.u.view);
+    if (k == 0) memcpy(first, got, sizeof(got));
+    ck_assert(memcmp(first, got, sizeof(got)) == 0);
+    /* A call copies no weight bytes; it allocates only its activations
+     * (the slab of %h and the returned logits). */
+    ck_assert_int_eq(cnt.updates, 0);
+    ck_assert_int_eq(cnt.update_bytes, 0);
+    ck_assert_int_eq(cnt.allocations, 2);
+  }
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* What the passes make of globals prints as text that loads again, and
+ * assembles to a binary that reads back the same (the passes_text fuzz
+ * target's rule). */
+START_TEST(lowered_globals_reload) {
+  const char *param_text =
+      "module @p\n"
+      "global @w : tensor<4xf32> = parameter \"model\" :: \"w0\"\n"
+      "func @get() -> tensor<4xf32> {\n"
+      "  %v = tensor.global.load @w\n"
+      "  return %v\n"
+      "}\n";
+  const char *texts[] = {tensor_text, param_text};
+  for (int k = 0; k < 2; ++k) {
+    hali_ir_module_t *m = parse_ok(texts[k]);
+    char *low = hali_ir_print(m, false);
+    hali_ir_module_free(m);
+    hali_ir_module_t *again = parse_ok(low);
+    char *low2 = hali_ir_print(again, false);
+    ck_assert_str_eq(low, low2);
+    uint8_t *d = NULL;
+    size_t n = 0;
+    ck_assert_ok(hali_hbc_write(again, NULL, &d, &n));
+    hali_ir_module_free(again);
+    hali_ir_module_t *b = NULL;
+    ck_assert_ok(hali_hbc_read(d, n, NULL, &b));
+    ck_assert_ok(hali_ir_verify(b));
+    char *low3 = hali_ir_print(b, false);
+    ck_assert_str_eq(low, low3);
+    if (k == 1)
+      ck_assert_ptr_nonnull(strstr(
+          low, "global @w : !hal.buffer = parameter \"model\" :: \"w0\" : "
+               "tensor<4xf32>\n"));
+    hali_ir_module_free(b);
+    free(d);
+    free(low);
+    free(low2);
+    free(low3);
+  }
+  /* The lowered form needs the tensor type. */
+  ck_assert_status(parse("global @w : !hal.buffer = parameter \"s\" :: \"k\"\n"),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "expected ':' before the parameter's tensor type");
+}
+END_TEST
+
 static Suite *globals_suite(void) {
   Suite *s = suite_create("globals");
   TCase *tc = tcase_create("globals");
@@ -1003,6 +1120,8 @@ static Suite *globals_suite(void) {
   tcase_add_test(tc, tensor_globals_order_f_async_calls);
   tcase_add_test(tc, tensor_global_errors);
   tcase_add_test(tc, parameter_globals_need_parameters);
+  tcase_add_test(tc, warm_calls_copy_no_weight_bytes);
+  tcase_add_test(tc, lowered_globals_reload);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -80,6 +80,9 @@ static void run_main(const char *name, hali_hal_device_kind_t kind,
   hali_vm_stack_t *st = NULL;
   ck_assert_ok(hali_vm_stack_create(0, &st));
   st->device = dev;
+  /* Tensor-level modules keep their constants in a pool its initializer
+   * uploads. */
+  ck_assert_ok(hali_vm_link_run_initializers(st, l));
   hali_value_t result = {0};
   ck_assert_ok(hali_vm_link_invoke(st, l, hali_vm_module_lookup(m, "main"),
                                    NULL, 0, &result, 1));

@@ -2946,6 +2946,7 @@ END_TEST
  * here so that the coverage case below sees them run. */
 START_TEST(globals_load_and_store_every_type) {
   static const char text[] =
+      "rodata @bytes = bytes \"abcd\"\n"
       "global @i : i32 mutable = 1\n"
       "global @l : i64 mutable = 2\n"
       "global @f : f32 mutable = 3.5\n"
@@ -2968,19 +2969,40 @@ START_TEST(globals_load_and_store_every_type) {
       "  %b = global.load.ref @b\n"
       "  global.store.ref @c, %b\n"
       "  return %i, %l, %f, %d, %b\n"
+      "}\n"
+      "func @scalars() -> (i32, i64, f32, f64) {\n"
+      "  %i = global.load.i32 @i\n"
+      "  %l = global.load.i64 @l\n"
+      "  %f = global.load.f32 @f\n"
+      "  %d = global.load.f64 @d\n"
+      "  return %i, %l, %f, %d\n"
+      "}\n"
+      "func @set_b() {\n"
+      "  %b = hal.buffer.constant @bytes\n"
+      "  global.store.ref @b, %b\n"
+      "  return\n"
       "}\n";
   hali_vm_module_t *m = load(text);
   hali_vm_stack_t *st = NULL;
   ck_assert_ok(hali_vm_stack_create(0, &st));
   hali_value_t r[5];
-  for (int k = 0; k < 3; ++k) {
-    ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "step"), NULL, 0, r, 5));
-    ck_assert_int_eq(r[0].i32, 1 << k);
-    ck_assert_int_eq(r[1].i64, 2LL << k);
-    ck_assert(r[2].f32 == 3.5f * (float)(1 << k));
-    ck_assert(r[3].f64 == 4.25 * (1 << k));
-    ck_assert_ptr_null(r[4].ref); /* never stored: null */
-  }
+  /* @b was never stored: loading it fails (registers never hold null)
+   * after the scalar stores took effect. */
+  for (int k = 0; k < 3; ++k)
+    ck_assert_status(hali_vm_invoke(st, m, lookup(m, "step"), NULL, 0, r, 5),
+                     HALI_STATUS_FAILED_PRECONDITION,
+                     "global.load.ref: global @b holds no ref yet");
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "scalars"), NULL, 0, r, 4));
+  ck_assert_int_eq(r[0].i32, 1 << 3);
+  ck_assert_int_eq(r[1].i64, 2LL << 3);
+  ck_assert(r[2].f32 == 3.5f * 8);
+  ck_assert(r[3].f64 == 4.25 * 8);
+  /* Stored, the ref moves from global to global. */
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "set_b"), NULL, 0, NULL, 0));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "step"), NULL, 0, r, 5));
+  ck_assert_int_eq(r[0].i32, 1 << 3);
+  ck_assert_ptr_nonnull(r[4].ref);
+  hali_value_release(&r[4]);
   hali_vm_stack_free(st);
   hali_vm_module_release(m);
 }

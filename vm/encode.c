@@ -362,3 +362,18 @@ const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
   int32_t i = hali_ir_module_find_func(m->ir, name);
   return i < 0 ? NULL : &m->funcs[i];
 }
+
+hali_status_t hali_vm_link_run_initializers(hali_vm_stack_t *st,
+                                            const hali_vm_link_t *link) {
+  const hali_vm_module_t *m = link->module;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    if (!hali_ir_func_has_attr(&m->ir->funcs[i], HALI_ATTR_INITIALIZER))
+      continue;
+    hali_status_t s =
+        hali_vm_link_invoke(st, link, &m->funcs[i], NULL, 0, NULL, 0);
+    if (s)
+      return hali_status_annotate(s, "initializer @%s of module @%s",
+                                  m->ir->funcs[i].name, m->ir->name);
+  }
+  return HALI_OK;
+}

@@ -536,6 +536,16 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       hali_ref_t *r = g->refs[pc[1].imm];
       hali_ref_retain(r);
       pthread_mutex_unlock(&g->lock);
+      if (HALI_UNLIKELY(!r)) {
+        /* Registers never hold null: a ref global is stored before it is
+         * loaded (an initializer's job). */
+        status = hali_status_make(
+            HALI_STATUS_FAILED_PRECONDITION,
+            "global.load.ref: global @%s holds no ref yet (store it first; "
+            "the context's initializers set up tensor globals and constants)",
+            link->module->ir->globals[pc[1].imm].name);
+        goto fail;
+      }
       hali_ref_t *old = refs[A];
       refs[A] = r;
       hali_ref_release(old);

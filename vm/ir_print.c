@@ -526,9 +526,7 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
       hali_strbuf_append(&sb, " :: ", 4);
       print_string(&sb, g->param_key ? g->param_key : "",
                    (uint32_t)strlen(g->param_key ? g->param_key : ""));
-      /* Lowered (a !hal.buffer global), it keeps the tensor type that the
-       * file is checked against. */
-      if (g->type != HALI_TYPE_TENSOR) {
+      if (g->type != HALI_TYPE_TENSOR) { /* lowered: the buffer's type */
         hali_strbuf_append(&sb, " : ", 3);
         hali_ir_xtype_print(&sb, &g->xtype);
       }

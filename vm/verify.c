@@ -265,7 +265,8 @@ hali_status_t hali_verify_globals(const vctx_t *vp, bool tensor_ok) {
      * from its parameters (stream-to-hal keeps its shape for the check). */
     if ((g->flags & HALI_GLOBAL_PARAMETER) &&
         (g->type != HALI_TYPE_BUFFER || (g->flags & HALI_GLOBAL_MUTABLE) ||
-         !g->param_scope || !g->param_key || g->xtype.type != HALI_TYPE_NONE))
+         !g->param_scope || !g->param_key || g->xtype.type != HALI_TYPE_NONE ||
+         !g->xtype.element_type || hali_ir_xtype_dynamic_dims(&g->xtype)))
       return hali_verr(&v,
                        "global @%s: only a tensor global (or, lowered, an "
                        "immutable !hal.buffer with its shape) is a parameter",

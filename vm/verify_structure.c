@@ -430,7 +430,7 @@ hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
   }
   for (uint32_t i = 0; i < m->global_count; ++i) {
     const hali_ir_global_t *g = &m->globals[i];
-    if (g->type == HALI_TYPE_TENSOR)
+    if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
       HALI_RETURN_IF_ERROR_PLAIN(check_xtype(&v, &g->xtype, "global", i));
   }
   if (m->global_count) {

@@ -139,6 +139,13 @@ hali_status_t hali_vm_call_import(const hali_vm_link_t *link,
                                   const hali_cell_t *pc, hali_slot_t *regs,
                                   hali_ref_t **refs);
 
+/* Runs each function of |link|'s module marked ["initializer"], in module
+ * order, on |st| (what hali_context_create does through its scheduler,
+ * for programs that drive the VM directly).  The first failure is
+ * returned, annotated with the initializer's name. */
+HALI_MUST_USE hali_status_t hali_vm_link_run_initializers(
+    hali_vm_stack_t *st, const hali_vm_link_t *link);
+
 /* The function named |name|, or NULL. */
 const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
                                             const char *name);
