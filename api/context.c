@@ -113,6 +113,7 @@ static hali_status_t context_link(hali_context_t *c,
       .max_depth = p->max_call_depth,
       .fuel_enabled = p->fuel != 0,
       .fuel = p->fuel,
+      .max_duration_ns = p->max_duration_ns,
       .trace = c->trace,
   };
   return hali_vm_scheduler_create(c->hal, &so, &c->scheduler);

@@ -42,6 +42,7 @@ typedef struct hali_hal_submission_t {
   hali_hal_fence_t *wait_fence;   /* retained, may be NULL */
   hali_hal_fence_t *signal_fence; /* retained, may be NULL */
   hali_hal_buffer_t *buffer;      /* alloca/dealloca: retained */
+  hali_hal_stop_t *stop;          /* retained, may be NULL */
   size_t command_buffer_count;
   hali_hal_command_buffer_t *command_buffers[]; /* retained */
 } hali_hal_submission_t;
@@ -142,6 +143,7 @@ static void hali_hal_submission_free(hali_hal_submission_t *sub) {
   hali_hal_fence_release(sub->wait_fence);
   hali_hal_fence_release(sub->signal_fence);
   hali_hal_buffer_release(sub->buffer);
+  hali_hal_stop_release(sub->stop);
   for (size_t i = 0; i < sub->command_buffer_count; ++i)
     hali_hal_command_buffer_release(sub->command_buffers[i]);
   free(sub);
@@ -149,7 +151,7 @@ static void hali_hal_submission_free(hali_hal_submission_t *sub) {
 
 static hali_status_t hali_hal_local_sync_run_dispatch(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
-    const hali_kernel_dispatch_state_t *dispatch) {
+    const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop) {
   hali_hal_device_t *device = self;
   size_t scratch_size =
       hali_hal_executable_export(executable, ordinal)->scratch_size;
@@ -170,18 +172,18 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
   int64_t t0 = t ? t->now(t->user) : 0;
   hali_status_t status = hali_hal_dispatch_run_workgroups(
       executable, ordinal, dispatch, 0, total, 0,
-      scratch_size ? device->scratch : NULL, scratch_size);
+      scratch_size ? device->scratch : NULL, scratch_size, stop);
   if (t) hali_hal_trace_dispatch(t, executable, ordinal, 0, 0, total, t0);
   return status;
 }
 
 static hali_status_t hali_hal_local_task_run_dispatch(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
-    const hali_kernel_dispatch_state_t *dispatch) {
+    const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop) {
   hali_hal_device_t *device = self;
   return hali_hal_worker_pool_dispatch(
       device->pool, executable, ordinal, dispatch,
-      device->tracer.now ? &device->tracer : NULL);
+      device->tracer.now ? &device->tracer : NULL, stop);
 }
 
 static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
@@ -196,7 +198,7 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
       for (size_t i = 0; i < sub->command_buffer_count; ++i) {
         int64_t t0 = t ? t->now(t->user) : 0;
         hali_status_t s = hali_hal_command_buffer_execute(
-            sub->command_buffers[i], runner, device, t);
+            sub->command_buffers[i], runner, device, t, sub->stop);
         if (t) {
           char name[64], args[96];
           snprintf(name, sizeof(name), "command buffer #%u",
@@ -235,11 +237,15 @@ static void hali_hal_submission_complete(hali_hal_device_t *device,
                                          hali_status_t wait_status) {
   const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
   int64_t t0 = t ? t->now(t->user) : 0;
+  hali_status_code_t stopped =
+      wait_status ? HALI_STATUS_OK : hali_hal_stop_check(sub->stop);
   hali_status_t status =
       wait_status ? hali_status_annotate(wait_status,
                                          "the wait fence of queue submission "
                                          "%" PRIu64 " failed",
                                          sub->id)
+      : stopped   ? hali_status_annotate(hali_hal_stop_status(stopped),
+                                         "abandoned before it started")
                   : hali_hal_submission_run(device, sub);
   if (t) {
     static const char *const kinds[] = {"execute", "alloca", "dealloca"};
@@ -431,6 +437,12 @@ static void *hali_hal_local_task_main(void *arg) {
         wait_status = q;
         break;
       }
+      /* Its submitter gave up: the submission is failed by complete(). */
+      if (hali_hal_stop_check(sub->stop)) {
+        hali_status_free(wait_status);
+        wait_status = HALI_OK;
+        break;
+      }
       pthread_mutex_lock(&device->mutex);
       bool give_up = device->abandoning;
       pthread_mutex_unlock(&device->mutex);
@@ -586,6 +598,15 @@ hali_status_t hali_hal_device_queue_execute(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence,
     hali_hal_command_buffer_t *const *command_buffers, size_t count) {
+  return hali_hal_device_queue_execute_stoppable(
+      device, wait_fence, signal_fence, command_buffers, count, NULL);
+}
+
+hali_status_t hali_hal_device_queue_execute_stoppable(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence,
+    hali_hal_command_buffer_t *const *command_buffers, size_t count,
+    hali_hal_stop_t *stop) {
   for (size_t i = 0; i < count; ++i) {
     if (!command_buffers[i])
       return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
@@ -615,6 +636,8 @@ hali_status_t hali_hal_device_queue_execute(
   hali_hal_submission_t *sub = hali_hal_submission_allocate(
       HALI_HAL_SUBMISSION_EXECUTE, wait_fence, signal_fence, count);
   if (!sub) return hali_hal_submission_oom();
+  sub->stop = stop;
+  hali_hal_stop_retain(stop);
   sub->command_buffer_count = count;
   for (size_t i = 0; i < count; ++i) {
     sub->command_buffers[i] = command_buffers[i];

@@ -33,6 +33,7 @@
 #include "hal/allocator.h"
 #include "hal/command_buffer.h"
 #include "hal/fence.h"
+#include "hal/stop.h"
 
 typedef enum hali_hal_device_kind_e {
   HALI_HAL_DEVICE_LOCAL_SYNC = 0,
@@ -78,6 +79,18 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_execute(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence,
     hali_hal_command_buffer_t *const *command_buffers, size_t count);
+/* hali_hal_device_queue_execute on behalf of whoever owns |stop| (retained
+ * until the submission completes; NULL: none).  Once the stop is requested
+ * (or its deadline passes) the submission is abandoned with the stop's
+ * status (hal/stop.h) on its signal fence: before it starts (a local-task
+ * queue thread waiting on its wait fence checks every 20 ms), before each
+ * command and each workgroup, and inside a bytecode kernel's workgroup at
+ * its next branch. */
+HALI_MUST_USE hali_status_t hali_hal_device_queue_execute_stoppable(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence,
+    hali_hal_command_buffer_t *const *command_buffers, size_t count,
+    hali_hal_stop_t *stop);
 
 /* Stream-ordered allocation.  Returns the buffer object at once, but its
  * storage is only committed when the allocation executes in queue order

@@ -1192,6 +1192,255 @@ START_TEST(await_for_after_nested_run) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Limits bound kernels too (issue 13 row 8): an invocation's deadline,
+ * fuel and cancellation stop a bytecode kernel at its next branch and
+ * abandon a native kernel's dispatch at its next workgroup; the kernel's
+ * fence fails, the invocation fails with the reason, and releasing the
+ * context and the device afterwards returns at once. */
+
+static atomic_int g_slow_workgroups;
+static int _runaway_kind; /* 0: local-sync, 1: local-task */
+
+/* A slow native workgroup: 2 ms. */
+static int slow_kernel(const hali_kernel_dispatch_state_t *d,
+                       const hali_kernel_workgroup_state_t *w) {
+  atomic_fetch_add(&g_slow_workgroups, 1);
+  usleep(2000);
+  return 0;
+}
+
+static const hali_kernel_export_t k_slow_exports[] = {
+    {"slow", slow_kernel, 0, 1, {1, 1, 1}, 0},
+};
+static const hali_kernel_library_t k_slow_library = {
+    HALI_KERNEL_ABI_VERSION, "test_slow", 1, k_slow_exports};
+
+/* @run(EXE, n): dispatches export @spin of executable @EXE over n
+ * workgroups with constant %c, submits it and awaits its fence. */
+#define RUNAWAY_FN(EXE, EXPORT)                                                \
+  "func @run_" EXE "(%n: i32, %c: i32) -> i32 {\n"                             \
+  "  %zero32 = const.i32 0\n"                                                  \
+  "  %one32 = const.i32 1\n"                                                   \
+  "  %two32 = const.i32 2\n"                                                   \
+  "  %device = hal.device.get\n"                                               \
+  "  %cmd = hal.command_buffer.create %device, %one32, %two32\n"               \
+  "  hal.command_buffer.push_constants %cmd, %zero32, [%c]\n"                  \
+  "  %exe = hal.executable.get @" EXE "\n"                                     \
+  "  hal.command_buffer.dispatch %cmd, %exe, %zero32, %n, %one32, %one32\n"    \
+  "  hal.command_buffer.finalize %cmd\n"                                       \
+  "  %wait = hal.fence.null\n"                                                 \
+  "  %done = hal.fence.create %device\n"                                       \
+  "  hal.device.queue.execute %device, %wait, %done, [%cmd]\n"                 \
+  "  %forever = const.i64 -1\n"                                                \
+  "  %status = hal.fence.await %done, %forever\n"                              \
+  "  return %status\n"                                                         \
+  "}\n"
+
+static const char k_runaway[] =
+    "module @runaway\n"
+    "executable @bc format \"bytecode\" {\n"
+    "  export @spin(i32) -> () function @spin_kernel workgroup_size "
+    "[1, 1, 1]\n"
+    "}\n"
+    "executable @st format \"static\" library \"test_slow\" {\n"
+    "  export @slow(i32) -> ()\n"
+    "}\n" RUNAWAY_FN("bc", "spin") RUNAWAY_FN("st", "slow")
+    /* Counts to %c, or forever when %c is 0. */
+    "func @spin_kernel(%c: i32, %x: i32, %y: i32, %z: i32, %cx: i32, "
+    "%cy: i32, %cz: i32) {\n"
+    "^entry:\n"
+    "  %i = const.i32 0\n"
+    "  %one = const.i32 1\n"
+    "  %zero = const.i32 0\n"
+    "  %endless = eq.i32 %c, %zero\n"
+    "  cond_br %endless, ^forever, ^count\n"
+    "^forever:\n"
+    "  %i = add.i32 %i, %one\n"
+    "  br ^forever\n"
+    "^count:\n"
+    "  %i = add.i32 %i, %one\n"
+    "  %more = lt.s.i32 %i, %c\n"
+    "  cond_br %more, ^count, ^done\n"
+    "^done:\n"
+    "  return\n"
+    "}\n";
+
+static hali_context_t *runaway_context(hali_instance_t **out_in,
+                                       hali_device_t **out_d,
+                                       const hali_context_params_t *p) {
+  hali_instance_t *in = instance_new();
+  ck_ok(hali_instance_register_static_library(in, &k_slow_library));
+  hali_device_t *d =
+      device_new(in, _runaway_kind ? HALI_DEVICE_LOCAL_TASK
+                                   : HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(in, k_runaway);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, p, &c));
+  hali_module_release(m);
+  *out_in = in;
+  *out_d = d;
+  return c;
+}
+
+/* Releases the context, the device and the instance; each must return at
+ * once (work left behind was abandoned, not waited for).  The bound is
+ * loose: a hang is what it catches, not a slow machine. */
+static void release_promptly(hali_context_t *c, hali_device_t *d,
+                             hali_instance_t *in) {
+  int64_t t0 = now_ns();
+  hali_context_release(c);
+  hali_device_release(d);
+  hali_instance_release(in);
+  int64_t took = now_ns() - t0;
+  ck_assert_msg(took < 5000000000LL, "releasing took %lld ns",
+                (long long)took);
+}
+
+START_TEST(kernel_deadline) {
+  _runaway_kind = _i;
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.max_duration_ns = 100000000; /* 100 ms */
+  hali_instance_t *in;
+  hali_device_t *d;
+  hali_context_t *c = runaway_context(&in, &d, &p);
+  /* A kernel that finishes in time is untouched. */
+  int32_t args[2] = {4, 1000}, r = -1;
+  ck_ok(call_i32(c, "run_bc", args, 2, &r));
+  ck_assert_int_eq(r, 0);
+  /* One that never ends stops at its deadline, at a branch. */
+  args[0] = 1;
+  args[1] = 0;
+  int64_t t0 = now_ns();
+  ck_status(call_i32(c, "run_bc", args, 2, &r),
+            HALI_STATUS_DEADLINE_EXCEEDED, "exceeded its deadline");
+  int64_t took = now_ns() - t0;
+  ck_assert_msg(took >= 100000000 && took < 5000000000LL,
+                "the 100 ms deadline ended the kernel after %lld ns",
+                (long long)took);
+  /* 10,000 workgroups of 2 ms (20 s of work): abandoned at a workgroup
+   * boundary, long before the end. */
+  atomic_store(&g_slow_workgroups, 0);
+  args[0] = 10000;
+  /* On local-sync the dispatch runs inside the invocation's submit, so the
+   * kernel's failure is what it sees; on local-task the invocation waits
+   * for the fence, and whichever sees the deadline first (the workers, at
+   * a workgroup boundary, or the scheduler's watchdog) reports it. */
+  ck_status(call_i32(c, "run_st", args, 2, &r),
+            HALI_STATUS_DEADLINE_EXCEEDED,
+            _i ? "exceeded its deadline"
+               : "abandoned before its next workgroup");
+  usleep(30000); /* a workgroup in progress ends (2 ms) */
+  int ran = atomic_load(&g_slow_workgroups);
+  ck_assert_msg(ran >= 1 && ran < 10000, "%d of 10000 workgroups ran", ran);
+  usleep(50000);
+  ck_assert_int_eq(atomic_load(&g_slow_workgroups), ran); /* none later */
+  release_promptly(c, d, in);
+}
+END_TEST
+
+START_TEST(kernel_fuel) {
+  _runaway_kind = _i;
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.fuel = 200000;
+  hali_instance_t *in;
+  hali_device_t *d;
+  hali_context_t *c = runaway_context(&in, &d, &p);
+  /* 4 workgroups of ~3,000 instructions fit in the pool (half of what
+   * the invocation has left when it submits)... */
+  int32_t args[2] = {4, 1000}, r = -1;
+  ck_ok(call_i32(c, "run_bc", args, 2, &r));
+  ck_assert_int_eq(r, 0);
+  /* ...4 of ~300,000 do not, and neither does one that never ends. */
+  args[1] = 100000;
+  ck_status(call_i32(c, "run_bc", args, 2, &r),
+            HALI_STATUS_RESOURCE_EXHAUSTED,
+            "instruction budget (fuel) of the invocation exhausted in a "
+            "kernel");
+  args[0] = 1;
+  args[1] = 0;
+  ck_status(call_i32(c, "run_bc", args, 2, &r),
+            HALI_STATUS_RESOURCE_EXHAUSTED, "in bytecode kernel");
+  release_promptly(c, d, in);
+}
+END_TEST
+
+typedef struct {
+  hali_invocation_t *invocation;
+  int64_t delay_ns;
+} kernel_canceller_t;
+
+static void *cancel_kernel_soon(void *p) {
+  kernel_canceller_t *k = p;
+  usleep((useconds_t)(k->delay_ns / 1000));
+  hali_invocation_cancel(k->invocation);
+  return NULL;
+}
+
+START_TEST(kernel_cancel_from_another_thread) {
+  _runaway_kind = _i;
+  hali_instance_t *in;
+  hali_device_t *d;
+  hali_context_t *c = runaway_context(&in, &d, NULL);
+  const char *fns[] = {"run_bc", "run_st"};
+  for (int k = 0; k < 2; ++k) {
+    atomic_store(&g_slow_workgroups, 0);
+    hali_variant_t args[2] = {hali_variant_i32(k ? 10000 : 1),
+                              hali_variant_i32(0)};
+    hali_invocation_t *inv = NULL;
+    ck_ok(hali_context_invoke_async(c, lookup(c, fns[k]), args, 2, &inv));
+    kernel_canceller_t kc = {inv, 50000000};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, cancel_kernel_soon, &kc), 0);
+    /* On local-sync the kernel runs here, inside the await. */
+    ck_ok(hali_invocation_await(inv));
+    pthread_join(t, NULL);
+    ck_status(hali_invocation_status(inv), HALI_STATUS_CANCELLED, NULL);
+    if (k) {
+      int ran = atomic_load(&g_slow_workgroups);
+      ck_assert_msg(ran < 10000, "%d of 10000 workgroups ran", ran);
+    }
+    hali_invocation_release(inv);
+  }
+  /* Still usable afterwards. */
+  int32_t ok_args[2] = {2, 10}, r = -1;
+  ck_ok(call_i32(c, "run_bc", ok_args, 2, &r));
+  release_promptly(c, d, in);
+}
+END_TEST
+
+/* An invocation left running in a kernel when its context goes: the
+ * release cancels it and its kernel, and returns (local-task waited for
+ * the queue forever). */
+START_TEST(kernel_abandoned_by_context_release) {
+  _runaway_kind = _i;
+  hali_instance_t *in;
+  hali_device_t *d;
+  hali_context_t *c = runaway_context(&in, &d, NULL);
+  hali_variant_t args[2] = {hali_variant_i32(1), hali_variant_i32(0)};
+  hali_invocation_t *inv = NULL;
+  ck_ok(hali_context_invoke_async(c, lookup(c, "run_bc"), args, 2, &inv));
+  hali_fence_t *fence = hali_invocation_fence(inv);
+  ck_assert_ptr_nonnull(fence);
+  hali_fence_retain(fence);
+  if (_i) {
+    /* local-task: the kernel runs on the workers while this waits. */
+    ck_status(hali_invocation_await_for(inv, 30000000),
+              HALI_STATUS_DEADLINE_EXCEEDED, NULL);
+  }
+  hali_invocation_release(inv);
+  release_promptly(c, d, in);
+  /* Whoever waits on the invocation learns why it ended. */
+  bool ready = false;
+  hali_status_t s = hali_fence_query(fence, &ready);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_CANCELLED);
+  hali_status_free(s);
+  hali_fence_release(fence);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Asynchronous invocation and fences. */
 
 static const char k_async[] =
@@ -2189,6 +2438,13 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, limit_fuel);
   tcase_add_test(tc, limit_cancel_from_another_thread);
   tcase_add_test(tc, await_for_after_nested_run);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("kernel_limits");
+  /* _i = 0: local-sync, 1: local-task. */
+  tcase_add_loop_test(tc, kernel_deadline, 0, 2);
+  tcase_add_loop_test(tc, kernel_fuel, 0, 2);
+  tcase_add_loop_test(tc, kernel_cancel_from_another_thread, 0, 2);
+  tcase_add_loop_test(tc, kernel_abandoned_by_context_release, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("async");
   tcase_add_loop_test(tc, async_chain_through_fences, 0, 2);

@@ -695,15 +695,20 @@ START_TEST(backtrace_keeps_both_ends_of_a_long_stack) {
 }
 END_TEST
 
-/* A spawned fiber's frames collapse before the awaiter's are added. */
+/* A spawned fiber's frames collapse before the awaiter's are added.  The
+ * depth limit is the invocation's: the spawner's one frame counts, so the
+ * spawned fiber has 4095 of the 4096. */
 START_TEST(backtrace_collapses_in_a_spawned_fiber) {
   hali_vm_module_t *m = hali_test_module(k_backtrace);
   hali_value_t r = {0};
   hali_status_t s = run_fiber(m, "spawn_self", hali_value_i32(0), &r);
   ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(hali_status_message(s),
+                   "call depth limit of 4096 exceeded (4095 frames here, 1 "
+                   "in the fibers that spawned this one)");
   ck_assert_uint_eq(hali_status_annotation_count(s), 3);
   ck_assert_str_eq(hali_status_annotation(s, 0),
-                   "at @self@0 (test.hasm:2) × 4096");
+                   "at @self@0 (test.hasm:2) × 4095");
   ck_assert_ptr_nonnull(strstr(hali_status_annotation(s, 1), "awaited fence #"));
   ck_assert_str_eq(hali_status_annotation(s, 2),
                    "at @spawn_self@2 (test.hasm:76)");
