@@ -1031,6 +1031,70 @@ START_TEST(limit_call_depth_backtrace) {
 }
 END_TEST
 
+/* The context's memory limit and the call depth bound an invocation and
+ * every fiber it spawns: a self-spawning recursion that holds 64 KiB per
+ * level stops at the 1 MiB limit, and one that holds nothing at the call
+ * depth (a spawn counts as a call). */
+static const char k_spawn_limits[] =
+    "module @spawn_limits\n"
+    "func @grow(%n: i32) -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %allocator = hal.device.allocator %device\n"
+    "  %memory = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %bytes = const.i64 65536\n"
+    "  %b = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"
+    "  %one = const.i32 1\n"
+    "  %m = add.i32 %n, %one\n"
+    "  %f = fiber.spawn @grow(%m)\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  %len = hal.buffer.length %b\n"
+    "  return %m\n"
+    "}\n"
+    "func @deepen(%n: i32) -> i32 {\n"
+    "  %one = const.i32 1\n"
+    "  %m = add.i32 %n, %one\n"
+    "  %f = fiber.spawn @deepen(%m)\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %m\n"
+    "}\n";
+
+START_TEST(limit_memory_and_depth_across_spawns) {
+  hali_instance_t *in = instance_new();
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.max_memory_bytes = 1 << 20;
+  p.max_call_depth = 64;
+  hali_context_t *c = context_new(in, k_spawn_limits, &p);
+  int32_t n = 0, r = 0;
+  char *texts[2];
+  for (int i = 0; i < 2; ++i) {
+    hali_status_t s = call_i32(c, "grow", &n, 1, &r);
+    ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+    /* 16 levels hold the whole megabyte: the 17th fails (16 awaits up the
+     * chain), far from the depth limit. */
+    size_t awaits = 0;
+    for (size_t k = 0; k < hali_status_annotation_count(s); ++k)
+      if (strstr(hali_status_annotation(s, k), "awaited fence #")) awaits++;
+    ck_assert_uint_eq(awaits, 16);
+    texts[i] = hali_status_to_string(s);
+    hali_status_free(s);
+  }
+  ck_assert_msg(strstr(texts[0], "65536") != NULL, "%s", texts[0]);
+  /* (The second run failing at the same level shows that everything the
+   * first held was freed with its fibers.) */
+  free(texts[0]);
+  free(texts[1]);
+  ck_status(call_i32(c, "deepen", &n, 1, &r), HALI_STATUS_RESOURCE_EXHAUSTED,
+            "call depth limit of 64 exceeded: cannot spawn @deepen 64 frames "
+            "deep (counting the fibers that spawned this one)");
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
 START_TEST(limit_fuel) {
   hali_instance_t *in = instance_new();
   hali_context_params_t p;
@@ -2436,6 +2500,7 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, limit_call_depth);
   tcase_add_test(tc, limit_call_depth_backtrace);
   tcase_add_test(tc, limit_fuel);
+  tcase_add_test(tc, limit_memory_and_depth_across_spawns);
   tcase_add_test(tc, limit_cancel_from_another_thread);
   tcase_add_test(tc, await_for_after_nested_run);
   suite_add_tcase(s, tc);

@@ -323,6 +323,61 @@ START_TEST(spawning_stops_at_the_fiber_cap) {
 }
 END_TEST
 
+/* The live-fiber cap is per invocation too: two invocations spawning
+ * without end each stop at their own cap, well inside the context's. */
+START_TEST(spawning_stops_at_the_invocation_cap) {
+  hali_vm_module_t *m = hali_test_module(k_self_spawn);
+  hali_vm_scheduler_options_t o = {.max_fibers = 1000,
+                                   .max_invocation_fibers = 50};
+  hali_vm_scheduler_t *s = NULL;
+  ck_assert_ok(hali_vm_scheduler_create(NULL, &o, &s));
+  hali_value_t arg = {.type = HALI_TYPE_I32, .i32 = 0};
+  hali_vm_fiber_t *f = NULL, *g = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "self"), &arg, 1, &f));
+  ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "self"), &arg, 1, &g));
+  ck_assert_ok(hali_vm_scheduler_run(s, f));
+  ck_assert_ok(hali_vm_scheduler_run(s, g));
+  hali_vm_fiber_t *both[] = {f, g};
+  for (int i = 0; i < 2; ++i) {
+    hali_status_t st = hali_vm_fiber_status(both[i]);
+    ck_assert_int_eq(hali_status_code(st), HALI_STATUS_RESOURCE_EXHAUSTED);
+    ck_assert_str_eq(hali_status_message(st),
+                     "cannot spawn @self: the invocation of @self has 50 "
+                     "live fibers, the limit of one invocation");
+  }
+  /* Every fiber of both ended with its invocation. */
+  ck_assert_uint_eq(hali_vm_scheduler_live(s), 0);
+  hali_vm_fiber_release(f);
+  hali_vm_fiber_release(g);
+  hali_vm_scheduler_free(s);
+  hali_vm_module_release(m);
+}
+END_TEST
+
+/* Call depth is per invocation: a spawn is a call, so a chain of spawns
+ * reaches the depth limit as a chain of calls would (each fiber of the
+ * chain holds one frame when it spawns the next). */
+START_TEST(spawning_stops_at_the_call_depth) {
+  hali_vm_module_t *m = hali_test_module(k_self_spawn);
+  hali_vm_scheduler_options_t o = {.max_depth = 100};
+  hali_vm_scheduler_t *s = NULL;
+  ck_assert_ok(hali_vm_scheduler_create(NULL, &o, &s));
+  hali_value_t arg = {.type = HALI_TYPE_I32, .i32 = 0};
+  hali_vm_fiber_t *f = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(s, m, lookup(m, "self"), &arg, 1, &f));
+  ck_assert_ok(hali_vm_scheduler_run(s, f));
+  hali_status_t st = hali_vm_fiber_status(f);
+  ck_assert_int_eq(hali_status_code(st), HALI_STATUS_RESOURCE_EXHAUSTED);
+  ck_assert_str_eq(hali_status_message(st),
+                   "call depth limit of 100 exceeded: cannot spawn @self 100 "
+                   "frames deep (counting the fibers that spawned this one)");
+  ck_assert_uint_eq(hali_vm_scheduler_live(s), 0);
+  hali_vm_fiber_release(f);
+  hali_vm_scheduler_free(s);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 /* Fuel is one budget for a fiber and what it spawns: a spawned fiber
  * takes half of what its spawner has left. */
 START_TEST(spawned_fibers_share_the_fuel) {
@@ -1507,6 +1562,8 @@ static Suite *suite_fiber(void) {
   tc = tcase_create("errors");
   tcase_add_test(tc, spawning_stops_at_the_fiber_cap);
   tcase_add_test(tc, spawned_fibers_share_the_fuel);
+  tcase_add_test(tc, spawning_stops_at_the_invocation_cap);
+  tcase_add_test(tc, spawning_stops_at_the_call_depth);
   tcase_add_test(tc, spawned_failure_reaches_awaiter);
   tcase_add_test(tc, first_failure_wins_fence_fail_twice);
   tcase_add_test(tc, first_failure_wins_joined_fibers);
