@@ -428,7 +428,10 @@ hali_status_t hali_invocation_results(const hali_invocation_t *invocation,
 }
 
 hali_fence_t *hali_invocation_fence(const hali_invocation_t *invocation) {
-  return invocation ? hali_vm_fiber_fence(invocation->fiber) : NULL;
+  hali_fence_t *fence =
+      invocation ? hali_vm_fiber_fence(invocation->fiber) : NULL;
+  hali_hal_fence_mark_host_visible(fence); /* the host may fail it */
+  return fence;
 }
 
 void hali_invocation_cancel(hali_invocation_t *invocation) {

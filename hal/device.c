@@ -550,6 +550,31 @@ bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {
   return ready;
 }
 
+void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
+                                 hali_hal_fence_t **out_blocked_on) {
+  *out_blocked_on = NULL;
+  pthread_mutex_lock(&device->mutex);
+  *out_pending = device->pending != 0;
+  hali_hal_submission_t *next = device->current ? device->current
+                                                : device->head;
+  if (next) {
+    bool ready = false;
+    hali_status_t s = hali_hal_fence_query_untraced(next->wait_fence, &ready);
+    if (s) ready = true; /* it completes, failing */
+    hali_status_free(s);
+    /* A local-task submission that is current may be running: only a
+     * wait fence not reached means it is waiting.  One being given up
+     * (abandon, or its submitter's stop) completes within ~20 ms. */
+    bool giving_up = next == device->current &&
+                     (device->abandoning || hali_hal_stop_check(next->stop));
+    if (!ready && !giving_up) {
+      *out_blocked_on = next->wait_fence;
+      hali_hal_fence_retain(next->wait_fence);
+    }
+  }
+  pthread_mutex_unlock(&device->mutex);
+}
+
 /* ---- Submitting. ---- */
 
 static void hali_hal_device_enqueue(hali_hal_device_t *device,

@@ -149,6 +149,15 @@ void hali_hal_device_set_tracer(hali_hal_device_t *device,
  * nobody has signalled.  Used to tell a deadlock from work in flight. */
 bool hali_hal_device_queue_can_progress(hali_hal_device_t *device);
 
+/* For deadlock detection: whether anything is queued or running
+ * (|*out_pending|), and the wait fence of the submission that runs next
+ * when it has not reached it yet (|*out_blocked_on|, retained; NULL when
+ * the queue is empty, running, its next submission is ready, or is being
+ * given up: a local-task queue thread waiting for a submission that was
+ * abandoned or whose stop was requested ends the wait within ~20 ms). */
+void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
+                                 hali_hal_fence_t **out_blocked_on);
+
 /* Blocks until every submission made so far has executed, for at most
  * |timeout_ns|; DEADLINE_EXCEEDED naming the number still pending. */
 HALI_MUST_USE hali_status_t hali_hal_device_wait_idle(

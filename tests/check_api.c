@@ -2464,6 +2464,142 @@ START_TEST(imports_between_modules_recursive) {
 }
 END_TEST
 
+/* ------------------------------------------------------------------------ */
+/* Blocking awaits (issue 13 row 10): an await inside a ["blocking"]
+ * function holds the thread, and with it every fiber of the context.  On a
+ * fence nobody can signal it ends with the deadlock report; on one the
+ * host may signal (passed in, during an asynchronous await) it waits. */
+
+static const char k_blocking[] =
+    "module @blocking\n"
+    "func @stuck() -> i32 attributes [\"blocking\"] {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %s\n"
+    "}\n"
+    "func @stuck_status() -> i32 attributes [\"blocking\"] {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await_status %f, %forever\n"
+    "  return %s\n"
+    "}\n"
+    "func @wait(%f: !hal.fence) -> i32 attributes [\"blocking\"] {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %s\n"
+    "}\n"
+    /* Queue work signals this one: a barrier behind a fence the program
+     * signals itself... after the await (so only the queue can end it,
+     * and it cannot: a deadlock), or before (the queue runs). */
+    "func @behind_queue(%first: i32) -> i32 attributes [\"blocking\"] {\n"
+    "  %device = hal.device.get\n"
+    "  %gate = hal.fence.create %device\n"
+    "  %done = hal.fence.create %device\n"
+    "  %zero = const.i32 0\n"
+    "  %open_first = ne.i32 %first, %zero\n"
+    "  cond_br %open_first, ^open, ^submit\n"
+    "^open:\n"
+    "  hal.fence.signal %gate\n"
+    "  br ^submit\n"
+    "^submit:\n"
+    "  hal.device.queue.execute %device, %gate, %done, []\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %done, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+typedef struct {
+  hali_fence_t *fence;
+  hali_invocation_t *invocation; /* cancel it instead, when set */
+  int64_t at;
+} late_signal_t;
+
+static void *signal_late(void *p) {
+  late_signal_t *l = p;
+  usleep(50000);
+  l->at = now_ns();
+  if (l->invocation) hali_invocation_cancel(l->invocation);
+  else ck_ok(hali_fence_signal(l->fence));
+  return NULL;
+}
+
+START_TEST(blocking_await_deadlock_and_host_signal) {
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in, _i ? HALI_DEVICE_LOCAL_TASK
+                                       : HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(in, k_blocking);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  int32_t r = -1;
+  /* A fence the program made and kept: nobody can signal it. */
+  int64_t t0 = now_ns();
+  ck_status(call_i32(c, "stuck", NULL, 0, &r), HALI_STATUS_FAILED_PRECONDITION,
+            "deadlock: @stuck (attributes [\"blocking\"]) awaits fence #");
+  /* await_status does not turn the report into a result code. */
+  ck_status(call_i32(c, "stuck_status", NULL, 0, &r),
+            HALI_STATUS_FAILED_PRECONDITION, "which nothing can signal");
+  /* Asynchronously too: the host may signal fences now, but not that
+   * one. */
+  hali_invocation_t *inv = NULL;
+  ck_ok(hali_context_invoke_async(c, lookup(c, "stuck"), NULL, 0, &inv));
+  ck_ok(hali_invocation_await(inv));
+  ck_status(hali_invocation_status(inv), HALI_STATUS_FAILED_PRECONDITION,
+            "the host never held the fence");
+  hali_invocation_release(inv);
+  /* Queue work that waits on a fence only the blocked program could
+   * signal cannot end the wait either; queue work that can, does. */
+  int32_t first = 0;
+  ck_status(call_i32(c, "behind_queue", &first, 1, &r),
+            HALI_STATUS_FAILED_PRECONDITION, "no queue work can progress");
+  hali_device_abandon(d); /* the barrier left waiting on the gate */
+  first = 1;
+  ck_ok(call_i32(c, "behind_queue", &first, 1, &r));
+  ck_assert_int_eq(r, 0);
+  ck_assert_msg(now_ns() - t0 < 5000000000LL, "the reports took %lld ns",
+                (long long)(now_ns() - t0));
+  /* A fence the host passed in, during a synchronous invoke: the host is
+   * inside the call, so that is a deadlock as well (as for suspending
+   * awaits). */
+  hali_fence_t *host = NULL;
+  ck_ok(hali_fence_create(&host));
+  hali_variant_t arg = hali_variant_fence(host), res;
+  ck_status(hali_context_invoke(c, lookup(c, "wait"), &arg, 1, &res, 1),
+            HALI_STATUS_FAILED_PRECONDITION, "a synchronous invoke");
+  /* Asynchronously the host may signal it: another thread does, 50 ms
+   * later, and the blocked await returns. */
+  ck_ok(hali_context_invoke_async(c, lookup(c, "wait"), &arg, 1, &inv));
+  late_signal_t l = {host, NULL, 0};
+  pthread_t t;
+  ck_assert_int_eq(pthread_create(&t, NULL, signal_late, &l), 0);
+  ck_ok(hali_invocation_await(inv));
+  int64_t returned = now_ns();
+  pthread_join(t, NULL);
+  ck_ok(hali_invocation_status(inv));
+  ck_assert_int_ge(returned, l.at);
+  hali_invocation_release(inv);
+  hali_fence_release(host);
+  /* A blocked await is still cancellable (within its 10 ms slices). */
+  ck_ok(hali_fence_create(&host));
+  arg = hali_variant_fence(host);
+  ck_ok(hali_context_invoke_async(c, lookup(c, "wait"), &arg, 1, &inv));
+  l = (late_signal_t){host, inv, 0};
+  ck_assert_int_eq(pthread_create(&t, NULL, signal_late, &l), 0);
+  ck_ok(hali_invocation_await(inv));
+  pthread_join(t, NULL);
+  ck_status(hali_invocation_status(inv), HALI_STATUS_CANCELLED,
+            "cancelled while blocked");
+  hali_invocation_release(inv);
+  hali_fence_release(host);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *api_suite(void) {
   Suite *s = suite_create("api");
   TCase *tc = tcase_create("instance");
@@ -2510,6 +2646,9 @@ static Suite *api_suite(void) {
   tcase_add_loop_test(tc, kernel_fuel, 0, 2);
   tcase_add_loop_test(tc, kernel_cancel_from_another_thread, 0, 2);
   tcase_add_loop_test(tc, kernel_abandoned_by_context_release, 0, 2);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("blocking");
+  tcase_add_loop_test(tc, blocking_await_deadlock_and_host_signal, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("async");
   tcase_add_loop_test(tc, async_chain_through_fences, 0, 2);

@@ -472,6 +472,10 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   f->result_count = fn->ir->result_count;
   atomic_init(&f->cancel_requested, false);
   f->stack->depth_base = base;
+  /* Fences the host passes in are fences it may signal. */
+  for (size_t i = 0; !parent && i < arg_count; ++i)
+    if (args[i].type == HALI_TYPE_FENCE)
+      hali_hal_fence_mark_host_visible((hali_hal_fence_t *)args[i].ref);
   hali_status_t st = hali_vm_begin(f->stack, link, fn, args, arg_count,
                                    f->results, f->result_count);
   if (!st && !inv) {
@@ -1004,6 +1008,94 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
   return HALI_OK;
 }
 
+/* ---- Blocking awaits that nothing can end.
+ *
+ * An await that blocks the thread (in a function marked ["blocking"]) holds
+ * the scheduler too: no other fiber runs until it returns.  So while it
+ * waits, only these can signal (or fail) the fence:
+ *   - queue work on the device, if the queue can progress: it is running
+ *     or its next submission's wait fence is reached, or that wait fence
+ *     is one the host may signal;
+ *   - the host, on another thread, but only when the run allows it
+ *     (hali_vm_scheduler_allow_external_signals: the C API's async awaits
+ *     and hali_context_run, not hali_context_invoke) and only for fences
+ *     it holds: a point on a host-visible semaphore (hal/semaphore.h:
+ *     fences the host created, passed in as arguments, or received from
+ *     the program).
+ * A fence the program made, never gave the host, and that no progressing
+ * queue work will signal, can never be signalled: the await ends with the
+ * deadlock report instead of blocking forever.  It is decided before the
+ * wait and again every 10 ms (queue work may run dry meanwhile), and the
+ * slices also let a cancellation or the invocation's deadline stop the
+ * wait.  Without a scheduler (plain hali_vm_invoke) the caller is the host
+ * itself, and nothing is concluded: the wait only honours interrupts. */
+static bool nobody_can_signal(hali_vm_stack_t *st, hali_hal_fence_t *fence,
+                              bool *out_host_allowed) {
+  hali_vm_scheduler_t *s = st->scheduler;
+  pthread_mutex_lock(&s->mutex);
+  bool host = s->allow_external;
+  pthread_mutex_unlock(&s->mutex);
+  *out_host_allowed = host;
+  if (host && hali_hal_fence_host_may_signal(fence)) return false;
+  if (!st->device) return true;
+  bool pending = false;
+  hali_hal_fence_t *blocked = NULL;
+  hali_hal_device_queue_state(st->device, &pending, &blocked);
+  bool stuck = !pending ||
+               (blocked && !(host && hali_hal_fence_host_may_signal(blocked)));
+  hali_hal_fence_release(blocked);
+  if (!stuck) return false;
+  /* The queue may have run dry by signalling this very fence (it signals
+   * before it counts the submission done): look again. */
+  bool ready = false;
+  hali_status_t failed = hali_hal_fence_query_untraced(fence, &ready);
+  hali_status_free(failed);
+  return !failed && !ready;
+}
+
+/* Waits until |fence| is ready (OK) or failed (its status); or stops with
+ * |*out_stopped| set (the deadlock report, or the interrupt's status). */
+static hali_status_t block_until_ready(hali_vm_stack_t *st,
+                                       hali_hal_fence_t *fence,
+                                       hali_status_t *out_stopped) {
+  for (;;) {
+    bool host = false;
+    if (st->scheduler && nobody_can_signal(st, fence, &host)) {
+      const hali_vm_frame_t *fr = &st->frames[st->depth - 1];
+      *out_stopped = hali_status_make(
+          HALI_STATUS_FAILED_PRECONDITION,
+          "deadlock: @%s (attributes [\"blocking\"]) awaits fence #%u, "
+          "which nothing can signal: this thread holds every fiber, no "
+          "queue work can progress, and %s",
+          fr->fn->ir->name, ((hali_ref_t *)fence)->id,
+          host ? "the host never held the fence"
+               : "the host may not signal fences during this run (a "
+                 "synchronous invoke: use an asynchronous one for fences "
+                 "the host signals)");
+      return HALI_OK;
+    }
+    hali_status_t w = hali_hal_fence_await_untraced(fence, 10000000);
+    if (!w || hali_status_code(w) != HALI_STATUS_DEADLINE_EXCEEDED) return w;
+    bool ready = false;
+    hali_status_t q = hali_hal_fence_query_untraced(fence, &ready);
+    if (q || ready) {
+      hali_status_free(w);
+      return q;
+    }
+    hali_status_free(w);
+    hali_status_code_t code =
+        atomic_load_explicit(&st->interrupt_code, memory_order_acquire);
+    if (atomic_load(&st->interrupt) && code != HALI_STATUS_OK &&
+        code != HALI_VM_INTERRUPT_YIELD) {
+      *out_stopped = hali_status_make(
+          code, "invocation %s while blocked",
+          code == HALI_STATUS_DEADLINE_EXCEEDED ? "exceeded its deadline"
+                                                : "cancelled");
+      return HALI_OK;
+    }
+  }
+}
+
 /* ---- The await state machine (hal.fence.await, hal.fence.await_status).
  *
  * An await runs as one instruction that may execute several times:
@@ -1049,7 +1141,19 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
       /* Not an error: pc stays, and resuming re-runs the await. */
       return hali_status_deferred();
     } else {
-      w = hali_hal_fence_await_untraced(fence, ns);
+      if (ns < 0) {
+        /* A deadlock or an interrupt ends the wait: not the fence's
+         * outcome, so never a result of await_status either. */
+        hali_status_t stopped = NULL;
+        w = block_until_ready(st, fence, &stopped);
+        if (stopped) {
+          st->await_started_ns = 0;
+          return hali_status_annotate(stopped, "awaited fence #%u",
+                                      fence_id);
+        }
+      } else {
+        w = hali_hal_fence_await_untraced(fence, ns);
+      }
       if (w) {
         /* Report the fence's own failure, as a ready fence would (the
          * wait's annotations depend on timing). */

@@ -562,8 +562,10 @@ HALI_API hali_variant_type_t hali_function_result_type(
  * (doc/tracing.md, "Backtraces"); cancellation returns
  * CANCELLED; limits return RESOURCE_EXHAUSTED.  An await on a fence that
  * nothing in the context can signal is reported as a deadlock
- * (FAILED_PRECONDITION) — use hali_context_invoke_async for functions
- * that wait on fences the host signals.  The caller owns ref results. */
+ * (FAILED_PRECONDITION), also inside a function marked ["blocking"]
+ * (doc/fibers.md, "Blocking awaits") — use hali_context_invoke_async for
+ * functions that wait on fences the host signals.  The caller owns ref
+ * results. */
 HALI_API HALI_MUST_USE hali_status_t hali_context_invoke(
     hali_context_t *context, const hali_function_t *function,
     const hali_variant_t *args, size_t arg_count, hali_variant_t *results,
