@@ -2705,6 +2705,8 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, await_for_after_nested_run);
   suite_add_tcase(s, tc);
   tc = tcase_create("kernel_limits");
+  /* Deadlines stretch under valgrind and sanitizers (slow_factor). */
+  tcase_set_timeout(tc, 60);
   /* _i = 0: local-sync, 1: local-task. */
   tcase_add_loop_test(tc, kernel_deadline, 0, 2);
   tcase_add_loop_test(tc, kernel_fuel, 0, 2);
