@@ -187,6 +187,7 @@ static hali_status_t context_link(hali_context_t *c,
       .max_depth = p->max_call_depth,
       .fuel_enabled = p->fuel != 0,
       .fuel = p->fuel,
+      .max_duration_ns = p->max_duration_ns,
       .trace = c->trace,
   };
   HALI_RETURN_IF_ERROR_PLAIN(hali_vm_scheduler_create(c->hal, &so, &c->scheduler));
@@ -510,7 +511,10 @@ hali_status_t hali_invocation_results(const hali_invocation_t *invocation,
 }
 
 hali_fence_t *hali_invocation_fence(const hali_invocation_t *invocation) {
-  return invocation ? hali_vm_fiber_fence(invocation->fiber) : NULL;
+  hali_fence_t *fence =
+      invocation ? hali_vm_fiber_fence(invocation->fiber) : NULL;
+  hali_hal_fence_mark_host_visible(fence); /* the host may fail it */
+  return fence;
 }
 
 void hali_invocation_cancel(hali_invocation_t *invocation) {

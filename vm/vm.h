@@ -204,6 +204,7 @@ typedef struct hali_vm_frame_s {
 
 struct hali_trace_s;
 struct hali_hal_fence_t;
+struct hali_hal_stop_t;
 
 #define HALI_VM_DEFAULT_MAX_DEPTH 4096
 
@@ -249,6 +250,18 @@ typedef struct hali_vm_stack_s {
   bool fuel_enabled;
   uint64_t fuel;
   uint64_t fuel_used;
+  /* A bytecode kernel's stack: when |fuel| runs out, take more from this
+   * pool (the submitting invocation's, hal/stop.h) before failing; NULL:
+   * |fuel| is all there is. */
+  struct hali_hal_stop_t *fuel_pool;
+  /* The fiber running on this stack (vm/fiber.c; NULL without a
+   * scheduler): device work it submits carries its invocation's stop
+   * request (hali_vm_fiber_stop_for). */
+  struct hali_vm_fiber_s *fiber;
+  /* Frames the fibers that spawned this one had when they spawned it:
+   * max_depth bounds depth_base + depth, so a spawn chain shares one call
+   * depth limit with its invocation. */
+  uint32_t depth_base;
   /* Tracing (vm/trace.c); NULL = off, at no cost. */
   struct hali_trace_s *trace;
   uint32_t trace_tid; /* track for this stack's await slices */

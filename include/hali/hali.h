@@ -207,16 +207,26 @@ typedef struct hali_context_params_s {
    * RESOURCE_EXHAUSTED.  A context with a limit (or HAL tracing) runs on
    * a private device of the same kind and worker count. */
   uint64_t max_memory_bytes;
-  /* Maximum call depth of each invocation; 0 = the default (4096).
-   * Deeper calls fail with RESOURCE_EXHAUSTED. */
+  /* Maximum call depth of each invocation, counting every fiber it
+   * spawns from where it was spawned (a spawn is a call); 0 = the default
+   * (4096).  Deeper calls fail with RESOURCE_EXHAUSTED. */
   uint32_t max_call_depth;
   /* Instruction budget of each invocation; 0 = unlimited.  Running out
    * fails the invocation with RESOURCE_EXHAUSTED ("instruction budget
    * (fuel) of N exhausted").  A fiber the invocation spawns takes half of
-   * what its spawner has left, so the invocation and all it spawns share
-   * this one budget.  Independently of fuel, at most 65,536 fibers are live
-   * in a context; a spawn beyond that fails with RESOURCE_EXHAUSTED. */
+   * what its spawner has left, and its bytecode kernels draw from a pool
+   * it keeps at half of what it has left, so the invocation, all it spawns
+   * and all its kernels share this one budget.  Independently of fuel, at
+   * most 16,384 fibers of one invocation and 65,536 of a context are live
+   * at once; a spawn beyond that fails with RESOURCE_EXHAUSTED. */
   uint64_t fuel;
+  /* Wall-clock limit of each invocation, from its start; 0 = none.  Past
+   * it, the invocation and every fiber it spawned fail with
+   * DEADLINE_EXCEEDED (VM code at its next call or branch, an await at
+   * once, within ~5 ms), and its device work is abandoned: a bytecode
+   * kernel at its next branch, a native one at its next workgroup, queued
+   * work before it starts; their fences fail with DEADLINE_EXCEEDED. */
+  uint64_t max_duration_ns;
   /* Tracing: which events (0 = off) and where each line goes (NULL callback
    * = stderr).  |trace_user| is passed to the callback. */
   uint32_t trace_bits; /* hali_trace_bits_t */
@@ -558,8 +568,10 @@ HALI_API hali_variant_type_t hali_function_result_type(
  * (doc/tracing.md, "Backtraces"); cancellation returns
  * CANCELLED; limits return RESOURCE_EXHAUSTED.  An await on a fence that
  * nothing in the context can signal is reported as a deadlock
- * (FAILED_PRECONDITION) — use hali_context_invoke_async for functions
- * that wait on fences the host signals.  The caller owns ref results. */
+ * (FAILED_PRECONDITION), also inside a function marked ["blocking"]
+ * (doc/fibers.md, "Blocking awaits") — use hali_context_invoke_async for
+ * functions that wait on fences the host signals.  The caller owns ref
+ * results. */
 HALI_API HALI_MUST_USE hali_status_t hali_context_invoke(
     hali_context_t *context, const hali_function_t *function,
     const hali_variant_t *args, size_t arg_count, hali_variant_t *results,
