@@ -1095,6 +1095,35 @@ START_TEST(lowered_globals_reload) {
 }
 END_TEST
 
+/* examples/running_sum.hasm: one context keeps the sum across calls. */
+START_TEST(running_sum_example) {
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in);
+  hali_module_t *m = NULL;
+  ck_assert_ok(hali_module_load_file(
+      in, HALI_SRCDIR "/examples/running_sum.hasm", &m));
+  hali_context_t *c = context_new(in, d, m);
+  hali_function_t *f = NULL;
+  ck_assert_ok(hali_context_lookup_function(c, "add", &f));
+  const float x[4] = {1, 2, 3, 4};
+  int64_t n = 4;
+  hali_buffer_view_t *xv = NULL;
+  ck_assert_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_F32, 1, &n, x,
+                                       sizeof(x), &xv));
+  for (int k = 1; k <= 3; ++k) {
+    hali_variant_t a = hali_variant_view(xv), r;
+    ck_assert_ok(hali_context_invoke(c, f, &a, 1, &r, 1));
+    expect4(r.u.view, (float)k, 2.0f * k, 3.0f * k, 4.0f * k, "running sum");
+    hali_buffer_view_release(r.u.view);
+  }
+  hali_buffer_view_release(xv);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *globals_suite(void) {
   Suite *s = suite_create("globals");
   TCase *tc = tcase_create("globals");
@@ -1121,6 +1150,7 @@ static Suite *globals_suite(void) {
   tcase_add_test(tc, parameter_globals_need_parameters);
   tcase_add_test(tc, warm_calls_copy_no_weight_bytes);
   tcase_add_test(tc, lowered_globals_reload);
+  tcase_add_test(tc, running_sum_example);
   suite_add_tcase(s, tc);
   return s;
 }
