@@ -1124,6 +1124,56 @@ START_TEST(running_sum_example) {
 }
 END_TEST
 
+/* Initializers of several modules: the modules in the order the context is
+ * given them, each module's in its own order; imports are bound before.
+ * A host import records the order. */
+static hali_status_t record(void *user, const hali_variant_t *args,
+                            size_t nargs, hali_variant_t *res, size_t nres) {
+  (void)res;
+  (void)nres;
+  char *log = user;
+  size_t n = strlen(log);
+  if (nargs == 1 && n + 2 < 64) {
+    log[n] = (char)('0' + args[0].u.i32);
+    log[n + 1] = 0;
+  }
+  return HALI_OK;
+}
+
+START_TEST(initializers_of_several_modules_run_in_order) {
+  static char log[64];
+  log[0] = 0;
+  hali_instance_t *in = instance_new();
+  hali_import_function_t fn = {"record", "(i32)", record, log};
+  ck_assert_ok(hali_instance_register_import_module(in, "host", &fn, 1));
+  hali_device_t *d = device_new(in);
+  const char *a = "module @a\n"
+                  "func @host.record(%x: i32) import\n"
+                  "func @one() attributes [\"initializer\"] {\n"
+                  "  %x = const.i32 1\n  call @host.record(%x)\n  return\n}\n"
+                  "func @two() attributes [\"initializer\"] {\n"
+                  "  %x = const.i32 2\n  call @host.record(%x)\n  return\n}\n";
+  const char *b = "module @b\n"
+                  "func @host.record(%x: i32) import\n"
+                  "func @three() attributes [\"initializer\"] {\n"
+                  "  %x = const.i32 3\n  call @host.record(%x)\n  return\n}\n";
+  hali_module_t *ms[2] = {module_new(in, b), module_new(in, a)};
+  hali_context_t *c = NULL;
+  ck_assert_ok(hali_context_create(in, d, ms, 2, NULL, &c));
+  ck_assert_str_eq(log, "312"); /* @b first: it was given first */
+  hali_context_release(c);
+  log[0] = 0;
+  hali_module_t *rev[2] = {ms[1], ms[0]};
+  ck_assert_ok(hali_context_create(in, d, rev, 2, NULL, &c));
+  ck_assert_str_eq(log, "123");
+  hali_context_release(c);
+  hali_module_release(ms[0]);
+  hali_module_release(ms[1]);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *globals_suite(void) {
   Suite *s = suite_create("globals");
   TCase *tc = tcase_create("globals");
@@ -1137,6 +1187,7 @@ static Suite *globals_suite(void) {
   tcase_add_test(tc, binary_reader_rejects_what_it_does_not_know);
   tcase_add_test(tc, two_contexts_never_share_globals);
   tcase_add_test(tc, initializers_run_once_in_module_order);
+  tcase_add_test(tc, initializers_of_several_modules_run_in_order);
   tcase_add_test(tc, a_failing_initializer_fails_the_context);
   tcase_add_test(tc, ref_globals_keep_a_buffer_across_calls);
   tcase_add_test(tc, fences_in_globals_order_invocations);
