@@ -549,12 +549,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
     }
     if (!s) {
       /* Swap the rebuilt block in. */
-      for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
-      free(blk->insns);
-      blk->insns = w.out.b.insns;
-      blk->insn_count = w.out.b.insn_count;
-      blk->insn_capacity = w.out.b.insn_capacity;
-      memset(&w.out.b, 0, sizeof(w.out.b));
+      hali_ir_block_take(blk, &w.out.b);
     }
   }
   bool oom = w.out.oom || w.pre.oom || w.cmds.oom;

@@ -135,8 +135,7 @@ static hali_ir_insn_t *insn(hali_ir_module_t *m, int f, int b, int i) {
 /* Drops the instructions of block |b| from index |keep| on. */
 static void truncate_block(hali_ir_func_t *f, uint32_t b, uint32_t keep) {
   hali_ir_block_t *blk = &f->blocks[b];
-  for (uint32_t i = keep; i < blk->insn_count; ++i)
-    free(blk->insns[i].operands);
+  /* The operands stay in the block's chunks until it is freed. */
   blk->insn_count = keep;
 }
 
@@ -866,6 +865,115 @@ START_TEST(strmap_probes_are_linear) {
 }
 END_TEST
 
+
+/* ---- vm/ir.c: a block's operands live in chunks it owns. */
+
+/* Operand |k| of the |i|th instruction a test adds: a value it can check. */
+static hali_ir_operand_t pattern(uint32_t i, uint32_t k) {
+  hali_ir_operand_t o = {HALI_IR_IMM, i, (int64_t)i * 1000 + k};
+  return o;
+}
+
+static void fill(hali_ir_block_t *b, uint32_t first, uint32_t n) {
+  for (uint32_t i = first; i < first + n; ++i) {
+    hali_ir_insn_t *insn = hali_ir_block_add_insn(b, HALI_OP_RETURN, i % 7);
+    if (!insn) ck_abort_msg("out of memory");
+    for (uint32_t k = 0; k < i % 7; ++k) insn->operands[k] = pattern(i, k);
+  }
+}
+
+/* Does |b| hold what fill() added from |first| on?  (One assertion per
+ * check: Check records every assertion it passes.) */
+static bool has_pattern(const hali_ir_block_t *b, uint32_t first) {
+  for (uint32_t j = 0; j < b->insn_count; ++j) {
+    const hali_ir_insn_t *insn = &b->insns[j];
+    uint32_t i = first + j;
+    if (insn->operand_count != i % 7) return false;
+    for (uint32_t k = 0; k < i % 7; ++k)
+      if (insn->operands[k].v != i ||
+          insn->operands[k].imm != (int64_t)i * 1000 + k)
+        return false;
+  }
+  return true;
+}
+
+START_TEST(ir_block_operand_chunks) {
+  enum { N = 20000 }; /* 3 operands an instruction on average */
+  hali_ir_block_t a = {0}, b = {0};
+  fill(&a, 0, 2);
+  const hali_ir_operand_t *first = a.insns[1].operands;
+  fill(&a, 2, N - 2);
+  /* Operands never move as the block grows, and they cost a few large
+   * allocations, not one each: 60000 slots in chunks doubling from 32 up
+   * to 4096 is 7 + 13 chunks. */
+  ck_assert_ptr_eq(a.insns[1].operands, first);
+  ck_assert_ptr_eq(a.insns[0].operands, NULL); /* no operands, no slot */
+  ck_assert(has_pattern(&a, 0));
+  ck_assert_uint_le(hali_ir_block_chunk_count(&a), 24);
+  ck_assert_uint_ge(hali_ir_block_chunk_count(&a), 8);
+  /* One instruction larger than a chunk gets a chunk of its own. */
+  hali_ir_insn_t *big = hali_ir_block_add_insn(&b, HALI_OP_RETURN, 10000);
+  ck_assert_ptr_nonnull(big);
+  bool zero = true;
+  for (uint32_t k = 0; k < 10000; ++k) zero &= big->operands[k].kind == 0;
+  ck_assert(zero);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 1);
+  hali_ir_block_clear(&b);
+  ck_assert_uint_eq(b.insn_count, 0);
+  ck_assert_ptr_eq(b.insns, NULL);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 0);
+
+  /* Append moves instructions and adopts their chunks (no copy of the
+   * operands); the source is left empty. */
+  fill(&b, N, 500);
+  const hali_ir_operand_t *moved = b.insns[1].operands;
+  uint32_t chunks = hali_ir_block_chunk_count(&a) + hali_ir_block_chunk_count(&b);
+  ck_assert(hali_ir_block_append(&a, &b));
+  ck_assert_uint_eq(a.insn_count, N + 500);
+  ck_assert_uint_eq(b.insn_count, 0);
+  ck_assert_ptr_eq(b.insns, NULL);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 0);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&a), chunks);
+  ck_assert_ptr_eq(a.insns[N + 1].operands, moved);
+  ck_assert(has_pattern(&a, 0));
+  /* The newest chunk of |a| still serves new instructions. */
+  fill(&a, N + 500, 100);
+  ck_assert(has_pattern(&a, 0));
+  /* Into an empty block, and from an empty one. */
+  ck_assert(hali_ir_block_append(&b, &a));
+  ck_assert_uint_eq(b.insn_count, N + 600);
+  ck_assert_uint_eq(a.insn_count, 0);
+  ck_assert(hali_ir_block_append(&b, &a));
+  ck_assert_uint_eq(b.insn_count, N + 600);
+  ck_assert(has_pattern(&b, 0));
+
+  /* Take replaces the destination's instructions. */
+  fill(&a, 7, 3);
+  hali_ir_block_take(&a, &b);
+  ck_assert_uint_eq(a.insn_count, N + 600);
+  ck_assert_uint_eq(b.insn_count, 0);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 0);
+  ck_assert(has_pattern(&a, 0));
+
+  /* Resize keeps the first operands, zeroes new ones, and shrinks in
+   * place. */
+  hali_ir_insn_t *insn = &a.insns[6]; /* 6 operands */
+  ck_assert(hali_ir_insn_resize(&a, insn, 9));
+  ck_assert_uint_eq(insn->operand_count, 9);
+  for (uint32_t k = 0; k < 6; ++k)
+    ck_assert_int_eq(insn->operands[k].imm, 6000 + k);
+  for (uint32_t k = 6; k < 9; ++k) {
+    ck_assert_uint_eq(insn->operands[k].kind, 0);
+    ck_assert_int_eq(insn->operands[k].imm, 0);
+  }
+  ck_assert(hali_ir_insn_resize(&a, insn, 2));
+  ck_assert_uint_eq(insn->operand_count, 2);
+  ck_assert_int_eq(insn->operands[1].imm, 6001);
+  hali_ir_block_clear(&a);
+  hali_ir_block_clear(&b);
+}
+END_TEST
+
 static Suite *suite_verify(void) {
   Suite *s = suite_create("verify");
   TCase *tc = tcase_create("operands");
@@ -912,6 +1020,9 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, strmap_probes_are_linear);
   suite_add_tcase(s, tc);
 
+  tc = tcase_create("ir");
+  tcase_add_test(tc, ir_block_operand_chunks);
+  suite_add_tcase(s, tc);
   tc = tcase_create("assignment");
   tcase_add_test(tc, verify_text_not_written_on_one_path);
   tcase_add_test(tc, verify_text_loop_exit_path);
