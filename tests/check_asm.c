@@ -441,6 +441,81 @@ START_TEST(asm_reports_first_error) {
 }
 END_TEST
 
+/* The assembler lexes on demand and pass 1 skips bodies by scanning their
+ * text (loader/asm_lex.c), but errors read as when the whole file was
+ * lexed first: the first lexical error in the file wins over any syntax
+ * error, wherever each is. */
+START_TEST(asm_first_lexical_error_wins) {
+  /* A syntax error in one body, a lexical error in a later one. */
+  REJECT("func @a() {\n"
+         "  return 5 5\n"
+         "}\n"
+         "func @b() {\n"
+         "  return\n"
+         "  $\n"
+         "}\n",
+         "test.hasm:6:3: unexpected character, found '$'");
+  /* A lexical error in a body pass 1 skips, a syntax error in a later
+   * header. */
+  REJECT("func @a() {\n"
+         "  return\n"
+         "  \"open\n"
+         "}\n"
+         "func @b( {\n"
+         "}\n",
+         "test.hasm:3:3: unterminated string, found '\"'");
+  /* Two lexical errors: the first in the file, not the first met. */
+  REJECT("func @a() {\n"
+         "  %x = const.i32 1 ^\n"
+         "}\n"
+         "func @b() -> i32 ! {\n"
+         "}\n",
+         "test.hasm:2:20: expected a name after '^'");
+  /* Braces inside a tensor type are part of it. */
+  REJECT("func @a() {\n"
+         "  return tensor<}{>\n"
+         "}\n"
+         "func @b() {\n"
+         "  return\n"
+         "}\n",
+         "test.hasm:2:10: expected an instruction, found 'tensor<}{>'");
+}
+END_TEST
+
+/* What hides a brace or a label from the body scan: strings, comments;
+ * and a label is a label with a comment and a line break before its ':'. */
+START_TEST(asm_body_scan_agrees_with_lexer) {
+  hali_ir_module_t *m = must_load(
+      "func @a() -> i32 {\n"
+      "  %c = const.i32 1\n"
+      "  assert %c, \"} ^s: {\"   # } ^c: {\n"
+      "  // ^d: }\n"
+      "  br ^next  // ^e: {\n"
+      "^next   # a comment\n"
+      "  :\n"
+      "  return %c\n"
+      "}\n"
+      "func @b() -> i32 {\n"
+      "  %x = call @a()\n"
+      "  return %x\n"
+      "}\n");
+  ck_assert_uint_eq(m->func_count, 2);
+  const hali_ir_func_t *a = &m->funcs[0];
+  ck_assert_uint_eq(a->block_count, 2);
+  ck_assert_str_eq(a->blocks[0].name, "entry");
+  ck_assert_str_eq(a->blocks[1].name, "next");
+  ck_assert_uint_eq(a->blocks[0].insn_count, 3);
+  ck_assert_uint_eq(a->blocks[1].insn_count, 1);
+  ck_assert_uint_eq(a->blocks[1].insns[0].line, 8);
+  /* @b's lines count the lines of @a's body the scan skipped. */
+  ck_assert_uint_eq(m->funcs[1].line, 10);
+  ck_assert_uint_eq(m->funcs[1].blocks[0].insns[1].line, 12);
+  ck_assert_str_eq(m->strings[m->funcs[0].blocks[0].insns[1].operands[1].v],
+                   "} ^s: {");
+  hali_ir_module_free(m);
+}
+END_TEST
+
 /* Length-limited input: bytes past |len| are never read. */
 START_TEST(asm_respects_length) {
   const char *text = "func @f() -> i32 {\n  %c = const.i32 7\n  return %c\n}\n"
@@ -1000,6 +1075,8 @@ static Suite *suite_asm(void) {
   tcase_add_test(tc, asm_error_names_the_given_file);
   tcase_add_test(tc, asm_reports_first_error);
   tcase_add_test(tc, asm_respects_length);
+  tcase_add_test(tc, asm_first_lexical_error_wins);
+  tcase_add_test(tc, asm_body_scan_agrees_with_lexer);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("grammar");
