@@ -34,7 +34,10 @@ static hali_type_t parse_value_type(parser_t *p, hali_ir_xtype_t *x) {
 /* The register the `%name` token |t| names in the function being read
  * (p->regs), or -1. */
 int32_t hali_asm_find_reg(parser_t *p, const tok_t *t) {
-  uint32_t r = hali_strmap_find(&p->regs, t->text + 1, t->len - 1);
+  uint32_t r = t->kind == T_REG ? hali_strmap_find_hashed(&p->regs, t->text + 1,
+                                                         t->len - 1, t->hash)
+                                 : hali_strmap_find(&p->regs, t->text + 1,
+                                                    t->len - 1);
   return r == HALI_STRMAP_NONE ? -1 : (int32_t)r;
 }
 
@@ -44,7 +47,11 @@ static uint32_t add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
                         const tok_t *t) {
   uint32_t r = hali_ir_func_add_reg(f, type, t->text + 1, t->len - 1);
   if (r == UINT32_MAX ||
-      hali_strmap_insert(&p->regs, f->reg_names[r], t->len - 1, r) != r) {
+      (t->kind == T_REG
+           ? hali_strmap_insert_hashed(&p->regs, f->reg_names[r], t->len - 1,
+                                       t->hash, r)
+           : hali_strmap_insert(&p->regs, f->reg_names[r], t->len - 1, r)) !=
+          r) {
     hali_asm_oom(p, t);
     return UINT32_MAX;
   }

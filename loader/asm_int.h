@@ -33,6 +33,7 @@ typedef struct {
   const char *text; /* into the source */
   uint32_t len;
   uint32_t line, col;
+  uint32_t hash; /* T_REG: hali_strmap_hash of the name (after '%') */
 } tok_t;
 
 /* Tokens per chunk of the token window. */

@@ -194,6 +194,13 @@ static void lex_token(parser_t *p, tok_t *t) {
   }
   t->len = (uint32_t)(s - start);
   p->lex_s = s;
+  if (t->kind == T_REG) {
+    /* Hashed now and its slot prefetched: by the time the grammar looks
+     * the register up (up to a chunk of tokens later), the slot is in
+     * cache, and the misses of many lookups overlap. */
+    t->hash = hali_strmap_hash(start + 1, t->len - 1);
+    hali_strmap_prefetch(&p->regs, t->hash);
+  }
 }
 
 void hali_asm_lex_init(parser_t *p) {
@@ -329,7 +336,7 @@ bool hali_asm_skip_body(parser_t *p, size_t *out_label0, size_t *out_nlabels,
       while (s < end && IS(*s, CL_NAME)) ++s;
       if (s == t0 + 1) break;
       tok_t label = {T_LABEL, t0, (uint32_t)(s - t0), line,
-                     (uint32_t)(t0 - line_start) + 1};
+                     (uint32_t)(t0 - line_start) + 1, 0};
       s = skip_space(s, end, &line, &line_start);
       if (s < end && *s == ':') {
         if (p->nlabels == p->labels_cap) {
@@ -346,7 +353,8 @@ bool hali_asm_skip_body(parser_t *p, size_t *out_label0, size_t *out_nlabels,
     }
     }
   }
-  *out_end = (tok_t){T_EOF, end, 0, line, (uint32_t)(end - line_start) + 1};
+  *out_end =
+      (tok_t){T_EOF, end, 0, line, (uint32_t)(end - line_start) + 1, 0};
   return false;
 }
 

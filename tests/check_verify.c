@@ -833,6 +833,60 @@ END_TEST
  * the assembler sees (%r0 ... %r131071: they differ in their last bytes
  * only).  A linear scan, a broken hash or a full table would make the
  * count grow with the number of keys. */
+/* Keys up to HALI_STRMAP_INLINE bytes live in their slot (a lookup never
+ * reads their memory); longer ones are compared where they lie.  Keys
+ * that differ only in their last byte, on either side of the limit. */
+START_TEST(strmap_inline_and_long_keys) {
+  static const char *const keys[] = {"r1234567", "r1234568", "r12345678",
+                                     "r12345679", "abcdefghijklmnop",
+                                     "abcdefghijklmnoq", "r", "r1"};
+  enum { K = sizeof(keys) / sizeof(keys[0]) };
+  ck_assert_uint_eq(strlen(keys[0]), HALI_STRMAP_INLINE);
+  hali_strmap_t m = {0};
+  char copy[HALI_STRMAP_INLINE + 1];
+  memcpy(copy, "zzzzzzzz", sizeof(copy));
+  ck_assert_uint_eq(hali_strmap_insert(&m, copy, HALI_STRMAP_INLINE, 100), 100);
+  for (uint32_t i = 0; i < K; ++i)
+    ck_assert_uint_eq(hali_strmap_insert(&m, keys[i], strlen(keys[i]), i), i);
+  /* The short key was copied: its buffer may change. */
+  memset(copy, 'y', HALI_STRMAP_INLINE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "zzzzzzzz", 8), 100);
+  ck_assert_uint_eq(hali_strmap_find(&m, copy, 8), HALI_STRMAP_NONE);
+  for (uint32_t i = 0; i < K; ++i) {
+    ck_assert_uint_eq(hali_strmap_find(&m, keys[i], strlen(keys[i])), i);
+    /* A duplicate keeps its first value. */
+    ck_assert_uint_eq(hali_strmap_insert(&m, keys[i], strlen(keys[i]), 50), i);
+  }
+  ck_assert_uint_eq(hali_strmap_find(&m, "r1234569", 8), HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "r12345670", 9), HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "abcdefghijklmnor", 16),
+                    HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "r12", 2), 7); /* by length */
+  /* Growing rehashes from the slots alone. */
+  ck_assert(hali_strmap_reserve(&m, 1000));
+  for (uint32_t i = 0; i < K; ++i)
+    ck_assert_uint_eq(hali_strmap_find(&m, keys[i], strlen(keys[i])), i);
+  ck_assert_uint_eq(hali_strmap_find(&m, "zzzzzzzz", 8), 100);
+  /* Given the hash, find and insert agree with the plain calls; the hash
+   * is trusted (a key is looked for where its hash says). */
+  for (uint32_t i = 0; i < K; ++i) {
+    size_t n = strlen(keys[i]);
+    uint32_t h = hali_strmap_hash(keys[i], n);
+    hali_strmap_prefetch(&m, h);
+    ck_assert_uint_eq(hali_strmap_find_hashed(&m, keys[i], n, h), i);
+    ck_assert_uint_eq(hali_strmap_insert_hashed(&m, keys[i], n, h, 77), i);
+  }
+  ck_assert_uint_eq(hali_strmap_insert_hashed(&m, "new", 3,
+                                              hali_strmap_hash("new", 3), 5),
+                    5);
+  ck_assert_uint_eq(hali_strmap_find(&m, "new", 3), 5);
+  uint32_t wrong = hali_strmap_hash("new", 3) ^ 1;
+  ck_assert_uint_eq(hali_strmap_find_hashed(&m, "new", 3, wrong),
+                    HALI_STRMAP_NONE);
+  hali_strmap_free(&m);
+}
+END_TEST
+
 START_TEST(strmap_probes_are_linear) {
   enum { N = 1 << 17 };
   char (*keys)[16] = malloc(N * sizeof(*keys));
@@ -1018,6 +1072,7 @@ static Suite *suite_verify(void) {
   tc = tcase_create("strmap");
   tcase_add_test(tc, strmap_insert_find_duplicates);
   tcase_add_test(tc, strmap_probes_are_linear);
+  tcase_add_test(tc, strmap_inline_and_long_keys);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("ir");
