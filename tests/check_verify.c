@@ -1028,6 +1028,25 @@ START_TEST(ir_block_operand_chunks) {
 }
 END_TEST
 
+/* hali_name_length: a valid name's length in one pass, 0 otherwise, as
+ * hali_name_valid and strlen would say. */
+START_TEST(ir_name_length) {
+  ck_assert_uint_eq(hali_name_length("r12"), 3);
+  ck_assert_uint_eq(hali_name_length("a.b$_9"), 6);
+  ck_assert_uint_eq(hali_name_length(""), 0);
+  ck_assert_uint_eq(hali_name_length(NULL), 0);
+  ck_assert_uint_eq(hali_name_length("a-b"), 0);
+  ck_assert_uint_eq(hali_name_length("ab "), 0);
+  bool agree = true;
+  for (int c = 1; c < 256; ++c) {
+    char n[3] = {'x', (char)c, 0};
+    size_t want = hali_name_valid(n) ? strlen(n) : 0;
+    agree &= hali_name_length(n) == want;
+  }
+  ck_assert(agree);
+}
+END_TEST
+
 static Suite *suite_verify(void) {
   Suite *s = suite_create("verify");
   TCase *tc = tcase_create("operands");
@@ -1077,6 +1096,7 @@ static Suite *suite_verify(void) {
 
   tc = tcase_create("ir");
   tcase_add_test(tc, ir_block_operand_chunks);
+  tcase_add_test(tc, ir_name_length);
   suite_add_tcase(s, tc);
   tc = tcase_create("assignment");
   tcase_add_test(tc, verify_text_not_written_on_one_path);

@@ -610,6 +610,14 @@ hali_ir_insn_t *hali_ir_block_add_insn(hali_ir_block_t *b, uint16_t op,
   return insn;
 }
 
+size_t hali_name_length(const char *s) {
+  if (!s) return 0;
+  const char *p = s;
+  for (; *p; ++p)
+    if (!hali_name_char(*p)) return 0;
+  return (size_t)(p - s);
+}
+
 bool hali_name_valid(const char *s) {
   if (!s || !*s) return false;
   for (; *s; ++s)

@@ -398,6 +398,8 @@ static inline bool hali_name_char(char c) {
          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '$';
 }
 bool hali_name_valid(const char *s);
+/* The length of |s| when it is a valid name, else 0 (one pass). */
+size_t hali_name_length(const char *s);
 
 /* Appends the text of one instruction (as hali dis prints it, without
  * loc) to |sb|. */
