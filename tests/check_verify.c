@@ -958,8 +958,8 @@ START_TEST(ir_block_operand_chunks) {
   const hali_ir_operand_t *first = a.insns[1].operands;
   fill(&a, 2, N - 2);
   /* Operands never move as the block grows, and they cost a few large
-   * allocations, not one each: 60000 slots in chunks doubling from 32 up
-   * to 4096 is 7 + 13 chunks. */
+   * allocations, not one each: 60000 slots in chunks doubling from 16 up
+   * to 4096 is 9 + 13 chunks. */
   ck_assert_ptr_eq(a.insns[1].operands, first);
   ck_assert_ptr_eq(a.insns[0].operands, NULL); /* no operands, no slot */
   ck_assert(has_pattern(&a, 0));

@@ -485,8 +485,10 @@ static hali_ir_operand_t *operands_alloc(hali_ir_block_t *b, uint32_t n) {
   }
   /* Chunks double (a reader that sized |insns| from a count starts at
    * about three operands an instruction), so a block of N instructions
-   * makes O(log N) allocations, then one per HALI_IR_CHUNK_MAX slots. */
-  uint64_t cap = c ? 2 * (uint64_t)c->capacity : 32;
+   * makes O(log N) allocations, then one per HALI_IR_CHUNK_MAX slots.  The
+   * first is small: a block of a few instructions wastes little, and its
+   * chunks stay in malloc's fast small sizes (under 1 KiB). */
+  uint64_t cap = c ? 2 * (uint64_t)c->capacity : 16;
   if (!c && 3 * (uint64_t)b->insn_capacity > cap)
     cap = 3 * (uint64_t)b->insn_capacity;
   if (cap > HALI_IR_CHUNK_MAX) cap = HALI_IR_CHUNK_MAX;
