@@ -1091,7 +1091,15 @@ static bool parse_header(parser_t *p, func_header_t *h) {
 hali_status_t hali_asm_parse(const char *text, size_t len,
                              const char *filename,
                              hali_ir_module_t **out_module) {
+  return hali_asm_parse_measured(text, len, filename, out_module, NULL);
+}
+
+hali_status_t hali_asm_parse_measured(const char *text, size_t len,
+                                      const char *filename,
+                                      hali_ir_module_t **out_module,
+                                      size_t *out_token_chunks) {
   *out_module = NULL;
+  if (out_token_chunks) *out_token_chunks = 0;
   parser_t p = {0};
   p.file = filename ? filename : "<input>";
   p.src = text;
@@ -1199,6 +1207,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       hali_asm_error(&p, peek(&p), "bad function body");
   free(headers);
   hali_asm_lex_rest(&p);
+  if (out_token_chunks) *out_token_chunks = p.nalloc;
   hali_asm_lex_free(&p);
   free(p.ops);
   free(p.defs);

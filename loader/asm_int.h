@@ -166,6 +166,14 @@ bool hali_asm_expect(parser_t *p, const char *punct, const char *what);
 bool hali_asm_expect_kind(parser_t *p, tok_kind_t k, const char *what,
                           tok_t **out);
 
+/* hali_asm_parse, also telling how many token chunks (TOK_CHUNK tokens
+ * each) the window ever held: the tests prove it does not grow with the
+ * file. */
+hali_status_t hali_asm_parse_measured(const char *text, size_t len,
+                                      const char *filename,
+                                      hali_ir_module_t **out_module,
+                                      size_t *out_token_chunks);
+
 /* ---- Literals (loader/asm_lex.c). */
 
 /* A type name token (i32 or !hal.buffer ...); HALI_TYPE_NONE on error. */

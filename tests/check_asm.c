@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loader/asm_int.h"
 #include "tests/testutil.h"
 
 /* True when Check runs the tests in its own process (CK_FORK=no, as under
@@ -513,6 +514,54 @@ START_TEST(asm_body_scan_agrees_with_lexer) {
   ck_assert_str_eq(m->strings[m->funcs[0].blocks[0].insns[1].operands[1].v],
                    "} ^s: {");
   hali_ir_module_free(m);
+}
+END_TEST
+
+/* The token window holds about one instruction, not the file: the number
+ * of token chunks does not grow with the module, and an instruction longer
+ * than a chunk is held whole (its tokens stay valid while it is read). */
+static char *long_module(uint32_t insns, uint32_t switch_targets) {
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "func @g(%%a: i64) -> i64 {\n  return %%a\n}\n");
+  hali_strbuf_printf(&sb, "func @f(%%a: i64, %%i: i32) -> i64 {\n"
+                          "  %%r0 = add.i64 %%a, %%a\n");
+  for (uint32_t k = 1; k < insns; ++k)
+    hali_strbuf_printf(&sb, "  %%r%u = add.i64 %%r%u, %%a  # %u\n", k % 500,
+                       (k - 1) % 500, k);
+  hali_strbuf_printf(&sb, "  switch %%i, ^done, [");
+  for (uint32_t k = 0; k < switch_targets; ++k)
+    hali_strbuf_printf(&sb, "%s^done", k ? ", " : "");
+  hali_strbuf_printf(&sb, "]\n^done:\n  %%x = call @g(%%r0)\n  return %%x\n}\n");
+  return hali_strbuf_take(&sb);
+}
+
+START_TEST(asm_token_window_is_bounded) {
+  size_t chunks[3];
+  const uint32_t sizes[3][2] = {{2000, 0}, {40000, 0}, {2000, 3000}};
+  for (int i = 0; i < 3; ++i) {
+    char *text = long_module(sizes[i][0], sizes[i][1]);
+    ck_assert_ptr_nonnull(text);
+    hali_ir_module_t *m = NULL;
+    hali_status_t s = hali_asm_parse_measured(text, strlen(text), "w.hasm", &m,
+                                              &chunks[i]);
+    free(text);
+    expect_ok(s);
+    /* Everything was read: the blocks after the long switch too. */
+    ck_assert_uint_eq(m->func_count, 2);
+    ck_assert_uint_eq(m->funcs[1].block_count, 2);
+    ck_assert_uint_eq(m->funcs[1].blocks[0].insn_count, sizes[i][0] + 1);
+    ck_assert_uint_eq(m->funcs[1].blocks[0].insns[sizes[i][0]].operand_count,
+                      2 + sizes[i][1]);
+    ck_assert_uint_eq(m->funcs[1].blocks[1].insn_count, 2);
+    hali_ir_module_free(m);
+  }
+  /* 20 times the instructions, the same window (a few chunks); the old
+   * token array would have been 40000 * 6 tokens. */
+  ck_assert_uint_le(chunks[0], 4);
+  ck_assert_uint_eq(chunks[1], chunks[0]);
+  /* A switch of 3000 targets is ~6000 tokens: it is held whole. */
+  ck_assert_uint_ge(chunks[2], 6000 / 256);
+  ck_assert_uint_le(chunks[2], 6000 / 256 + 4);
 }
 END_TEST
 
@@ -1077,6 +1126,7 @@ static Suite *suite_asm(void) {
   tcase_add_test(tc, asm_respects_length);
   tcase_add_test(tc, asm_first_lexical_error_wins);
   tcase_add_test(tc, asm_body_scan_agrees_with_lexer);
+  tcase_add_test(tc, asm_token_window_is_bounded);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("grammar");
