@@ -692,12 +692,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
     }
     if (!s) {
       /* Swap the rebuilt block in. */
-      for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
-      hali_free(blk->insns);
-      blk->insns = w.out.b.insns;
-      blk->insn_count = w.out.b.insn_count;
-      blk->insn_capacity = w.out.b.insn_capacity;
-      memset(&w.out.b, 0, sizeof(w.out.b));
+      hali_ir_block_take(blk, &w.out.b);
     }
   }
   bool oom = w.out.oom || w.pre.oom || w.cmds.oom;
@@ -875,9 +870,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
     hali_pass_list_free(&l);
     return hali_status_oom();
   }
-  blk->insns = l.b.insns;
-  blk->insn_count = l.b.insn_count;
-  blk->insn_capacity = l.b.insn_capacity;
+  hali_ir_block_take(blk, &l.b); /* instructions and operand chunks */
   /* Move it to the front: function indices in calls and exports shift. */
   hali_ir_func_t mine = m->funcs[m->func_count - 1];
   memmove(&m->funcs[1], &m->funcs[0],
