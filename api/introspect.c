@@ -289,3 +289,25 @@ hali_status_t hali_module_describe(const hali_module_t *module,
   *out_text = hali_strbuf_take(&o.sb);
   return *out_text ? HALI_OK : oom();
 }
+
+hali_status_t hali_module_generated_functions(const hali_module_t *module,
+                                              bool *out_generated,
+                                              size_t count) {
+  CHECK_ARG(module);
+  CHECK_ARG(out_generated || count == 0);
+  const hali_ir_module_t *m = module->ir;
+  if (count != m->func_count)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "hali_module_generated_functions: count is %zu, "
+                            "the module has %u functions",
+                            count, m->func_count);
+  hali_ir_module_t *written = NULL;
+  HALI_RETURN_IF_ERROR(read_as_written(module, &written),
+                       "hali_module_generated_functions: reading %s as "
+                       "written",
+                       module->name);
+  for (uint32_t i = 0; i < m->func_count; ++i)
+    out_generated[i] = hali_ir_module_find_func(written, m->funcs[i].name) < 0;
+  hali_ir_module_free(written);
+  return HALI_OK;
+}

@@ -1426,7 +1426,16 @@ START_TEST(cli_dis_pass_options) {
   EXPECT_ERROR("unknown pass 'nope'");
   hali("verify '%s'", t);
   char want[700];
-  snprintf(want, sizeof(want), "%s: ok (2 functions)\n", t);
+  snprintf(want, sizeof(want),
+           "%s: ok (1 function written; the load-time passes added 1: "
+           "@f$async)\n",
+           t);
+  EXPECT_RUN(0, want, "");
+  hali("verify '%s'", example("mlp_tensor.hasm"));
+  snprintf(want, sizeof(want),
+           "%s: ok (3 functions written; the load-time passes added 2: "
+           "@main$async @mlp$async)\n",
+           example("mlp_tensor.hasm"));
   EXPECT_RUN(0, want, "");
 }
 END_TEST
@@ -1474,6 +1483,11 @@ START_TEST(cli_flag_forms) {
     ck_assert_msg(run.rc == 0 && strcmp(run.out, "result[0]: i32=55\n") == 0,
                   "%s: exit %d, %s%s", forms[i], run.rc, run.out, run.err);
   }
+  /* Flags after the module even where getopt would stop at it. */
+  hali("run '%s' --function=fib --input=10 2>&1 | grep -q 55 && "
+       "POSIXLY_CORRECT=1 '%s' run '%s' --function=fib --input=10",
+       fib, HALI_TOOL, fib);
+  EXPECT_RUN(0, "result[0]: i32=55\n", "");
   /* After --, a flag-like word is a module name. */
   hali("run '%s' --function=fib --input=10 -- --input=3", fib);
   EXPECT_USAGE("more than one module ('--input=3')");

@@ -130,6 +130,31 @@ START_TEST(describe_json) {
 }
 END_TEST
 
+START_TEST(generated_functions) {
+  hali_instance_t *in = NULL;
+  ck_ok(hali_instance_create(NULL, &in));
+  hali_module_t *m = load_text(in, module_text, "shown.hasm");
+  size_t n = hali_module_function_count(m);
+  ck_assert_uint_eq(n, 3); /* env.log, main, main$async */
+  bool gen[3] = {true, true, false};
+  ck_ok(hali_module_generated_functions(m, gen, n));
+  for (size_t i = 0; i < n; ++i) {
+    const char *name = hali_module_function_name(m, i);
+    ck_assert_msg(gen[i] == (strcmp(name, "main$async") == 0), "%s: %d",
+                  name, gen[i]);
+  }
+  assert_status(hali_module_generated_functions(m, gen, 2),
+                HALI_STATUS_INVALID_ARGUMENT,
+                "count is 2, the module has 3 functions");
+  assert_status(hali_module_generated_functions(NULL, gen, 2),
+                HALI_STATUS_INVALID_ARGUMENT, "module");
+  assert_status(hali_module_generated_functions(m, NULL, 3),
+                HALI_STATUS_INVALID_ARGUMENT, "out_generated");
+  hali_module_release(m);
+  hali_instance_release(in);
+}
+END_TEST
+
 START_TEST(describe_errors) {
   static char untouched[] = "untouched";
   char *text = untouched;
@@ -218,6 +243,7 @@ int main(void) {
   tcase_add_test(tc, describe_text);
   tcase_add_test(tc, describe_json);
   tcase_add_test(tc, describe_errors);
+  tcase_add_test(tc, generated_functions);
   suite_add_tcase(s, tc);
   tc = tcase_create("wait_idle");
   tcase_set_timeout(tc, 30);

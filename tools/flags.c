@@ -290,11 +290,19 @@ int tool_flags_parse(const tool_command_t *cmd, int argc, char **argv,
     }
   const tool_flag_t **flags = calloc(nflags + 1, sizeof(*flags));
   struct option *lo = calloc(nlong + 2, sizeof(*lo));
-  char *shorts = calloc(2 * nflags + 4, 1);
+  char *shorts = calloc(2 * nflags + 5, 1);
+  char **positional = calloc(av.n + 1, sizeof(*positional));
   char *names = calloc(nlong + 1, 64);
-  if (!own(flags) || !own(lo) || !own(shorts) || !own(names)) goto oom;
+  if (!own(flags) || !own(lo) || !own(shorts) || !own(names) ||
+      !own(positional))
+    goto oom;
+  size_t npositional = 0;
   size_t fi = 0, li = 0;
+  /* '-': words that are not flags come back in order as 1 (so that flags
+   * may follow them even with POSIXLY_CORRECT set); ':': a missing value
+   * is told apart from an unknown flag. */
   char *sp = shorts;
+  *sp++ = '-';
   *sp++ = ':';
   *sp++ = 'h';
   for (const tool_flag_t *const *t = cmd->tables; *t; ++t)
@@ -328,6 +336,10 @@ int tool_flags_parse(const tool_command_t *cmd, int argc, char **argv,
     int idx = -1;
     int c = getopt_long(ac, v, shorts, lo, &idx);
     if (c == -1) break;
+    if (c == 1) {
+      positional[npositional++] = optarg;
+      continue;
+    }
     if (c == 'h') {
       tool_flags_help(cmd);
       return TOOL_EXIT_OK;
@@ -373,8 +385,10 @@ int tool_flags_parse(const tool_command_t *cmd, int argc, char **argv,
     }
     return TOOL_EXIT_USAGE;
   }
-  *out_args = v + optind;
-  *out_nargs = (size_t)(ac - optind);
+  /* What follows "--". */
+  for (int i = optind; i < ac; ++i) positional[npositional++] = v[i];
+  *out_args = positional;
+  *out_nargs = npositional;
   return -1;
 oom:
   return report_oom();

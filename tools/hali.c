@@ -241,10 +241,30 @@ static int cmd_verify(int argc, char **argv) {
   hali_module_t *m = NULL;
   hali_status_t s = tool_check_module_file(in);
   if (!s) s = load(in, &instance, &m);
-  if (!s) {
-    size_t n = hali_module_function_count(m);
-    printf("%s: ok (%zu function%s)\n", in, n, n == 1 ? "" : "s");
+  size_t n = hali_module_function_count(m);
+  bool *generated = NULL;
+  if (!s && n) {
+    generated = calloc(n, sizeof(*generated));
+    if (!generated) s = oom();
   }
+  if (!s) s = hali_module_generated_functions(m, generated, n);
+  if (!s) {
+    /* What was checked: the functions as written, and those the passes
+     * added (verified as well). */
+    size_t added = 0;
+    for (size_t i = 0; i < n; ++i) added += generated[i];
+    if (!added) {
+      printf("%s: ok (%zu function%s)\n", in, n, n == 1 ? "" : "s");
+    } else {
+      printf("%s: ok (%zu function%s written; the load-time passes added "
+             "%zu:",
+             in, n - added, n - added == 1 ? "" : "s", added);
+      for (size_t i = 0; i < n; ++i)
+        if (generated[i]) printf(" @%s", hali_module_function_name(m, i));
+      printf(")\n");
+    }
+  }
+  free(generated);
   hali_module_release(m);
   hali_instance_release(instance);
   return s ? tool_report(s) : 0;

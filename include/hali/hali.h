@@ -771,6 +771,13 @@ HALI_API HALI_MUST_USE hali_status_t hali_module_describe(
     const hali_module_t *module, hali_describe_format_t format,
     char **out_text);
 
+/* For each function of the loaded module (|count| must be
+ * hali_module_function_count), whether the load-time passes made it (an
+ * f$async form, say) rather than the module's author: |out_generated[i]|
+ * for function i.  INVALID_ARGUMENT for another |count|. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_generated_functions(
+    const hali_module_t *module, bool *out_generated, size_t count);
+
 #ifdef __cplusplus
 }
 #endif
