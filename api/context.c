@@ -14,6 +14,7 @@ static void context_free(hali_context_t *c) {
     hali_free(c->modules[i].functions);
   }
   hali_free(c->modules);
+  hali_param_set_release(c->params);
   while (c->bindings) {
     binding_t *b = c->bindings;
     c->bindings = b->next;
@@ -41,6 +42,78 @@ static void context_free(hali_context_t *c) {
   hali_instance_release(c->instance);
   pthread_mutex_destroy(&c->mutex);
   hali_free(c);
+}
+
+/* Parameter globals (`= parameter "scope" :: "key"`, lowered by
+ * stream-to-hal to an immutable !hal.buffer global that keeps its tensor
+ * type): each is filled from the context's parameter set before any
+ * initializer runs.  hali_param_set_load checks the key, the element type
+ * and the shape (the file's index was checked when it was added), and
+ * returns a read-only buffer aliasing the file's mapping when the tensor is
+ * 64-byte aligned there, else a copy made once, now, with the context's
+ * allocator (its memory limit applies).  Errors name the global and the
+ * module besides the scope, key and file. */
+static hali_status_t bind_parameters(hali_context_t *c) {
+  hali_hal_allocator_t *allocator = hali_hal_device_allocator(c->hal);
+  for (size_t i = 0; i < c->module_count; ++i) {
+    const hali_ir_module_t *ir = c->modules[i].vm->ir;
+    hali_vm_globals_t *storage = c->modules[i].link->globals;
+    for (uint32_t g = 0; g < ir->global_count; ++g) {
+      const hali_ir_global_t *gl = &ir->globals[g];
+      if (!(gl->flags & HALI_GLOBAL_PARAMETER)) continue;
+      if (!hali_param_set_has_scope(c->params, gl->param_scope))
+        return hali_status_make(
+            HALI_STATUS_NOT_FOUND,
+            "no parameters bound for scope '%s' (global @%s = parameter "
+            "\"%s\" :: \"%s\" of module @%s)",
+            gl->param_scope, gl->name, gl->param_scope, gl->param_key,
+            ir->name);
+      hali_hal_buffer_t *buffer = NULL;
+      HALI_RETURN_IF_ERROR(
+          hali_param_set_load(c->params, gl->param_scope, gl->param_key,
+                              &gl->xtype, allocator, &buffer),
+          "global @%s = parameter \"%s\" :: \"%s\" of module @%s", gl->name,
+          gl->param_scope, gl->param_key, ir->name);
+      /* Nothing runs yet, but stores take the lock everywhere else. */
+      pthread_mutex_lock(&storage->lock);
+      hali_ref_t *old = storage->refs[g];
+      storage->refs[g] = (hali_ref_t *)buffer;
+      pthread_mutex_unlock(&storage->lock);
+      hali_ref_release(old);
+    }
+  }
+  return HALI_OK;
+}
+
+/* Runs every function marked ["initializer"] once, module by module and
+ * in each module's order, to completion (it may await fences: the
+ * scheduler runs it like any invocation).  The first failure fails the
+ * context's creation with the initializer's status and backtrace. */
+static hali_status_t run_initializers(hali_context_t *c) {
+  for (size_t i = 0; i < c->module_count; ++i) {
+    context_module_t *cm = &c->modules[i];
+    for (uint32_t f = 0; f < cm->vm->func_count; ++f) {
+      const hali_ir_func_t *fir = &cm->vm->ir->funcs[f];
+      if (!hali_ir_func_has_attr(fir, HALI_ATTR_INITIALIZER)) continue;
+      hali_vm_fiber_t *fiber = NULL;
+      hali_status_t s = hali_vm_scheduler_start_link(
+          c->scheduler, cm->link, &cm->vm->funcs[f], NULL, 0, &fiber);
+      if (!s) {
+        s = hali_vm_scheduler_run(c->scheduler, fiber);
+        if (s) {
+          hali_vm_fiber_cancel(fiber);
+          hali_status_free(hali_vm_scheduler_run(c->scheduler, fiber));
+        } else if (hali_vm_fiber_status(fiber)) {
+          s = hali_status_clone(hali_vm_fiber_status(fiber));
+        }
+      }
+      hali_vm_fiber_release(fiber);
+      if (s)
+        return hali_status_annotate(s, "initializer @%s of module @%s",
+                                    fir->name, cm->vm->ir->name);
+    }
+  }
+  return HALI_OK;
 }
 
 static hali_status_t context_link(hali_context_t *c,
@@ -114,9 +187,12 @@ static hali_status_t context_link(hali_context_t *c,
       .max_depth = p->max_call_depth,
       .fuel_enabled = p->fuel != 0,
       .fuel = p->fuel,
+      .max_duration_ns = p->max_duration_ns,
       .trace = c->trace,
   };
-  return hali_vm_scheduler_create(c->hal, &so, &c->scheduler);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_scheduler_create(c->hal, &so, &c->scheduler));
+  HALI_RETURN_IF_ERROR(bind_parameters(c), "creating the context");
+  return run_initializers(c);
 }
 
 hali_status_t hali_context_create(hali_instance_t *instance,
@@ -160,6 +236,13 @@ hali_status_t hali_context_create(hali_instance_t *instance,
   hali_instance_retain(instance);
   c->device = device;
   hali_device_retain(device);
+  if (p->parameters) {
+    /* Frozen from now on: the set is read without locks by every context
+     * created with it. */
+    atomic_store(&p->parameters->frozen, true);
+    c->params = p->parameters->set;
+    hali_param_set_retain(c->params);
+  }
   c->module_count = module_count;
   for (size_t i = 0; i < module_count; ++i) {
     c->modules[i].module = modules[i];
@@ -428,7 +511,10 @@ hali_status_t hali_invocation_results(const hali_invocation_t *invocation,
 }
 
 hali_fence_t *hali_invocation_fence(const hali_invocation_t *invocation) {
-  return invocation ? hali_vm_fiber_fence(invocation->fiber) : NULL;
+  hali_fence_t *fence =
+      invocation ? hali_vm_fiber_fence(invocation->fiber) : NULL;
+  hali_hal_fence_mark_host_visible(fence); /* the host may fail it */
+  return fence;
 }
 
 void hali_invocation_cancel(hali_invocation_t *invocation) {

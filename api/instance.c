@@ -40,6 +40,7 @@ static void instance_free(hali_instance_t *in) {
   }
   hali_free(in->ffis);
   hali_free(in->default_filter);
+  hali_parameters_release(in->defaults.parameters);
   hali_free(in);
 }
 
@@ -71,6 +72,7 @@ hali_status_t hali_instance_create(const hali_instance_options_t *options,
                            "allocator hooks need both alloc and free");
     in->allocator = options->allocator;
     in->defaults.trace_filter = NULL;
+    hali_parameters_retain(in->defaults.parameters);
     if (!s && options->default_context_params.trace_filter) {
       in->default_filter = hali_strdup(options->default_context_params.trace_filter);
       if (!in->default_filter) s = oom();

@@ -26,7 +26,13 @@ void hali_api_value_to_variant(const hali_value_t *v, hali_variant_t *out) {
   case HALI_TYPE_I64: out->u.i64 = v->i64; break;
   case HALI_TYPE_F32: out->u.f32 = v->f32; break;
   case HALI_TYPE_F64: out->u.f64 = v->f64; break;
-  default: out->u.ref = v->ref; break;
+  default:
+    out->u.ref = v->ref;
+    /* A fence the host holds is one it may signal (deadlock detection,
+     * hal/semaphore.h). */
+    if (v->type == HALI_TYPE_FENCE)
+      hali_hal_fence_mark_host_visible((hali_hal_fence_t *)v->ref);
+    break;
   }
 }
 
@@ -70,6 +76,9 @@ hali_status_t hali_api_variants_to_values(const hali_ir_func_t *f,
                                 f->name, i, hali_type_name(want),
                                 hali_type_name(ref->type));
       out[i].ref = ref;
+      /* The host passed it in: it may signal it (hal/semaphore.h). */
+      if (want == HALI_TYPE_FENCE)
+        hali_hal_fence_mark_host_visible((hali_hal_fence_t *)ref);
     }
     }
   }
@@ -352,7 +361,9 @@ hali_status_t hali_buffer_view_read(const hali_buffer_view_t *view,
 
 hali_status_t hali_fence_create(hali_fence_t **out_fence) {
   CHECK_ARG(out_fence);
-  return hali_hal_fence_create_pending(out_fence);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(out_fence));
+  hali_hal_fence_mark_host_visible(*out_fence);
+  return HALI_OK;
 }
 void hali_fence_retain(hali_fence_t *fence) {
   if (fence) hali_hal_fence_retain(fence);

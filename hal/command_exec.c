@@ -35,7 +35,8 @@ static void hali_hal_fill_bytes(uint8_t *p, uint64_t length, uint32_t pattern,
 hali_status_t hali_hal_dispatch_run_workgroups(
     hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch, uint64_t begin, uint64_t end,
-    uint32_t worker_id, void *scratch, size_t scratch_size) {
+    uint32_t worker_id, void *scratch, size_t scratch_size,
+    hali_hal_stop_t *stop) {
   const uint64_t cx = dispatch->workgroup_count_x;
   const uint64_t cxy = cx * dispatch->workgroup_count_y;
   hali_kernel_workgroup_state_t wg = {
@@ -47,8 +48,15 @@ hali_status_t hali_hal_dispatch_run_workgroups(
     wg.workgroup_id_z = (uint32_t)(i / cxy);
     wg.workgroup_id_y = (uint32_t)((i % cxy) / cx);
     wg.workgroup_id_x = (uint32_t)(i % cx);
+    /* The workgroup boundary is where a native kernel can be stopped: one
+     * relaxed load per workgroup (plus the clock with a deadline). */
+    hali_status_code_t stopped = hali_hal_stop_check(stop);
     hali_status_t status =
-        hali_hal_executable_run_workgroup(executable, ordinal, dispatch, &wg);
+        HALI_UNLIKELY(stopped != HALI_STATUS_OK)
+            ? hali_status_annotate(hali_hal_stop_status(stopped),
+                                   "abandoned before its next workgroup")
+            : hali_hal_executable_run_workgroup(executable, ordinal, dispatch,
+                                                &wg, stop);
     if (HALI_UNLIKELY(status != NULL))
       return hali_status_annotate(
           status, "in dispatch of executable '%s' export %u '%s' at workgroup "
@@ -77,7 +85,7 @@ static void trace_dispatch_line(const hali_hal_tracer_t *t,
 static hali_status_t hali_hal_replay_dispatch(
     hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
-    const hali_hal_tracer_t *tracer) {
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
   hali_hal_dispatch_bindings_t check = {
       .constants_set = state->constants_set,
       .bindings_set = state->bindings_set,
@@ -121,7 +129,8 @@ static hali_status_t hali_hal_replay_dispatch(
       .binding_lengths = lengths,
   };
   if (tracer && tracer->line) trace_dispatch_line(tracer, cmd, &dispatch);
-  return run_dispatch(runner_self, cmd->executable, cmd->ordinal, &dispatch);
+  return run_dispatch(runner_self, cmd->executable, cmd->ordinal, &dispatch,
+                      stop);
 }
 
 void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
@@ -163,7 +172,8 @@ static void trace_dispatch_line(const hali_hal_tracer_t *t,
 
 hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *cb, hali_hal_dispatch_runner_t run_dispatch,
-    void *runner_self, const hali_hal_tracer_t *tracer) {
+    void *runner_self, const hali_hal_tracer_t *tracer,
+    hali_hal_stop_t *stop) {
   hali_hal_replay_state_t state;
   state.constants_set = 0;
   state.bindings_set = 0;
@@ -171,6 +181,11 @@ hali_status_t hali_hal_command_buffer_execute(
   for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
        h = hali_hal_command_list_next(cb, h), ++index) {
     hali_status_t status = HALI_OK;
+    hali_status_code_t stopped = hali_hal_stop_check(stop);
+    if (HALI_UNLIKELY(stopped != HALI_STATUS_OK))
+      return hali_status_annotate(hali_hal_stop_status(stopped),
+                                  "abandoned before command %zu of %zu",
+                                  index, cb->command_count);
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_FILL: {
         const hali_hal_command_fill_t *cmd = (const void *)h;
@@ -221,7 +236,7 @@ hali_status_t hali_hal_command_buffer_execute(
       case HALI_HAL_COMMAND_DISPATCH:
         status = hali_hal_replay_dispatch(
             &state, (const hali_hal_command_dispatch_t *)(const void *)h,
-            run_dispatch, runner_self, tracer);
+            run_dispatch, runner_self, tracer, stop);
         break;
       case HALI_HAL_COMMAND_BARRIER:
         /* Commands already run one after another. */

@@ -163,14 +163,17 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_begin_submit(
 
 /* Replays |command_buffer| (hal/command_exec.c) and runs dispatches
  * through |run_dispatch|, which runs every workgroup of one validated
- * dispatch and returns the first failure. */
+ * dispatch and returns the first failure.  |stop| (NULL: none) is checked
+ * before every command and every workgroup: once it is requested the
+ * replay ends with its status (hali_hal_stop_status), annotated with
+ * where it stopped. */
 typedef hali_status_t (*hali_hal_dispatch_runner_t)(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
-    const hali_kernel_dispatch_state_t *dispatch);
+    const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop);
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *command_buffer,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
-    const hali_hal_tracer_t *tracer);
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
 
 /* Reports workgroups [begin, end) of a dispatch, run on |tid| since |t0|. */
 void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
@@ -181,10 +184,14 @@ void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
 /* Runs workgroups with linear index [begin, end) of a dispatch (x fastest)
  * on the calling thread as worker |worker_id|, with |scratch| of
  * |scratch_size| bytes.  Returns the first failure, annotated with the
- * executable, export and workgroup. */
+ * executable, export and workgroup.  Before each workgroup it checks
+ * |stop| (NULL: none): a requested stop (or a passed deadline) abandons
+ * the rest of the dispatch with the stop's status (CANCELLED,
+ * DEADLINE_EXCEEDED, ...) naming the workgroup it did not start. */
 HALI_MUST_USE hali_status_t hali_hal_dispatch_run_workgroups(
     hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch, uint64_t begin, uint64_t end,
-    uint32_t worker_id, void *scratch, size_t scratch_size);
+    uint32_t worker_id, void *scratch, size_t scratch_size,
+    hali_hal_stop_t *stop);
 
 #endif /* HALI_HAL_COMMAND_LIST_H */

@@ -43,6 +43,7 @@ typedef struct hali_hal_submission_t {
   hali_hal_fence_t *wait_fence;   /* retained, may be NULL */
   hali_hal_fence_t *signal_fence; /* retained, may be NULL */
   hali_hal_buffer_t *buffer;      /* alloca/dealloca: retained */
+  hali_hal_stop_t *stop;          /* retained, may be NULL */
   size_t command_buffer_count;
   hali_hal_command_buffer_t *command_buffers[]; /* retained */
 } hali_hal_submission_t;
@@ -143,6 +144,7 @@ static void hali_hal_submission_free(hali_hal_submission_t *sub) {
   hali_hal_fence_release(sub->wait_fence);
   hali_hal_fence_release(sub->signal_fence);
   hali_hal_buffer_release(sub->buffer);
+  hali_hal_stop_release(sub->stop);
   for (size_t i = 0; i < sub->command_buffer_count; ++i)
     hali_hal_command_buffer_release(sub->command_buffers[i]);
   hali_free(sub);
@@ -150,7 +152,7 @@ static void hali_hal_submission_free(hali_hal_submission_t *sub) {
 
 static hali_status_t hali_hal_local_sync_run_dispatch(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
-    const hali_kernel_dispatch_state_t *dispatch) {
+    const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop) {
   hali_hal_device_t *device = self;
   size_t scratch_size =
       hali_hal_executable_export(executable, ordinal)->scratch_size;
@@ -171,18 +173,18 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
   int64_t t0 = t ? t->now(t->user) : 0;
   hali_status_t status = hali_hal_dispatch_run_workgroups(
       executable, ordinal, dispatch, 0, total, 0,
-      scratch_size ? device->scratch : NULL, scratch_size);
+      scratch_size ? device->scratch : NULL, scratch_size, stop);
   if (t) hali_hal_trace_dispatch(t, executable, ordinal, 0, 0, total, t0);
   return status;
 }
 
 static hali_status_t hali_hal_local_task_run_dispatch(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
-    const hali_kernel_dispatch_state_t *dispatch) {
+    const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop) {
   hali_hal_device_t *device = self;
   return hali_hal_worker_pool_dispatch(
       device->pool, executable, ordinal, dispatch,
-      device->tracer.now ? &device->tracer : NULL);
+      device->tracer.now ? &device->tracer : NULL, stop);
 }
 
 static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
@@ -197,7 +199,7 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
       for (size_t i = 0; i < sub->command_buffer_count; ++i) {
         int64_t t0 = t ? t->now(t->user) : 0;
         hali_status_t s = hali_hal_command_buffer_execute(
-            sub->command_buffers[i], runner, device, t);
+            sub->command_buffers[i], runner, device, t, sub->stop);
         if (t) {
           char name[64], args[96];
           snprintf(name, sizeof(name), "command buffer #%u",
@@ -236,11 +238,15 @@ static void hali_hal_submission_complete(hali_hal_device_t *device,
                                          hali_status_t wait_status) {
   const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
   int64_t t0 = t ? t->now(t->user) : 0;
+  hali_status_code_t stopped =
+      wait_status ? HALI_STATUS_OK : hali_hal_stop_check(sub->stop);
   hali_status_t status =
       wait_status ? hali_status_annotate(wait_status,
                                          "the wait fence of queue submission "
                                          "%" PRIu64 " failed",
                                          sub->id)
+      : stopped   ? hali_status_annotate(hali_hal_stop_status(stopped),
+                                         "abandoned before it started")
                   : hali_hal_submission_run(device, sub);
   if (t) {
     static const char *const kinds[] = {"execute", "alloca", "dealloca"};
@@ -385,6 +391,8 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
     if (!sub) break;
     bool ready = true;
     hali_status_t wait_status = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
+    /* Its submitter gave up: complete() fails it without waiting. */
+    if (!ready && hali_hal_stop_check(sub->stop)) ready = true;
     if (!ready) {
       if (device->armed_for == sub->id) break;  /* a callback will pump */
       if (hali_hal_local_sync_arm(device, sub)) break;
@@ -430,6 +438,12 @@ static void *hali_hal_local_task_main(void *arg) {
       if (q) { /* failed meanwhile */
         hali_status_free(wait_status);
         wait_status = q;
+        break;
+      }
+      /* Its submitter gave up: the submission is failed by complete(). */
+      if (hali_hal_stop_check(sub->stop)) {
+        hali_status_free(wait_status);
+        wait_status = HALI_OK;
         break;
       }
       pthread_mutex_lock(&device->mutex);
@@ -539,6 +553,32 @@ bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {
   return ready;
 }
 
+void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
+                                 hali_hal_fence_t **out_blocked_on) {
+  *out_blocked_on = NULL;
+  pthread_mutex_lock(&device->mutex);
+  *out_pending = device->pending != 0;
+  hali_hal_submission_t *next = device->current ? device->current
+                                                : device->head;
+  if (next) {
+    bool ready = false;
+    hali_status_t s = hali_hal_fence_query_untraced(next->wait_fence, &ready);
+    if (s) ready = true; /* it completes, failing */
+    hali_status_free(s);
+    /* A local-task submission that is current may be running: only a
+     * wait fence not reached means it is waiting.  One being given up
+     * (abandon, or its submitter's stop) completes within ~20 ms. */
+    bool giving_up =
+        next == device->current &&
+        (device->abandoning || hali_hal_stop_check(next->stop));
+    if (!ready && !giving_up) {
+      *out_blocked_on = next->wait_fence;
+      hali_hal_fence_retain(next->wait_fence);
+    }
+  }
+  pthread_mutex_unlock(&device->mutex);
+}
+
 /* ---- Submitting. ---- */
 
 static void hali_hal_device_enqueue(hali_hal_device_t *device,
@@ -587,6 +627,15 @@ hali_status_t hali_hal_device_queue_execute(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence,
     hali_hal_command_buffer_t *const *command_buffers, size_t count) {
+  return hali_hal_device_queue_execute_stoppable(
+      device, wait_fence, signal_fence, command_buffers, count, NULL);
+}
+
+hali_status_t hali_hal_device_queue_execute_stoppable(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence,
+    hali_hal_command_buffer_t *const *command_buffers, size_t count,
+    hali_hal_stop_t *stop) {
   for (size_t i = 0; i < count; ++i) {
     if (!command_buffers[i])
       return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
@@ -616,6 +665,8 @@ hali_status_t hali_hal_device_queue_execute(
   hali_hal_submission_t *sub = hali_hal_submission_allocate(
       HALI_HAL_SUBMISSION_EXECUTE, wait_fence, signal_fence, count);
   if (!sub) return hali_hal_submission_oom();
+  sub->stop = stop;
+  hali_hal_stop_retain(stop);
   sub->command_buffer_count = count;
   for (size_t i = 0; i < count; ++i) {
     sub->command_buffers[i] = command_buffers[i];
@@ -735,7 +786,9 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
     }
     hali_hal_worker_pool_destroy(device->pool);
   } else {
-    /* Drain: parked submissions run from signalling threads. */
+    /* Parked submissions whose submitters gave up (hal/stop.h) end now;
+     * the rest run from signalling threads: drain. */
+    hali_hal_local_sync_pump(device);
     hali_status_free(hali_hal_device_wait_idle(device, HALI_INFINITE));
     /* Unregister arms left from the last parked submission; wait for
      * callbacks already running. */

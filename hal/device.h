@@ -33,6 +33,7 @@
 #include "hal/allocator.h"
 #include "hal/command_buffer.h"
 #include "hal/fence.h"
+#include "hal/stop.h"
 
 typedef enum hali_hal_device_kind_e {
   HALI_HAL_DEVICE_LOCAL_SYNC = 0,
@@ -78,6 +79,19 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_execute(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence,
     hali_hal_command_buffer_t *const *command_buffers, size_t count);
+/* hali_hal_device_queue_execute on behalf of whoever owns |stop| (retained
+ * until the submission completes; NULL: none).  Once the stop is requested
+ * (or its deadline passes) the submission is abandoned with the stop's
+ * status (hal/stop.h) on its signal fence: before it starts (a local-task
+ * queue thread waiting on its wait fence checks every 20 ms; a parked
+ * local-sync submission at the next pump, and at the latest when the
+ * device is released), before each command and each workgroup, and inside
+ * a bytecode kernel's workgroup at its next branch. */
+HALI_MUST_USE hali_status_t hali_hal_device_queue_execute_stoppable(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence,
+    hali_hal_command_buffer_t *const *command_buffers, size_t count,
+    hali_hal_stop_t *stop);
 
 /* Stream-ordered allocation.  Returns the buffer object at once, but its
  * storage is only committed when the allocation executes in queue order
@@ -135,6 +149,15 @@ void hali_hal_device_set_tracer(hali_hal_device_t *device,
  * reached (or failed); false when the queue is empty or waits on a fence
  * nobody has signalled.  Used to tell a deadlock from work in flight. */
 bool hali_hal_device_queue_can_progress(hali_hal_device_t *device);
+
+/* For deadlock detection: whether anything is queued or running
+ * (|*out_pending|), and the wait fence of the submission that runs next
+ * when it has not reached it yet (|*out_blocked_on|, retained; NULL when
+ * the queue is empty, running, its next submission is ready, or is being
+ * given up: a local-task queue thread waiting for a submission that was
+ * abandoned or whose stop was requested ends the wait within ~20 ms). */
+void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
+                                 hali_hal_fence_t **out_blocked_on);
 
 /* Blocks until every submission made so far has executed, for at most
  * |timeout_ns|; DEADLINE_EXCEEDED naming the number still pending. */

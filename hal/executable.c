@@ -121,10 +121,10 @@ hali_status_t hali_hal_executable_lookup_export(
 hali_status_t hali_hal_executable_run_workgroup(
     hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch,
-    const hali_kernel_workgroup_state_t *workgroup) {
+    const hali_kernel_workgroup_state_t *workgroup, hali_hal_stop_t *stop) {
   const hali_hal_executable_vtable_t *vtable =
       (const hali_hal_executable_vtable_t *)executable->ref.vtable;
-  return vtable->run_workgroup(executable, ordinal, dispatch, workgroup);
+  return vtable->run_workgroup(executable, ordinal, dispatch, workgroup, stop);
 }
 
 /* ---- Executables made from a table of C kernels. ---- */
@@ -147,7 +147,8 @@ static void hali_hal_library_executable_destroy(hali_ref_t *ref) {
 static hali_status_t hali_hal_library_executable_run_workgroup(
     hali_hal_executable_t *base, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch,
-    const hali_kernel_workgroup_state_t *workgroup) {
+    const hali_kernel_workgroup_state_t *workgroup, hali_hal_stop_t *stop) {
+  (void)stop; /* a C kernel cannot be stopped inside a workgroup */
   hali_hal_library_executable_t *executable =
       (hali_hal_library_executable_t *)base;
   const hali_kernel_export_t *e = &executable->library->exports[ordinal];

@@ -14,6 +14,7 @@
 #define HALI_HAL_EXECUTABLE_H
 
 #include "hal/common.h"
+#include "hal/stop.h"
 #include "hali/kernel.h"
 
 /* Limits of the dispatch interface. */
@@ -47,11 +48,15 @@ typedef struct hali_hal_executable_vtable_t {
   hali_ref_vtable_t base; /* destroy: release everything, free the object */
   /* Runs workgroup |workgroup| of export |ordinal| (< export_count).
    * Returns OK or a status describing the failure; the queue annotates it
-   * with the executable, export and workgroup. */
+   * with the executable, export and workgroup.  |stop| (NULL: none) is
+   * the submitter's stop request (hal/stop.h): the queue checks it before
+   * every workgroup; an implementation that can stop inside one (the
+   * bytecode interpreter, at its next branch) watches it too. */
   hali_status_t (*run_workgroup)(hali_hal_executable_t *executable,
                                  uint32_t ordinal,
                                  const hali_kernel_dispatch_state_t *dispatch,
-                                 const hali_kernel_workgroup_state_t *workgroup);
+                                 const hali_kernel_workgroup_state_t *workgroup,
+                                 hali_hal_stop_t *stop);
 } hali_hal_executable_vtable_t;
 
 /* The common part; implementations embed it first. */
@@ -95,7 +100,7 @@ HALI_MUST_USE hali_status_t hali_hal_executable_lookup_export(
 HALI_MUST_USE hali_status_t hali_hal_executable_run_workgroup(
     hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch,
-    const hali_kernel_workgroup_state_t *workgroup);
+    const hali_kernel_workgroup_state_t *workgroup, hali_hal_stop_t *stop);
 
 /* Makes an executable from a table of C kernels (kernel ABI): the helper
  * behind the "static" and "native" formats.  |library| (and the kernel

@@ -192,6 +192,33 @@ void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
   pthread_mutex_unlock(&fence->mutex);
 }
 
+void hali_hal_fence_mark_host_visible(hali_hal_fence_t *fence) {
+  if (!fence) return;
+  pthread_mutex_lock(&fence->mutex);
+  for (size_t i = 0; i < fence->count; ++i)
+    hali_hal_semaphore_mark_host_visible(fence->points[i].semaphore);
+  pthread_mutex_unlock(&fence->mutex);
+}
+
+bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence) {
+  if (!fence) return false;
+  bool may = false;
+  pthread_mutex_lock(&fence->mutex); /* lock order: fence -> semaphore */
+  for (size_t i = 0; i < fence->count && !may; ++i) {
+    hali_hal_semaphore_t *sem = fence->points[i].semaphore;
+    uint64_t now = 0;
+    hali_status_t failed = hali_hal_semaphore_query(sem, &now);
+    if (failed) {
+      hali_status_free(failed);
+      may = true; /* the wait is over already */
+    } else if (now < fence->points[i].value) {
+      may = hali_hal_semaphore_host_visible(sem);
+    }
+  }
+  pthread_mutex_unlock(&fence->mutex);
+  return may;
+}
+
 /* Copies the points (retaining each semaphore) so the caller can block or
  * signal without holding the fence lock. Release with
  * hali_hal_fence_points_free. */

@@ -44,6 +44,13 @@ void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
                           hali_hal_semaphore_t **out_semaphore,
                           uint64_t *out_value);
 
+/* Marks every point's semaphore host-visible (hal/semaphore.h): the host
+ * holds this fence and may signal or fail it.  NULL: no-op. */
+void hali_hal_fence_mark_host_visible(hali_hal_fence_t *fence);
+/* Whether any point not yet reached is on a host-visible semaphore (or
+ * failed): the host could still end a wait on the fence. */
+bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence);
+
 /* Signals every point's semaphore to its value (points already at or past
  * their value are left alone).  Returns the first error (e.g. a failed
  * semaphore's status). */

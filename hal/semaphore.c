@@ -18,7 +18,16 @@ struct hali_hal_semaphore_t {
   hali_status_t failure; /* first failure, owned; NULL while healthy */
   uint64_t failure_order; /* when it failed, process-wide order */
   hali_hal_semaphore_timepoint_t *timepoints; /* unordered list */
+  atomic_bool host_visible;
 };
+
+void hali_hal_semaphore_mark_host_visible(hali_hal_semaphore_t *semaphore) {
+  atomic_store_explicit(&semaphore->host_visible, true, memory_order_relaxed);
+}
+
+bool hali_hal_semaphore_host_visible(hali_hal_semaphore_t *semaphore) {
+  return atomic_load_explicit(&semaphore->host_visible, memory_order_relaxed);
+}
 
 /* Orders failures across semaphores, so that a fence made of several
  * reports the one that happened first. */

@@ -24,6 +24,14 @@ HALI_MUST_USE hali_status_t hali_hal_semaphore_create(
 void hali_hal_semaphore_retain(hali_hal_semaphore_t *semaphore);
 void hali_hal_semaphore_release(hali_hal_semaphore_t *semaphore);
 
+/* Whether the host may signal or fail the semaphore: it was created for
+ * the host, or a fence holding it was handed to the host (the C API marks
+ * them; hal/fence.h hali_hal_fence_mark_host_visible).  Never cleared.
+ * Deadlock detection treats a semaphore that is not host-visible, and
+ * that no queue work can signal, as one nobody can signal. */
+void hali_hal_semaphore_mark_host_visible(hali_hal_semaphore_t *semaphore);
+bool hali_hal_semaphore_host_visible(hali_hal_semaphore_t *semaphore);
+
 /* Stores the current payload in |*out_value| (also when failed: the value
  * reached before the failure) and returns a clone of the failure status if
  * the semaphore failed, else OK. */

@@ -12,6 +12,7 @@ typedef struct hali_hal_pool_job_t {
   uint32_t ordinal;
   const hali_kernel_dispatch_state_t *dispatch;
   const hali_hal_tracer_t *tracer; /* NULL = off */
+  hali_hal_stop_t *stop;           /* borrowed; NULL = none */
   uint32_t trace_tid;              /* 0: the worker's own track */
   uint32_t scratch_size;
   uint64_t total;  /* workgroups in the grid */
@@ -86,7 +87,8 @@ static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
     int64_t t0 = t ? t->now(t->user) : 0;
     hali_status_t status = hali_hal_dispatch_run_workgroups(
         job->executable, job->ordinal, job->dispatch, begin, end, worker->id,
-        job->scratch_size ? worker->scratch : NULL, job->scratch_size);
+        job->scratch_size ? worker->scratch : NULL, job->scratch_size,
+        job->stop);
     if (t)
       hali_hal_trace_dispatch(t, job->executable, job->ordinal,
                               job->trace_tid ? job->trace_tid : 2 + worker->id,
@@ -170,8 +172,9 @@ uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool) {
 hali_status_t hali_hal_worker_pool_dispatch(
     hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
     uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch,
-    const hali_hal_tracer_t *tracer) {
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
   hali_hal_pool_job_t job = {
+      .stop = stop,
       .executable = executable,
       .ordinal = ordinal,
       .dispatch = dispatch,

@@ -23,10 +23,11 @@ uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool);
 
 /* Runs every workgroup of a validated dispatch on the workers and blocks
  * until all are done.  Returns the first failure (the remaining workgroups
- * are skipped once one fails). */
+ * are skipped once one fails).  Each worker checks |stop| (NULL: none)
+ * before each of its workgroups (hali_hal_dispatch_run_workgroups). */
 HALI_MUST_USE hali_status_t hali_hal_worker_pool_dispatch(
     hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
     uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch,
-    const hali_hal_tracer_t *tracer);
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
 
 #endif /* HALI_HAL_WORKER_POOL_H */

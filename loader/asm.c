@@ -187,6 +187,40 @@ bool hali_asm_parse_rodata_ref(parser_t *p, hali_ir_operand_t *o) {
   return true;
 }
 
+/* The index of the global the `@name` token |s| names, or -1. */
+static int32_t find_global(parser_t *p, const tok_t *s) {
+  if (s->kind != T_SYM) return -1;
+  uint32_t k = hali_strmap_find(&p->globals, s->text + 1, s->len - 1);
+  return k == HALI_STRMAP_NONE ? -1 : (int32_t)k;
+}
+
+bool hali_asm_parse_global_ref(parser_t *p, const hali_op_info_t *info,
+                               hali_type_t want, hali_ir_operand_t *o) {
+  tok_t *s;
+  if (!hali_asm_expect_kind(p, T_SYM, "a global name (@name)", &s))
+    return false;
+  int32_t k = find_global(p, s);
+  if (k < 0) {
+    hali_asm_error(p, s, "undefined global");
+    return false;
+  }
+  const hali_ir_global_t *g = &p->m->globals[k];
+  bool ok = want == HALI_TYPE_ANY_REF ? hali_type_is_ref(g->type)
+                                      : g->type == want;
+  if (!ok) {
+    hali_asm_error(p, s, "global @%s is %s but %s takes %s", g->name,
+                   g->type == HALI_TYPE_TENSOR ? "a tensor"
+                                               : hali_type_name(g->type),
+                   info->name,
+                   want == HALI_TYPE_ANY_REF ? "a ref global"
+                                             : hali_type_name(want));
+    return false;
+  }
+  o->kind = HALI_IR_GLOBAL;
+  o->v = (uint32_t)k;
+  return true;
+}
+
 static bool same_line(const tok_t *a, const tok_t *b) {
   return a->kind != T_EOF && a->line == b->line;
 }
@@ -354,7 +388,14 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
                          info->name, info->name);
           return false;
         }
-        if (!hali_asm_parse_reg(b, defs[ndef_used++], d->type, true, o))
+        /* global.load.ref: the register takes the global's ref type. */
+        hali_type_t wt = d->type;
+        if (op == HALI_OP_GLOBAL_LOAD_REF) {
+          int32_t gi = find_global(p, peek(p));
+          if (gi >= 0 && hali_type_is_ref(p->m->globals[gi].type))
+            wt = p->m->globals[gi].type;
+        }
+        if (!hali_asm_parse_reg(b, defs[ndef_used++], wt, true, o))
           return false;
         continue;
       }
@@ -412,6 +453,9 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         if (!hali_asm_parse_rodata_ref(p, o)) return false;
         break;
       }
+      case HALI_ROLE_GLOBAL:
+        if (!hali_asm_parse_global_ref(p, info, d->type, o)) return false;
+        break;
       default:
         hali_asm_error(p, opt, "internal: unsupported operand role");
         return false;
@@ -619,6 +663,104 @@ static bool parse_rodata(parser_t *p) {
     ok = false;
   }
   hali_free(buf);
+  return ok;
+}
+
+/* global @name : TYPE [mutable] [= LITERAL]
+ * global @name : tensor<...> [mutable]
+ * global @name : tensor<...> = parameter "scope" :: "key"          */
+static bool parse_global(parser_t *p, const tok_t *kw) {
+  tok_t *name;
+  if (!hali_asm_expect_kind(p, T_SYM, "a global name (@name)", &name))
+    return false;
+  if (find_global(p, name) >= 0) {
+    hali_asm_error(p, name, "global defined twice");
+    return false;
+  }
+  if (!hali_asm_expect(p, ":", "after the global name")) return false;
+  hali_ir_xtype_t x;
+  tok_t *tt = peek(p);
+  hali_type_t type = parse_value_type(p, &x);
+  if (type == HALI_TYPE_NONE) return false;
+  if (!hali_type_is_valid(type) && type != HALI_TYPE_TENSOR) {
+    hali_free(x.dims);
+    hali_asm_error(p, tt, "a global holds i32, i64, f32, f64, a !hal ref or "
+                          "a tensor");
+    return false;
+  }
+  hali_ir_global_t *g =
+      hali_ir_module_add_global(p->m, name->text + 1, name->len - 1);
+  if (!g) {
+    hali_free(x.dims);
+    return hali_asm_oom(p, name);
+  }
+  g->type = type;
+  g->line = kw->line;
+  if (type == HALI_TYPE_TENSOR) g->xtype = x;
+  else hali_free(x.dims);
+  if (hali_strmap_insert(&p->globals, g->name, name->len - 1,
+                         p->m->global_count - 1) != p->m->global_count - 1)
+    return hali_asm_oom(p, name);
+  if (tok_is(peek(p), T_IDENT, "mutable")) {
+    next(p);
+    g->flags |= HALI_GLOBAL_MUTABLE;
+  }
+  if (!accept(p, "=")) return true;
+  tok_t *v = peek(p);
+  bool lowered_param = type == HALI_TYPE_BUFFER && tok_is(v, T_IDENT, "parameter");
+  if (type == HALI_TYPE_TENSOR || lowered_param) {
+    if (!tok_is(v, T_IDENT, "parameter")) {
+      hali_asm_error(p, v, "a tensor global's initial value is "
+                           "'parameter \"scope\" :: \"key\"'");
+      return false;
+    }
+    if (g->flags & HALI_GLOBAL_MUTABLE) {
+      hali_asm_error(p, v, "a parameter global is immutable: drop 'mutable'");
+      return false;
+    }
+    next(p);
+    tok_t *sc, *key;
+    size_t len;
+    if (!hali_asm_expect_kind(p, T_STRING, "a parameter scope string", &sc))
+      return false;
+    if (!(g->param_scope = hali_asm_decode_string(p, sc, &len))) return false;
+    g->param_scope[len] = 0;
+    if (!hali_asm_expect(p, ":", "'::' between scope and key") ||
+        !hali_asm_expect(p, ":", "'::' between scope and key") ||
+        !hali_asm_expect_kind(p, T_STRING, "a parameter key string", &key))
+      return false;
+    if (!(g->param_key = hali_asm_decode_string(p, key, &len))) return false;
+    g->param_key[len] = 0;
+    g->flags |= HALI_GLOBAL_PARAMETER;
+    /* Lowered by stream-to-hal (hali dis --after): the buffer the context
+     * fills from the parameter, with the tensor type it is checked
+     * against: `global @w : !hal.buffer = parameter "s" :: "k" :
+     * tensor<4xf32>`. */
+    if (lowered_param) {
+      tok_t *tt2 = peek(p);
+      if (!hali_asm_expect(p, ":", "before the parameter's tensor type"))
+        return false;
+      hali_ir_xtype_t px;
+      if (parse_value_type(p, &px) != HALI_TYPE_TENSOR) {
+        hali_free(px.dims);
+        hali_asm_error(p, tt2, "expected the parameter's tensor type");
+        return false;
+      }
+      g->xtype = px;
+    }
+    return true;
+  }
+  if (hali_type_is_ref(type)) {
+    hali_asm_error(p, v, "a ref global starts null and takes no initial "
+                         "value (store one in an initializer)");
+    return false;
+  }
+  bool ok = type == HALI_TYPE_I32 || type == HALI_TYPE_I64
+                ? hali_asm_parse_int(p, next(p), type == HALI_TYPE_I32 ? 32 : 64,
+                                     &g->init)
+                : hali_asm_parse_float(p, type == HALI_TYPE_F32 ? 32 : 64,
+                                       &g->init);
+  if (ok) g->flags |= HALI_GLOBAL_INIT;
   return ok;
 }
 
@@ -1144,6 +1286,14 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
         hali_asm_oom(&p, t);
       continue;
     }
+    if (tok_is(t, T_IDENT, "global")) {
+      next(&p);
+      if (!parse_global(&p, t)) {
+        hali_asm_error(&p, peek(&p), "bad global");
+        break;
+      }
+      continue;
+    }
     if (tok_is(t, T_IDENT, "executable")) {
       /* Kernel functions may be defined after the executable: parsed in
        * pass 1b, once every header is known. */
@@ -1164,7 +1314,9 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       continue;
     }
     if (!tok_is(t, T_IDENT, "func")) {
-      hali_asm_error(&p, t, "expected 'func' or 'rodata' at top level");
+      hali_asm_error(&p, t,
+                     "expected 'func', 'rodata', 'global' or 'executable' at "
+                     "top level");
       break;
     }
     next(&p);
@@ -1201,6 +1353,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   hali_strmap_free(&p.funcs);
   hali_strmap_free(&p.rodata);
   hali_strmap_free(&p.exes);
+  hali_strmap_free(&p.globals);
   for (uint32_t i = 0; i < p.m->executable_count; ++i)
     hali_strmap_free(&p.exports[i]);
   hali_free(p.exports);

@@ -364,6 +364,49 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       return false;
     return expect_tensor_reg(b, next(p), o);
   }
+  case HALI_OP_TENSOR_GLOBAL_LOAD: {
+    /* %t = tensor.global.load @g: %t takes the global's type. */
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!hali_asm_parse_global_ref(p, hali_op_info((unsigned)op),
+                                   HALI_TYPE_TENSOR, o))
+      return false;
+    uint32_t gi = o->v;
+    hali_ir_xtype_t gx;
+    if (!hali_ir_xtype_copy(&gx, &p->m->globals[gi].xtype))
+      return hali_asm_oom(p, defs[0]);
+    ok = hali_asm_def_tensor(b, defs[0], &gx, &p->ops[0]);
+    hali_free(gx.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_GLOBAL_STORE: {
+    /* tensor.global.store @g, %t: %t has the global's type. */
+    NEED_DEFS(0);
+    if (!(o = hali_asm_push_op(p, nops))) return false;
+    if (!hali_asm_parse_global_ref(p, hali_op_info((unsigned)op),
+                                   HALI_TYPE_TENSOR, o))
+      return false;
+    uint32_t gi = o->v;
+    if (!hali_asm_expect(p, ",", "between the global and the value") ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    tok_t *t = next(p);
+    if (!expect_tensor_reg(b, t, o)) return false;
+    if (!hali_ir_xtype_equal(&b->f->reg_xtypes[o->v],
+                             &p->m->globals[gi].xtype)) {
+      hali_strbuf_t sb = {0};
+      hali_ir_xtype_print(&sb, &b->f->reg_xtypes[o->v]);
+      hali_strbuf_append(&sb, " into ", 6);
+      hali_ir_xtype_print(&sb, &p->m->globals[gi].xtype);
+      char *ts = hali_strbuf_take(&sb);
+      hali_asm_error(p, t, "tensor.global.store of %s @%s: the types differ",
+                     ts ? ts : "?", p->m->globals[gi].name);
+      hali_free(ts);
+      return false;
+    }
+    return true;
+  }
   case HALI_OP_TENSOR_WAIT:
   case HALI_OP_TENSOR_BARRIER:
     NEED_DEFS(0);

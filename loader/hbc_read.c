@@ -156,6 +156,7 @@ static const struct {
   unsigned first_op;
 } op_blocks[] = {
     {2, HALI_OP_FMA_I32},
+    {3, HALI_OP_GLOBAL_LOAD_I32},
 };
 
 static uint16_t op_minor(unsigned op) {
@@ -194,7 +195,8 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
       uint8_t kind = get_u8(c, "operand kind");
       uint64_t v = get_u64(c, "operand");
       if (c->error) return;
-      if (kind < HALI_IR_REG || kind > HALI_IR_EXECUTABLE) {
+      if (kind < HALI_IR_REG || kind > HALI_IR_GLOBAL ||
+          (kind == HALI_IR_GLOBAL && c->minor < 3)) {
         rerr(c, "unknown operand kind %u", kind);
         return;
       }
@@ -251,6 +253,10 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
       case HALI_ROLE_EXECUTABLE:
         o->kind = HALI_IR_EXECUTABLE;
         o->v = get_u32(c, "executable");
+        break;
+      case HALI_ROLE_GLOBAL:
+        o->kind = HALI_IR_GLOBAL;
+        o->v = get_u32(c, "global");
         break;
       case HALI_ROLE_IMM:
         o->kind = HALI_IR_IMM;
@@ -443,6 +449,47 @@ static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x, const char *what,
   return !c->error;
 }
 
+/* GLOBALS (format 1.3): name, type, flags, then the initial value, shape
+ * and parameter the flags and type call for.  The verifier checks what the
+ * values mean; here only what a reader must know to go on. */
+static void read_globals(cur_t *c, hali_ir_module_t *m) {
+  uint32_t n = get_count(c, 6, "global");
+  for (uint32_t i = 0; i < n && !c->error; ++i) {
+    char *name = get_string_copy(c, m, "global name");
+    uint8_t type = get_u8(c, "global type");
+    uint8_t flags = get_u8(c, "global flags");
+    if (c->error) {
+      hali_free(name);
+      return;
+    }
+    if (!name) {
+      rerr(c, "global %u has no name", i);
+      return;
+    }
+    hali_ir_global_t *g = hali_ir_module_add_global(m, name, strlen(name));
+    hali_free(name);
+    if (!g) FAIL("out of memory");
+    g->type = type;
+    g->flags = flags;
+    if (flags & ~(uint32_t)HALI_GLOBAL_FLAGS_ALL)
+      FAIL("global @%s has unknown flags 0x%02x", g->name, flags);
+    if (type != HALI_TYPE_TENSOR && !hali_type_is_valid(type))
+      FAIL("global @%s has unknown type code %u", g->name, type);
+    if (flags & HALI_GLOBAL_INIT) g->init = (int64_t)get_u64(c, "initial value");
+    if (type == HALI_TYPE_TENSOR || (flags & HALI_GLOBAL_PARAMETER)) {
+      if (!read_one_xtype(c, &g->xtype, "global", i)) return;
+      if (g->xtype.type != HALI_TYPE_NONE)
+        FAIL("tensor global @%s has a scalar shape", g->name);
+    }
+    if (flags & HALI_GLOBAL_PARAMETER) {
+      g->param_scope = get_string_copy(c, m, "parameter scope");
+      g->param_key = get_string_copy(c, m, "parameter key");
+      if (!c->error && (!g->param_scope || !g->param_key))
+        FAIL("parameter global @%s lacks its scope or key", g->name);
+    }
+  }
+}
+
 static void read_tensor(cur_t *c, hali_ir_module_t *m) {
   uint32_t nf = get_u32(c, "function count");
   if (!c->error && nf != m->func_count) {
@@ -548,8 +595,11 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
         FAIL("export @%s has unknown flags 0x%x", x->name, x->flags);
       for (int d = 0; d < 3; ++d) {
         x->workgroup_size[d] = get_u32(c, "workgroup size");
-        if (!c->error && x->workgroup_size[d] == 0)
-          FAIL("export @%s has a zero workgroup size", x->name);
+        if (!c->error && (x->workgroup_size[d] == 0 ||
+                          x->workgroup_size[d] > INT32_MAX))
+          FAIL("export @%s has workgroup size %" PRIu32
+               ", expected 1 to 2147483647 (as the text form)",
+               x->name, x->workgroup_size[d]);
       }
       read_xtypes(c, &x->params, &x->param_count);
       read_xtypes(c, &x->results, &x->result_count);
@@ -633,6 +683,11 @@ static hali_status_t check_scope(hali_strmap_t *seen, const char *what,
 }
 
 static hali_status_t check_names(const hali_ir_module_t *m) {
+  if (!hali_name_valid(m->name))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "malformed module: the module's name \"%s\" is "
+                            "not a name (letters, digits, _ . $)",
+                            m->name);
   hali_strmap_t seen = {0};
   hali_status_t s = HALI_OK;
   for (uint32_t i = 0; i < m->rodata_count && !s; ++i)
@@ -768,7 +823,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   if (!m) return hali_status_oom();
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL,
                minor};
-  bool seen[9] = {0};
+  bool seen[HALI_HBC_SECTION_LAST + 1] = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
@@ -776,7 +831,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     if (!need(&top, len, "section")) break;
     cur_t c = {data, top.p, top.p + len, "?", NULL, minor};
     top.p += len;
-    if (id >= 1 && id <= 8) {
+    if (id >= 1 && id <= HALI_HBC_SECTION_LAST) {
       if (seen[id]) {
         c.section = "a";
         rerr(&c, "section %u appears twice", id);
@@ -830,6 +885,18 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       else
         read_debug(&c, m);
       break;
+    case HALI_HBC_SECTION_GLOBALS:
+      c.section = "GLOBALS";
+      if (minor < 3)
+        rerr(&c, "GLOBALS is new in format %d.3, but the module declares "
+                 "%d.%u",
+             HALI_HBC_VERSION_MAJOR, HALI_HBC_VERSION_MAJOR, minor);
+      else if (!seen[HALI_HBC_SECTION_STRINGS] ||
+               seen[HALI_HBC_SECTION_FUNCTIONS])
+        rerr(&c, "GLOBALS must follow STRINGS and precede FUNCTIONS");
+      else
+        read_globals(&c, m);
+      break;
     case HALI_HBC_SECTION_TENSOR:
       c.section = "TENSOR";
       if (!seen[HALI_HBC_SECTION_FUNCTIONS])
@@ -840,7 +907,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     default:
       break; /* unknown sections are skipped */
     }
-    if (!c.error && c.p != c.end && id >= 1 && id <= 8)
+    if (!c.error && c.p != c.end && id >= 1 && id <= HALI_HBC_SECTION_LAST)
       rerr(&c, "%zu unread bytes at the end of the section",
            (size_t)(c.end - c.p));
     top.error = c.error;

@@ -132,6 +132,7 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
     case HALI_ROLE_FUNC:
     case HALI_ROLE_RODATA:
     case HALI_ROLE_EXECUTABLE:
+    case HALI_ROLE_GLOBAL:
       put_u32(w, o->v);
       break;
     case HALI_ROLE_IMM:
@@ -269,8 +270,26 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
       write_xtypes(&exe, x->results, x->result_count);
     }
   }
+  /* GLOBALS: per global its name, type, flags, then its initial value,
+   * shape or parameter as the flags say. */
+  wbuf_t gsec = {0};
+  put_u32(&gsec, m->global_count);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    put_u32(&gsec, stab_name(&st, g->name));
+    put_u8(&gsec, g->type);
+    put_u8(&gsec, (uint8_t)g->flags);
+    if (g->flags & HALI_GLOBAL_INIT) put_u64(&gsec, (uint64_t)g->init);
+    if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
+      write_xtype(&gsec, &g->xtype);
+    if (g->flags & HALI_GLOBAL_PARAMETER) {
+      put_u32(&gsec, stab_name(&st, g->param_scope));
+      put_u32(&gsec, stab_name(&st, g->param_key));
+    }
+  }
   uint32_t *fnames = hali_calloc(m->func_count + 1, sizeof(uint32_t));
   if (!fnames || !rnames) {
+    hali_free(gsec.data);
     hali_free(fnames);
     hali_free(rnames);
     hali_free(st.s);
@@ -337,6 +356,12 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     end_section(&w, s);
   }
 
+  if (m->global_count) {
+    s = begin_section(&w, HALI_HBC_SECTION_GLOBALS);
+    put(&w, gsec.data, gsec.len);
+    end_section(&w, s);
+  }
+
   s = begin_section(&w, HALI_HBC_SECTION_FUNCTIONS);
   put_u32(&w, m->func_count);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
@@ -381,11 +406,12 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     end_section(&w, s);
   }
   hali_free(dbg.data);
+  hali_free(gsec.data);
   hali_free(tsec.data);
   hali_free(exe.data);
   hali_free(fnames);
   hali_free(rnames);
-  bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom;
+  bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom || gsec.oom;
   hali_free(st.s);
   hali_free(st.len);
   hali_strmap_free(&st.index);

@@ -65,7 +65,7 @@ static void bytecode_destroy(hali_ref_t *ref) {
 static hali_status_t bytecode_run_workgroup(
     hali_hal_executable_t *base, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *d,
-    const hali_kernel_workgroup_state_t *w) {
+    const hali_kernel_workgroup_state_t *w, hali_hal_stop_t *stop) {
   bytecode_executable_t *e = (bytecode_executable_t *)base;
   const hali_vm_func_t *fn = e->fns[ordinal];
   const hali_ir_export_t *decl = e->decls[ordinal];
@@ -112,7 +112,26 @@ static hali_status_t bytecode_run_workgroup(
                         w->workgroup_id_z,    d->workgroup_count_x,
                         d->workgroup_count_y, d->workgroup_count_z};
     for (int k = 0; k < 6; ++k) args[a++] = hali_value_i32((int32_t)info[k]);
-    s = hali_vm_invoke(st, e->module, fn, args, a, NULL, 0);
+    /* The submitter's stop interrupts the kernel at its next call or
+     * branch (a cached stack may still carry an old stop: clear it), and
+     * its fuel pool, if any, is this workgroup's budget. */
+    atomic_store(&st->interrupt_code, HALI_STATUS_OK);
+    atomic_store(&st->interrupt, false);
+    st->fuel_enabled = hali_hal_stop_fuel_enabled(stop);
+    st->fuel_pool = st->fuel_enabled ? stop : NULL;
+    st->fuel = 0;
+    st->fuel_used = 0;
+    hali_hal_stop_watch_t watch = {.flag = &st->interrupt,
+                                   .code = &st->interrupt_code};
+    if (stop && !hali_hal_stop_watch(stop, &watch)) {
+      s = hali_hal_stop_status(hali_hal_stop_check(stop));
+    } else {
+      s = hali_vm_invoke(st, e->module, fn, args, a, NULL, 0);
+      if (stop) hali_hal_stop_unwatch(stop, &watch);
+    }
+    if (st->fuel_pool) hali_hal_stop_add_fuel(stop, st->fuel); /* unused */
+    st->fuel_enabled = false;
+    st->fuel_pool = NULL;
   }
   for (uint32_t i = 0; i < a; ++i) hali_value_release(&args[i]);
   hali_vm_stack_t *empty = NULL;

@@ -51,7 +51,8 @@ static void ffi_executable_destroy(hali_ref_t *ref) {
 static hali_status_t ffi_run_workgroup(
     hali_hal_executable_t *base, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *d,
-    const hali_kernel_workgroup_state_t *w) {
+    const hali_kernel_workgroup_state_t *w, hali_hal_stop_t *stop) {
+  (void)stop; /* a C call cannot be stopped inside a workgroup */
   ffi_executable_t *e = (ffi_executable_t *)base;
   ffi_export_t *x = &e->exports[ordinal]; /* ffi_call takes a non-const cif */
   /* Storage for every argument value (8 bytes each) and pointers to it. */

@@ -216,8 +216,10 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
     oom |= !g->param_flags;
     if (!oom) memcpy(g->param_flags, f->param_flags, np);
   }
+  /* An initializer stays the wrapper (run once, with no arguments). */
   for (uint32_t i = 0; i < f->attr_count && !oom; ++i)
-    oom |= !hali_ir_func_add_attr(g, f->attrs[i], strlen(f->attrs[i]));
+    if (strcmp(f->attrs[i], HALI_ATTR_INITIALIZER) != 0)
+      oom |= !hali_ir_func_add_attr(g, f->attrs[i], strlen(f->attrs[i]));
 
   /* Prologue: wait, then import (asserting shape and element type), and
    * narrow scalars. */

@@ -121,6 +121,7 @@ void hali_s2h_allocate(lw_t *w, uint32_t r) {
   uint32_t mem, use;
   switch (t->lifetime) {
   case LT_ALIAS:
+  case LT_GLOBAL: /* the global's storage (tensor.global.load) */
     return;
   case LT_CONSTANT:
     /* A constant's storage is a fresh buffer per invocation, filled by
@@ -315,6 +316,10 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
       switch (insn->op) {
       case HALI_OP_TENSOR_IMPORT: w->t[o[0].v].lifetime = LT_IMPORTED; break;
       case HALI_OP_TENSOR_CONSTANT: w->t[o[0].v].lifetime = LT_CONSTANT; break;
+      case HALI_OP_TENSOR_GLOBAL_LOAD:
+        w->t[o[0].v].lifetime = LT_GLOBAL;
+        w->t[o[0].v].global = o[1].v;
+        break;
       case HALI_OP_TENSOR_DISPATCH: {
         hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
         for (uint32_t k = 0; k < dl.nresults; ++k) {

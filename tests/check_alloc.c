@@ -88,6 +88,7 @@ typedef struct {
   int device;         /* 0 local-sync, 1 local-task */
   int nargs;
   int64_t args[2];    /* i64 then i32 (fill), or one i32 (fib) */
+  const char *parameters; /* "scope=path" in the build tree, or NULL */
 } run_t;
 
 /* One whole run: instance, device, module, context, invoke, results as
@@ -98,10 +99,20 @@ static hali_status_t run_once(const run_t *r, char *out, size_t n) {
   hali_module_t *m = NULL;
   hali_context_t *ctx = NULL;
   hali_function_t *f = NULL;
+  hali_parameters_t *params = NULL;
   hali_variant_t res[2];
   size_t nres = 0;
   out[0] = '\0';
   hali_status_t s = hali_instance_create(NULL, &in);
+  if (!s && r->parameters) {
+    char scope[64], path[1024];
+    const char *eq = strchr(r->parameters, '=');
+    snprintf(scope, sizeof(scope), "%.*s", (int)(eq - r->parameters),
+             r->parameters);
+    snprintf(path, sizeof(path), "%s/%s", HALI_BUILDDIR, eq + 1);
+    s = hali_parameters_create(&params);
+    if (!s) s = hali_parameters_add_file(params, scope, path);
+  }
   if (!s) {
     hali_device_params_t p;
     hali_device_params_initialize(&p);
@@ -114,7 +125,12 @@ static hali_status_t run_once(const run_t *r, char *out, size_t n) {
     snprintf(path, sizeof(path), "%s/%s", HALI_SRCDIR, r->path);
     s = hali_module_load_file(in, path, &m);
   }
-  if (!s) s = hali_context_create(in, dev, &m, 1, NULL, &ctx);
+  if (!s) {
+    hali_context_params_t cp;
+    hali_context_params_initialize(&cp);
+    cp.parameters = params;
+    s = hali_context_create(in, dev, &m, 1, &cp, &ctx);
+  }
   if (!s) s = hali_context_lookup_function(ctx, r->function, &f);
   if (!s) {
     hali_variant_t a[2];
@@ -146,6 +162,7 @@ static hali_status_t run_once(const run_t *r, char *out, size_t n) {
   }
   for (size_t i = 0; i < nres; ++i) hali_variant_release(&res[i]);
   hali_context_release(ctx);
+  hali_parameters_release(params);
   hali_module_release(m);
   hali_device_release(dev);
   hali_instance_release(in);
@@ -198,11 +215,16 @@ static void loop(const run_t *r, long stride, int from) {
 }
 
 static const run_t k_runs[] = {
-    {"fib(12) on local-sync", "examples/fib.hasm", "fib", 0, 1, {12, 0}},
-    {"fill(5, 7) on local-sync", "examples/fill.hasm", "fill", 0, 2, {5, 7}},
-    {"fill(5, 7) on local-task", "examples/fill.hasm", "fill", 1, 2, {5, 7}},
-    {"the tensor-level perceptron", "examples/mlp_tensor.hasm", "main", 0, 0,
-     {0, 0}},
+    {"fib(12) on local-sync", "examples/fib.hasm", "fib", 0, 1, {12, 0}, NULL},
+    {"fill(5, 7) on local-sync", "examples/fill.hasm", "fill", 0, 2, {5, 7},
+     NULL},
+    {"fill(5, 7) on local-task", "examples/fill.hasm", "fill", 1, 2, {5, 7},
+     NULL},
+    {"the tensor-level perceptron (rodata weights)",
+     "examples/mlp_tensor_rodata.hasm", "main", 0, 0, {0, 0}, NULL},
+    {"the tensor-level perceptron (weights from a .safetensors file)",
+     "examples/mlp_tensor.hasm", "main", 0, 0, {0, 0},
+     "model=examples/mlp.safetensors"},
 };
 
 START_TEST(every_allocation_fails_cleanly) {

@@ -1376,7 +1376,7 @@ END_TEST
  * cannot give (the tool goes through the public API for all of them). */
 
 START_TEST(cli_run_pass_options) {
-  const char *t = example("mlp_tensor.hasm");
+  const char *t = example("mlp_tensor_rodata.hasm");
   hali("run '%s'", t);
   ck_assert_int_eq(run.rc, 0);
   char want[sizeof(run.out)];
@@ -1431,11 +1431,11 @@ START_TEST(cli_dis_pass_options) {
            "@f$async)\n",
            t);
   EXPECT_RUN(0, want, "");
-  hali("verify '%s'", example("mlp_tensor.hasm"));
+  hali("verify '%s'", example("mlp_tensor_rodata.hasm"));
   snprintf(want, sizeof(want),
-           "%s: ok (3 functions written; the load-time passes added 2: "
-           "@main$async @mlp$async)\n",
-           example("mlp_tensor.hasm"));
+           "%s: ok (3 functions written; the load-time passes added 3: "
+           "@globals$storage @main$async @mlp$async)\n",
+           example("mlp_tensor_rodata.hasm"));
   EXPECT_RUN(0, want, "");
 }
 END_TEST
@@ -1760,7 +1760,7 @@ START_TEST(cli_modules_linked_and_stdin) {
 END_TEST
 
 START_TEST(cli_async_functions) {
-  const char *t = example("mlp_tensor.hasm");
+  const char *t = example("mlp_tensor_rodata.hasm");
   hali("run '%s'", t);
   ck_assert_int_eq(run.rc, 0);
   char want[sizeof(run.out)];
@@ -2067,11 +2067,11 @@ START_TEST(cli_benchmark) {
 END_TEST
 
 START_TEST(cli_dump) {
-  const char *t = example("mlp_tensor.hasm");
+  const char *t = example("mlp_tensor_rodata.hasm");
   hali("dump '%s'", t);
   ck_assert_msg(run.rc == 0, "%s", run.err);
   const char *const want[] = {
-      "module @mlp_tensor\n",
+      "module @mlp_tensor_rodata\n",
       "  debug info: yes (names, source lines)",
       "functions as written:\n  @main() -> (tensor<10xf32>)\n"
       "  @mlp(%x: tensor<64xf32>) -> (tensor<10xf32>)\n",
@@ -2114,7 +2114,7 @@ START_TEST(cli_dump) {
   hali("dump --json '%s'", t);
   ck_assert_msg(run.rc == 0, "%s", run.err);
   const char *const keys[] = {
-      "{\n  \"module\": \"mlp_tensor\",\n",
+      "{\n  \"module\": \"mlp_tensor_rodata\",\n",
       "\"format\": \"hasm\", \"format_version\": null",
       "\"debug_info\": true",
       "\"functions_as_written\": [\n    {\"name\": \"main\", \"signature\": "

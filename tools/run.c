@@ -143,6 +143,10 @@ static const char *flag_trace_values(void *opts, const char *v) {
 static const char *flag_exec_path(void *opts, const char *v) {
   return tool_strlist_push(&O->exec_paths, v);
 }
+static const char *flag_parameters(void *opts, const char *v) {
+  if (!*v) return "expected [SCOPE=]FILE (a .safetensors or .npy file)";
+  return tool_strlist_push(&O->params, v);
+}
 static const char *flag_passes(void *opts, const char *v) {
   O->load.passes = v;
   return NULL;
@@ -207,6 +211,10 @@ const tool_flag_t tool_run_flags[] = {
     {"--executable_path", "--executable-path", 0, "DIR",
      "where kernel libraries are looked up (also $HALI_EXECUTABLE_PATH)",
      flag_exec_path},
+    {"--parameters", NULL, 0, "[SCOPE=]FILE",
+     "weights for `parameter \"SCOPE\"::\"KEY\"` globals: a .safetensors or "
+     ".npy file (repeatable; no SCOPE: the scope \"\")",
+     flag_parameters},
     {"--passes", NULL, 0, "a,b", "run only these load-time passes",
      flag_passes},
     {"--no_passes", "--no-passes", 0, NULL,
@@ -253,6 +261,7 @@ void tool_run_options_free(run_options_t *o) {
   free(o->outputs.v);
   free(o->expected.v);
   free(o->exec_paths.v);
+  free(o->params.v);
 }
 
 static void list_devices(void) {
@@ -479,6 +488,45 @@ static hali_status_t make_arg(const run_options_t *o, hali_device_t *dev,
 
 /* ---- The session -------------------------------------------------------- */
 
+/* The files of every --parameters=[SCOPE=]FILE (no SCOPE: the scope "";
+ * text before the first '=' is a scope only when it has no '/', so a path
+ * may contain '=') in a new set; NULL when there are none. */
+static hali_status_t make_parameters(const run_options_t *o,
+                                     hali_parameters_t **out) {
+  *out = NULL;
+  if (!o->params.n) return HALI_OK;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_parameters_create(out));
+  for (size_t i = 0; i < o->params.n; ++i) {
+    const char *spec = o->params.v[i];
+    const char *eq = strchr(spec, '=');
+    const char *slash = strchr(spec, '/');
+    char scope[256] = "";
+    const char *path = spec;
+    if (eq && (!slash || slash > eq)) {
+      size_t n = (size_t)(eq - spec);
+      if (n >= sizeof(scope)) {
+        hali_parameters_release(*out);
+        *out = NULL;
+        return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                "--parameters=%s: the scope is longer than "
+                                "%zu bytes",
+                                spec, sizeof(scope) - 1);
+      }
+      memcpy(scope, spec, n);
+      scope[n] = 0;
+      path = eq + 1;
+    }
+    hali_status_t s = hali_parameters_add_file(*out, scope, path);
+    if (s) {
+      hali_parameters_release(*out);
+      *out = NULL;
+      return hali_status_annotate(s, "--parameters=%s", spec);
+    }
+  }
+  return HALI_OK;
+}
+
+
 static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), k = strlen(suffix);
   return n >= k && strcmp(s + n - k, suffix) == 0;
@@ -518,6 +566,7 @@ hali_status_t tool_session_open(const run_options_t *o, tool_session_t *s) {
   }
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_device_create(s->instance, &o->device, &s->device));
+  HALI_RETURN_IF_ERROR_PLAIN(make_parameters(o, &s->params));
   if (o->trace_bits && o->trace_out) {
     s->trace_file = fopen(o->trace_out, "w");
     if (!s->trace_file)
@@ -535,6 +584,7 @@ hali_status_t tool_session_open(const run_options_t *o, tool_session_t *s) {
   cp.trace_filter = o->trace_filter;
   cp.trace_max_values = o->trace_values;
   cp.trace_file = s->trace_file;
+  cp.parameters = s->params;
   HALI_RETURN_IF_ERROR_PLAIN(hali_context_create(
       s->instance, s->device, s->modules, s->nmodules, &cp, &s->context));
   tool_signals_watch(s->context);
@@ -701,6 +751,7 @@ void tool_session_close(tool_session_t *s, bool failed) {
    * its trace (a Chrome trace's JSON). */
   tool_signals_release();
   hali_context_release(s->context);
+  hali_parameters_release(s->params);
   /* After a failure, queued work may wait on fences nobody will signal:
    * give it up rather than wait forever in the release's drain. */
   if (failed) hali_device_abandon(s->device);

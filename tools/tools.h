@@ -18,6 +18,7 @@ typedef struct run_options_s {
   tool_strlist_t modules; /* --module and the positional one, in order */
   const char *function;
   tool_strlist_t inputs, outputs, expected, exec_paths;
+  tool_strlist_t params; /* --parameters=[SCOPE=]FILE */
   double f32_threshold, f64_threshold;
   size_t print_max;
   hali_device_params_t device;
@@ -57,6 +58,7 @@ typedef struct tool_session_s {
   hali_module_t **modules;
   size_t nmodules;
   hali_context_t *context;
+  hali_parameters_t *params; /* NULL without --parameters */
   hali_function_t *fn;
   hali_variant_t *args; /* nargs entries; the last two fences if async */
   size_t nargs, nresults;

@@ -160,6 +160,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           case HALI_ROLE_STRING: x->ptr = &vm->strings[o[k].v]; break;
           case HALI_ROLE_FUNC: x->ptr = &vm->funcs[o[k].v]; break;
           case HALI_ROLE_RODATA: x->ptr = &vm->ir->rodata[o[k].v]; break;
+          /* The index: storage is per context (hali_vm_link_t.globals). */
+          case HALI_ROLE_GLOBAL: x->imm = o[k].v; break;
           /* The index: executables are loaded after encoding. */
           case HALI_ROLE_EXECUTABLE: x->imm = o[k].v; break;
           default: break;
@@ -196,6 +198,7 @@ static void module_destroy(hali_vm_module_t *m) {
   }
   hali_free(m->funcs);
   hali_free(m->strings);
+  if (m->unlinked) hali_vm_globals_free(m->unlinked->globals);
   hali_free(m->unlinked);
   hali_ir_module_free(m->ir);
   hali_free(m);
@@ -222,7 +225,8 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   m->strings = hali_calloc(ir->string_count ? ir->string_count : 1,
                       sizeof(hali_vm_string_t));
   m->unlinked = hali_calloc(1, sizeof(*m->unlinked));
-  if (!m->funcs || !m->strings || !m->unlinked) {
+  if (m->unlinked) m->unlinked->globals = hali_vm_globals_create(ir);
+  if (!m->funcs || !m->strings || !m->unlinked || !m->unlinked->globals) {
     module_destroy(m);
     return hali_status_oom();
   }
@@ -247,6 +251,38 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
 /* ------------------------------------------------------------------------ */
 /* Link tables. */
 
+hali_vm_globals_t *hali_vm_globals_create(const hali_ir_module_t *ir) {
+  hali_vm_globals_t *g = hali_calloc(1, sizeof(*g));
+  if (!g) return NULL;
+  uint32_t n = ir->global_count;
+  g->bits = hali_calloc(n ? n : 1, sizeof(*g->bits));
+  g->refs = hali_calloc(n ? n : 1, sizeof(*g->refs));
+  if (!g->bits || !g->refs) {
+    hali_free(g->bits);
+    hali_free(g->refs);
+    hali_free(g);
+    return NULL;
+  }
+  pthread_mutex_init(&g->lock, NULL);
+  g->count = n;
+  for (uint32_t i = 0; i < n; ++i) {
+    const hali_ir_global_t *d = &ir->globals[i];
+    uint64_t bits = 0;
+    if (d->flags & HALI_GLOBAL_INIT) bits = (uint64_t)d->init;
+    atomic_init(&g->bits[i], bits);
+  }
+  return g;
+}
+
+void hali_vm_globals_free(hali_vm_globals_t *g) {
+  if (!g) return;
+  for (uint32_t i = 0; i < g->count; ++i) hali_ref_release(g->refs[i]);
+  pthread_mutex_destroy(&g->lock);
+  hali_free(g->bits);
+  hali_free(g->refs);
+  hali_free(g);
+}
+
 hali_status_t hali_vm_link_create(hali_vm_module_t *m, hali_vm_link_t **out) {
   *out = NULL;
   hali_vm_link_t *l = hali_calloc(1, sizeof(*l));
@@ -256,11 +292,13 @@ hali_status_t hali_vm_link_create(hali_vm_module_t *m, hali_vm_link_t **out) {
     l->executables = hali_calloc(m->ir->executable_count ? m->ir->executable_count
                                                     : 1,
                             sizeof(*l->executables));
+    l->globals = hali_vm_globals_create(m->ir);
   }
-  if (!l || !l->imports || !l->executables) {
+  if (!l || !l->imports || !l->executables || !l->globals) {
     if (l) {
       hali_free(l->imports);
       hali_free(l->executables);
+      hali_vm_globals_free(l->globals);
     }
     hali_free(l);
     return hali_status_annotate(
@@ -280,6 +318,9 @@ void hali_vm_link_free(hali_vm_link_t *l) {
     hali_ref_release((hali_ref_t *)l->executables[i]);
   hali_free(l->executables);
   hali_free(l->imports);
+  /* Refs held by globals (buffers, fences) may belong to recorded work as
+   * well: each keeps its own reference. */
+  hali_vm_globals_free(l->globals);
   hali_vm_module_release(l->module);
   hali_free(l);
 }
@@ -321,4 +362,19 @@ const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
                                             const char *name) {
   int32_t i = hali_ir_module_find_func(m->ir, name);
   return i < 0 ? NULL : &m->funcs[i];
+}
+
+hali_status_t hali_vm_link_run_initializers(hali_vm_stack_t *st,
+                                            const hali_vm_link_t *link) {
+  const hali_vm_module_t *m = link->module;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    if (!hali_ir_func_has_attr(&m->ir->funcs[i], HALI_ATTR_INITIALIZER))
+      continue;
+    hali_status_t s =
+        hali_vm_link_invoke(st, link, &m->funcs[i], NULL, 0, NULL, 0);
+    if (s)
+      return hali_status_annotate(s, "initializer @%s of module @%s",
+                                  m->ir->funcs[i].name, m->ir->name);
+  }
+  return HALI_OK;
 }

@@ -39,8 +39,28 @@ typedef struct waiter_s {
   atomic_int refs;
 } waiter_t;
 
+/* What the fibers of one invocation share: the host-started fiber and
+ * every fiber it spawns, transitively.  Records are pooled in the
+ * scheduler (a warm invocation allocates nothing); |refs| and |live| are
+ * guarded by the scheduler mutex. */
+typedef struct invocation_s {
+  uint32_t refs;            /* fibers pointing here */
+  uint32_t live;            /* of those, not finished */
+  int64_t deadline_ns;      /* CLOCK_MONOTONIC; INT64_MAX = none */
+  bool stopped;             /* the watchdog stopped it at its deadline */
+  /* Made when the invocation first submits device work (or is stopped
+   * with work in flight): queue submissions retain it, so cancelling the
+   * invocation or its deadline abandons them (hal/stop.h).  Owned. */
+  hali_hal_stop_t *stop;
+  const char *name;         /* the host-started function, for messages */
+  struct invocation_s *next; /* in the pool */
+} invocation_t;
+
 struct hali_vm_fiber_s {
   hali_vm_scheduler_t *scheduler;
+  invocation_t *inv;        /* shared with the fibers it spawned */
+  bool root;                /* started by the host: |inv| is its own */
+  _Atomic(hali_status_code_t) cancel_code; /* set before cancel_requested */
   uint32_t id;
   fiber_state_t state;
   hali_vm_stack_t *stack;
@@ -74,6 +94,9 @@ struct hali_vm_scheduler_s {
    * warm invocation allocates nothing. */
   hali_vm_fiber_t *pool;
   size_t pool_count;
+  invocation_t *inv_pool;
+  size_t inv_pool_count;
+  size_t timed; /* live invocations with a deadline (the watchdog scans) */
   uint64_t created, reused;
   /* Fairness: while a fiber runs longer than its slice and others are
    * ready, a watchdog thread interrupts it (it yields at its next call or
@@ -209,11 +232,30 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   return registered == 0;
 }
 
+static void stop_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                       hali_status_code_t code);
+
+/* Stops every fiber of an invocation past its deadline, and its device
+ * work (mutex held). */
+static void enforce_deadlines(hali_vm_scheduler_t *s, int64_t now) {
+  for (hali_vm_fiber_t *f = s->all; f; f = f->next) {
+    invocation_t *inv = f->inv;
+    if (!inv || inv->deadline_ns > now || f->state == FIBER_DONE) continue;
+    if (!inv->stopped) {
+      inv->stopped = true;
+      hali_hal_stop_request(inv->stop, HALI_STATUS_DEADLINE_EXCEEDED);
+    }
+    if (!atomic_load(&f->cancel_requested))
+      stop_fiber(s, f, HALI_STATUS_DEADLINE_EXCEEDED);
+  }
+}
+
 static void *watchdog_main(void *arg) {
   hali_vm_scheduler_t *s = arg;
   pthread_mutex_lock(&s->mutex);
   while (!s->watchdog_stop) {
     int64_t now = now_ns();
+    if (s->timed) enforce_deadlines(s, now);
     bool slice_over =
         s->ready_head && now - s->running_since >= FIBER_SLICE_NS;
     if (s->running && (slice_over || now >= s->run_deadline) &&
@@ -269,6 +311,20 @@ static void fiber_destroy(hali_vm_fiber_t *f) {
   hali_free(f);
 }
 
+/* Drops a fiber's reference to its invocation record (mutex held). */
+static void invocation_unref(hali_vm_scheduler_t *s, invocation_t *inv) {
+  if (!inv || --inv->refs) return;
+  hali_hal_stop_release(inv->stop);
+  inv->stop = NULL;
+  if (s->inv_pool_count >= FIBER_POOL_MAX) {
+    hali_free(inv);
+    return;
+  }
+  inv->next = s->inv_pool;
+  s->inv_pool = inv;
+  s->inv_pool_count++;
+}
+
 /* Unlinks a finished fiber and drops what this invocation held; keeps the
  * fiber (its stack, its results array) in the pool when there is room.
  * The mutex is held. */
@@ -286,6 +342,8 @@ static void fiber_free(hali_vm_fiber_t *f) {
   f->status = NULL;
   hali_vm_module_release(f->module);
   f->module = NULL;
+  invocation_unref(s, f->inv);
+  f->inv = NULL;
   if (s->pool_count < FIBER_POOL_MAX) {
     f->next = s->pool;
     s->pool = f;
@@ -331,6 +389,9 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   hali_value_t *res = f->results;
   uint32_t cap = f->result_capacity;
   memset(f, 0, sizeof(*f));
+  atomic_init(&f->cancel_code, HALI_STATUS_OK);
+  stack->depth_base = 0;
+  stack->fiber = f;
   f->stack = stack;
   f->results = res;
   f->result_capacity = cap;
@@ -339,6 +400,13 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   atomic_store(&f->stack->interrupt_code, HALI_STATUS_OK);
   return f;
 }
+
+static hali_status_t start_fiber(hali_vm_scheduler_t *s,
+                                 const hali_vm_link_t *link,
+                                 const hali_vm_func_t *fn,
+                                 const hali_value_t *args, size_t arg_count,
+                                 hali_vm_stack_t *parent,
+                                 hali_vm_fiber_t **out);
 
 hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
                                       hali_vm_module_t *m,
@@ -355,17 +423,50 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
                                            const hali_value_t *args,
                                            size_t arg_count,
                                            hali_vm_fiber_t **out) {
+  return start_fiber(s, link, fn, args, arg_count, NULL, out);
+}
+
+/* Starts a fiber: for the host (|parent| NULL: a new invocation) or
+ * spawned by the fiber running on |parent| (the same invocation: its
+ * live-fiber count, its call depth and its stop). */
+static hali_status_t start_fiber(hali_vm_scheduler_t *s,
+                                 const hali_vm_link_t *link,
+                                 const hali_vm_func_t *fn,
+                                 const hali_value_t *args, size_t arg_count,
+                                 hali_vm_stack_t *parent,
+                                 hali_vm_fiber_t **out) {
   *out = NULL;
   hali_vm_module_t *m = link->module;
+  invocation_t *inv = parent ? parent->fiber->inv : NULL;
+  size_t cap = s->options.max_fibers ? s->options.max_fibers : HALI_VM_MAX_FIBERS;
+  uint32_t inv_cap = s->options.max_invocation_fibers
+                         ? s->options.max_invocation_fibers
+                         : HALI_VM_MAX_INVOCATION_FIBERS;
   pthread_mutex_lock(&s->mutex);
   size_t live = s->live;
+  uint32_t inv_live = inv ? inv->live : 0;
   pthread_mutex_unlock(&s->mutex);
-  size_t cap = s->options.max_fibers ? s->options.max_fibers : HALI_VM_MAX_FIBERS;
   if (live >= cap)
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "cannot start @%s: %zu fibers are live, the limit "
                             "of one context",
                             fn->ir->name, live);
+  if (inv && inv_live >= inv_cap)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot spawn @%s: the invocation of @%s has %u "
+                            "live fibers, the limit of one invocation",
+                            fn->ir->name, inv->name, inv_live);
+  /* A spawn is a call for the depth limit: the new fiber starts as deep
+   * as its spawner is. */
+  uint32_t base = parent ? parent->depth_base + parent->depth : 0;
+  uint32_t max_depth =
+      s->options.max_depth ? s->options.max_depth : HALI_VM_DEFAULT_MAX_DEPTH;
+  if (base >= max_depth)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "call depth limit of %u exceeded: cannot spawn "
+                            "@%s %u frames deep (counting the fibers that "
+                            "spawned this one)",
+                            max_depth, fn->ir->name, base);
   hali_vm_fiber_t *f =
       fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
   if (!f)
@@ -377,12 +478,45 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
   f->host_owned = true;
   f->result_count = fn->ir->result_count;
   atomic_init(&f->cancel_requested, false);
+  f->stack->depth_base = base;
+  /* Fences the host passes in are fences it may signal. */
+  for (size_t i = 0; !parent && i < arg_count; ++i)
+    if (args[i].type == HALI_TYPE_FENCE)
+      hali_hal_fence_mark_host_visible((hali_hal_fence_t *)args[i].ref);
   hali_status_t st = hali_vm_begin(f->stack, link, fn, args, arg_count,
                                    f->results, f->result_count);
+  if (!st && !inv) {
+    pthread_mutex_lock(&s->mutex);
+    inv = s->inv_pool;
+    if (inv) {
+      s->inv_pool = inv->next;
+      s->inv_pool_count--;
+    }
+    pthread_mutex_unlock(&s->mutex);
+    if (!inv) inv = hali_malloc(sizeof(*inv));
+    if (!inv)
+      st = hali_status_annotate(hali_status_oom(), "starting an invocation "
+                                                   "of @%s",
+                                fn->ir->name);
+    else {
+      memset(inv, 0, sizeof(*inv));
+      inv->name = fn->ir->name;
+      inv->deadline_ns = INT64_MAX;
+      if (s->options.max_duration_ns) {
+        int64_t now = now_ns();
+        inv->deadline_ns =
+            s->options.max_duration_ns > (uint64_t)(INT64_MAX - 1 - now)
+                ? INT64_MAX - 1
+                : now + (int64_t)s->options.max_duration_ns;
+      }
+      f->root = true;
+    }
+  }
   if (st) {
     fiber_destroy(f);
     return st;
   }
+  f->inv = inv;
   f->module = m;
   hali_vm_module_retain(m);
   f->stack->can_suspend = true;
@@ -401,8 +535,11 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
   if (s->all) s->all->prev = f;
   s->all = f;
   s->live++;
+  inv->refs++;
+  inv->live++;
+  if (f->root && inv->deadline_ns != INT64_MAX) s->timed++;
   push_ready(s, f);
-  if (s->live >= 2 && !s->watchdog_started &&
+  if ((s->live >= 2 || s->timed) && !s->watchdog_started &&
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
     s->watchdog_started = true;
   pthread_mutex_unlock(&s->mutex);
@@ -443,6 +580,14 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   }
   pthread_mutex_lock(&s->mutex);
   s->live--;
+  f->inv->live--;
+  if (f->root && f->inv->deadline_ns != INT64_MAX) s->timed--;
+  /* An invocation stopped (cancelled, out of time) stops its device work
+   * too: nobody will await it any more. */
+  hali_status_code_t code = hali_status_code(status);
+  if (f->root && (code == HALI_STATUS_CANCELLED ||
+                  code == HALI_STATUS_DEADLINE_EXCEEDED))
+    hali_hal_stop_request(f->inv->stop, code);
   bool free_now = !f->host_owned || f->released;
   if (free_now) fiber_free(f);
   pthread_cond_broadcast(&s->cond);
@@ -458,7 +603,14 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     st->awaiting = NULL;
   }
   if (atomic_load(&f->cancel_requested)) {
-    finish(s, f, hali_status_make(HALI_STATUS_CANCELLED,
+    hali_status_code_t code = atomic_load(&f->cancel_code);
+    finish(s, f,
+           code == HALI_STATUS_DEADLINE_EXCEEDED
+               ? hali_status_make(code,
+                                  "fiber %u (@%s): the invocation of @%s "
+                                  "exceeded its deadline",
+                                  f->id, f->fn->ir->name, f->inv->name)
+               : hali_status_make(HALI_STATUS_CANCELLED,
                                   "fiber %u (@%s) was cancelled", f->id,
                                   f->fn->ir->name));
     return;
@@ -692,18 +844,49 @@ const hali_value_t *hali_vm_fiber_results(const hali_vm_fiber_t *f,
   return f->results;
 }
 
+/* Stops |f| with |code| (the mutex is held): a running fiber at its next
+ * call or branch, a suspended or ready one when it resumes. */
+static void stop_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                       hali_status_code_t code) {
+  if (f->state == FIBER_DONE) return;
+  atomic_store(&f->cancel_code, code);
+  atomic_store(&f->cancel_requested, true);
+  atomic_store(&f->stack->interrupt_code, code);
+  atomic_store(&f->stack->interrupt, true);
+  /* A suspending fiber is woken by resume() once it sees the flag. */
+  if (f->state == FIBER_SUSPENDED) wake_fiber(s, f);
+  pthread_cond_broadcast(&s->cond);
+}
+
 void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
   hali_vm_scheduler_t *s = f->scheduler;
   pthread_mutex_lock(&s->mutex);
   if (f->state != FIBER_DONE) {
-    atomic_store(&f->cancel_requested, true);
-    atomic_store(&f->stack->interrupt_code, HALI_STATUS_CANCELLED);
-    atomic_store(&f->stack->interrupt, true);
-    /* A suspending fiber is woken by resume() once it sees the flag. */
-    if (f->state == FIBER_SUSPENDED) wake_fiber(s, f);
+    stop_fiber(s, f, HALI_STATUS_CANCELLED);
+    /* Cancelling an invocation cancels its kernels at once. */
+    if (f->root) hali_hal_stop_request(f->inv->stop, HALI_STATUS_CANCELLED);
   }
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->mutex);
+}
+
+hali_status_t hali_vm_fiber_stop_for(hali_vm_stack_t *st,
+                                     hali_hal_stop_t **out_stop) {
+  *out_stop = NULL;
+  hali_vm_fiber_t *f = st->fiber;
+  if (!st->scheduler || !f) return HALI_OK;
+  hali_vm_scheduler_t *s = f->scheduler;
+  pthread_mutex_lock(&s->mutex);
+  invocation_t *inv = f->inv;
+  hali_status_t status = HALI_OK;
+  if (!inv->stop) {
+    status = hali_hal_stop_create(inv->deadline_ns, &inv->stop);
+    if (!status && inv->stopped)
+      hali_hal_stop_request(inv->stop, HALI_STATUS_DEADLINE_EXCEEDED);
+  }
+  *out_stop = inv->stop;
+  pthread_mutex_unlock(&s->mutex);
+  return status;
 }
 
 void hali_vm_fiber_release(hali_vm_fiber_t *f) {
@@ -732,6 +915,12 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
     pthread_join(s->watchdog, NULL);
   }
   pthread_mutex_lock(&s->mutex);
+  /* Invocations still running are cancelled: their device work too, so
+   * that a device (or a context's private one) released next does not
+   * wait for kernels nobody awaits. */
+  for (hali_vm_fiber_t *f = s->all; f; f = f->next)
+    if (f->state != FIBER_DONE && f->inv)
+      hali_hal_stop_request(f->inv->stop, HALI_STATUS_CANCELLED);
   for (hali_vm_fiber_t *f = s->all; f; f = f->next)
     if (f->state == FIBER_SUSPENDED) {
       detach_waiters(s, f);
@@ -739,11 +928,30 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
     }
   /* Wake-ups already firing hold references: wait for them. */
   while (s->waiters_live) pthread_cond_wait(&s->cond, &s->mutex);
+  pthread_mutex_unlock(&s->mutex);
+  /* Whoever awaits an unfinished fiber learns that it never will.  No
+   * wake-up of this scheduler is registered any more and its watchdog is
+   * gone, so nothing else touches the list now; failing a fence runs
+   * others' callbacks, which must not find our mutex held. */
+  for (hali_vm_fiber_t *f = s->all; f; f = f->next)
+    if (f->state != FIBER_DONE && f->fence)
+      hali_hal_fence_fail(
+          f->fence,
+          hali_status_make(HALI_STATUS_CANCELLED,
+                           "fiber %u (@%s) was cancelled: its scheduler (the "
+                           "context) was released before it finished",
+                           f->id, f->fn->ir->name));
+  pthread_mutex_lock(&s->mutex);
   while (s->all) fiber_free(s->all);
   while (s->pool) {
     hali_vm_fiber_t *f = s->pool;
     s->pool = f->next;
     fiber_destroy(f);
+  }
+  while (s->inv_pool) {
+    invocation_t *inv = s->inv_pool;
+    s->inv_pool = inv->next;
+    hali_free(inv);
   }
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
@@ -781,10 +989,9 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
     }
   }
   hali_vm_fiber_t *f;
-  HALI_RETURN_IF_ERROR_PLAIN(
-      hali_vm_scheduler_start_link(st->scheduler,
-                                   st->frames[st->depth - 1].link, callee,
-                                   args, nargs, &f));
+  HALI_RETURN_IF_ERROR_PLAIN(start_fiber(st->scheduler,
+                                         st->frames[st->depth - 1].link,
+                                         callee, args, nargs, st, &f));
   hali_hal_fence_t *fence = hali_vm_fiber_fence(f);
   /* The spawned fiber's instruction budget is half of what this one has
    * left (this one keeps the rest): an invocation and everything it
@@ -809,6 +1016,94 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
   refs[out] = (hali_ref_t *)fence;
   hali_ref_release(old);
   return HALI_OK;
+}
+
+/* ---- Blocking awaits that nothing can end.
+ *
+ * An await that blocks the thread (in a function marked ["blocking"]) holds
+ * the scheduler too: no other fiber runs until it returns.  So while it
+ * waits, only these can signal (or fail) the fence:
+ *   - queue work on the device, if the queue can progress: it is running
+ *     or its next submission's wait fence is reached, or that wait fence
+ *     is one the host may signal;
+ *   - the host, on another thread, but only when the run allows it
+ *     (hali_vm_scheduler_allow_external_signals: the C API's async awaits
+ *     and hali_context_run, not hali_context_invoke) and only for fences
+ *     it holds: a point on a host-visible semaphore (hal/semaphore.h:
+ *     fences the host created, passed in as arguments, or received from
+ *     the program).
+ * A fence the program made, never gave the host, and that no progressing
+ * queue work will signal, can never be signalled: the await ends with the
+ * deadlock report instead of blocking forever.  It is decided before the
+ * wait and again every 10 ms (queue work may run dry meanwhile), and the
+ * slices also let a cancellation or the invocation's deadline stop the
+ * wait.  Without a scheduler (plain hali_vm_invoke) the caller is the host
+ * itself, and nothing is concluded: the wait only honours interrupts. */
+static bool nobody_can_signal(hali_vm_stack_t *st, hali_hal_fence_t *fence,
+                              bool *out_host_allowed) {
+  hali_vm_scheduler_t *s = st->scheduler;
+  pthread_mutex_lock(&s->mutex);
+  bool host = s->allow_external;
+  pthread_mutex_unlock(&s->mutex);
+  *out_host_allowed = host;
+  if (host && hali_hal_fence_host_may_signal(fence)) return false;
+  if (!st->device) return true;
+  bool pending = false;
+  hali_hal_fence_t *blocked = NULL;
+  hali_hal_device_queue_state(st->device, &pending, &blocked);
+  bool stuck = !pending ||
+               (blocked && !(host && hali_hal_fence_host_may_signal(blocked)));
+  hali_hal_fence_release(blocked);
+  if (!stuck) return false;
+  /* The queue may have run dry by signalling this very fence (it signals
+   * before it counts the submission done): look again. */
+  bool ready = false;
+  hali_status_t failed = hali_hal_fence_query_untraced(fence, &ready);
+  hali_status_free(failed);
+  return !failed && !ready;
+}
+
+/* Waits until |fence| is ready (OK) or failed (its status); or stops with
+ * |*out_stopped| set (the deadlock report, or the interrupt's status). */
+static hali_status_t block_until_ready(hali_vm_stack_t *st,
+                                       hali_hal_fence_t *fence,
+                                       hali_status_t *out_stopped) {
+  for (;;) {
+    bool host = false;
+    if (st->scheduler && nobody_can_signal(st, fence, &host)) {
+      const hali_vm_frame_t *fr = &st->frames[st->depth - 1];
+      *out_stopped = hali_status_make(
+          HALI_STATUS_FAILED_PRECONDITION,
+          "deadlock: @%s (attributes [\"blocking\"]) awaits fence #%u, "
+          "which nothing can signal: this thread holds every fiber, no "
+          "queue work can progress, and %s",
+          fr->fn->ir->name, ((hali_ref_t *)fence)->id,
+          host ? "the host never held the fence"
+               : "the host may not signal fences during this run (a "
+                 "synchronous invoke: use an asynchronous one for fences "
+                 "the host signals)");
+      return HALI_OK;
+    }
+    hali_status_t w = hali_hal_fence_await_untraced(fence, 10000000);
+    if (!w || hali_status_code(w) != HALI_STATUS_DEADLINE_EXCEEDED) return w;
+    bool ready = false;
+    hali_status_t q = hali_hal_fence_query_untraced(fence, &ready);
+    if (q || ready) {
+      hali_status_free(w);
+      return q;
+    }
+    hali_status_free(w);
+    hali_status_code_t code =
+        atomic_load_explicit(&st->interrupt_code, memory_order_acquire);
+    if (atomic_load(&st->interrupt) && code != HALI_STATUS_OK &&
+        code != HALI_VM_INTERRUPT_YIELD) {
+      *out_stopped = hali_status_make(
+          code, "invocation %s while blocked",
+          code == HALI_STATUS_DEADLINE_EXCEEDED ? "exceeded its deadline"
+                                                : "cancelled");
+      return HALI_OK;
+    }
+  }
 }
 
 /* ---- The await state machine (hal.fence.await, hal.fence.await_status).
@@ -856,7 +1151,19 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
       /* Not an error: pc stays, and resuming re-runs the await. */
       return hali_status_deferred();
     } else {
-      w = hali_hal_fence_await_untraced(fence, ns);
+      if (ns < 0) {
+        /* A deadlock or an interrupt ends the wait: not the fence's
+         * outcome, so never a result of await_status either. */
+        hali_status_t stopped = NULL;
+        w = block_until_ready(st, fence, &stopped);
+        if (stopped) {
+          st->await_started_ns = 0;
+          return hali_status_annotate(stopped, "awaited fence #%u",
+                                      fence_id);
+        }
+      } else {
+        w = hali_hal_fence_await_untraced(fence, ns);
+      }
       if (w) {
         /* Report the fence's own failure, as a ready fence would (the
          * wait's annotations depend on timing). */

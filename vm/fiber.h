@@ -34,9 +34,14 @@ typedef struct hali_vm_fiber_s hali_vm_fiber_t;
  * RESOURCE_EXHAUSTED, so a program that spawns without end is stopped
  * before it exhausts memory. */
 #define HALI_VM_MAX_FIBERS 65536u
+/* The default for max_invocation_fibers: at most this many fibers of one
+ * invocation (the host-started fiber and all it spawns) are live at once,
+ * so one runaway invocation cannot take a context's whole quota. */
+#define HALI_VM_MAX_INVOCATION_FIBERS 16384u
 
 typedef struct hali_vm_scheduler_options_s {
-  uint32_t max_depth;          /* per fiber; 0 = default */
+  uint32_t max_depth;          /* per invocation: a spawned fiber starts as
+                                * deep as its spawner; 0 = default */
   bool fuel_enabled;           /* instruction budget of each started fiber;
                                 * a spawned fiber takes half of what its
                                 * spawner has left, so a fiber and all it
@@ -44,6 +49,14 @@ typedef struct hali_vm_scheduler_options_s {
   uint64_t fuel;
   struct hali_trace_s *trace;  /* borrowed; may be NULL */
   uint32_t max_fibers;         /* live at once; 0 = HALI_VM_MAX_FIBERS */
+  uint32_t max_invocation_fibers; /* live at once in one invocation;
+                                   * 0 = HALI_VM_MAX_INVOCATION_FIBERS */
+  /* Wall-clock limit of each host-started fiber (an invocation) and all
+   * it spawns, from its start; 0 = none.  Past it, each of its fibers
+   * fails with DEADLINE_EXCEEDED (a running one at its next call or
+   * branch, a suspended one at once) and its device work is abandoned
+   * (hal/stop.h).  Enforced by the watchdog thread, within ~5 ms. */
+  uint64_t max_duration_ns;
 } hali_vm_scheduler_options_t;
 
 /* |device| (retained) is what hal.device.get returns; may be NULL. */
@@ -111,6 +124,13 @@ const hali_value_t *hali_vm_fiber_results(const hali_vm_fiber_t *f,
  * branch, a suspended or ready one at once; either fails its fence with
  * CANCELLED.  Safe from any thread. */
 void hali_vm_fiber_cancel(hali_vm_fiber_t *f);
+/* Internal: the stop request of the invocation running on |st| (made
+ * when first asked for; borrowed, lives while the invocation does), for
+ * the device work it submits; NULL when |st| runs without a scheduler.
+ * RESOURCE_EXHAUSTED when it cannot be made. */
+HALI_MUST_USE hali_status_t hali_vm_fiber_stop_for(
+    hali_vm_stack_t *st, struct hali_hal_stop_t **out_stop);
+
 /* The host is done with |f| (it is freed once finished). */
 void hali_vm_fiber_release(hali_vm_fiber_t *f);
 

@@ -416,11 +416,21 @@ HAL_OP(HAL_DEVICE_QUEUE_EXECUTE) {
                             d->tail_count);
   for (uint32_t i = 0; i < d->tail_count; ++i)
     cbs[i] = (hali_hal_command_buffer_t *)refs[d->tail[i]];
+  /* Bytecode kernels draw fuel from the invocation's pool: keep it at
+   * half of what this fiber and the pool hold together (never more: the
+   * invocation and its kernels share the budget it started with). */
+  hali_hal_stop_t *stop = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_fiber_stop_for(st, &stop));
+  if (st->fuel_enabled && stop) {
+    uint64_t pool = hali_hal_stop_fuel(stop);
+    uint64_t give = pool < st->fuel ? (st->fuel - pool) / 2 : 0;
+    st->fuel -= give;
+    hali_hal_stop_add_fuel(stop, give);
+  }
   /* The HAL traces the submission (the device's tracer). */
-  return hali_hal_device_queue_execute(REF(hali_hal_device_t, 0),
-                                       REF(hali_hal_fence_t, 1),
-                                       REF(hali_hal_fence_t, 2), cbs,
-                                       d->tail_count);
+  return hali_hal_device_queue_execute_stoppable(
+      REF(hali_hal_device_t, 0), REF(hali_hal_fence_t, 1),
+      REF(hali_hal_fence_t, 2), cbs, d->tail_count, stop);
 }
 
 HAL_OP(HAL_DEVICE_QUEUE_ALLOCA) {

@@ -100,6 +100,14 @@ void hali_ir_module_free(hali_ir_module_t *m) {
     hali_free(e->library);
   }
   hali_free(m->executables);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    hali_ir_global_t *g = &m->globals[i];
+    hali_free(g->name);
+    hali_free(g->xtype.dims);
+    hali_free(g->param_scope);
+    hali_free(g->param_key);
+  }
+  hali_free(m->globals);
   for (uint32_t i = 0; i < m->string_count; ++i) hali_free(m->strings[i]);
   hali_free(m->strings);
   hali_free(m->string_lengths);
@@ -487,4 +495,32 @@ bool hali_name_valid(const char *s) {
   for (; *s; ++s)
     if (!hali_name_char(*s)) return false;
   return true;
+}
+
+hali_ir_global_t *hali_ir_module_add_global(hali_ir_module_t *m,
+                                           const char *name, size_t len) {
+  if (m->global_count >= UINT32_MAX / 2) return NULL;
+  hali_ir_global_t *g =
+      hali_realloc(m->globals, (m->global_count + 1) * sizeof(hali_ir_global_t));
+  if (!g) return NULL;
+  m->globals = g;
+  g = &m->globals[m->global_count];
+  memset(g, 0, sizeof(*g));
+  g->name = hali_strndup(name, len);
+  if (!g->name) return NULL;
+  m->global_count++;
+  return g;
+}
+
+int32_t hali_ir_module_find_global(const hali_ir_module_t *m,
+                                   const char *name) {
+  for (uint32_t i = 0; i < m->global_count; ++i)
+    if (strcmp(m->globals[i].name, name) == 0) return (int32_t)i;
+  return -1;
+}
+
+bool hali_ir_func_has_attr(const hali_ir_func_t *f, const char *attr) {
+  for (uint32_t i = 0; i < f->attr_count; ++i)
+    if (strcmp(f->attrs[i], attr) == 0) return true;
+  return false;
 }

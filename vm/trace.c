@@ -2,6 +2,7 @@
 #include "vm/trace.h"
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "hal/stop.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -260,11 +261,21 @@ static bool traced(const hali_trace_t *t, const hali_vm_func_t *fn) {
 
 hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   if (st->fuel_enabled) {
+    /* A kernel draws its fuel from its invocation's pool a chunk at a
+     * time (several workgroups draw at once). */
+    if (st->fuel == 0 && st->fuel_pool)
+      st->fuel = hali_hal_stop_take_fuel(st->fuel_pool, 4096);
     if (st->fuel == 0)
-      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                              "instruction budget (fuel) of %" PRIu64
-                              " exhausted",
-                              st->fuel_used);
+      return st->fuel_pool
+                 ? hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                                    "instruction budget (fuel) of the "
+                                    "invocation exhausted in a kernel "
+                                    "(this workgroup ran %" PRIu64 ")",
+                                    st->fuel_used)
+                 : hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                                    "instruction budget (fuel) of %" PRIu64
+                                    " exhausted",
+                                    st->fuel_used);
     st->fuel--;
     st->fuel_used++;
   }

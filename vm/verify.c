@@ -73,6 +73,43 @@ static hali_status_t check_block(const vctx_t *v, uint32_t i) {
   return HALI_OK;
 }
 
+/* Operand |i| of a global.load / global.store names a global of the op's
+ * type (a ref op: of the register's type); a store names a mutable global
+ * or stands in an initializer. */
+static hali_status_t check_global(const vctx_t *v, const hali_op_info_t *info,
+                                  uint32_t i) {
+  const hali_ir_operand_t *o = &v->insn->operands[i];
+  const hali_ir_module_t *m = v->m;
+  if (o->kind != HALI_IR_GLOBAL || o->v >= m->global_count)
+    return hali_verr(v, "operand %u: global %u out of range (module has %u)",
+                     i, o->v, m->global_count);
+  const hali_ir_global_t *g = &m->globals[o->v];
+  hali_type_t want = info->operands[i].type;
+  /* The register operand: the other one (proven a register above or
+   * below; read its type only when it is one in range). */
+  uint32_t ri = i == 0 ? 1 : 0;
+  const hali_ir_operand_t *ro = &v->insn->operands[ri];
+  hali_type_t rt = ro->kind == HALI_IR_REG && ro->v < v->f->reg_count
+                       ? v->f->reg_types[ro->v]
+                       : HALI_TYPE_NONE;
+  if (want == HALI_TYPE_ANY_REF ? g->type != rt || !hali_type_is_ref(rt)
+                                : g->type != want)
+    return hali_verr(v, "global @%s is %s, but %s %s %s", g->name,
+                     hali_type_name(g->type), info->name,
+                     want == HALI_TYPE_ANY_REF ? "moves" : "takes",
+                     want == HALI_TYPE_ANY_REF ? hali_type_name(rt)
+                                               : hali_type_name(want));
+  bool store = info->operands[0].role == HALI_ROLE_GLOBAL;
+  if (store && !(g->flags & HALI_GLOBAL_MUTABLE) &&
+      !hali_ir_func_has_attr(v->f, HALI_ATTR_INITIALIZER))
+    return hali_verr(v,
+                     "stores immutable global @%s: only an initializer "
+                     "(attributes [\"initializer\"]) may store it; declare "
+                     "it 'mutable' to store it elsewhere",
+                     g->name);
+  return HALI_OK;
+}
+
 static hali_status_t verify_insn(const vctx_t *v) {
   const hali_ir_insn_t *insn = v->insn;
   const hali_op_info_t *info = hali_op_info(insn->op);
@@ -165,6 +202,9 @@ static hali_status_t verify_insn(const vctx_t *v) {
                          "operand %u: rodata %u out of range (module has %u)",
                          i, o->v, v->m->rodata_count);
       break;
+    case HALI_ROLE_GLOBAL:
+      HALI_RETURN_IF_ERROR_PLAIN(check_global(v, info, i));
+      break;
     default: return hali_verr(v, "internal: bad operand role '%c'", d->role);
     }
   }
@@ -176,6 +216,86 @@ static hali_status_t verify_insn(const vctx_t *v) {
       HALI_RETURN_IF_ERROR_PLAIN(
           info->tail == 'b' ? check_block(v, i)
                             : hali_verify_check_reg(v, i, info->tail_type));
+  }
+  return HALI_OK;
+}
+
+hali_status_t hali_verify_globals(const vctx_t *vp, bool tensor_ok) {
+  vctx_t v = *vp;
+  v.f = NULL;
+  v.insn = NULL;
+  const hali_ir_module_t *m = v.m;
+  hali_strmap_clear(v.names);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    if (!g->name || !hali_name_valid(g->name))
+      return hali_verr(&v, "global %u has the name \"%s\", which is not a "
+                           "valid name", i, g->name ? g->name : "");
+    uint32_t k = hali_strmap_insert(v.names, g->name, strlen(g->name), i);
+    if (k == HALI_STRMAP_NONE)
+      return hali_status_annotate(hali_status_oom(), "verifying the module");
+    if (k != i) return hali_verr(&v, "global @%s defined twice", g->name);
+    if (g->flags & ~(uint32_t)HALI_GLOBAL_FLAGS_ALL)
+      return hali_verr(&v, "global @%s has unknown flags 0x%x", g->name,
+                       g->flags);
+    if (g->type == HALI_TYPE_TENSOR) {
+      if (!tensor_ok)
+        return hali_verr(&v,
+                         "global @%s is a tensor: tensor globals are lowered "
+                         "by the load-time passes before a module runs",
+                         g->name);
+      if (g->flags & HALI_GLOBAL_INIT)
+        return hali_verr(&v, "tensor global @%s has a scalar initial value",
+                         g->name);
+      if (hali_ir_xtype_dynamic_dims(&g->xtype))
+        return hali_verr(&v, "tensor global @%s must have a static shape",
+                         g->name);
+      if ((g->flags & HALI_GLOBAL_PARAMETER) &&
+          ((g->flags & HALI_GLOBAL_MUTABLE) || !g->param_scope ||
+           !g->param_key))
+        return hali_verr(&v,
+                         "parameter global @%s must be immutable and name a "
+                         "scope and a key",
+                         g->name);
+      continue;
+    }
+    if (!hali_type_is_valid(g->type))
+      return hali_verr(&v, "global @%s has unknown type code %u", g->name,
+                       g->type);
+    /* Lowered, a parameter global is the !hal.buffer the context fills
+     * from its parameters (stream-to-hal keeps its shape for the check). */
+    if ((g->flags & HALI_GLOBAL_PARAMETER) &&
+        (g->type != HALI_TYPE_BUFFER || (g->flags & HALI_GLOBAL_MUTABLE) ||
+         !g->param_scope || !g->param_key || g->xtype.type != HALI_TYPE_NONE ||
+         !g->xtype.element_type || hali_ir_xtype_dynamic_dims(&g->xtype)))
+      return hali_verr(&v,
+                       "global @%s: only a tensor global (or, lowered, an "
+                       "immutable !hal.buffer with its shape) is a parameter",
+                       g->name);
+    if ((g->flags & HALI_GLOBAL_INIT) && hali_type_is_ref(g->type))
+      return hali_verr(&v, "ref global @%s cannot have an initial value",
+                       g->name);
+    if (!(g->flags & HALI_GLOBAL_INIT) && g->init)
+      return hali_verr(&v, "global @%s has an initial value but no INIT flag",
+                       g->name);
+    if (g->type == HALI_TYPE_I32 && g->init != (int32_t)g->init)
+      return hali_verr(&v, "global @%s: initial value does not fit in i32",
+                       g->name);
+    if (g->type == HALI_TYPE_F32 && (uint64_t)g->init >> 32)
+      return hali_verr(&v, "global @%s: f32 initial value has high bits set",
+                       g->name);
+  }
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    const hali_ir_func_t *f = &m->funcs[i];
+    if (!hali_ir_func_has_attr(f, HALI_ATTR_INITIALIZER)) continue;
+    v.f = f;
+    if (f->flags & HALI_FUNC_IMPORT)
+      return hali_verr(&v, "an initializer cannot be an import");
+    if (f->param_count || f->result_count)
+      return hali_verr(&v,
+                       "an initializer takes no arguments and returns "
+                       "nothing (this one takes %u and returns %u)",
+                       f->param_count, f->result_count);
   }
   return HALI_OK;
 }
@@ -684,6 +804,7 @@ static hali_status_t verify_module(vctx_t *vp) {
                          e->name, e->exports[k].name, e->exports[k].function,
                          m->func_count);
   }
+  HALI_RETURN_IF_ERROR_PLAIN(hali_verify_globals(&v, false));
   hali_strmap_clear(v.names);
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];

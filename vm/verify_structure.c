@@ -222,6 +222,14 @@ static hali_status_t s_fixed(const vctx_t *v, const hali_op_info_t *info) {
         return hali_verr(v, "operand %u must be rodata of the module's %u", i,
                          v->m->rodata_count);
       break;
+    case HALI_ROLE_GLOBAL:
+      if (insn->operands[i].kind != HALI_IR_GLOBAL ||
+          insn->operands[i].v >= v->m->global_count ||
+          v->m->globals[insn->operands[i].v].type != HALI_TYPE_TENSOR)
+        return hali_verr(v, "operand %u must be a tensor global of the "
+                            "module's %u globals",
+                         i, v->m->global_count);
+      break;
     default:
       return hali_verr(v, "internal: operand %u of role '%c'", i, d->role);
     }
@@ -246,6 +254,24 @@ static hali_status_t s_tensor_insn(const vctx_t *v,
     if (hali_ir_xtype_dynamic_dims(s_shape(v, 0)))
       return hali_verr(v, "a constant's shape must be static");
     return HALI_OK;
+  case HALI_OP_TENSOR_GLOBAL_LOAD:
+  case HALI_OP_TENSOR_GLOBAL_STORE: {
+    bool load = insn->op == HALI_OP_TENSOR_GLOBAL_LOAD;
+    const hali_ir_global_t *g = &v->m->globals[insn->operands[load ? 1 : 0].v];
+    if (!hali_ir_xtype_equal(s_shape(v, load ? 0 : 1), &g->xtype))
+      return hali_verr(v, "the tensor's type is not global @%s's", g->name);
+    if (!load && !(g->flags & HALI_GLOBAL_MUTABLE) &&
+        !hali_ir_func_has_attr(v->f, HALI_ATTR_INITIALIZER))
+      return hali_verr(v,
+                       "stores immutable global @%s: only an initializer "
+                       "(attributes [\"initializer\"]) may store it; "
+                       "declare it 'mutable' to store it elsewhere",
+                       g->name);
+    if (!load && (g->flags & HALI_GLOBAL_PARAMETER))
+      return hali_verr(v, "stores parameter global @%s (its value is the "
+                          "archive's)", g->name);
+    return HALI_OK;
+  }
   case HALI_OP_TENSOR_CLONE:
   case HALI_OP_TENSOR_OVERWRITE:
     return s_same_shape(v, 0, 1,
@@ -274,6 +300,7 @@ static hali_status_t s_plain_insn(const vctx_t *v) {
     case HALI_IR_STRING: limit = m->string_count; what = "string"; break;
     case HALI_IR_FUNC: limit = m->func_count; what = "function"; break;
     case HALI_IR_RODATA: limit = m->rodata_count; what = "rodata"; break;
+    case HALI_IR_GLOBAL: limit = m->global_count; what = "global"; break;
     case HALI_IR_EXECUTABLE:
       limit = m->executable_count;
       what = "executable";
@@ -417,6 +444,19 @@ hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
             arg ? a : a - x->param_count));
       }
     }
+  }
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
+      HALI_RETURN_IF_ERROR_PLAIN(check_xtype(&v, &g->xtype, "global", i));
+  }
+  if (m->global_count) {
+    hali_strmap_t names = {0};
+    v.names = &names;
+    hali_status_t s = hali_verify_globals(&v, true);
+    hali_strmap_free(&names);
+    v.names = NULL;
+    if (s) return s;
   }
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];

@@ -72,12 +72,21 @@ hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
 }
 
 hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
-  if (st->depth >= st->max_depth)
+  /* A spawned fiber starts |depth_base| frames deep (fiber.c keeps it below
+   * max_depth), so a chain of spawns shares one limit. */
+  uint32_t max_depth = st->max_depth - st->depth_base;
+  if (st->depth >= max_depth) {
+    if (st->depth_base)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "call depth limit of %u exceeded (%u frames "
+                              "here, %u in the fibers that spawned this one)",
+                              st->max_depth, st->depth, st->depth_base);
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "call depth limit of %u exceeded", st->max_depth);
+  }
   if (st->depth == st->frame_capacity) {
     uint32_t cap = st->frame_capacity ? st->frame_capacity * 2 : 4;
-    if (cap > st->max_depth) cap = st->max_depth;
+    if (cap > max_depth) cap = max_depth;
     hali_vm_frame_t *f = hali_realloc(st->frames, cap * sizeof(*f));
     if (!f)
       return hali_status_annotate(hali_status_oom(), "growing the call stack");
@@ -90,8 +99,8 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
     if (st->depth) st->frames[st->depth].link = st->frames[st->depth - 1].link;
     st->link_depth = st->depth + 1;
   }
-  uint32_t limit = st->frame_capacity < st->max_depth ? st->frame_capacity
-                                                      : st->max_depth;
+  uint32_t limit = st->frame_capacity < max_depth ? st->frame_capacity
+                                                  : max_depth;
   st->frame_limit = limit < st->link_depth ? limit : st->link_depth;
   st->depth++;
   return HALI_OK;

@@ -83,6 +83,7 @@ typedef struct hali_module_s hali_module_t;
 typedef struct hali_context_s hali_context_t;
 typedef struct hali_function_s hali_function_t;
 typedef struct hali_invocation_s hali_invocation_t;
+typedef struct hali_parameters_s hali_parameters_t;
 /* HAL objects, shared with modules' !hal.buffer_view and !hal.fence. */
 typedef struct hali_hal_buffer_view_t hali_buffer_view_t;
 typedef struct hali_hal_fence_t hali_fence_t;
@@ -206,16 +207,26 @@ typedef struct hali_context_params_s {
    * RESOURCE_EXHAUSTED.  A context with a limit (or HAL tracing) runs on
    * a private device of the same kind and worker count. */
   uint64_t max_memory_bytes;
-  /* Maximum call depth of each invocation; 0 = the default (4096).
-   * Deeper calls fail with RESOURCE_EXHAUSTED. */
+  /* Maximum call depth of each invocation, counting every fiber it
+   * spawns from where it was spawned (a spawn is a call); 0 = the default
+   * (4096).  Deeper calls fail with RESOURCE_EXHAUSTED. */
   uint32_t max_call_depth;
   /* Instruction budget of each invocation; 0 = unlimited.  Running out
    * fails the invocation with RESOURCE_EXHAUSTED ("instruction budget
    * (fuel) of N exhausted").  A fiber the invocation spawns takes half of
-   * what its spawner has left, so the invocation and all it spawns share
-   * this one budget.  Independently of fuel, at most 65,536 fibers are live
-   * in a context; a spawn beyond that fails with RESOURCE_EXHAUSTED. */
+   * what its spawner has left, and its bytecode kernels draw from a pool
+   * it keeps at half of what it has left, so the invocation, all it spawns
+   * and all its kernels share this one budget.  Independently of fuel, at
+   * most 16,384 fibers of one invocation and 65,536 of a context are live
+   * at once; a spawn beyond that fails with RESOURCE_EXHAUSTED. */
   uint64_t fuel;
+  /* Wall-clock limit of each invocation, from its start; 0 = none.  Past
+   * it, the invocation and every fiber it spawned fail with
+   * DEADLINE_EXCEEDED (VM code at its next call or branch, an await at
+   * once, within ~5 ms), and its device work is abandoned: a bytecode
+   * kernel at its next branch, a native one at its next workgroup, queued
+   * work before it starts; their fences fail with DEADLINE_EXCEEDED. */
+  uint64_t max_duration_ns;
   /* Tracing: which events (0 = off) and where each line goes (NULL callback
    * = stderr).  |trace_user| is passed to the callback. */
   uint32_t trace_bits; /* hali_trace_bits_t */
@@ -234,6 +245,11 @@ typedef struct hali_context_params_s {
   FILE *trace_file;
   /* Buffer view elements shown in trace lines; 0 = the default (8). */
   size_t trace_max_values;
+  /* Weight files for the modules' `parameter "scope"::"key"` globals
+   * (hali_parameters_create); NULL = none.  Borrowed by the call: the
+   * context (and an instance, for its default_context_params) retains it,
+   * and from then on no file may be added to it. */
+  hali_parameters_t *parameters;
 } hali_context_params_t;
 
 /* No limits, no tracing. */
@@ -552,8 +568,10 @@ HALI_API hali_variant_type_t hali_function_result_type(
  * (doc/tracing.md, "Backtraces"); cancellation returns
  * CANCELLED; limits return RESOURCE_EXHAUSTED.  An await on a fence that
  * nothing in the context can signal is reported as a deadlock
- * (FAILED_PRECONDITION) — use hali_context_invoke_async for functions
- * that wait on fences the host signals.  The caller owns ref results. */
+ * (FAILED_PRECONDITION), also inside a function marked ["blocking"]
+ * (doc/fibers.md, "Blocking awaits") — use hali_context_invoke_async for
+ * functions that wait on fences the host signals.  The caller owns ref
+ * results. */
 HALI_API HALI_MUST_USE hali_status_t hali_context_invoke(
     hali_context_t *context, const hali_function_t *function,
     const hali_variant_t *args, size_t arg_count, hali_variant_t *results,
@@ -618,6 +636,65 @@ HALI_API void hali_invocation_cancel(hali_invocation_t *invocation);
 /* The host is done with it; a pending invocation still runs to the end
  * (or is cancelled when the context goes). */
 HALI_API void hali_invocation_release(hali_invocation_t *invocation);
+
+/* ======================================================================== */
+/* Parameters                                                                */
+/* ======================================================================== */
+
+/* Parameters are tensors kept in files beside a module (weights), named
+ * by scope and key (`global @w : tensor<64x32xf32> = parameter
+ * "model"::"w"`) and bound when a context is created with them
+ * (hali_context_params_t.parameters).  Formats: .safetensors (every tensor
+ * of the file, by its name) and .npy (one tensor, keyed by the file name
+ * without directory and extension).  Files are memory-mapped read-only;
+ * a tensor whose data is 64-byte aligned in the file is used in place,
+ * without a copy, others are copied once when the context is created.
+ * See doc/embedding.md "Parameters". */
+
+/* An empty, ref-counted set of parameter files; the caller owns it. */
+HALI_API HALI_MUST_USE hali_status_t hali_parameters_create(
+    hali_parameters_t **out_parameters);
+HALI_API void hali_parameters_retain(hali_parameters_t *parameters);
+HALI_API void hali_parameters_release(hali_parameters_t *parameters);
+
+/* Maps the file at |path| and adds its tensors under |scope| (repeatable:
+ * a scope may hold several files; "" is a scope too).  The whole index is
+ * checked now.  Errors: NOT_FOUND when the file cannot be opened;
+ * INVALID_ARGUMENT for an extension other than .safetensors and .npy, or
+ * a key already in |scope| from another file (naming both); DATA_LOSS for
+ * a corrupt or truncated file (naming it and, where there is one, the
+ * key); OUT_OF_RANGE for a tensor's bytes outside the file;
+ * FAILED_PRECONDITION once a context was created with |parameters|.  On
+ * error |parameters| is unchanged.  Not thread-safe: add every file
+ * before sharing the set. */
+HALI_API HALI_MUST_USE hali_status_t hali_parameters_add_file(
+    hali_parameters_t *parameters, const char *scope, const char *path);
+
+/* The number of files added so far (all scopes). */
+HALI_API size_t hali_parameters_file_count(
+    const hali_parameters_t *parameters);
+
+/* A .npy file's header: its element type, shape and where its data is.
+ * (hali's one .npy reader: parameter files and `hali run --input=@x.npy`
+ * use it.) */
+typedef struct hali_npy_info_s {
+  uint32_t element_type; /* a hali_element_type_t */
+  size_t rank;
+  int64_t shape[64];
+  size_t data_offset; /* of the data in the file */
+  size_t data_length; /* bytes: exactly what the shape needs */
+} hali_npy_info_t;
+
+/* Reads the header of the |size| bytes at |data| (a whole .npy file;
+ * |name| names it in errors): format 1.0 to 3.0, little-endian, C order.
+ * INVALID_ARGUMENT "NAME: not a valid .npy file: WHY" otherwise. */
+HALI_API HALI_MUST_USE hali_status_t hali_npy_parse(const void *data,
+                                                   size_t size,
+                                                   const char *name,
+                                                   hali_npy_info_t *out_info);
+/* The .npy descr code of element type |type| ("f4", "i1", "b1", "V2" for
+ * bf16), or NULL when numpy has none. */
+HALI_API const char *hali_npy_descr(uint32_t type);
 
 /* ======================================================================== */
 /* Buffer views                                                              */
