@@ -2,6 +2,7 @@
  * what `hali dump` prints, and waiting for a context's queued work. */
 #include "api/api_int.h"
 
+#include "base/checked.h"
 #include "base/strbuf.h"
 #include "loader/hbc.h"
 #include "vm/ir.h"
@@ -212,6 +213,79 @@ static void rodata(out_t *o, const hali_ir_module_t *m) {
                        (unsigned long long)total);
 }
 
+/* Bytes a tensor global of static shape holds; false when a dim is
+ * dynamic or the size overflows. */
+static bool tensor_bytes(const hali_ir_xtype_t *x, uint64_t *out) {
+  uint64_t n = hali_element_type_byte_size(x->element_type);
+  for (uint32_t d = 0; d < x->rank; ++d) {
+    if (x->dims[d] < 0) return false;
+    if (hali_mul_overflows_u64(n, (uint64_t)x->dims[d], &n)) return false;
+  }
+  *out = n;
+  return true;
+}
+
+static void globals(out_t *o, const hali_ir_module_t *m) {
+  uint64_t param_total = 0;
+  if (o->json) LIT(&o->sb, ",\n  \"globals\": [");
+  else if (m->global_count) hali_strbuf_printf(&o->sb, "globals:\n");
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    bool param = (g->flags & HALI_GLOBAL_PARAMETER) != 0;
+    bool is_mutable = (g->flags & HALI_GLOBAL_MUTABLE) != 0;
+    uint64_t bytes = 0;
+    bool sized = g->type == HALI_TYPE_TENSOR && tensor_bytes(&g->xtype, &bytes);
+    if (param && sized) param_total += bytes;
+    hali_strbuf_t ty = {0};
+    type_text(&ty, g->type, &g->xtype);
+    char *tys = hali_strbuf_take(&ty);
+    if (!tys) {
+      o->sb.oom = true;
+      return;
+    }
+    if (o->json) {
+      hali_strbuf_printf(&o->sb, "%s\n    {\"name\": ", i ? "," : "");
+      json_string(&o->sb, g->name);
+      LIT(&o->sb, ", \"type\": ");
+      json_string(&o->sb, tys);
+      hali_strbuf_printf(&o->sb, ", \"mutable\": %s, \"parameter\": ",
+                         is_mutable ? "true" : "false");
+      if (param) {
+        LIT(&o->sb, "{\"scope\": ");
+        json_string(&o->sb, g->param_scope);
+        LIT(&o->sb, ", \"key\": ");
+        json_string(&o->sb, g->param_key);
+        LIT(&o->sb, "}");
+      } else {
+        LIT(&o->sb, "null");
+      }
+      if (sized)
+        hali_strbuf_printf(&o->sb, ", \"bytes\": %llu}",
+                           (unsigned long long)bytes);
+      else
+        LIT(&o->sb, ", \"bytes\": null}");
+    } else {
+      hali_strbuf_printf(&o->sb, "  @%s : %s%s", g->name, tys,
+                         is_mutable ? " mutable" : "");
+      if (param)
+        hali_strbuf_printf(&o->sb, " = parameter \"%s\" :: \"%s\"",
+                           g->param_scope ? g->param_scope : "",
+                           g->param_key ? g->param_key : "");
+      if (sized)
+        hali_strbuf_printf(&o->sb, ", %llu bytes", (unsigned long long)bytes);
+      LIT(&o->sb, "\n");
+    }
+    hali_free(tys);
+  }
+  if (o->json)
+    hali_strbuf_printf(&o->sb, "%s],\n  \"parameter_bytes\": %llu",
+                       m->global_count ? "\n  " : "",
+                       (unsigned long long)param_total);
+  else if (param_total)
+    hali_strbuf_printf(&o->sb, "  parameters total %llu bytes\n",
+                       (unsigned long long)param_total);
+}
+
 /* The module as written: the bytes it was loaded from, read again without
  * the passes. */
 static hali_status_t read_as_written(const hali_module_t *module,
@@ -282,6 +356,7 @@ hali_status_t hali_module_describe(const hali_module_t *module,
   functions(&o, "functions", "functions after the load-time passes", m,
             false);
   functions(&o, "imports", "imports", m, true);
+  globals(&o, written);
   executables(&o, m);
   rodata(&o, m);
   if (o.json) LIT(&o.sb, "\n}\n");

@@ -2139,6 +2139,14 @@ START_TEST(cli_dump) {
   ck_assert_msg(run.rc == 0, "%s", run.err);
   write_file(tmp("dump.json"), run.out);
   ck_assert_msg(python_json_ok(tmp("dump.json")), "not JSON: %s", run.out);
+  /* Globals and the parameter references of the flagship (no weights
+   * are needed to describe it). */
+  hali("dump '%s'", example("mlp_tensor.hasm"));
+  ck_assert_msg(run.rc == 0, "%s", run.err);
+  ck_assert_ptr_nonnull(strstr(run.out,
+                               "globals:\n  @w1 : tensor<8192xf32> = "
+                               "parameter \"model\" :: \"w1\", 32768 bytes\n"));
+  ck_assert_ptr_nonnull(strstr(run.out, "  parameters total 38696 bytes\n"));
   hali("dump '%s'", tmp("missing.hasm"));
   EXPECT_ERROR("missing.hasm");
 }

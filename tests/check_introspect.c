@@ -120,6 +120,8 @@ START_TEST(describe_json) {
       "    {\"name\": \"f\", \"signature\": \"(%a: i64) -> (f64)\", "
       "\"arguments\": 1, \"results\": 1, \"tensor_level\": false}\n  ],\n"
       "  \"imports\": [],\n"
+      "  \"globals\": [],\n"
+      "  \"parameter_bytes\": 0,\n"
       "  \"executables\": [],\n"
       "  \"rodata\": [],\n"
       "  \"rodata_bytes\": 0\n"
@@ -150,6 +152,66 @@ START_TEST(generated_functions) {
                 HALI_STATUS_INVALID_ARGUMENT, "module");
   assert_status(hali_module_generated_functions(m, NULL, 3),
                 HALI_STATUS_INVALID_ARGUMENT, "out_generated");
+  hali_module_release(m);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* Globals as written: scalars with their initial value's presence,
+ * mutable ones, tensors with sizes, parameter references by scope and
+ * key. */
+static const char globals_text[] =
+    "module @g\n"
+    "global @step : i64 mutable = 0\n"
+    "global @cache : !hal.buffer mutable\n"
+    "global @kv : tensor<8x64xf32> mutable\n"
+    "global @w : tensor<64x32xf16> = parameter \"model\" :: \"layer0.weight\"\n"
+    "global @b : tensor<32xf32> = parameter \"\" :: \"b\"\n"
+    "func @f() -> i64 {\n"
+    "  %x = global.load.i64 @step\n"
+    "  return %x\n"
+    "}\n"
+    "func @t(%x: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "  return %x\n"
+    "}\n";
+
+START_TEST(describe_globals) {
+  hali_instance_t *in = NULL;
+  ck_ok(hali_instance_create(NULL, &in));
+  hali_module_t *m = load_text(in, globals_text, "g.hasm");
+  char *text = NULL;
+  ck_ok(hali_module_describe(m, HALI_DESCRIBE_TEXT, &text));
+  ck_assert_msg(strstr(text,
+                       "globals:\n"
+                       "  @step : i64 mutable\n"
+                       "  @cache : !hal.buffer mutable\n"
+                       "  @kv : tensor<8x64xf32> mutable, 2048 bytes\n"
+                       "  @w : tensor<64x32xf16> = parameter \"model\" :: "
+                       "\"layer0.weight\", 4096 bytes\n"
+                       "  @b : tensor<32xf32> = parameter \"\" :: \"b\", 128 "
+                       "bytes\n"
+                       "  parameters total 4224 bytes\n") != NULL,
+                "%s", text);
+  hali_free(text);
+  ck_ok(hali_module_describe(m, HALI_DESCRIBE_JSON, &text));
+  ck_assert_msg(
+      strstr(text,
+             "  \"globals\": [\n"
+             "    {\"name\": \"step\", \"type\": \"i64\", \"mutable\": true, "
+             "\"parameter\": null, \"bytes\": null},\n"
+             "    {\"name\": \"cache\", \"type\": \"!hal.buffer\", "
+             "\"mutable\": true, \"parameter\": null, \"bytes\": null},\n"
+             "    {\"name\": \"kv\", \"type\": \"tensor<8x64xf32>\", "
+             "\"mutable\": true, \"parameter\": null, \"bytes\": 2048},\n"
+             "    {\"name\": \"w\", \"type\": \"tensor<64x32xf16>\", "
+             "\"mutable\": false, \"parameter\": {\"scope\": \"model\", "
+             "\"key\": \"layer0.weight\"}, \"bytes\": 4096},\n"
+             "    {\"name\": \"b\", \"type\": \"tensor<32xf32>\", "
+             "\"mutable\": false, \"parameter\": {\"scope\": \"\", "
+             "\"key\": \"b\"}, \"bytes\": 128}\n"
+             "  ],\n  \"parameter_bytes\": 4224,\n") != NULL,
+      "%s", text);
+  hali_free(text);
   hali_module_release(m);
   hali_instance_release(in);
 }
@@ -243,6 +305,7 @@ int main(void) {
   tcase_add_test(tc, describe_text);
   tcase_add_test(tc, describe_json);
   tcase_add_test(tc, describe_errors);
+  tcase_add_test(tc, describe_globals);
   tcase_add_test(tc, generated_functions);
   suite_add_tcase(s, tc);
   tc = tcase_create("wait_idle");

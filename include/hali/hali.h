@@ -837,11 +837,13 @@ typedef enum hali_describe_format_e {
  * hali_free()): its name, file, format and version, size, whether it
  * carries debug info, every function with its signature as written
  * (tensor types included) and after the load-time passes (f$async forms
- * included), imports, executables with format, library, exports,
- * workgroup sizes and interface layouts, and rodata with sizes.  The JSON
- * keys: module, file, format, format_version, bytes, debug_info, source,
- * functions_as_written, functions, imports ([{name, signature, arguments,
- * results, ...}]), executables ([{name, format, library, exports:
+ * included), imports, globals as written (type, mutable, parameter scope
+ * and key, bytes of a static tensor), executables with format, library,
+ * exports, workgroup sizes and interface layouts, and rodata with sizes.
+ * The JSON keys: module, file, format, format_version, bytes, debug_info,
+ * source, functions_as_written, functions, imports ([{name, signature,
+ * arguments, results, ...}]), globals ([{name, type, mutable, parameter:
+ * {scope, key} or null, bytes}]), parameter_bytes, executables ([{name, format, library, exports:
  * [{name, signature, symbol, workgroup_size, bindings, constants}]}]),
  * rodata ([{name, kind, bytes}]), rodata_bytes. */
 HALI_API HALI_MUST_USE hali_status_t hali_module_describe(
