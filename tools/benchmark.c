@@ -247,18 +247,10 @@ int tool_benchmark(int argc, char **argv) {
   free(wall);
   free(cpu);
   free(results);
-  bool usage = s.usage_error;
-  tool_session_close(&s, st != HALI_OK);
   if (out != stdout && fclose(out) != 0 && !st)
     st = hali_status_make(HALI_STATUS_DATA_LOSS,
                           "--benchmark_out=%s: write failed", o.bench_out);
-  rc = TOOL_EXIT_OK;
-  if (st) {
-    tool_report(st);
-    rc = usage ? TOOL_EXIT_USAGE : TOOL_EXIT_FAILURE;
-  }
-  int sig = tool_signals_release();
-  if (sig) rc = 128 + sig;
+  rc = tool_session_end(&s, st, TOOL_EXIT_OK);
 done:
   tool_run_options_free(&o);
   tool_flags_free();

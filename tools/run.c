@@ -743,6 +743,17 @@ done:
   return st;
 }
 
+int tool_session_end(tool_session_t *s, hali_status_t st, int rc) {
+  bool usage = s->usage_error;
+  tool_session_close(s, st != HALI_OK);
+  if (st) {
+    tool_report(st);
+    rc = usage ? TOOL_EXIT_USAGE : TOOL_EXIT_FAILURE;
+  }
+  int sig = tool_signals_release();
+  return sig ? 128 + sig : rc;
+}
+
 void tool_session_close(tool_session_t *s, bool failed) {
   for (size_t i = 0; s->args && i < s->nargs; ++i)
     hali_variant_release(&s->args[i]);
@@ -934,14 +945,7 @@ int tool_run(int argc, char **argv) {
   for (size_t i = 0; results && i < s.nresults; ++i)
     hali_variant_release(&results[i]);
   free(results);
-  bool usage = s.usage_error;
-  tool_session_close(&s, st != HALI_OK);
-  if (st) {
-    tool_report(st);
-    rc = usage ? TOOL_EXIT_USAGE : TOOL_EXIT_FAILURE;
-  }
-  int sig = tool_signals_release();
-  if (sig) rc = 128 + sig;
+  rc = tool_session_end(&s, st, rc);
 done:
   tool_run_options_free(&o);
   tool_flags_free();

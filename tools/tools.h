@@ -78,6 +78,10 @@ HALI_MUST_USE hali_status_t tool_session_call(const run_options_t *o,
                                               tool_session_t *s,
                                               hali_variant_t *results);
 void tool_session_close(tool_session_t *s, bool failed);
+/* Closes |s| after a call that ended with |st| (consumed: reported on
+ * stderr) and returns the exit code: |rc| when all went well, 2 after a
+ * usage error, 1 after another failure, 128 + N after signal N. */
+int tool_session_end(tool_session_t *s, hali_status_t st, int rc);
 /* "@main(i32, !hal.buffer_view) -> (i32)" into |buf|. */
 void tool_function_signature(const hali_function_t *fn, char *buf, size_t n);
 
