@@ -76,16 +76,143 @@ void hali_s2h_fail_if(lw_t *w, uint32_t cond, const char *fmt, ...) {
                  hali_pref(HALI_IR_STRING, hali_ir_module_intern(w->m, msg, strlen(msg))));
 }
 
-static uint32_t fence_now(lw_t *w) {
-  if (w->cur == UINT32_MAX) {
-    w->cur = hali_pass_reg(w->f, HALI_TYPE_FENCE, "ready");
-    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(w->cur));
+/* ---- Fence wiring: which regions a region waits for. ---- */
+
+static void pairs_push(lw_t *w, hali_u32_pairs_t *p, uint32_t a, uint32_t b) {
+  if (p->n == p->cap) {
+    uint32_t cap = p->cap ? 2 * p->cap : 16;
+    void *v = realloc(p->v, (size_t)cap * sizeof(*p->v));
+    if (!v) {
+      w->pre.oom = true;
+      return;
+    }
+    p->v = v;
+    p->cap = cap;
   }
-  return w->cur;
+  p->v[p->n][0] = a;
+  p->v[p->n][1] = b;
+  p->n++;
+}
+/* Drops the pairs whose element |which| is |x|. */
+static void pairs_drop(hali_u32_pairs_t *p, uint32_t which, uint32_t x) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < p->n; ++k)
+    if (p->v[k][which] != x) {
+      p->v[n][0] = p->v[k][0];
+      p->v[n][1] = p->v[k][1];
+      n++;
+    }
+  p->n = n;
+}
+
+/* The fence everything in the function waits for: the last tensor.wait
+ * fence, or a null fence made here. */
+static uint32_t base_fence(lw_t *w) {
+  if (w->base == UINT32_MAX) {
+    w->base = hali_pass_reg(w->f, HALI_TYPE_FENCE, "ready");
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(w->base));
+  }
+  return w->base;
+}
+
+/* The storage key of tensor |r| (see lw_t). */
+static uint32_t skey(const lw_t *w, uint32_t r) {
+  uint32_t root = hali_s2h_root(w, r);
+  if (root < w->nregs && w->t[root].lifetime == LT_GLOBAL)
+    return w->nregs + w->t[root].global;
+  return root;
+}
+/* The open region reads (|write| false) or writes the storage of |key|. */
+static void touch_key(lw_t *w, uint32_t key, bool write) {
+  if (key >= w->nkeys) return;
+  if (!w->accw[key]) w->acc[w->nacc++] = key;
+  w->accw[key] |= write ? 2 : 1;
+}
+static void touch(lw_t *w, uint32_t r, bool write) {
+  touch_key(w, skey(w, r), write);
+}
+
+static void add_unique(uint32_t *v, uint32_t *n, uint32_t x) {
+  for (uint32_t k = 0; k < *n; ++k)
+    if (v[k] == x) return;
+  v[(*n)++] = x;
+}
+
+/* One fence signalled when all of |v| are: joins emitted into w->pre. */
+static uint32_t join_fences(lw_t *w, const uint32_t *v, uint32_t n) {
+  if (!n) return base_fence(w);
+  uint32_t j = v[0];
+  for (uint32_t k = 1; k < n; ++k) {
+    uint32_t r = hali_pass_reg(w->f, HALI_TYPE_FENCE, "join");
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3, hali_pr(r),
+                   hali_pr(j), hali_pr(v[k]));
+    j = r;
+  }
+  return j;
+}
+
+/* The fences the open region must wait for, into |deps| (room for
+ * nacc + rd.n + 1): the last writer of every storage it touches (RAW,
+ * WAW), every region that read what it writes since (WAR), and the base
+ * fence unless one of those already waited for it.  Returns the count. */
+static uint32_t region_deps(lw_t *w, uint32_t *deps) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < w->nacc; ++k) {
+    uint32_t key = w->acc[k];
+    if (w->wf[key] != UINT32_MAX) add_unique(deps, &n, w->wf[key]);
+    if (w->accw[key] & 2)
+      for (uint32_t j = 0; j < w->rd.n; ++j)
+        if (w->rd.v[j][0] == key) add_unique(deps, &n, w->rd.v[j][1]);
+  }
+  bool covered = false;
+  for (uint32_t k = 0; k < n && !covered; ++k)
+    for (uint32_t j = 0; j < w->fb.n; ++j)
+      if (w->fb.v[j][0] == deps[k] && w->fb.v[j][1] == w->base) {
+        covered = true;
+        break;
+      }
+  /* Without a tensor.wait the base is a null fence: nothing to add.  The
+   * base comes first (the join reads `%wait, ...`). */
+  if (!covered && !(w->base == UINT32_MAX && n)) {
+    uint32_t b = base_fence(w);
+    bool have = false;
+    for (uint32_t k = 0; k < n && !have; ++k) have = deps[k] == b;
+    if (!have) {
+      memmove(deps + 1, deps, n * sizeof(uint32_t));
+      deps[0] = b;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* After the region signalling |fence| was submitted waiting on |deps|. */
+static void region_done(lw_t *w, uint32_t fence, const uint32_t *deps,
+                        uint32_t ndeps) {
+  for (uint32_t k = 0; k < w->nacc; ++k) {
+    uint32_t key = w->acc[k];
+    if (w->accw[key] & 2) {
+      pairs_drop(&w->rd, 0, key);
+      w->wf[key] = fence;
+    } else {
+      pairs_push(w, &w->rd, key, fence);
+    }
+    w->accw[key] = 0;
+  }
+  w->nacc = 0;
+  for (uint32_t k = 0; k < ndeps; ++k) pairs_drop(&w->tips, 0, deps[k]);
+  if (w->base != UINT32_MAX) pairs_drop(&w->tips, 0, w->base);
+  pairs_push(w, &w->tips, fence, 0);
+  pairs_push(w, &w->fb, fence, w->base);
+  w->cur = fence;
 }
 
 /* Before recording a command of category |cat|. */
+static void close_region(lw_t *w, uint32_t signal);
+
+/* Before recording a command of category |cat|. */
 static void begin_cmd(lw_t *w, uint32_t cat) {
+  if (w->sealed) close_region(w, UINT32_MAX);
   if (!w->open) {
     w->open = true;
     w->cats = 0;
@@ -105,20 +232,51 @@ static void end_cmd(lw_t *w) {
 }
 
 /* Emits the pending setup, then the region (if any) signalling |signal|
- * (UINT32_MAX: a fresh fence). */
+ * (UINT32_MAX: a fresh fence).  The region waits for the join of its
+ * dependencies (region_deps); a |signal| (tensor.barrier) is signalled
+ * once every region of the function is done: by the region itself when
+ * every earlier one is behind it, else by an empty submission waiting on
+ * the join of the fences nothing waits for yet. */
 static void close_region(lw_t *w, uint32_t signal) {
   hali_s2h_pack(w);
-  if (w->open || signal != UINT32_MAX) fence_now(w);
-  hali_pass_splice(&w->out, &w->pre);
+  w->sealed = false;
   if (!w->open) {
     if (signal != UINT32_MAX) {
-      /* Nothing recorded: a submission without command buffers orders the
-       * signal after everything before it. */
+      uint32_t n = w->tips.n, j;
+      uint32_t *tips = malloc(((size_t)n + 1) * sizeof(uint32_t));
+      if (!tips) {
+        w->pre.oom = true;
+        return;
+      }
+      for (uint32_t k = 0; k < n; ++k) tips[k] = w->tips.v[k][0];
+      j = join_fences(w, tips, n);
+      free(tips);
+      hali_pass_splice(&w->out, &w->pre);
       hali_pass_emit(&w->out, w->line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 3,
-                     hali_pr(w->device), hali_pr(w->cur), hali_pr(signal));
+                     hali_pr(w->device), hali_pr(j), hali_pr(signal));
+      w->tips.n = 0;
+      pairs_push(w, &w->tips, signal, 0);
+      w->base = signal;
       w->cur = signal;
     }
+    hali_pass_splice(&w->out, &w->pre);
     return;
+  }
+  uint32_t *deps = malloc(((size_t)w->nacc + w->rd.n + 2) * sizeof(uint32_t));
+  if (!deps) {
+    w->pre.oom = true;
+    w->open = false;
+    return;
+  }
+  uint32_t ndeps = region_deps(w, deps);
+  uint32_t wait = join_fences(w, deps, ndeps);
+  /* Would this region be the only fence left for the signal to cover? */
+  bool last = true;
+  for (uint32_t k = 0; k < w->tips.n && last; ++k) {
+    uint32_t t = w->tips.v[k][0];
+    bool waited = t == w->base;
+    for (uint32_t j = 0; j < ndeps && !waited; ++j) waited = deps[j] == t;
+    last = waited;
   }
   uint32_t mode = hali_s2h_c32(w, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT),
            cats = hali_s2h_c32(w, w->cats);
@@ -129,16 +287,25 @@ static void close_region(lw_t *w, uint32_t signal) {
   hali_pass_splice(&w->out, &w->cmds);
   hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
                  hali_pr(w->cmd));
-  if (signal == UINT32_MAX) {
-    signal = hali_pass_reg(w->f, HALI_TYPE_FENCE, "timepoint");
+  uint32_t fence = signal;
+  if (signal == UINT32_MAX || !last) {
+    fence = hali_pass_reg(w->f, HALI_TYPE_FENCE, "timepoint");
     hali_pass_emit(&w->out, w->line, HALI_OP_HAL_FENCE_CREATE, 2,
-                   hali_pr(signal), hali_pr(w->device));
+                   hali_pr(fence), hali_pr(w->device));
   }
   hali_pass_emit(&w->out, w->line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 4,
-                 hali_pr(w->device), hali_pr(w->cur), hali_pr(signal),
+                 hali_pr(w->device), hali_pr(wait), hali_pr(fence),
                  hali_pr(w->cmd));
-  w->cur = signal;
+  region_done(w, fence, deps, ndeps);
+  free(deps);
   w->open = false;
+  if (signal != UINT32_MAX) {
+    if (fence != signal) close_region(w, signal); /* joins the tips */
+    w->tips.n = 0;
+    pairs_push(w, &w->tips, signal, 0);
+    w->base = signal;
+    w->cur = signal;
+  }
 }
 
 static void bind(lw_t *w, uint32_t slot, uint32_t r, uint32_t zero) {
@@ -218,9 +385,14 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   /* Bindings: tensor operands, then results. */
   uint32_t zero = hali_s2h_c64(w, 0), slot = 0;
   for (uint32_t k = 0; k < na; ++k)
-    if (w->f->reg_types[o[a0 + k].v] == HALI_TYPE_TENSOR)
+    if (w->f->reg_types[o[a0 + k].v] == HALI_TYPE_TENSOR) {
       bind(w, slot++, o[a0 + k].v, zero);
-  for (uint32_t k = 0; k < nr; ++k) bind(w, slot++, o[r0 + k].v, zero);
+      touch(w, o[a0 + k].v, false);
+    }
+  for (uint32_t k = 0; k < nr; ++k) {
+    bind(w, slot++, o[r0 + k].v, zero);
+    touch(w, o[r0 + k].v, true);
+  }
   /* Workgroup count: ceil(workload / workgroup size) per dimension,
    * missing dimensions 1.  A count is an i32 register, and the HAL takes at
    * most 2^31-1 per dimension (HALI_HAL_MAX_WORKGROUP_COUNT, doc/hal.md): a
@@ -309,10 +481,18 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   hali_ir_func_t *f = w->f;
   w->line = insn->line;
   HALI_RETURN_IF_ERROR_PLAIN(check_reads(w, insn, index));
+  /* A sealed `execute {}` region takes nothing more: closed before this
+   * op allocates (its slab must not hold this op's transients), unless
+   * the op records nothing (an export) or names the fence the region
+   * can signal directly (a barrier). */
+  if (w->sealed && insn->op != HALI_OP_TENSOR_BARRIER &&
+      insn->op != HALI_OP_TENSOR_EXPORT)
+    close_region(w, UINT32_MAX);
   switch (insn->op) {
   case HALI_OP_TENSOR_WAIT:
     close_region(w, UINT32_MAX);
-    w->cur = o[0].v;
+    w->base = o[0].v;
+    pairs_push(w, &w->tips, o[0].v, 0);
     return HALI_OK;
   case HALI_OP_TENSOR_BARRIER:
     close_region(w, o[0].v);
@@ -331,7 +511,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       w->concurrent = false;
       w->pending_barrier = w->open && w->any_cmd;
     } else {
-      close_region(w, UINT32_MAX);
+      w->sealed = w->open; /* closed by what comes next (close_region) */
     }
     return HALI_OK;
   case HALI_OP_TENSOR_IMPORT: {
@@ -377,6 +557,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                      hali_pr(w->cmd), hali_pr(storage), hali_pr(zero),
                      hali_pr(out), hali_pr(zero),
                      hali_pr(w->t[storage].size));
+      touch(w, storage, false);
       end_cmd(w);
       storage = out;
     }
@@ -411,19 +592,14 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
         hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
                        hali_pr(w->pool),
                        hali_pref(HALI_IR_GLOBAL, w->pool_global));
-        uint32_t ready = hali_pass_reg(f, HALI_TYPE_FENCE, "constants.ready");
+        w->pool_fence = hali_pass_reg(f, HALI_TYPE_FENCE, "constants.ready");
         hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
-                       hali_pr(ready),
+                       hali_pr(w->pool_fence),
                        hali_pref(HALI_IR_GLOBAL, w->pool_ready));
-        if (w->cur == UINT32_MAX) {
-          w->cur = ready;
-        } else {
-          uint32_t j = hali_pass_reg(f, HALI_TYPE_FENCE, "after.constants");
-          hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3,
-                         hali_pr(j), hali_pr(w->cur), hali_pr(ready));
-          w->cur = j;
-        }
       }
+      /* Its bytes are written by the pool's upload. */
+      uint32_t key = skey(w, r);
+      if (key < w->nkeys) w->wf[key] = w->pool_fence;
       uint32_t off = hali_s2h_c64(w, (int64_t)w->pool_offset[o[1].v]);
       hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_SUBSPAN, 4,
                      hali_pr(r), hali_pr(w->pool), hali_pr(off),
@@ -437,6 +613,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pr(w->cmd), hali_pref(HALI_IR_RODATA, o[1].v),
                    hali_pr(zero), hali_pr(hali_s2h_root(w, r)), hali_pr(zero),
                    hali_pr(w->t[r].size));
+    touch(w, r, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -475,6 +652,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
                    hali_pr(w->cmd), hali_pr(hali_s2h_root(w, r)), hali_pr(zero),
                    hali_pr(w->t[r].size), hali_pr(pat), hali_pr(plen));
+    touch(w, r, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -493,6 +671,8 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pr(w->cmd), hali_pr(hali_s2h_root(w, s)), hali_pr(zero),
                    hali_pr(hali_s2h_root(w, r)), hali_pr(zero),
                    hali_pr(w->t[r].size));
+    touch(w, s, false);
+    touch(w, r, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -506,6 +686,8 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pr(w->cmd), hali_pr(hali_s2h_root(w, v)), hali_pr(zero),
                    hali_pr(hali_s2h_root(w, a)), hali_pr(zero),
                    hali_pr(w->t[v].size));
+    touch(w, v, false);
+    touch(w, a, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -522,15 +704,8 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                                 hali_s2h_rname(w, r));
     hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(gf),
                    hali_pref(HALI_IR_GLOBAL, w->ready[g]));
-    if (w->cur == UINT32_MAX) {
-      w->cur = gf;
-    } else {
-      uint32_t j = hali_pass_reg(f, HALI_TYPE_FENCE, "after.%s",
-                                 hali_s2h_rname(w, r));
-      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3, hali_pr(j),
-                     hali_pr(w->cur), hali_pr(gf));
-      w->cur = j;
-    }
+    /* Its bytes are those of the global's last store. */
+    w->wf[w->nregs + g] = gf;
     return HALI_OK;
   }
   case HALI_OP_TENSOR_GLOBAL_STORE: {
@@ -564,8 +739,10 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
                      hali_pr(w->cmd), hali_pr(gb), hali_pr(zero), hali_pr(r),
                      hali_pr(zero), hali_pr(t->size));
+      touch_key(w, w->nregs + g, false);
       end_cmd(w);
       t->lifetime = LT_RETURNED;
+      touch(w, r, true);
     }
     if (!(w->t[rv].lifetime == LT_GLOBAL && w->t[rv].global == g)) {
       uint32_t gb = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.storage",
@@ -577,12 +754,26 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
                      hali_pr(w->cmd), hali_pr(rv), hali_pr(zero), hali_pr(gb),
                      hali_pr(zero), hali_pr(w->t[v].size));
+      if (w->wf[w->nregs + g] == UINT32_MAX) {
+        /* Not loaded here: the copy also waits for the last store's
+         * work (of an earlier call). */
+        uint32_t gf = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.ready",
+                                    w->m->globals[g].name);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
+                       hali_pr(gf), hali_pref(HALI_IR_GLOBAL, w->ready[g]));
+        w->wf[w->nregs + g] = gf;
+      }
+      touch(w, v, false);
+      touch_key(w, w->nregs + g, true);
       end_cmd(w);
     }
-    fence_now(w);
     close_region(w, UINT32_MAX);
+    /* The global's timepoint: the work that last wrote its storage. */
+    uint32_t ready = w->wf[w->nregs + g];
+    if (ready == UINT32_MAX) ready = base_fence(w);
+    hali_pass_splice(&w->out, &w->pre);
     hali_pass_emit(&w->out, w->line, HALI_OP_GLOBAL_STORE_REF, 2,
-                   hali_pref(HALI_IR_GLOBAL, w->ready[g]), hali_pr(w->cur));
+                   hali_pref(HALI_IR_GLOBAL, w->ready[g]), hali_pr(ready));
     return HALI_OK;
   }
   case HALI_OP_TENSOR_DISPATCH:
@@ -628,13 +819,23 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   w.t = calloc(f->reg_count + 1, sizeof(tinfo_t));
   w.exes = malloc((m->executable_count + 1) * sizeof(uint32_t));
   w.pending = malloc(2 * (f->reg_count + 1) * sizeof(uint32_t));
-  if (!w.t || !w.exes || !w.pending) {
+  w.base = UINT32_MAX;
+  w.pool_fence = UINT32_MAX;
+  w.nkeys = f->reg_count + m->global_count;
+  w.wf = malloc(((size_t)w.nkeys + 1) * sizeof(uint32_t));
+  w.acc = malloc(((size_t)w.nkeys + 1) * sizeof(uint32_t));
+  w.accw = calloc((size_t)w.nkeys + 1, 1);
+  if (!w.t || !w.exes || !w.pending || !w.wf || !w.acc || !w.accw) {
     free(w.t);
     free(w.exes);
     free(w.pending);
+    free(w.wf);
+    free(w.acc);
+    free(w.accw);
     free(wp);
     return hali_status_oom();
   }
+  for (uint32_t k = 0; k < w.nkeys; ++k) w.wf[k] = UINT32_MAX;
   hali_status_t s = hali_s2h_analyse(&w);
   if (!s) hali_s2h_liveness(&w);
   /* Prologue: the device, its allocator and the executables used. */
@@ -719,6 +920,12 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   free(w.t);
   free(w.exes);
   free(w.pending);
+  free(w.wf);
+  free(w.acc);
+  free(w.accw);
+  free(w.rd.v);
+  free(w.tips.v);
+  free(w.fb.v);
 #undef w
   free(wp);
   return s;
