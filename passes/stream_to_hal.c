@@ -787,6 +787,209 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   }
 }
 
+/* Does a tensor register other than the results of the call at |index|
+ * whose storage is |root| get read after it? */
+static bool root_read_after(const lw_t *w, const hali_ir_block_t *blk,
+                            uint32_t index, uint32_t root) {
+  for (uint32_t i = index + 1; i < blk->insn_count; ++i) {
+    const hali_ir_insn_t *insn = &blk->insns[i];
+    for (uint32_t k = 0; k < insn->operand_count; ++k) {
+      const hali_ir_operand_t *o = &insn->operands[k];
+      if (o->kind != HALI_IR_REG || o->v >= w->nregs ||
+          w->f->reg_types[o->v] != HALI_TYPE_TENSOR ||
+          hali_ir_operand_is_write(insn, k))
+        continue;
+      bool result = false;
+      const hali_ir_insn_t *call = &blk->insns[index];
+      for (uint32_t j = 1 + call->aux; j < call->operand_count && !result; ++j)
+        result = call->operands[j].v == o->v;
+      if (!result && hali_s2h_root(w, o->v) == root) return true;
+    }
+  }
+  return false;
+}
+
+/* The parameter whose import defines tensor |r|, or UINT32_MAX. */
+static uint32_t imported_param(const lw_t *w, const hali_ir_block_t *blk,
+                               uint32_t r) {
+  for (uint32_t i = 0; i < blk->insn_count; ++i)
+    if (blk->insns[i].op == HALI_OP_TENSOR_IMPORT &&
+        blk->insns[i].operands[0].v == r)
+      return blk->insns[i].operands[1].v;
+  return UINT32_MAX;
+}
+
+/* `call @c$async(args...)` between tensor-level functions (left so by
+ * func-conversion): the pending region is submitted, each tensor argument
+ * passes as a view of its storage, the call waits for the join of the
+ * regions that wrote those arguments (and, for a mutable parameter, that
+ * read it since) and signals a fresh fence, which the results' storage is
+ * then written behind: no host wait.  Scalars widen to the ABI's types and
+ * results narrow back. */
+static hali_status_t lower_call(lw_t *w, const hali_ir_block_t *blk,
+                                const hali_ir_insn_t *insn, uint32_t index) {
+  hali_ir_func_t *f = w->f;
+  const hali_ir_operand_t *o = insn->operands;
+  uint32_t ci = o[0].v;
+  const hali_ir_func_t *c = &w->m->funcs[ci];
+  uint32_t na = insn->aux, nr = insn->operand_count - 1 - na;
+  char rn[64];
+  w->line = insn->line;
+  if (w->concurrent)
+    return hali_pass_error(PASS, w->m, f, insn, index,
+                           "a call of @%.*s inside concurrent {}: a call "
+                           "is submitted on its own, after the ops before it",
+                           (int)(strlen(c->name) - 6), c->name);
+  for (uint32_t k = 0; k < na; ++k) {
+    uint32_t a = o[1 + k].v;
+    if (o[1 + k].kind != HALI_IR_REG || f->reg_types[a] != HALI_TYPE_TENSOR)
+      continue;
+    if (!w->t[a].defined)
+      return hali_pass_error(PASS, w->m, f, insn, index,
+                             "tensor %s is read before it is written",
+                             hali_ir_reg_name(f, a, rn, sizeof(rn)));
+    bool mut = c->param_flags && (c->param_flags[k] & HALI_PARAM_MUTABLE);
+    if (!mut) continue;
+    /* The callee writes a mutable argument in place: it must be this
+     * function's to give away (value semantics). */
+    uint32_t root = hali_s2h_root(w, a);
+    const tinfo_t *t = &w->t[root];
+    uint32_t p = t->lifetime == LT_IMPORTED ? imported_param(w, blk, root)
+                                            : UINT32_MAX;
+    bool owned = t->lifetime == LT_TRANSIENT || t->lifetime == LT_RETURNED ||
+                 (p != UINT32_MAX && f->param_flags &&
+                  (f->param_flags[p] & HALI_PARAM_MUTABLE));
+    if (!owned || root_read_after(w, blk, index, root))
+      return hali_pass_error(
+          PASS, w->m, f, insn, index,
+          "argument %u (%s) of @%.*s is a mutable parameter, which the "
+          "callee writes in place, but %s is %s: pass a copy (tensor.clone)",
+          k, hali_ir_reg_name(f, a, rn, sizeof(rn)),
+          (int)(strlen(c->name) - 6), c->name, rn,
+          !owned ? (t->lifetime == LT_CONSTANT ? "a constant"
+                    : t->lifetime == LT_GLOBAL ? "a tensor global's value"
+                    : p != UINT32_MAX          ? "an immutable argument"
+                    : t->lifetime == LT_IMPORTED
+                        ? "the result of a call (which may be an argument "
+                          "passed through)"
+                        : "not owned here")
+                 : "read after the call");
+  }
+  close_region(w, UINT32_MAX);
+  /* Arguments. */
+  uint32_t *args = malloc(((size_t)na + nr + 3) * sizeof(uint32_t));
+  if (!args) return hali_status_oom();
+  uint32_t enc = UINT32_MAX;
+  for (uint32_t k = 0; k < na; ++k) {
+    uint32_t a = o[1 + k].v;
+    hali_type_t t = f->reg_types[a];
+    if (t == HALI_TYPE_TENSOR) {
+      bool mut = c->param_flags && (c->param_flags[k] & HALI_PARAM_MUTABLE);
+      const hali_ir_xtype_t *x = &f->reg_xtypes[a];
+      if (enc == UINT32_MAX) enc = hali_s2h_c32(w, 1);
+      uint32_t et = hali_s2h_c32(w, (int32_t)x->element_type);
+      args[k] = hali_pass_reg(f, HALI_TYPE_BUFFER_VIEW, "%s.arg",
+                              hali_s2h_rname(w, a));
+      hali_ir_insn_t *vc = hali_pass_emit_open(
+          &w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + x->rank, 4,
+          hali_pr(args[k]), hali_pr(hali_s2h_root(w, a)), hali_pr(et),
+          hali_pr(enc));
+      for (uint32_t d = 0; d < x->rank; ++d)
+        hali_pass_set_operand(&w->pre, vc, 4 + d, hali_pr(w->t[a].dims[d]));
+      touch(w, a, mut);
+    } else if (t == HALI_TYPE_I32 || t == HALI_TYPE_F32) {
+      args[k] = hali_pass_reg(f, t == HALI_TYPE_I32 ? HALI_TYPE_I64 : HALI_TYPE_F64,
+                              "%s.abi", hali_s2h_rname(w, a));
+      hali_pass_emit(&w->pre, w->line,
+                     t == HALI_TYPE_I32 ? HALI_OP_EXT_S_I32_I64 : HALI_OP_FPEXT_F32_F64,
+                     2, hali_pr(args[k]), hali_pr(a));
+    } else {
+      args[k] = a; /* index (i64 once lowered) and ABI-typed values */
+    }
+  }
+  uint32_t *deps = malloc(((size_t)w->nacc + w->rd.n + 2) * sizeof(uint32_t));
+  if (!deps) {
+    free(args);
+    return hali_status_oom();
+  }
+  /* The call reads (and may write) its arguments' storage: a region of
+   * its own for the fence wiring. */
+  uint32_t nd = region_deps(w, deps);
+  uint32_t wait = join_fences(w, deps, nd);
+  uint32_t signal = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.done", c->name);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(signal),
+                 hali_pr(w->device));
+  hali_pass_splice(&w->out, &w->pre);
+  /* Results: views for tensors, ABI types for scalars. */
+  uint32_t *res = args + na;
+  for (uint32_t k = 0; k < nr; ++k) {
+    uint32_t r = o[1 + na + k].v;
+    hali_type_t t = f->reg_types[r];
+    if (t == HALI_TYPE_TENSOR)
+      res[k] = hali_pass_reg(f, HALI_TYPE_BUFFER_VIEW, "%s.view",
+                             hali_s2h_rname(w, r));
+    else if (t == HALI_TYPE_I32 || t == HALI_TYPE_F32)
+      res[k] = hali_pass_reg(f, t == HALI_TYPE_I32 ? HALI_TYPE_I64 : HALI_TYPE_F64,
+                             "%s.abi", hali_s2h_rname(w, r));
+    else
+      res[k] = r;
+  }
+  hali_ir_insn_t *call = hali_pass_emit_open(
+      &w->out, w->line, HALI_OP_CALL, 3 + na + nr, 1, hali_pref(HALI_IR_FUNC, ci));
+  if (call) call->aux = (uint16_t)(na + 2);
+  for (uint32_t k = 0; k < na; ++k)
+    hali_pass_set_operand(&w->out, call, 1 + k, hali_pr(args[k]));
+  hali_pass_set_operand(&w->out, call, 1 + na, hali_pr(wait));
+  hali_pass_set_operand(&w->out, call, 2 + na, hali_pr(signal));
+  for (uint32_t k = 0; k < nr; ++k)
+    hali_pass_set_operand(&w->out, call, 3 + na + k, hali_pr(res[k]));
+  hali_status_t s = HALI_OK;
+  for (uint32_t k = 0; k < nr && !s; ++k) {
+    uint32_t r = o[1 + na + k].v;
+    hali_type_t t = f->reg_types[r];
+    if (t == HALI_TYPE_I32 || t == HALI_TYPE_F32) {
+      hali_pass_emit(&w->out, w->line,
+                     t == HALI_TYPE_I32 ? HALI_OP_TRUNC_I64_I32 : HALI_OP_FPTRUNC_F64_F32,
+                     2, hali_pr(r), hali_pr(res[k]));
+      continue;
+    }
+    if (t != HALI_TYPE_TENSOR) continue;
+    const hali_ir_xtype_t *x = &f->reg_xtypes[r];
+    hali_ir_operand_t dyn[HALI_HAL_MAX_RANK];
+    uint32_t ndyn = 0;
+    if (w->t[r].lifetime == LT_ALIAS) {
+      /* Tied: the argument's storage and shape. */
+      uint32_t a = w->t[r].alias;
+      for (uint32_t d = 0; d < x->rank; ++d)
+        if (x->dims[d] < 0) dyn[ndyn++] = hali_pr(w->t[a].dims[d]);
+    } else {
+      hali_pass_emit(&w->out, w->line, HALI_OP_HAL_BUFFER_VIEW_BUFFER, 2,
+                     hali_pr(r), hali_pr(res[k]));
+      for (uint32_t d = 0; d < x->rank; ++d) {
+        if (x->dims[d] >= 0) continue;
+        uint32_t dr = hali_pass_reg(f, HALI_TYPE_I64, "%s.dim%u",
+                                    hali_s2h_rname(w, r), d);
+        uint32_t di = hali_s2h_c32(w, d);
+        hali_pass_splice(&w->out, &w->pre);
+        hali_pass_emit(&w->out, w->line, HALI_OP_HAL_BUFFER_VIEW_DIM, 3,
+                       hali_pr(dr), hali_pr(res[k]), hali_pr(di));
+        dyn[ndyn++] = hali_pr(dr);
+      }
+    }
+    hali_s2h_set_shape(w, r, dyn, false);
+    if (w->err) {
+      s = w->err;
+      w->err = HALI_OK;
+    }
+    w->t[r].defined = true;
+    touch(w, r, true);
+  }
+  region_done(w, signal, deps, nd);
+  free(deps);
+  free(args);
+  return s;
+}
+
 typedef struct {
   const uint32_t *ready;
   const uint64_t *pool_offset; /* NULL: no pool */
@@ -868,6 +1071,14 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
       w.index = i;
       if (hali_op_info(insn->op)->flags & HALI_OPF_TENSOR) {
         s = lower_insn(&w, insn, i);
+        if (!s && w.err) {
+          s = w.err;
+          w.err = HALI_OK;
+        }
+        continue;
+      }
+      if (hali_pass_is_tensor_call(m, insn)) {
+        s = lower_call(&w, blk, insn, i);
         if (!s && w.err) {
           s = w.err;
           w.err = HALI_OK;
