@@ -1202,7 +1202,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                    hali_pr(alloc), hali_pr(mem), hali_pr(use), hali_pr(size));
     hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
                    hali_pref(HALI_IR_GLOBAL, g), hali_pr(buf));
-    if (bytes % 4 == 0 && bytes) {
+    if (bytes) {
       /* Zeroed on the queue: the first load waits for it by fence. */
       uint32_t mode = hali_pass_reg(f, HALI_TYPE_I32, "one_shot");
       uint32_t cats = hali_pass_reg(f, HALI_TYPE_I32, "transfer");
@@ -1215,7 +1215,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                      hali_pr(cats));
       hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
                      hali_pr(cmd), hali_pr(buf), hali_pr(zero), hali_pr(size),
-                     hali_pr(zero32), hali_pr(four));
+                     hali_pr(zero32), hali_pr(one));
       hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
                      hali_pr(cmd));
       hali_pass_emit(&l, line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(done),
@@ -1286,7 +1286,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                    hali_pref(HALI_IR_GLOBAL, ms->pool_ready), hali_pr(done));
   }
   hali_pass_emit(&l, line, HALI_OP_RETURN, 0);
-  (void)one;
+  (void)four;
   hali_ir_block_t *blk = hali_ir_func_add_block(f, "entry", 5);
   if (l.oom || !blk) {
     hali_pass_list_free(&l);
