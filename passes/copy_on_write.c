@@ -159,6 +159,10 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
     case HALI_OP_TENSOR_CLONE:
       join(c, o[0].v, o[0].v, i);
       break;
+    case HALI_OP_TENSOR_RESHAPE: /* the same storage */
+      if (o[0].v < c->n && o[1].v < c->n && c->root[o[1].v] != UINT32_MAX)
+        join(c, o[0].v, c->root[o[1].v], i);
+      break;
     case HALI_OP_CALL: {
       /* A tensor call's results: the callee's returned storage, which may
        * be an argument passed through, so read-only here (a tie to one

@@ -349,6 +349,10 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
       switch (insn->op) {
       case HALI_OP_TENSOR_IMPORT: w->t[o[0].v].lifetime = LT_IMPORTED; break;
       case HALI_OP_TENSOR_CONSTANT: w->t[o[0].v].lifetime = LT_CONSTANT; break;
+      case HALI_OP_TENSOR_RESHAPE: /* the same bytes */
+        w->t[o[0].v].lifetime = LT_ALIAS;
+        w->t[o[0].v].alias = o[1].v;
+        break;
       case HALI_OP_TENSOR_GLOBAL_LOAD:
         w->t[o[0].v].lifetime = LT_GLOBAL;
         w->t[o[0].v].global = o[1].v;

@@ -776,6 +776,68 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pref(HALI_IR_GLOBAL, w->ready[g]), hali_pr(ready));
     return HALI_OK;
   }
+  case HALI_OP_TENSOR_DIM:
+  case HALI_OP_TENSOR_NUMEL: {
+    /* Host arithmetic on the shape registers: into the open region's
+     * setup, else straight into the output (host code after it reads it). */
+    uint32_t d = o[0].v, t = o[1].v;
+    hali_insn_list_t *to = &w->pre;
+    if (!w->open) {
+      hali_pass_splice(&w->out, &w->pre);
+      to = &w->out;
+    }
+    if (insn->op == HALI_OP_TENSOR_DIM) {
+      hali_pass_emit(to, w->line, HALI_OP_MOV_I64, 2, hali_pr(d),
+                     hali_pr(w->t[t].dims[o[2].imm]));
+      return HALI_OK;
+    }
+    /* The product of the dims (it fits: the byte size was checked). */
+    uint32_t rank = f->reg_xtypes[t].rank;
+    if (!rank) {
+      uint32_t one = hali_s2h_c64(w, 1);
+      if (!w->open) hali_pass_splice(&w->out, &w->pre);
+      hali_pass_emit(to, w->line, HALI_OP_MOV_I64, 2, hali_pr(d), hali_pr(one));
+      return HALI_OK;
+    }
+    hali_pass_emit(to, w->line, HALI_OP_MOV_I64, 2, hali_pr(d),
+                   hali_pr(w->t[t].dims[0]));
+    for (uint32_t k = 1; k < rank; ++k)
+      hali_pass_emit(to, w->line, HALI_OP_MUL_I64, 3, hali_pr(d), hali_pr(d),
+                     hali_pr(w->t[t].dims[k]));
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_RESHAPE: {
+    /* No work: the result is the operand's storage in a new shape; the
+     * byte sizes (same element type) must agree, checked at run time when
+     * a shape is dynamic (the assembler checks static ones). */
+    uint32_t r = o[0].v, src = o[1].v;
+    SET_SHAPE(w, r, &o[2], true);
+    w->t[r].defined = true;
+    if (w->t[r].static_bytes >= 0 && w->t[src].static_bytes >= 0) {
+      if (w->t[r].static_bytes != w->t[src].static_bytes)
+        return hali_pass_error(PASS, w->m, f, insn, index,
+                               "tensor.reshape: %lld bytes into %lld",
+                               (long long)w->t[src].static_bytes,
+                               (long long)w->t[r].static_bytes);
+      return HALI_OK;
+    }
+    hali_strbuf_t sb = {0};
+    char rn[64];
+    hali_strbuf_printf(&sb, "tensor.reshape of %s (",
+                       hali_ir_reg_name(f, src, rn, sizeof(rn)));
+    hali_ir_xtype_print(&sb, &f->reg_xtypes[src]);
+    hali_strbuf_append(&sb, ") into ", 7);
+    hali_ir_xtype_print(&sb, &f->reg_xtypes[r]);
+    char *ts = hali_strbuf_take(&sb);
+    uint32_t ne = hali_pass_reg(f, HALI_TYPE_I32, "%s.reshape_mismatch",
+                                hali_s2h_rname(w, r));
+    hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(ne),
+                   hali_pr(w->t[r].size), hali_pr(w->t[src].size));
+    hali_s2h_fail_if(w, ne, "%s: the element counts differ",
+                     ts ? ts : "tensor.reshape");
+    free(ts);
+    return HALI_OK;
+  }
   case HALI_OP_TENSOR_DISPATCH:
     if (o[HALI_TD_BINDINGS].imm < 0)
       return hali_pass_error(PASS, w->m, f, insn, index,
