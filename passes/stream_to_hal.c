@@ -947,16 +947,18 @@ static hali_status_t lower_call(lw_t *w, const hali_ir_block_t *blk,
     hali_type_t t = f->reg_types[a];
     if (t == HALI_TYPE_TENSOR) {
       bool mut = c->param_flags && (c->param_flags[k] & HALI_PARAM_MUTABLE);
-      const hali_ir_xtype_t *x = &f->reg_xtypes[a];
+      /* (Adding registers may move reg_xtypes: read it first.) */
+      uint32_t rank = f->reg_xtypes[a].rank;
+      int32_t etype = (int32_t)f->reg_xtypes[a].element_type;
       if (enc == UINT32_MAX) enc = hali_s2h_c32(w, 1);
-      uint32_t et = hali_s2h_c32(w, (int32_t)x->element_type);
+      uint32_t et = hali_s2h_c32(w, etype);
       args[k] = hali_pass_reg(f, HALI_TYPE_BUFFER_VIEW, "%s.arg",
                               hali_s2h_rname(w, a));
       hali_ir_insn_t *vc = hali_pass_emit_open(
-          &w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + x->rank, 4,
+          &w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + rank, 4,
           hali_pr(args[k]), hali_pr(hali_s2h_root(w, a)), hali_pr(et),
           hali_pr(enc));
-      for (uint32_t d = 0; d < x->rank; ++d)
+      for (uint32_t d = 0; d < rank; ++d)
         hali_pass_set_operand(&w->pre, vc, 4 + d, hali_pr(w->t[a].dims[d]));
       touch(w, a, mut);
     } else if (t == HALI_TYPE_I32 || t == HALI_TYPE_F32) {
@@ -1016,19 +1018,24 @@ static hali_status_t lower_call(lw_t *w, const hali_ir_block_t *blk,
       continue;
     }
     if (t != HALI_TYPE_TENSOR) continue;
-    const hali_ir_xtype_t *x = &f->reg_xtypes[r];
+    /* The static dims, copied (adding registers may move reg_xtypes). */
+    uint32_t rank = f->reg_xtypes[r].rank;
+    int64_t xd[HALI_HAL_MAX_RANK];
+    for (uint32_t d = 0; d < rank && d < HALI_HAL_MAX_RANK; ++d)
+      xd[d] = f->reg_xtypes[r].dims[d];
+    if (rank > HALI_HAL_MAX_RANK) rank = HALI_HAL_MAX_RANK;
     hali_ir_operand_t dyn[HALI_HAL_MAX_RANK];
     uint32_t ndyn = 0;
     if (w->t[r].lifetime == LT_ALIAS) {
       /* Tied: the argument's storage and shape. */
       uint32_t a = w->t[r].alias;
-      for (uint32_t d = 0; d < x->rank; ++d)
-        if (x->dims[d] < 0) dyn[ndyn++] = hali_pr(w->t[a].dims[d]);
+      for (uint32_t d = 0; d < rank; ++d)
+        if (xd[d] < 0) dyn[ndyn++] = hali_pr(w->t[a].dims[d]);
     } else {
       hali_pass_emit(&w->out, w->line, HALI_OP_HAL_BUFFER_VIEW_BUFFER, 2,
                      hali_pr(r), hali_pr(res[k]));
-      for (uint32_t d = 0; d < x->rank; ++d) {
-        if (x->dims[d] >= 0) continue;
+      for (uint32_t d = 0; d < rank; ++d) {
+        if (xd[d] >= 0) continue;
         uint32_t dr = hali_pass_reg(f, HALI_TYPE_I64, "%s.dim%u",
                                     hali_s2h_rname(w, r), d);
         uint32_t di = hali_s2h_c32(w, d);
