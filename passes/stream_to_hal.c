@@ -400,12 +400,75 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
    * static, OUT_OF_RANGE at run time when dynamic), never a truncation.
    * The product x*y*z is the HAL's to check. */
   uint32_t count[3];
+  /* A workload of more than 3 dimensions: dimensions 2, 3, ... fold into
+   * one (their product, each one and the product at most 2^31-1), which
+   * the Z count then covers; the kernel recovers them from its Z id with
+   * the extents it is given (unlike the seed's remapping, which its own
+   * TODO calls wrong, this keeps X and Y as they are). */
+  hali_ir_operand_t z = nw > 2 ? o[w0 + 2] : hali_pk(1);
+  if (nw > 3) {
+    bool all_static = true;
+    for (uint32_t k = 2; k < nw; ++k) all_static &= o[w0 + k].kind == HALI_IR_IMM;
+    if (all_static) {
+      int64_t prod = 1;
+      for (uint32_t k = 2; k < nw; ++k) {
+        int64_t v = o[w0 + k].imm;
+        if (v < 0 || (v && prod > MAX_WORKGROUP_COUNT / v))
+          return hali_status_make(
+              HALI_STATUS_OUT_OF_RANGE,
+              PASS ": @%s, dispatch of @%s::@%s: workload dimensions 2-%u "
+              "%s",
+              w->f->name, e->name, x->name, nw - 1,
+              v < 0 ? "include a negative one"
+                    : "fold into more than 2^31-1 (the HAL's limit per "
+                      "dimension)");
+        prod *= v;
+      }
+      z = hali_pk(prod);
+    } else {
+      uint32_t zr = hali_pass_reg(w->f, HALI_TYPE_I64, "workload.folded");
+      uint32_t limit = hali_s2h_c64(w, MAX_WORKGROUP_COUNT);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(zr), hali_pk(1));
+      for (uint32_t k = 2; k < nw; ++k) {
+        uint32_t wk = o[w0 + k].kind == HALI_IR_IMM
+                          ? hali_s2h_c64(w, o[w0 + k].imm)
+                          : o[w0 + k].v;
+        uint32_t bad = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_bad", k);
+        uint32_t big = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_big", k);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_LT_S_I64, 3, hali_pr(bad),
+                       hali_pr(wk), hali_pr(zero));
+        hali_s2h_fail_if(w, bad,
+                         "dispatch of @%s::@%s: workload in dimension %u is "
+                         "negative",
+                         e->name, x->name, k);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GT_S_I64, 3, hali_pr(big),
+                       hali_pr(wk), hali_pr(limit));
+        hali_s2h_fail_if(w, big,
+                         "dispatch of @%s::@%s: workload in dimension %u "
+                         "is more than 2^31-1",
+                         e->name, x->name, k);
+        /* Both factors <= 2^31-1: the product fits in 63 bits. */
+        hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(zr),
+                       hali_pr(zr), hali_pr(wk));
+        uint32_t over = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_folded_big", k);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GT_S_I64, 3, hali_pr(over),
+                       hali_pr(zr), hali_pr(limit));
+        hali_s2h_fail_if(w, over,
+                         "dispatch of @%s::@%s: the product of workload "
+                         "dimensions 2 to %u is more than 2^31-1 (the HAL's "
+                         "limit per dimension)",
+                         e->name, x->name, k);
+      }
+      z = hali_pr(zr);
+    }
+  }
   for (uint32_t k = 0; k < 3; ++k) {
     uint32_t ws = x->workgroup_size[k] ? x->workgroup_size[k] : 1;
+    hali_ir_operand_t wo = k == 2 ? z : k < nw ? o[w0 + k] : hali_pk(1);
     if (k >= nw) {
       count[k] = hali_s2h_c32(w, 1);
-    } else if (o[w0 + k].kind == HALI_IR_IMM) {
-      int64_t v = o[w0 + k].imm;
+    } else if (wo.kind == HALI_IR_IMM) {
+      int64_t v = wo.imm;
       uint64_t g = v < 0 ? 0 : ((uint64_t)v + ws - 1) / ws;
       if (v < 0 || g > MAX_WORKGROUP_COUNT)
         return hali_status_make(
@@ -418,7 +481,7 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
                     "dimension)");
       count[k] = hali_s2h_c32(w, (int64_t)g);
     } else {
-      uint32_t wl = o[w0 + k].v;
+      uint32_t wl = wo.v;
       uint32_t add = hali_s2h_c64(w, ws - 1), div = hali_s2h_c64(w, ws);
       uint32_t limit = hali_s2h_c64(w, MAX_WORKGROUP_COUNT);
       uint32_t neg = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_negative", k);

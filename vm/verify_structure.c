@@ -143,7 +143,7 @@ static hali_status_t s_dispatch(const vctx_t *v) {
   HALI_RETURN_IF_ERROR_PLAIN(
       s_imm(v, HALI_TD_EXPORT, 0, (int64_t)e->export_count - 1, "export"));
   HALI_RETURN_IF_ERROR_PLAIN(
-      s_imm(v, HALI_TD_NWORKLOAD, 0, 3, "workload count"));
+      s_imm(v, HALI_TD_NWORKLOAD, 0, HALI_HAL_MAX_RANK, "workload count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NOPERANDS, 0, n, "operand count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NRESULTS, 0, n, "result count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_BINDINGS, -1, UINT32_MAX, "bindings"));
