@@ -152,9 +152,10 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       } while (accept(p, ","));
       if (!hali_asm_expect(p, "]", "to close the workload")) return false;
     }
-    if (nw > 3) {
-      hali_asm_error(p, sym, "a workload has at most 3 dimensions, %u given",
-                     nw);
+    if (nw > HALI_HAL_MAX_RANK) {
+      /* More than 3 are folded into the Z count (doc/passes.md). */
+      hali_asm_error(p, sym, "a workload has at most %u dimensions, %u given",
+                     HALI_HAL_MAX_RANK, nw);
       return false;
     }
     uint32_t first_operand = *nops, nargs = 0;
@@ -406,6 +407,78 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       return false;
     }
     return true;
+  }
+  case HALI_OP_TENSOR_DIM:
+  case HALI_OP_TENSOR_NUMEL: {
+    /* %n = tensor.dim %t, 1   /   %n = tensor.numel %t */
+    NEED_DEFS(1);
+    if (!(o = hali_asm_push_op(p, nops)) ||
+        !hali_asm_parse_reg(b, defs[0], HALI_TYPE_I64, true, o) ||
+        !(o = hali_asm_push_op(p, nops)) || !expect_tensor_reg(b, next(p), o))
+      return false;
+    if (op == HALI_OP_TENSOR_NUMEL) return true;
+    uint32_t rank = b->f->reg_xtypes[o->v].rank;
+    if (!hali_asm_expect(p, ",", "between the tensor and the dimension") ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    tok_t *t = peek(p);
+    o->kind = HALI_IR_IMM;
+    if (!hali_asm_parse_int(p, next(p), 32, &o->imm)) return false;
+    if (o->imm < 0 || (uint64_t)o->imm >= rank) {
+      hali_asm_error(p, t, "tensor.dim %lld of a tensor of rank %u",
+                     (long long)o->imm, rank);
+      return false;
+    }
+    return true;
+  }
+  case HALI_OP_TENSOR_RESHAPE: {
+    /* %r = tensor.reshape %t : tensor<...>{dims} */
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!expect_tensor_reg(b, next(p), o)) return false;
+    uint32_t src = o->v;
+    tok_t *tt = peek(p);
+    if (!hali_asm_expect(p, ":", "before the tensor type")) return false;
+    tt = peek(p);
+    if (!parse_tensor_type(p, &x)) return false;
+    const hali_ir_xtype_t *sx = &b->f->reg_xtypes[src];
+    if (sx->element_type != x.element_type) {
+      hali_strbuf_t sb = {0};
+      hali_ir_xtype_print(&sb, sx);
+      hali_strbuf_append(&sb, " into ", 6);
+      hali_ir_xtype_print(&sb, &x);
+      char *ts = hali_strbuf_take(&sb);
+      hali_asm_error(p, tt,
+                     "tensor.reshape of %s: the element types differ (a "
+                     "reshape keeps the bytes)",
+                     ts ? ts : "?");
+      hali_free(ts);
+      hali_free(x.dims);
+      return false;
+    }
+    uint64_t a = 0, c = 0;
+    uint32_t at;
+    if (!hali_ir_xtype_dynamic_dims(sx) && !hali_ir_xtype_dynamic_dims(&x) &&
+        hali_ir_xtype_static_bytes(sx, &a, &at) &&
+        hali_ir_xtype_static_bytes(&x, &c, &at) && a != c) {
+      hali_strbuf_t sb = {0};
+      hali_ir_xtype_print(&sb, sx);
+      hali_strbuf_append(&sb, " into ", 6);
+      hali_ir_xtype_print(&sb, &x);
+      char *ts = hali_strbuf_take(&sb);
+      hali_asm_error(p, tt,
+                     "tensor.reshape of %s: the element counts differ",
+                     ts ? ts : "?");
+      hali_free(ts);
+      hali_free(x.dims);
+      return false;
+    }
+    (void)tt;
+    ok = parse_dyn_dims(b, &x, nops) &&
+         hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
+    hali_free(x.dims);
+    return ok;
   }
   case HALI_OP_TENSOR_WAIT:
   case HALI_OP_TENSOR_BARRIER:

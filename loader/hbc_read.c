@@ -163,6 +163,7 @@ static const struct {
 } op_blocks[] = {
     {2, HALI_OP_FMA_I32},
     {3, HALI_OP_GLOBAL_LOAD_I32},
+    {4, HALI_OP_TENSOR_DIM},
 };
 
 static uint16_t op_minor(unsigned op) {

@@ -42,6 +42,7 @@
 enum { CLASS_OWNED = 0, CLASS_ARGUMENT, CLASS_CONSTANT, CLASS_GLOBAL };
 
 typedef struct {
+  const hali_ir_module_t *m;
   hali_ir_func_t *f;
   uint32_t n;        /* registers covered by the arrays below */
   uint32_t *root;    /* storage class (its first register); UINT32_MAX */
@@ -159,6 +160,34 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
     case HALI_OP_TENSOR_CLONE:
       join(c, o[0].v, o[0].v, i);
       break;
+    case HALI_OP_TENSOR_RESHAPE: /* the same storage */
+      if (o[0].v < c->n && o[1].v < c->n && c->root[o[1].v] != UINT32_MAX)
+        join(c, o[0].v, c->root[o[1].v], i);
+      break;
+    case HALI_OP_CALL: {
+      /* A tensor call's results: the callee's returned storage, which may
+       * be an argument passed through, so read-only here (a tie to one
+       * copies); a result tied to a mutable parameter is the argument's
+       * storage. */
+      if (!hali_pass_is_tensor_call(c->m, insn)) break;
+      const hali_ir_func_t *callee = &c->m->funcs[o[0].v];
+      for (uint32_t k = 1 + insn->aux; k < insn->operand_count; ++k) {
+        uint32_t r = o[k].v, res = k - 1 - insn->aux;
+        if (!is_tensor(c, &o[k])) continue;
+        int32_t tie = callee->result_ties && res < callee->result_count
+                          ? callee->result_ties[res]
+                          : -1;
+        uint32_t a = tie >= 0 && (uint32_t)tie < insn->aux ? o[1 + tie].v
+                                                           : UINT32_MAX;
+        if (a < c->n && c->root[a] != UINT32_MAX) {
+          join(c, r, c->root[a], i);
+        } else {
+          join(c, r, r, i);
+          c->origin[r] = CLASS_ARGUMENT;
+        }
+      }
+      break;
+    }
     case HALI_OP_TENSOR_OVERWRITE: {
       uint32_t v = o[0].v, a = o[1].v;
       if (v >= c->n || a >= c->n || c->root[a] == UINT32_MAX) break;
@@ -291,7 +320,7 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
 }
 
 hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
-  cow_t c = {.f = f, .n = f->reg_count};
+  cow_t c = {.m = m, .f = f, .n = f->reg_count};
   size_t n = (size_t)c.n + 1;
   c.root = hali_malloc(n * sizeof(uint32_t));
   c.last = hali_malloc(n * sizeof(uint32_t));

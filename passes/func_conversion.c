@@ -76,6 +76,37 @@ static char *fmt_xtype(const hali_ir_xtype_t *x) {
   return hali_strbuf_take(&sb);
 }
 
+/* A call between tensor-level functions passes tensors whose element
+ * type and rank are the parameter's, and whose static dims agree with the
+ * parameter's static dims (a dynamic one on either side is checked when
+ * the callee imports the view). */
+static hali_status_t check_call_types(const hali_ir_module_t *m,
+                                      const hali_ir_func_t *f,
+                                      const hali_ir_insn_t *insn,
+                                      uint32_t index) {
+  const hali_ir_func_t *c = &m->funcs[insn->operands[0].v];
+  for (uint32_t k = 0; k < insn->aux && k < c->param_count; ++k) {
+    uint32_t a = insn->operands[1 + k].v;
+    if (f->reg_types[a] != HALI_TYPE_TENSOR || c->reg_types[k] != HALI_TYPE_TENSOR)
+      continue;
+    const hali_ir_xtype_t *xa = &f->reg_xtypes[a], *xp = &c->reg_xtypes[k];
+    bool ok = xa->element_type == xp->element_type && xa->rank == xp->rank;
+    for (uint32_t d = 0; ok && d < xa->rank; ++d)
+      ok = xa->dims[d] < 0 || xp->dims[d] < 0 || xa->dims[d] == xp->dims[d];
+    if (ok) continue;
+    char *ta = fmt_xtype(xa), *tp = fmt_xtype(xp), rn[64], pn[64];
+    hali_status_t e = hali_pass_error(
+        PASS, m, f, insn, index,
+        "argument %u of @%s: %s is %s, but parameter %s is %s", k, c->name,
+        hali_ir_reg_name(f, a, rn, sizeof(rn)), ta ? ta : "?",
+        hali_ir_reg_name(c, k, pn, sizeof(pn)), tp ? tp : "?");
+    hali_free(ta);
+    hali_free(tp);
+    return e;
+  }
+  return HALI_OK;
+}
+
 /* What convert() needs of m->funcs[fi].  Run on every function before
  * any is converted: a converted callee is no longer at the tensor level,
  * and a call to it must still be rejected. */
@@ -93,11 +124,19 @@ static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
             "barrier",
             nret);
       if (insn->op == HALI_OP_CALL && insn->operands[0].v < m->func_count &&
-          hali_ir_func_is_tensor_level(&m->funcs[insn->operands[0].v]))
+          hali_ir_func_is_tensor_level(&m->funcs[insn->operands[0].v]) &&
+          skipped(m, &m->funcs[insn->operands[0].v]))
         return hali_pass_error(PASS, m, f0, insn, i,
-                               "calls between tensor-level functions are not "
-                               "supported (@%s)",
+                               "a call to @%s, a tensor-level function that "
+                               "is not converted (external, or with an "
+                               "@%s$async of its own): only calls to the "
+                               "module's converted tensor functions chain by "
+                               "fences",
+                               m->funcs[insn->operands[0].v].name,
                                m->funcs[insn->operands[0].v].name);
+      if (insn->op == HALI_OP_CALL && insn->operands[0].v < m->func_count &&
+          hali_ir_func_is_tensor_level(&m->funcs[insn->operands[0].v]))
+        HALI_RETURN_IF_ERROR_PLAIN(check_call_types(m, f0, insn, i));
       if (insn->op == HALI_OP_TENSOR_OVERWRITE && insn->operand_count == 2 &&
           !is_mutable(f0, insn->operands[1].v)) {
         char rn[64];
@@ -147,8 +186,62 @@ static hali_status_t check(const hali_ir_module_t *m, uint32_t fi) {
   return HALI_OK;
 }
 
-/* Builds f$async (appended to |m|) from m->funcs[fi] (check()ed). */
-static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
+/* The tensor-level function that the call |insn| of a tensor-level
+ * function names and func-conversion converts, or UINT32_MAX. */
+static uint32_t tensor_callee(const hali_ir_module_t *m,
+                              const hali_ir_insn_t *insn) {
+  if (insn->op != HALI_OP_CALL || insn->operands[0].v >= m->func_count)
+    return UINT32_MAX;
+  const hali_ir_func_t *c = &m->funcs[insn->operands[0].v];
+  return hali_ir_func_is_tensor_level(c) && !skipped(m, c)
+             ? insn->operands[0].v
+             : UINT32_MAX;
+}
+
+/* Recursion between tensor-level functions is a load error: each call
+ * waits for its callee's fences within one straight block, so a cycle
+ * could never end.  A depth-first walk from |fi| (|state|: 0 new, 1 on the
+ * path, 2 done; |path| the functions on it). */
+static hali_status_t no_cycle(const hali_ir_module_t *m, uint32_t fi,
+                              uint8_t *state, uint32_t *path,
+                              uint32_t depth) {
+  state[fi] = 1;
+  path[depth] = fi;
+  const hali_ir_func_t *f = &m->funcs[fi];
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      uint32_t c = tensor_callee(m, insn);
+      if (c == UINT32_MAX || state[c] == 2) continue;
+      if (state[c] == 1) {
+        hali_strbuf_t sb = {0};
+        uint32_t from = 0;
+        while (path[from] != c) ++from;
+        for (uint32_t k = from; k <= depth; ++k)
+          hali_strbuf_printf(&sb, "@%s -> ", m->funcs[path[k]].name);
+        hali_strbuf_printf(&sb, "@%s", m->funcs[c].name);
+        char *cyc = hali_strbuf_take(&sb);
+        hali_status_t e = hali_pass_error(
+            PASS, m, f, insn, i,
+            "recursive call (%s): tensor-level functions may call each other "
+            "but not recursively (a call chains the callee's work by fences "
+            "within one block; write the recursion as host code around "
+            "@%s$async)",
+            cyc ? cyc : "?", m->funcs[c].name);
+        hali_free(cyc);
+        return e;
+      }
+      HALI_RETURN_IF_ERROR_PLAIN(no_cycle(m, c, state, path, depth + 1));
+    }
+  state[fi] = 2;
+  return HALI_OK;
+}
+
+/* Builds f$async (appended to |m|) from m->funcs[fi] (check()ed); a call
+ * to another converted function |c| becomes a call to c$async, at index
+ * |async_of|[c] (stream-to-hal adds the fences and the views). */
+static hali_status_t convert(hali_ir_module_t *m, uint32_t fi,
+                             const uint32_t *async_of, uint32_t fcount) {
   char name[512];
   snprintf(name, sizeof(name), "%s$async", m->funcs[fi].name);
   hali_ir_func_t *g = hali_ir_module_add_func(m, name, strlen(name));
@@ -311,7 +404,12 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
     for (uint32_t i = 0; i < src->insn_count; ++i) {
       const hali_ir_insn_t *insn = &src->insns[i];
       if (insn->op != HALI_OP_RETURN) {
-        hali_pass_copy_insn(&out, insn, map);
+        /* (The callee may already be converted: its index says.) */
+        uint32_t c = insn->op == HALI_OP_CALL && insn->operands[0].v < fcount
+                         ? async_of[insn->operands[0].v]
+                         : UINT32_MAX;
+        hali_ir_insn_t *copy = hali_pass_copy_insn(&out, insn, map);
+        if (copy && c != UINT32_MAX) copy->operands[0].v = c;
         continue;
       }
       uint32_t rl = insn->line;
@@ -454,10 +552,25 @@ hali_status_t hali_pass_func_conversion(hali_ir_module_t *m) {
   uint32_t n = m->func_count;
   for (uint32_t fi = 0; fi < n; ++fi)
     if (!skipped(m, &m->funcs[fi])) HALI_RETURN_IF_ERROR_PLAIN(check(m, fi));
-  for (uint32_t fi = 0; fi < n; ++fi) {
-    if (skipped(m, &m->funcs[fi])) continue;
-    HALI_RETURN_IF_ERROR_PLAIN(convert(m, fi));
-    HALI_RETURN_IF_ERROR_PLAIN(build_wrapper(m, fi, m->func_count - 1));
+  /* Where each converted function's f$async will be (appended in order),
+   * and no recursion among them. */
+  uint32_t *async_of = hali_malloc(((size_t)n + 1) * sizeof(uint32_t));
+  uint32_t *path = hali_malloc(((size_t)n + 1) * sizeof(uint32_t));
+  uint8_t *state = hali_calloc((size_t)n + 1, 1);
+  hali_status_t s = HALI_OK;
+  if (!async_of || !path || !state) s = hali_status_oom();
+  for (uint32_t fi = 0, next = n; fi < n && !s; ++fi)
+    async_of[fi] = skipped(m, &m->funcs[fi]) ? UINT32_MAX : next++;
+  for (uint32_t fi = 0; fi < n && !s; ++fi)
+    if (async_of[fi] != UINT32_MAX && !state[fi])
+      s = no_cycle(m, fi, state, path, 0);
+  for (uint32_t fi = 0; fi < n && !s; ++fi) {
+    if (async_of[fi] == UINT32_MAX) continue;
+    s = convert(m, fi, async_of, n);
+    if (!s) s = build_wrapper(m, fi, m->func_count - 1);
   }
-  return HALI_OK;
+  hali_free(async_of);
+  hali_free(path);
+  hali_free(state);
+  return s;
 }

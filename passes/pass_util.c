@@ -148,3 +148,14 @@ uint32_t hali_pass_element_size(uint32_t et) {
 }
 
 void hali_pass_func_reset(hali_ir_func_t *f) { hali_ir_func_clear(f); }
+
+bool hali_pass_is_tensor_call(const hali_ir_module_t *m,
+                              const hali_ir_insn_t *insn) {
+  if (insn->op != HALI_OP_CALL || !insn->operand_count ||
+      insn->operands[0].v >= m->func_count)
+    return false;
+  const hali_ir_func_t *c = &m->funcs[insn->operands[0].v];
+  size_t n = strlen(c->name);
+  return n > 6 && strcmp(c->name + n - 6, "$async") == 0 &&
+         c->param_count == (uint32_t)insn->aux + 2;
+}

@@ -75,4 +75,10 @@ uint32_t hali_pass_element_size(uint32_t et);
 /* Frees everything |f| owns except its name and line, and zeroes it. */
 void hali_pass_func_reset(hali_ir_func_t *f);
 
+/* Is |insn| a call between tensor-level functions, as func-conversion
+ * leaves it: `call @c$async(args...)` with the callee's arguments only
+ * (the two fences missing), for stream-to-hal to complete? */
+bool hali_pass_is_tensor_call(const hali_ir_module_t *m,
+                              const hali_ir_insn_t *insn);
+
 #endif /* HALI_PASSES_PASS_UTIL_H */

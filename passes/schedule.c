@@ -285,6 +285,40 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
     for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
       const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
       const hali_op_info_t *info = hali_op_info(insn->op);
+      bool tcall = hali_pass_is_tensor_call(w->m, insn);
+      if (tcall) {
+        /* A call of another tensor-level function: in the tensor block;
+         * its tensor results are single-assignment values in the storage
+         * the callee returns (imported), or, tied to a mutable parameter,
+         * in the argument's storage. */
+        if (tensor_block >= 0 && (uint32_t)tensor_block != b)
+          return hali_pass_error(PASS, w->m, f, insn, i,
+                                 "tensor ops in more than one block: the "
+                                 "lowering chains fences within one block");
+        tensor_block = (int32_t)b;
+        const hali_ir_func_t *c = &w->m->funcs[insn->operands[0].v];
+        for (uint32_t k = 1 + insn->aux; k < insn->operand_count; ++k) {
+          uint32_t r = insn->operands[k].v;
+          if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
+          char rn[64];
+          if (++w->t[r].writes > 1)
+            return hali_pass_error(PASS, w->m, f, insn, i,
+                                   "tensor register %s is written twice: "
+                                   "tensor values are single-assignment",
+                                   hali_ir_reg_name(f, r, rn, sizeof(rn)));
+          uint32_t res = k - 1 - insn->aux;
+          int32_t tie = c->result_ties && res < c->result_count
+                            ? c->result_ties[res]
+                            : -1;
+          if (tie >= 0 && (uint32_t)tie < insn->aux) {
+            w->t[r].lifetime = LT_ALIAS;
+            w->t[r].alias = insn->operands[1 + tie].v;
+          } else {
+            w->t[r].lifetime = LT_IMPORTED;
+          }
+        }
+        continue;
+      }
       if (!(info->flags & HALI_OPF_TENSOR)) {
         for (uint32_t k = 0; k < insn->operand_count; ++k)
           if (insn->operands[k].kind == HALI_IR_REG &&
@@ -316,6 +350,10 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
       switch (insn->op) {
       case HALI_OP_TENSOR_IMPORT: w->t[o[0].v].lifetime = LT_IMPORTED; break;
       case HALI_OP_TENSOR_CONSTANT: w->t[o[0].v].lifetime = LT_CONSTANT; break;
+      case HALI_OP_TENSOR_RESHAPE: /* the same bytes */
+        w->t[o[0].v].lifetime = LT_ALIAS;
+        w->t[o[0].v].alias = o[1].v;
+        break;
       case HALI_OP_TENSOR_GLOBAL_LOAD:
         w->t[o[0].v].lifetime = LT_GLOBAL;
         w->t[o[0].v].global = o[1].v;
@@ -369,7 +407,9 @@ void hali_s2h_liveness(lw_t *w) {
     uint32_t start = 0;
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       const hali_ir_insn_t *insn = &blk->insns[i];
-      if (!(hali_op_info(insn->op)->flags & HALI_OPF_TENSOR)) continue;
+      if (!(hali_op_info(insn->op)->flags & HALI_OPF_TENSOR) &&
+          !hali_pass_is_tensor_call(w->m, insn))
+        continue;
       if (insn->op == HALI_OP_TENSOR_CONCURRENT) {
         conc = true;
         start = i;

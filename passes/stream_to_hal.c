@@ -77,16 +77,143 @@ void hali_s2h_fail_if(lw_t *w, uint32_t cond, const char *fmt, ...) {
                  hali_pref(HALI_IR_STRING, hali_ir_module_intern(w->m, msg, strlen(msg))));
 }
 
-static uint32_t fence_now(lw_t *w) {
-  if (w->cur == UINT32_MAX) {
-    w->cur = hali_pass_reg(w->f, HALI_TYPE_FENCE, "ready");
-    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(w->cur));
+/* ---- Fence wiring: which regions a region waits for. ---- */
+
+static void pairs_push(lw_t *w, hali_u32_pairs_t *p, uint32_t a, uint32_t b) {
+  if (p->n == p->cap) {
+    uint32_t cap = p->cap ? 2 * p->cap : 16;
+    void *v = hali_realloc(p->v, (size_t)cap * sizeof(*p->v));
+    if (!v) {
+      w->pre.oom = true;
+      return;
+    }
+    p->v = v;
+    p->cap = cap;
   }
-  return w->cur;
+  p->v[p->n][0] = a;
+  p->v[p->n][1] = b;
+  p->n++;
+}
+/* Drops the pairs whose element |which| is |x|. */
+static void pairs_drop(hali_u32_pairs_t *p, uint32_t which, uint32_t x) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < p->n; ++k)
+    if (p->v[k][which] != x) {
+      p->v[n][0] = p->v[k][0];
+      p->v[n][1] = p->v[k][1];
+      n++;
+    }
+  p->n = n;
+}
+
+/* The fence everything in the function waits for: the last tensor.wait
+ * fence, or a null fence made here. */
+static uint32_t base_fence(lw_t *w) {
+  if (w->base == UINT32_MAX) {
+    w->base = hali_pass_reg(w->f, HALI_TYPE_FENCE, "ready");
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(w->base));
+  }
+  return w->base;
+}
+
+/* The storage key of tensor |r| (see lw_t). */
+static uint32_t skey(const lw_t *w, uint32_t r) {
+  uint32_t root = hali_s2h_root(w, r);
+  if (root < w->nregs && w->t[root].lifetime == LT_GLOBAL)
+    return w->nregs + w->t[root].global;
+  return root;
+}
+/* The open region reads (|write| false) or writes the storage of |key|. */
+static void touch_key(lw_t *w, uint32_t key, bool write) {
+  if (key >= w->nkeys) return;
+  if (!w->accw[key]) w->acc[w->nacc++] = key;
+  w->accw[key] |= write ? 2 : 1;
+}
+static void touch(lw_t *w, uint32_t r, bool write) {
+  touch_key(w, skey(w, r), write);
+}
+
+static void add_unique(uint32_t *v, uint32_t *n, uint32_t x) {
+  for (uint32_t k = 0; k < *n; ++k)
+    if (v[k] == x) return;
+  v[(*n)++] = x;
+}
+
+/* One fence signalled when all of |v| are: joins emitted into w->pre. */
+static uint32_t join_fences(lw_t *w, const uint32_t *v, uint32_t n) {
+  if (!n) return base_fence(w);
+  uint32_t j = v[0];
+  for (uint32_t k = 1; k < n; ++k) {
+    uint32_t r = hali_pass_reg(w->f, HALI_TYPE_FENCE, "join");
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3, hali_pr(r),
+                   hali_pr(j), hali_pr(v[k]));
+    j = r;
+  }
+  return j;
+}
+
+/* The fences the open region must wait for, into |deps| (room for
+ * nacc + rd.n + 1): the last writer of every storage it touches (RAW,
+ * WAW), every region that read what it writes since (WAR), and the base
+ * fence unless one of those already waited for it.  Returns the count. */
+static uint32_t region_deps(lw_t *w, uint32_t *deps) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < w->nacc; ++k) {
+    uint32_t key = w->acc[k];
+    if (w->wf[key] != UINT32_MAX) add_unique(deps, &n, w->wf[key]);
+    if (w->accw[key] & 2)
+      for (uint32_t j = 0; j < w->rd.n; ++j)
+        if (w->rd.v[j][0] == key) add_unique(deps, &n, w->rd.v[j][1]);
+  }
+  bool covered = false;
+  for (uint32_t k = 0; k < n && !covered; ++k)
+    for (uint32_t j = 0; j < w->fb.n; ++j)
+      if (w->fb.v[j][0] == deps[k] && w->fb.v[j][1] == w->base) {
+        covered = true;
+        break;
+      }
+  /* Without a tensor.wait the base is a null fence: nothing to add.  The
+   * base comes first (the join reads `%wait, ...`). */
+  if (!covered && !(w->base == UINT32_MAX && n)) {
+    uint32_t b = base_fence(w);
+    bool have = false;
+    for (uint32_t k = 0; k < n && !have; ++k) have = deps[k] == b;
+    if (!have) {
+      memmove(deps + 1, deps, n * sizeof(uint32_t));
+      deps[0] = b;
+      n++;
+    }
+  }
+  return n;
+}
+
+/* After the region signalling |fence| was submitted waiting on |deps|. */
+static void region_done(lw_t *w, uint32_t fence, const uint32_t *deps,
+                        uint32_t ndeps) {
+  for (uint32_t k = 0; k < w->nacc; ++k) {
+    uint32_t key = w->acc[k];
+    if (w->accw[key] & 2) {
+      pairs_drop(&w->rd, 0, key);
+      w->wf[key] = fence;
+    } else {
+      pairs_push(w, &w->rd, key, fence);
+    }
+    w->accw[key] = 0;
+  }
+  w->nacc = 0;
+  for (uint32_t k = 0; k < ndeps; ++k) pairs_drop(&w->tips, 0, deps[k]);
+  if (w->base != UINT32_MAX) pairs_drop(&w->tips, 0, w->base);
+  pairs_push(w, &w->tips, fence, 0);
+  pairs_push(w, &w->fb, fence, w->base);
+  w->cur = fence;
 }
 
 /* Before recording a command of category |cat|. */
+static void close_region(lw_t *w, uint32_t signal);
+
+/* Before recording a command of category |cat|. */
 static void begin_cmd(lw_t *w, uint32_t cat) {
+  if (w->sealed) close_region(w, UINT32_MAX);
   if (!w->open) {
     w->open = true;
     w->cats = 0;
@@ -106,20 +233,51 @@ static void end_cmd(lw_t *w) {
 }
 
 /* Emits the pending setup, then the region (if any) signalling |signal|
- * (UINT32_MAX: a fresh fence). */
+ * (UINT32_MAX: a fresh fence).  The region waits for the join of its
+ * dependencies (region_deps); a |signal| (tensor.barrier) is signalled
+ * once every region of the function is done: by the region itself when
+ * every earlier one is behind it, else by an empty submission waiting on
+ * the join of the fences nothing waits for yet. */
 static void close_region(lw_t *w, uint32_t signal) {
   hali_s2h_pack(w);
-  if (w->open || signal != UINT32_MAX) fence_now(w);
-  hali_pass_splice(&w->out, &w->pre);
+  w->sealed = false;
   if (!w->open) {
     if (signal != UINT32_MAX) {
-      /* Nothing recorded: a submission without command buffers orders the
-       * signal after everything before it. */
+      uint32_t n = w->tips.n, j;
+      uint32_t *tips = hali_malloc(((size_t)n + 1) * sizeof(uint32_t));
+      if (!tips) {
+        w->pre.oom = true;
+        return;
+      }
+      for (uint32_t k = 0; k < n; ++k) tips[k] = w->tips.v[k][0];
+      j = join_fences(w, tips, n);
+      hali_free(tips);
+      hali_pass_splice(&w->out, &w->pre);
       hali_pass_emit(&w->out, w->line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 3,
-                     hali_pr(w->device), hali_pr(w->cur), hali_pr(signal));
+                     hali_pr(w->device), hali_pr(j), hali_pr(signal));
+      w->tips.n = 0;
+      pairs_push(w, &w->tips, signal, 0);
+      w->base = signal;
       w->cur = signal;
     }
+    hali_pass_splice(&w->out, &w->pre);
     return;
+  }
+  uint32_t *deps = hali_malloc(((size_t)w->nacc + w->rd.n + 2) * sizeof(uint32_t));
+  if (!deps) {
+    w->pre.oom = true;
+    w->open = false;
+    return;
+  }
+  uint32_t ndeps = region_deps(w, deps);
+  uint32_t wait = join_fences(w, deps, ndeps);
+  /* Would this region be the only fence left for the signal to cover? */
+  bool last = true;
+  for (uint32_t k = 0; k < w->tips.n && last; ++k) {
+    uint32_t t = w->tips.v[k][0];
+    bool waited = t == w->base;
+    for (uint32_t j = 0; j < ndeps && !waited; ++j) waited = deps[j] == t;
+    last = waited;
   }
   uint32_t mode = hali_s2h_c32(w, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT),
            cats = hali_s2h_c32(w, w->cats);
@@ -130,16 +288,25 @@ static void close_region(lw_t *w, uint32_t signal) {
   hali_pass_splice(&w->out, &w->cmds);
   hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
                  hali_pr(w->cmd));
-  if (signal == UINT32_MAX) {
-    signal = hali_pass_reg(w->f, HALI_TYPE_FENCE, "timepoint");
+  uint32_t fence = signal;
+  if (signal == UINT32_MAX || !last) {
+    fence = hali_pass_reg(w->f, HALI_TYPE_FENCE, "timepoint");
     hali_pass_emit(&w->out, w->line, HALI_OP_HAL_FENCE_CREATE, 2,
-                   hali_pr(signal), hali_pr(w->device));
+                   hali_pr(fence), hali_pr(w->device));
   }
   hali_pass_emit(&w->out, w->line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 4,
-                 hali_pr(w->device), hali_pr(w->cur), hali_pr(signal),
+                 hali_pr(w->device), hali_pr(wait), hali_pr(fence),
                  hali_pr(w->cmd));
-  w->cur = signal;
+  region_done(w, fence, deps, ndeps);
+  hali_free(deps);
   w->open = false;
+  if (signal != UINT32_MAX) {
+    if (fence != signal) close_region(w, signal); /* joins the tips */
+    w->tips.n = 0;
+    pairs_push(w, &w->tips, signal, 0);
+    w->base = signal;
+    w->cur = signal;
+  }
 }
 
 static void bind(lw_t *w, uint32_t slot, uint32_t r, uint32_t zero) {
@@ -219,9 +386,14 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   /* Bindings: tensor operands, then results. */
   uint32_t zero = hali_s2h_c64(w, 0), slot = 0;
   for (uint32_t k = 0; k < na; ++k)
-    if (w->f->reg_types[o[a0 + k].v] == HALI_TYPE_TENSOR)
+    if (w->f->reg_types[o[a0 + k].v] == HALI_TYPE_TENSOR) {
       bind(w, slot++, o[a0 + k].v, zero);
-  for (uint32_t k = 0; k < nr; ++k) bind(w, slot++, o[r0 + k].v, zero);
+      touch(w, o[a0 + k].v, false);
+    }
+  for (uint32_t k = 0; k < nr; ++k) {
+    bind(w, slot++, o[r0 + k].v, zero);
+    touch(w, o[r0 + k].v, true);
+  }
   /* Workgroup count: ceil(workload / workgroup size) per dimension,
    * missing dimensions 1.  A count is an i32 register, and the HAL takes at
    * most 2^31-1 per dimension (HALI_HAL_MAX_WORKGROUP_COUNT, doc/hal.md): a
@@ -229,12 +401,75 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
    * static, OUT_OF_RANGE at run time when dynamic), never a truncation.
    * The product x*y*z is the HAL's to check. */
   uint32_t count[3];
+  /* A workload of more than 3 dimensions: dimensions 2, 3, ... fold into
+   * one (their product, each one and the product at most 2^31-1), which
+   * the Z count then covers; the kernel recovers them from its Z id with
+   * the extents it is given (unlike the seed's remapping, which its own
+   * TODO calls wrong, this keeps X and Y as they are). */
+  hali_ir_operand_t z = nw > 2 ? o[w0 + 2] : hali_pk(1);
+  if (nw > 3) {
+    bool all_static = true;
+    for (uint32_t k = 2; k < nw; ++k) all_static &= o[w0 + k].kind == HALI_IR_IMM;
+    if (all_static) {
+      int64_t prod = 1;
+      for (uint32_t k = 2; k < nw; ++k) {
+        int64_t v = o[w0 + k].imm;
+        if (v < 0 || (v && prod > MAX_WORKGROUP_COUNT / v))
+          return hali_status_make(
+              HALI_STATUS_OUT_OF_RANGE,
+              PASS ": @%s, dispatch of @%s::@%s: workload dimensions 2-%u "
+              "%s",
+              w->f->name, e->name, x->name, nw - 1,
+              v < 0 ? "include a negative one"
+                    : "fold into more than 2^31-1 (the HAL's limit per "
+                      "dimension)");
+        prod *= v;
+      }
+      z = hali_pk(prod);
+    } else {
+      uint32_t zr = hali_pass_reg(w->f, HALI_TYPE_I64, "workload.folded");
+      uint32_t limit = hali_s2h_c64(w, MAX_WORKGROUP_COUNT);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(zr), hali_pk(1));
+      for (uint32_t k = 2; k < nw; ++k) {
+        uint32_t wk = o[w0 + k].kind == HALI_IR_IMM
+                          ? hali_s2h_c64(w, o[w0 + k].imm)
+                          : o[w0 + k].v;
+        uint32_t bad = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_bad", k);
+        uint32_t big = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_big", k);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_LT_S_I64, 3, hali_pr(bad),
+                       hali_pr(wk), hali_pr(zero));
+        hali_s2h_fail_if(w, bad,
+                         "dispatch of @%s::@%s: workload in dimension %u is "
+                         "negative",
+                         e->name, x->name, k);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GT_S_I64, 3, hali_pr(big),
+                       hali_pr(wk), hali_pr(limit));
+        hali_s2h_fail_if(w, big,
+                         "dispatch of @%s::@%s: workload in dimension %u "
+                         "is more than 2^31-1",
+                         e->name, x->name, k);
+        /* Both factors <= 2^31-1: the product fits in 63 bits. */
+        hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(zr),
+                       hali_pr(zr), hali_pr(wk));
+        uint32_t over = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_folded_big", k);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GT_S_I64, 3, hali_pr(over),
+                       hali_pr(zr), hali_pr(limit));
+        hali_s2h_fail_if(w, over,
+                         "dispatch of @%s::@%s: the product of workload "
+                         "dimensions 2 to %u is more than 2^31-1 (the HAL's "
+                         "limit per dimension)",
+                         e->name, x->name, k);
+      }
+      z = hali_pr(zr);
+    }
+  }
   for (uint32_t k = 0; k < 3; ++k) {
     uint32_t ws = x->workgroup_size[k] ? x->workgroup_size[k] : 1;
+    hali_ir_operand_t wo = k == 2 ? z : k < nw ? o[w0 + k] : hali_pk(1);
     if (k >= nw) {
       count[k] = hali_s2h_c32(w, 1);
-    } else if (o[w0 + k].kind == HALI_IR_IMM) {
-      int64_t v = o[w0 + k].imm;
+    } else if (wo.kind == HALI_IR_IMM) {
+      int64_t v = wo.imm;
       uint64_t g = v < 0 ? 0 : ((uint64_t)v + ws - 1) / ws;
       if (v < 0 || g > MAX_WORKGROUP_COUNT)
         return hali_status_make(
@@ -247,7 +482,7 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
                     "dimension)");
       count[k] = hali_s2h_c32(w, (int64_t)g);
     } else {
-      uint32_t wl = o[w0 + k].v;
+      uint32_t wl = wo.v;
       uint32_t add = hali_s2h_c64(w, ws - 1), div = hali_s2h_c64(w, ws);
       uint32_t limit = hali_s2h_c64(w, MAX_WORKGROUP_COUNT);
       uint32_t neg = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_negative", k);
@@ -310,10 +545,18 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   hali_ir_func_t *f = w->f;
   w->line = insn->line;
   HALI_RETURN_IF_ERROR_PLAIN(check_reads(w, insn, index));
+  /* A sealed `execute {}` region takes nothing more: closed before this
+   * op allocates (its slab must not hold this op's transients), unless
+   * the op records nothing (an export) or names the fence the region
+   * can signal directly (a barrier). */
+  if (w->sealed && insn->op != HALI_OP_TENSOR_BARRIER &&
+      insn->op != HALI_OP_TENSOR_EXPORT)
+    close_region(w, UINT32_MAX);
   switch (insn->op) {
   case HALI_OP_TENSOR_WAIT:
     close_region(w, UINT32_MAX);
-    w->cur = o[0].v;
+    w->base = o[0].v;
+    pairs_push(w, &w->tips, o[0].v, 0);
     return HALI_OK;
   case HALI_OP_TENSOR_BARRIER:
     close_region(w, o[0].v);
@@ -332,7 +575,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       w->concurrent = false;
       w->pending_barrier = w->open && w->any_cmd;
     } else {
-      close_region(w, UINT32_MAX);
+      w->sealed = w->open; /* closed by what comes next (close_region) */
     }
     return HALI_OK;
   case HALI_OP_TENSOR_IMPORT: {
@@ -378,6 +621,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                      hali_pr(w->cmd), hali_pr(storage), hali_pr(zero),
                      hali_pr(out), hali_pr(zero),
                      hali_pr(w->t[storage].size));
+      touch(w, storage, false);
       end_cmd(w);
       storage = out;
     }
@@ -412,19 +656,14 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
         hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
                        hali_pr(w->pool),
                        hali_pref(HALI_IR_GLOBAL, w->pool_global));
-        uint32_t ready = hali_pass_reg(f, HALI_TYPE_FENCE, "constants.ready");
+        w->pool_fence = hali_pass_reg(f, HALI_TYPE_FENCE, "constants.ready");
         hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
-                       hali_pr(ready),
+                       hali_pr(w->pool_fence),
                        hali_pref(HALI_IR_GLOBAL, w->pool_ready));
-        if (w->cur == UINT32_MAX) {
-          w->cur = ready;
-        } else {
-          uint32_t j = hali_pass_reg(f, HALI_TYPE_FENCE, "after.constants");
-          hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3,
-                         hali_pr(j), hali_pr(w->cur), hali_pr(ready));
-          w->cur = j;
-        }
       }
+      /* Its bytes are written by the pool's upload. */
+      uint32_t key = skey(w, r);
+      if (key < w->nkeys) w->wf[key] = w->pool_fence;
       uint32_t off = hali_s2h_c64(w, (int64_t)w->pool_offset[o[1].v]);
       hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_SUBSPAN, 4,
                      hali_pr(r), hali_pr(w->pool), hali_pr(off),
@@ -438,6 +677,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pr(w->cmd), hali_pref(HALI_IR_RODATA, o[1].v),
                    hali_pr(zero), hali_pr(hali_s2h_root(w, r)), hali_pr(zero),
                    hali_pr(w->t[r].size));
+    touch(w, r, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -476,6 +716,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
                    hali_pr(w->cmd), hali_pr(hali_s2h_root(w, r)), hali_pr(zero),
                    hali_pr(w->t[r].size), hali_pr(pat), hali_pr(plen));
+    touch(w, r, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -494,6 +735,8 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pr(w->cmd), hali_pr(hali_s2h_root(w, s)), hali_pr(zero),
                    hali_pr(hali_s2h_root(w, r)), hali_pr(zero),
                    hali_pr(w->t[r].size));
+    touch(w, s, false);
+    touch(w, r, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -507,6 +750,8 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pr(w->cmd), hali_pr(hali_s2h_root(w, v)), hali_pr(zero),
                    hali_pr(hali_s2h_root(w, a)), hali_pr(zero),
                    hali_pr(w->t[v].size));
+    touch(w, v, false);
+    touch(w, a, true);
     end_cmd(w);
     return HALI_OK;
   }
@@ -523,15 +768,8 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                                 hali_s2h_rname(w, r));
     hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(gf),
                    hali_pref(HALI_IR_GLOBAL, w->ready[g]));
-    if (w->cur == UINT32_MAX) {
-      w->cur = gf;
-    } else {
-      uint32_t j = hali_pass_reg(f, HALI_TYPE_FENCE, "after.%s",
-                                 hali_s2h_rname(w, r));
-      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3, hali_pr(j),
-                     hali_pr(w->cur), hali_pr(gf));
-      w->cur = j;
-    }
+    /* Its bytes are those of the global's last store. */
+    w->wf[w->nregs + g] = gf;
     return HALI_OK;
   }
   case HALI_OP_TENSOR_GLOBAL_STORE: {
@@ -565,8 +803,10 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
                      hali_pr(w->cmd), hali_pr(gb), hali_pr(zero), hali_pr(r),
                      hali_pr(zero), hali_pr(t->size));
+      touch_key(w, w->nregs + g, false);
       end_cmd(w);
       t->lifetime = LT_RETURNED;
+      touch(w, r, true);
     }
     if (!(w->t[rv].lifetime == LT_GLOBAL && w->t[rv].global == g)) {
       uint32_t gb = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.storage",
@@ -578,12 +818,88 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
                      hali_pr(w->cmd), hali_pr(rv), hali_pr(zero), hali_pr(gb),
                      hali_pr(zero), hali_pr(w->t[v].size));
+      if (w->wf[w->nregs + g] == UINT32_MAX) {
+        /* Not loaded here: the copy also waits for the last store's
+         * work (of an earlier call). */
+        uint32_t gf = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.ready",
+                                    w->m->globals[g].name);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
+                       hali_pr(gf), hali_pref(HALI_IR_GLOBAL, w->ready[g]));
+        w->wf[w->nregs + g] = gf;
+      }
+      touch(w, v, false);
+      touch_key(w, w->nregs + g, true);
       end_cmd(w);
     }
-    fence_now(w);
     close_region(w, UINT32_MAX);
+    /* The global's timepoint: the work that last wrote its storage. */
+    uint32_t ready = w->wf[w->nregs + g];
+    if (ready == UINT32_MAX) ready = base_fence(w);
+    hali_pass_splice(&w->out, &w->pre);
     hali_pass_emit(&w->out, w->line, HALI_OP_GLOBAL_STORE_REF, 2,
-                   hali_pref(HALI_IR_GLOBAL, w->ready[g]), hali_pr(w->cur));
+                   hali_pref(HALI_IR_GLOBAL, w->ready[g]), hali_pr(ready));
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_DIM:
+  case HALI_OP_TENSOR_NUMEL: {
+    /* Host arithmetic on the shape registers: into the open region's
+     * setup, else straight into the output (host code after it reads it). */
+    uint32_t d = o[0].v, t = o[1].v;
+    hali_insn_list_t *to = &w->pre;
+    if (!w->open) {
+      hali_pass_splice(&w->out, &w->pre);
+      to = &w->out;
+    }
+    if (insn->op == HALI_OP_TENSOR_DIM) {
+      hali_pass_emit(to, w->line, HALI_OP_MOV_I64, 2, hali_pr(d),
+                     hali_pr(w->t[t].dims[o[2].imm]));
+      return HALI_OK;
+    }
+    /* The product of the dims (it fits: the byte size was checked). */
+    uint32_t rank = f->reg_xtypes[t].rank;
+    if (!rank) {
+      uint32_t one = hali_s2h_c64(w, 1);
+      if (!w->open) hali_pass_splice(&w->out, &w->pre);
+      hali_pass_emit(to, w->line, HALI_OP_MOV_I64, 2, hali_pr(d), hali_pr(one));
+      return HALI_OK;
+    }
+    hali_pass_emit(to, w->line, HALI_OP_MOV_I64, 2, hali_pr(d),
+                   hali_pr(w->t[t].dims[0]));
+    for (uint32_t k = 1; k < rank; ++k)
+      hali_pass_emit(to, w->line, HALI_OP_MUL_I64, 3, hali_pr(d), hali_pr(d),
+                     hali_pr(w->t[t].dims[k]));
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_RESHAPE: {
+    /* No work: the result is the operand's storage in a new shape; the
+     * byte sizes (same element type) must agree, checked at run time when
+     * a shape is dynamic (the assembler checks static ones). */
+    uint32_t r = o[0].v, src = o[1].v;
+    SET_SHAPE(w, r, &o[2], true);
+    w->t[r].defined = true;
+    if (w->t[r].static_bytes >= 0 && w->t[src].static_bytes >= 0) {
+      if (w->t[r].static_bytes != w->t[src].static_bytes)
+        return hali_pass_error(PASS, w->m, f, insn, index,
+                               "tensor.reshape: %lld bytes into %lld",
+                               (long long)w->t[src].static_bytes,
+                               (long long)w->t[r].static_bytes);
+      return HALI_OK;
+    }
+    hali_strbuf_t sb = {0};
+    char rn[64];
+    hali_strbuf_printf(&sb, "tensor.reshape of %s (",
+                       hali_ir_reg_name(f, src, rn, sizeof(rn)));
+    hali_ir_xtype_print(&sb, &f->reg_xtypes[src]);
+    hali_strbuf_append(&sb, ") into ", 7);
+    hali_ir_xtype_print(&sb, &f->reg_xtypes[r]);
+    char *ts = hali_strbuf_take(&sb);
+    uint32_t ne = hali_pass_reg(f, HALI_TYPE_I32, "%s.reshape_mismatch",
+                                hali_s2h_rname(w, r));
+    hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(ne),
+                   hali_pr(w->t[r].size), hali_pr(w->t[src].size));
+    hali_s2h_fail_if(w, ne, "%s: the element counts differ",
+                     ts ? ts : "tensor.reshape");
+    hali_free(ts);
     return HALI_OK;
   }
   case HALI_OP_TENSOR_DISPATCH:
@@ -595,6 +911,216 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   default:
     return hali_pass_error(PASS, w->m, f, insn, index, "unexpected op");
   }
+}
+
+/* Does a tensor register other than the results of the call at |index|
+ * whose storage is |root| get read after it? */
+static bool root_read_after(const lw_t *w, const hali_ir_block_t *blk,
+                            uint32_t index, uint32_t root) {
+  for (uint32_t i = index + 1; i < blk->insn_count; ++i) {
+    const hali_ir_insn_t *insn = &blk->insns[i];
+    for (uint32_t k = 0; k < insn->operand_count; ++k) {
+      const hali_ir_operand_t *o = &insn->operands[k];
+      if (o->kind != HALI_IR_REG || o->v >= w->nregs ||
+          w->f->reg_types[o->v] != HALI_TYPE_TENSOR ||
+          hali_ir_operand_is_write(insn, k))
+        continue;
+      bool result = false;
+      const hali_ir_insn_t *call = &blk->insns[index];
+      for (uint32_t j = 1 + call->aux; j < call->operand_count && !result; ++j)
+        result = call->operands[j].v == o->v;
+      if (!result && hali_s2h_root(w, o->v) == root) return true;
+    }
+  }
+  return false;
+}
+
+/* The parameter whose import defines tensor |r|, or UINT32_MAX. */
+static uint32_t imported_param(const lw_t *w, const hali_ir_block_t *blk,
+                               uint32_t r) {
+  for (uint32_t i = 0; i < blk->insn_count; ++i)
+    if (blk->insns[i].op == HALI_OP_TENSOR_IMPORT &&
+        blk->insns[i].operands[0].v == r)
+      return blk->insns[i].operands[1].v;
+  return UINT32_MAX;
+}
+
+/* `call @c$async(args...)` between tensor-level functions (left so by
+ * func-conversion): the pending region is submitted, each tensor argument
+ * passes as a view of its storage, the call waits for the join of the
+ * regions that wrote those arguments (and, for a mutable parameter, that
+ * read it since) and signals a fresh fence, which the results' storage is
+ * then written behind: no host wait.  Scalars widen to the ABI's types and
+ * results narrow back. */
+static hali_status_t lower_call(lw_t *w, const hali_ir_block_t *blk,
+                                const hali_ir_insn_t *insn, uint32_t index) {
+  hali_ir_func_t *f = w->f;
+  const hali_ir_operand_t *o = insn->operands;
+  uint32_t ci = o[0].v;
+  const hali_ir_func_t *c = &w->m->funcs[ci];
+  uint32_t na = insn->aux, nr = insn->operand_count - 1 - na;
+  char rn[64];
+  w->line = insn->line;
+  if (w->concurrent)
+    return hali_pass_error(PASS, w->m, f, insn, index,
+                           "a call of @%.*s inside concurrent {}: a call "
+                           "is submitted on its own, after the ops before it",
+                           (int)(strlen(c->name) - 6), c->name);
+  for (uint32_t k = 0; k < na; ++k) {
+    uint32_t a = o[1 + k].v;
+    if (o[1 + k].kind != HALI_IR_REG || f->reg_types[a] != HALI_TYPE_TENSOR)
+      continue;
+    if (!w->t[a].defined)
+      return hali_pass_error(PASS, w->m, f, insn, index,
+                             "tensor %s is read before it is written",
+                             hali_ir_reg_name(f, a, rn, sizeof(rn)));
+    bool mut = c->param_flags && (c->param_flags[k] & HALI_PARAM_MUTABLE);
+    if (!mut) continue;
+    /* The callee writes a mutable argument in place: it must be this
+     * function's to give away (value semantics). */
+    uint32_t root = hali_s2h_root(w, a);
+    const tinfo_t *t = &w->t[root];
+    uint32_t p = t->lifetime == LT_IMPORTED ? imported_param(w, blk, root)
+                                            : UINT32_MAX;
+    bool owned = t->lifetime == LT_TRANSIENT || t->lifetime == LT_RETURNED ||
+                 (p != UINT32_MAX && f->param_flags &&
+                  (f->param_flags[p] & HALI_PARAM_MUTABLE));
+    if (!owned || root_read_after(w, blk, index, root))
+      return hali_pass_error(
+          PASS, w->m, f, insn, index,
+          "argument %u (%s) of @%.*s is a mutable parameter, which the "
+          "callee writes in place, but %s is %s: pass a copy (tensor.clone)",
+          k, hali_ir_reg_name(f, a, rn, sizeof(rn)),
+          (int)(strlen(c->name) - 6), c->name, rn,
+          !owned ? (t->lifetime == LT_CONSTANT ? "a constant"
+                    : t->lifetime == LT_GLOBAL ? "a tensor global's value"
+                    : p != UINT32_MAX          ? "an immutable argument"
+                    : t->lifetime == LT_IMPORTED
+                        ? "the result of a call (which may be an argument "
+                          "passed through)"
+                        : "not owned here")
+                 : "read after the call");
+  }
+  close_region(w, UINT32_MAX);
+  /* Arguments. */
+  uint32_t *args = hali_malloc(((size_t)na + nr + 3) * sizeof(uint32_t));
+  if (!args) return hali_status_oom();
+  uint32_t enc = UINT32_MAX;
+  for (uint32_t k = 0; k < na; ++k) {
+    uint32_t a = o[1 + k].v;
+    hali_type_t t = f->reg_types[a];
+    if (t == HALI_TYPE_TENSOR) {
+      bool mut = c->param_flags && (c->param_flags[k] & HALI_PARAM_MUTABLE);
+      /* (Adding registers may move reg_xtypes: read it first.) */
+      uint32_t rank = f->reg_xtypes[a].rank;
+      int32_t etype = (int32_t)f->reg_xtypes[a].element_type;
+      if (enc == UINT32_MAX) enc = hali_s2h_c32(w, 1);
+      uint32_t et = hali_s2h_c32(w, etype);
+      args[k] = hali_pass_reg(f, HALI_TYPE_BUFFER_VIEW, "%s.arg",
+                              hali_s2h_rname(w, a));
+      hali_ir_insn_t *vc = hali_pass_emit_open(
+          &w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + rank, 4,
+          hali_pr(args[k]), hali_pr(hali_s2h_root(w, a)), hali_pr(et),
+          hali_pr(enc));
+      for (uint32_t d = 0; d < rank; ++d)
+        hali_pass_set_operand(&w->pre, vc, 4 + d, hali_pr(w->t[a].dims[d]));
+      touch(w, a, mut);
+    } else if (t == HALI_TYPE_I32 || t == HALI_TYPE_F32) {
+      args[k] = hali_pass_reg(f, t == HALI_TYPE_I32 ? HALI_TYPE_I64 : HALI_TYPE_F64,
+                              "%s.abi", hali_s2h_rname(w, a));
+      hali_pass_emit(&w->pre, w->line,
+                     t == HALI_TYPE_I32 ? HALI_OP_EXT_S_I32_I64 : HALI_OP_FPEXT_F32_F64,
+                     2, hali_pr(args[k]), hali_pr(a));
+    } else {
+      args[k] = a; /* index (i64 once lowered) and ABI-typed values */
+    }
+  }
+  uint32_t *deps = hali_malloc(((size_t)w->nacc + w->rd.n + 2) * sizeof(uint32_t));
+  if (!deps) {
+    hali_free(args);
+    return hali_status_oom();
+  }
+  /* The call reads (and may write) its arguments' storage: a region of
+   * its own for the fence wiring. */
+  uint32_t nd = region_deps(w, deps);
+  uint32_t wait = join_fences(w, deps, nd);
+  uint32_t signal = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.done", c->name);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(signal),
+                 hali_pr(w->device));
+  hali_pass_splice(&w->out, &w->pre);
+  /* Results: views for tensors, ABI types for scalars. */
+  uint32_t *res = args + na;
+  for (uint32_t k = 0; k < nr; ++k) {
+    uint32_t r = o[1 + na + k].v;
+    hali_type_t t = f->reg_types[r];
+    if (t == HALI_TYPE_TENSOR)
+      res[k] = hali_pass_reg(f, HALI_TYPE_BUFFER_VIEW, "%s.view",
+                             hali_s2h_rname(w, r));
+    else if (t == HALI_TYPE_I32 || t == HALI_TYPE_F32)
+      res[k] = hali_pass_reg(f, t == HALI_TYPE_I32 ? HALI_TYPE_I64 : HALI_TYPE_F64,
+                             "%s.abi", hali_s2h_rname(w, r));
+    else
+      res[k] = r;
+  }
+  hali_ir_insn_t *call = hali_pass_emit_open(
+      &w->out, w->line, HALI_OP_CALL, 3 + na + nr, 1, hali_pref(HALI_IR_FUNC, ci));
+  if (call) call->aux = (uint16_t)(na + 2);
+  for (uint32_t k = 0; k < na; ++k)
+    hali_pass_set_operand(&w->out, call, 1 + k, hali_pr(args[k]));
+  hali_pass_set_operand(&w->out, call, 1 + na, hali_pr(wait));
+  hali_pass_set_operand(&w->out, call, 2 + na, hali_pr(signal));
+  for (uint32_t k = 0; k < nr; ++k)
+    hali_pass_set_operand(&w->out, call, 3 + na + k, hali_pr(res[k]));
+  hali_status_t s = HALI_OK;
+  for (uint32_t k = 0; k < nr && !s; ++k) {
+    uint32_t r = o[1 + na + k].v;
+    hali_type_t t = f->reg_types[r];
+    if (t == HALI_TYPE_I32 || t == HALI_TYPE_F32) {
+      hali_pass_emit(&w->out, w->line,
+                     t == HALI_TYPE_I32 ? HALI_OP_TRUNC_I64_I32 : HALI_OP_FPTRUNC_F64_F32,
+                     2, hali_pr(r), hali_pr(res[k]));
+      continue;
+    }
+    if (t != HALI_TYPE_TENSOR) continue;
+    /* The static dims, copied (adding registers may move reg_xtypes). */
+    uint32_t rank = f->reg_xtypes[r].rank;
+    int64_t xd[HALI_HAL_MAX_RANK];
+    for (uint32_t d = 0; d < rank && d < HALI_HAL_MAX_RANK; ++d)
+      xd[d] = f->reg_xtypes[r].dims[d];
+    if (rank > HALI_HAL_MAX_RANK) rank = HALI_HAL_MAX_RANK;
+    hali_ir_operand_t dyn[HALI_HAL_MAX_RANK];
+    uint32_t ndyn = 0;
+    if (w->t[r].lifetime == LT_ALIAS) {
+      /* Tied: the argument's storage and shape. */
+      uint32_t a = w->t[r].alias;
+      for (uint32_t d = 0; d < rank; ++d)
+        if (xd[d] < 0) dyn[ndyn++] = hali_pr(w->t[a].dims[d]);
+    } else {
+      hali_pass_emit(&w->out, w->line, HALI_OP_HAL_BUFFER_VIEW_BUFFER, 2,
+                     hali_pr(r), hali_pr(res[k]));
+      for (uint32_t d = 0; d < rank; ++d) {
+        if (xd[d] >= 0) continue;
+        uint32_t dr = hali_pass_reg(f, HALI_TYPE_I64, "%s.dim%u",
+                                    hali_s2h_rname(w, r), d);
+        uint32_t di = hali_s2h_c32(w, d);
+        hali_pass_splice(&w->out, &w->pre);
+        hali_pass_emit(&w->out, w->line, HALI_OP_HAL_BUFFER_VIEW_DIM, 3,
+                       hali_pr(dr), hali_pr(res[k]), hali_pr(di));
+        dyn[ndyn++] = hali_pr(dr);
+      }
+    }
+    hali_s2h_set_shape(w, r, dyn, false);
+    if (w->err) {
+      s = w->err;
+      w->err = HALI_OK;
+    }
+    w->t[r].defined = true;
+    touch(w, r, true);
+  }
+  region_done(w, signal, deps, nd);
+  hali_free(deps);
+  hali_free(args);
+  return s;
 }
 
 typedef struct {
@@ -629,13 +1155,23 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   w.t = hali_calloc(f->reg_count + 1, sizeof(tinfo_t));
   w.exes = hali_malloc((m->executable_count + 1) * sizeof(uint32_t));
   w.pending = hali_malloc(2 * (f->reg_count + 1) * sizeof(uint32_t));
-  if (!w.t || !w.exes || !w.pending) {
+  w.base = UINT32_MAX;
+  w.pool_fence = UINT32_MAX;
+  w.nkeys = f->reg_count + m->global_count;
+  w.wf = hali_malloc(((size_t)w.nkeys + 1) * sizeof(uint32_t));
+  w.acc = hali_malloc(((size_t)w.nkeys + 1) * sizeof(uint32_t));
+  w.accw = hali_calloc((size_t)w.nkeys + 1, 1);
+  if (!w.t || !w.exes || !w.pending || !w.wf || !w.acc || !w.accw) {
     hali_free(w.t);
     hali_free(w.exes);
     hali_free(w.pending);
+    hali_free(w.wf);
+    hali_free(w.acc);
+    hali_free(w.accw);
     hali_free(wp);
     return hali_status_oom();
   }
+  for (uint32_t k = 0; k < w.nkeys; ++k) w.wf[k] = UINT32_MAX;
   hali_status_t s = hali_s2h_analyse(&w);
   if (!s) hali_s2h_liveness(&w);
   /* Prologue: the device, its allocator and the executables used. */
@@ -668,6 +1204,14 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
       w.index = i;
       if (hali_op_info(insn->op)->flags & HALI_OPF_TENSOR) {
         s = lower_insn(&w, insn, i);
+        if (!s && w.err) {
+          s = w.err;
+          w.err = HALI_OK;
+        }
+        continue;
+      }
+      if (hali_pass_is_tensor_call(m, insn)) {
+        s = lower_call(&w, blk, insn, i);
         if (!s && w.err) {
           s = w.err;
           w.err = HALI_OK;
@@ -715,6 +1259,12 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   hali_free(w.t);
   hali_free(w.exes);
   hali_free(w.pending);
+  hali_free(w.wf);
+  hali_free(w.acc);
+  hali_free(w.accw);
+  hali_free(w.rd.v);
+  hali_free(w.tips.v);
+  hali_free(w.fb.v);
 #undef w
   hali_free(wp);
   return s;

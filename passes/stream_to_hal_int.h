@@ -39,6 +39,12 @@ typedef struct {
 /* Transients are packed into one slab per region by liveness (see pack). */
 enum { SLAB_ALIGN = 64 };
 
+/* A growable list of pairs of u32 (oom: pushes are dropped, |oom| set). */
+typedef struct {
+  uint32_t (*v)[2];
+  uint32_t n, cap;
+} hali_u32_pairs_t;
+
 typedef struct {
   hali_ir_module_t *m;
   hali_ir_func_t *f;
@@ -61,6 +67,21 @@ typedef struct {
   const uint64_t *pool_offset;
   uint32_t pool_global, pool_ready;
   uint32_t pool;
+  /* Fence wiring (doc/passes.md, "Independent regions"): a region waits
+   * only for the regions whose storage it reads or overwrites.  Storage is
+   * named by a key: a storage root (< nregs), or nregs + g for tensor
+   * global g (every load of g shares its storage). */
+  uint32_t base;       /* the tensor.wait fence; UINT32_MAX: none (null) */
+  uint32_t nkeys;
+  uint32_t *wf;        /* per key: the fence of its last writer, or none */
+  uint8_t *accw;       /* per key, this region: 1 read, 2 written */
+  uint32_t *acc;       /* the keys this region touched */
+  uint32_t nacc;
+  hali_u32_pairs_t rd;   /* (key, fence of a region reading it since) */
+  hali_u32_pairs_t tips; /* (fence, 0): fences no later one waits on */
+  hali_u32_pairs_t fb;   /* (region fence, the base it waited for) */
+  bool sealed;         /* an `execute {}` ended: no more commands join it */
+  uint32_t pool_fence; /* the constant pool's upload fence register */
   uint32_t *pending;    /* static-size transients awaiting the region's slab */
   uint32_t npending;
   /* Constants already materialized (registers are never rewritten). */

@@ -258,8 +258,12 @@ START_TEST(mutations_are_named) {
        "operand 0 must be an executable"},
       {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_EXPORT, HALI_IR_IMM, 0, 2, 0,
        "export 2 is out of range [0, 1]"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_NWORKLOAD, HALI_IR_IMM, 0, 65, 0,
+       "workload count 65 is out of range"},
+      /* 4 dimensions are fine (folded into Z), but then the lists do not
+       * fit this dispatch's operands. */
       {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_NWORKLOAD, HALI_IR_IMM, 0, 4, 0,
-       "workload count 4 is out of range"},
+       "counts (4 workload, 2 operands, 1 results) need"},
       {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_NOPERANDS, HALI_IR_IMM, 0, 5, 0,
        "counts (1 workload, 5 operands, 1 results) need 15"},
       {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_NRESULTS, HALI_IR_IMM, 0, -1, 0,

@@ -282,6 +282,25 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                                                 : "?");
     hali_ir_print_reg(sb, f, o[1].v);
     return;
+  case HALI_OP_TENSOR_DIM:
+  case HALI_OP_TENSOR_NUMEL:
+    if (n < (insn->op == HALI_OP_TENSOR_DIM ? 3u : 2u)) break;
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_printf(sb, " = %s ", insn->op == HALI_OP_TENSOR_DIM
+                                         ? "tensor.dim" : "tensor.numel");
+    hali_ir_print_reg(sb, f, o[1].v);
+    if (insn->op == HALI_OP_TENSOR_DIM)
+      hali_strbuf_printf(sb, ", %" PRId64, o[2].imm);
+    return;
+  case HALI_OP_TENSOR_RESHAPE:
+    if (n < 2) break;
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_append(sb, " = tensor.reshape ", 18);
+    hali_ir_print_reg(sb, f, o[1].v);
+    hali_strbuf_append(sb, " : ", 3);
+    hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
+    print_dims(sb, f, insn, 2, n - 2);
+    return;
   case HALI_OP_TENSOR_EXECUTE:
     hali_strbuf_append(sb, "execute {", 9);
     return;

@@ -144,7 +144,7 @@ static hali_status_t s_dispatch(const vctx_t *v) {
   HALI_RETURN_IF_ERROR_PLAIN(
       s_imm(v, HALI_TD_EXPORT, 0, (int64_t)e->export_count - 1, "export"));
   HALI_RETURN_IF_ERROR_PLAIN(
-      s_imm(v, HALI_TD_NWORKLOAD, 0, 3, "workload count"));
+      s_imm(v, HALI_TD_NWORKLOAD, 0, HALI_HAL_MAX_RANK, "workload count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NOPERANDS, 0, n, "operand count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NRESULTS, 0, n, "result count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_BINDINGS, -1, UINT32_MAX, "bindings"));
@@ -216,6 +216,10 @@ static hali_status_t s_fixed(const vctx_t *v, const hali_op_info_t *info) {
     case HALI_ROLE_IN_PLACE:
       HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, i, d->type));
       break;
+    case HALI_ROLE_IMM: /* tensor.dim's dimension: its range is checked below */
+      if (insn->operands[i].kind != HALI_IR_IMM)
+        return hali_verr(v, "operand %u must be an immediate", i);
+      break;
     case HALI_ROLE_RODATA:
       if (insn->operands[i].kind != HALI_IR_RODATA ||
           insn->operands[i].v >= v->m->rodata_count)
@@ -272,6 +276,18 @@ static hali_status_t s_tensor_insn(const vctx_t *v,
                           "archive's)", g->name);
     return HALI_OK;
   }
+  case HALI_OP_TENSOR_DIM:
+    if (insn->operands[2].imm < 0 ||
+        (uint64_t)insn->operands[2].imm >= s_shape(v, 1)->rank)
+      return hali_verr(v, "dimension %lld of a tensor of rank %u",
+                       (long long)insn->operands[2].imm, s_shape(v, 1)->rank);
+    return HALI_OK;
+  case HALI_OP_TENSOR_NUMEL:
+    return HALI_OK;
+  case HALI_OP_TENSOR_RESHAPE:
+    if (s_shape(v, 0)->element_type != s_shape(v, 1)->element_type)
+      return hali_verr(v, "a reshape keeps the element type");
+    return s_dyn_dims(v, 0, info->operand_count, n - info->operand_count);
   case HALI_OP_TENSOR_CLONE:
   case HALI_OP_TENSOR_OVERWRITE:
     return s_same_shape(v, 0, 1,
