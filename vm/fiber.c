@@ -34,6 +34,7 @@ typedef struct waiter_s {
   hali_vm_fiber_t *fiber;
   hali_hal_semaphore_t *semaphore; /* retained */
   struct waiter_s *next;           /* the fiber's list */
+  uint64_t epoch;                  /* the fiber's wait_epoch it counts for */
   bool detached;
   atomic_int refs;
 } waiter_t;
@@ -71,6 +72,12 @@ struct hali_vm_fiber_s {
   hali_hal_fence_t *fence;  /* completion; created when first asked for */
   hali_status_t status;     /* final, once done */
   waiter_t *waiters;        /* while suspending or suspended */
+  /* Counting the wake-ups of one suspension (mutex held): a fence of N
+   * points wakes its awaiter once, when the last point is reached (or at
+   * once when one fails), not N times. */
+  uint64_t wait_epoch;
+  size_t wait_registered, wait_fired;
+  bool wait_counting; /* registration finished: wait_registered is final */
   bool host_owned;          /* started by the host (else by fiber.spawn) */
   bool released;            /* the host released it */
   atomic_bool cancel_requested;
@@ -102,6 +109,14 @@ struct hali_vm_scheduler_s {
   hali_vm_fiber_t *running;
   int64_t running_since;
   bool watchdog_started, watchdog_stop;
+  /* The watchdog's own condition: scheduler events (spawn, wake, finish)
+   * broadcast |cond| and never wake it.  It ticks every half slice while
+   * a fiber runs or a deadline is pending, and otherwise sleeps until
+   * told (|watchdog_idle|: a fiber starts running, a deadline appears, or
+   * the scheduler stops). */
+  pthread_cond_t watchdog_cond;
+  bool watchdog_idle;
+  uint64_t watchdog_wakeups; /* how often it woke: see the tests */
   pthread_t watchdog;
   uint64_t preemptions;
   /* A bounded run (hali_vm_scheduler_run_until): past it, the watchdog
@@ -172,10 +187,18 @@ static void wake(void *user, hali_status_t status) {
   waiter_t *w = user;
   hali_vm_scheduler_t *s = w->scheduler;
   pthread_mutex_lock(&s->mutex);
+  hali_vm_fiber_t *f = w->fiber;
   if (!w->detached &&
-      (w->fiber->state == FIBER_SUSPENDED ||
-       w->fiber->state == FIBER_SUSPENDING))
-    wake_fiber(s, w->fiber);
+      (f->state == FIBER_SUSPENDED || f->state == FIBER_SUSPENDING)) {
+    /* A failure wakes at once; a reached point only once it is the last
+     * one this suspension registered. */
+    bool last = false;
+    if (w->epoch == f->wait_epoch) {
+      f->wait_fired++;
+      last = f->wait_counting && f->wait_fired >= f->wait_registered;
+    }
+    if (status || last) wake_fiber(s, f);
+  }
   s->waiters_live--;
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->mutex);
@@ -187,7 +210,8 @@ static void wake(void *user, hali_status_t status) {
  * point already failed, or every point is reached).  Called without the
  * mutex while |f| is SUSPENDING. */
 static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
-                          hali_hal_fence_t *fence) {
+                          hali_hal_fence_t *fence, size_t *out_registered) {
+  *out_registered = 0;
   size_t n = hali_hal_fence_point_count(fence), registered = 0;
   for (size_t i = 0; i < n; ++i) {
     hali_hal_semaphore_t *sem;
@@ -212,12 +236,14 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     w->semaphore = sem;
     hali_hal_semaphore_retain(sem);
     pthread_mutex_lock(&s->mutex);
+    w->epoch = f->wait_epoch;
     w->next = f->waiters;
     f->waiters = w;
     s->waiters_live++;
     pthread_mutex_unlock(&s->mutex);
     if (hali_hal_semaphore_notify(sem, value, &w->timepoint, wake, w)) {
       registered++;
+      *out_registered = registered;
       continue;
     }
     /* Reached (or failed) meanwhile: no callback will come. */
@@ -225,7 +251,11 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     s->waiters_live--;
     pthread_mutex_unlock(&s->mutex);
     waiter_release(w);
-    return true;
+    q = hali_hal_semaphore_query(sem, &now);
+    if (q) {
+      hali_status_free(q);
+      return true;
+    }
   }
   return registered == 0;
 }
@@ -248,10 +278,26 @@ static void enforce_deadlines(hali_vm_scheduler_t *s, int64_t now) {
   }
 }
 
+/* Wakes an idle watchdog (mutex held): something it must watch began. */
+static void watchdog_poke(hali_vm_scheduler_t *s) {
+  if (s->watchdog_idle) {
+    s->watchdog_idle = false;
+    pthread_cond_signal(&s->watchdog_cond);
+  }
+}
+
 static void *watchdog_main(void *arg) {
   hali_vm_scheduler_t *s = arg;
   pthread_mutex_lock(&s->mutex);
   while (!s->watchdog_stop) {
+    s->watchdog_wakeups++;
+    if (!s->running && !s->timed && s->run_deadline == INT64_MAX) {
+      /* Nothing to watch: sleep until told. */
+      s->watchdog_idle = true;
+      while (s->watchdog_idle && !s->watchdog_stop)
+        pthread_cond_wait(&s->watchdog_cond, &s->mutex);
+      continue;
+    }
     int64_t now = now_ns();
     if (s->timed) enforce_deadlines(s, now);
     bool slice_over =
@@ -266,7 +312,7 @@ static void *watchdog_main(void *arg) {
     int64_t wake = now + FIBER_SLICE_NS / 2;
     struct timespec ts = {(time_t)(wake / 1000000000),
                           (long)(wake % 1000000000)};
-    pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+    pthread_cond_timedwait(&s->watchdog_cond, &s->mutex, &ts);
   }
   pthread_mutex_unlock(&s->mutex);
   return NULL;
@@ -274,6 +320,13 @@ static void *watchdog_main(void *arg) {
 
 uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s) {
   return s->preemptions;
+}
+
+uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint64_t n = s->watchdog_wakeups;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
 }
 
 hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
@@ -288,6 +341,7 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cond, &ca);
+  pthread_cond_init(&s->watchdog_cond, &ca);
   pthread_condattr_destroy(&ca);
   if (o) s->options = *o;
   s->device = device;
@@ -527,7 +581,10 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   s->live++;
   inv->refs++;
   inv->live++;
-  if (f->root && inv->deadline_ns != INT64_MAX) s->timed++;
+  if (f->root && inv->deadline_ns != INT64_MAX) {
+    s->timed++;
+    watchdog_poke(s);
+  }
   push_ready(s, f);
   if ((s->live >= 2 || s->timed) && !s->watchdog_started &&
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
@@ -615,6 +672,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   int64_t outer_since = s->running_since;
   s->running = f;
   s->running_since = now_ns();
+  watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
   pthread_mutex_lock(&s->mutex);
@@ -649,11 +707,19 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
    * come meanwhile). */
   pthread_mutex_lock(&s->mutex);
   f->state = FIBER_SUSPENDING;
+  f->wait_epoch++;
+  f->wait_fired = 0;
+  f->wait_registered = 0;
+  f->wait_counting = false;
   pthread_mutex_unlock(&s->mutex);
-  bool ready = register_wait(s, f, st->awaiting);
+  size_t registered = 0;
+  bool ready = register_wait(s, f, st->awaiting, &registered);
   pthread_mutex_lock(&s->mutex);
+  f->wait_registered = registered;
+  f->wait_counting = true;
   if (f->state == FIBER_SUSPENDING) {
-    if (ready || atomic_load(&f->cancel_requested)) {
+    if (ready || atomic_load(&f->cancel_requested) ||
+        f->wait_fired >= registered) {
       wake_fiber(s, f);
     } else {
       f->state = FIBER_SUSPENDED;
@@ -717,6 +783,7 @@ hali_status_t hali_vm_scheduler_run_until(hali_vm_scheduler_t *s,
   pthread_mutex_lock(&s->mutex);
   int64_t outer = s->run_deadline;
   if (run_deadline < outer) s->run_deadline = run_deadline;
+  watchdog_poke(s);
   if (!s->watchdog_started &&
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
     s->watchdog_started = true;
@@ -900,7 +967,7 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (s->watchdog_started) {
     pthread_mutex_lock(&s->mutex);
     s->watchdog_stop = true;
-    pthread_cond_broadcast(&s->cond);
+    pthread_cond_broadcast(&s->watchdog_cond);
     pthread_mutex_unlock(&s->mutex);
     pthread_join(s->watchdog, NULL);
   }
@@ -946,6 +1013,7 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
   pthread_cond_destroy(&s->cond);
+  pthread_cond_destroy(&s->watchdog_cond);
   pthread_mutex_destroy(&s->mutex);
   free(s);
 }

@@ -101,6 +101,10 @@ HALI_MUST_USE hali_status_t hali_vm_scheduler_run_until(
 /* How often a fiber was preempted (ran past its 10 ms slice while others
  * were ready): fibers that never await still take turns. */
 uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s);
+/* How often the watchdog thread woke up: scheduler events (spawns,
+ * wake-ups, finishes) do not wake it; it ticks every 5 ms while a fiber
+ * runs or a deadline is pending, and sleeps otherwise. */
+uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s);
 
 /* Fibers alive (not finished), and of those suspended. */
 size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s);
