@@ -155,6 +155,7 @@ static const struct {
   unsigned first_op;
 } op_blocks[] = {
     {2, HALI_OP_FMA_I32},
+    {3, HALI_OP_FIBER_JOIN},
 };
 
 static uint16_t op_minor(unsigned op) {

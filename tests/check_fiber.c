@@ -1823,6 +1823,192 @@ START_TEST(group_join_in_place_only_when_unshared) {
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------------ */
+/* fiber.join: the spawned function's results, or its failure. */
+
+static const char join_results[] =
+    "func @pair(%x: i64, %y: f64) -> (i64, f64, !hal.fence) {\n"
+    "  %device = hal.device.get\n"
+    "  %forever = const.i64 -1\n"
+    "  %go = hal.fence.create %device\n"
+    "  hal.fence.signal %go\n"
+    "  %s = hal.fence.await %go, %forever\n" /* suspends? no: ready */
+    "  %two = const.i64 2\n"
+    "  %x2 = mul.i64 %x, %two\n"
+    "  %half = const.f64 0.5\n"
+    "  %yh = mul.f64 %y, %half\n"
+    "  return %x2, %yh, %go\n"
+    "}\n"
+    "func @sum_to(%n: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %one = const.i64 1\n"
+    "  %acc = const.i64 0\n"
+    "  %i = const.i64 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %acc = add.i64 %acc, %i\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = le.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return %acc\n"
+    "}\n"
+    "func @divide(%a: i32, %b: i32) -> i32 {\n"
+    "  %q = div.s.i32 %a, %b\n"
+    "  return %q\n"
+    "}\n"
+    "func @main(%n: i64) -> (i64, f64, i64, i32) {\n"
+    "^entry:\n"
+    "  %seven = const.i64 7\n"
+    "  %y = const.f64 3.0\n"
+    "  %p = fiber.spawn @pair(%seven, %y)\n"
+    "  %s = fiber.spawn @sum_to(%n)\n"
+    "  %a = const.i32 84\n"
+    "  %b = const.i32 2\n"
+    "  %d = fiber.spawn @divide(%a, %b)\n"
+    /* Joined twice: a fence hands its results to every joiner. */
+    "  %t = fiber.join @sum_to(%s)\n"
+    "  %x2, %yh, %g = fiber.join @pair(%p)\n"
+    "  %t2 = fiber.join @sum_to(%s)\n"
+    "  %sum = add.i64 %t, %t2\n"
+    "  %q = fiber.join @divide(%d)\n"
+    "  %forever = const.i64 -1\n"
+    "  %ok = hal.fence.await %g, %forever\n"
+    "  return %x2, %yh, %sum, %q\n"
+    "}\n";
+
+START_TEST(join_gives_results) {
+  env_t e = env_open(join_results);
+  hali_value_t args[] = {hali_value_i64(1000)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 1);
+  run_until(&e, f);
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(f)));
+  size_t n = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &n);
+  ck_assert_uint_eq(n, 4);
+  ck_assert_int_eq(r[0].i64, 14);
+  ck_assert(r[1].f64 == 1.5);
+  int64_t want = 0;
+  for (int64_t i = 1; i <= 1000; ++i) want += i;
+  ck_assert_int_eq(r[2].i64, 2 * want);
+  ck_assert_int_eq(r[3].i32, 42);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* A join of a fiber that failed fails with its status (and backtrace),
+ * annotated with the awaited fence and the joiner's backtrace. */
+static const char join_failed[] =
+    "func @divide(%a: i32, %b: i32) -> i32 {\n"
+    "  %q = div.s.i32 %a, %b\n"
+    "  return %q\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "  %a = const.i32 84\n"
+    "  %b = const.i32 0\n"
+    "  %d = fiber.spawn @divide(%a, %b)\n"
+    "  %q = fiber.join @divide(%d)\n"
+    "  return %q\n"
+    "}\n";
+
+START_TEST(join_of_failed_fiber) {
+  env_t e = env_open(join_failed);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  char *t = failure_text(f, HALI_STATUS_OUT_OF_RANGE);
+  assert_contains(t, "division by zero");
+  assert_contains(t, "at @divide@0");
+  assert_contains(t, "awaited fence #");
+  assert_contains(t, "at @main@3");
+  free(t);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* The fence must be a spawn of the named function: a created fence, a
+ * group, or another function's fiber fails the join with a clear error. */
+static const char join_wrong[] =
+    "func @one() -> i64 {\n"
+    "  %x = const.i64 1\n"
+    "  return %x\n"
+    "}\n"
+    "func @other() -> i64 {\n"
+    "  %x = const.i64 2\n"
+    "  return %x\n"
+    "}\n"
+    "func @plain() -> i64 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  hal.fence.signal %f\n"
+    "  %x = fiber.join @one(%f)\n"
+    "  return %x\n"
+    "}\n"
+    "func @group() -> i64 {\n"
+    "  %f = fiber.spawn @one()\n"
+    "  %g = hal.fence.join %f, %f\n"
+    "  %x = fiber.join @one(%g)\n"
+    "  return %x\n"
+    "}\n"
+    "func @mismatch() -> i64 {\n"
+    "  %f = fiber.spawn @other()\n"
+    "  %x = fiber.join @one(%f)\n"
+    "  return %x\n"
+    "}\n";
+
+START_TEST(join_wrong_fence_fails_clearly) {
+  static const struct {
+    const char *fn, *text;
+    hali_status_code_t code;
+  } cases[] = {
+      {"plain", "fiber.join @one: fence #", HALI_STATUS_FAILED_PRECONDITION},
+      {"group", "carries no results", HALI_STATUS_FAILED_PRECONDITION},
+      {"mismatch", "is the fence of a spawned @other, not of @one",
+       HALI_STATUS_INVALID_ARGUMENT},
+  };
+  for (size_t i = 0; i < COUNT_OF(cases); ++i) {
+    env_t e = env_open(join_wrong);
+    hali_vm_fiber_t *f = start(&e, cases[i].fn, NULL, 0);
+    run_until(&e, f);
+    char *t = failure_text(f, cases[i].code);
+    assert_contains(t, cases[i].text);
+    assert_contains(t, "at @");
+    free(t);
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+START_TEST(join_rejected_at_load) {
+  /* Wrong arity and wrong result count are assembly errors. */
+  static const struct {
+    const char *text, *error;
+  } cases[] = {
+      {"func @one() -> i64 {\n  %x = const.i64 1\n  return %x\n}\n"
+       "func @main() -> i64 {\n  %f = fiber.spawn @one()\n"
+       "  %x = fiber.join @one(%f, %f)\n  return %x\n}\n",
+       "fiber.join @one takes one !hal.fence"},
+      {"func @one() -> i64 {\n  %x = const.i64 1\n  return %x\n}\n"
+       "func @main() -> i64 {\n  %f = fiber.spawn @one()\n"
+       "  %x, %y = fiber.join @one(%f)\n  return %x\n}\n",
+       "@one returns 1 value(s), 2 assigned"},
+      {"func @one() -> i64 {\n  %x = const.i64 1\n  return %x\n}\n"
+       "func @main() -> i32 {\n  %f = fiber.spawn @one()\n"
+       "  %x = fiber.join @one(%f)\n  %y = add.i32 %x, %x\n  return %y\n}\n",
+       "register is i64 but this operand must be i32"},
+  };
+  for (size_t i = 0; i < COUNT_OF(cases); ++i) {
+    hali_vm_module_t *m = NULL;
+    ck_assert_status(hali_test_try_module(cases[i].text, &m),
+                     HALI_STATUS_INVALID_ARGUMENT, cases[i].error);
+    ck_assert(m == NULL);
+  }
+}
+END_TEST
+
 static Suite *suite_fiber(void) {
   Suite *s = suite_create("fiber");
   TCase *tc;
@@ -1873,6 +2059,13 @@ static Suite *suite_fiber(void) {
   tc = tcase_create("fairness");
   tcase_add_test(tc, fairness_fifo_wakeups);
   tcase_add_test(tc, fairness_baton_alternates);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("join");
+  tcase_add_test(tc, join_gives_results);
+  tcase_add_test(tc, join_of_failed_fiber);
+  tcase_add_test(tc, join_wrong_fence_fails_clearly);
+  tcase_add_test(tc, join_rejected_at_load);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("groups");

@@ -597,6 +597,38 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   return HALI_OK;
 }
 
+/* What a spawned fiber that returned hands to fiber.join: its function
+ * and a copy of its results (refs retained), attached to its fence. */
+typedef struct {
+  const hali_ir_func_t *fn;
+  uint32_t count;
+  hali_value_t values[];
+} fiber_results_t;
+
+static void fiber_results_free(void *p) {
+  fiber_results_t *r = p;
+  if (!r) return;
+  for (uint32_t i = 0; i < r->count; ++i) hali_value_release(&r->values[i]);
+  free(r);
+}
+
+/* Attaches |f|'s results to |fence| for fiber.join (before the signal
+ * publishes them).  Out of memory: false (the join will fail). */
+static bool attach_results(hali_vm_fiber_t *f, hali_hal_fence_t *fence) {
+  if (!f->result_count) return true;
+  fiber_results_t *r =
+      malloc(sizeof(*r) + f->result_count * sizeof(hali_value_t));
+  if (!r) return false;
+  r->fn = f->fn->ir;
+  r->count = f->result_count;
+  for (uint32_t i = 0; i < f->result_count; ++i) {
+    r->values[i] = f->results[i];
+    if (hali_type_is_ref(r->values[i].type)) hali_ref_retain(r->values[i].ref);
+  }
+  hali_hal_fence_set_payload(fence, r, fiber_results_free);
+  return true;
+}
+
 /* |f| finished with |status| (owned): record it, signal or fail its fence
  * (without the mutex: waking others takes it). */
 static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
@@ -617,6 +649,11 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   hali_hal_fence_retain(fence);
   pthread_mutex_unlock(&s->mutex);
   if (fence) {
+    if (!status && !f->host_owned && !attach_results(f, fence))
+      status = hali_status_annotate(hali_status_oom(),
+                                    "keeping the results of @%s for "
+                                    "fiber.join",
+                                    f->fn->ir->name);
     if (status) {
       hali_hal_fence_fail(fence, hali_status_clone(status));
     } else {
@@ -1269,5 +1306,50 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
   }
   if (w) return hali_status_annotate(w, "awaited fence #%u", fence_id);
   *out_code = code;
+  return HALI_OK;
+}
+
+hali_status_t hali_vm_fiber_join_op(hali_vm_stack_t *st,
+                                    const hali_cell_t *pc, hali_slot_t *regs,
+                                    hali_ref_t **refs) {
+  const hali_vm_func_t *callee = pc[1].ptr;
+  const uint16_t *list = hali_cell_slots(&pc[2]);
+  const uint32_t nres = pc->i.c;
+  hali_hal_fence_t *fence = (hali_hal_fence_t *)refs[list[0]];
+  int32_t code = 0;
+  /* Suspends (DEFERRED) until the fiber ends; its failure is ours. */
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_fiber_await(st, fence, -1, false, &code));
+  if (nres == 0) return HALI_OK; /* nothing to hand over: an await */
+  fiber_results_t *r = hali_hal_fence_payload(fence, fiber_results_free);
+  uint32_t id = ((hali_ref_t *)fence)->id;
+  if (!r)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "fiber.join @%s: fence #%u carries no results: it "
+                            "is not the fence of a fiber.spawn of @%s (a "
+                            "created or joined fence, or a group)",
+                            callee->ir->name, id, callee->ir->name);
+  if (r->fn != callee->ir || r->count != nres)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "fiber.join @%s: fence #%u is the fence of a "
+                            "spawned @%s, not of @%s",
+                            callee->ir->name, id, r->fn->name,
+                            callee->ir->name);
+  for (uint32_t i = 0; i < nres; ++i) {
+    const hali_value_t *v = &r->values[i];
+    uint16_t slot = list[1 + i];
+    switch (v->type) {
+    case HALI_TYPE_I32: regs[slot].i32 = v->i32; break;
+    case HALI_TYPE_I64: regs[slot].i64 = v->i64; break;
+    case HALI_TYPE_F32: regs[slot].f32 = v->f32; break;
+    case HALI_TYPE_F64: regs[slot].f64 = v->f64; break;
+    default: {
+      hali_ref_t *old = refs[slot];
+      hali_ref_retain(v->ref);
+      refs[slot] = v->ref;
+      hali_ref_release(old);
+      break;
+    }
+    }
+  }
   return HALI_OK;
 }

@@ -142,6 +142,14 @@ void hali_vm_fiber_release(hali_vm_fiber_t *f);
  * stack bookkeeping and frames), excluding its register banks. */
 size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f);
 
+/* Internal: fiber.join from the interpreter (pc at the instruction):
+ * awaits the fence (suspending: HALI_STATUS_DEFERRED, re-run on resume),
+ * fails with the fiber's status, else writes the results the spawned
+ * fiber attached to its fence. */
+hali_status_t hali_vm_fiber_join_op(hali_vm_stack_t *st,
+                                    const hali_cell_t *pc, hali_slot_t *regs,
+                                    hali_ref_t **refs);
+
 /* Internal: fiber.spawn from the interpreter (pc at the instruction). */
 hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
                                      const hali_cell_t *pc,
