@@ -390,6 +390,8 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
     if (!sub) break;
     bool ready = true;
     hali_status_t wait_status = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
+    /* Its submitter gave up: complete() fails it without waiting. */
+    if (!ready && hali_hal_stop_check(sub->stop)) ready = true;
     if (!ready) {
       if (device->armed_for == sub->id) break;  /* a callback will pump */
       if (hali_hal_local_sync_arm(device, sub)) break;
@@ -565,8 +567,9 @@ void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
     /* A local-task submission that is current may be running: only a
      * wait fence not reached means it is waiting.  One being given up
      * (abandon, or its submitter's stop) completes within ~20 ms. */
-    bool giving_up = next == device->current &&
-                     (device->abandoning || hali_hal_stop_check(next->stop));
+    bool giving_up =
+        next == device->current &&
+        (device->abandoning || hali_hal_stop_check(next->stop));
     if (!ready && !giving_up) {
       *out_blocked_on = next->wait_fence;
       hali_hal_fence_retain(next->wait_fence);
@@ -782,7 +785,9 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
     }
     hali_hal_worker_pool_destroy(device->pool);
   } else {
-    /* Drain: parked submissions run from signalling threads. */
+    /* Parked submissions whose submitters gave up (hal/stop.h) end now;
+     * the rest run from signalling threads: drain. */
+    hali_hal_local_sync_pump(device);
     hali_status_free(hali_hal_device_wait_idle(device, HALI_INFINITE));
     /* Unregister arms left from the last parked submission; wait for
      * callbacks already running. */

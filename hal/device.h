@@ -83,9 +83,10 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_execute(
  * until the submission completes; NULL: none).  Once the stop is requested
  * (or its deadline passes) the submission is abandoned with the stop's
  * status (hal/stop.h) on its signal fence: before it starts (a local-task
- * queue thread waiting on its wait fence checks every 20 ms), before each
- * command and each workgroup, and inside a bytecode kernel's workgroup at
- * its next branch. */
+ * queue thread waiting on its wait fence checks every 20 ms; a parked
+ * local-sync submission at the next pump, and at the latest when the
+ * device is released), before each command and each workgroup, and inside
+ * a bytecode kernel's workgroup at its next branch. */
 HALI_MUST_USE hali_status_t hali_hal_device_queue_execute_stoppable(
     hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
     hali_hal_fence_t *signal_fence,

@@ -2528,6 +2528,39 @@ START_TEST(imports_between_modules_recursive) {
 }
 END_TEST
 
+/* Queue work parked on a fence only its (cancelled) invocation would have
+ * signalled: releasing the context stops the invocation and its work, so
+ * releasing the device afterwards does not wait for it (before, a shared
+ * device waited forever; hali_device_abandon was the only way out). */
+static const char k_parked[] =
+    "module @parked\n"
+    "func @park() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %gate = hal.fence.create %device\n"
+    "  %done = hal.fence.create %device\n"
+    "  hal.device.queue.execute %device, %gate, %done, []\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %done, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(parked_work_abandoned_by_context_release) {
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in, _i ? HALI_DEVICE_LOCAL_TASK
+                                       : HALI_DEVICE_LOCAL_SYNC);
+  hali_module_t *m = module_new(in, k_parked);
+  hali_context_t *c = NULL;
+  ck_ok(hali_context_create(in, d, &m, 1, NULL, &c));
+  hali_module_release(m);
+  hali_invocation_t *inv = NULL;
+  ck_ok(hali_context_invoke_async(c, lookup(c, "park"), NULL, 0, &inv));
+  ck_status(hali_invocation_await_for(inv, 20000000),
+            HALI_STATUS_DEADLINE_EXCEEDED, NULL);
+  hali_invocation_release(inv);
+  release_promptly(c, d, in);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Blocking awaits (issue 13 row 10): an await inside a ["blocking"]
  * function holds the thread, and with it every fiber of the context.  On a
@@ -2712,6 +2745,7 @@ static Suite *api_suite(void) {
   tcase_add_loop_test(tc, kernel_fuel, 0, 2);
   tcase_add_loop_test(tc, kernel_cancel_from_another_thread, 0, 2);
   tcase_add_loop_test(tc, kernel_abandoned_by_context_release, 0, 2);
+  tcase_add_loop_test(tc, parked_work_abandoned_by_context_release, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("blocking");
   tcase_add_loop_test(tc, blocking_await_deadlock_and_host_signal, 0, 2);

@@ -101,6 +101,7 @@ struct hali_vm_scheduler_s {
   hali_vm_fiber_t *pool;
   size_t pool_count;
   invocation_t *inv_pool;
+  size_t inv_pool_count;
   size_t timed; /* live invocations with a deadline (the watchdog scans) */
   uint64_t created, reused;
   /* Fairness: while a fiber runs longer than its slice and others are
@@ -368,8 +369,13 @@ static void invocation_unref(hali_vm_scheduler_t *s, invocation_t *inv) {
   if (!inv || --inv->refs) return;
   hali_hal_stop_release(inv->stop);
   inv->stop = NULL;
+  if (s->inv_pool_count >= FIBER_POOL_MAX) {
+    free(inv);
+    return;
+  }
   inv->next = s->inv_pool;
   s->inv_pool = inv;
+  s->inv_pool_count++;
 }
 
 /* Unlinks a finished fiber and drops what this invocation held; keeps the
@@ -535,7 +541,10 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   if (!st && !inv) {
     pthread_mutex_lock(&s->mutex);
     inv = s->inv_pool;
-    if (inv) s->inv_pool = inv->next;
+    if (inv) {
+      s->inv_pool = inv->next;
+      s->inv_pool_count--;
+    }
     pthread_mutex_unlock(&s->mutex);
     if (!inv) inv = malloc(sizeof(*inv));
     if (!inv)

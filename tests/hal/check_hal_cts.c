@@ -3,6 +3,7 @@
  * local-task with 1, 2 and 4 workers. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,12 +138,30 @@ static int cts_fail_kernel(const hali_kernel_dispatch_state_t *d,
   return wg == d->constants[0] ? 42 : 0;
 }
 
+/* Counts its workgroups; the one whose linear index is constant 0
+ * requests cts_stop (with CANCELLED): the submitter giving up mid-dispatch,
+ * at a known workgroup. */
+static hali_hal_stop_t *cts_stop;
+static atomic_int cts_stop_ran;
+static int cts_stop_kernel(const hali_kernel_dispatch_state_t *d,
+                           const hali_kernel_workgroup_state_t *w) {
+  uint64_t wg = ((uint64_t)w->workgroup_id_z * d->workgroup_count_y +
+                 w->workgroup_id_y) *
+                    d->workgroup_count_x +
+                w->workgroup_id_x;
+  atomic_fetch_add(&cts_stop_ran, 1);
+  if (wg == d->constants[0])
+    hali_hal_stop_request(cts_stop, HALI_STATUS_CANCELLED);
+  return 0;
+}
+
 static const hali_kernel_export_t cts_exports[] = {
     {"scale", cts_scale_kernel, 4, 2, {4, 1, 1}, 256},
     {"fail_at", cts_fail_kernel, 0, 1, {1, 1, 1}, 0},
+    {"stop_at", cts_stop_kernel, 0, 1, {1, 1, 1}, 0},
 };
 static const hali_kernel_library_t cts_library = {
-    HALI_KERNEL_ABI_VERSION, "cts_kernels", 2, cts_exports};
+    HALI_KERNEL_ABI_VERSION, "cts_kernels", 3, cts_exports};
 
 static hali_hal_executable_t *cts_executable(void) {
   hali_hal_executable_t *exe = NULL;
@@ -775,6 +794,108 @@ START_TEST(test_device_release_drains) {
 }
 END_TEST
 
+/* ---- Stop requests (hal/stop.h): the submitter gives up. ---- */
+
+/* Submits a 1000-workgroup dispatch of stop_at(|at|) on behalf of |stop|
+ * and returns the status its signal fence ends with. */
+static hali_status_t cts_run_stoppable(hali_hal_device_t *device,
+                                       hali_hal_stop_t *stop, uint32_t at) {
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, &at, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 2, 1000, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  hali_hal_fence_t *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  HALI_CK_OK(hali_hal_device_queue_execute_stoppable(device, NULL, signal,
+                                                     &cb, 1, stop));
+  hali_hal_command_buffer_release(cb);
+  hali_hal_executable_release(exe);
+  hali_status_t status = hali_hal_fence_await(signal, HALI_INFINITE);
+  hali_hal_fence_release(signal);
+  return status;
+}
+
+/* A stop requested during a dispatch abandons it before the next
+ * workgroup: on one worker exactly the workgroups up to the one that
+ * requested it ran; with more, each worker finishes at most the one it
+ * was running.  Without a request the same dispatch runs whole. */
+START_TEST(test_stop_abandons_dispatch) {
+  hali_hal_device_t *device = cts_device(_i);
+  HALI_CK_OK(hali_hal_stop_create(INT64_MAX, &cts_stop));
+  atomic_store(&cts_stop_ran, 0);
+  HALI_CK_OK(cts_run_stoppable(device, cts_stop, UINT32_MAX));
+  ck_assert_int_eq(atomic_load(&cts_stop_ran), 1000);
+  atomic_store(&cts_stop_ran, 0);
+  HALI_CK_STATUS(cts_run_stoppable(device, cts_stop, 5),
+                 HALI_STATUS_CANCELLED,
+                 "the invocation that submitted this work was cancelled",
+                 "abandoned before its next workgroup",
+                 "export 2 'stop_at'");
+  int ran = atomic_load(&cts_stop_ran);
+  uint32_t workers = hali_hal_device_worker_count(device);
+  if (workers == 1 && cts_configs[_i].kind == HALI_HAL_DEVICE_LOCAL_SYNC)
+    ck_assert_int_eq(ran, 6);
+  else
+    ck_assert_msg(ran >= 1 && ran < 1000, "%s: %d of 1000 workgroups ran",
+                  cts_configs[_i].label, ran);
+  /* Requested: later work of the same submitter does not start. */
+  atomic_store(&cts_stop_ran, 0);
+  HALI_CK_STATUS(cts_run_stoppable(device, cts_stop, UINT32_MAX),
+                 HALI_STATUS_CANCELLED, "abandoned before it started");
+  ck_assert_int_eq(atomic_load(&cts_stop_ran), 0);
+  hali_hal_stop_release(cts_stop);
+  cts_stop = NULL;
+  /* A passed deadline is a stop too, with its own code. */
+  hali_hal_stop_t *late = NULL;
+  HALI_CK_OK(hali_hal_stop_create(hali_test_now_ns() - 1, &late));
+  HALI_CK_STATUS(cts_run_stoppable(device, late, UINT32_MAX),
+                 HALI_STATUS_DEADLINE_EXCEEDED, "exceeded its deadline");
+  ck_assert_int_eq(atomic_load(&cts_stop_ran), 0);
+  ck_assert_int_eq(hali_hal_stop_check(late), HALI_STATUS_DEADLINE_EXCEEDED);
+  hali_hal_stop_release(late);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* Work parked behind a wait fence is given up once its submitter stops:
+ * on local-task within the queue thread's 20 ms wait slices, on local-sync
+ * when the queue is pumped next (here: the gate opening).  The fill never
+ * runs; its fence fails with the stop's status. */
+START_TEST(test_stop_abandons_parked_work) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *buffer = cts_buffer(device, 16);
+  cts_set_bytes(buffer, 0);
+  hali_hal_stop_t *stop = NULL;
+  HALI_CK_OK(hali_hal_stop_create(INT64_MAX, &stop));
+  hali_hal_fence_t *gate = NULL, *done = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done));
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0, 16, 0x5A, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  HALI_CK_OK(hali_hal_device_queue_execute_stoppable(device, gate, done, &cb,
+                                                     1, stop));
+  hali_hal_command_buffer_release(cb);
+  hali_hal_stop_request(stop, HALI_STATUS_CANCELLED);
+  if (cts_configs[_i].kind == HALI_HAL_DEVICE_LOCAL_TASK) {
+    /* Nobody opens the gate: the queue thread gives up by itself. */
+    HALI_CK_STATUS(hali_hal_fence_await(done, HALI_INFINITE),
+                   HALI_STATUS_CANCELLED, "abandoned before it started");
+  }
+  HALI_CK_OK(hali_hal_fence_signal(gate));
+  HALI_CK_STATUS(hali_hal_fence_await(done, HALI_INFINITE),
+                 HALI_STATUS_CANCELLED, "abandoned before it started");
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), 0);
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  hali_hal_fence_release(gate);
+  hali_hal_fence_release(done);
+  hali_hal_buffer_release(buffer);
+  hali_hal_stop_release(stop);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 /* Not parametrised: the same dispatch on every configuration gives the
  * same bytes. */
 START_TEST(test_dispatch_identical_across_devices) {
@@ -1125,6 +1246,8 @@ static Suite *hal_cts_suite(void) {
   add_device_tests(tc, test_dispatch_grid_limits);
   add_device_tests(tc, test_dispatch_usage_and_mapping);
   add_device_tests(tc, test_dispatch_uncommitted_binding);
+  add_device_tests(tc, test_stop_abandons_dispatch);
+  add_device_tests(tc, test_stop_abandons_parked_work);
   tcase_add_test(tc, test_dispatch_identical_across_devices);
   suite_add_tcase(s, tc);
   tc = tcase_create("alloca");

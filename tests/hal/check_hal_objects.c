@@ -2,6 +2,7 @@
  * validation of command buffers, semaphores, fences, executables. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1251,6 +1252,103 @@ START_TEST(test_fence_await_multi_point) {
 }
 END_TEST
 
+/* ---- Stop requests. ---- */
+
+/* The first request wins and sets every watcher's flag (code first); a
+ * watch after the request registers nothing; the fuel pool never hands
+ * out more than was put in, and saturates instead of wrapping. */
+START_TEST(test_stop_requests_watchers_and_fuel) {
+  hali_hal_stop_t *stop = NULL;
+  HALI_CK_OK(hali_hal_stop_create(INT64_MAX, &stop));
+  ck_assert_int_eq(hali_hal_stop_check(stop), HALI_STATUS_OK);
+  ck_assert_int_eq(hali_hal_stop_check(NULL), HALI_STATUS_OK);
+  ck_assert_int_eq(hali_hal_stop_deadline(stop), INT64_MAX);
+  atomic_bool flag_a, flag_b;
+  _Atomic(hali_status_code_t) code_a, code_b;
+  atomic_init(&flag_a, false);
+  atomic_init(&flag_b, false);
+  atomic_init(&code_a, HALI_STATUS_OK);
+  atomic_init(&code_b, HALI_STATUS_OK);
+  hali_hal_stop_watch_t a = {.flag = &flag_a, .code = &code_a};
+  hali_hal_stop_watch_t b = {.flag = &flag_b, .code = &code_b};
+  ck_assert(hali_hal_stop_watch(stop, &a));
+  ck_assert(hali_hal_stop_watch(stop, &b));
+  hali_hal_stop_unwatch(stop, &b); /* b is no longer told */
+  hali_hal_stop_request(stop, HALI_STATUS_OK); /* not a request */
+  ck_assert(!atomic_load(&flag_a));
+  hali_hal_stop_request(stop, HALI_STATUS_CANCELLED);
+  hali_hal_stop_request(stop, HALI_STATUS_DEADLINE_EXCEEDED); /* too late */
+  ck_assert(atomic_load(&flag_a));
+  ck_assert_int_eq(atomic_load(&code_a), HALI_STATUS_CANCELLED);
+  ck_assert(!atomic_load(&flag_b));
+  ck_assert_int_eq(hali_hal_stop_check(stop), HALI_STATUS_CANCELLED);
+  ck_assert(!hali_hal_stop_watch(stop, &b));
+  hali_hal_stop_unwatch(stop, &a);
+  HALI_CK_STATUS(hali_hal_stop_status(HALI_STATUS_CANCELLED),
+                 HALI_STATUS_CANCELLED, "was cancelled");
+  HALI_CK_STATUS(hali_hal_stop_status(HALI_STATUS_RESOURCE_EXHAUSTED),
+                 HALI_STATUS_RESOURCE_EXHAUSTED,
+                 "was stopped (RESOURCE_EXHAUSTED)");
+  ck_assert_ptr_null(hali_hal_stop_status(HALI_STATUS_OK));
+  /* Fuel. */
+  ck_assert(!hali_hal_stop_fuel_enabled(stop));
+  ck_assert_uint_eq(hali_hal_stop_take_fuel(stop, 10), 0);
+  hali_hal_stop_add_fuel(stop, 0);
+  ck_assert(hali_hal_stop_fuel_enabled(stop));
+  hali_hal_stop_add_fuel(stop, 10000);
+  ck_assert_uint_eq(hali_hal_stop_take_fuel(stop, 4096), 4096);
+  ck_assert_uint_eq(hali_hal_stop_take_fuel(stop, 4096), 4096);
+  ck_assert_uint_eq(hali_hal_stop_take_fuel(stop, 4096), 10000 - 8192);
+  ck_assert_uint_eq(hali_hal_stop_take_fuel(stop, 4096), 0);
+  hali_hal_stop_add_fuel(stop, UINT64_MAX - 1);
+  hali_hal_stop_add_fuel(stop, 5);
+  ck_assert_uint_eq(hali_hal_stop_fuel(stop), UINT64_MAX);
+  hali_hal_stop_retain(stop);
+  hali_hal_stop_release(stop);
+  hali_hal_stop_release(stop);
+  hali_hal_stop_retain(NULL);
+  hali_hal_stop_release(NULL);
+  /* A deadline in the past reads as a request, and tells the watchers. */
+  HALI_CK_OK(hali_hal_stop_create(hali_test_now_ns() + 3600000000000LL,
+                                  &stop));
+  ck_assert_int_eq(hali_hal_stop_check(stop), HALI_STATUS_OK);
+  hali_hal_stop_release(stop);
+  HALI_CK_OK(hali_hal_stop_create(hali_test_now_ns() - 1, &stop));
+  atomic_store(&flag_a, false);
+  ck_assert(hali_hal_stop_watch(stop, &a));
+  ck_assert_int_eq(hali_hal_stop_check(stop), HALI_STATUS_DEADLINE_EXCEEDED);
+  ck_assert(atomic_load(&flag_a));
+  ck_assert_int_eq(atomic_load(&code_a), HALI_STATUS_DEADLINE_EXCEEDED);
+  hali_hal_stop_unwatch(stop, &a);
+  hali_hal_stop_release(stop);
+}
+END_TEST
+
+/* Host-visible semaphores (deadlock detection): a fence's mark reaches the
+ * semaphores of its points, and a fence "may be signalled by the host"
+ * when an unreached point is marked (or a point failed). */
+START_TEST(test_fence_host_visibility) {
+  hali_hal_fence_t *a = NULL, *b = NULL, *joined = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&b));
+  hali_hal_fence_t *both[] = {a, b};
+  HALI_CK_OK(hali_hal_fence_join(both, 2, &joined));
+  ck_assert(!hali_hal_fence_host_may_signal(joined));
+  hali_hal_fence_mark_host_visible(b);
+  ck_assert(hali_hal_fence_host_may_signal(joined));
+  ck_assert(!hali_hal_fence_host_may_signal(a));
+  HALI_CK_OK(hali_hal_fence_signal(b)); /* reached: no longer counts */
+  ck_assert(!hali_hal_fence_host_may_signal(joined));
+  hali_hal_fence_fail(a, hali_status_make(HALI_STATUS_ABORTED, "gone"));
+  ck_assert(hali_hal_fence_host_may_signal(joined)); /* the wait is over */
+  hali_hal_fence_mark_host_visible(NULL);
+  ck_assert(!hali_hal_fence_host_may_signal(NULL));
+  hali_hal_fence_release(joined);
+  hali_hal_fence_release(a);
+  hali_hal_fence_release(b);
+}
+END_TEST
+
 static Suite *hal_objects_suite(void) {
   Suite *s = suite_create("hal-objects");
   TCase *tc = tcase_create("allocator");
@@ -1289,7 +1387,11 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_semaphore_cross_thread);
   tcase_add_test(tc, test_semaphore_timepoints);
   suite_add_tcase(s, tc);
+  tc = tcase_create("stop");
+  tcase_add_test(tc, test_stop_requests_watchers_and_fuel);
+  suite_add_tcase(s, tc);
   tc = tcase_create("fence");
+  tcase_add_test(tc, test_fence_host_visibility);
   tcase_add_test(tc, test_fence_basics);
   tcase_add_test(tc, test_fence_failure);
   tcase_add_test(tc, test_fence_await_multi_point);
