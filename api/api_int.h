@@ -7,6 +7,7 @@
 #ifndef HALI_API_API_INT_H
 #define HALI_API_API_INT_H
 
+#include "base/alloc.h"
 #include "hali/hali.h"
 
 #include <dlfcn.h>
@@ -23,6 +24,7 @@
 #include "hal/hal.h"
 #include "loader/executables.h"
 #include "loader/loader.h"
+#include "loader/params.h"
 #include "passes/pipeline.h"
 #include "vm/fiber.h"
 #include "vm/trace.h"
@@ -40,7 +42,7 @@ hali_status_t hali_api_null_arg(const char *fn, const char *what);
 
 static inline hali_status_t oom(void) { return hali_status_oom(); }
 
-static inline char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+static inline char *dup_or_null(const char *s) { return s ? hali_strdup(s) : NULL; }
 
 /* Variants <-> VM values (api/values.c). */
 void hali_api_value_to_variant(const hali_value_t *v, hali_variant_t *out);
@@ -88,9 +90,18 @@ struct hali_instance_s {
   size_t host_count;
   ffi_library_t *ffis;
   size_t ffi_count;
-  hali_context_params_t defaults;
+  hali_context_params_t defaults; /* .parameters retained */
   char *default_filter;
   hali_allocator_hooks_t allocator;
+};
+
+/* Parameters (api/params.c): a set of archive files by scope.  Frozen
+ * (no more files) once a context was created with it, so contexts on any
+ * thread read it without locks. */
+struct hali_parameters_s {
+  atomic_uint_fast32_t count;
+  atomic_bool frozen;
+  hali_param_set_t *set;
 };
 
 /* Devices. */
@@ -175,6 +186,10 @@ struct hali_context_s {
   hali_trace_t *trace;
   char *trace_filter;
   hali_vm_scheduler_t *scheduler;
+  /* The parameter set of hali_context_params_t.parameters (retained), or
+   * NULL: what `= parameter "scope"::"key"` globals resolve against
+   * (hali_param_set_load). */
+  hali_param_set_t *params;
   /* Guards |live| (cancellation comes from other threads). */
   pthread_mutex_t mutex;
   hali_invocation_t *live;

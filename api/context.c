@@ -1,6 +1,7 @@
 /* hali — the C API: contexts (modules linked to a device and the
  * instance's imports) and invocations (sync and async). */
 #include "api/api_int.h"
+#include "base/alloc.h"
 
 static void context_free(hali_context_t *c) {
   /* Cancels and frees fibers still pending. */
@@ -10,15 +11,16 @@ static void context_free(hali_context_t *c) {
      * Recorded work keeps the executables (and they their module). */
     hali_vm_link_free(c->modules[i].link);
     hali_module_release(c->modules[i].module);
-    free(c->modules[i].functions);
+    hali_free(c->modules[i].functions);
   }
-  free(c->modules);
+  hali_free(c->modules);
+  hali_param_set_release(c->params);
   while (c->bindings) {
     binding_t *b = c->bindings;
     c->bindings = b->next;
     if (b->dl) dlclose(b->dl);
     hali_vm_stack_free(atomic_load(&b->stack));
-    free(b);
+    hali_free(b);
   }
   if (c->hal) {
     /* A private device may hold work waiting on fences nobody will signal
@@ -35,11 +37,83 @@ static void context_free(hali_context_t *c) {
     hali_hal_device_release(c->hal);
   }
   hali_trace_free(c->trace);
-  free(c->trace_filter);
+  hali_free(c->trace_filter);
   hali_device_release(c->device);
   hali_instance_release(c->instance);
   pthread_mutex_destroy(&c->mutex);
-  free(c);
+  hali_free(c);
+}
+
+/* Parameter globals (`= parameter "scope" :: "key"`, lowered by
+ * stream-to-hal to an immutable !hal.buffer global that keeps its tensor
+ * type): each is filled from the context's parameter set before any
+ * initializer runs.  hali_param_set_load checks the key, the element type
+ * and the shape (the file's index was checked when it was added), and
+ * returns a read-only buffer aliasing the file's mapping when the tensor is
+ * 64-byte aligned there, else a copy made once, now, with the context's
+ * allocator (its memory limit applies).  Errors name the global and the
+ * module besides the scope, key and file. */
+static hali_status_t bind_parameters(hali_context_t *c) {
+  hali_hal_allocator_t *allocator = hali_hal_device_allocator(c->hal);
+  for (size_t i = 0; i < c->module_count; ++i) {
+    const hali_ir_module_t *ir = c->modules[i].vm->ir;
+    hali_vm_globals_t *storage = c->modules[i].link->globals;
+    for (uint32_t g = 0; g < ir->global_count; ++g) {
+      const hali_ir_global_t *gl = &ir->globals[g];
+      if (!(gl->flags & HALI_GLOBAL_PARAMETER)) continue;
+      if (!hali_param_set_has_scope(c->params, gl->param_scope))
+        return hali_status_make(
+            HALI_STATUS_NOT_FOUND,
+            "no parameters bound for scope '%s' (global @%s = parameter "
+            "\"%s\" :: \"%s\" of module @%s)",
+            gl->param_scope, gl->name, gl->param_scope, gl->param_key,
+            ir->name);
+      hali_hal_buffer_t *buffer = NULL;
+      HALI_RETURN_IF_ERROR(
+          hali_param_set_load(c->params, gl->param_scope, gl->param_key,
+                              &gl->xtype, allocator, &buffer),
+          "global @%s = parameter \"%s\" :: \"%s\" of module @%s", gl->name,
+          gl->param_scope, gl->param_key, ir->name);
+      /* Nothing runs yet, but stores take the lock everywhere else. */
+      pthread_mutex_lock(&storage->lock);
+      hali_ref_t *old = storage->refs[g];
+      storage->refs[g] = (hali_ref_t *)buffer;
+      pthread_mutex_unlock(&storage->lock);
+      hali_ref_release(old);
+    }
+  }
+  return HALI_OK;
+}
+
+/* Runs every function marked ["initializer"] once, module by module and
+ * in each module's order, to completion (it may await fences: the
+ * scheduler runs it like any invocation).  The first failure fails the
+ * context's creation with the initializer's status and backtrace. */
+static hali_status_t run_initializers(hali_context_t *c) {
+  for (size_t i = 0; i < c->module_count; ++i) {
+    context_module_t *cm = &c->modules[i];
+    for (uint32_t f = 0; f < cm->vm->func_count; ++f) {
+      const hali_ir_func_t *fir = &cm->vm->ir->funcs[f];
+      if (!hali_ir_func_has_attr(fir, HALI_ATTR_INITIALIZER)) continue;
+      hali_vm_fiber_t *fiber = NULL;
+      hali_status_t s = hali_vm_scheduler_start_link(
+          c->scheduler, cm->link, &cm->vm->funcs[f], NULL, 0, &fiber);
+      if (!s) {
+        s = hali_vm_scheduler_run(c->scheduler, fiber);
+        if (s) {
+          hali_vm_fiber_cancel(fiber);
+          hali_status_free(hali_vm_scheduler_run(c->scheduler, fiber));
+        } else if (hali_vm_fiber_status(fiber)) {
+          s = hali_status_clone(hali_vm_fiber_status(fiber));
+        }
+      }
+      hali_vm_fiber_release(fiber);
+      if (s)
+        return hali_status_annotate(s, "initializer @%s of module @%s",
+                                    fir->name, cm->vm->ir->name);
+    }
+  }
+  return HALI_OK;
 }
 
 static hali_status_t context_link(hali_context_t *c,
@@ -70,7 +144,7 @@ static hali_status_t context_link(hali_context_t *c,
     to.user = p->trace_user;
     to.max_values = p->trace_max_values;
     if (p->trace_filter) {
-      c->trace_filter = strdup(p->trace_filter);
+      c->trace_filter = hali_strdup(p->trace_filter);
       if (!c->trace_filter) return oom();
       to.filter = c->trace_filter;
     }
@@ -92,7 +166,7 @@ static hali_status_t context_link(hali_context_t *c,
                                            (const char *const *)in->paths,
                                            in->path_count),
         "linking module @%s", cm->vm->ir->name);
-    cm->functions = calloc(cm->vm->func_count ? cm->vm->func_count : 1,
+    cm->functions = hali_calloc(cm->vm->func_count ? cm->vm->func_count : 1,
                            sizeof(hali_function_t));
     if (!cm->functions) return oom();
     for (uint32_t f = 0; f < cm->vm->func_count; ++f)
@@ -116,7 +190,9 @@ static hali_status_t context_link(hali_context_t *c,
       .max_duration_ns = p->max_duration_ns,
       .trace = c->trace,
   };
-  return hali_vm_scheduler_create(c->hal, &so, &c->scheduler);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_scheduler_create(c->hal, &so, &c->scheduler));
+  HALI_RETURN_IF_ERROR(bind_parameters(c), "creating the context");
+  return run_initializers(c);
 }
 
 hali_status_t hali_context_create(hali_instance_t *instance,
@@ -146,11 +222,11 @@ hali_status_t hali_context_create(hali_instance_t *instance,
                             "HALI_TRACE_FORMAT_TEXT or "
                             "HALI_TRACE_FORMAT_CHROME)",
                             __func__, (int)p->trace_format);
-  hali_context_t *c = calloc(1, sizeof(*c));
+  hali_context_t *c = hali_calloc(1, sizeof(*c));
   if (!c) return oom();
-  c->modules = calloc(module_count, sizeof(context_module_t));
+  c->modules = hali_calloc(module_count, sizeof(context_module_t));
   if (!c->modules) {
-    free(c);
+    hali_free(c);
     return oom();
   }
   atomic_init(&c->count, 1);
@@ -160,6 +236,13 @@ hali_status_t hali_context_create(hali_instance_t *instance,
   hali_instance_retain(instance);
   c->device = device;
   hali_device_retain(device);
+  if (p->parameters) {
+    /* Frozen from now on: the set is read without locks by every context
+     * created with it. */
+    atomic_store(&p->parameters->frozen, true);
+    c->params = p->parameters->set;
+    hali_param_set_retain(c->params);
+  }
   c->module_count = module_count;
   for (size_t i = 0; i < module_count; ++i) {
     c->modules[i].module = modules[i];
@@ -260,7 +343,7 @@ static hali_status_t start(hali_context_t *c, const hali_function_t *function,
   hali_value_t values[API_MAX_VALUES];
   hali_value_t *v = values;
   if (arg_count > API_MAX_VALUES) {
-    v = calloc(arg_count, sizeof(*v));
+    v = hali_calloc(arg_count, sizeof(*v));
     if (!v) return oom();
   }
   hali_status_t s = hali_api_variants_to_values(function->fn->ir, args, arg_count, v);
@@ -268,7 +351,7 @@ static hali_status_t start(hali_context_t *c, const hali_function_t *function,
   if (!s)
     s = hali_vm_scheduler_start_link(c->scheduler, function->link,
                                      function->fn, v, arg_count, out);
-  if (v != values) free(v);
+  if (v != values) hali_free(v);
   return s;
 }
 
@@ -354,11 +437,11 @@ hali_status_t hali_context_invoke_async(hali_context_t *context,
   *out_invocation = NULL;
   CHECK_ARG(context);
   CHECK_ARG(function);
-  hali_invocation_t *inv = calloc(1, sizeof(*inv));
+  hali_invocation_t *inv = hali_calloc(1, sizeof(*inv));
   if (!inv) return oom();
   hali_status_t s = start(context, function, args, arg_count, &inv->fiber);
   if (s) {
-    free(inv);
+    hali_free(inv);
     return s;
   }
   inv->context = context;
@@ -447,6 +530,6 @@ void hali_invocation_release(hali_invocation_t *invocation) {
   hali_context_t *c = invocation->context;
   unlink_live(c, invocation);
   hali_vm_fiber_release(invocation->fiber);
-  free(invocation);
+  hali_free(invocation);
   hali_context_release(c);
 }

@@ -1,6 +1,7 @@
 /* hali — the C API: instances (registries of executable loaders, host
  * import modules, ffi libraries, allocator hooks), devices and modules. */
 #include "api/api_int.h"
+#include "base/alloc.h"
 
 hali_status_t hali_api_null_arg(const char *fn, const char *what) {
   return hali_status_make(HALI_STATUS_INVALID_ARGUMENT, "%s: %s is NULL", fn,
@@ -24,29 +25,30 @@ void hali_instance_options_initialize(hali_instance_options_t *out) {
 
 static void instance_free(hali_instance_t *in) {
   hali_executable_registry_free(in->registry);
-  for (size_t i = 0; i < in->path_count; ++i) free(in->paths[i]);
-  free(in->paths);
+  for (size_t i = 0; i < in->path_count; ++i) hali_free(in->paths[i]);
+  hali_free(in->paths);
   for (size_t i = 0; i < in->host_count; ++i) {
     for (size_t j = 0; j < in->hosts[i].count; ++j)
-      free(in->hosts[i].functions[j].name);
-    free(in->hosts[i].functions);
-    free(in->hosts[i].name);
+      hali_free(in->hosts[i].functions[j].name);
+    hali_free(in->hosts[i].functions);
+    hali_free(in->hosts[i].name);
   }
-  free(in->hosts);
+  hali_free(in->hosts);
   for (size_t i = 0; i < in->ffi_count; ++i) {
-    free(in->ffis[i].name);
-    free(in->ffis[i].path);
+    hali_free(in->ffis[i].name);
+    hali_free(in->ffis[i].path);
   }
-  free(in->ffis);
-  free(in->default_filter);
-  free(in);
+  hali_free(in->ffis);
+  hali_free(in->default_filter);
+  hali_parameters_release(in->defaults.parameters);
+  hali_free(in);
 }
 
 hali_status_t hali_instance_create(const hali_instance_options_t *options,
                                    hali_instance_t **out_instance) {
   CHECK_ARG(out_instance);
   *out_instance = NULL;
-  hali_instance_t *in = calloc(1, sizeof(*in));
+  hali_instance_t *in = hali_calloc(1, sizeof(*in));
   if (!in) return oom();
   atomic_init(&in->count, 1);
   atomic_init(&in->frozen, false);
@@ -55,11 +57,11 @@ hali_status_t hali_instance_create(const hali_instance_options_t *options,
     if (options->executable_path_count && !options->executable_paths)
       s = hali_api_null_arg(__func__, "options->executable_paths");
     if (!s && options->executable_path_count) {
-      in->paths = calloc(options->executable_path_count, sizeof(char *));
+      in->paths = hali_calloc(options->executable_path_count, sizeof(char *));
       if (!in->paths) s = oom();
       for (size_t i = 0; !s && i < options->executable_path_count; ++i) {
         const char *p = options->executable_paths[i];
-        in->paths[i] = p ? strdup(p) : NULL;
+        in->paths[i] = p ? hali_strdup(p) : NULL;
         if (!in->paths[i]) s = p ? oom() : hali_api_null_arg(__func__, "a search path");
         else in->path_count = i + 1;
       }
@@ -70,8 +72,9 @@ hali_status_t hali_instance_create(const hali_instance_options_t *options,
                            "allocator hooks need both alloc and free");
     in->allocator = options->allocator;
     in->defaults.trace_filter = NULL;
+    hali_parameters_retain(in->defaults.parameters);
     if (!s && options->default_context_params.trace_filter) {
-      in->default_filter = strdup(options->default_context_params.trace_filter);
+      in->default_filter = hali_strdup(options->default_context_params.trace_filter);
       if (!in->default_filter) s = oom();
       in->defaults.trace_filter = in->default_filter;
     }
@@ -128,8 +131,8 @@ typedef struct {
 static void host_loader_destroy(void *p) {
   host_loader_t *l = p;
   if (l->host.destroy) l->host.destroy(l->self);
-  free(l->formats);
-  free(l);
+  hali_free(l->formats);
+  hali_free(l);
 }
 
 static bool host_loader_supports(void *p, const char *format) {
@@ -164,13 +167,13 @@ hali_status_t hali_instance_register_executable_loader(
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "%s: the loader needs supports and load", __func__);
   HALI_RETURN_IF_ERROR_PLAIN(check_unfrozen(instance, __func__));
-  host_loader_t *l = calloc(1, sizeof(*l));
+  host_loader_t *l = hali_calloc(1, sizeof(*l));
   if (!l) return oom();
   l->host = *loader;
   l->self = self;
-  l->formats = strdup(loader->formats ? loader->formats : "(host loader)");
+  l->formats = hali_strdup(loader->formats ? loader->formats : "(host loader)");
   if (!l->formats) {
-    free(l);
+    hali_free(l);
     return oom();
   }
   l->vtable.destroy = host_loader_destroy;
@@ -180,8 +183,8 @@ hali_status_t hali_instance_register_executable_loader(
   hali_status_t s =
       hali_executable_registry_register(instance->registry, &l->vtable, l);
   if (s) {
-    free(l->formats);
-    free(l);
+    hali_free(l->formats);
+    hali_free(l);
   }
   return s;
 }
@@ -210,7 +213,7 @@ hali_status_t hali_instance_register_import_module(
     return hali_status_make(HALI_STATUS_ALREADY_EXISTS,
                             "import module '%s' is already registered",
                             module_name);
-  host_function_t *fns = calloc(count ? count : 1, sizeof(*fns));
+  host_function_t *fns = hali_calloc(count ? count : 1, sizeof(*fns));
   if (!fns) return oom();
   hali_status_t s = HALI_OK;
   size_t n = 0;
@@ -235,19 +238,19 @@ hali_status_t hali_instance_register_import_module(
     }
     fns[n].callback = f->callback;
     fns[n].user = f->user;
-    fns[n].name = strdup(f->name);
+    fns[n].name = hali_strdup(f->name);
     if (!fns[n].name) s = oom();
   }
   host_module_t *grown =
       s ? NULL
-        : realloc(instance->hosts, (instance->host_count + 1) * sizeof(*grown));
-  char *name = grown ? strdup(module_name) : NULL;
+        : hali_realloc(instance->hosts, (instance->host_count + 1) * sizeof(*grown));
+  char *name = grown ? hali_strdup(module_name) : NULL;
   if (!s && (!grown || !name)) s = oom();
   if (grown) instance->hosts = grown;
   if (s) {
-    for (size_t i = 0; i < count; ++i) free(fns[i].name);
-    free(fns);
-    free(name);
+    for (size_t i = 0; i < count; ++i) hali_free(fns[i].name);
+    hali_free(fns);
+    hali_free(name);
     return s;
   }
   instance->hosts[instance->host_count++] =
@@ -272,13 +275,13 @@ hali_status_t hali_instance_register_ffi_library(hali_instance_t *instance,
                             "import module '%s' is already registered",
                             module_name);
   ffi_library_t *grown =
-      realloc(instance->ffis, (instance->ffi_count + 1) * sizeof(*grown));
+      hali_realloc(instance->ffis, (instance->ffi_count + 1) * sizeof(*grown));
   if (!grown) return oom();
   instance->ffis = grown;
-  ffi_library_t l = {strdup(module_name), strdup(library_path)};
+  ffi_library_t l = {hali_strdup(module_name), hali_strdup(library_path)};
   if (!l.name || !l.path) {
-    free(l.name);
-    free(l.path);
+    hali_free(l.name);
+    hali_free(l.path);
     return oom();
   }
   instance->ffis[instance->ffi_count++] = l;
@@ -333,7 +336,7 @@ hali_status_t hali_device_create(hali_instance_t *instance,
                             "unknown device kind %d (expected "
                             "HALI_DEVICE_LOCAL_SYNC or HALI_DEVICE_LOCAL_TASK)",
                             (int)p.kind);
-  hali_device_t *d = calloc(1, sizeof(*d));
+  hali_device_t *d = hali_calloc(1, sizeof(*d));
   if (!d) return oom();
   atomic_init(&d->count, 1);
   d->params = p;
@@ -341,7 +344,7 @@ hali_status_t hali_device_create(hali_instance_t *instance,
   hali_status_t s =
       hali_api_make_hal_device(&p, &d->allocator, p.max_memory_bytes, &d->hal);
   if (s) {
-    free(d);
+    hali_free(d);
     return s;
   }
   *out_device = d;
@@ -355,7 +358,7 @@ void hali_device_retain(hali_device_t *device) {
 void hali_device_release(hali_device_t *device) {
   if (device && atomic_fetch_sub(&device->count, 1) == 1) {
     hali_hal_device_release(device->hal);
-    free(device);
+    hali_free(device);
   }
 }
 
@@ -370,25 +373,25 @@ void hali_module_load_options_initialize(hali_module_load_options_t *out) {
 
 static void module_free(hali_module_t *m) {
   hali_vm_module_release(m->vm);
-  free(m->data);
-  free(m->name);
-  free(m->path);
-  free(m);
+  hali_free(m->data);
+  hali_free(m->name);
+  hali_free(m->path);
+  hali_free(m);
 }
 
 static hali_status_t module_create(uint8_t *data, size_t size,
                                    const char *name, const char *path,
                                    const hali_module_load_options_t *options,
                                    hali_module_t **out) {
-  hali_module_t *m = calloc(1, sizeof(*m));
+  hali_module_t *m = hali_calloc(1, sizeof(*m));
   if (!m) {
-    free(data);
+    hali_free(data);
     return oom();
   }
   atomic_init(&m->count, 1);
   m->data = data;
   m->size = size;
-  m->name = strdup(name);
+  m->name = hali_strdup(name);
   m->path = dup_or_null(path);
   hali_status_t s = !m->name || (path && !m->path) ? oom() : HALI_OK;
   hali_pass_options_t passes = {0};
@@ -445,7 +448,7 @@ hali_status_t hali_module_load_bytes(hali_instance_t *instance,
   *out_module = NULL;
   CHECK_ARG(instance);
   CHECK_ARG(data);
-  uint8_t *copy = malloc(size + 1);
+  uint8_t *copy = hali_malloc(size + 1);
   if (!copy) return oom();
   memcpy(copy, data, size);
   copy[size] = 0;
@@ -524,7 +527,7 @@ hali_status_t hali_module_print_file(const char *path,
       s = hali_load_bytes_ex(data, size, path, &lo, &m);
       hali_ir_module_free(s ? NULL : m);
       if (!s) s = hali_read_module(data, size, path, &m);
-      free(data);
+      hali_free(data);
     }
   }
   if (s) return s;

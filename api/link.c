@@ -2,6 +2,7 @@
  * callbacks, plain C functions through libffi, functions of another module
  * of the context). */
 #include "api/api_int.h"
+#include "base/alloc.h"
 
 /* ------------------------------------------------------------------------ */
 /* Import signatures: "(i32, i32) -> i32". */
@@ -242,7 +243,7 @@ hali_status_t hali_api_link_import(hali_context_t *c, size_t mi, uint32_t index)
   size_t mlen = (size_t)(dot - f->name);
   const char *fname = dot + 1;
   const hali_instance_t *in = c->instance;
-  binding_t *b = calloc(1, sizeof(*b));
+  binding_t *b = hali_calloc(1, sizeof(*b));
   if (!b) return oom();
   b->context = c;
   b->decl = f;
@@ -308,7 +309,7 @@ hali_status_t hali_api_link_import(hali_context_t *c, size_t mi, uint32_t index)
   if (!s && fn) s = hali_vm_link_bind_import(c->modules[mi].link, f->name, fn, b);
   if (s || !fn) {
     if (b->dl) dlclose(b->dl);
-    free(b);
+    hali_free(b);
     return s;
   }
   b->next = c->bindings;

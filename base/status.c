@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "base/alloc.h"
 #include "hali/base.h"
 
 struct hali_status_s {
@@ -52,7 +53,7 @@ static char *hali_vformat(const char *fmt, va_list ap) {
   int n = vsnprintf(NULL, 0, fmt, copy);
   va_end(copy);
   if (n < 0) n = 0;
-  char *s = malloc((size_t)n + 1);
+  char *s = hali_malloc((size_t)n + 1);
   if (!s) return NULL;
   vsnprintf(s, (size_t)n + 1, fmt, ap);
   return s;
@@ -61,12 +62,12 @@ static char *hali_vformat(const char *fmt, va_list ap) {
 hali_status_t hali_status_makev(hali_status_code_t code, const char *fmt,
                                 va_list ap) {
   if (code == HALI_STATUS_OK) code = HALI_STATUS_UNKNOWN;
-  struct hali_status_s *s = calloc(1, sizeof(*s));
+  struct hali_status_s *s = hali_calloc(1, sizeof(*s));
   if (!s) return &hali_status_oom_object;
   s->code = code;
   s->message = hali_vformat(fmt, ap);
   if (!s->message) {
-    free(s);
+    hali_free(s);
     return &hali_status_oom_object;
   }
   return s;
@@ -101,7 +102,7 @@ hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
   va_end(ap);
   if (!line) return s;
   if (!line[0]) {
-    free(line);
+    hali_free(line);
     return s;
   }
   if (s->annotation_count == MAX_ANNOTATIONS) {
@@ -109,11 +110,11 @@ hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
      * rolls (its oldest line goes). */
     char **a = s->annotations;
     if (!s->dropped) {
-      free(a[HEAD_ANNOTATIONS]);
+      hali_free(a[HEAD_ANNOTATIONS]);
       a[HEAD_ANNOTATIONS] = NULL;
       s->dropped = 1;
     }
-    free(a[HEAD_ANNOTATIONS + 1]);
+    hali_free(a[HEAD_ANNOTATIONS + 1]);
     memmove(&a[HEAD_ANNOTATIONS + 1], &a[HEAD_ANNOTATIONS + 2],
             (MAX_ANNOTATIONS - HEAD_ANNOTATIONS - 2) * sizeof(*a));
     a[MAX_ANNOTATIONS - 1] = line;
@@ -121,17 +122,17 @@ hali_status_t hali_status_annotate(hali_status_t s, const char *fmt, ...) {
     char *count = hali_format("... %zu more lines of context not shown",
                               s->dropped);
     if (count) {
-      free(a[HEAD_ANNOTATIONS]);
+      hali_free(a[HEAD_ANNOTATIONS]);
       a[HEAD_ANNOTATIONS] = count;
     } else if (!a[HEAD_ANNOTATIONS]) {
       a[HEAD_ANNOTATIONS] = hali_format("...");
     }
     return s;
   }
-  char **grown = realloc(s->annotations,
+  char **grown = hali_realloc(s->annotations,
                          (s->annotation_count + 1) * sizeof(*grown));
   if (!grown) {
-    free(line);
+    hali_free(line);
     return s;
   }
   s->annotations = grown;
@@ -185,7 +186,7 @@ char *hali_status_to_string(hali_status_t s) {
   size_t len = strlen(name) + 2 + strlen(msg) + 1;
   for (size_t i = 0; i < hali_status_annotation_count(s); ++i)
     len += 3 + strlen(s->annotations[i]);
-  char *out = malloc(len);
+  char *out = hali_malloc(len);
   if (!out) return NULL;
   char *p = out;
   p += sprintf(p, "%s: %s", name, msg);
@@ -196,10 +197,10 @@ char *hali_status_to_string(hali_status_t s) {
 
 void hali_status_free(hali_status_t s) {
   if (!s || hali_status_is_static(s)) return;
-  for (size_t i = 0; i < s->annotation_count; ++i) free(s->annotations[i]);
-  free(s->annotations);
-  free(s->message);
-  free(s);
+  for (size_t i = 0; i < s->annotation_count; ++i) hali_free(s->annotations[i]);
+  hali_free(s->annotations);
+  hali_free(s->message);
+  hali_free(s);
 }
 
 int hali_status_consume_code(hali_status_t s, hali_status_code_t code) {

@@ -4,13 +4,14 @@
 #include <string.h>
 
 #include "base/strbuf.h"
+#include "base/alloc.h"
 
 void hali_strbuf_append(hali_strbuf_t *sb, const char *s, size_t len) {
   if (sb->oom) return;
   if (sb->len + len + 1 > sb->cap) {
     size_t cap = sb->cap ? sb->cap : 256;
     while (cap < sb->len + len + 1) cap *= 2;
-    char *d = realloc(sb->data, cap);
+    char *d = hali_realloc(sb->data, cap);
     if (!d) {
       sb->oom = true;
       return;
@@ -31,11 +32,11 @@ void hali_strbuf_vprintf(hali_strbuf_t *sb, const char *fmt, va_list ap) {
   if (n >= 0 && (size_t)n < sizeof(small)) {
     hali_strbuf_append(sb, small, (size_t)n);
   } else if (n >= 0) {
-    char *big = malloc((size_t)n + 1);
+    char *big = hali_malloc((size_t)n + 1);
     if (big) {
       vsnprintf(big, (size_t)n + 1, fmt, again);
       hali_strbuf_append(sb, big, (size_t)n);
-      free(big);
+      hali_free(big);
     } else {
       sb->oom = true;
     }
@@ -52,8 +53,8 @@ void hali_strbuf_printf(hali_strbuf_t *sb, const char *fmt, ...) {
 
 char *hali_strbuf_take(hali_strbuf_t *sb) {
   char *d = sb->oom ? NULL : sb->data;
-  if (sb->oom) free(sb->data);
-  if (d == NULL && !sb->oom) d = calloc(1, 1);
+  if (sb->oom) hali_free(sb->data);
+  if (d == NULL && !sb->oom) d = hali_calloc(1, 1);
   memset(sb, 0, sizeof(*sb));
   return d;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hal/allocator.h"
+#include "base/alloc.h"
 #include "hal/buffer.h"
 
 struct hali_hal_allocator_t {
@@ -28,7 +29,7 @@ static size_t storage_size(hali_hal_device_size_t size) {
 static void hali_hal_allocator_destroy(hali_ref_t *ref) {
   hali_hal_allocator_t *allocator = (hali_hal_allocator_t *)ref;
   pthread_mutex_destroy(&allocator->mutex);
-  free(allocator);
+  hali_free(allocator);
 }
 
 static const hali_ref_vtable_t hali_hal_allocator_vtable = {
@@ -105,7 +106,7 @@ hali_status_t hali_hal_allocator_create(
     const hali_hal_allocator_params_t *params,
     hali_hal_allocator_t **out_allocator) {
   *out_allocator = NULL;
-  hali_hal_allocator_t *allocator = calloc(1, sizeof(*allocator));
+  hali_hal_allocator_t *allocator = hali_calloc(1, sizeof(*allocator));
   if (!allocator)
     return hali_status_annotate(hali_status_oom(), "creating an allocator");
   hali_ref_init(&allocator->ref, HALI_TYPE_ALLOCATOR,
@@ -177,8 +178,8 @@ hali_status_t hali_hal_allocator_allocate_storage(
   void *p = NULL;
   if (allocator->hooks.alloc)
     p = allocator->hooks.alloc(allocator->hooks.user, rounded, (size_t)align);
-  else if (posix_memalign(&p, (size_t)align, rounded) != 0)
-    p = NULL;
+  else
+    p = hali_aligned_alloc((size_t)align, rounded);
   if (!p) {
     hali_hal_allocator_free_storage(allocator, NULL, size);
     /* Device memory a program asked for, not the runtime's own: the size
@@ -198,7 +199,7 @@ void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
   if (storage && allocator->hooks.free)
     allocator->hooks.free(allocator->hooks.user, storage, storage_size(size));
   else
-    free(storage);
+    hali_aligned_free(storage);
   pthread_mutex_lock(&allocator->mutex);
   allocator->stats.bytes_live -= size;
   allocator->stats.allocations_live--;

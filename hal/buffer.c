@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hal/buffer.h"
+#include "base/alloc.h"
 
 struct hali_hal_buffer_t {
   hali_ref_t ref;
@@ -45,7 +46,7 @@ static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   } else {
     hali_hal_buffer_release(buffer->allocated);
   }
-  free(buffer);
+  hali_free(buffer);
 }
 
 static const hali_ref_vtable_t hali_hal_buffer_vtable = {
@@ -65,7 +66,7 @@ hali_status_t hali_hal_buffer_create_uncommitted(
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "unknown buffer usage bits 0x%x",
                             params.usage & ~(uint32_t)HALI_HAL_BUFFER_USAGE_ALL);
-  hali_hal_buffer_t *buffer = calloc(1, sizeof(*buffer));
+  hali_hal_buffer_t *buffer = hali_calloc(1, sizeof(*buffer));
   if (!buffer)
     return hali_status_annotate(hali_status_oom(), "creating a buffer");
   hali_ref_init(&buffer->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
@@ -92,7 +93,7 @@ hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "wrapping NULL host memory of %" PRIu64 " bytes",
                             length);
-  hali_hal_buffer_t *buffer = calloc(1, sizeof(*buffer));
+  hali_hal_buffer_t *buffer = hali_calloc(1, sizeof(*buffer));
   if (!buffer)
     return hali_status_annotate(hali_status_oom(), "creating a buffer");
   hali_ref_init(&buffer->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
@@ -203,7 +204,7 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
       hali_hal_buffer_resolve_whole(buffer, offset, &length, "subspan"));
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_validate_range(buffer, offset, length, "subspan"));
-  hali_hal_buffer_t *span = calloc(1, sizeof(*span));
+  hali_hal_buffer_t *span = hali_calloc(1, sizeof(*span));
   if (!span)
     return hali_status_annotate(hali_status_oom(), "creating a subspan");
   hali_ref_init(&span->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);

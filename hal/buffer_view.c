@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hal/buffer_view.h"
+#include "base/alloc.h"
 
 struct hali_hal_buffer_view_t {
   hali_ref_t ref;
@@ -111,7 +112,7 @@ hali_status_t hali_hal_buffer_compute_view_size(
 static void hali_hal_buffer_view_destroy(hali_ref_t *ref) {
   hali_hal_buffer_view_t *view = (hali_hal_buffer_view_t *)ref;
   hali_hal_buffer_release(view->buffer);
-  free(view);
+  hali_free(view);
 }
 
 static const hali_ref_vtable_t hali_hal_buffer_view_vtable = {
@@ -134,7 +135,7 @@ hali_status_t hali_hal_buffer_view_create_untraced(
                             " bytes but the buffer has %" PRIu64,
                             byte_length, hali_hal_buffer_length(buffer));
   hali_hal_buffer_view_t *view =
-      calloc(1, sizeof(*view) + rank * sizeof(hali_hal_dim_t));
+      hali_calloc(1, sizeof(*view) + rank * sizeof(hali_hal_dim_t));
   if (!view)
     return hali_status_annotate(hali_status_oom(), "creating a buffer view");
   hali_ref_init(&view->ref, HALI_TYPE_BUFFER_VIEW,

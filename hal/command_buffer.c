@@ -6,14 +6,15 @@
 #include <string.h>
 
 #include "hal/command_list.h"
+#include "base/alloc.h"
 
 static void hali_hal_command_buffer_destroy(hali_ref_t *ref) {
   hali_hal_command_buffer_t *cb = (hali_hal_command_buffer_t *)ref;
   for (size_t i = 0; i < cb->resource_count; ++i)
     hali_ref_release(cb->resources[i]);
-  free(cb->resources);
-  free(cb->data);
-  free(cb);
+  hali_free(cb->resources);
+  hali_free(cb->data);
+  hali_free(cb);
 }
 
 static const hali_ref_vtable_t hali_hal_command_buffer_vtable = {
@@ -33,7 +34,7 @@ hali_status_t hali_hal_command_buffer_create(
                             "invalid command categories 0x%x (need TRANSFER "
                             "and/or DISPATCH)",
                             categories);
-  hali_hal_command_buffer_t *cb = calloc(1, sizeof(*cb));
+  hali_hal_command_buffer_t *cb = hali_calloc(1, sizeof(*cb));
   if (!cb)
     return hali_status_annotate(hali_status_oom(), "creating a command buffer");
   hali_ref_init(&cb->ref, HALI_TYPE_COMMAND_BUFFER,
@@ -115,7 +116,7 @@ static hali_status_t hali_hal_command_buffer_reserve_resources(
   if (cb->resource_count + extra <= cb->resource_capacity) return HALI_OK;
   size_t capacity = cb->resource_capacity ? cb->resource_capacity : 8;
   while (capacity < cb->resource_count + extra) capacity *= 2;
-  hali_ref_t **grown = realloc(cb->resources, capacity * sizeof(*grown));
+  hali_ref_t **grown = hali_realloc(cb->resources, capacity * sizeof(*grown));
   if (!grown)
     return hali_status_annotate(hali_status_oom(), "recording a command");
   cb->resources = grown;
@@ -148,7 +149,7 @@ static hali_status_t hali_hal_command_buffer_append(
   if (cb->size + size > cb->capacity) {
     size_t capacity = cb->capacity ? cb->capacity : 256;
     while (capacity < cb->size + size) capacity *= 2;
-    uint8_t *grown = realloc(cb->data, capacity);
+    uint8_t *grown = hali_realloc(cb->data, capacity);
     if (!grown)
       return hali_status_annotate(hali_status_oom(),
                                   "recording a command of %zu "

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "hal/command_list.h"
+#include "base/alloc.h"
 #include "hal/device.h"
 #include "hal/worker_pool.h"
 
@@ -146,7 +147,7 @@ static void hali_hal_submission_free(hali_hal_submission_t *sub) {
   hali_hal_stop_release(sub->stop);
   for (size_t i = 0; i < sub->command_buffer_count; ++i)
     hali_hal_command_buffer_release(sub->command_buffers[i]);
-  free(sub);
+  hali_free(sub);
 }
 
 static hali_status_t hali_hal_local_sync_run_dispatch(
@@ -156,10 +157,10 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
   size_t scratch_size =
       hali_hal_executable_export(executable, ordinal)->scratch_size;
   if (scratch_size > device->scratch_size) {
-    free(device->scratch);
+    hali_aligned_free(device->scratch);
     device->scratch = NULL;
     device->scratch_size = 0;
-    if (posix_memalign(&device->scratch, 64, scratch_size) != 0) {
+    if (!(device->scratch = hali_aligned_alloc(64, scratch_size))) {
       device->scratch = NULL;
       return hali_status_annotate(hali_status_oom(),
                                   "for %zu bytes of scratch",
@@ -299,7 +300,7 @@ static void hali_hal_local_sync_on_ready(void *user_data,
   if (device->armed_for == arm->submission_id) device->armed_for = 0;
   pthread_mutex_unlock(&device->mutex);
   hali_hal_semaphore_release(arm->semaphore);
-  free(arm);
+  hali_free(arm);
   hali_hal_local_sync_pump(device);
   /* Last touch of |device|: destroy waits for arms_live to reach 0. */
   pthread_mutex_lock(&device->mutex);
@@ -318,7 +319,7 @@ static void hali_hal_local_sync_disarm(hali_hal_device_t *device) {
     if (hali_hal_semaphore_cancel(arm->semaphore, &arm->timepoint)) {
       *link = arm->next;
       hali_hal_semaphore_release(arm->semaphore);
-      free(arm);
+      hali_free(arm);
       device->arms_live--;
     } else {
       link = &arm->next; /* firing: its callback unlinks it */
@@ -342,7 +343,7 @@ static bool hali_hal_local_sync_arm(hali_hal_device_t *device,
     uint64_t value = 0;
     hali_hal_fence_point(sub->wait_fence, i, &semaphore, &value);
     if (!semaphore) break;
-    hali_hal_arm_t *arm = calloc(1, sizeof(*arm));
+    hali_hal_arm_t *arm = hali_calloc(1, sizeof(*arm));
     if (!arm) {
       /* Cannot park without memory: block instead, which is what a
        * local-sync device without timepoints would do. */
@@ -366,7 +367,7 @@ static bool hali_hal_local_sync_arm(hali_hal_device_t *device,
     uint64_t current = 0;
     hali_status_t failure = hali_hal_semaphore_query(semaphore, &current);
     hali_hal_semaphore_release(semaphore);
-    free(arm);
+    hali_free(arm);
     if (failure) {
       hali_status_free(failure);
       hali_hal_local_sync_disarm(device);
@@ -608,7 +609,7 @@ static hali_hal_submission_t *hali_hal_submission_allocate(
       hali_add_overflows_u64(bytes, sizeof(hali_hal_submission_t), &bytes) ||
       bytes > SIZE_MAX)
     return NULL;
-  hali_hal_submission_t *sub = calloc(1, (size_t)bytes);
+  hali_hal_submission_t *sub = hali_calloc(1, (size_t)bytes);
   if (!sub) return NULL;
   sub->kind = kind;
   sub->wait_fence = wait_fence;
@@ -796,12 +797,12 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
     while (device->arms_live)
       pthread_cond_wait(&device->cond, &device->mutex);
     pthread_mutex_unlock(&device->mutex);
-    free(device->scratch);
+    hali_aligned_free(device->scratch);
   }
   hali_hal_allocator_release(device->allocator);
   pthread_cond_destroy(&device->cond);
   pthread_mutex_destroy(&device->mutex);
-  free(device);
+  hali_free(device);
 }
 
 static const hali_ref_vtable_t hali_hal_device_vtable = {
@@ -820,7 +821,7 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
       params->kind != HALI_HAL_DEVICE_LOCAL_TASK)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "unknown device kind %d", (int)params->kind);
-  hali_hal_device_t *device = calloc(1, sizeof(*device));
+  hali_hal_device_t *device = hali_calloc(1, sizeof(*device));
   if (!device)
     return hali_status_annotate(hali_status_oom(), "creating a device");
   hali_ref_init(&device->ref, HALI_TYPE_DEVICE, &hali_hal_device_vtable);

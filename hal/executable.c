@@ -3,11 +3,12 @@
 #include <string.h>
 
 #include "hal/executable.h"
+#include "base/alloc.h"
 
 static char *hali_strdup_or_empty(const char *s) {
   if (!s) s = "";
   size_t n = strlen(s) + 1;
-  char *copy = malloc(n);
+  char *copy = hali_malloc(n);
   if (copy) memcpy(copy, s, n);
   return copy;
 }
@@ -44,7 +45,7 @@ hali_status_t hali_hal_executable_initialize(
   executable->name = hali_strdup_or_empty(name);
   executable->format = hali_strdup_or_empty(format);
   executable->exports =
-      export_count ? calloc(export_count, sizeof(*executable->exports)) : NULL;
+      export_count ? hali_calloc(export_count, sizeof(*executable->exports)) : NULL;
   bool ok = executable->name && executable->format &&
             (executable->exports || export_count == 0);
   for (uint32_t i = 0; ok && i < export_count; ++i) {
@@ -65,10 +66,10 @@ hali_status_t hali_hal_executable_initialize(
 
 void hali_hal_executable_deinitialize(hali_hal_executable_t *executable) {
   for (uint32_t i = 0; i < executable->export_count; ++i)
-    free((char *)(uintptr_t)executable->exports[i].name);
-  free(executable->exports);
-  free(executable->format);
-  free(executable->name);
+    hali_free((char *)(uintptr_t)executable->exports[i].name);
+  hali_free(executable->exports);
+  hali_free(executable->format);
+  hali_free(executable->name);
   executable->exports = NULL;
   executable->export_count = 0;
   executable->name = executable->format = NULL;
@@ -140,7 +141,7 @@ static void hali_hal_library_executable_destroy(hali_ref_t *ref) {
       (hali_hal_library_executable_t *)ref;
   hali_hal_executable_deinitialize(&executable->base);
   if (executable->release) executable->release(executable->release_user);
-  free(executable);
+  hali_free(executable);
 }
 
 static hali_status_t hali_hal_library_executable_run_workgroup(
@@ -191,7 +192,7 @@ hali_status_t hali_hal_executable_create_from_library_owned(
                             "table",
                             name, library->export_count);
   hali_hal_executable_export_t *exports =
-      calloc(library->export_count ? library->export_count : 1,
+      hali_calloc(library->export_count ? library->export_count : 1,
              sizeof(*exports));
   if (!exports)
     return hali_status_annotate(hali_status_oom(),
@@ -200,7 +201,7 @@ hali_status_t hali_hal_executable_create_from_library_owned(
   for (uint32_t i = 0; i < library->export_count; ++i) {
     const hali_kernel_export_t *k = &library->exports[i];
     if (!k->fn) {
-      free(exports);
+      hali_free(exports);
       return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                               "kernel library '%s' export %u '%s' has no "
                               "function",
@@ -213,9 +214,9 @@ hali_status_t hali_hal_executable_create_from_library_owned(
            sizeof(exports[i].workgroup_size));
     exports[i].scratch_size = k->scratch_size;
   }
-  hali_hal_library_executable_t *executable = calloc(1, sizeof(*executable));
+  hali_hal_library_executable_t *executable = hali_calloc(1, sizeof(*executable));
   if (!executable) {
-    free(exports);
+    hali_free(exports);
     return hali_status_annotate(hali_status_oom(),
                                 "loading kernel library '%s'",
                                 name);
@@ -223,9 +224,9 @@ hali_status_t hali_hal_executable_create_from_library_owned(
   hali_status_t status = hali_hal_executable_initialize(
       &executable->base, &hali_hal_library_executable_vtable, name,
       format ? format : "static", exports, library->export_count);
-  free(exports);
+  hali_free(exports);
   if (status) {
-    free(executable);
+    hali_free(executable);
     return status;
   }
   executable->library = library;

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "hal/fence.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -43,12 +44,12 @@ static void hali_hal_fence_destroy(hali_ref_t *ref) {
   hali_hal_fence_t *fence = (hali_hal_fence_t *)ref;
   for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_release(fence->points[i].semaphore);
-  free(fence->points);
-  free(fence->index);
+  hali_free(fence->points);
+  hali_free(fence->index);
   if (fence->payload_free) fence->payload_free(fence->payload);
   hali_hal_allocator_release(fence->traced_by);
   pthread_mutex_destroy(&fence->mutex);
-  free(fence);
+  hali_free(fence);
 }
 
 static const hali_ref_vtable_t hali_hal_fence_vtable = {
@@ -57,7 +58,7 @@ static const hali_ref_vtable_t hali_hal_fence_vtable = {
 
 hali_status_t hali_hal_fence_create(hali_hal_fence_t **out_fence) {
   *out_fence = NULL;
-  hali_hal_fence_t *fence = calloc(1, sizeof(*fence));
+  hali_hal_fence_t *fence = hali_calloc(1, sizeof(*fence));
   if (!fence)
     return hali_status_annotate(hali_status_oom(), "creating a fence");
   hali_ref_init(&fence->ref, HALI_TYPE_FENCE, &hali_hal_fence_vtable);
@@ -148,7 +149,7 @@ static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
         bytes > SIZE_MAX)
       return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                               "a fence of %zu points overflows", capacity);
-    hali_hal_fence_point_t *grown = realloc(fence->points, (size_t)bytes);
+    hali_hal_fence_point_t *grown = hali_realloc(fence->points, (size_t)bytes);
     if (!grown)
       return hali_status_annotate(hali_status_oom(),
                                   "growing a fence to %zu points", capacity);
@@ -159,13 +160,13 @@ static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
   if (want > FENCE_INDEX_MIN && want * 2 > fence->index_capacity) {
     size_t capacity = fence->index_capacity ? fence->index_capacity * 2 : 32;
     while (capacity < want * 2) capacity *= 2;
-    uint32_t *index = calloc(capacity, sizeof(*index));
+    uint32_t *index = hali_calloc(capacity, sizeof(*index));
     if (!index)
       return hali_status_annotate(hali_status_oom(),
                                   "indexing a fence of %zu points", want);
     for (size_t i = 0; i < fence->count; ++i)
       fence_index_put(index, capacity, fence->points[i].semaphore, i);
-    free(fence->index);
+    hali_free(fence->index);
     fence->index = index;
     fence->index_capacity = capacity;
   }
@@ -310,7 +311,7 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
   size_t count = fence->count;
   hali_hal_fence_point_t *points = NULL;
   if (count) {
-    points = malloc(count * sizeof(*points));
+    points = hali_malloc(count * sizeof(*points));
     if (!points) {
       pthread_mutex_unlock(&fence->mutex);
       return hali_status_annotate(hali_status_oom(), "copying a fence");
@@ -330,7 +331,7 @@ static void hali_hal_fence_points_free(hali_hal_fence_point_t *points,
                                        size_t count) {
   for (size_t i = 0; i < count; ++i)
     hali_hal_semaphore_release(points[i].semaphore);
-  free(points);
+  hali_free(points);
 }
 
 hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
@@ -482,11 +483,11 @@ static hali_status_t hali_hal_fence_await_points(
     return HALI_OK;
   }
   hali_hal_semaphore_timepoint_t *timepoints =
-      calloc(count, sizeof(*timepoints));
-  bool *registered = calloc(count, sizeof(*registered));
+      hali_calloc(count, sizeof(*timepoints));
+  bool *registered = hali_calloc(count, sizeof(*registered));
   if (!timepoints || !registered) {
-    free(timepoints);
-    free(registered);
+    hali_free(timepoints);
+    hali_free(registered);
     return hali_status_annotate(hali_status_oom(),
                                 "awaiting %zu fence points",
                                 count);
@@ -550,8 +551,8 @@ static hali_status_t hali_hal_fence_await_points(
   pthread_mutex_unlock(&waiter.mutex);
   pthread_cond_destroy(&waiter.cond);
   pthread_mutex_destroy(&waiter.mutex);
-  free(timepoints);
-  free(registered);
+  hali_free(timepoints);
+  hali_free(registered);
   if (timed_out) {
     /* Name the first point still short of its value. */
     for (size_t i = 0; i < count && !status; ++i) {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "hal/semaphore.h"
+#include "base/alloc.h"
 
 struct hali_hal_semaphore_t {
   hali_ref_t ref;
@@ -44,7 +45,7 @@ static void hali_hal_semaphore_destroy(hali_ref_t *ref) {
   hali_status_free(semaphore->failure);
   pthread_cond_destroy(&semaphore->cond);
   pthread_mutex_destroy(&semaphore->mutex);
-  free(semaphore);
+  hali_free(semaphore);
 }
 
 static const hali_ref_vtable_t hali_hal_semaphore_vtable = {
@@ -54,7 +55,7 @@ static const hali_ref_vtable_t hali_hal_semaphore_vtable = {
 hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
                                         hali_hal_semaphore_t **out_semaphore) {
   *out_semaphore = NULL;
-  hali_hal_semaphore_t *semaphore = calloc(1, sizeof(*semaphore));
+  hali_hal_semaphore_t *semaphore = hali_calloc(1, sizeof(*semaphore));
   if (!semaphore)
     return hali_status_annotate(hali_status_oom(), "creating a semaphore");
   hali_ref_init(&semaphore->ref, HALI_TYPE_NONE, &hali_hal_semaphore_vtable);

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "hal/stop.h"
 
@@ -18,7 +19,7 @@ struct hali_hal_stop_t {
 hali_status_t hali_hal_stop_create(int64_t deadline_ns,
                                    hali_hal_stop_t **out_stop) {
   *out_stop = NULL;
-  hali_hal_stop_t *s = calloc(1, sizeof(*s));
+  hali_hal_stop_t *s = hali_calloc(1, sizeof(*s));
   if (!s) return hali_status_annotate(hali_status_oom(), "creating a stop");
   atomic_init(&s->refs, 1);
   atomic_init(&s->code, HALI_STATUS_OK);
@@ -39,7 +40,7 @@ void hali_hal_stop_release(hali_hal_stop_t *stop) {
                                          memory_order_acq_rel) != 1)
     return;
   pthread_mutex_destroy(&stop->mutex);
-  free(stop);
+  hali_free(stop);
 }
 
 void hali_hal_stop_request(hali_hal_stop_t *stop, hali_status_code_t code) {

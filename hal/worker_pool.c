@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "hal/command_list.h"
+#include "base/alloc.h"
 #include "hal/worker_pool.h"
 
 typedef struct hali_hal_pool_job_t {
@@ -59,10 +60,10 @@ static void hali_hal_pool_job_fail(hali_hal_worker_pool_t *pool,
 static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
                                     hali_hal_pool_job_t *job) {
   if (job->scratch_size > worker->scratch_size) {
-    free(worker->scratch);
+    hali_aligned_free(worker->scratch);
     worker->scratch = NULL;
     worker->scratch_size = 0;
-    if (posix_memalign(&worker->scratch, 64, job->scratch_size) != 0) {
+    if (!(worker->scratch = hali_aligned_alloc(64, job->scratch_size))) {
       worker->scratch = NULL;
       hali_hal_pool_job_fail(
           worker->pool, job,
@@ -116,7 +117,7 @@ static void *hali_hal_worker_main(void *arg) {
     if (--job->workers_left == 0) pthread_cond_signal(&pool->done_cond);
   }
   pthread_mutex_unlock(&pool->mutex);
-  free(worker->scratch);
+  hali_aligned_free(worker->scratch);
   return NULL;
 }
 
@@ -125,7 +126,7 @@ hali_status_t hali_hal_worker_pool_create(uint32_t worker_count,
   *out_pool = NULL;
   if (worker_count == 0) worker_count = 1;
   hali_hal_worker_pool_t *pool =
-      calloc(1, sizeof(*pool) + worker_count * sizeof(hali_hal_worker_t));
+      hali_calloc(1, sizeof(*pool) + worker_count * sizeof(hali_hal_worker_t));
   if (!pool)
     return hali_status_annotate(hali_status_oom(),
                                 "creating %u workers",
@@ -161,7 +162,7 @@ void hali_hal_worker_pool_destroy(hali_hal_worker_pool_t *pool) {
   pthread_cond_destroy(&pool->done_cond);
   pthread_cond_destroy(&pool->work_cond);
   pthread_mutex_destroy(&pool->mutex);
-  free(pool);
+  hali_free(pool);
 }
 
 uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool) {

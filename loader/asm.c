@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "loader/asm_int.h"
+#include "base/alloc.h"
 
 /* A register type in a function header or locals: a scalar, a !hal type,
  * or (tensor level) tensor<...>, whose shape goes to |x|. */
@@ -134,21 +135,21 @@ static uint32_t intern(parser_t *p, char *str, size_t len) {
   hali_ir_module_t *m = p->m;
   uint32_t i = hali_strmap_find(&p->strings, str, len);
   if (i != HALI_STRMAP_NONE || len > UINT32_MAX / 2) {
-    free(str);
+    hali_free(str);
     return i;
   }
   if (m->string_count == p->strings_cap) {
     uint32_t cap = p->strings_cap ? p->strings_cap * 2 : 16;
     char **strings = cap > UINT32_MAX / 2 ? NULL
-                                          : realloc(m->strings, (size_t)cap *
+                                          : hali_realloc(m->strings, (size_t)cap *
                                                                     sizeof(char *));
     if (strings) m->strings = strings;
     uint32_t *lengths =
-        strings ? realloc(m->string_lengths, (size_t)cap * sizeof(uint32_t))
+        strings ? hali_realloc(m->string_lengths, (size_t)cap * sizeof(uint32_t))
                 : NULL;
     if (lengths) m->string_lengths = lengths;
     if (!strings || !lengths) {
-      free(str);
+      hali_free(str);
       return UINT32_MAX;
     }
     p->strings_cap = cap;
@@ -156,7 +157,7 @@ static uint32_t intern(parser_t *p, char *str, size_t len) {
   str[len] = 0; /* decode_string leaves room: the token has 2 quotes */
   i = m->string_count;
   if (hali_strmap_insert(&p->strings, str, len, i) != i) {
-    free(str);
+    hali_free(str);
     return UINT32_MAX;
   }
   m->strings[i] = str;
@@ -186,6 +187,40 @@ bool hali_asm_parse_rodata_ref(parser_t *p, hali_ir_operand_t *o) {
   return true;
 }
 
+/* The index of the global the `@name` token |s| names, or -1. */
+static int32_t find_global(parser_t *p, const tok_t *s) {
+  if (s->kind != T_SYM) return -1;
+  uint32_t k = hali_strmap_find(&p->globals, s->text + 1, s->len - 1);
+  return k == HALI_STRMAP_NONE ? -1 : (int32_t)k;
+}
+
+bool hali_asm_parse_global_ref(parser_t *p, const hali_op_info_t *info,
+                               hali_type_t want, hali_ir_operand_t *o) {
+  tok_t *s;
+  if (!hali_asm_expect_kind(p, T_SYM, "a global name (@name)", &s))
+    return false;
+  int32_t k = find_global(p, s);
+  if (k < 0) {
+    hali_asm_error(p, s, "undefined global");
+    return false;
+  }
+  const hali_ir_global_t *g = &p->m->globals[k];
+  bool ok = want == HALI_TYPE_ANY_REF ? hali_type_is_ref(g->type)
+                                      : g->type == want;
+  if (!ok) {
+    hali_asm_error(p, s, "global @%s is %s but %s takes %s", g->name,
+                   g->type == HALI_TYPE_TENSOR ? "a tensor"
+                                               : hali_type_name(g->type),
+                   info->name,
+                   want == HALI_TYPE_ANY_REF ? "a ref global"
+                                             : hali_type_name(want));
+    return false;
+  }
+  o->kind = HALI_IR_GLOBAL;
+  o->v = (uint32_t)k;
+  return true;
+}
+
 static bool same_line(const tok_t *a, const tok_t *b) {
   return a->kind != T_EOF && a->line == b->line;
 }
@@ -199,7 +234,7 @@ hali_ir_operand_t *hali_asm_push_op(parser_t *p, uint32_t *n) {
   }
   if (*n == p->ops_cap) {
     size_t cap = p->ops_cap ? p->ops_cap * 2 : 16;
-    hali_ir_operand_t *o = realloc(p->ops, cap * sizeof(*o));
+    hali_ir_operand_t *o = hali_realloc(p->ops, cap * sizeof(*o));
     if (!o) {
       hali_asm_oom(p, peek(p));
       return NULL;
@@ -219,7 +254,7 @@ static size_t parse_defs(body_t *b) {
   while (peek(p)->kind == T_REG && n < MAX_OPERANDS) {
     if (n == p->defs_cap) {
       size_t cap = p->defs_cap ? p->defs_cap * 2 : 16;
-      tok_t **d = realloc(p->defs, cap * sizeof(*d));
+      tok_t **d = hali_realloc(p->defs, cap * sizeof(*d));
       if (!d) {
         hali_asm_oom(p, peek(p));
         break;
@@ -364,7 +399,14 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
                          info->name, info->name);
           return false;
         }
-        if (!hali_asm_parse_reg(b, defs[ndef_used++], d->type, true, o))
+        /* global.load.ref: the register takes the global's ref type. */
+        hali_type_t wt = d->type;
+        if (op == HALI_OP_GLOBAL_LOAD_REF) {
+          int32_t gi = find_global(p, peek(p));
+          if (gi >= 0 && hali_type_is_ref(p->m->globals[gi].type))
+            wt = p->m->globals[gi].type;
+        }
+        if (!hali_asm_parse_reg(b, defs[ndef_used++], wt, true, o))
           return false;
         continue;
       }
@@ -422,6 +464,9 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
         if (!hali_asm_parse_rodata_ref(p, o)) return false;
         break;
       }
+      case HALI_ROLE_GLOBAL:
+        if (!hali_asm_parse_global_ref(p, info, d->type, o)) return false;
+        break;
       default:
         hali_asm_error(p, opt, "internal: unsupported operand role");
         return false;
@@ -591,14 +636,14 @@ static bool parse_rodata(parser_t *p) {
     if (!bytes) return false;
     bool ok = hali_ir_module_add_rodata(p->m, name->text + 1, name->len - 1,
                                         kind, bytes, len) != NULL;
-    free(bytes);
+    hali_free(bytes);
     if (!ok) hali_asm_oom(p, s);
     return ok;
   }
   if (!hali_asm_expect(p, "[", "to open the values")) return false;
   uint32_t esize = hali_rodata_kind_size(kind);
   size_t cap = 64, n = 0;
-  uint8_t *buf = malloc(cap * esize);
+  uint8_t *buf = hali_malloc(cap * esize);
   bool ok = buf != NULL || hali_asm_oom(p, name);
   if (ok && !accept(p, "]")) {
     do {
@@ -609,7 +654,7 @@ static bool parse_rodata(parser_t *p) {
         ok = hali_asm_parse_int(p, next(p), (int)esize * 8, &v);
       if (!ok) break;
       if (n == cap) {
-        uint8_t *g = realloc(buf, (cap *= 2) * esize);
+        uint8_t *g = hali_realloc(buf, (cap *= 2) * esize);
         if (!g) {
           ok = hali_asm_oom(p, name);
           break;
@@ -628,7 +673,105 @@ static bool parse_rodata(parser_t *p) {
     hali_asm_oom(p, name);
     ok = false;
   }
-  free(buf);
+  hali_free(buf);
+  return ok;
+}
+
+/* global @name : TYPE [mutable] [= LITERAL]
+ * global @name : tensor<...> [mutable]
+ * global @name : tensor<...> = parameter "scope" :: "key"          */
+static bool parse_global(parser_t *p, const tok_t *kw) {
+  tok_t *name;
+  if (!hali_asm_expect_kind(p, T_SYM, "a global name (@name)", &name))
+    return false;
+  if (find_global(p, name) >= 0) {
+    hali_asm_error(p, name, "global defined twice");
+    return false;
+  }
+  if (!hali_asm_expect(p, ":", "after the global name")) return false;
+  hali_ir_xtype_t x;
+  tok_t *tt = peek(p);
+  hali_type_t type = parse_value_type(p, &x);
+  if (type == HALI_TYPE_NONE) return false;
+  if (!hali_type_is_valid(type) && type != HALI_TYPE_TENSOR) {
+    hali_free(x.dims);
+    hali_asm_error(p, tt, "a global holds i32, i64, f32, f64, a !hal ref or "
+                          "a tensor");
+    return false;
+  }
+  hali_ir_global_t *g =
+      hali_ir_module_add_global(p->m, name->text + 1, name->len - 1);
+  if (!g) {
+    hali_free(x.dims);
+    return hali_asm_oom(p, name);
+  }
+  g->type = type;
+  g->line = kw->line;
+  if (type == HALI_TYPE_TENSOR) g->xtype = x;
+  else hali_free(x.dims);
+  if (hali_strmap_insert(&p->globals, g->name, name->len - 1,
+                         p->m->global_count - 1) != p->m->global_count - 1)
+    return hali_asm_oom(p, name);
+  if (tok_is(peek(p), T_IDENT, "mutable")) {
+    next(p);
+    g->flags |= HALI_GLOBAL_MUTABLE;
+  }
+  if (!accept(p, "=")) return true;
+  tok_t *v = peek(p);
+  bool lowered_param = type == HALI_TYPE_BUFFER && tok_is(v, T_IDENT, "parameter");
+  if (type == HALI_TYPE_TENSOR || lowered_param) {
+    if (!tok_is(v, T_IDENT, "parameter")) {
+      hali_asm_error(p, v, "a tensor global's initial value is "
+                           "'parameter \"scope\" :: \"key\"'");
+      return false;
+    }
+    if (g->flags & HALI_GLOBAL_MUTABLE) {
+      hali_asm_error(p, v, "a parameter global is immutable: drop 'mutable'");
+      return false;
+    }
+    next(p);
+    tok_t *sc, *key;
+    size_t len;
+    if (!hali_asm_expect_kind(p, T_STRING, "a parameter scope string", &sc))
+      return false;
+    if (!(g->param_scope = hali_asm_decode_string(p, sc, &len))) return false;
+    g->param_scope[len] = 0;
+    if (!hali_asm_expect(p, ":", "'::' between scope and key") ||
+        !hali_asm_expect(p, ":", "'::' between scope and key") ||
+        !hali_asm_expect_kind(p, T_STRING, "a parameter key string", &key))
+      return false;
+    if (!(g->param_key = hali_asm_decode_string(p, key, &len))) return false;
+    g->param_key[len] = 0;
+    g->flags |= HALI_GLOBAL_PARAMETER;
+    /* Lowered by stream-to-hal (hali dis --after): the buffer the context
+     * fills from the parameter, with the tensor type it is checked
+     * against: `global @w : !hal.buffer = parameter "s" :: "k" :
+     * tensor<4xf32>`. */
+    if (lowered_param) {
+      tok_t *tt2 = peek(p);
+      if (!hali_asm_expect(p, ":", "before the parameter's tensor type"))
+        return false;
+      hali_ir_xtype_t px;
+      if (parse_value_type(p, &px) != HALI_TYPE_TENSOR) {
+        hali_free(px.dims);
+        hali_asm_error(p, tt2, "expected the parameter's tensor type");
+        return false;
+      }
+      g->xtype = px;
+    }
+    return true;
+  }
+  if (hali_type_is_ref(type)) {
+    hali_asm_error(p, v, "a ref global starts null and takes no initial "
+                         "value (store one in an initializer)");
+    return false;
+  }
+  bool ok = type == HALI_TYPE_I32 || type == HALI_TYPE_I64
+                ? hali_asm_parse_int(p, next(p), type == HALI_TYPE_I32 ? 32 : 64,
+                                     &g->init)
+                : hali_asm_parse_float(p, type == HALI_TYPE_F32 ? 32 : 64,
+                                       &g->init);
+  if (ok) g->flags |= HALI_GLOBAL_INIT;
   return ok;
 }
 
@@ -638,7 +781,7 @@ static bool parse_xtype_text(parser_t *p, hali_ir_xtype_t *x);
  * type leaves no dims behind (a fuzz target found the leak). */
 bool hali_asm_parse_xtype(parser_t *p, hali_ir_xtype_t *x) {
   if (parse_xtype_text(p, x)) return true;
-  free(x->dims);
+  hali_free(x->dims);
   x->dims = NULL;
   x->rank = 0;
   return false;
@@ -701,7 +844,7 @@ static bool parse_xtype_text(parser_t *p, hali_ir_xtype_t *x) {
           return false;
         }
       }
-      int64_t *dims = realloc(x->dims, (x->rank + 1) * sizeof(int64_t));
+      int64_t *dims = hali_realloc(x->dims, (x->rank + 1) * sizeof(int64_t));
       if (!dims) return hali_asm_oom(p, t);
       x->dims = dims;
       x->dims[x->rank++] = dim;
@@ -741,12 +884,12 @@ static bool parse_string_attr(parser_t *p, char **out) {
   char *str = hali_asm_decode_string(p, s, &len);
   if (!str) return false;
   if (memchr(str, 0, len)) {
-    free(str);
+    hali_free(str);
     hali_asm_error(p, s, "names may not contain NUL");
     return false;
   }
   str[len] = 0; /* decode_string leaves room: the token has 2 quotes */
-  free(*out);
+  hali_free(*out);
   *out = str;
   return true;
 }
@@ -768,7 +911,7 @@ static bool parse_executable(parser_t *p) {
       hali_asm_error(p, name, "executable defined twice");
     return false;
   }
-  hali_strmap_t *maps = realloc(p->exports, (ei + 1) * sizeof(*maps));
+  hali_strmap_t *maps = hali_realloc(p->exports, (ei + 1) * sizeof(*maps));
   if (!maps) return hali_asm_oom(p, name);
   p->exports = maps;
   memset(&maps[ei], 0, sizeof(maps[ei]));
@@ -938,7 +1081,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       hali_type_t type = parse_value_type(p, &x);
       if (type == HALI_TYPE_NONE) return false;
       if (mut && type != HALI_TYPE_TENSOR && type != HALI_TYPE_BUFFER_VIEW) {
-        free(x.dims);
+        hali_free(x.dims);
         hali_asm_error(
             p, r, "only tensor (or buffer view) parameters may be mutable");
         return false;
@@ -946,10 +1089,10 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       uint32_t reg = add_reg(p, f, type, r);
       bool okx = reg != UINT32_MAX &&
                  (type != HALI_TYPE_TENSOR || hali_ir_func_set_reg_xtype(f, reg, &x));
-      free(x.dims);
+      hali_free(x.dims);
       if (!okx) return hali_asm_oom(p, r); /* add_reg's own error is kept */
       if (mut || f->param_flags) {
-        uint8_t *pf = realloc(f->param_flags, f->param_count + 1);
+        uint8_t *pf = hali_realloc(f->param_flags, f->param_count + 1);
         if (!pf) return hali_asm_oom(p, r);
         if (!f->param_flags) memset(pf, 0, f->param_count + 1);
         f->param_flags = pf;
@@ -983,17 +1126,17 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         hali_type_t type = parse_value_type(p, &x);
         if (type == HALI_TYPE_NONE) return false;
         if (type != HALI_TYPE_TENSOR) x.type = type;
-        hali_type_t *rs = realloc(f->results, f->result_count + 1);
+        hali_type_t *rs = hali_realloc(f->results, f->result_count + 1);
         if (!rs) {
-          free(x.dims);
+          hali_free(x.dims);
           return hali_asm_oom(p, peek(p));
         }
         f->results = rs;
         if ((type == HALI_TYPE_TENSOR || tie >= 0) && !f->result_xtypes) {
-          f->result_xtypes = calloc(f->result_count + 17, sizeof(hali_ir_xtype_t));
-          f->result_ties = malloc((f->result_count + 17) * sizeof(int32_t));
+          f->result_xtypes = hali_calloc(f->result_count + 17, sizeof(hali_ir_xtype_t));
+          f->result_ties = hali_malloc((f->result_count + 17) * sizeof(int32_t));
           if (!f->result_xtypes || !f->result_ties) {
-            free(x.dims);
+            hali_free(x.dims);
             return hali_asm_oom(p, peek(p));
           }
           for (uint32_t k = 0; k < f->result_count + 17; ++k) f->result_ties[k] = -1;
@@ -1002,7 +1145,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         }
         if (f->result_xtypes) {
           if (f->result_count >= 16) {
-            free(x.dims);
+            hali_free(x.dims);
             hali_asm_error(p, peek(p),
                            "at most 16 results at the tensor level");
             return false;
@@ -1010,7 +1153,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
           f->result_xtypes[f->result_count] = x;
           f->result_ties[f->result_count] = tie;
         } else {
-          free(x.dims);
+          hali_free(x.dims);
         }
         f->results[f->result_count++] = type;
       } while (paren && accept(p, ","));
@@ -1031,7 +1174,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         char *str = hali_asm_decode_string(p, s, &slen);
         if (!str) return false;
         bool ok = hali_ir_func_add_attr(f, str, slen);
-        free(str);
+        hali_free(str);
         if (!ok) return hali_asm_oom(p, s);
       } while (accept(p, ","));
       if (!hali_asm_expect(p, "]", "to close the attributes")) return false;
@@ -1060,7 +1203,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
         bool okx = reg != UINT32_MAX &&
                    (type != HALI_TYPE_TENSOR ||
                     hali_ir_func_set_reg_xtype(f, reg, &x));
-        free(x.dims);
+        hali_free(x.dims);
         if (!okx) return false;
       } while (accept(p, ","));
       if (!hali_asm_expect(p, ")", "to close locals")) return false;
@@ -1116,7 +1259,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     next(&p);
     tok_t *name;
     if (hali_asm_expect_kind(&p, T_SYM, "a module name (@name)", &name))
-      p.m->name = strndup(name->text + 1, name->len - 1);
+      p.m->name = hali_strndup(name->text + 1, name->len - 1);
     if (tok_is(peek(&p), T_IDENT, "source")) {
       next(&p);
       tok_t *s;
@@ -1130,12 +1273,12 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     const char *base = strrchr(p.file, '/');
     base = base ? base + 1 : p.file;
     size_t n = strcspn(base, ".");
-    p.m->name = strndup(base, n ? n : strlen(base));
+    p.m->name = hali_strndup(base, n ? n : strlen(base));
     /* A file name may hold characters a name cannot: my-mod -> my_mod. */
     for (char *c = p.m->name; c && *c; ++c)
       if (!hali_name_char(*c)) *c = '_';
   }
-  if (!p.error && !p.m->source) p.m->source = strdup(p.file);
+  if (!p.error && !p.m->source) p.m->source = hali_strdup(p.file);
   /* Pass 1: headers. */
   size_t nheaders = 0, headers_cap = 0, nexe = 0;
   size_t *exe_starts = NULL;
@@ -1154,11 +1297,19 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
         hali_asm_oom(&p, t);
       continue;
     }
+    if (tok_is(t, T_IDENT, "global")) {
+      next(&p);
+      if (!parse_global(&p, t)) {
+        hali_asm_error(&p, peek(&p), "bad global");
+        break;
+      }
+      continue;
+    }
     if (tok_is(t, T_IDENT, "executable")) {
       /* Kernel functions may be defined after the executable: parsed in
        * pass 1b, once every header is known. */
       next(&p);
-      size_t *ne = realloc(exe_starts, (nexe + 1) * sizeof(size_t));
+      size_t *ne = hali_realloc(exe_starts, (nexe + 1) * sizeof(size_t));
       if (!ne) {
         hali_asm_oom(&p, t);
         break;
@@ -1174,13 +1325,15 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       continue;
     }
     if (!tok_is(t, T_IDENT, "func")) {
-      hali_asm_error(&p, t, "expected 'func' or 'rodata' at top level");
+      hali_asm_error(&p, t,
+                     "expected 'func', 'rodata', 'global' or 'executable' at "
+                     "top level");
       break;
     }
     next(&p);
     if (nheaders == headers_cap) {
       headers_cap = headers_cap ? 2 * headers_cap : 16;
-      func_header_t *h = realloc(headers, headers_cap * sizeof(*h));
+      func_header_t *h = hali_realloc(headers, headers_cap * sizeof(*h));
       if (!h) {
         hali_asm_oom(&p, t);
         break;
@@ -1198,22 +1351,23 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     p.pos = exe_starts[i];
     if (!parse_executable(&p)) hali_asm_error(&p, peek(&p), "bad executable");
   }
-  free(exe_starts);
+  hali_free(exe_starts);
   /* Pass 2: bodies. */
   for (uint32_t i = 0; !p.error && i < p.m->func_count; ++i)
     if (headers[i].body != SIZE_MAX &&
         !parse_body(&p, &p.m->funcs[i], headers, i))
       hali_asm_error(&p, peek(&p), "bad function body");
-  free(headers);
-  free(p.toks);
-  free(p.ops);
-  free(p.defs);
+  hali_free(headers);
+  hali_free(p.toks);
+  hali_free(p.ops);
+  hali_free(p.defs);
   hali_strmap_free(&p.funcs);
   hali_strmap_free(&p.rodata);
   hali_strmap_free(&p.exes);
+  hali_strmap_free(&p.globals);
   for (uint32_t i = 0; i < p.m->executable_count; ++i)
     hali_strmap_free(&p.exports[i]);
-  free(p.exports);
+  hali_free(p.exports);
   hali_strmap_free(&p.strings);
   hali_strmap_free(&p.regs);
   hali_strmap_free(&p.blocks);

@@ -55,6 +55,7 @@ typedef struct {
   hali_strmap_t funcs;      /* function name -> index (pass 1) */
   hali_strmap_t rodata;     /* rodata name -> index */
   hali_strmap_t exes;       /* executable name -> index */
+  hali_strmap_t globals;    /* global name -> index */
   hali_strmap_t *exports;   /* per executable: export name -> index */
   hali_strmap_t strings;    /* string constant -> module string index */
   uint32_t strings_cap;     /* allocated entries of m->strings */
@@ -74,6 +75,11 @@ typedef struct {
   uint32_t fidx;
   const func_header_t *headers;
 } body_t;
+
+/* `@name` naming a global of type |want| (HALI_TYPE_ANY_REF: any ref
+ * global; HALI_TYPE_TENSOR: a tensor global) for an operand of |info|. */
+bool hali_asm_parse_global_ref(parser_t *p, const hali_op_info_t *info,
+                               hali_type_t want, hali_ir_operand_t *o);
 
 /* Operand counts are stored in 16 bits. */
 #define MAX_OPERANDS 0xffffu

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "loader/asm_int.h"
+#include "base/alloc.h"
 
 bool hali_asm_oom(parser_t *p, const tok_t *t) {
   if (!p->error)
@@ -61,7 +62,7 @@ void hali_asm_lex(parser_t *p) {
     }
     if (p->ntoks == p->cap) {
       size_t cap = p->cap ? p->cap * 2 : 256;
-      tok_t *t = realloc(p->toks, cap * sizeof(tok_t));
+      tok_t *t = hali_realloc(p->toks, cap * sizeof(tok_t));
       if (!t) {
         p->error = hali_status_annotate(
             hali_status_oom(), "assembling %s", p->file);
@@ -185,7 +186,7 @@ hali_type_t hali_asm_parse_type(parser_t *p) {
 
 /* Decodes a string literal's escapes into a malloc'ed buffer. */
 char *hali_asm_decode_string(parser_t *p, const tok_t *t, size_t *out_len) {
-  char *out = malloc(t->len);
+  char *out = hali_malloc(t->len);
   if (!out) {
     hali_asm_oom(p, t);
     return NULL;
@@ -209,7 +210,7 @@ char *hali_asm_decode_string(parser_t *p, const tok_t *t, size_t *out_len) {
       if (i + 2 >= t->len - 1 || !isxdigit((unsigned char)t->text[i + 1]) ||
           !isxdigit((unsigned char)t->text[i + 2])) {
         hali_asm_error(p, t, "expected two hex digits after \\x in string");
-        free(out);
+        hali_free(out);
         return NULL;
       }
       char hex[3] = {t->text[i + 1], t->text[i + 2], 0};
@@ -219,7 +220,7 @@ char *hali_asm_decode_string(parser_t *p, const tok_t *t, size_t *out_len) {
     }
     default:
       hali_asm_error(p, t, "unknown escape '\\%c' in string", e);
-      free(out);
+      hali_free(out);
       return NULL;
     }
   }

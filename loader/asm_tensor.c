@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "loader/asm_int.h"
+#include "base/alloc.h"
 
 static int32_t find_reg_tok(body_t *b, const tok_t *t) {
   if (t->kind != T_REG) {
@@ -270,10 +271,10 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       p->ops[HALI_TD_BINDINGS].imm = nb;
       p->ops[HALI_TD_CONSTANTS].imm = nc;
     }
-    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    for (uint32_t k = 0; k < nres; ++k) hali_free(res[k].x.dims);
     return true;
   fail:
-    for (uint32_t k = 0; k < nres; ++k) free(res[k].x.dims);
+    for (uint32_t k = 0; k < nres; ++k) hali_free(res[k].x.dims);
     return false;
   }
   case HALI_OP_TENSOR_SPLAT:
@@ -308,7 +309,7 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       return false;
     ok = parse_dyn_dims(b, &x, nops) &&
          hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
-    free(x.dims);
+    hali_free(x.dims);
     return ok;
   }
   case HALI_OP_TENSOR_CONSTANT: {
@@ -321,11 +322,11 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       return false;
     if (hali_ir_xtype_dynamic_dims(&x)) {
       hali_asm_error(p, &p->toks[p->pos - 1], "a constant has a static shape");
-      free(x.dims);
+      hali_free(x.dims);
       return false;
     }
     ok = hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
-    free(x.dims);
+    hali_free(x.dims);
     return ok;
   }
   case HALI_OP_TENSOR_CLONE: {
@@ -337,7 +338,7 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
     if (!hali_ir_xtype_copy(&src, &b->f->reg_xtypes[p->ops[1].v]))
       return hali_asm_oom(p, defs[0]);
     ok = hali_asm_def_tensor(b, defs[0], &src, &p->ops[0]);
-    free(src.dims);
+    hali_free(src.dims);
     return ok;
   }
   case HALI_OP_TENSOR_OVERWRITE: {
@@ -362,6 +363,49 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
         !(o = hali_asm_push_op(p, nops)))
       return false;
     return expect_tensor_reg(b, next(p), o);
+  }
+  case HALI_OP_TENSOR_GLOBAL_LOAD: {
+    /* %t = tensor.global.load @g: %t takes the global's type. */
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!hali_asm_parse_global_ref(p, hali_op_info((unsigned)op),
+                                   HALI_TYPE_TENSOR, o))
+      return false;
+    uint32_t gi = o->v;
+    hali_ir_xtype_t gx;
+    if (!hali_ir_xtype_copy(&gx, &p->m->globals[gi].xtype))
+      return hali_asm_oom(p, defs[0]);
+    ok = hali_asm_def_tensor(b, defs[0], &gx, &p->ops[0]);
+    hali_free(gx.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_GLOBAL_STORE: {
+    /* tensor.global.store @g, %t: %t has the global's type. */
+    NEED_DEFS(0);
+    if (!(o = hali_asm_push_op(p, nops))) return false;
+    if (!hali_asm_parse_global_ref(p, hali_op_info((unsigned)op),
+                                   HALI_TYPE_TENSOR, o))
+      return false;
+    uint32_t gi = o->v;
+    if (!hali_asm_expect(p, ",", "between the global and the value") ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    tok_t *t = next(p);
+    if (!expect_tensor_reg(b, t, o)) return false;
+    if (!hali_ir_xtype_equal(&b->f->reg_xtypes[o->v],
+                             &p->m->globals[gi].xtype)) {
+      hali_strbuf_t sb = {0};
+      hali_ir_xtype_print(&sb, &b->f->reg_xtypes[o->v]);
+      hali_strbuf_append(&sb, " into ", 6);
+      hali_ir_xtype_print(&sb, &p->m->globals[gi].xtype);
+      char *ts = hali_strbuf_take(&sb);
+      hali_asm_error(p, t, "tensor.global.store of %s @%s: the types differ",
+                     ts ? ts : "?", p->m->globals[gi].name);
+      hali_free(ts);
+      return false;
+    }
+    return true;
   }
   case HALI_OP_TENSOR_WAIT:
   case HALI_OP_TENSOR_BARRIER:

@@ -1,6 +1,7 @@
 /* hali — the executable loader registry (see loader/executables.h); the
  * four built-in loaders are loader/loader_{native,static,ffi,bytecode}.c. */
 #include "loader/executables.h"
+#include "base/alloc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,7 @@ hali_status_t hali_executable_registry_register(
     hali_executable_registry_t *r, const hali_executable_loader_vtable_t *vtable,
     void *self) {
   loader_entry_t *l =
-      realloc(r->loaders, (r->loader_count + 1) * sizeof(loader_entry_t));
+      hali_realloc(r->loaders, (r->loader_count + 1) * sizeof(loader_entry_t));
   if (!l) return hali_status_oom();
   r->loaders = l;
   r->loaders[r->loader_count++] = (loader_entry_t){vtable, self};
@@ -44,7 +45,7 @@ hali_status_t hali_executable_registry_register_static(
                               "registered",
                               library->name);
   const hali_kernel_library_t **s =
-      realloc(r->statics, (r->static_count + 1) * sizeof(*s));
+      hali_realloc(r->statics, (r->static_count + 1) * sizeof(*s));
   if (!s) return hali_status_oom();
   r->statics = s;
   r->statics[r->static_count++] = library;
@@ -56,9 +57,9 @@ void hali_executable_registry_free(hali_executable_registry_t *r) {
   for (size_t i = 0; i < r->loader_count; ++i)
     if (r->loaders[i].vtable->destroy)
       r->loaders[i].vtable->destroy(r->loaders[i].self);
-  free(r->loaders);
-  free(r->statics);
-  free(r);
+  hali_free(r->loaders);
+  hali_free(r->statics);
+  hali_free(r);
 }
 
 hali_status_t hali_executable_registry_load(
@@ -94,7 +95,7 @@ const hali_kernel_library_t *hali_executable_registry_find_static(
 
 hali_status_t hali_executable_registry_create(hali_executable_registry_t **out) {
   *out = NULL;
-  hali_executable_registry_t *r = calloc(1, sizeof(*r));
+  hali_executable_registry_t *r = hali_calloc(1, sizeof(*r));
   if (!r) return hali_status_oom();
   hali_status_t s = hali_executable_registry_register(r, &hali_loader_native, NULL);
   if (!s) s = hali_executable_registry_register(r, &hali_loader_ffi, NULL);
@@ -117,15 +118,15 @@ hali_status_t hali_executable_registry_load_link(
   if (!n) return HALI_OK;
   /* The search path: the given directories, then $HALI_EXECUTABLE_PATH. */
   char *env = getenv("HALI_EXECUTABLE_PATH")
-                  ? strdup(getenv("HALI_EXECUTABLE_PATH"))
+                  ? hali_strdup(getenv("HALI_EXECUTABLE_PATH"))
                   : NULL;
   size_t env_count = 0;
   for (char *c = env; c && *c; ++c) env_count += *c == ':';
   if (env) env_count++;
-  const char **paths = calloc(search_path_count + env_count + 1, sizeof(char *));
-  char *dir = module_path ? strdup(module_path) : NULL;
+  const char **paths = hali_calloc(search_path_count + env_count + 1, sizeof(char *));
+  char *dir = module_path ? hali_strdup(module_path) : NULL;
   hali_executable_load_params_t p = {0};
-  hali_hal_executable_t **loaded = calloc(n, sizeof(*loaded));
+  hali_hal_executable_t **loaded = hali_calloc(n, sizeof(*loaded));
   hali_status_t s = HALI_OK;
   if (!paths || !loaded || (module_path && !dir) ||
       (getenv("HALI_EXECUTABLE_PATH") && !env)) {
@@ -157,17 +158,17 @@ hali_status_t hali_executable_registry_load_link(
                            "the module's executables are already loaded");
     } else {
       memcpy(link->executables, loaded, n * sizeof(*loaded));
-      free(loaded);
+      hali_free(loaded);
       loaded = NULL;
     }
   }
 done:
   if (loaded) {
     for (uint32_t i = 0; i < n; ++i) hali_ref_release((hali_ref_t *)loaded[i]);
-    free(loaded);
+    hali_free(loaded);
   }
-  free(paths);
-  free(env);
-  free(dir);
+  hali_free(paths);
+  hali_free(env);
+  hali_free(dir);
   return s;
 }

@@ -22,7 +22,7 @@
 #define HALI_HBC_MAGIC_SIZE 8
 #define HALI_HBC_HEADER_SIZE 24
 #define HALI_HBC_VERSION_MAJOR 1
-#define HALI_HBC_VERSION_MINOR 3
+#define HALI_HBC_VERSION_MINOR 4
 
 enum {
   HALI_HBC_SECTION_MODULE = 1,    /* u32 name string, u32 flags */
@@ -36,7 +36,11 @@ enum {
   /* Minor 1: the tensor level and attributes (doc/format.md); written only
    * when a module has any. */
   HALI_HBC_SECTION_TENSOR = 8,
+  /* Minor 3: module globals (doc/format.md); written only when a module
+   * has any, after STRINGS and before FUNCTIONS. */
+  HALI_HBC_SECTION_GLOBALS = 9,
 };
+#define HALI_HBC_SECTION_LAST 9
 
 #define HALI_HBC_NONE 0xffffffffu
 

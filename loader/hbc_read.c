@@ -16,6 +16,7 @@
 #include <inttypes.h>
 
 #include "hal/buffer_view.h"
+#include "base/alloc.h"
 #include "loader/hbc.h"
 #include "vm/strmap.h"
 #include "loader/loader.h"
@@ -108,7 +109,7 @@ static char *get_string_copy(cur_t *c, const hali_ir_module_t *m,
     rerr(c, "%s (string %u) contains a NUL byte", what, idx);
     return NULL;
   }
-  char *s = strdup(m->strings[idx]);
+  char *s = hali_strdup(m->strings[idx]);
   if (!s) rerr(c, "out of memory");
   return s;
 }
@@ -125,8 +126,8 @@ static hali_type_t get_type(cur_t *c, const char *what) {
 static void read_strings(cur_t *c, hali_ir_module_t *m) {
   uint32_t n = get_count(c, 4, "string");
   if (c->error) return;
-  m->strings = calloc(n ? n : 1, sizeof(char *));
-  m->string_lengths = calloc(n ? n : 1, sizeof(uint32_t));
+  m->strings = hali_calloc(n ? n : 1, sizeof(char *));
+  m->string_lengths = hali_calloc(n ? n : 1, sizeof(uint32_t));
   if (!m->strings || !m->string_lengths) {
     rerr(c, "out of memory");
     return;
@@ -134,7 +135,7 @@ static void read_strings(cur_t *c, hali_ir_module_t *m) {
   for (uint32_t i = 0; i < n && !c->error; ++i) {
     uint32_t len = get_u32(c, "string length");
     if (!need(c, len, "string bytes")) return;
-    char *s = malloc((size_t)len + 1);
+    char *s = hali_malloc((size_t)len + 1);
     if (!s) {
       rerr(c, "out of memory");
       return;
@@ -155,7 +156,8 @@ static const struct {
   unsigned first_op;
 } op_blocks[] = {
     {2, HALI_OP_FMA_I32},
-    {3, HALI_OP_FIBER_JOIN},
+    {3, HALI_OP_GLOBAL_LOAD_I32},
+    {4, HALI_OP_FIBER_JOIN},
 };
 
 static uint16_t op_minor(unsigned op) {
@@ -194,7 +196,8 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
       uint8_t kind = get_u8(c, "operand kind");
       uint64_t v = get_u64(c, "operand");
       if (c->error) return;
-      if (kind < HALI_IR_REG || kind > HALI_IR_EXECUTABLE) {
+      if (kind < HALI_IR_REG || kind > HALI_IR_GLOBAL ||
+          (kind == HALI_IR_GLOBAL && c->minor < 3)) {
         rerr(c, "unknown operand kind %u", kind);
         return;
       }
@@ -252,6 +255,10 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
         o->kind = HALI_IR_EXECUTABLE;
         o->v = get_u32(c, "executable");
         break;
+      case HALI_ROLE_GLOBAL:
+        o->kind = HALI_IR_GLOBAL;
+        o->v = get_u32(c, "global");
+        break;
       case HALI_ROLE_IMM:
         o->kind = HALI_IR_IMM;
         if (d->type == HALI_TYPE_I64 || d->type == HALI_TYPE_F64)
@@ -287,7 +294,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
   /* The smallest function: name, 3 counts, and a block count. */
   uint32_t n = get_count(c, 20, "function");
   if (c->error) return;
-  m->funcs = calloc(n ? n : 1, sizeof(hali_ir_func_t));
+  m->funcs = hali_calloc(n ? n : 1, sizeof(hali_ir_func_t));
   if (!m->funcs) {
     rerr(c, "out of memory");
     return;
@@ -300,7 +307,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     f->param_count = get_u32(c, "parameter count");
     f->result_count = get_count(c, 1, "result");
     if (c->error) return;
-    f->results = malloc(f->result_count ? f->result_count : 1);
+    f->results = hali_malloc(f->result_count ? f->result_count : 1);
     if (!f->results) FAIL("out of memory");
     for (uint32_t i = 0; i < f->result_count; ++i)
       f->results[i] = get_type(c, "result type");
@@ -309,13 +316,13 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     if (f->param_count > f->reg_count)
       FAIL("function @%s has %u parameters but only %u registers",
                   f->name, f->param_count, f->reg_count);
-    f->reg_types = malloc(f->reg_count ? f->reg_count : 1);
+    f->reg_types = hali_malloc(f->reg_count ? f->reg_count : 1);
     if (!f->reg_types) FAIL("out of memory");
     for (uint32_t i = 0; i < f->reg_count; ++i)
       f->reg_types[i] = get_type(c, "register type");
     uint32_t nblocks = get_count(c, 4, "block");
     if (c->error) return;
-    f->blocks = calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
+    f->blocks = hali_calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
     if (!f->blocks) FAIL("out of memory");
     for (uint32_t b = 0; b < nblocks && !c->error; ++b) {
       f->block_count++;
@@ -325,7 +332,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
        * reading a block never reallocates its instructions. */
       hali_ir_block_t *blk = &f->blocks[b];
       if (ninsns) {
-        blk->insns = malloc((size_t)ninsns * sizeof(hali_ir_insn_t));
+        blk->insns = hali_malloc((size_t)ninsns * sizeof(hali_ir_insn_t));
         if (!blk->insns) FAIL("out of memory");
         blk->insn_capacity = ninsns;
       }
@@ -352,7 +359,7 @@ static void read_rodata(cur_t *c, hali_ir_module_t *m) {
                                    size))
       rerr(c, "out of memory");
     if (!c->error) c->p += size;
-    free(name);
+    hali_free(name);
   }
 }
 
@@ -395,7 +402,7 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
     uint32_t rank = get_count(c, 8, "dimension");
     if (c->error) return;
     if (rank > HALI_HAL_MAX_RANK) FAIL("rank %u exceeds %d", rank, HALI_HAL_MAX_RANK);
-    x->dims = malloc((rank ? rank : 1) * sizeof(int64_t));
+    x->dims = hali_malloc((rank ? rank : 1) * sizeof(int64_t));
     if (!x->dims) FAIL("out of memory");
     for (uint32_t d = 0; d < rank; ++d) {
       x->dims[d] = (int64_t)get_u64(c, "dimension");
@@ -429,7 +436,7 @@ static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x, const char *what,
     rerr(c, "rank %u exceeds %d", rank, HALI_HAL_MAX_RANK);
     return false;
   }
-  x->dims = malloc((rank ? rank : 1) * sizeof(int64_t));
+  x->dims = hali_malloc((rank ? rank : 1) * sizeof(int64_t));
   if (!x->dims) {
     rerr(c, "out of memory");
     return false;
@@ -441,6 +448,47 @@ static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x, const char *what,
   }
   check_tensor_size(c, x, what, index);
   return !c->error;
+}
+
+/* GLOBALS (format 1.3): name, type, flags, then the initial value, shape
+ * and parameter the flags and type call for.  The verifier checks what the
+ * values mean; here only what a reader must know to go on. */
+static void read_globals(cur_t *c, hali_ir_module_t *m) {
+  uint32_t n = get_count(c, 6, "global");
+  for (uint32_t i = 0; i < n && !c->error; ++i) {
+    char *name = get_string_copy(c, m, "global name");
+    uint8_t type = get_u8(c, "global type");
+    uint8_t flags = get_u8(c, "global flags");
+    if (c->error) {
+      hali_free(name);
+      return;
+    }
+    if (!name) {
+      rerr(c, "global %u has no name", i);
+      return;
+    }
+    hali_ir_global_t *g = hali_ir_module_add_global(m, name, strlen(name));
+    hali_free(name);
+    if (!g) FAIL("out of memory");
+    g->type = type;
+    g->flags = flags;
+    if (flags & ~(uint32_t)HALI_GLOBAL_FLAGS_ALL)
+      FAIL("global @%s has unknown flags 0x%02x", g->name, flags);
+    if (type != HALI_TYPE_TENSOR && !hali_type_is_valid(type))
+      FAIL("global @%s has unknown type code %u", g->name, type);
+    if (flags & HALI_GLOBAL_INIT) g->init = (int64_t)get_u64(c, "initial value");
+    if (type == HALI_TYPE_TENSOR || (flags & HALI_GLOBAL_PARAMETER)) {
+      if (!read_one_xtype(c, &g->xtype, "global", i)) return;
+      if (g->xtype.type != HALI_TYPE_NONE)
+        FAIL("tensor global @%s has a scalar shape", g->name);
+    }
+    if (flags & HALI_GLOBAL_PARAMETER) {
+      g->param_scope = get_string_copy(c, m, "parameter scope");
+      g->param_key = get_string_copy(c, m, "parameter key");
+      if (!c->error && (!g->param_scope || !g->param_key))
+        FAIL("parameter global @%s lacks its scope or key", g->name);
+    }
+  }
 }
 
 static void read_tensor(cur_t *c, hali_ir_module_t *m) {
@@ -456,18 +504,18 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
       char *a = get_string_copy(c, m, "attribute");
       if (!c->error && (!a || !hali_ir_func_add_attr(f, a, strlen(a))))
         rerr(c, "bad attribute");
-      free(a);
+      hali_free(a);
     }
     if (get_u8(c, "parameter flags") && !c->error) {
-      f->param_flags = calloc((size_t)f->param_count + 1, 1);
+      f->param_flags = hali_calloc((size_t)f->param_count + 1, 1);
       if (!f->param_flags) FAIL("out of memory");
       for (uint32_t i = 0; i < f->param_count; ++i)
         f->param_flags[i] = get_u8(c, "parameter flags");
     }
     if (get_u8(c, "result shapes") && !c->error) {
       f->result_xtypes =
-          calloc((size_t)f->result_count + 1, sizeof(hali_ir_xtype_t));
-      f->result_ties = calloc((size_t)f->result_count + 1, sizeof(int32_t));
+          hali_calloc((size_t)f->result_count + 1, sizeof(hali_ir_xtype_t));
+      f->result_ties = hali_calloc((size_t)f->result_count + 1, sizeof(int32_t));
       if (!f->result_xtypes || !f->result_ties) FAIL("out of memory");
       for (uint32_t i = 0; i < f->result_count && !c->error; ++i) {
         f->result_ties[i] = (int32_t)get_u32(c, "result tie");
@@ -482,15 +530,15 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
       if (f->reg_types[r] != HALI_TYPE_TENSOR) continue;
       hali_ir_xtype_t x;
       if (!read_one_xtype(c, &x, "tensor register", r)) {
-        free(x.dims);
+        hali_free(x.dims);
         return;
       }
       if (x.type != HALI_TYPE_NONE) {
-        free(x.dims);
+        hali_free(x.dims);
         FAIL("tensor register %u has a scalar shape", r);
       }
       bool ok = hali_ir_func_set_reg_xtype(f, r, &x);
-      free(x.dims);
+      hali_free(x.dims);
       if (!ok) FAIL("out of memory");
     }
   }
@@ -520,12 +568,12 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
     char *name = get_string_copy(c, m, "executable name");
     if (!c->error && !name) rerr(c, "executable %u has no name", i);
     if (c->error) {
-      free(name);
+      hali_free(name);
       return;
     }
     hali_ir_executable_t *e =
         hali_ir_module_add_executable(m, name, strlen(name));
-    free(name);
+    hali_free(name);
     if (!e) FAIL("out of memory");
     e->format = get_string_copy(c, m, "executable format");
     if (!c->error && !e->format) FAIL("executable @%s has no format", e->name);
@@ -535,11 +583,11 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
       char *xname = get_string_copy(c, m, "export name");
       if (!c->error && !xname) rerr(c, "export %u of @%s has no name", k, e->name);
       if (c->error) {
-        free(xname);
+        hali_free(xname);
         return;
       }
       hali_ir_export_t *x = hali_ir_executable_add_export(e, xname, strlen(xname));
-      free(xname);
+      hali_free(xname);
       if (!x) FAIL("out of memory");
       x->symbol = get_string_copy(c, m, "export symbol");
       x->function = get_u32(c, "export function");
@@ -548,8 +596,11 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
         FAIL("export @%s has unknown flags 0x%x", x->name, x->flags);
       for (int d = 0; d < 3; ++d) {
         x->workgroup_size[d] = get_u32(c, "workgroup size");
-        if (!c->error && x->workgroup_size[d] == 0)
-          FAIL("export @%s has a zero workgroup size", x->name);
+        if (!c->error && (x->workgroup_size[d] == 0 ||
+                          x->workgroup_size[d] > INT32_MAX))
+          FAIL("export @%s has workgroup size %" PRIu32
+               ", expected 1 to 2147483647 (as the text form)",
+               x->name, x->workgroup_size[d]);
       }
       read_xtypes(c, &x->params, &x->param_count);
       read_xtypes(c, &x->results, &x->result_count);
@@ -575,11 +626,17 @@ static void read_imports(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+static char *numbered(const char *prefix, uint32_t n) {
+  char buf[16];
+  snprintf(buf, sizeof(buf), "%s%u", prefix, n);
+  return hali_strdup(buf);
+}
+
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
   for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
     hali_ir_func_t *f = &m->funcs[fi];
-    f->reg_names = calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
+    f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
     if (!f->reg_names) FAIL("out of memory");
     for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
       f->reg_names[r] = get_string_copy(c, m, "register name");
@@ -590,6 +647,14 @@ static void read_debug(cur_t *c, hali_ir_module_t *m) {
     }
     if (!c->error && f->block_count && f->blocks[0].insn_count)
       f->line = f->blocks[0].insns[0].line;
+    /* A name left out is the one hali dis prints for it (%rN, ^bbN), which
+     * is what `hali asm` then reads: the module is the same either way. */
+    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
+      if (!f->reg_names[r] && !(f->reg_names[r] = numbered("r", r)))
+        FAIL("out of memory");
+    for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
+      if (!f->blocks[b].name && !(f->blocks[b].name = numbered("bb", b)))
+        FAIL("out of memory");
   }
   m->has_debug = !c->error;
 }
@@ -619,6 +684,11 @@ static hali_status_t check_scope(hali_strmap_t *seen, const char *what,
 }
 
 static hali_status_t check_names(const hali_ir_module_t *m) {
+  if (!hali_name_valid(m->name))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "malformed module: the module's name \"%s\" is "
+                            "not a name (letters, digits, _ . $)",
+                            m->name);
   hali_strmap_t seen = {0};
   hali_status_t s = HALI_OK;
   for (uint32_t i = 0; i < m->rodata_count && !s; ++i)
@@ -646,6 +716,69 @@ bool hali_hbc_is_binary(const uint8_t *data, size_t size) {
 static uint32_t le32(const uint8_t *p) {
   return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
          ((uint32_t)p[3] << 24);
+}
+
+/* The file's string table holds every name the sections use as well as
+ * the string operands; the IR's strings are the operands' alone, numbered
+ * in order of first use and without duplicates, as the assembler interns
+ * them.  So a module read from a file is the module its text assembles to
+ * (hali dis | hali asm writes the same bytes), and a stripped write of it
+ * carries no names.  Out-of-range operands stay out of range (the
+ * verifier names them).  False on OOM. */
+static bool compact_strings(hali_ir_module_t *m) {
+  uint32_t n = m->string_count;
+  uint32_t *map = hali_malloc((n ? n : 1) * sizeof(uint32_t));
+  char **strings = hali_calloc(n ? n : 1, sizeof(char *));
+  uint32_t *lengths = hali_calloc(n ? n : 1, sizeof(uint32_t));
+  hali_strmap_t seen = {0};
+  bool ok = map && strings && lengths;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; ok && i < n; ++i) map[i] = UINT32_MAX;
+  for (uint32_t fi = 0; ok && fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    for (uint32_t b = 0; ok && b < f->block_count; ++b)
+      for (uint32_t k = 0; ok && k < f->blocks[b].insn_count; ++k) {
+        hali_ir_insn_t *insn = &f->blocks[b].insns[k];
+        for (uint32_t j = 0; j < insn->operand_count; ++j) {
+          hali_ir_operand_t *o = &insn->operands[j];
+          if (o->kind != HALI_IR_STRING || o->v >= n) continue;
+          if (map[o->v] == UINT32_MAX) {
+            uint32_t v = hali_strmap_insert(&seen, m->strings[o->v],
+                                            m->string_lengths[o->v], kept);
+            if (v == HALI_STRMAP_NONE) {
+              ok = false;
+              break;
+            }
+            if (v == kept) {
+              strings[kept] = m->strings[o->v];
+              lengths[kept] = m->string_lengths[o->v];
+              m->strings[o->v] = NULL;
+              ++kept;
+            }
+            map[o->v] = v;
+          }
+          o->v = map[o->v];
+        }
+      }
+  }
+  hali_strmap_free(&seen);
+  if (!ok) {
+    /* The module is about to be freed: each string has one owner, the
+     * new table or (NULL where moved) the old. */
+    for (uint32_t i = 0; strings && i < kept; ++i) hali_free(strings[i]);
+    hali_free(map);
+    hali_free(strings);
+    hali_free(lengths);
+    return false;
+  }
+  for (uint32_t i = 0; i < n; ++i) hali_free(m->strings[i]);
+  hali_free(m->strings);
+  hali_free(m->string_lengths);
+  m->strings = strings;
+  m->string_lengths = lengths;
+  m->string_count = kept;
+  hali_free(map);
+  return true;
 }
 
 hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
@@ -691,7 +824,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   if (!m) return hali_status_oom();
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL,
                minor};
-  bool seen[9] = {0};
+  bool seen[HALI_HBC_SECTION_LAST + 1] = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
@@ -699,7 +832,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     if (!need(&top, len, "section")) break;
     cur_t c = {data, top.p, top.p + len, "?", NULL, minor};
     top.p += len;
-    if (id >= 1 && id <= 8) {
+    if (id >= 1 && id <= HALI_HBC_SECTION_LAST) {
       if (seen[id]) {
         c.section = "a";
         rerr(&c, "section %u appears twice", id);
@@ -753,6 +886,18 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       else
         read_debug(&c, m);
       break;
+    case HALI_HBC_SECTION_GLOBALS:
+      c.section = "GLOBALS";
+      if (minor < 3)
+        rerr(&c, "GLOBALS is new in format %d.3, but the module declares "
+                 "%d.%u",
+             HALI_HBC_VERSION_MAJOR, HALI_HBC_VERSION_MAJOR, minor);
+      else if (!seen[HALI_HBC_SECTION_STRINGS] ||
+               seen[HALI_HBC_SECTION_FUNCTIONS])
+        rerr(&c, "GLOBALS must follow STRINGS and precede FUNCTIONS");
+      else
+        read_globals(&c, m);
+      break;
     case HALI_HBC_SECTION_TENSOR:
       c.section = "TENSOR";
       if (!seen[HALI_HBC_SECTION_FUNCTIONS])
@@ -763,7 +908,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     default:
       break; /* unknown sections are skipped */
     }
-    if (!c.error && c.p != c.end && id >= 1 && id <= 8)
+    if (!c.error && c.p != c.end && id >= 1 && id <= HALI_HBC_SECTION_LAST)
       rerr(&c, "%zu unread bytes at the end of the section",
            (size_t)(c.end - c.p));
     top.error = c.error;
@@ -775,12 +920,15 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   if (!top.error) {
     if (module_name < m->string_count &&
         !memchr(m->strings[module_name], 0, m->string_lengths[module_name]))
-      m->name = strdup(m->strings[module_name]);
+      m->name = hali_strdup(m->strings[module_name]);
     else
       rerr(&top, "module name refers to string %u of %u", module_name,
            m->string_count);
   }
   if (!top.error) top.error = check_names(m);
+  if (!top.error && !compact_strings(m))
+    top.error = hali_status_annotate(hali_status_oom(),
+                                     "compacting the string table");
   if (top.error) {
     hali_ir_module_free(m);
     return top.error;

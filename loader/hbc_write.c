@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "loader/hbc.h"
+#include "base/alloc.h"
 #include "loader/loader.h"
 #include "vm/strmap.h"
 
@@ -17,7 +18,7 @@ static void put(wbuf_t *w, const void *p, size_t n) {
   if (w->len + n > w->cap) {
     size_t cap = w->cap ? w->cap : 1024;
     while (cap < w->len + n) cap *= 2;
-    uint8_t *d = realloc(w->data, cap);
+    uint8_t *d = hali_realloc(w->data, cap);
     if (!d) {
       w->oom = true;
       return;
@@ -68,13 +69,13 @@ static uint32_t stab_add(stab_t *t, const char *s, size_t len) {
   if (i != t->n) return i;
   if (t->n == t->cap) {
     uint32_t cap = t->cap ? t->cap * 2 : 64;
-    const char **ns = realloc(t->s, cap * sizeof(*ns));
+    const char **ns = hali_realloc(t->s, cap * sizeof(*ns));
     if (!ns) {
       t->oom = true;
       return 0;
     }
     t->s = ns;
-    uint32_t *nl = realloc(t->len, cap * sizeof(*nl));
+    uint32_t *nl = hali_realloc(t->len, cap * sizeof(*nl));
     if (!nl) {
       t->oom = true;
       return 0;
@@ -131,6 +132,7 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
     case HALI_ROLE_FUNC:
     case HALI_ROLE_RODATA:
     case HALI_ROLE_EXECUTABLE:
+    case HALI_ROLE_GLOBAL:
       put_u32(w, o->v);
       break;
     case HALI_ROLE_IMM:
@@ -244,7 +246,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   for (uint32_t i = 0; i < m->string_count; ++i)
     stab_add(&st, m->strings[i], m->string_lengths[i]);
   uint32_t module_name = stab_name(&st, m->name ? m->name : "module");
-  uint32_t *rnames = calloc(m->rodata_count + 1, sizeof(uint32_t));
+  uint32_t *rnames = hali_calloc(m->rodata_count + 1, sizeof(uint32_t));
   for (uint32_t i = 0; rnames && i < m->rodata_count; ++i)
     rnames[i] = stab_name(&st, m->rodata[i].name);
   /* Executable strings: name, format, library, then per export name and
@@ -268,12 +270,30 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
       write_xtypes(&exe, x->results, x->result_count);
     }
   }
-  uint32_t *fnames = calloc(m->func_count + 1, sizeof(uint32_t));
+  /* GLOBALS: per global its name, type, flags, then its initial value,
+   * shape or parameter as the flags say. */
+  wbuf_t gsec = {0};
+  put_u32(&gsec, m->global_count);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    put_u32(&gsec, stab_name(&st, g->name));
+    put_u8(&gsec, g->type);
+    put_u8(&gsec, (uint8_t)g->flags);
+    if (g->flags & HALI_GLOBAL_INIT) put_u64(&gsec, (uint64_t)g->init);
+    if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
+      write_xtype(&gsec, &g->xtype);
+    if (g->flags & HALI_GLOBAL_PARAMETER) {
+      put_u32(&gsec, stab_name(&st, g->param_scope));
+      put_u32(&gsec, stab_name(&st, g->param_key));
+    }
+  }
+  uint32_t *fnames = hali_calloc(m->func_count + 1, sizeof(uint32_t));
   if (!fnames || !rnames) {
-    free(fnames);
-    free(rnames);
-    free(st.s);
-    free(st.len);
+    hali_free(gsec.data);
+    hali_free(fnames);
+    hali_free(rnames);
+    hali_free(st.s);
+    hali_free(st.len);
     hali_strmap_free(&st.index);
     return hali_status_oom();
   }
@@ -336,6 +356,12 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     end_section(&w, s);
   }
 
+  if (m->global_count) {
+    s = begin_section(&w, HALI_HBC_SECTION_GLOBALS);
+    put(&w, gsec.data, gsec.len);
+    end_section(&w, s);
+  }
+
   s = begin_section(&w, HALI_HBC_SECTION_FUNCTIONS);
   put_u32(&w, m->func_count);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
@@ -379,17 +405,18 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     put(&w, dbg.data, dbg.len);
     end_section(&w, s);
   }
-  free(dbg.data);
-  free(tsec.data);
-  free(exe.data);
-  free(fnames);
-  free(rnames);
-  bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom;
-  free(st.s);
-  free(st.len);
+  hali_free(dbg.data);
+  hali_free(gsec.data);
+  hali_free(tsec.data);
+  hali_free(exe.data);
+  hali_free(fnames);
+  hali_free(rnames);
+  bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom || gsec.oom;
+  hali_free(st.s);
+  hali_free(st.len);
   hali_strmap_free(&st.index);
   if (oom) {
-    free(w.data);
+    hali_free(w.data);
     return hali_status_annotate(hali_status_oom(), "writing module");
   }
   patch_u32(&w, 16, (uint32_t)(w.len - HALI_HBC_HEADER_SIZE));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "loader/loader.h"
+#include "base/alloc.h"
 #include "passes/pipeline.h"
 
 hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) {
@@ -18,15 +19,15 @@ hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) 
     return hali_status_make(HALI_STATUS_NOT_FOUND, "%s: cannot open: %s", path,
                             strerror(errno));
   size_t cap = 4096, len = 0;
-  uint8_t *buf = malloc(cap + 1);
+  uint8_t *buf = hali_malloc(cap + 1);
   while (buf) {
     size_t n = fread(buf + len, 1, cap - len, f);
     len += n;
     if (len < cap) break;
     cap *= 2;
-    uint8_t *grown = realloc(buf, cap + 1);
+    uint8_t *grown = hali_realloc(buf, cap + 1);
     if (!grown) {
-      free(buf);
+      hali_free(buf);
       buf = NULL;
     } else {
       buf = grown;
@@ -37,7 +38,7 @@ hali_status_t hali_read_file(const char *path, uint8_t **out, size_t *out_size) 
   if (!buf)
     return hali_status_annotate(hali_status_oom(), "reading %s", path);
   if (err) {
-    free(buf);
+    hali_free(buf);
     return hali_status_make(HALI_STATUS_DATA_LOSS, "%s: read error", path);
   }
   buf[len] = 0;
@@ -105,7 +106,7 @@ hali_status_t hali_load_file_ex(const char *path, const hali_load_options_t *o,
   size_t size;
   HALI_RETURN_IF_ERROR_PLAIN(hali_read_file(path, &data, &size));
   hali_status_t s = hali_load_bytes_ex(data, size, path, o, out);
-  free(data);
+  hali_free(data);
   return s;
 }
 
@@ -115,6 +116,6 @@ hali_status_t hali_load_file(const char *path, hali_ir_module_t **out) {
   size_t size;
   HALI_RETURN_IF_ERROR_PLAIN(hali_read_file(path, &data, &size));
   hali_status_t s = hali_load_bytes(data, size, path, out);
-  free(data);
+  hali_free(data);
   return s;
 }

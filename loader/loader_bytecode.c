@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "loader/loaders.h"
+#include "base/alloc.h"
 
 /* ------------------------------------------------------------------------ */
 /* bytecode: kernel functions of the module, one interpreter call per
@@ -50,15 +51,15 @@ static void bytecode_destroy(hali_ref_t *ref) {
   for (uint32_t i = 0; e->input_labels && i < e->base.export_count; ++i) {
     for (uint32_t k = 0; e->input_labels[i] && k < e->decls[i]->param_count;
          ++k)
-      free(e->input_labels[i][k]);
-    free(e->input_labels[i]);
+      hali_free(e->input_labels[i][k]);
+    hali_free(e->input_labels[i]);
   }
-  free(e->input_labels);
-  free(e->fns);
-  free(e->decls);
+  hali_free(e->input_labels);
+  hali_free(e->fns);
+  hali_free(e->decls);
   hali_hal_executable_deinitialize(&e->base);
   hali_vm_module_release(e->module);
-  free(e);
+  hali_free(e);
 }
 
 static hali_status_t bytecode_run_workgroup(
@@ -192,10 +193,10 @@ static void bytecode_free_labels(const hali_ir_executable_t *e,
                                  char ***labels) {
   for (uint32_t i = 0; labels && i < e->export_count; ++i) {
     for (uint32_t k = 0; labels[i] && k < e->exports[i].param_count; ++k)
-      free(labels[i][k]);
-    free(labels[i]);
+      hali_free(labels[i][k]);
+    hali_free(labels[i]);
   }
-  free(labels);
+  hali_free(labels);
 }
 
 /* The read-only labels of every tensor parameter's binding (B5: a store
@@ -204,12 +205,12 @@ static void bytecode_free_labels(const hali_ir_executable_t *e,
 static hali_status_t bytecode_input_labels(const hali_ir_executable_t *e,
                                            char ****out) {
   *out = NULL;
-  char ***labels = calloc(e->export_count ? e->export_count : 1,
+  char ***labels = hali_calloc(e->export_count ? e->export_count : 1,
                           sizeof(*labels));
   bool ok = labels != NULL;
   for (uint32_t i = 0; ok && i < e->export_count; ++i) {
     const hali_ir_export_t *x = &e->exports[i];
-    labels[i] = calloc(x->param_count ? x->param_count : 1,
+    labels[i] = hali_calloc(x->param_count ? x->param_count : 1,
                        sizeof(*labels[i]));
     ok = labels[i] != NULL;
     uint32_t binding = 0;
@@ -219,7 +220,7 @@ static hali_status_t bytecode_input_labels(const hali_ir_executable_t *e,
       snprintf(text, sizeof(text),
                "export @%s binding %u, a read-only input binding", x->name,
                binding++);
-      labels[i][k] = strdup(text);
+      labels[i][k] = hali_strdup(text);
       ok = labels[i][k] != NULL;
     }
   }
@@ -239,11 +240,11 @@ static hali_status_t bytecode_load(void *self,
   if (!p->module)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "bytecode kernels need their module");
-  bytecode_executable_t *be = calloc(1, sizeof(*be));
+  bytecode_executable_t *be = hali_calloc(1, sizeof(*be));
   hali_hal_executable_export_t *meta = hali_loader_exports_from_ir(e);
   if (be) {
-    be->fns = calloc(e->export_count ? e->export_count : 1, sizeof(*be->fns));
-    be->decls = calloc(e->export_count ? e->export_count : 1,
+    be->fns = hali_calloc(e->export_count ? e->export_count : 1, sizeof(*be->fns));
+    be->decls = hali_calloc(e->export_count ? e->export_count : 1,
                        sizeof(*be->decls));
   }
   hali_status_t s = (!be || !meta || !be->fns || !be->decls)
@@ -267,14 +268,14 @@ static hali_status_t bytecode_load(void *self,
     s = hali_hal_executable_initialize(&be->base, &bytecode_executable_vtable,
                                        e->name, "bytecode", meta,
                                        e->export_count);
-  free(meta);
+  hali_free(meta);
   if (s) {
     bytecode_free_labels(e, labels);
     if (be) {
-      free(be->fns);
-      free(be->decls);
+      hali_free(be->fns);
+      hali_free(be->decls);
     }
-    free(be);
+    hali_free(be);
     return s;
   }
   be->input_labels = labels;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "loader/loaders.h"
+#include "base/alloc.h"
 
 /* ------------------------------------------------------------------------ */
 /* ffi: plain C functions through libffi.  Each export's call interface is
@@ -35,13 +36,13 @@ typedef struct {
 static void ffi_executable_destroy(hali_ref_t *ref) {
   ffi_executable_t *e = (ffi_executable_t *)ref;
   for (uint32_t i = 0; i < e->export_count; ++i) {
-    free(e->exports[i].arg_types);
-    free(e->exports[i].params);
+    hali_free(e->exports[i].arg_types);
+    hali_free(e->exports[i].params);
   }
-  free(e->exports);
+  hali_free(e->exports);
   hali_hal_executable_deinitialize(&e->base);
   if (e->dl) dlclose(e->dl);
-  free(e);
+  hali_free(e);
 }
 
 /* Arguments in signature order: tensor arguments as pointers to their
@@ -123,8 +124,8 @@ static hali_status_t ffi_prepare(ffi_export_t *fx, const hali_ir_export_t *x) {
                               x->name, i, hali_type_name(x->results[i].type));
   uint32_t n = x->param_count + x->result_count +
                ((x->flags & HALI_EXPORT_WORKGROUP_INFO) ? 6 : 0);
-  fx->arg_types = calloc(n ? n : 1, sizeof(ffi_type *));
-  fx->params = calloc(x->param_count ? x->param_count : 1, sizeof(hali_type_t));
+  fx->arg_types = hali_calloc(n ? n : 1, sizeof(ffi_type *));
+  fx->params = hali_calloc(x->param_count ? x->param_count : 1, sizeof(hali_type_t));
   if (!fx->arg_types || !fx->params)
     return hali_status_oom();
   uint32_t a = 0;
@@ -164,9 +165,9 @@ static hali_status_t ffi_prepare(ffi_export_t *fx, const hali_ir_export_t *x) {
 static hali_status_t ffi_load(void *self, const hali_executable_load_params_t *p,
                               hali_hal_executable_t **out) {
   const hali_ir_executable_t *e = p->executable;
-  ffi_executable_t *fe = calloc(1, sizeof(*fe));
+  ffi_executable_t *fe = hali_calloc(1, sizeof(*fe));
   if (!fe) return hali_status_oom();
-  fe->exports = calloc(e->export_count ? e->export_count : 1, sizeof(ffi_export_t));
+  fe->exports = hali_calloc(e->export_count ? e->export_count : 1, sizeof(ffi_export_t));
   hali_hal_executable_export_t *meta = hali_loader_exports_from_ir(e);
   hali_status_t s = (!fe->exports || !meta)
                         ? hali_status_oom()
@@ -191,15 +192,15 @@ static hali_status_t ffi_load(void *self, const hali_executable_load_params_t *p
   if (!s)
     s = hali_hal_executable_initialize(&fe->base, &ffi_executable_vtable,
                                        e->name, "ffi", meta, e->export_count);
-  free(meta);
+  hali_free(meta);
   if (s) {
     for (uint32_t i = 0; i < fe->export_count; ++i) {
-      free(fe->exports[i].arg_types);
-      free(fe->exports[i].params);
+      hali_free(fe->exports[i].arg_types);
+      hali_free(fe->exports[i].params);
     }
-    free(fe->exports);
+    hali_free(fe->exports);
     if (fe->dl) dlclose(fe->dl);
-    free(fe);
+    hali_free(fe);
     return s;
   }
   *out = &fe->base;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "loader/loaders.h"
+#include "base/alloc.h"
 
 /* ------------------------------------------------------------------------ */
 /* Shared helpers. */
@@ -21,7 +22,7 @@ const char *hali_loader_export_symbol(const hali_ir_export_t *x) {
 hali_hal_executable_export_t *hali_loader_exports_from_ir(
     const hali_ir_executable_t *e) {
   hali_hal_executable_export_t *out =
-      calloc(e->export_count ? e->export_count : 1, sizeof(*out));
+      hali_calloc(e->export_count ? e->export_count : 1, sizeof(*out));
   if (!out) return NULL;
   for (uint32_t i = 0; i < e->export_count; ++i) {
     const hali_ir_export_t *x = &e->exports[i];
@@ -77,9 +78,9 @@ typedef struct {
 
 static void kernel_table_free(void *user) {
   kernel_table_t *t = user;
-  free(t->exports);
+  hali_free(t->exports);
   if (t->dl) dlclose(t->dl);
-  free(t);
+  hali_free(t);
 }
 
 /* Builds an executable whose exports follow the module's declarations,
@@ -88,7 +89,7 @@ hali_status_t hali_loader_executable_from_table(
     const hali_executable_load_params_t *p, const hali_kernel_library_t *lib,
     const char *format, void *dl, hali_hal_executable_t **out) {
   const hali_ir_executable_t *e = p->executable;
-  kernel_table_t *t = calloc(1, sizeof(*t));
+  kernel_table_t *t = hali_calloc(1, sizeof(*t));
   if (!t) return hali_status_oom();
   t->dl = dl;
   hali_status_t s = HALI_OK;
@@ -100,7 +101,7 @@ hali_status_t hali_loader_executable_from_table(
                          HALI_KERNEL_ABI_VERSION);
     goto fail;
   }
-  t->exports = calloc(e->export_count ? e->export_count : 1,
+  t->exports = hali_calloc(e->export_count ? e->export_count : 1,
                       sizeof(hali_kernel_export_t));
   if (!t->exports) {
     s = hali_status_oom();
@@ -149,8 +150,8 @@ hali_status_t hali_loader_executable_from_table(
   if (!s) return HALI_OK;
   t->dl = NULL; /* the caller closes it */
 fail:
-  free(t->exports);
-  free(t);
+  hali_free(t->exports);
+  hali_free(t);
   return s;
 }
 

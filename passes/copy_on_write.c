@@ -23,16 +23,23 @@
  * read after that, the tie that put the value there is forced to copy and
  * the block is analysed again (each round forces one more tie, so this
  * ends).
+ *
+ * A tensor global's loaded value (tensor.global.load) is in the global's
+ * storage, shared with every later load: a tie to it copies, unless the
+ * result is the next value the block stores to that same global (and
+ * nothing reads the old value after the dispatch), which then updates the
+ * global in place without a copy.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "passes/pass_util.h"
+#include "base/alloc.h"
 #include "passes/pipeline.h"
 
 #define PASS "stream-to-hal"
 
-enum { CLASS_OWNED = 0, CLASS_ARGUMENT, CLASS_CONSTANT };
+enum { CLASS_OWNED = 0, CLASS_ARGUMENT, CLASS_CONSTANT, CLASS_GLOBAL };
 
 typedef struct {
   hali_ir_func_t *f;
@@ -44,7 +51,24 @@ typedef struct {
   uint32_t *maxread; /* per root: latest read (+1) of a member other than the root */
   uint32_t *maxby;   /* per root: the member with that read */
   uint8_t *force;    /* per register: its tie must copy */
+  uint32_t *global;  /* per root of CLASS_GLOBAL: the global loaded */
 } cow_t;
+
+/* Is |r|, the result of the dispatch at |i|, the value the block next
+ * stores to global |g| (`tensor.global.store @g, %r`), with no load of
+ * |g| in between?  Then a tie to |g|'s loaded value may write the
+ * global's storage in place: the old value is not read again here. */
+static bool stored_back(const hali_ir_block_t *blk, uint32_t i, uint32_t r,
+                        uint32_t g) {
+  for (uint32_t j = i + 1; j < blk->insn_count; ++j) {
+    const hali_ir_insn_t *insn = &blk->insns[j];
+    if (insn->op == HALI_OP_TENSOR_GLOBAL_LOAD && insn->operands[1].v == g)
+      return false;
+    if (insn->op == HALI_OP_TENSOR_GLOBAL_STORE && insn->operands[0].v == g)
+      return insn->operands[1].kind == HALI_IR_REG && insn->operands[1].v == r;
+  }
+  return false;
+}
 
 static bool is_tensor(const cow_t *c, const hali_ir_operand_t *o) {
   return o->kind == HALI_IR_REG && o->v < c->n &&
@@ -125,6 +149,12 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
       join(c, o[0].v, o[0].v, i);
       c->origin[o[0].v] = CLASS_CONSTANT;
       break;
+    case HALI_OP_TENSOR_GLOBAL_LOAD:
+      if (o[0].v >= c->n) break;
+      join(c, o[0].v, o[0].v, i);
+      c->origin[o[0].v] = CLASS_GLOBAL;
+      c->global[o[0].v] = o[1].v;
+      break;
     case HALI_OP_TENSOR_SPLAT:
     case HALI_OP_TENSOR_CLONE:
       join(c, o[0].v, o[0].v, i);
@@ -157,7 +187,12 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
           continue;
         }
         uint32_t ru = c->root[o[a0 + tie].v];
-        bool need = c->force[r] || c->origin[ru] != CLASS_OWNED ||
+        /* A global's loaded value is the global's storage: written in
+         * place only when the result goes straight back to that global. */
+        bool owned = c->origin[ru] == CLASS_OWNED ||
+                     (c->origin[ru] == CLASS_GLOBAL &&
+                      stored_back(blk, i, r, c->global[ru]));
+        bool need = c->force[r] || !owned ||
                     c->maxread[ru] > i + 1 || c->last[ru] > i + 1 ||
                     read_nearby(c, blk, i, a0 + (uint32_t)tie, ru, g0, g1);
         /* maxread covers members other than the root; the root's own
@@ -219,7 +254,7 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
           break;
         }
         bool ok = hali_ir_func_set_reg_xtype(f, cr, &x);
-        free(x.dims);
+        hali_free(x.dims);
         if (!ok) {
           bad_reg = true;
           break;
@@ -251,8 +286,8 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
     return hali_status_annotate(
         hali_status_oom(), PASS ": @%s: inserting copies", f->name);
   }
-  for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
-  free(blk->insns);
+  for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
+  hali_free(blk->insns);
   blk->insns = out.b.insns;
   blk->insn_count = out.b.insn_count;
   blk->insn_capacity = out.b.insn_capacity;
@@ -262,17 +297,18 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
 hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
   cow_t c = {.f = f, .n = f->reg_count};
   size_t n = (size_t)c.n + 1;
-  c.root = malloc(n * sizeof(uint32_t));
-  c.last = malloc(n * sizeof(uint32_t));
-  c.def = calloc(n, sizeof(uint32_t));
-  c.origin = malloc(n);
-  c.maxread = malloc(n * sizeof(uint32_t));
-  c.maxby = malloc(n * sizeof(uint32_t));
-  c.force = calloc(n, 1);
-  uint8_t *copy = calloc(n, 1);
+  c.root = hali_malloc(n * sizeof(uint32_t));
+  c.last = hali_malloc(n * sizeof(uint32_t));
+  c.def = hali_calloc(n, sizeof(uint32_t));
+  c.origin = hali_malloc(n);
+  c.maxread = hali_malloc(n * sizeof(uint32_t));
+  c.maxby = hali_malloc(n * sizeof(uint32_t));
+  c.force = hali_calloc(n, 1);
+  c.global = hali_calloc(n, sizeof(uint32_t));
+  uint8_t *copy = hali_calloc(n, 1);
   hali_status_t s = HALI_OK;
   if (!c.root || !c.last || !c.def || !c.origin || !c.maxread || !c.maxby ||
-      !c.force || !copy)
+      !c.force || !c.global || !copy)
     s = hali_status_annotate(hali_status_oom(), PASS ": @%s", f->name);
   for (uint32_t b = 0; b < f->block_count && !s; ++b) {
     hali_ir_block_t *blk = &f->blocks[b];
@@ -297,13 +333,14 @@ hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
     for (uint32_t r = 0; r < c.n; ++r) any_copy |= copy[r] != 0;
     if (any_copy) s = rewrite(&c, blk, copy);
   }
-  free(c.root);
-  free(c.last);
-  free(c.def);
-  free(c.origin);
-  free(c.maxread);
-  free(c.maxby);
-  free(c.force);
-  free(copy);
+  hali_free(c.root);
+  hali_free(c.last);
+  hali_free(c.def);
+  hali_free(c.origin);
+  hali_free(c.maxread);
+  hali_free(c.maxby);
+  hali_free(c.force);
+  hali_free(c.global);
+  hali_free(copy);
   return s;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/hal_bits.h"
+#include "base/alloc.h"
 #include "passes/pass_util.h"
 #include "passes/pipeline.h"
 
@@ -159,7 +160,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
   /* Registers: the ABI parameters, %wait and %signal, then f's registers
    * (parameters whose type is already the ABI type map onto the ABI
    * parameter itself). */
-  uint32_t *map = calloc(f->reg_count + 1, sizeof(uint32_t));
+  uint32_t *map = hali_calloc(f->reg_count + 1, sizeof(uint32_t));
   if (!map) return hali_status_oom();
   g->reg_names = NULL;
   for (uint32_t p = 0; p < np; ++p) {
@@ -197,13 +198,13 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
   }
   /* Signature: ABI results, ties and attributes carried over. */
   g->result_count = f->result_count;
-  g->results = malloc(f->result_count + 1);
+  g->results = hali_malloc(f->result_count + 1);
   oom |= !g->results;
   for (uint32_t k = 0; !oom && k < f->result_count; ++k)
     g->results[k] = abi_type(f->results[k]);
   if (f->result_ties) {
-    g->result_ties = malloc((f->result_count + 1) * sizeof(int32_t));
-    g->result_xtypes = calloc(f->result_count + 1, sizeof(hali_ir_xtype_t));
+    g->result_ties = hali_malloc((f->result_count + 1) * sizeof(int32_t));
+    g->result_xtypes = hali_calloc(f->result_count + 1, sizeof(hali_ir_xtype_t));
     oom |= !g->result_ties || !g->result_xtypes;
     for (uint32_t k = 0; !oom && k < f->result_count; ++k) {
       g->result_ties[k] = f->result_ties[k];
@@ -211,12 +212,14 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
     }
   }
   if (f->param_flags) {
-    g->param_flags = calloc(np + 3, 1);
+    g->param_flags = hali_calloc(np + 3, 1);
     oom |= !g->param_flags;
     if (!oom) memcpy(g->param_flags, f->param_flags, np);
   }
+  /* An initializer stays the wrapper (run once, with no arguments). */
   for (uint32_t i = 0; i < f->attr_count && !oom; ++i)
-    oom |= !hali_ir_func_add_attr(g, f->attrs[i], strlen(f->attrs[i]));
+    if (strcmp(f->attrs[i], HALI_ATTR_INITIALIZER) != 0)
+      oom |= !hali_ir_func_add_attr(g, f->attrs[i], strlen(f->attrs[i]));
 
   /* Prologue: wait, then import (asserting shape and element type), and
    * narrow scalars. */
@@ -236,7 +239,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
       char msg[512], rn[64];
       snprintf(msg, sizeof(msg), "@%s: argument %u (%s, %s)", f->name, p,
                hali_ir_reg_name(f, p, rn, sizeof(rn)), ts ? ts : "?");
-      free(ts);
+      hali_free(ts);
       uint32_t smsg = hali_ir_module_intern(m, msg, strlen(msg));
       if (hali_ir_xtype_dynamic_dims(x)) {
         /* A wrong rank would make buffer_view.dim fail without naming the
@@ -297,14 +300,14 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
 
   /* Body: copied with registers renumbered; the return becomes exports, a
    * barrier that signals %signal, and a return of views. */
-  g->blocks = calloc(f->block_count, sizeof(hali_ir_block_t));
+  g->blocks = hali_calloc(f->block_count, sizeof(hali_ir_block_t));
   oom |= !g->blocks;
   for (uint32_t b = 0; b < f->block_count && !oom; ++b) {
     g->block_count++;
     hali_insn_list_t out = {0};
     if (b == 0) hali_pass_splice(&out, &pro);
     const hali_ir_block_t *src = &f->blocks[b];
-    if (src->name) g->blocks[b].name = strdup(src->name);
+    if (src->name) g->blocks[b].name = hali_strdup(src->name);
     for (uint32_t i = 0; i < src->insn_count; ++i) {
       const hali_ir_insn_t *insn = &src->insns[i];
       if (insn->op != HALI_OP_RETURN) {
@@ -354,7 +357,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
     oom |= out.oom;
   }
   hali_pass_list_free(&pro);
-  free(map);
+  hali_free(map);
   if (oom) return hali_status_oom();
   return HALI_OK;
 }
@@ -366,14 +369,14 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   const hali_ir_func_t *g = &m->funcs[gi];
   uint32_t np = g->param_count - 2;
   /* Keep what survives: parameter names and flags, attributes. */
-  char **names = calloc(np + 1, sizeof(char *));
+  char **names = hali_calloc(np + 1, sizeof(char *));
   char **attrs = f->attrs;
   uint32_t nattrs = f->attr_count;
   uint8_t *pflags = f->param_flags;
   bool named = f->reg_names != NULL;
   if (!names) return hali_status_oom();
   for (uint32_t p = 0; named && p < np; ++p)
-    names[p] = f->reg_names[p] ? strdup(f->reg_names[p]) : NULL;
+    names[p] = f->reg_names[p] ? hali_strdup(f->reg_names[p]) : NULL;
   uint32_t fline = f->line;
   f->attrs = NULL;
   f->attr_count = 0;
@@ -387,12 +390,12 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   for (uint32_t p = 0; p < np; ++p) {
     if (named) oom |= hali_pass_reg(f, g->reg_types[p], "%s", names[p] ? names[p] : "arg") == UINT32_MAX;
     else oom |= hali_ir_func_add_reg(f, g->reg_types[p], NULL, 0) == UINT32_MAX;
-    free(names[p]);
+    hali_free(names[p]);
   }
-  free(names);
+  hali_free(names);
   f->param_count = np;
   f->result_count = g->result_count;
-  f->results = malloc(g->result_count + 1);
+  f->results = hali_malloc(g->result_count + 1);
   if (oom || !f->results)
     return hali_status_oom();
   memcpy(f->results, g->results, g->result_count);
@@ -435,12 +438,12 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
       hali_pass_emit_open(&entry, line, HALI_OP_RETURN, g->result_count, 0);
   for (uint32_t k = 0; k < g->result_count; ++k)
     hali_pass_set_operand(&entry, ret, k, hali_pr(res[k]));
-  f->blocks = calloc(1, sizeof(hali_ir_block_t));
+  f->blocks = hali_calloc(1, sizeof(hali_ir_block_t));
   oom |= !f->blocks || entry.oom;
   if (oom) {
     hali_pass_list_free(&entry);
   } else {
-    f->blocks[0].name = strdup("entry");
+    f->blocks[0].name = hali_strdup("entry");
     f->blocks[0].insns = entry.b.insns;
     f->blocks[0].insn_count = entry.b.insn_count;
     f->blocks[0].insn_capacity = entry.b.insn_capacity;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "passes/pass_util.h"
+#include "base/alloc.h"
 #include "passes/pipeline.h"
 
 #define PASS "materialize-interfaces"
@@ -31,7 +32,7 @@ static hali_status_t export_error(const hali_ir_module_t *m,
           ? "but kernel results are tensors (write bindings)"
           : "which cannot be passed to a kernel (tensors are bindings; "
             "i32, index, i64, f32 and f64 are push constants)");
-  free(ts);
+  hali_free(ts);
   (void)m;
   return s;
 }
@@ -124,8 +125,8 @@ static hali_status_t annotate(const hali_ir_module_t *m, const hali_ir_func_t *f
           PASS, m, f, insn, index, "%s %u is %s but @%s::@%s expects %s",
           k < na ? "operand" : "result", k < na ? k : k - na, hs ? hs : "?",
           e->name, x->name, ws ? ws : "?");
-      free(hs);
-      free(ws);
+      hali_free(hs);
+      hali_free(ws);
       return s;
     }
   }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/hal_bits.h"
+#include "base/alloc.h"
 #include "passes/pass_util.h"
 
 /* A register, string, block ... index of UINT32_MAX is what the IR's
@@ -91,8 +92,8 @@ void hali_pass_splice(hali_insn_list_t *l, hali_insn_list_t *src) {
 }
 
 void hali_pass_list_free(hali_insn_list_t *l) {
-  for (uint32_t i = 0; i < l->b.insn_count; ++i) free(l->b.insns[i].operands);
-  free(l->b.insns);
+  for (uint32_t i = 0; i < l->b.insn_count; ++i) hali_free(l->b.insns[i].operands);
+  hali_free(l->b.insns);
   memset(&l->b, 0, sizeof(l->b));
 }
 
@@ -146,7 +147,7 @@ hali_status_t hali_pass_error(const char *pass, const hali_ir_module_t *m,
   hali_status_t s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                                      "%s: %s: %s", pass, where ? where : "?",
                                      msg);
-  free(where);
+  hali_free(where);
   return s;
 }
 

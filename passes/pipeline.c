@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "passes/pipeline.h"
+#include "base/alloc.h"
 
 static const hali_pass_t hali_pass_table[] = {
     {"func-conversion",
@@ -79,15 +80,15 @@ hali_status_t hali_pass_options_check(const hali_pass_options_t *o) {
 static hali_status_t canonical_strings(hali_ir_module_t *m) {
   uint32_t n = m->string_count;
   if (!n) return HALI_OK;
-  uint32_t *remap = malloc(n * sizeof(uint32_t));
-  uint32_t *order = malloc(n * sizeof(uint32_t));
-  char **strings = malloc(n * sizeof(char *));
-  uint32_t *lengths = malloc(n * sizeof(uint32_t));
+  uint32_t *remap = hali_malloc(n * sizeof(uint32_t));
+  uint32_t *order = hali_malloc(n * sizeof(uint32_t));
+  char **strings = hali_malloc(n * sizeof(char *));
+  uint32_t *lengths = hali_malloc(n * sizeof(uint32_t));
   if (!remap || !order || !strings || !lengths) {
-    free(remap);
-    free(order);
-    free(strings);
-    free(lengths);
+    hali_free(remap);
+    hali_free(order);
+    hali_free(strings);
+    hali_free(lengths);
     return hali_status_oom();
   }
   for (uint32_t i = 0; i < n; ++i) remap[i] = UINT32_MAX;
@@ -114,8 +115,8 @@ static hali_status_t canonical_strings(hali_ir_module_t *m) {
     strings[i] = m->strings[order[i]];
     lengths[i] = m->string_lengths[order[i]];
   }
-  free(m->strings);
-  free(m->string_lengths);
+  hali_free(m->strings);
+  hali_free(m->string_lengths);
   m->strings = strings;
   m->string_lengths = lengths;
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
@@ -128,8 +129,8 @@ static hali_status_t canonical_strings(hali_ir_module_t *m) {
             insn->operands[o].v = remap[insn->operands[o].v];
       }
   }
-  free(remap);
-  free(order);
+  hali_free(remap);
+  hali_free(order);
   return HALI_OK;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "passes/stream_to_hal_int.h"
+#include "base/alloc.h"
 
 uint32_t hali_s2h_root(const lw_t *w, uint32_t r) {
   for (int guard = 0; w->t[r].lifetime == LT_ALIAS && guard < 64; ++guard)
@@ -56,7 +57,7 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
         HALI_STATUS_OUT_OF_RANGE,
         PASS ": @%s: %s (%s) is larger than 2^63-1 bytes", w->f->name,
         hali_ir_reg_name(w->f, r, rn, sizeof(rn)), ts ? ts : "?");
-    free(ts);
+    hali_free(ts);
     return;
   }
   int64_t static_bytes = (int64_t)sb64;
@@ -108,7 +109,7 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
                    hali_pr(acc), hali_pr(dim));
     acc = t->size;
   }
-  free(ts);
+  hali_free(ts);
 }
 
 static void own_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use);
@@ -120,6 +121,7 @@ void hali_s2h_allocate(lw_t *w, uint32_t r) {
   uint32_t mem, use;
   switch (t->lifetime) {
   case LT_ALIAS:
+  case LT_GLOBAL: /* the global's storage (tensor.global.load) */
     return;
   case LT_CONSTANT:
     /* A constant's storage is a fresh buffer per invocation, filled by
@@ -196,7 +198,7 @@ void hali_s2h_pack(lw_t *w) {
     }
     order[j] = w->pending[k];
   }
-  int64_t *off = malloc(n * sizeof(int64_t));
+  int64_t *off = hali_malloc(n * sizeof(int64_t));
   if (!off) {
     w->pre.oom = true;
     return;
@@ -226,7 +228,7 @@ void hali_s2h_pack(lw_t *w) {
                                   PASS ": @%s: the transients of one region need "
                                   "more than 2^62 bytes",
                                   w->f->name);
-      free(off);
+      hali_free(off);
       return;
     }
     if (end > total) total = end;
@@ -248,7 +250,7 @@ void hali_s2h_pack(lw_t *w) {
     hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_SUBSPAN, 4, hali_pr(r),
                    hali_pr(slab), hali_pr(o), hali_pr(w->t[r].size));
   }
-  free(off);
+  hali_free(off);
 }
 
 /* Is tensor |a| read by a tensor op at or after the one that writes |v|
@@ -314,6 +316,10 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
       switch (insn->op) {
       case HALI_OP_TENSOR_IMPORT: w->t[o[0].v].lifetime = LT_IMPORTED; break;
       case HALI_OP_TENSOR_CONSTANT: w->t[o[0].v].lifetime = LT_CONSTANT; break;
+      case HALI_OP_TENSOR_GLOBAL_LOAD:
+        w->t[o[0].v].lifetime = LT_GLOBAL;
+        w->t[o[0].v].global = o[1].v;
+        break;
       case HALI_OP_TENSOR_DISPATCH: {
         hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
         for (uint32_t k = 0; k < dl.nresults; ++k) {

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "passes/pipeline.h"
+#include "base/alloc.h"
 #include "passes/stream_to_hal_int.h"
 
 /* The HAL's most workgroups per dimension (HALI_HAL_MAX_WORKGROUP_COUNT). */
@@ -357,9 +358,32 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     uint32_t rank = f->reg_xtypes[r].rank;
     uint32_t et = hali_s2h_c32(w, (int32_t)f->reg_xtypes[r].element_type),
              enc = hali_s2h_c32(w, 1);
+    uint32_t storage = hali_s2h_root(w, r);
+    if (w->t[storage].lifetime == LT_GLOBAL) {
+      /* A global's value leaves as a copy: the caller's view must not
+       * change with later stores, and global storage is device-local. */
+      uint32_t out = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.returned",
+                                   hali_s2h_rname(w, r));
+      uint32_t cm = hali_s2h_c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
+                                        HALI_HAL_MEMORY_TYPE_HOST_VISIBLE),
+               cu = hali_s2h_c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER |
+                                        HALI_HAL_BUFFER_USAGE_DISPATCH |
+                                        HALI_HAL_BUFFER_USAGE_MAPPING),
+               zero = hali_s2h_c64(w, 0);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
+                     hali_pr(out), hali_pr(w->allocator), hali_pr(cm),
+                     hali_pr(cu), hali_pr(w->t[storage].size));
+      begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+      hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                     hali_pr(w->cmd), hali_pr(storage), hali_pr(zero),
+                     hali_pr(out), hali_pr(zero),
+                     hali_pr(w->t[storage].size));
+      end_cmd(w);
+      storage = out;
+    }
     hali_ir_insn_t *vc = hali_pass_emit_open(
         &w->pre, w->line, HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + rank, 4,
-        hali_pr(o[0].v), hali_pr(hali_s2h_root(w, r)), hali_pr(et),
+        hali_pr(o[0].v), hali_pr(storage), hali_pr(et),
         hali_pr(enc));
     for (uint32_t d = 0; d < rank; ++d)
       hali_pass_set_operand(&w->pre, vc, 4 + d, hali_pr(w->t[r].dims[d]));
@@ -377,6 +401,36 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                              "rodata @%s has %llu bytes but the tensor needs %llu",
                              rd->name, (unsigned long long)rd->size,
                              (unsigned long long)bytes);
+    if (!w->t[r].const_returned && w->pool_offset &&
+        w->pool_offset[o[1].v] != UINT64_MAX) {
+      /* A read-only subspan of the context's constant pool, uploaded once
+       * by the storage initializer: the work after this waits for that
+       * upload by fence, the first time in the function. */
+      w->t[r].defined = true;
+      if (w->pool == UINT32_MAX) {
+        w->pool = hali_pass_reg(f, HALI_TYPE_BUFFER, "constants");
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
+                       hali_pr(w->pool),
+                       hali_pref(HALI_IR_GLOBAL, w->pool_global));
+        uint32_t ready = hali_pass_reg(f, HALI_TYPE_FENCE, "constants.ready");
+        hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2,
+                       hali_pr(ready),
+                       hali_pref(HALI_IR_GLOBAL, w->pool_ready));
+        if (w->cur == UINT32_MAX) {
+          w->cur = ready;
+        } else {
+          uint32_t j = hali_pass_reg(f, HALI_TYPE_FENCE, "after.constants");
+          hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3,
+                         hali_pr(j), hali_pr(w->cur), hali_pr(ready));
+          w->cur = j;
+        }
+      }
+      uint32_t off = hali_s2h_c64(w, (int64_t)w->pool_offset[o[1].v]);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_SUBSPAN, 4,
+                     hali_pr(r), hali_pr(w->pool), hali_pr(off),
+                     hali_pr(w->t[r].size));
+      return HALI_OK;
+    }
     hali_s2h_allocate(w, r);
     uint32_t zero = hali_s2h_c64(w, 0);
     begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
@@ -406,7 +460,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
           : es <= 2 ? "an i32 value (its low bytes are the pattern)"
                     : "no scalar (8-byte patterns are not supported: write a kernel "
                       "or use a constant)");
-      free(ts);
+      hali_free(ts);
       return e;
     }
     SET_SHAPE(w, r, &o[HALI_TS_DIMS], true);
@@ -456,6 +510,82 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     end_cmd(w);
     return HALI_OK;
   }
+  case HALI_OP_TENSOR_GLOBAL_LOAD: {
+    /* The variable lifetime: the value is the global's storage, and the
+     * work after this point waits (through the queue, never the host) for
+     * the timepoint of the global's last store. */
+    uint32_t r = o[0].v, g = o[1].v;
+    SET_SHAPE(w, r, NULL, false);
+    w->t[r].defined = true;
+    hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(r),
+                   hali_pref(HALI_IR_GLOBAL, g));
+    uint32_t gf = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.ready",
+                                hali_s2h_rname(w, r));
+    hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(gf),
+                   hali_pref(HALI_IR_GLOBAL, w->ready[g]));
+    if (w->cur == UINT32_MAX) {
+      w->cur = gf;
+    } else {
+      uint32_t j = hali_pass_reg(f, HALI_TYPE_FENCE, "after.%s",
+                                 hali_s2h_rname(w, r));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_FENCE_JOIN, 3, hali_pr(j),
+                     hali_pr(w->cur), hali_pr(gf));
+      w->cur = j;
+    }
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_GLOBAL_STORE: {
+    /* Into the global's storage (a copy, unless the value already lives
+     * there: a dispatch tied to the global's loaded value), then the
+     * global's timepoint becomes the fence of the work that wrote it. */
+    uint32_t g = o[0].v, v = o[1].v, rv = hali_s2h_root(w, v);
+    /* A value loaded from |g| that is still read after this store keeps
+     * the old bytes: it moves to a copy first (in its own region, so that
+     * the work already recorded still reads the global's storage). */
+    for (uint32_t r = 0; r < w->nregs; ++r) {
+      tinfo_t *t = &w->t[r];
+      if (r == rv || t->lifetime != LT_GLOBAL || t->global != g ||
+          !t->defined || t->last <= w->index)
+        continue;
+      close_region(w, UINT32_MAX);
+      uint32_t cm = hali_s2h_c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
+                                        HALI_HAL_MEMORY_TYPE_HOST_VISIBLE),
+               cu = hali_s2h_c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER |
+                                        HALI_HAL_BUFFER_USAGE_DISPATCH |
+                                        HALI_HAL_BUFFER_USAGE_MAPPING),
+               zero = hali_s2h_c64(w, 0);
+      uint32_t gb = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.old",
+                                  w->m->globals[g].name);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(gb),
+                     hali_pref(HALI_IR_GLOBAL, g));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
+                     hali_pr(r), hali_pr(w->allocator), hali_pr(cm),
+                     hali_pr(cu), hali_pr(t->size));
+      begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+      hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                     hali_pr(w->cmd), hali_pr(gb), hali_pr(zero), hali_pr(r),
+                     hali_pr(zero), hali_pr(t->size));
+      end_cmd(w);
+      t->lifetime = LT_RETURNED;
+    }
+    if (!(w->t[rv].lifetime == LT_GLOBAL && w->t[rv].global == g)) {
+      uint32_t gb = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.storage",
+                                  w->m->globals[g].name);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(gb),
+                     hali_pref(HALI_IR_GLOBAL, g));
+      uint32_t zero = hali_s2h_c64(w, 0);
+      begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+      hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                     hali_pr(w->cmd), hali_pr(rv), hali_pr(zero), hali_pr(gb),
+                     hali_pr(zero), hali_pr(w->t[v].size));
+      end_cmd(w);
+    }
+    fence_now(w);
+    close_region(w, UINT32_MAX);
+    hali_pass_emit(&w->out, w->line, HALI_OP_GLOBAL_STORE_REF, 2,
+                   hali_pref(HALI_IR_GLOBAL, w->ready[g]), hali_pr(w->cur));
+    return HALI_OK;
+  }
   case HALI_OP_TENSOR_DISPATCH:
     if (o[HALI_TD_BINDINGS].imm < 0)
       return hali_pass_error(PASS, w->m, f, insn, index,
@@ -467,7 +597,15 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   }
 }
 
-static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
+typedef struct {
+  const uint32_t *ready;
+  const uint64_t *pool_offset; /* NULL: no pool */
+  uint32_t pool_global, pool_ready;
+  uint64_t pool_size;
+} module_state_t;
+
+static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
+                                const module_state_t *ms) {
   hali_ir_func_t *f = &m->funcs[fi];
   for (uint32_t p = 0; p < f->param_count; ++p)
     if (f->reg_types[p] == HALI_TYPE_TENSOR)
@@ -476,21 +614,26 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
                              "first",
                              p);
   HALI_RETURN_IF_ERROR_PLAIN(hali_pass_copy_on_write(m, f));
-  lw_t *wp = calloc(1, sizeof(lw_t));
+  lw_t *wp = hali_calloc(1, sizeof(lw_t));
   if (!wp) return hali_status_oom();
 #define w (*wp)
   w.m = m;
   w.f = f;
   w.nregs = f->reg_count;
   w.cur = UINT32_MAX;
-  w.t = calloc(f->reg_count + 1, sizeof(tinfo_t));
-  w.exes = malloc((m->executable_count + 1) * sizeof(uint32_t));
-  w.pending = malloc(2 * (f->reg_count + 1) * sizeof(uint32_t));
+  w.ready = ms->ready;
+  w.pool_offset = ms->pool_offset;
+  w.pool_global = ms->pool_global;
+  w.pool_ready = ms->pool_ready;
+  w.pool = UINT32_MAX;
+  w.t = hali_calloc(f->reg_count + 1, sizeof(tinfo_t));
+  w.exes = hali_malloc((m->executable_count + 1) * sizeof(uint32_t));
+  w.pending = hali_malloc(2 * (f->reg_count + 1) * sizeof(uint32_t));
   if (!w.t || !w.exes || !w.pending) {
-    free(w.t);
-    free(w.exes);
-    free(w.pending);
-    free(wp);
+    hali_free(w.t);
+    hali_free(w.exes);
+    hali_free(w.pending);
+    hali_free(wp);
     return hali_status_oom();
   }
   hali_status_t s = hali_s2h_analyse(&w);
@@ -549,8 +692,8 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
     }
     if (!s) {
       /* Swap the rebuilt block in. */
-      for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
-      free(blk->insns);
+      for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
+      hali_free(blk->insns);
       blk->insns = w.out.b.insns;
       blk->insn_count = w.out.b.insn_count;
       blk->insn_capacity = w.out.b.insn_capacity;
@@ -568,30 +711,284 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi) {
       if (f->reg_types[r] == HALI_TYPE_TENSOR) f->reg_types[r] = HALI_TYPE_BUFFER;
       else if (f->reg_types[r] == HALI_TYPE_INDEX) f->reg_types[r] = HALI_TYPE_I64;
     if (f->reg_xtypes) {
-      for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
-      free(f->reg_xtypes);
+      for (uint32_t r = 0; r < f->reg_count; ++r) hali_free(f->reg_xtypes[r].dims);
+      hali_free(f->reg_xtypes);
       f->reg_xtypes = NULL;
     }
   }
   hali_status_free(w.err); /* one found after another error */
-  free(w.t);
-  free(w.exes);
-  free(w.pending);
+  hali_free(w.t);
+  hali_free(w.exes);
+  hali_free(w.pending);
 #undef w
-  free(wp);
+  hali_free(wp);
   return s;
 }
 
-hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m) {
-  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
-    const hali_ir_func_t *f = &m->funcs[fi];
-    bool has = false;
-    for (uint32_t b = 0; b < f->block_count && !has; ++b)
-      for (uint32_t i = 0; i < f->blocks[b].insn_count && !has; ++i)
-        has = (hali_op_info(f->blocks[b].insns[i].op)->flags & HALI_OPF_TENSOR) != 0;
-    for (uint32_t r = 0; r < f->reg_count && !has; ++r)
-      has = f->reg_types[r] == HALI_TYPE_TENSOR || f->reg_types[r] == HALI_TYPE_INDEX;
-    if (has) HALI_RETURN_IF_ERROR_PLAIN(lower_func(m, fi));
+/* The storage initializer, function 0 of the lowered module (so that it
+ * runs before the module's own initializers): for each tensor global, a
+ * device-local buffer of its size, zeroed on the queue, whose fence is the
+ * global's first timepoint; a parameter global's buffer comes from the
+ * context's parameters (api/context.c) and its timepoint is the null
+ * fence.  Calls and exports naming functions move up by one. */
+static hali_status_t add_storage_initializer(hali_ir_module_t *m,
+                                             const module_state_t *ms,
+                                             uint32_t nglobals) {
+  const uint32_t *ready = ms->ready;
+  hali_ir_func_t *f = hali_ir_module_add_func(m, "globals$storage", 15);
+  if (!f || !hali_ir_func_add_attr(f, HALI_ATTR_INITIALIZER,
+                                   strlen(HALI_ATTR_INITIALIZER)))
+    return hali_status_oom();
+  hali_insn_list_t l = {0};
+  uint32_t line = 0;
+  uint32_t device = hali_pass_reg(f, HALI_TYPE_DEVICE, "device");
+  uint32_t alloc = hali_pass_reg(f, HALI_TYPE_ALLOCATOR, "allocator");
+  hali_pass_emit(&l, line, HALI_OP_HAL_DEVICE_GET, 1, hali_pr(device));
+  hali_pass_emit(&l, line, HALI_OP_HAL_DEVICE_ALLOCATOR, 2, hali_pr(alloc),
+                 hali_pr(device));
+  uint32_t mem = hali_pass_reg(f, HALI_TYPE_I32, "device_local");
+  uint32_t use = hali_pass_reg(f, HALI_TYPE_I32, "usage");
+  uint32_t zero = hali_pass_reg(f, HALI_TYPE_I64, "zero");
+  uint32_t zero32 = hali_pass_reg(f, HALI_TYPE_I32, "zero.i32");
+  uint32_t one = hali_pass_reg(f, HALI_TYPE_I32, "one");
+  uint32_t four = hali_pass_reg(f, HALI_TYPE_I32, "four");
+  uint32_t none = hali_pass_reg(f, HALI_TYPE_FENCE, "none");
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(mem),
+                 hali_pk(HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(use),
+                 hali_pk(HALI_HAL_BUFFER_USAGE_TRANSFER |
+                         HALI_HAL_BUFFER_USAGE_DISPATCH));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(zero), hali_pk(0));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(zero32), hali_pk(0));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(one), hali_pk(1));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(four), hali_pk(4));
+  hali_pass_emit(&l, line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(none));
+  for (uint32_t g = 0; g < nglobals; ++g) {
+    if (ready[g] == UINT32_MAX) continue;
+    const hali_ir_global_t *gl = &m->globals[g];
+    if (gl->flags & HALI_GLOBAL_PARAMETER) {
+      hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
+                     hali_pref(HALI_IR_GLOBAL, ready[g]), hali_pr(none));
+      continue;
+    }
+    uint64_t bytes = 0;
+    uint32_t at;
+    (void)hali_ir_xtype_static_bytes(&gl->xtype, &bytes, &at);
+    uint32_t size = hali_pass_reg(f, HALI_TYPE_I64, "%s.size", gl->name);
+    uint32_t buf = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s", gl->name);
+    uint32_t cmd = hali_pass_reg(f, HALI_TYPE_COMMAND_BUFFER, "%s.zero",
+                                 gl->name);
+    uint32_t done = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.ready", gl->name);
+    hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(size),
+                   hali_pk((int64_t)bytes));
+    hali_pass_emit(&l, line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(buf),
+                   hali_pr(alloc), hali_pr(mem), hali_pr(use), hali_pr(size));
+    hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
+                   hali_pref(HALI_IR_GLOBAL, g), hali_pr(buf));
+    if (bytes % 4 == 0 && bytes) {
+      /* Zeroed on the queue: the first load waits for it by fence. */
+      uint32_t mode = hali_pass_reg(f, HALI_TYPE_I32, "one_shot");
+      uint32_t cats = hali_pass_reg(f, HALI_TYPE_I32, "transfer");
+      hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(mode),
+                     hali_pk(HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT));
+      hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cats),
+                     hali_pk(HALI_HAL_COMMAND_CATEGORY_TRANSFER));
+      hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
+                     hali_pr(cmd), hali_pr(device), hali_pr(mode),
+                     hali_pr(cats));
+      hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
+                     hali_pr(cmd), hali_pr(buf), hali_pr(zero), hali_pr(size),
+                     hali_pr(zero32), hali_pr(four));
+      hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
+                     hali_pr(cmd));
+      hali_pass_emit(&l, line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(done),
+                     hali_pr(device));
+      hali_pass_emit(&l, line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 4,
+                     hali_pr(device), hali_pr(none), hali_pr(done),
+                     hali_pr(cmd));
+      hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
+                     hali_pref(HALI_IR_GLOBAL, ready[g]), hali_pr(done));
+    } else {
+      hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
+                     hali_pref(HALI_IR_GLOBAL, ready[g]), hali_pr(none));
+    }
   }
+  if (ms->pool_offset) {
+    /* The constant pool: one allocation, each pooled rodata at its
+     * 64-byte aligned offset, uploaded by one command buffer. */
+    uint32_t pool = hali_pass_reg(f, HALI_TYPE_BUFFER, "constants");
+    uint32_t psize = hali_pass_reg(f, HALI_TYPE_I64, "constants.size");
+    uint32_t cmem = hali_pass_reg(f, HALI_TYPE_I32, "constant_memory");
+    uint32_t cuse = hali_pass_reg(f, HALI_TYPE_I32, "constant_usage");
+    uint32_t mode = hali_pass_reg(f, HALI_TYPE_I32, "one_shot");
+    uint32_t cats = hali_pass_reg(f, HALI_TYPE_I32, "transfer");
+    uint32_t cmd = hali_pass_reg(f, HALI_TYPE_COMMAND_BUFFER, "upload");
+    uint32_t done = hali_pass_reg(f, HALI_TYPE_FENCE, "constants.ready");
+    hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(psize),
+                   hali_pk((int64_t)ms->pool_size));
+    hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cmem),
+                   hali_pk(HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL));
+    hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cuse),
+                   hali_pk(HALI_HAL_BUFFER_USAGE_CONSTANT |
+                           HALI_HAL_BUFFER_USAGE_TRANSFER |
+                           HALI_HAL_BUFFER_USAGE_DISPATCH));
+    hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(mode),
+                   hali_pk(HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT));
+    hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cats),
+                   hali_pk(HALI_HAL_COMMAND_CATEGORY_TRANSFER));
+    hali_pass_emit(&l, line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(pool),
+                   hali_pr(alloc), hali_pr(cmem), hali_pr(cuse),
+                   hali_pr(psize));
+    hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
+                   hali_pr(cmd), hali_pr(device), hali_pr(mode),
+                   hali_pr(cats));
+    for (uint32_t k = 0; k < m->rodata_count; ++k) {
+      if (ms->pool_offset[k] == UINT64_MAX || !m->rodata[k].size) continue;
+      uint32_t off = hali_pass_reg(f, HALI_TYPE_I64, "%s.offset",
+                                   m->rodata[k].name);
+      uint32_t len = hali_pass_reg(f, HALI_TYPE_I64, "%s.size",
+                                   m->rodata[k].name);
+      hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(off),
+                     hali_pk((int64_t)ms->pool_offset[k]));
+      hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(len),
+                     hali_pk((int64_t)m->rodata[k].size));
+      hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_UPDATE, 6,
+                     hali_pr(cmd), hali_pref(HALI_IR_RODATA, k), hali_pr(zero),
+                     hali_pr(pool), hali_pr(off), hali_pr(len));
+    }
+    hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
+                   hali_pr(cmd));
+    hali_pass_emit(&l, line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(done),
+                   hali_pr(device));
+    hali_pass_emit(&l, line, HALI_OP_HAL_DEVICE_QUEUE_EXECUTE, 4,
+                   hali_pr(device), hali_pr(none), hali_pr(done),
+                   hali_pr(cmd));
+    hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
+                   hali_pref(HALI_IR_GLOBAL, ms->pool_global), hali_pr(pool));
+    hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
+                   hali_pref(HALI_IR_GLOBAL, ms->pool_ready), hali_pr(done));
+  }
+  hali_pass_emit(&l, line, HALI_OP_RETURN, 0);
+  (void)one;
+  hali_ir_block_t *blk = hali_ir_func_add_block(f, "entry", 5);
+  if (l.oom || !blk) {
+    hali_pass_list_free(&l);
+    return hali_status_oom();
+  }
+  blk->insns = l.b.insns;
+  blk->insn_count = l.b.insn_count;
+  blk->insn_capacity = l.b.insn_capacity;
+  /* Move it to the front: function indices in calls and exports shift. */
+  hali_ir_func_t mine = m->funcs[m->func_count - 1];
+  memmove(&m->funcs[1], &m->funcs[0],
+          (m->func_count - 1) * sizeof(hali_ir_func_t));
+  m->funcs[0] = mine;
+  for (uint32_t fi = 0; fi < m->func_count; ++fi)
+    for (uint32_t b = 0; b < m->funcs[fi].block_count; ++b)
+      for (uint32_t i = 0; i < m->funcs[fi].blocks[b].insn_count; ++i) {
+        hali_ir_insn_t *insn = &m->funcs[fi].blocks[b].insns[i];
+        for (uint32_t k = 0; k < insn->operand_count; ++k)
+          if (insn->operands[k].kind == HALI_IR_FUNC) insn->operands[k].v++;
+      }
+  for (uint32_t e = 0; e < m->executable_count; ++e)
+    for (uint32_t k = 0; k < m->executables[e].export_count; ++k)
+      if (m->executables[e].exports[k].function != UINT32_MAX)
+        m->executables[e].exports[k].function++;
   return HALI_OK;
+}
+
+static bool is_tensor_func(const hali_ir_func_t *f) {
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i)
+      if (hali_op_info(f->blocks[b].insns[i].op)->flags & HALI_OPF_TENSOR)
+        return true;
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    if (f->reg_types[r] == HALI_TYPE_TENSOR || f->reg_types[r] == HALI_TYPE_INDEX)
+      return true;
+  return false;
+}
+
+static hali_ir_global_t *add_global(hali_ir_module_t *m, const char *name,
+                                    hali_type_t type, uint32_t flags) {
+  hali_ir_global_t *g = hali_ir_module_add_global(m, name, strlen(name));
+  if (g) {
+    g->type = type;
+    g->flags = flags;
+  }
+  return g;
+}
+
+hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m) {
+  /* Tensor globals: each gets a !hal.fence global for the timepoint of its
+   * last store; the global itself becomes the !hal.buffer of its storage
+   * once every function is lowered. */
+  uint32_t nglobals = m->global_count, ntensor = 0;
+  module_state_t ms = {0};
+  uint32_t *ready = hali_malloc((nglobals ? nglobals : 1) * sizeof(uint32_t));
+  uint64_t *pool = hali_malloc((m->rodata_count ? m->rodata_count : 1) *
+                          sizeof(uint64_t));
+  hali_status_t s = HALI_OK;
+  if (!ready || !pool) s = hali_status_oom();
+  for (uint32_t g = 0; g < nglobals && !s; ++g) {
+    ready[g] = UINT32_MAX;
+    if (m->globals[g].type != HALI_TYPE_TENSOR) continue;
+    char name[512];
+    snprintf(name, sizeof(name), "%s$ready", m->globals[g].name);
+    if (!add_global(m, name, HALI_TYPE_FENCE, HALI_GLOBAL_MUTABLE))
+      s = hali_status_oom();
+    ready[g] = m->global_count - 1;
+    ntensor++;
+  }
+  /* The constant pool: every rodata a tensor-level function makes a
+   * tensor.constant of, 64-byte aligned, in rodata order. */
+  uint64_t at = 0;
+  bool any = false;
+  for (uint32_t k = 0; pool && k < m->rodata_count; ++k) pool[k] = UINT64_MAX;
+  for (uint32_t fi = 0; fi < m->func_count && !s; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    for (uint32_t b = 0; b < f->block_count; ++b)
+      for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+        const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+        if (insn->op == HALI_OP_TENSOR_CONSTANT)
+          pool[insn->operands[1].v] = 0, any = true;
+      }
+  }
+  for (uint32_t k = 0; any && !s && k < m->rodata_count; ++k) {
+    if (pool[k] == UINT64_MAX) continue;
+    at = (at + SLAB_ALIGN - 1) / SLAB_ALIGN * SLAB_ALIGN;
+    pool[k] = at;
+    if (m->rodata[k].size > INT64_MAX - at - SLAB_ALIGN)
+      s = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                           PASS ": module @%s: the constant pool passes "
+                           "2^63-1 bytes at rodata @%s",
+                           m->name, m->rodata[k].name);
+    else
+      at += m->rodata[k].size;
+  }
+  if (any && !s) {
+    ms.pool_offset = pool;
+    ms.pool_size = at ? at : 1;
+    if (!add_global(m, "constants$pool", HALI_TYPE_BUFFER, 0) ||
+        !add_global(m, "constants$ready", HALI_TYPE_FENCE, 0))
+      s = hali_status_oom();
+    ms.pool_global = m->global_count - 2;
+    ms.pool_ready = m->global_count - 1;
+  }
+  ms.ready = ready;
+  for (uint32_t fi = 0; fi < m->func_count && !s; ++fi)
+    if (is_tensor_func(&m->funcs[fi])) s = lower_func(m, fi, &ms);
+  if (!s && (ntensor || any)) s = add_storage_initializer(m, &ms, nglobals);
+  if (!s)
+    for (uint32_t g = 0; g < nglobals; ++g)
+      if (ready[g] != UINT32_MAX) {
+        /* The storage (the shape stays, for a parameter's check). */
+        m->globals[g].type = HALI_TYPE_BUFFER;
+        if (!(m->globals[g].flags & HALI_GLOBAL_PARAMETER)) {
+          hali_free(m->globals[g].xtype.dims);
+          memset(&m->globals[g].xtype, 0, sizeof(m->globals[g].xtype));
+        }
+      }
+  hali_free(ready);
+  hali_free(pool);
+  return s;
 }

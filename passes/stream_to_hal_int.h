@@ -18,6 +18,9 @@ typedef enum {
   LT_CONSTANT,
   LT_RETURNED,
   LT_ALIAS, /* storage of |alias| */
+  /* The variable lifetime: a tensor global's storage (|global|), made once
+   * per context by the storage initializer; loaded, never allocated. */
+  LT_GLOBAL,
 } lifetime_t;
 
 typedef struct {
@@ -30,6 +33,7 @@ typedef struct {
   uint32_t def, last;              /* liveness interval (positions) */
   bool defined;
   bool const_returned; /* a constant's storage is returned to the caller */
+  uint32_t global;     /* LT_GLOBAL: the global's index */
 } tinfo_t;
 
 /* Transients are packed into one slab per region by liveness (see pack). */
@@ -47,6 +51,16 @@ typedef struct {
   uint32_t cmd, cats, line;
   uint32_t index;       /* instruction being lowered (block position) */
   hali_status_t err;    /* sticky: the first error found while emitting */
+  /* Per module global: the !hal.fence global holding the timepoint of its
+   * last store (tensor globals), else UINT32_MAX. */
+  const uint32_t *ready;
+  /* The constant pool (doc/passes.md, "Constants uploaded once"): per
+   * rodata its offset in the pool (UINT64_MAX: not pooled), the pool's
+   * global and its upload fence's, and the register holding the pool in
+   * the function being lowered (UINT32_MAX until its first constant). */
+  const uint64_t *pool_offset;
+  uint32_t pool_global, pool_ready;
+  uint32_t pool;
   uint32_t *pending;    /* static-size transients awaiting the region's slab */
   uint32_t npending;
   /* Constants already materialized (registers are never rewritten). */

@@ -1976,7 +1976,7 @@ END_TEST
 
 START_TEST(module_load_options_and_functions) {
   hali_instance_t *in = instance_new();
-  const char *tensor = HALI_SRCDIR "/examples/mlp_tensor.hasm";
+  const char *tensor = HALI_SRCDIR "/examples/mlp_tensor_rodata.hasm";
   hali_module_load_options_t o;
   hali_module_load_options_initialize(&o);
   ck_assert_ptr_null(o.passes);

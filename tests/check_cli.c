@@ -1330,7 +1330,7 @@ END_TEST
  * cannot give (the tool goes through the public API for all of them). */
 
 START_TEST(cli_run_pass_options) {
-  const char *t = example("mlp_tensor.hasm");
+  const char *t = example("mlp_tensor_rodata.hasm");
   hali("run '%s'", t);
   ck_assert_int_eq(run.rc, 0);
   char want[sizeof(run.out)];

@@ -1952,7 +1952,7 @@ START_TEST(await_state_machine) {
   const hali_vm_func_t *f = hali_vm_module_lookup(m, "f");
   hali_vm_stack_t *st = NULL;
   ck_assert_ok(hali_vm_stack_create(0, &st));
-  ck_assert_ok(hali_vm_begin(st, m, f, NULL, 0, NULL, 0));
+  ck_assert_ok(hali_vm_begin(st, m->unlinked, f, NULL, 0, NULL, 0));
   hali_hal_fence_t *fence = NULL;
   ck_assert_ok(hali_hal_fence_create_pending(&fence));
   int32_t code = -1;

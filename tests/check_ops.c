@@ -2942,6 +2942,72 @@ START_TEST(invoke_argument_errors) {
 }
 END_TEST
 
+/* Globals (tests/check_globals.c has the rest): every load and store,
+ * here so that the coverage case below sees them run. */
+START_TEST(globals_load_and_store_every_type) {
+  static const char text[] =
+      "rodata @bytes = bytes \"abcd\"\n"
+      "global @i : i32 mutable = 1\n"
+      "global @l : i64 mutable = 2\n"
+      "global @f : f32 mutable = 3.5\n"
+      "global @d : f64 mutable = 4.25\n"
+      "global @b : !hal.buffer mutable\n"
+      "global @c : !hal.buffer mutable\n"
+      "func @step() -> (i32, i64, f32, f64, !hal.buffer) {\n"
+      "  %i = global.load.i32 @i\n"
+      "  %l = global.load.i64 @l\n"
+      "  %f = global.load.f32 @f\n"
+      "  %d = global.load.f64 @d\n"
+      "  %i2 = add.i32 %i, %i\n"
+      "  %l2 = add.i64 %l, %l\n"
+      "  %f2 = add.f32 %f, %f\n"
+      "  %d2 = add.f64 %d, %d\n"
+      "  global.store.i32 @i, %i2\n"
+      "  global.store.i64 @l, %l2\n"
+      "  global.store.f32 @f, %f2\n"
+      "  global.store.f64 @d, %d2\n"
+      "  %b = global.load.ref @b\n"
+      "  global.store.ref @c, %b\n"
+      "  return %i, %l, %f, %d, %b\n"
+      "}\n"
+      "func @scalars() -> (i32, i64, f32, f64) {\n"
+      "  %i = global.load.i32 @i\n"
+      "  %l = global.load.i64 @l\n"
+      "  %f = global.load.f32 @f\n"
+      "  %d = global.load.f64 @d\n"
+      "  return %i, %l, %f, %d\n"
+      "}\n"
+      "func @set_b() {\n"
+      "  %b = hal.buffer.constant @bytes\n"
+      "  global.store.ref @b, %b\n"
+      "  return\n"
+      "}\n";
+  hali_vm_module_t *m = load(text);
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  hali_value_t r[5];
+  /* @b was never stored: loading it fails (registers never hold null)
+   * after the scalar stores took effect. */
+  for (int k = 0; k < 3; ++k)
+    ck_assert_status(hali_vm_invoke(st, m, lookup(m, "step"), NULL, 0, r, 5),
+                     HALI_STATUS_FAILED_PRECONDITION,
+                     "global.load.ref: global @b holds no ref yet");
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "scalars"), NULL, 0, r, 4));
+  ck_assert_int_eq(r[0].i32, 1 << 3);
+  ck_assert_int_eq(r[1].i64, 2LL << 3);
+  ck_assert(r[2].f32 == 3.5f * 8);
+  ck_assert(r[3].f64 == 4.25 * 8);
+  /* Stored, the ref moves from global to global. */
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "set_b"), NULL, 0, NULL, 0));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "step"), NULL, 0, r, 5));
+  ck_assert_int_eq(r[0].i32, 1 << 3);
+  ck_assert_ptr_nonnull(r[4].ref);
+  hali_value_release(&r[4]);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Coverage: must run after every other test case (see main). */
 
@@ -3083,6 +3149,7 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, invoke_call_depth_limit);
   tcase_add_test(tc, invoke_unbounded_recursion_default_stack);
   tcase_add_test(tc, invoke_argument_errors);
+  tcase_add_test(tc, globals_load_and_store_every_type);
   suite_add_tcase(s, tc);
 
   /* Every HAL op (tests/check_hal_ops.c). */

@@ -38,6 +38,9 @@ static const char usage[] =
     "  --executable-path=DIR            where kernel libraries are looked up\n"
     "                                   (also $HALI_EXECUTABLE_PATH)\n"
     "  --max-depth=N                    call depth limit (default 4096)\n"
+    "  --parameters=[SCOPE=]FILE        weights for `parameter \"SCOPE\"::\"KEY\"`\n"
+    "                                   globals: a .safetensors or .npy file\n"
+    "                                   (repeatable; no SCOPE: the scope \"\")\n"
     "passes (run, dis):\n"
     "  --passes=a,b                     run only these load-time passes\n"
     "  --no-passes                      run none (tensor-level modules then\n"
@@ -85,7 +88,7 @@ static hali_status_t assemble(const char *in, bool strip, void **out_data,
   hali_module_release(m);
   hali_instance_release(instance);
   if (s) {
-    free(*out_data);
+    hali_free(*out_data);
     *out_data = NULL;
   }
   return s;
@@ -117,12 +120,12 @@ static int cmd_asm(int argc, char **argv) {
   if (s) return tool_report(s);
   FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
   if (!f) {
-    free(data);
+    hali_free(data);
     return tool_report(hali_status_make(HALI_STATUS_NOT_FOUND,
                                         "%s: cannot open for writing", out));
   }
   size_t n = fwrite(data, 1, size, f);
-  free(data);
+  hali_free(data);
   if ((f != stdout && fclose(f) != 0) || n != size)
     return tool_report(
         hali_status_make(HALI_STATUS_DATA_LOSS, "%s: write failed", out));
@@ -151,7 +154,7 @@ static int cmd_dis(int argc, char **argv) {
   hali_status_t s = hali_module_print_file(in, &po, &text);
   if (s) return tool_report(s);
   fputs(text, stdout);
-  free(text);
+  hali_free(text);
   return 0;
 }
 
@@ -176,7 +179,7 @@ static int cmd_isa(void) {
   char *md = hali_instruction_set_markdown();
   if (!md) return tool_report(oom());
   fputs(md, stdout);
-  free(md);
+  hali_free(md);
   return 0;
 }
 

@@ -19,8 +19,8 @@ typedef struct {
   const char *path;
   const char *function;
   uint32_t max_depth;
-  const char **inputs, **outputs, **expected, **exec_paths;
-  size_t ninputs, noutputs, nexpected, nexec_paths;
+  const char **inputs, **outputs, **expected, **exec_paths, **params;
+  size_t ninputs, noutputs, nexpected, nexec_paths, nparams;
   double f32_threshold, f64_threshold;
   size_t print_max;
   hali_device_params_t device;
@@ -264,6 +264,44 @@ static hali_status_t report_results(const run_options_t *o,
   return s;
 }
 
+/* The files of every --parameters=[SCOPE=]FILE (no SCOPE: the scope "";
+ * text before the first '=' is a scope only when it has no '/', so a path
+ * may contain '=') in a new set; NULL when there are none. */
+static hali_status_t make_parameters(const run_options_t *o,
+                                     hali_parameters_t **out) {
+  *out = NULL;
+  if (!o->nparams) return HALI_OK;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_parameters_create(out));
+  for (size_t i = 0; i < o->nparams; ++i) {
+    const char *spec = o->params[i];
+    const char *eq = strchr(spec, '=');
+    const char *slash = strchr(spec, '/');
+    char scope[256] = "";
+    const char *path = spec;
+    if (eq && (!slash || slash > eq)) {
+      size_t n = (size_t)(eq - spec);
+      if (n >= sizeof(scope)) {
+        hali_parameters_release(*out);
+        *out = NULL;
+        return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                                "--parameters=%s: the scope is longer than "
+                                "%zu bytes",
+                                spec, sizeof(scope) - 1);
+      }
+      memcpy(scope, spec, n);
+      scope[n] = 0;
+      path = eq + 1;
+    }
+    hali_status_t s = hali_parameters_add_file(*out, scope, path);
+    if (s) {
+      hali_parameters_release(*out);
+      *out = NULL;
+      return hali_status_annotate(s, "--parameters=%s", spec);
+    }
+  }
+  return HALI_OK;
+}
+
 /* The run itself; every handle it creates is released on the way out.
  * |*rc| is the exit code when it returns OK. */
 static hali_status_t run_module(const run_options_t *o, int *rc) {
@@ -271,6 +309,7 @@ static hali_status_t run_module(const run_options_t *o, int *rc) {
   hali_device_t *device = NULL;
   hali_module_t *module = NULL;
   hali_context_t *context = NULL;
+  hali_parameters_t *params = NULL;
   FILE *trace_file = NULL;
   hali_variant_t *args = NULL, *results = NULL;
   size_t nresults = 0;
@@ -282,6 +321,7 @@ static hali_status_t run_module(const run_options_t *o, int *rc) {
   hali_status_t s = hali_instance_create(&io, &instance);
   if (!s) s = hali_module_load_file_ex(instance, o->path, &o->load, &module);
   if (!s) s = hali_device_create(instance, &o->device, &device);
+  if (!s) s = make_parameters(o, &params);
   if (!s && o->trace_bits && o->trace_out) {
     trace_file = fopen(o->trace_out, "w");
     if (!trace_file)
@@ -298,6 +338,7 @@ static hali_status_t run_module(const run_options_t *o, int *rc) {
     cp.trace_filter = o->trace_filter;
     cp.trace_max_values = o->trace_values;
     cp.trace_file = trace_file;
+    cp.parameters = params;
     s = hali_context_create(instance, device, &module, 1, &cp, &context);
   }
   hali_function_t *fn = NULL;
@@ -340,6 +381,7 @@ static hali_status_t run_module(const run_options_t *o, int *rc) {
   free(results);
   /* Releasing the context finishes its trace (a Chrome trace's JSON). */
   hali_context_release(context);
+  hali_parameters_release(params);
   /* After a failure, queued work may wait on fences nobody will signal:
    * give it up rather than wait forever in the release's drain. */
   if (s) hali_device_abandon(device);
@@ -364,12 +406,13 @@ int tool_run(int argc, char **argv) {
   o.f64_threshold = 0.0001;
   o.print_max = 1024;
   hali_device_params_initialize(&o.device);
-  const char **lists = calloc((size_t)argc * 4 + 4, sizeof(char *));
+  const char **lists = calloc((size_t)argc * 5 + 5, sizeof(char *));
   if (!lists) return tool_report(oom());
   o.inputs = lists;
   o.outputs = lists + argc + 1;
   o.expected = lists + 2 * argc + 2;
   o.exec_paths = lists + 3 * argc + 3;
+  o.params = lists + 4 * argc + 4;
   int rc = 2;
   for (int i = 1; i < argc; ++i) {
     const char *a = argv[i];
@@ -449,6 +492,8 @@ int tool_run(int argc, char **argv) {
       o.trace_values = n;
     } else if ((v = VALUE("--executable-path"))) {
       o.exec_paths[o.nexec_paths++] = v;
+    } else if ((v = VALUE("--parameters"))) {
+      o.params[o.nparams++] = v;
     } else if ((v = VALUE("--passes"))) {
       o.load.passes = v;
     } else if (strcmp(a, "--no-passes") == 0) {

@@ -58,12 +58,6 @@ static bool is_float(hali_element_type_t t) {
   return (t >> 24) == 0x21 || (t >> 24) == 0x22;
 }
 
-static uint64_t load_bits(const uint8_t *p, uint32_t size) {
-  uint64_t v = 0;
-  for (uint32_t i = 0; i < size; ++i) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Parsing. */
 
@@ -210,56 +204,7 @@ hali_status_t tool_tensor_parse(const char *spec, const char *what,
 }
 
 /* ------------------------------------------------------------------------ */
-/* .npy */
-
-static const struct {
-  const char *descr;
-  hali_element_type_t type;
-} npy_types[] = {
-    {"b1", HALI_ELEMENT_TYPE_BOOL},   {"i1", HALI_ELEMENT_TYPE_I8},
-    {"i2", HALI_ELEMENT_TYPE_I16},   {"i4", HALI_ELEMENT_TYPE_I32},
-    {"i8", HALI_ELEMENT_TYPE_I64},   {"u1", HALI_ELEMENT_TYPE_U8},
-    {"u2", HALI_ELEMENT_TYPE_U16},  {"u4", HALI_ELEMENT_TYPE_U32},
-    {"u8", HALI_ELEMENT_TYPE_U64},  {"f2", HALI_ELEMENT_TYPE_F16},
-    {"f4", HALI_ELEMENT_TYPE_F32}, {"f8", HALI_ELEMENT_TYPE_F64},
-    {"V2", HALI_ELEMENT_TYPE_BF16},
-};
-#define NPY_TYPES (sizeof(npy_types) / sizeof(npy_types[0]))
-
-static const char *npy_descr(hali_element_type_t t) {
-  switch (t) {
-  case HALI_ELEMENT_TYPE_SI8: return "i1";
-  case HALI_ELEMENT_TYPE_SI16: return "i2";
-  case HALI_ELEMENT_TYPE_SI32: return "i4";
-  case HALI_ELEMENT_TYPE_SI64: return "i8";
-  case HALI_ELEMENT_TYPE_I1: return "b1";
-  /* numpy has no bfloat16: 2-byte void, as ml_dtypes writes it. */
-  case HALI_ELEMENT_TYPE_BF16: return "V2";
-  default: break;
-  }
-  for (size_t i = 0; i < NPY_TYPES; ++i)
-    if (npy_types[i].type == t) return npy_types[i].descr;
-  return NULL;
-}
-
-/* Finds 'key': in the header dict and returns the text after the colon. */
-static const char *npy_find(const char *h, const char *key) {
-  char pat[32];
-  snprintf(pat, sizeof(pat), "'%s'", key);
-  const char *k = strstr(h, pat);
-  if (!k) return NULL;
-  k += strlen(pat);
-  while (*k == ' ') ++k;
-  if (*k != ':') return NULL;
-  ++k;
-  while (*k == ' ') ++k;
-  return k;
-}
-
-static hali_status_t npy_error(const char *path, const char *why) {
-  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
-                          "%s: not a valid .npy file: %s", path, why);
-}
+/* .npy: the library's reader (hali_npy_parse) says where the data is. */
 
 hali_status_t tool_tensor_read_npy(const char *path, tool_tensor_t *out) {
   memset(out, 0, sizeof(*out));
@@ -274,121 +219,22 @@ hali_status_t tool_tensor_read_npy(const char *path, tool_tensor_t *out) {
 hali_status_t tool_tensor_parse_npy(const uint8_t *data, size_t size,
                                     const char *path, tool_tensor_t *out) {
   memset(out, 0, sizeof(*out));
-  hali_status_t s = HALI_OK;
-  char *header = NULL;
-  if (size < 10 || memcmp(data, "\x93NUMPY", 6) != 0) {
-    s = npy_error(path, "bad magic (expected \\x93NUMPY)");
-    goto done;
-  }
-  uint8_t major = data[6];
-  size_t hlen, hstart;
-  if (major == 1) {
-    hlen = (size_t)data[8] | ((size_t)data[9] << 8);
-    hstart = 10;
-  } else if (major == 2 || major == 3) {
-    if (size < 12) {
-      s = npy_error(path, "truncated header");
-      goto done;
-    }
-    hlen = load_bits(data + 8, 4);
-    hstart = 12;
-  } else {
-    s = npy_error(path, "unsupported format version");
-    goto done;
-  }
-  if (hlen > size - hstart) {
-    s = npy_error(path, "header runs past the end of the file");
-    goto done;
-  }
-  header = malloc(hlen + 1);
-  if (!header) {
-    s = oom();
-    goto done;
-  }
-  memcpy(header, data + hstart, hlen);
-  header[hlen] = 0;
-  const char *d = npy_find(header, "descr");
-  if (!d || (d[0] != '\'' && d[0] != '"') || strlen(d) < 4) {
-    s = npy_error(path, "no 'descr' in the header");
-    goto done;
-  }
-  char endian = d[1];
-  if (endian == '>' && !(d[3] == '1' && d[4] == d[0])) {
-    s = npy_error(path, "big-endian data is not supported");
-    goto done;
-  }
-  const char *code = (endian == '<' || endian == '|' || endian == '=' ||
-                      endian == '>')
-                         ? d + 2
-                         : d + 1;
-  bool found = false;
-  for (size_t i = 0; i < NPY_TYPES; ++i)
-    if (strncmp(code, npy_types[i].descr, 2) == 0 && code[2] == d[0]) {
-      out->type = npy_types[i].type;
-      found = true;
-    }
-  if (!found) {
-    s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
-                         "%s: unsupported .npy element type %.8s", path, d);
-    goto done;
-  }
-  const char *fo = npy_find(header, "fortran_order");
-  if (!fo || strncmp(fo, "False", 5) != 0) {
-    s = npy_error(path, "only C order (fortran_order: False) is supported");
-    goto done;
-  }
-  const char *sh = npy_find(header, "shape");
-  if (!sh || *sh != '(') {
-    s = npy_error(path, "no 'shape' tuple in the header");
-    goto done;
-  }
-  ++sh;
-  while (*sh && *sh != ')') {
-    while (*sh == ' ' || *sh == ',') ++sh;
-    if (*sh == ')') break;
-    if (!isdigit((unsigned char)*sh) || out->rank == TOOL_TENSOR_MAX_RANK) {
-      s = npy_error(path, "bad shape");
-      goto done;
-    }
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(sh, &end, 10);
-    if (errno || v > INT64_MAX) {
-      s = npy_error(path, "dimension too large");
-      goto done;
-    }
-    out->shape[out->rank++] = (int64_t)v;
-    sh = end;
-  }
-  if (*sh != ')') {
-    s = npy_error(path, "unterminated shape");
-    goto done;
-  }
-  uint64_t count;
-  size_t bytes;
-  s = element_count(out, &count, &bytes);
-  if (s) goto done;
-  if (size - hstart - hlen != bytes) {
-    s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
-                         "%s: .npy data is %zu bytes but the shape needs %zu",
-                         path, size - hstart - hlen, bytes);
-    goto done;
-  }
-  out->data = malloc(bytes ? bytes : 1);
-  if (!out->data) {
-    s = oom();
-    goto done;
-  }
-  memcpy(out->data, data + hstart + hlen, bytes);
-  out->size = bytes;
-done:
-  free(header);
-  if (s) tool_tensor_free(out);
-  return s;
+  hali_npy_info_t info;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_npy_parse(data, size, path, &info));
+  _Static_assert(sizeof(info.shape) == sizeof(out->shape),
+                 "the tool's rank limit is the reader's");
+  out->type = info.element_type;
+  out->rank = info.rank;
+  memcpy(out->shape, info.shape, sizeof(out->shape));
+  out->data = malloc(info.data_length ? info.data_length : 1);
+  if (!out->data) return oom();
+  memcpy(out->data, data + info.data_offset, info.data_length);
+  out->size = info.data_length;
+  return HALI_OK;
 }
 
 hali_status_t tool_tensor_write_npy(const tool_tensor_t *t, FILE *f) {
-  const char *descr = npy_descr(t->type);
+  const char *descr = hali_npy_descr(t->type);
   if (!descr)
     return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                             "%s has no .npy equivalent",

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "vm/vm.h"
+#include "base/alloc.h"
 
 static int fused_op_for(uint16_t cmp) {
   switch (cmp) {
@@ -38,7 +39,7 @@ static void put_slots(hali_cell_t *cells, uint32_t *k, uint16_t v) {
 static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
                                  const hali_ir_func_t *f) {
   out->ir = f;
-  out->slot = malloc((f->reg_count ? f->reg_count : 1) * sizeof(uint16_t));
+  out->slot = hali_malloc((f->reg_count ? f->reg_count : 1) * sizeof(uint16_t));
   if (!out->slot) goto oom;
   uint32_t ns = 0, nr = 0;
   for (uint32_t r = 0; r < f->reg_count; ++r)
@@ -55,7 +56,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     if (hali_type_is_ref(f->results[i])) out->scalar_results_only = false;
 
   /* Pass 1: where each block and instruction starts. */
-  uint32_t *block_at = malloc(f->block_count * sizeof(uint32_t));
+  uint32_t *block_at = hali_malloc(f->block_count * sizeof(uint32_t));
   uint32_t total = 0, ninsns = 0;
   if (!block_at) goto oom;
   for (uint32_t b = 0; b < f->block_count; ++b) {
@@ -71,11 +72,11 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       ninsns++;
     }
   }
-  out->code = calloc(total ? total : 1, sizeof(hali_cell_t));
-  out->insn_offset = malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
-  out->insn_ir = malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
+  out->code = hali_calloc(total ? total : 1, sizeof(hali_cell_t));
+  out->insn_offset = hali_malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
+  out->insn_ir = hali_malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
   if (!out->code || !out->insn_offset || !out->insn_ir) {
-    free(block_at);
+    hali_free(block_at);
     goto oom;
   }
   out->code_size = total;
@@ -162,6 +163,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           case HALI_ROLE_STRING: x->ptr = &vm->strings[o[k].v]; break;
           case HALI_ROLE_FUNC: x->ptr = &vm->funcs[o[k].v]; break;
           case HALI_ROLE_RODATA: x->ptr = &vm->ir->rodata[o[k].v]; break;
+          /* The index: storage is per context (hali_vm_link_t.globals). */
+          case HALI_ROLE_GLOBAL: x->imm = o[k].v; break;
           /* The index: executables are loaded after encoding. */
           case HALI_ROLE_EXECUTABLE: x->imm = o[k].v; break;
           default: break;
@@ -179,7 +182,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       at += insn_cells(insn);
     }
   }
-  free(block_at);
+  hali_free(block_at);
   return HALI_OK;
 oom:
   return hali_status_annotate(hali_status_oom(), "encoding @%s", f->name);
@@ -191,16 +194,17 @@ void hali_vm_module_retain(hali_vm_module_t *m) {
 
 static void module_destroy(hali_vm_module_t *m) {
   for (uint32_t i = 0; m->funcs && i < m->func_count; ++i) {
-    free(m->funcs[i].code);
-    free(m->funcs[i].slot);
-    free(m->funcs[i].insn_offset);
-    free(m->funcs[i].insn_ir);
+    hali_free(m->funcs[i].code);
+    hali_free(m->funcs[i].slot);
+    hali_free(m->funcs[i].insn_offset);
+    hali_free(m->funcs[i].insn_ir);
   }
-  free(m->funcs);
-  free(m->strings);
-  free(m->unlinked);
+  hali_free(m->funcs);
+  hali_free(m->strings);
+  if (m->unlinked) hali_vm_globals_free(m->unlinked->globals);
+  hali_free(m->unlinked);
   hali_ir_module_free(m->ir);
-  free(m);
+  hali_free(m);
 }
 
 void hali_vm_module_release(hali_vm_module_t *m) {
@@ -212,7 +216,7 @@ void hali_vm_module_release(hali_vm_module_t *m) {
 hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
                                     hali_vm_module_t **out) {
   *out = NULL;
-  hali_vm_module_t *m = calloc(1, sizeof(*m));
+  hali_vm_module_t *m = hali_calloc(1, sizeof(*m));
   if (!m) {
     hali_ir_module_free(ir);
     return hali_status_oom();
@@ -220,11 +224,12 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
   atomic_init(&m->count, 1);
   m->ir = ir;
   m->func_count = ir->func_count;
-  m->funcs = calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));
-  m->strings = calloc(ir->string_count ? ir->string_count : 1,
+  m->funcs = hali_calloc(ir->func_count ? ir->func_count : 1, sizeof(hali_vm_func_t));
+  m->strings = hali_calloc(ir->string_count ? ir->string_count : 1,
                       sizeof(hali_vm_string_t));
-  m->unlinked = calloc(1, sizeof(*m->unlinked));
-  if (!m->funcs || !m->strings || !m->unlinked) {
+  m->unlinked = hali_calloc(1, sizeof(*m->unlinked));
+  if (m->unlinked) m->unlinked->globals = hali_vm_globals_create(ir);
+  if (!m->funcs || !m->strings || !m->unlinked || !m->unlinked->globals) {
     module_destroy(m);
     return hali_status_oom();
   }
@@ -249,22 +254,56 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
 /* ------------------------------------------------------------------------ */
 /* Link tables. */
 
+hali_vm_globals_t *hali_vm_globals_create(const hali_ir_module_t *ir) {
+  hali_vm_globals_t *g = hali_calloc(1, sizeof(*g));
+  if (!g) return NULL;
+  uint32_t n = ir->global_count;
+  g->bits = hali_calloc(n ? n : 1, sizeof(*g->bits));
+  g->refs = hali_calloc(n ? n : 1, sizeof(*g->refs));
+  if (!g->bits || !g->refs) {
+    hali_free(g->bits);
+    hali_free(g->refs);
+    hali_free(g);
+    return NULL;
+  }
+  pthread_mutex_init(&g->lock, NULL);
+  g->count = n;
+  for (uint32_t i = 0; i < n; ++i) {
+    const hali_ir_global_t *d = &ir->globals[i];
+    uint64_t bits = 0;
+    if (d->flags & HALI_GLOBAL_INIT) bits = (uint64_t)d->init;
+    atomic_init(&g->bits[i], bits);
+  }
+  return g;
+}
+
+void hali_vm_globals_free(hali_vm_globals_t *g) {
+  if (!g) return;
+  for (uint32_t i = 0; i < g->count; ++i) hali_ref_release(g->refs[i]);
+  pthread_mutex_destroy(&g->lock);
+  hali_free(g->bits);
+  hali_free(g->refs);
+  hali_free(g);
+}
+
 hali_status_t hali_vm_link_create(hali_vm_module_t *m, hali_vm_link_t **out) {
   *out = NULL;
-  hali_vm_link_t *l = calloc(1, sizeof(*l));
+  hali_vm_link_t *l = hali_calloc(1, sizeof(*l));
   if (l) {
-    l->imports = calloc(m->func_count ? m->func_count : 1,
+    l->imports = hali_calloc(m->func_count ? m->func_count : 1,
                         sizeof(hali_vm_import_t));
-    l->executables = calloc(m->ir->executable_count ? m->ir->executable_count
+    l->executables = hali_calloc(m->ir->executable_count ? m->ir->executable_count
                                                     : 1,
                             sizeof(*l->executables));
+    l->globals = hali_vm_globals_create(m->ir);
   }
-  if (!l || !l->imports || !l->executables) {
+  if (!l || !l->imports || !l->executables || !l->globals) {
     if (l) {
-      free(l->imports);
-      free(l->executables);
+      hali_free(l->imports);
+      hali_free(l->executables);
+      hali_vm_globals_free(l->globals);
     }
-    free(l);
+    hali_free(l);
     return hali_status_annotate(
         hali_status_oom(), "linking module @%s", m->ir->name);
   }
@@ -280,10 +319,13 @@ void hali_vm_link_free(hali_vm_link_t *l) {
    * what it needs of the module on its own. */
   for (uint32_t i = 0; i < l->module->ir->executable_count; ++i)
     hali_ref_release((hali_ref_t *)l->executables[i]);
-  free(l->executables);
-  free(l->imports);
+  hali_free(l->executables);
+  hali_free(l->imports);
+  /* Refs held by globals (buffers, fences) may belong to recorded work as
+   * well: each keeps its own reference. */
+  hali_vm_globals_free(l->globals);
   hali_vm_module_release(l->module);
-  free(l);
+  hali_free(l);
 }
 
 hali_status_t hali_vm_link_bind_import(hali_vm_link_t *l, const char *name,
@@ -315,7 +357,7 @@ hali_status_t hali_vm_link_check_imports(const hali_vm_link_t *l) {
                                  "provided by the host: %s",
                                  m->ir->name, missing, list ? list : "")
               : HALI_OK;
-  free(list);
+  hali_free(list);
   return s;
 }
 
@@ -323,4 +365,19 @@ const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,
                                             const char *name) {
   int32_t i = hali_ir_module_find_func(m->ir, name);
   return i < 0 ? NULL : &m->funcs[i];
+}
+
+hali_status_t hali_vm_link_run_initializers(hali_vm_stack_t *st,
+                                            const hali_vm_link_t *link) {
+  const hali_vm_module_t *m = link->module;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    if (!hali_ir_func_has_attr(&m->ir->funcs[i], HALI_ATTR_INITIALIZER))
+      continue;
+    hali_status_t s =
+        hali_vm_link_invoke(st, link, &m->funcs[i], NULL, 0, NULL, 0);
+    if (s)
+      return hali_status_annotate(s, "initializer @%s of module @%s",
+                                  m->ir->funcs[i].name, m->ir->name);
+  }
+  return HALI_OK;
 }

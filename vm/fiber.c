@@ -1,5 +1,6 @@
 /* hali — fibers and the scheduler (see vm/fiber.h). */
 #include "vm/fiber.h"
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/status.h"
 
@@ -134,7 +135,7 @@ static int64_t now_ns(void) { return hali_clock_now_ns(); }
 static void waiter_release(waiter_t *w) {
   if (atomic_fetch_sub(&w->refs, 1) == 1) {
     hali_hal_semaphore_release(w->semaphore);
-    free(w);
+    hali_free(w);
   }
 }
 
@@ -224,7 +225,7 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
       return true;
     }
     if (now >= value) continue;
-    waiter_t *w = calloc(1, sizeof(*w));
+    waiter_t *w = hali_calloc(1, sizeof(*w));
     if (!w) {
       /* Wake the fiber and fail its await: re-running the await would
        * only fail to register again (and spin while memory is short). */
@@ -334,7 +335,7 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
                                        const hali_vm_scheduler_options_t *o,
                                        hali_vm_scheduler_t **out) {
   *out = NULL;
-  hali_vm_scheduler_t *s = calloc(1, sizeof(*s));
+  hali_vm_scheduler_t *s = hali_calloc(1, sizeof(*s));
   if (!s) return hali_status_oom();
   s->run_deadline = INT64_MAX;
   pthread_mutex_init(&s->mutex, NULL);
@@ -359,9 +360,9 @@ void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
 }
 
 static void fiber_destroy(hali_vm_fiber_t *f) {
-  free(f->results);
+  hali_free(f->results);
   hali_vm_stack_free(f->stack);
-  free(f);
+  hali_free(f);
 }
 
 /* Drops a fiber's reference to its invocation record (mutex held). */
@@ -370,7 +371,7 @@ static void invocation_unref(hali_vm_scheduler_t *s, invocation_t *inv) {
   hali_hal_stop_release(inv->stop);
   inv->stop = NULL;
   if (s->inv_pool_count >= FIBER_POOL_MAX) {
-    free(inv);
+    hali_free(inv);
     return;
   }
   inv->next = s->inv_pool;
@@ -420,17 +421,17 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   }
   pthread_mutex_unlock(&s->mutex);
   if (!f) {
-    f = calloc(1, sizeof(*f));
+    f = hali_calloc(1, sizeof(*f));
     if (!f) return NULL;
     hali_status_t st = hali_vm_stack_create(s->options.max_depth, &f->stack);
     if (st) {
       hali_status_free(st);
-      free(f);
+      hali_free(f);
       return NULL;
     }
   }
   if (results > f->result_capacity) {
-    hali_value_t *r = realloc(f->results, results * sizeof(hali_value_t));
+    hali_value_t *r = hali_realloc(f->results, results * sizeof(hali_value_t));
     if (!r) {
       fiber_destroy(f);
       return NULL;
@@ -546,7 +547,7 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
       s->inv_pool_count--;
     }
     pthread_mutex_unlock(&s->mutex);
-    if (!inv) inv = malloc(sizeof(*inv));
+    if (!inv) inv = hali_malloc(sizeof(*inv));
     if (!inv)
       st = hali_status_annotate(hali_status_oom(), "starting an invocation "
                                                    "of @%s",
@@ -618,7 +619,7 @@ static void fiber_results_free(void *p) {
   fiber_results_t *r = p;
   if (!r) return;
   for (uint32_t i = 0; i < r->count; ++i) hali_value_release(&r->values[i]);
-  free(r);
+  hali_free(r);
 }
 
 /* Attaches |f|'s results to |fence| for fiber.join (before the signal
@@ -626,7 +627,7 @@ static void fiber_results_free(void *p) {
 static bool attach_results(hali_vm_fiber_t *f, hali_hal_fence_t *fence) {
   if (!f->result_count) return true;
   fiber_results_t *r =
-      malloc(sizeof(*r) + f->result_count * sizeof(hali_value_t));
+      hali_malloc(sizeof(*r) + f->result_count * sizeof(hali_value_t));
   if (!r) return false;
   r->fn = f->fn->ir;
   r->count = f->result_count;
@@ -800,7 +801,7 @@ static hali_status_t deadlock(hali_vm_scheduler_t *s) {
   char *text = hali_strbuf_take(&sb);
   hali_status_t st = hali_status_make(HALI_STATUS_FAILED_PRECONDITION, "%s",
                                       text ? text : "deadlock");
-  free(text);
+  hali_free(text);
   return st;
 }
 
@@ -1054,14 +1055,14 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   while (s->inv_pool) {
     invocation_t *inv = s->inv_pool;
     s->inv_pool = inv->next;
-    free(inv);
+    hali_free(inv);
   }
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
   pthread_cond_destroy(&s->cond);
   pthread_cond_destroy(&s->watchdog_cond);
   pthread_mutex_destroy(&s->mutex);
-  free(s);
+  hali_free(s);
 }
 
 hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,

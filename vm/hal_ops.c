@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "config.h" /* HALI_DEBUG */
+#include "base/alloc.h"
 #include "hal/hal.h"
 #include "vm/fiber.h"
 #include "vm/hal_ops.h"
@@ -268,7 +269,7 @@ HAL_OP(HAL_BUFFER_VIEW_TRACE) {
     char *text = hali_strbuf_take(&sb);
     hali_trace_printf(st->trace, "[trace] %.*s: %s", (int)label->length,
                       label->data, text ? text : "");
-    free(text);
+    hali_free(text);
   }
   return HALI_OK;
 }

@@ -513,6 +513,71 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
+    /* Globals: this context's storage (the link's), atomic per access. */
+    vmcase(GLOBAL_LOAD_I32)
+    vmcase(GLOBAL_LOAD_I64)
+    vmcase(GLOBAL_LOAD_F32)
+    vmcase(GLOBAL_LOAD_F64) {
+      regs[A].u64 = atomic_load_explicit(&link->globals->bits[pc[1].imm],
+                                         memory_order_relaxed);
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
+      vmbreak;
+    }
+    vmcase(GLOBAL_STORE_I32) {
+      atomic_store_explicit(&link->globals->bits[pc[1].imm],
+                            (uint64_t)(int64_t)regs[A].i32,
+                            memory_order_relaxed);
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
+      vmbreak;
+    }
+    vmcase(GLOBAL_STORE_F32) {
+      atomic_store_explicit(&link->globals->bits[pc[1].imm],
+                            (uint64_t)regs[A].u32, memory_order_relaxed);
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
+      vmbreak;
+    }
+    vmcase(GLOBAL_STORE_I64)
+    vmcase(GLOBAL_STORE_F64) {
+      atomic_store_explicit(&link->globals->bits[pc[1].imm], regs[A].u64,
+                            memory_order_relaxed);
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
+      vmbreak;
+    }
+    vmcase(GLOBAL_LOAD_REF) {
+      hali_vm_globals_t *g = link->globals;
+      pthread_mutex_lock(&g->lock);
+      hali_ref_t *r = g->refs[pc[1].imm];
+      hali_ref_retain(r);
+      pthread_mutex_unlock(&g->lock);
+      if (HALI_UNLIKELY(!r)) {
+        /* Registers never hold null: a ref global is stored before it is
+         * loaded (an initializer's job). */
+        status = hali_status_make(
+            HALI_STATUS_FAILED_PRECONDITION,
+            "global.load.ref: global @%s holds no ref yet (store it first; "
+            "the context's initializers set up tensor globals and constants)",
+            link->module->ir->globals[pc[1].imm].name);
+        goto fail;
+      }
+      hali_ref_t *old = refs[A];
+      refs[A] = r;
+      hali_ref_release(old);
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
+      vmbreak;
+    }
+    vmcase(GLOBAL_STORE_REF) {
+      hali_vm_globals_t *g = link->globals;
+      hali_ref_t *r = refs[A];
+      hali_ref_retain(r);
+      pthread_mutex_lock(&g->lock);
+      hali_ref_t *old = g->refs[pc[1].imm];
+      g->refs[pc[1].imm] = r;
+      pthread_mutex_unlock(&g->lock);
+      hali_ref_release(old);
+      pc += HALI_CODE_CELLS_FIXED(1, 1);
+      vmbreak;
+    }
+
     /* Scalar buffer access (bounds and permissions checked by the HAL). */
 #define LOAD(name, T, F)                                                       \
   vmcase(name) {                                                               \

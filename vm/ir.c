@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "hal/buffer_view.h"
+#include "base/alloc.h"
 #include "vm/ir.h"
 
-static char *hali_strndup(const char *s, size_t len) {
-  char *d = malloc(len + 1);
+static char *dup_bytes(const char *s, size_t len) {
+  char *d = hali_malloc(len + 1);
   if (!d) return NULL;
   memcpy(d, s, len);
   d[len] = 0;
@@ -22,7 +23,7 @@ static bool hali_grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
   if (need <= *cap) return true;
   uint32_t n = *cap ? *cap : 4;
   while (n < need) n *= 2;
-  void *q = realloc(*p, (size_t)n * size);
+  void *q = hali_realloc(*p, (size_t)n * size);
   if (!q) return false;
   *p = q;
   *cap = n;
@@ -30,12 +31,12 @@ static bool hali_grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
 }
 
 hali_ir_module_t *hali_ir_module_create(void) {
-  return calloc(1, sizeof(hali_ir_module_t));
+  return hali_calloc(1, sizeof(hali_ir_module_t));
 }
 
 static void hali_ir_xtypes_free(hali_ir_xtype_t *v, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i) free(v[i].dims);
-  free(v);
+  for (uint32_t i = 0; i < n; ++i) hali_free(v[i].dims);
+  hali_free(v);
 }
 
 static void hali_ir_func_free_all(hali_ir_func_t *f);
@@ -51,60 +52,68 @@ void hali_ir_func_clear(hali_ir_func_t *f) {
 static void hali_ir_func_free_all(hali_ir_func_t *f) {
   for (uint32_t b = 0; b < f->block_count; ++b) {
     hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t i = 0; i < blk->insn_count; ++i) free(blk->insns[i].operands);
-    free(blk->insns);
-    free(blk->name);
+    for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
+    hali_free(blk->insns);
+    hali_free(blk->name);
   }
-  free(f->blocks);
+  hali_free(f->blocks);
   if (f->reg_names)
-    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_names[r]);
-  free(f->reg_names);
-  free(f->reg_types);
-  free(f->results);
-  free(f->name);
+    for (uint32_t r = 0; r < f->reg_count; ++r) hali_free(f->reg_names[r]);
+  hali_free(f->reg_names);
+  hali_free(f->reg_types);
+  hali_free(f->results);
+  hali_free(f->name);
   if (f->reg_xtypes)
-    for (uint32_t r = 0; r < f->reg_count; ++r) free(f->reg_xtypes[r].dims);
-  free(f->reg_xtypes);
+    for (uint32_t r = 0; r < f->reg_count; ++r) hali_free(f->reg_xtypes[r].dims);
+  hali_free(f->reg_xtypes);
   if (f->result_xtypes)
     for (uint32_t r = 0; r < f->result_count; ++r)
-      free(f->result_xtypes[r].dims);
-  free(f->result_xtypes);
-  free(f->result_ties);
-  free(f->param_flags);
-  for (uint32_t i = 0; i < f->attr_count; ++i) free(f->attrs[i]);
-  free(f->attrs);
+      hali_free(f->result_xtypes[r].dims);
+  hali_free(f->result_xtypes);
+  hali_free(f->result_ties);
+  hali_free(f->param_flags);
+  for (uint32_t i = 0; i < f->attr_count; ++i) hali_free(f->attrs[i]);
+  hali_free(f->attrs);
 }
 
 void hali_ir_module_free(hali_ir_module_t *m) {
   if (!m) return;
   for (uint32_t i = 0; i < m->func_count; ++i) hali_ir_func_free_all(&m->funcs[i]);
-  free(m->funcs);
+  hali_free(m->funcs);
   for (uint32_t i = 0; i < m->rodata_count; ++i) {
-    free(m->rodata[i].name);
-    free(m->rodata[i].data);
+    hali_free(m->rodata[i].name);
+    hali_aligned_free(m->rodata[i].data);
   }
-  free(m->rodata);
+  hali_free(m->rodata);
   for (uint32_t i = 0; i < m->executable_count; ++i) {
     hali_ir_executable_t *e = &m->executables[i];
     for (uint32_t k = 0; k < e->export_count; ++k) {
       hali_ir_export_t *x = &e->exports[k];
-      free(x->name);
-      free(x->symbol);
+      hali_free(x->name);
+      hali_free(x->symbol);
       hali_ir_xtypes_free(x->params, x->param_count);
       hali_ir_xtypes_free(x->results, x->result_count);
     }
-    free(e->exports);
-    free(e->name);
-    free(e->format);
-    free(e->library);
+    hali_free(e->exports);
+    hali_free(e->name);
+    hali_free(e->format);
+    hali_free(e->library);
   }
-  free(m->executables);
-  for (uint32_t i = 0; i < m->string_count; ++i) free(m->strings[i]);
-  free(m->strings);
-  free(m->string_lengths);
-  free(m->name);
-  free(m->source);
-  free(m);
+  hali_free(m->executables);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    hali_ir_global_t *g = &m->globals[i];
+    hali_free(g->name);
+    hali_free(g->xtype.dims);
+    hali_free(g->param_scope);
+    hali_free(g->param_key);
+  }
+  hali_free(m->globals);
+  for (uint32_t i = 0; i < m->string_count; ++i) hali_free(m->strings[i]);
+  hali_free(m->strings);
+  hali_free(m->string_lengths);
+  hali_free(m->name);
+  hali_free(m->source);
+  hali_free(m);
 }
 
 uint32_t hali_ir_module_intern(hali_ir_module_t *m, const char *s,
@@ -113,14 +122,14 @@ uint32_t hali_ir_module_intern(hali_ir_module_t *m, const char *s,
     if (m->string_lengths[i] == len && memcmp(m->strings[i], s, len) == 0)
       return i;
   if (len > UINT32_MAX / 2) return UINT32_MAX;
-  char **strings = realloc(m->strings, (m->string_count + 1) * sizeof(char *));
+  char **strings = hali_realloc(m->strings, (m->string_count + 1) * sizeof(char *));
   if (!strings) return UINT32_MAX;
   m->strings = strings;
   uint32_t *lengths =
-      realloc(m->string_lengths, (m->string_count + 1) * sizeof(uint32_t));
+      hali_realloc(m->string_lengths, (m->string_count + 1) * sizeof(uint32_t));
   if (!lengths) return UINT32_MAX;
   m->string_lengths = lengths;
-  char *copy = hali_strndup(s, len);
+  char *copy = dup_bytes(s, len);
   if (!copy) return UINT32_MAX;
   m->strings[m->string_count] = copy;
   m->string_lengths[m->string_count] = (uint32_t)len;
@@ -130,12 +139,12 @@ uint32_t hali_ir_module_intern(hali_ir_module_t *m, const char *s,
 hali_ir_func_t *hali_ir_module_add_func(hali_ir_module_t *m, const char *name,
                                         size_t len) {
   hali_ir_func_t *funcs =
-      realloc(m->funcs, (m->func_count + 1) * sizeof(hali_ir_func_t));
+      hali_realloc(m->funcs, (m->func_count + 1) * sizeof(hali_ir_func_t));
   if (!funcs) return NULL;
   m->funcs = funcs;
   hali_ir_func_t *f = &m->funcs[m->func_count];
   memset(f, 0, sizeof(*f));
-  f->name = hali_strndup(name, len);
+  f->name = dup_bytes(name, len);
   if (!f->name) return NULL;
   m->func_count++;
   return f;
@@ -158,17 +167,17 @@ hali_ir_rodata_t *hali_ir_module_add_rodata(hali_ir_module_t *m,
                                            uint64_t size) {
   if (size > ((uint64_t)1 << 40)) return NULL;
   hali_ir_rodata_t *r =
-      realloc(m->rodata, (m->rodata_count + 1) * sizeof(hali_ir_rodata_t));
+      hali_realloc(m->rodata, (m->rodata_count + 1) * sizeof(hali_ir_rodata_t));
   if (!r) return NULL;
   m->rodata = r;
   hali_ir_rodata_t *d = &m->rodata[m->rodata_count];
   memset(d, 0, sizeof(*d));
-  d->name = hali_strndup(name, len);
+  d->name = dup_bytes(name, len);
   size_t rounded = ((size_t)size + 63) & ~(size_t)63;
-  d->data = aligned_alloc(64, rounded ? rounded : 64);
+  d->data = hali_aligned_alloc(64, rounded ? rounded : 64);
   if (!d->name || !d->data) {
-    free(d->name);
-    free(d->data);
+    hali_free(d->name);
+    hali_aligned_free(d->data);
     return NULL;
   }
   memset(d->data, 0, rounded ? rounded : 64);
@@ -182,13 +191,13 @@ hali_ir_rodata_t *hali_ir_module_add_rodata(hali_ir_module_t *m,
 hali_ir_executable_t *hali_ir_module_add_executable(hali_ir_module_t *m,
                                                    const char *name,
                                                    size_t len) {
-  hali_ir_executable_t *x = realloc(
+  hali_ir_executable_t *x = hali_realloc(
       m->executables, (m->executable_count + 1) * sizeof(hali_ir_executable_t));
   if (!x) return NULL;
   m->executables = x;
   hali_ir_executable_t *e = &m->executables[m->executable_count];
   memset(e, 0, sizeof(*e));
-  e->name = hali_strndup(name, len);
+  e->name = dup_bytes(name, len);
   if (!e->name) return NULL;
   m->executable_count++;
   return e;
@@ -197,14 +206,14 @@ hali_ir_executable_t *hali_ir_module_add_executable(hali_ir_module_t *m,
 hali_ir_export_t *hali_ir_executable_add_export(hali_ir_executable_t *e,
                                                const char *name, size_t len) {
   hali_ir_export_t *x =
-      realloc(e->exports, (e->export_count + 1) * sizeof(hali_ir_export_t));
+      hali_realloc(e->exports, (e->export_count + 1) * sizeof(hali_ir_export_t));
   if (!x) return NULL;
   e->exports = x;
   hali_ir_export_t *ex = &e->exports[e->export_count];
   memset(ex, 0, sizeof(*ex));
   ex->function = UINT32_MAX;
   ex->workgroup_size[0] = ex->workgroup_size[1] = ex->workgroup_size[2] = 1;
-  ex->name = hali_strndup(name, len);
+  ex->name = dup_bytes(name, len);
   if (!ex->name) return NULL;
   e->export_count++;
   return ex;
@@ -212,7 +221,7 @@ hali_ir_export_t *hali_ir_executable_add_export(hali_ir_executable_t *e,
 
 hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
                                       uint32_t *count) {
-  hali_ir_xtype_t *x = realloc(*values, (*count + 1) * sizeof(hali_ir_xtype_t));
+  hali_ir_xtype_t *x = hali_realloc(*values, (*count + 1) * sizeof(hali_ir_xtype_t));
   if (!x) return NULL;
   *values = x;
   memset(&x[*count], 0, sizeof(x[0]));
@@ -262,7 +271,7 @@ int32_t hali_ir_module_find_func(const hali_ir_module_t *m, const char *name) {
 
 uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
                               const char *name, size_t len) {
-  hali_type_t *types = realloc(f->reg_types, (f->reg_count + 1));
+  hali_type_t *types = hali_realloc(f->reg_types, (f->reg_count + 1));
   if (!types) return UINT32_MAX;
   f->reg_types = types;
   /* A stripped function (registers but no names) stays stripped unless
@@ -271,41 +280,44 @@ uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
   if (f->reg_names || !f->reg_count || name) {
     char **names =
         f->reg_names
-            ? realloc(f->reg_names, (f->reg_count + 1) * sizeof(char *))
-            : calloc(f->reg_count + 1, sizeof(char *));
+            ? hali_realloc(f->reg_names, (f->reg_count + 1) * sizeof(char *))
+            : hali_calloc(f->reg_count + 1, sizeof(char *));
     if (!names) return UINT32_MAX;
     f->reg_names = names;
-    f->reg_names[f->reg_count] = name ? hali_strndup(name, len) : NULL;
-    if (name && !f->reg_names[f->reg_count]) return UINT32_MAX;
+    f->reg_names[f->reg_count] = NULL;
   }
   f->reg_types[f->reg_count] = type;
   if (f->reg_xtypes) {
     hali_ir_xtype_t *x =
-        realloc(f->reg_xtypes, (f->reg_count + 1) * sizeof(hali_ir_xtype_t));
+        hali_realloc(f->reg_xtypes, (f->reg_count + 1) * sizeof(hali_ir_xtype_t));
     if (!x) return UINT32_MAX;
     f->reg_xtypes = x;
     memset(&x[f->reg_count], 0, sizeof(x[0]));
   }
+  /* The name last: nothing after it can fail and leave it unowned. */
+  if (name && f->reg_names &&
+      !(f->reg_names[f->reg_count] = dup_bytes(name, len)))
+    return UINT32_MAX;
   return f->reg_count++;
 }
 
 bool hali_ir_func_set_reg_xtype(hali_ir_func_t *f, uint32_t r,
                                 const hali_ir_xtype_t *x) {
   if (!f->reg_xtypes) {
-    f->reg_xtypes = calloc(f->reg_count ? f->reg_count : 1,
+    f->reg_xtypes = hali_calloc(f->reg_count ? f->reg_count : 1,
                            sizeof(hali_ir_xtype_t));
     if (!f->reg_xtypes) return false;
   }
-  free(f->reg_xtypes[r].dims);
+  hali_free(f->reg_xtypes[r].dims);
   f->reg_xtypes[r].dims = NULL;
   return hali_ir_xtype_copy(&f->reg_xtypes[r], x);
 }
 
 bool hali_ir_func_add_attr(hali_ir_func_t *f, const char *s, size_t len) {
-  char **a = realloc(f->attrs, (f->attr_count + 1) * sizeof(char *));
+  char **a = hali_realloc(f->attrs, (f->attr_count + 1) * sizeof(char *));
   if (!a) return false;
   f->attrs = a;
-  if (!(a[f->attr_count] = hali_strndup(s, len))) return false;
+  if (!(a[f->attr_count] = dup_bytes(s, len))) return false;
   f->attr_count++;
   return true;
 }
@@ -418,7 +430,7 @@ bool hali_ir_xtype_copy(hali_ir_xtype_t *dst, const hali_ir_xtype_t *src) {
   *dst = *src;
   dst->dims = NULL;
   if (!src->rank) return true;
-  dst->dims = malloc(src->rank * sizeof(int64_t));
+  dst->dims = hali_malloc(src->rank * sizeof(int64_t));
   if (!dst->dims) {
     dst->rank = 0;
     return false;
@@ -459,13 +471,13 @@ bool hali_ir_module_is_tensor_level(const hali_ir_module_t *m) {
 hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,
                                         size_t len) {
   hali_ir_block_t *blocks =
-      realloc(f->blocks, (f->block_count + 1) * sizeof(hali_ir_block_t));
+      hali_realloc(f->blocks, (f->block_count + 1) * sizeof(hali_ir_block_t));
   if (!blocks) return NULL;
   f->blocks = blocks;
   hali_ir_block_t *b = &f->blocks[f->block_count];
   memset(b, 0, sizeof(*b));
   if (name) {
-    b->name = hali_strndup(name, len);
+    b->name = dup_bytes(name, len);
     if (!b->name) return NULL;
   }
   f->block_count++;
@@ -481,7 +493,7 @@ hali_ir_insn_t *hali_ir_block_add_insn(hali_ir_block_t *b, uint16_t op,
   memset(insn, 0, sizeof(*insn));
   insn->op = op;
   if (operand_count) {
-    insn->operands = calloc(operand_count, sizeof(hali_ir_operand_t));
+    insn->operands = hali_calloc(operand_count, sizeof(hali_ir_operand_t));
     if (!insn->operands) return NULL;
   }
   insn->operand_count = operand_count;
@@ -494,4 +506,32 @@ bool hali_name_valid(const char *s) {
   for (; *s; ++s)
     if (!hali_name_char(*s)) return false;
   return true;
+}
+
+hali_ir_global_t *hali_ir_module_add_global(hali_ir_module_t *m,
+                                           const char *name, size_t len) {
+  if (m->global_count >= UINT32_MAX / 2) return NULL;
+  hali_ir_global_t *g =
+      hali_realloc(m->globals, (m->global_count + 1) * sizeof(hali_ir_global_t));
+  if (!g) return NULL;
+  m->globals = g;
+  g = &m->globals[m->global_count];
+  memset(g, 0, sizeof(*g));
+  g->name = hali_strndup(name, len);
+  if (!g->name) return NULL;
+  m->global_count++;
+  return g;
+}
+
+int32_t hali_ir_module_find_global(const hali_ir_module_t *m,
+                                   const char *name) {
+  for (uint32_t i = 0; i < m->global_count; ++i)
+    if (strcmp(m->globals[i].name, name) == 0) return (int32_t)i;
+  return -1;
+}
+
+bool hali_ir_func_has_attr(const hali_ir_func_t *f, const char *attr) {
+  for (uint32_t i = 0; i < f->attr_count; ++i)
+    if (strcmp(f->attrs[i], attr) == 0) return true;
+  return false;
 }

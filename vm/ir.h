@@ -29,6 +29,7 @@ typedef enum hali_ir_operand_kind_e {
   HALI_IR_FUNC = 5,   /* v = function index in the module */
   HALI_IR_RODATA = 6, /* v = rodata index in the module */
   HALI_IR_EXECUTABLE = 7, /* v = executable index in the module */
+  HALI_IR_GLOBAL = 8,     /* v = global index in the module */
 } hali_ir_operand_kind_t;
 
 typedef struct hali_ir_operand_s {
@@ -269,6 +270,39 @@ typedef struct hali_ir_executable_s {
 void hali_ir_export_interface(const hali_ir_export_t *e,
                               uint32_t *out_bindings, uint32_t *out_constants);
 
+/* Module globals (doc/asm.md, "Globals"): state that lives as long as a
+ * context, one copy per context.  A global holds a register type (i32, i64,
+ * f32, f64 or a !hal ref) or, at the tensor level, a tensor.  Scalars start
+ * at |init| (immediate bits, as hali_ir_operand_t.imm) when
+ * HALI_GLOBAL_INIT is set, else at 0; refs start null. */
+enum {
+  /* Stores are allowed everywhere; without it only an initializer (a
+   * function with the attribute "initializer") may store it. */
+  HALI_GLOBAL_MUTABLE = 1u << 0,
+  /* |init| holds the initial value (scalars only). */
+  HALI_GLOBAL_INIT = 1u << 1,
+  /* A tensor global whose value comes from a parameter archive:
+   * |param_scope|::|param_key| (immutable). */
+  HALI_GLOBAL_PARAMETER = 1u << 2,
+  HALI_GLOBAL_FLAGS_ALL = (1u << 3) - 1,
+};
+
+typedef struct hali_ir_global_s {
+  char *name;
+  hali_type_t type; /* a register type, or HALI_TYPE_TENSOR */
+  uint32_t flags;   /* HALI_GLOBAL_* */
+  int64_t init;     /* with HALI_GLOBAL_INIT */
+  hali_ir_xtype_t xtype; /* a tensor global's element type and shape */
+  char *param_scope, *param_key; /* with HALI_GLOBAL_PARAMETER */
+  uint32_t line;    /* declaration line, 0 when unknown */
+} hali_ir_global_t;
+
+/* The function attribute that makes a function an initializer: run once
+ * per context, in module order, when the context is created. */
+#define HALI_ATTR_INITIALIZER "initializer"
+/* Does |f| carry the attribute |attr|? */
+bool hali_ir_func_has_attr(const hali_ir_func_t *f, const char *attr);
+
 typedef struct hali_ir_module_s {
   char *name;
   char *source; /* source file name for debug locations; may be NULL */
@@ -282,6 +316,8 @@ typedef struct hali_ir_module_s {
   hali_ir_rodata_t *rodata;
   uint32_t executable_count;
   hali_ir_executable_t *executables;
+  uint32_t global_count;
+  hali_ir_global_t *globals;
 } hali_ir_module_t;
 
 /* Is |m| (any function) written at the tensor level? */
@@ -303,6 +339,12 @@ hali_ir_rodata_t *hali_ir_module_add_rodata(hali_ir_module_t *m,
                                            const char *name, size_t len,
                                            uint8_t kind, const void *data,
                                            uint64_t size);
+
+/* Appends a zeroed global (name copied); NULL on OOM. */
+hali_ir_global_t *hali_ir_module_add_global(hali_ir_module_t *m,
+                                           const char *name, size_t len);
+int32_t hali_ir_module_find_global(const hali_ir_module_t *m,
+                                   const char *name);
 
 /* Appends a zeroed executable (name copied); NULL on OOM. */
 hali_ir_executable_t *hali_ir_module_add_executable(hali_ir_module_t *m,

@@ -268,6 +268,20 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                                       ? "tensor.wait" : "tensor.barrier");
     hali_ir_print_reg(sb, f, o[0].v);
     return;
+  case HALI_OP_TENSOR_GLOBAL_LOAD:
+    if (n < 2) break;
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_printf(sb, " = tensor.global.load @%s",
+                       o[1].v < m->global_count ? m->globals[o[1].v].name
+                                                : "?");
+    return;
+  case HALI_OP_TENSOR_GLOBAL_STORE:
+    if (n < 2) break;
+    hali_strbuf_printf(sb, "tensor.global.store @%s, ",
+                       o[0].v < m->global_count ? m->globals[o[0].v].name
+                                                : "?");
+    hali_ir_print_reg(sb, f, o[1].v);
+    return;
   case HALI_OP_TENSOR_EXECUTE:
     hali_strbuf_append(sb, "execute {", 9);
     return;
@@ -349,6 +363,11 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     case HALI_ROLE_RODATA:
       hali_strbuf_printf(sb, "@%s", o->v < m->rodata_count
                                          ? m->rodata[o->v].name
+                                         : "?");
+      break;
+    case HALI_ROLE_GLOBAL:
+      hali_strbuf_printf(sb, "@%s", o->v < m->global_count
+                                         ? m->globals[o->v].name
                                          : "?");
       break;
     case HALI_ROLE_STRING:
@@ -489,6 +508,30 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
                                          (64 - 8 * es));
     }
     hali_strbuf_append(&sb, "]\n", 2);
+  }
+  if (m->global_count) hali_strbuf_append(&sb, "\n", 1);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    hali_strbuf_printf(&sb, "global @%s : ", g->name);
+    if (g->type == HALI_TYPE_TENSOR) hali_ir_xtype_print(&sb, &g->xtype);
+    else hali_strbuf_printf(&sb, "%s", hali_type_name(g->type));
+    if (g->flags & HALI_GLOBAL_MUTABLE) hali_strbuf_append(&sb, " mutable", 8);
+    if (g->flags & HALI_GLOBAL_INIT) {
+      hali_strbuf_append(&sb, " = ", 3);
+      print_imm(&sb, g->type, g->init);
+    } else if (g->flags & HALI_GLOBAL_PARAMETER) {
+      hali_strbuf_append(&sb, " = parameter ", 13);
+      print_string(&sb, g->param_scope ? g->param_scope : "",
+                   (uint32_t)strlen(g->param_scope ? g->param_scope : ""));
+      hali_strbuf_append(&sb, " :: ", 4);
+      print_string(&sb, g->param_key ? g->param_key : "",
+                   (uint32_t)strlen(g->param_key ? g->param_key : ""));
+      if (g->type != HALI_TYPE_TENSOR) { /* lowered: the buffer's type */
+        hali_strbuf_append(&sb, " : ", 3);
+        hali_ir_xtype_print(&sb, &g->xtype);
+      }
+    }
+    hali_strbuf_append(&sb, "\n", 1);
   }
   for (uint32_t i = 0; i < m->executable_count; ++i)
     print_executable(&sb, m, &m->executables[i], show_layouts);

@@ -13,9 +13,17 @@ static hali_op_info_t hali_ops[HALI_OP_COUNT] = {
 };
 
 static pthread_once_t hali_ops_once = PTHREAD_ONCE_INIT;
-/* Op name -> opcode, built once with the descriptions (hali_op_lookup);
- * left empty if memory ran out, and then the lookup scans the table. */
-static hali_strmap_t hali_op_names;
+/* Op name -> opcode, built once with the descriptions (hali_op_lookup).
+ * Its table is static, sized so that it never grows: the library holds no
+ * heap memory between calls (hali_host_allocations_live can reach 0, and
+ * the host allocator can change).  Should an insert still fail, the lookup
+ * scans the op table. */
+#define HALI_OP_NAME_SLOTS 2048u
+_Static_assert(HALI_OP_COUNT * 2u < HALI_OP_NAME_SLOTS,
+               "the op-name table must stay under half full");
+static hali_strmap_slot_t hali_op_name_slots[HALI_OP_NAME_SLOTS];
+static hali_strmap_t hali_op_names = {hali_op_name_slots, HALI_OP_NAME_SLOTS,
+                                      0, 0};
 static bool hali_op_names_ok;
 /* Set (release) once hali_ops_init has run. */
 static atomic_bool hali_ops_ready;
@@ -72,7 +80,6 @@ static void hali_ops_init(void) {
     if (hali_strmap_insert(&hali_op_names, hali_ops[op].name,
                            strlen(hali_ops[op].name), op) != op)
       hali_op_names_ok = false;
-  if (!hali_op_names_ok) hali_strmap_free(&hali_op_names);
   for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
     hali_op_info_t *info = &hali_ops[op];
     const char *p = info->signature;

@@ -34,6 +34,9 @@ typedef enum hali_role_e {
   HALI_ROLE_FUNC = 'f',
   HALI_ROLE_RODATA = 'd',
   HALI_ROLE_EXECUTABLE = 'e',
+  /* A module global (type letter: the global's type; 'R' any ref global,
+   * whose type must then equal the register's). */
+  HALI_ROLE_GLOBAL = 'g',
   HALI_ROLE_VARIADIC = 'v',
   /* A register read whose storage the op writes in place (the target of
    * tensor.overwrite): not a write of the register, not a read of its

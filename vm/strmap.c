@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "vm/strmap.h"
+#include "base/alloc.h"
 
 /* FNV-1a over the bytes, then a final mix so that the low bits (the slot
  * index) depend on every byte: names such as %r1 ... %r99999 differ only
@@ -20,7 +21,7 @@ static uint32_t strmap_hash(const char *key, size_t len) {
 }
 
 void hali_strmap_free(hali_strmap_t *m) {
-  free(m->slots);
+  hali_free(m->slots);
   memset(m, 0, sizeof(*m));
 }
 
@@ -62,7 +63,7 @@ bool hali_strmap_reserve(hali_strmap_t *m, uint32_t n) {
   if (cap == m->capacity) return true;
   hali_strmap_slot_t *old = m->slots;
   uint32_t old_cap = m->capacity;
-  m->slots = calloc(cap, sizeof(m->slots[0]));
+  m->slots = hali_calloc(cap, sizeof(m->slots[0]));
   if (!m->slots) {
     m->slots = old;
     return false;
@@ -71,7 +72,7 @@ bool hali_strmap_reserve(hali_strmap_t *m, uint32_t n) {
   for (uint32_t i = 0; i < old_cap; ++i)
     if (old[i].key)
       *strmap_slot(m, old[i].key, old[i].len, old[i].hash, &m->probes) = old[i];
-  free(old);
+  hali_free(old);
   return true;
 }
 

@@ -1,5 +1,6 @@
 /* hali — tracing (see vm/trace.h). */
 #include "vm/trace.h"
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "hal/stop.h"
 
@@ -33,15 +34,15 @@ hali_status_t hali_trace_create(const hali_trace_options_t *o,
                           "tracing was compiled out of this build "
                           "(configured with --disable-tracing)");
 #endif
-  hali_trace_t *t = calloc(1, sizeof(*t));
+  hali_trace_t *t = hali_calloc(1, sizeof(*t));
   if (!t) return hali_status_oom();
   t->o = *o;
   if (!t->o.out) t->o.out = stderr;
   if (!t->o.max_values) t->o.max_values = 8;
   if (o->filter) {
-    t->filter = strdup(o->filter);
+    t->filter = hali_strdup(o->filter);
     if (!t->filter) {
-      free(t);
+      hali_free(t);
       return hali_status_oom();
     }
   }
@@ -64,8 +65,8 @@ void hali_trace_free(hali_trace_t *t) {
     fflush(t->o.out);
   }
   pthread_mutex_destroy(&t->mutex);
-  free(t->filter);
-  free(t);
+  hali_free(t->filter);
+  hali_free(t);
 }
 
 #if HALI_TRACING
@@ -96,7 +97,7 @@ void hali_trace_printf(hali_trace_t *t, const char *fmt, ...) {
   va_end(ap);
   char *line = hali_strbuf_take(&sb);
   if (line) emit(t, line);
-  free(line);
+  hali_free(line);
 }
 
 /* Writes |s| as the body of a JSON string. */
@@ -128,7 +129,7 @@ void hali_trace_slice(hali_trace_t *t, const char *name, const char *cat,
   hali_strbuf_append(&sb, "}", 1);
   char *text = hali_strbuf_take(&sb);
   if (text) emit(t, text);
-  free(text);
+  hali_free(text);
 }
 
 static int64_t tracer_now(void *user) { return hali_trace_now(user); }
@@ -295,7 +296,7 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
     if (prev) format_operands(t, st, fr, prev, true, &out);
     char *o = hali_strbuf_take(&out);
     if (o && o[0]) hali_trace_printf(t, "[vm]   -> %s", o);
-    free(o);
+    hali_free(o);
     fr->trace_pending = NULL;
   }
   const hali_ir_insn_t *insn = hali_vm_func_insn(fr->fn, pc);
@@ -311,10 +312,10 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   format_operands(t, st, fr, insn, false, &in);
   char *i = hali_strbuf_take(&in);
   if (i && i[0]) hali_strbuf_printf(&sb, "  ; %s", i);
-  free(i);
+  hali_free(i);
   char *line = hali_strbuf_take(&sb);
   if (line) hali_trace_printf(t, "%s", line);
-  free(line);
+  hali_free(line);
   if (pc->i.op >= HALI_OP_COUNT) {
     /* A compare fused with its cond_br: the branch is the next IR
      * instruction of the block. */
@@ -327,7 +328,7 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
     hali_ir_print_insn(&br, m->ir, fr->fn->ir, &insn[1]);
     char *b = hali_strbuf_take(&br);
     if (b) hali_trace_printf(t, "%s", b);
-    free(b);
+    hali_free(b);
   }
   fr->trace_pending = pc;
   return HALI_OK;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "vm/verify_int.h"
+#include "base/alloc.h"
 
 hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   char msg[512];
@@ -35,7 +36,7 @@ hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   hali_status_t s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                                      "%s: %s: %s", v->mode ? v->mode : "verify",
                                      where ? where : "?", msg);
-  free(where);
+  hali_free(where);
   return s;
 }
 
@@ -69,6 +70,43 @@ static hali_status_t check_block(const vctx_t *v, uint32_t i) {
   if (o->v >= v->f->block_count)
     return hali_verr(v, "operand %u: block %u out of range (function has %u)",
                      i, o->v, v->f->block_count);
+  return HALI_OK;
+}
+
+/* Operand |i| of a global.load / global.store names a global of the op's
+ * type (a ref op: of the register's type); a store names a mutable global
+ * or stands in an initializer. */
+static hali_status_t check_global(const vctx_t *v, const hali_op_info_t *info,
+                                  uint32_t i) {
+  const hali_ir_operand_t *o = &v->insn->operands[i];
+  const hali_ir_module_t *m = v->m;
+  if (o->kind != HALI_IR_GLOBAL || o->v >= m->global_count)
+    return hali_verr(v, "operand %u: global %u out of range (module has %u)",
+                     i, o->v, m->global_count);
+  const hali_ir_global_t *g = &m->globals[o->v];
+  hali_type_t want = info->operands[i].type;
+  /* The register operand: the other one (proven a register above or
+   * below; read its type only when it is one in range). */
+  uint32_t ri = i == 0 ? 1 : 0;
+  const hali_ir_operand_t *ro = &v->insn->operands[ri];
+  hali_type_t rt = ro->kind == HALI_IR_REG && ro->v < v->f->reg_count
+                       ? v->f->reg_types[ro->v]
+                       : HALI_TYPE_NONE;
+  if (want == HALI_TYPE_ANY_REF ? g->type != rt || !hali_type_is_ref(rt)
+                                : g->type != want)
+    return hali_verr(v, "global @%s is %s, but %s %s %s", g->name,
+                     hali_type_name(g->type), info->name,
+                     want == HALI_TYPE_ANY_REF ? "moves" : "takes",
+                     want == HALI_TYPE_ANY_REF ? hali_type_name(rt)
+                                               : hali_type_name(want));
+  bool store = info->operands[0].role == HALI_ROLE_GLOBAL;
+  if (store && !(g->flags & HALI_GLOBAL_MUTABLE) &&
+      !hali_ir_func_has_attr(v->f, HALI_ATTR_INITIALIZER))
+    return hali_verr(v,
+                     "stores immutable global @%s: only an initializer "
+                     "(attributes [\"initializer\"]) may store it; declare "
+                     "it 'mutable' to store it elsewhere",
+                     g->name);
   return HALI_OK;
 }
 
@@ -163,6 +201,9 @@ static hali_status_t verify_insn(const vctx_t *v) {
                          "operand %u: rodata %u out of range (module has %u)",
                          i, o->v, v->m->rodata_count);
       break;
+    case HALI_ROLE_GLOBAL:
+      HALI_RETURN_IF_ERROR_PLAIN(check_global(v, info, i));
+      break;
     default: return hali_verr(v, "internal: bad operand role '%c'", d->role);
     }
   }
@@ -174,6 +215,86 @@ static hali_status_t verify_insn(const vctx_t *v) {
       HALI_RETURN_IF_ERROR_PLAIN(
           info->tail == 'b' ? check_block(v, i)
                             : hali_verify_check_reg(v, i, info->tail_type));
+  }
+  return HALI_OK;
+}
+
+hali_status_t hali_verify_globals(const vctx_t *vp, bool tensor_ok) {
+  vctx_t v = *vp;
+  v.f = NULL;
+  v.insn = NULL;
+  const hali_ir_module_t *m = v.m;
+  hali_strmap_clear(v.names);
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    if (!g->name || !hali_name_valid(g->name))
+      return hali_verr(&v, "global %u has the name \"%s\", which is not a "
+                           "valid name", i, g->name ? g->name : "");
+    uint32_t k = hali_strmap_insert(v.names, g->name, strlen(g->name), i);
+    if (k == HALI_STRMAP_NONE)
+      return hali_status_annotate(hali_status_oom(), "verifying the module");
+    if (k != i) return hali_verr(&v, "global @%s defined twice", g->name);
+    if (g->flags & ~(uint32_t)HALI_GLOBAL_FLAGS_ALL)
+      return hali_verr(&v, "global @%s has unknown flags 0x%x", g->name,
+                       g->flags);
+    if (g->type == HALI_TYPE_TENSOR) {
+      if (!tensor_ok)
+        return hali_verr(&v,
+                         "global @%s is a tensor: tensor globals are lowered "
+                         "by the load-time passes before a module runs",
+                         g->name);
+      if (g->flags & HALI_GLOBAL_INIT)
+        return hali_verr(&v, "tensor global @%s has a scalar initial value",
+                         g->name);
+      if (hali_ir_xtype_dynamic_dims(&g->xtype))
+        return hali_verr(&v, "tensor global @%s must have a static shape",
+                         g->name);
+      if ((g->flags & HALI_GLOBAL_PARAMETER) &&
+          ((g->flags & HALI_GLOBAL_MUTABLE) || !g->param_scope ||
+           !g->param_key))
+        return hali_verr(&v,
+                         "parameter global @%s must be immutable and name a "
+                         "scope and a key",
+                         g->name);
+      continue;
+    }
+    if (!hali_type_is_valid(g->type))
+      return hali_verr(&v, "global @%s has unknown type code %u", g->name,
+                       g->type);
+    /* Lowered, a parameter global is the !hal.buffer the context fills
+     * from its parameters (stream-to-hal keeps its shape for the check). */
+    if ((g->flags & HALI_GLOBAL_PARAMETER) &&
+        (g->type != HALI_TYPE_BUFFER || (g->flags & HALI_GLOBAL_MUTABLE) ||
+         !g->param_scope || !g->param_key || g->xtype.type != HALI_TYPE_NONE ||
+         !g->xtype.element_type || hali_ir_xtype_dynamic_dims(&g->xtype)))
+      return hali_verr(&v,
+                       "global @%s: only a tensor global (or, lowered, an "
+                       "immutable !hal.buffer with its shape) is a parameter",
+                       g->name);
+    if ((g->flags & HALI_GLOBAL_INIT) && hali_type_is_ref(g->type))
+      return hali_verr(&v, "ref global @%s cannot have an initial value",
+                       g->name);
+    if (!(g->flags & HALI_GLOBAL_INIT) && g->init)
+      return hali_verr(&v, "global @%s has an initial value but no INIT flag",
+                       g->name);
+    if (g->type == HALI_TYPE_I32 && g->init != (int32_t)g->init)
+      return hali_verr(&v, "global @%s: initial value does not fit in i32",
+                       g->name);
+    if (g->type == HALI_TYPE_F32 && (uint64_t)g->init >> 32)
+      return hali_verr(&v, "global @%s: f32 initial value has high bits set",
+                       g->name);
+  }
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    const hali_ir_func_t *f = &m->funcs[i];
+    if (!hali_ir_func_has_attr(f, HALI_ATTR_INITIALIZER)) continue;
+    v.f = f;
+    if (f->flags & HALI_FUNC_IMPORT)
+      return hali_verr(&v, "an initializer cannot be an import");
+    if (f->param_count || f->result_count)
+      return hali_verr(&v,
+                       "an initializer takes no arguments and returns "
+                       "nothing (this one takes %u and returns %u)",
+                       f->param_count, f->result_count);
   }
   return HALI_OK;
 }
@@ -259,7 +380,7 @@ typedef struct {
 static bool da_push(void **p, size_t *n, size_t *cap, size_t size) {
   if (*n < *cap) return true;
   size_t c = *cap ? 2 * *cap : 256;
-  void *q = realloc(*p, c * size);
+  void *q = hali_realloc(*p, c * size);
   if (!q) return false;
   *p = q;
   *cap = c;
@@ -299,9 +420,9 @@ static bool da_lists_begin(da_lists_t *l, const hali_ir_func_t *f) {
   bool wrap = (uint64_t)l->base + f->block_count + 1 > UINT32_MAX;
   if (f->reg_count > l->reg_cap || wrap) {
     uint32_t cap = f->reg_count > l->reg_cap ? f->reg_count : l->reg_cap;
-    uint32_t *w = realloc(l->wstamp, (cap ? cap : 1) * sizeof(uint32_t));
+    uint32_t *w = hali_realloc(l->wstamp, (cap ? cap : 1) * sizeof(uint32_t));
     if (w) l->wstamp = w;
-    uint32_t *r = w ? realloc(l->rstamp, (cap ? cap : 1) * sizeof(uint32_t))
+    uint32_t *r = w ? hali_realloc(l->rstamp, (cap ? cap : 1) * sizeof(uint32_t))
                     : NULL;
     if (r) l->rstamp = r;
     if (!w || !r) return false;
@@ -313,9 +434,9 @@ static bool da_lists_begin(da_lists_t *l, const hali_ir_func_t *f) {
   }
   if (f->block_count + 1 > l->block_cap) {
     uint32_t cap = f->block_count + 1;
-    uint32_t *g = realloc(l->gen_start, cap * sizeof(uint32_t));
+    uint32_t *g = hali_realloc(l->gen_start, cap * sizeof(uint32_t));
     if (g) l->gen_start = g;
-    uint32_t *e = g ? realloc(l->exposed_start, cap * sizeof(uint32_t)) : NULL;
+    uint32_t *e = g ? hali_realloc(l->exposed_start, cap * sizeof(uint32_t)) : NULL;
     if (e) l->exposed_start = e;
     if (!g || !e) return false;
     l->block_cap = cap;
@@ -329,12 +450,12 @@ static void da_lists_end(da_lists_t *l, const hali_ir_func_t *f) {
 }
 
 static void da_lists_free(da_lists_t *l) {
-  free(l->wstamp);
-  free(l->rstamp);
-  free(l->gen);
-  free(l->gen_start);
-  free(l->exposed);
-  free(l->exposed_start);
+  hali_free(l->wstamp);
+  hali_free(l->rstamp);
+  hali_free(l->gen);
+  hali_free(l->gen_start);
+  hali_free(l->exposed);
+  hali_free(l->exposed_start);
 }
 
 typedef struct verify_scratch_s {
@@ -345,7 +466,7 @@ typedef struct verify_scratch_s {
 
 static void verify_scratch_free(verify_scratch_t *sc) {
   da_lists_free(&sc->lists);
-  free(sc->buf);
+  hali_free(sc->buf);
 }
 
 /* Definite assignment: a forward "must" dataflow over blocks.  in[entry] =
@@ -379,7 +500,7 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   size_t need = n64 * 8 + n32 * 4 + 2 * (size_t)nb;
   verify_scratch_t *sc = v->scratch;
   if (need > sc->cap) {
-    void *buf = realloc(sc->buf, need);
+    void *buf = hali_realloc(sc->buf, need);
     if (!buf)
       return hali_status_annotate(hali_status_oom(), "verifying the module");
     sc->buf = buf;
@@ -607,7 +728,7 @@ static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
           "block %s is empty: every block must end in a terminator (br, "
           "cond_br, switch, return or fail)",
           bn ? bn : "?");
-      free(bn);
+      hali_free(bn);
       return s;
     }
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
@@ -682,6 +803,7 @@ static hali_status_t verify_module(vctx_t *vp) {
                          e->name, e->exports[k].name, e->exports[k].function,
                          m->func_count);
   }
+  HALI_RETURN_IF_ERROR_PLAIN(hali_verify_globals(&v, false));
   hali_strmap_clear(v.names);
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];

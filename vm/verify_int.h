@@ -33,4 +33,10 @@ HALI_MUST_USE hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...)
 HALI_MUST_USE hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
                                                   hali_type_t want);
 
+/* The module's globals: names valid and unique, types, flags and initial
+ * values consistent; tensor globals only when |tensor_ok| (before the
+ * passes).  Functions marked as initializers take and return nothing. */
+HALI_MUST_USE hali_status_t hali_verify_globals(const vctx_t *v,
+                                                bool tensor_ok);
+
 #endif /* HALI_VM_VERIFY_INT_H */

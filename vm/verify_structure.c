@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "hal/buffer_view.h"
+#include "base/alloc.h"
 #include "vm/verify_int.h"
 
 /* ------------------------------------------------------------------------ */
@@ -97,8 +98,8 @@ static hali_status_t s_same_shape(const vctx_t *v, uint32_t a, uint32_t b,
     char *ta = hali_strbuf_take(&sa), *tb = hali_strbuf_take(&sb);
     hali_status_t s = hali_verr(v, "%s: operand %u is %s but operand %u is %s",
                                 what, a, ta ? ta : "?", b, tb ? tb : "?");
-    free(ta);
-    free(tb);
+    hali_free(ta);
+    hali_free(tb);
     return s;
   }
   return HALI_OK;
@@ -221,6 +222,14 @@ static hali_status_t s_fixed(const vctx_t *v, const hali_op_info_t *info) {
         return hali_verr(v, "operand %u must be rodata of the module's %u", i,
                          v->m->rodata_count);
       break;
+    case HALI_ROLE_GLOBAL:
+      if (insn->operands[i].kind != HALI_IR_GLOBAL ||
+          insn->operands[i].v >= v->m->global_count ||
+          v->m->globals[insn->operands[i].v].type != HALI_TYPE_TENSOR)
+        return hali_verr(v, "operand %u must be a tensor global of the "
+                            "module's %u globals",
+                         i, v->m->global_count);
+      break;
     default:
       return hali_verr(v, "internal: operand %u of role '%c'", i, d->role);
     }
@@ -245,6 +254,24 @@ static hali_status_t s_tensor_insn(const vctx_t *v,
     if (hali_ir_xtype_dynamic_dims(s_shape(v, 0)))
       return hali_verr(v, "a constant's shape must be static");
     return HALI_OK;
+  case HALI_OP_TENSOR_GLOBAL_LOAD:
+  case HALI_OP_TENSOR_GLOBAL_STORE: {
+    bool load = insn->op == HALI_OP_TENSOR_GLOBAL_LOAD;
+    const hali_ir_global_t *g = &v->m->globals[insn->operands[load ? 1 : 0].v];
+    if (!hali_ir_xtype_equal(s_shape(v, load ? 0 : 1), &g->xtype))
+      return hali_verr(v, "the tensor's type is not global @%s's", g->name);
+    if (!load && !(g->flags & HALI_GLOBAL_MUTABLE) &&
+        !hali_ir_func_has_attr(v->f, HALI_ATTR_INITIALIZER))
+      return hali_verr(v,
+                       "stores immutable global @%s: only an initializer "
+                       "(attributes [\"initializer\"]) may store it; "
+                       "declare it 'mutable' to store it elsewhere",
+                       g->name);
+    if (!load && (g->flags & HALI_GLOBAL_PARAMETER))
+      return hali_verr(v, "stores parameter global @%s (its value is the "
+                          "archive's)", g->name);
+    return HALI_OK;
+  }
   case HALI_OP_TENSOR_CLONE:
   case HALI_OP_TENSOR_OVERWRITE:
     return s_same_shape(v, 0, 1,
@@ -273,6 +300,7 @@ static hali_status_t s_plain_insn(const vctx_t *v) {
     case HALI_IR_STRING: limit = m->string_count; what = "string"; break;
     case HALI_IR_FUNC: limit = m->func_count; what = "function"; break;
     case HALI_IR_RODATA: limit = m->rodata_count; what = "rodata"; break;
+    case HALI_IR_GLOBAL: limit = m->global_count; what = "global"; break;
     case HALI_IR_EXECUTABLE:
       limit = m->executable_count;
       what = "executable";
@@ -291,6 +319,22 @@ static hali_status_t s_plain_insn(const vctx_t *v) {
   if (insn->op == HALI_OP_RETURN && insn->operand_count != v->f->result_count)
     return hali_verr(v, "returns %u value(s), function returns %u",
                      insn->operand_count, v->f->result_count);
+  /* Tensor-level types are rewritten by the passes (index -> i64), after
+   * which a mismatch would go unseen: the assembler's rule, here. */
+  for (uint32_t k = 0; insn->op == HALI_OP_RETURN && k < insn->operand_count;
+       ++k) {
+    const hali_ir_operand_t *o = &insn->operands[k];
+    hali_type_t want = v->f->results[k];
+    hali_type_t got = o->kind == HALI_IR_REG ? v->f->reg_types[o->v]
+                                             : HALI_TYPE_NONE;
+    bool level = want == HALI_TYPE_INDEX || want == HALI_TYPE_TENSOR ||
+                 got == HALI_TYPE_INDEX || got == HALI_TYPE_TENSOR;
+    if (level && got != want)
+      return hali_verr(v, "return value %u is %s, the function returns %s",
+                       k, o->kind == HALI_IR_REG ? hali_type_name(got)
+                                                 : "not a register",
+                       hali_type_name(want));
+  }
   return HALI_OK;
 }
 
@@ -400,6 +444,19 @@ hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
             arg ? a : a - x->param_count));
       }
     }
+  }
+  for (uint32_t i = 0; i < m->global_count; ++i) {
+    const hali_ir_global_t *g = &m->globals[i];
+    if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
+      HALI_RETURN_IF_ERROR_PLAIN(check_xtype(&v, &g->xtype, "global", i));
+  }
+  if (m->global_count) {
+    hali_strmap_t names = {0};
+    v.names = &names;
+    hali_status_t s = hali_verify_globals(&v, true);
+    hali_strmap_free(&names);
+    v.names = NULL;
+    if (s) return s;
   }
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "vm/vm.h"
+#include "base/alloc.h"
 
 
 void hali_value_release(hali_value_t *v) {
@@ -16,7 +17,7 @@ void hali_value_release(hali_value_t *v) {
 
 hali_status_t hali_vm_stack_create(uint32_t max_depth, hali_vm_stack_t **out) {
   *out = NULL;
-  hali_vm_stack_t *st = calloc(1, sizeof(*st));
+  hali_vm_stack_t *st = hali_calloc(1, sizeof(*st));
   if (!st) return hali_status_oom();
   st->max_depth = max_depth ? max_depth : HALI_VM_DEFAULT_MAX_DEPTH;
   atomic_init(&st->interrupt, false);
@@ -25,7 +26,7 @@ hali_status_t hali_vm_stack_create(uint32_t max_depth, hali_vm_stack_t **out) {
    * offset even when a function has no registers of a bank. */
   hali_status_t s = hali_vm_stack_reserve(st, 1, 1);
   if (s) {
-    free(st);
+    hali_vm_stack_free(st); /* the scalar bank may exist already */
     return s;
   }
   *out = st;
@@ -35,10 +36,10 @@ hali_status_t hali_vm_stack_create(uint32_t max_depth, hali_vm_stack_t **out) {
 void hali_vm_stack_free(hali_vm_stack_t *st) {
   if (!st) return;
   hali_vm_stack_reset(st);
-  free(st->scalars);
-  free(st->refs);
-  free(st->frames);
-  free(st);
+  hali_free(st->scalars);
+  hali_free(st->refs);
+  hali_free(st->frames);
+  hali_free(st);
 }
 
 hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
@@ -46,7 +47,7 @@ hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
   if (scalar_top > st->scalar_capacity) {
     uint32_t cap = st->scalar_capacity ? st->scalar_capacity : 16;
     while (cap < scalar_top) cap *= 2;
-    hali_slot_t *s = realloc(st->scalars, cap * sizeof(hali_slot_t));
+    hali_slot_t *s = hali_realloc(st->scalars, cap * sizeof(hali_slot_t));
     if (!s)
       return hali_status_annotate(
           hali_status_oom(), "growing the register stack to %u slots",
@@ -57,7 +58,7 @@ hali_status_t hali_vm_stack_reserve(hali_vm_stack_t *st, uint32_t scalar_top,
   if (ref_top > st->ref_capacity) {
     uint32_t cap = st->ref_capacity ? st->ref_capacity : 8;
     while (cap < ref_top) cap *= 2;
-    hali_ref_t **r = realloc(st->refs, cap * sizeof(hali_ref_t *));
+    hali_ref_t **r = hali_realloc(st->refs, cap * sizeof(hali_ref_t *));
     if (!r)
       return hali_status_annotate(hali_status_oom(), "growing the ref stack");
     /* Ref slots above the live frames are kept NULL so that a new frame
@@ -86,7 +87,7 @@ hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st) {
   if (st->depth == st->frame_capacity) {
     uint32_t cap = st->frame_capacity ? st->frame_capacity * 2 : 4;
     if (cap > max_depth) cap = max_depth;
-    hali_vm_frame_t *f = realloc(st->frames, cap * sizeof(*f));
+    hali_vm_frame_t *f = hali_realloc(st->frames, cap * sizeof(*f));
     if (!f)
       return hali_status_annotate(hali_status_oom(), "growing the call stack");
     st->frames = f;

@@ -8,6 +8,7 @@
 #ifndef HALI_VM_VM_H
 #define HALI_VM_VM_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -81,6 +82,23 @@ void hali_vm_module_retain(hali_vm_module_t *m);
 /* Drops a reference; the last one frees the module.  Any thread. */
 void hali_vm_module_release(hali_vm_module_t *m);
 
+/* A module's globals in one context (doc/asm.md, "Globals"): one value
+ * per module global, set to its initial value when the link is created.
+ * Scalar loads and stores are atomic (relaxed); ref globals are read and
+ * replaced under |lock|, so that a load's retain never races a store's
+ * release.  Nothing else orders accesses from concurrent invocations. */
+typedef struct hali_vm_globals_s {
+  pthread_mutex_t lock;
+  uint32_t count;
+  _Atomic uint64_t *bits; /* per global: scalar bits (unused for refs) */
+  hali_ref_t **refs;      /* per global: retained ref or NULL */
+} hali_vm_globals_t;
+
+/* Storage for the globals of |ir| at their initial values; NULL on OOM. */
+hali_vm_globals_t *hali_vm_globals_create(const hali_ir_module_t *ir);
+/* Releases every ref held and frees |g|. */
+void hali_vm_globals_free(hali_vm_globals_t *g);
+
 /* A module's link table in one context: what the context loaded and bound
  * for it.  Owned by whoever links (the C API's context); the interpreter
  * reaches it through the running frame (hali_vm_frame_t.link), never through
@@ -95,6 +113,10 @@ typedef struct hali_vm_link_s {
   struct hali_hal_executable_t **executables;
   /* One per function (used only for imports); NULL in |unlinked|. */
   hali_vm_import_t *imports;
+  /* The module's globals in this context (owned; never NULL).  A module
+   * run unlinked (hali_vm_invoke) keeps one set in its |unlinked| link,
+   * shared by every such call. */
+  hali_vm_globals_t *globals;
 } hali_vm_link_t;
 
 /* A link table for |m| (retained) with nothing loaded or bound. */
@@ -116,6 +138,13 @@ HALI_MUST_USE hali_status_t hali_vm_link_check_imports(const hali_vm_link_t *l);
 hali_status_t hali_vm_call_import(const hali_vm_link_t *link,
                                   const hali_cell_t *pc, hali_slot_t *regs,
                                   hali_ref_t **refs);
+
+/* Runs each function of |link|'s module marked ["initializer"], in module
+ * order, on |st| (what hali_context_create does through its scheduler,
+ * for programs that drive the VM directly).  The first failure is
+ * returned, annotated with the initializer's name. */
+HALI_MUST_USE hali_status_t hali_vm_link_run_initializers(
+    hali_vm_stack_t *st, const hali_vm_link_t *link);
 
 /* The function named |name|, or NULL. */
 const hali_vm_func_t *hali_vm_module_lookup(const hali_vm_module_t *m,

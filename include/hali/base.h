@@ -90,7 +90,7 @@ HALI_API const char *hali_status_message(hali_status_t status);
 HALI_API size_t hali_status_annotation_count(hali_status_t status);
 HALI_API const char *hali_status_annotation(hali_status_t status, size_t i);
 /* "CODE_NAME: message" followed by "\n  annotation" lines.  Returns a
- * malloc'ed string the caller frees. */
+ * string the caller releases with hali_free() (NULL when out of memory). */
 HALI_API char *hali_status_to_string(hali_status_t status);
 HALI_API const char *hali_status_code_name(hali_status_code_t code);
 /* Frees |status|; NULL is fine. */
@@ -98,6 +98,29 @@ HALI_API void hali_status_free(hali_status_t status);
 /* Frees |status| and reports whether it had |code|. Handy in tests. */
 HALI_API int hali_status_consume_code(hali_status_t status,
                                       hali_status_code_t code);
+
+/* Host memory.  Every allocation the library makes -- modules, statuses,
+ * fibers, command buffers, strings it returns -- goes through one
+ * function that a host may replace, as Lua's lua_Alloc does:
+ * |fn|(user, NULL, n) allocates n bytes (n > 0), |fn|(user, p, n) resizes
+ * p to n bytes keeping its contents (NULL on failure, p untouched), and
+ * |fn|(user, p, 0) frees p (the result is ignored).  Blocks must be
+ * aligned as malloc's are.  |fn| is called from any thread that allocates,
+ * so it must be thread-safe.  NULL restores the C library.
+ *
+ * The allocator can change only while no block it handed out is live
+ * (FAILED_PRECONDITION otherwise): set it before creating anything. Device
+ * buffers come from the instance's allocator hooks instead
+ * (hali_instance_options_t). */
+typedef void *(*hali_host_realloc_fn_t)(void *user, void *ptr, size_t size);
+HALI_API HALI_MUST_USE hali_status_t
+hali_set_host_allocator(hali_host_realloc_fn_t fn, void *user);
+/* Blocks of host memory the library holds right now (0 once everything
+ * is released: a leak check that needs no tool). */
+HALI_API size_t hali_host_allocations_live(void);
+/* Frees memory the API hands out malloc-style (hali_status_to_string,
+ * hali_module_write_binary, hali_module_print_file, ...).  NULL is fine. */
+HALI_API void hali_free(void *ptr);
 
 #define HALI_RETURN_IF_ERROR(expr, ...)                                        \
   do {                                                                         \

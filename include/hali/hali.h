@@ -83,6 +83,7 @@ typedef struct hali_module_s hali_module_t;
 typedef struct hali_context_s hali_context_t;
 typedef struct hali_function_s hali_function_t;
 typedef struct hali_invocation_s hali_invocation_t;
+typedef struct hali_parameters_s hali_parameters_t;
 /* HAL objects, shared with modules' !hal.buffer_view and !hal.fence. */
 typedef struct hali_hal_buffer_view_t hali_buffer_view_t;
 typedef struct hali_hal_fence_t hali_fence_t;
@@ -244,6 +245,11 @@ typedef struct hali_context_params_s {
   FILE *trace_file;
   /* Buffer view elements shown in trace lines; 0 = the default (8). */
   size_t trace_max_values;
+  /* Weight files for the modules' `parameter "scope"::"key"` globals
+   * (hali_parameters_create); NULL = none.  Borrowed by the call: the
+   * context (and an instance, for its default_context_params) retains it,
+   * and from then on no file may be added to it. */
+  hali_parameters_t *parameters;
 } hali_context_params_t;
 
 /* No limits, no tracing. */
@@ -471,8 +477,8 @@ HALI_API const char *hali_module_function_name(const hali_module_t *module,
 /* Serialises |module| as written (before the load-time passes) into .hbc
  * bytes that load back to the same module (doc/format.md).  With |strip|
  * the names and source lines are left out (errors and traces then show
- * positions only).  |*out_data| is malloc'ed: the caller frees it with
- * free(). */
+ * positions only).  |*out_data| is the caller's, to release with
+ * hali_free(). */
 HALI_API HALI_MUST_USE hali_status_t hali_module_write_binary(
     const hali_module_t *module, bool strip, void **out_data,
     size_t *out_size);
@@ -495,7 +501,7 @@ typedef struct hali_module_print_options_s {
 } hali_module_print_options_t;
 
 /* Prints the module file |path| (.hasm or .hbc) as .hasm text into
- * |*out_text| (malloc'ed; the caller frees it with free()).  As written,
+ * |*out_text| (the caller's, to release with hali_free()).  As written,
  * the text assembles back to the same binary; it is printed only when
  * the module loads (passes and verifier, as for hali_module_load_file).
  * |options| may be NULL (as written, with locations).  Errors name the
@@ -505,8 +511,8 @@ HALI_API HALI_MUST_USE hali_status_t hali_module_print_file(
     char **out_text);
 
 /* The instruction set reference (markdown, doc/isa.md), generated from
- * the op table; malloc'ed (the caller frees it), NULL when out of
- * memory. */
+ * the op table; the caller releases it with hali_free(), NULL when out
+ * of memory. */
 HALI_API char *hali_instruction_set_markdown(void);
 
 /* ======================================================================== */
@@ -630,6 +636,65 @@ HALI_API void hali_invocation_cancel(hali_invocation_t *invocation);
 /* The host is done with it; a pending invocation still runs to the end
  * (or is cancelled when the context goes). */
 HALI_API void hali_invocation_release(hali_invocation_t *invocation);
+
+/* ======================================================================== */
+/* Parameters                                                                */
+/* ======================================================================== */
+
+/* Parameters are tensors kept in files beside a module (weights), named
+ * by scope and key (`global @w : tensor<64x32xf32> = parameter
+ * "model"::"w"`) and bound when a context is created with them
+ * (hali_context_params_t.parameters).  Formats: .safetensors (every tensor
+ * of the file, by its name) and .npy (one tensor, keyed by the file name
+ * without directory and extension).  Files are memory-mapped read-only;
+ * a tensor whose data is 64-byte aligned in the file is used in place,
+ * without a copy, others are copied once when the context is created.
+ * See doc/embedding.md "Parameters". */
+
+/* An empty, ref-counted set of parameter files; the caller owns it. */
+HALI_API HALI_MUST_USE hali_status_t hali_parameters_create(
+    hali_parameters_t **out_parameters);
+HALI_API void hali_parameters_retain(hali_parameters_t *parameters);
+HALI_API void hali_parameters_release(hali_parameters_t *parameters);
+
+/* Maps the file at |path| and adds its tensors under |scope| (repeatable:
+ * a scope may hold several files; "" is a scope too).  The whole index is
+ * checked now.  Errors: NOT_FOUND when the file cannot be opened;
+ * INVALID_ARGUMENT for an extension other than .safetensors and .npy, or
+ * a key already in |scope| from another file (naming both); DATA_LOSS for
+ * a corrupt or truncated file (naming it and, where there is one, the
+ * key); OUT_OF_RANGE for a tensor's bytes outside the file;
+ * FAILED_PRECONDITION once a context was created with |parameters|.  On
+ * error |parameters| is unchanged.  Not thread-safe: add every file
+ * before sharing the set. */
+HALI_API HALI_MUST_USE hali_status_t hali_parameters_add_file(
+    hali_parameters_t *parameters, const char *scope, const char *path);
+
+/* The number of files added so far (all scopes). */
+HALI_API size_t hali_parameters_file_count(
+    const hali_parameters_t *parameters);
+
+/* A .npy file's header: its element type, shape and where its data is.
+ * (hali's one .npy reader: parameter files and `hali run --input=@x.npy`
+ * use it.) */
+typedef struct hali_npy_info_s {
+  uint32_t element_type; /* a hali_element_type_t */
+  size_t rank;
+  int64_t shape[64];
+  size_t data_offset; /* of the data in the file */
+  size_t data_length; /* bytes: exactly what the shape needs */
+} hali_npy_info_t;
+
+/* Reads the header of the |size| bytes at |data| (a whole .npy file;
+ * |name| names it in errors): format 1.0 to 3.0, little-endian, C order.
+ * INVALID_ARGUMENT "NAME: not a valid .npy file: WHY" otherwise. */
+HALI_API HALI_MUST_USE hali_status_t hali_npy_parse(const void *data,
+                                                   size_t size,
+                                                   const char *name,
+                                                   hali_npy_info_t *out_info);
+/* The .npy descr code of element type |type| ("f4", "i1", "b1", "V2" for
+ * bf16), or NULL when numpy has none. */
+HALI_API const char *hali_npy_descr(uint32_t type);
 
 /* ======================================================================== */
 /* Buffer views                                                              */
