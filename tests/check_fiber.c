@@ -2009,6 +2009,177 @@ START_TEST(join_rejected_at_load) {
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------------ */
+/* Fiber threads (options.threads > 1): ready fibers run on the thread
+ * inside run() and on the scheduler's workers. */
+
+static env_t env_open_threads(const char *text, uint32_t threads) {
+  env_t e = {.m = hali_test_module(text),
+             .dev = device(HALI_HAL_DEVICE_LOCAL_SYNC, 0)};
+  hali_vm_scheduler_options_t o = {0};
+  o.threads = threads;
+  ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
+  return e;
+}
+
+START_TEST(threads_fan_out_known_sum) {
+  const int64_t n = 20000;
+  env_t e = env_open_threads(group_fan_out, 4);
+  hali_value_t args[] = {hali_value_i64(n), hali_value_i64(1000)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 2);
+  run_until(&e, f);
+  int64_t want = 0;
+  for (int64_t k = 0; k < n; ++k) want += k + 1;
+  ck_assert_int_eq(result_i64(f), want);
+  size_t count = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &count);
+  ck_assert_uint_eq(hali_hal_fence_point_count((hali_hal_fence_t *)r[1].ref),
+                    (size_t)n);
+  uint64_t on_workers = hali_vm_scheduler_worker_runs(e.s);
+  printf("threads: %" PRIu64 " of %" PRId64 " fibers resumed on workers\n",
+         on_workers, n);
+  ck_assert_uint_gt(on_workers, 0);
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0); /* all finished */
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* Spawn-heavy: a binary tree of fibers, each spawning two children and
+ * joining their results (fiber.join), on 4 threads: node count known. */
+static const char spawn_tree[] =
+    "func @tree(%depth: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %one = const.i64 1\n"
+    "  %zero = const.i64 0\n"
+    "  %leaf = le.s.i64 %depth, %zero\n"
+    "  cond_br %leaf, ^leaf, ^inner\n"
+    "^leaf:\n"
+    "  return %one\n"
+    "^inner:\n"
+    "  %d = sub.i64 %depth, %one\n"
+    "  %a = fiber.spawn @tree(%d)\n"
+    "  %b = fiber.spawn @tree(%d)\n"
+    "  %x = fiber.join @tree(%a)\n"
+    "  %y = fiber.join @tree(%b)\n"
+    "  %s = add.i64 %x, %y\n"
+    "  %t = add.i64 %s, %one\n"
+    "  return %t\n"
+    "}\n";
+
+START_TEST(threads_spawn_tree) {
+  for (uint32_t threads = 1; threads <= 4; threads += 3) {
+    env_t e = env_open_threads(spawn_tree, threads);
+    hali_value_t args[] = {hali_value_i64(11)};
+    hali_vm_fiber_t *f = start(&e, "tree", args, 1);
+    run_until(&e, f);
+    ck_assert_int_eq(result_i64(f), (1 << 12) - 1);
+    /* (Whether workers got any of it depends on the machine's load: the
+     * thread inside run() may finish the tree first.) */
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+static const char stuck_many[] =
+    "func @stuck(%f: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return\n"
+    "}\n"
+    "func @main(%n: i64) {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %k = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %g = hal.fence.null\n"
+    "  br ^spawn\n"
+    "^spawn:\n"
+    "  %f = hal.fence.create %device\n"
+    "  %c = fiber.spawn @stuck(%f)\n"
+    "  %g = hal.fence.join %g, %c\n"
+    "  %k = add.i64 %k, %one\n"
+    "  %more = lt.s.i64 %k, %n\n"
+    "  cond_br %more, ^spawn, ^await\n"
+    "^await:\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %g, %forever\n"
+    "  return\n"
+    "}\n";
+
+START_TEST(threads_deadlock_names_every_fiber) {
+  env_t e = env_open_threads(stuck_many, 3);
+  hali_value_t args[] = {hali_value_i64(6)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 1);
+  hali_status_t st = hali_vm_scheduler_run(e.s, f);
+  ck_assert_int_eq(hali_status_code(st), HALI_STATUS_FAILED_PRECONDITION);
+  char *t = hali_status_to_string(st);
+  assert_contains(t, "deadlock: all 7 fiber(s) are suspended");
+  int lines = 0;
+  for (const char *p = t; (p = strstr(p, "\n  fiber ")); ++p) lines++;
+  ck_assert_int_eq(lines, 7);
+  assert_contains(t, "(@main) awaits fence #");
+  free(t);
+  hali_status_free(st);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+static const char spin_forever[] =
+    "func @spin() {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %i = add.i64 %i, %one\n"
+    "  br ^loop\n"
+    "}\n";
+
+typedef struct {
+  hali_vm_fiber_t *f[2];
+  int64_t cancelled_at[2];
+} spin_cancel_t;
+
+static void *cancel_spinners(void *arg) {
+  spin_cancel_t *c = arg;
+  for (int i = 0; i < 2; ++i) {
+    sleep_ms(30);
+    c->cancelled_at[i] = now_ns();
+    hali_vm_fiber_cancel(c->f[i]);
+  }
+  return NULL;
+}
+
+START_TEST(threads_cancel_running_elsewhere) {
+  /* Two fibers that never await, on two threads: both run at once (one
+   * on the worker), and each stops when another thread cancels it. */
+  env_t e = env_open_threads(spin_forever, 2);
+  spin_cancel_t c = {{start(&e, "spin", NULL, 0), start(&e, "spin", NULL, 0)},
+                     {0, 0}};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, cancel_spinners, &c), 0);
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  int64_t done = now_ns();
+  pthread_join(th, NULL);
+  for (int i = 0; i < 2; ++i) {
+    ck_assert(hali_vm_fiber_done(c.f[i]));
+    char *t = failure_text(c.f[i], HALI_STATUS_CANCELLED);
+    free(t);
+  }
+  printf("threads: run returned %.2f ms after the second cancel\n",
+         (double)(done - c.cancelled_at[1]) / 1e6);
+  ck_assert_int_lt(done - c.cancelled_at[1], 10 * MS * slow_factor());
+  /* Both ran on their own thread: no preemption was needed. */
+  ck_assert_uint_gt(hali_vm_scheduler_worker_runs(e.s), 0);
+  for (int i = 0; i < 2; ++i) hali_vm_fiber_release(c.f[i]);
+  env_close(&e);
+}
+END_TEST
+
 static Suite *suite_fiber(void) {
   Suite *s = suite_create("fiber");
   TCase *tc;
@@ -2066,6 +2237,14 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, join_of_failed_fiber);
   tcase_add_test(tc, join_wrong_fence_fails_clearly);
   tcase_add_test(tc, join_rejected_at_load);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("threads");
+  tcase_add_test(tc, threads_fan_out_known_sum);
+  tcase_add_test(tc, threads_spawn_tree);
+  tcase_add_test(tc, threads_deadlock_names_every_fiber);
+  tcase_add_test(tc, threads_cancel_running_elsewhere);
+  tcase_set_timeout(tc, 120);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("groups");

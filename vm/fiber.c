@@ -108,8 +108,21 @@ struct hali_vm_scheduler_s {
   /* Fairness: while a fiber runs longer than its slice and others are
    * ready, a watchdog thread interrupts it (it yields at its next call or
    * branch).  Started when a second fiber appears. */
-  hali_vm_fiber_t *running;
-  int64_t running_since;
+  /* What runs on each fiber thread: slot 0 for the thread inside run(),
+   * 1.. for the workers. */
+  hali_vm_fiber_t *running[HALI_VM_MAX_FIBER_THREADS];
+  int64_t running_since[HALI_VM_MAX_FIBER_THREADS];
+  uint32_t threads;     /* slots in use */
+  size_t running_count; /* fibers inside resume() on any thread */
+  /* Workers (threads - 1 of them): they pop ready fibers while |runs| > 0
+   * (a thread is inside run()); |work_cond| wakes idle ones. */
+  pthread_t workers[HALI_VM_MAX_FIBER_THREADS];
+  uint32_t workers_started;
+  uint32_t idle_workers;
+  uint32_t runs;
+  uint64_t worker_runs; /* resumes on worker threads */
+  bool workers_stop;
+  pthread_cond_t work_cond;
   bool watchdog_started, watchdog_stop;
   /* The watchdog's own condition: scheduler events (spawn, wake, finish)
    * broadcast |cond| and never wake it.  It ticks every half slice while
@@ -127,6 +140,16 @@ struct hali_vm_scheduler_s {
 };
 
 #define FIBER_SLICE_NS 10000000 /* 10 ms */
+
+/* The worker slot of this thread in its scheduler (0 elsewhere). */
+static _Thread_local struct {
+  const hali_vm_scheduler_t *s;
+  uint32_t slot;
+} tls_worker;
+
+static uint32_t my_slot(const hali_vm_scheduler_t *s) {
+  return tls_worker.s == s ? tls_worker.slot : 0;
+}
 
 #define FIBER_POOL_MAX 64
 
@@ -147,6 +170,7 @@ static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   else s->ready_head = f;
   s->ready_tail = f;
   pthread_cond_broadcast(&s->cond);
+  if (s->idle_workers && s->runs) pthread_cond_signal(&s->work_cond);
 }
 
 static hali_vm_fiber_t *pop_ready(hali_vm_scheduler_t *s) {
@@ -293,7 +317,7 @@ static void *watchdog_main(void *arg) {
   pthread_mutex_lock(&s->mutex);
   while (!s->watchdog_stop) {
     s->watchdog_wakeups++;
-    if (!s->running && !s->timed && s->run_deadline == INT64_MAX) {
+    if (!s->running_count && !s->timed && s->run_deadline == INT64_MAX) {
       /* Nothing to watch: sleep until told. */
       s->watchdog_idle = true;
       while (s->watchdog_idle && !s->watchdog_stop)
@@ -302,14 +326,16 @@ static void *watchdog_main(void *arg) {
     }
     int64_t now = now_ns();
     if (s->timed) enforce_deadlines(s, now);
-    bool slice_over =
-        s->ready_head && now - s->running_since >= FIBER_SLICE_NS;
-    if (s->running && (slice_over || now >= s->run_deadline) &&
-        !atomic_load(&s->running->stack->interrupt)) {
-      atomic_store(&s->running->stack->interrupt_code,
-                   HALI_VM_INTERRUPT_YIELD);
-      atomic_store(&s->running->stack->interrupt, true);
-      if (slice_over) s->preemptions++;
+    for (uint32_t k = 0; k < s->threads; ++k) {
+      hali_vm_fiber_t *r = s->running[k];
+      bool slice_over =
+          s->ready_head && now - s->running_since[k] >= FIBER_SLICE_NS;
+      if (r && (slice_over || now >= s->run_deadline) &&
+          !atomic_load(&r->stack->interrupt)) {
+        atomic_store(&r->stack->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+        atomic_store(&r->stack->interrupt, true);
+        if (slice_over) s->preemptions++;
+      }
     }
     int64_t wake = now + FIBER_SLICE_NS / 2;
     struct timespec ts = {(time_t)(wake / 1000000000),
@@ -322,6 +348,13 @@ static void *watchdog_main(void *arg) {
 
 uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s) {
   return s->preemptions;
+}
+
+uint64_t hali_vm_scheduler_worker_runs(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint64_t n = s->worker_runs;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
 }
 
 uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s) {
@@ -344,8 +377,12 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cond, &ca);
   pthread_cond_init(&s->watchdog_cond, &ca);
+  pthread_cond_init(&s->work_cond, &ca);
   pthread_condattr_destroy(&ca);
   if (o) s->options = *o;
+  s->threads = s->options.threads ? s->options.threads : 1;
+  if (s->threads > HALI_VM_MAX_FIBER_THREADS)
+    s->threads = HALI_VM_MAX_FIBER_THREADS;
   s->device = device;
   if (device) hali_hal_device_retain(device);
   *out = s;
@@ -460,7 +497,8 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                                  const hali_vm_func_t *fn,
                                  const hali_value_t *args, size_t arg_count,
                                  hali_vm_stack_t *parent,
-                                 hali_vm_fiber_t **out);
+                                 hali_vm_fiber_t **out,
+                                 hali_hal_fence_t **out_fence);
 
 hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
                                       hali_vm_module_t *m,
@@ -477,7 +515,7 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
                                            const hali_value_t *args,
                                            size_t arg_count,
                                            hali_vm_fiber_t **out) {
-  return start_fiber(s, link, fn, args, arg_count, NULL, out);
+  return start_fiber(s, link, fn, args, arg_count, NULL, out, NULL);
 }
 
 /* Starts a fiber: for the host (|parent| NULL: a new invocation) or
@@ -488,8 +526,10 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                                  const hali_vm_func_t *fn,
                                  const hali_value_t *args, size_t arg_count,
                                  hali_vm_stack_t *parent,
-                                 hali_vm_fiber_t **out) {
+                                 hali_vm_fiber_t **out,
+                                 hali_hal_fence_t **out_fence) {
   *out = NULL;
+  if (out_fence) *out_fence = NULL;
   hali_vm_module_t *m = link->module;
   invocation_t *inv = parent ? parent->fiber->inv : NULL;
   size_t cap = s->options.max_fibers ? s->options.max_fibers : HALI_VM_MAX_FIBERS;
@@ -580,8 +620,35 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   f->stack->fuel_enabled = s->options.fuel_enabled;
   f->stack->fuel = s->options.fuel;
   f->stack->fuel_used = 0; /* pooled stacks carry the last count */
+  if (parent) {
+    /* Everything the spawner sets up happens before the fiber is ready:
+     * with fiber threads another thread may run it (and finish and
+     * recycle it) at once.  Its instruction budget is half of what the
+     * spawner has left (the spawner keeps the rest): an invocation and
+     * everything it spawns never run more than the budget it started
+     * with.  Owned by the scheduler (recycled when it finishes); the
+     * fence lives on in the spawner's register. */
+    f->host_owned = false;
+    if (parent->fuel_enabled) {
+      f->stack->fuel = parent->fuel / 2;
+      parent->fuel -= f->stack->fuel;
+    }
+    hali_status_t fs = hali_hal_fence_create_pending(&f->fence);
+    if (fs) {
+      f->fence = NULL;
+      hali_vm_module_release(m);
+      f->module = NULL;
+      if (inv && f->root) hali_free(inv);
+      fiber_destroy(f);
+      return hali_status_annotate(fs, "creating the fence of a spawned "
+                                      "fiber");
+    }
+    hali_hal_fence_retain(f->fence);
+    *out_fence = f->fence;
+  }
   pthread_mutex_lock(&s->mutex);
   f->id = ++s->next_id;
+  uint32_t id = f->id;
   /* Awaits overlap the fiber slices on the scheduler's track: each fiber
    * gets a track of its own for them. */
   f->stack->trace_tid = 1000 + f->id;
@@ -601,9 +668,9 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
     s->watchdog_started = true;
   pthread_mutex_unlock(&s->mutex);
   if (HALI_TRACE_ON(s->options.trace))
-    hali_trace_printf(s->options.trace, "[fiber] %u start @%s", f->id,
+    hali_trace_printf(s->options.trace, "[fiber] %u start @%s", id,
                       fn->ir->name);
-  *out = f;
+  *out = parent ? NULL : f; /* a spawned fiber may be gone already */
   return HALI_OK;
 }
 
@@ -714,17 +781,18 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   /* A host callback of a running fiber may run the scheduler again (it
    * awaits another invocation): the outer fiber is running again after
    * this one, and the watchdog must still see it. */
+  uint32_t slot = my_slot(s);
   pthread_mutex_lock(&s->mutex);
-  hali_vm_fiber_t *outer = s->running;
-  int64_t outer_since = s->running_since;
-  s->running = f;
-  s->running_since = now_ns();
+  hali_vm_fiber_t *outer = s->running[slot];
+  int64_t outer_since = s->running_since[slot];
+  s->running[slot] = f;
+  s->running_since[slot] = now_ns();
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
   pthread_mutex_lock(&s->mutex);
-  s->running = outer;
-  s->running_since = outer_since;
+  s->running[slot] = outer;
+  s->running_since[slot] = outer_since;
   /* A yield request that came too late to be seen is dropped. */
   if (atomic_load(&st->interrupt_code) == HALI_VM_INTERRUPT_YIELD) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);
@@ -842,23 +910,107 @@ hali_status_t hali_vm_scheduler_run_until(hali_vm_scheduler_t *s,
   return status;
 }
 
+/* A worker thread: runs ready fibers while some thread is inside run(). */
+typedef struct {
+  hali_vm_scheduler_t *s;
+  uint32_t slot;
+} worker_arg_t;
+
+static void *worker_main(void *arg) {
+  worker_arg_t a = *(worker_arg_t *)arg;
+  hali_free(arg);
+  hali_vm_scheduler_t *s = a.s;
+  tls_worker.s = s;
+  tls_worker.slot = a.slot;
+  pthread_mutex_lock(&s->mutex);
+  while (!s->workers_stop) {
+    hali_vm_fiber_t *f = s->runs ? pop_ready(s) : NULL;
+    if (!f) {
+      s->idle_workers++;
+      pthread_cond_wait(&s->work_cond, &s->mutex);
+      s->idle_workers--;
+      continue;
+    }
+    f->state = FIBER_RUNNING;
+    s->running_count++;
+    s->worker_runs++;
+    pthread_mutex_unlock(&s->mutex);
+    resume(s, f);
+    pthread_mutex_lock(&s->mutex);
+    s->running_count--;
+    pthread_cond_broadcast(&s->cond); /* run() re-decides */
+  }
+  pthread_mutex_unlock(&s->mutex);
+  return NULL;
+}
+
+static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
+                              int64_t run_deadline);
+
+/* run_loop between the bookkeeping of fiber threads: workers run fibers
+ * while |runs| > 0; the last run to return stops the fibers still running
+ * on workers at their next call or branch (they stay ready), so that
+ * between runs no fiber runs, as with one thread. */
 static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
                          int64_t run_deadline) {
+  pthread_mutex_lock(&s->mutex);
+  s->runs++;
+  while (s->workers_started + 1 < s->threads) {
+    worker_arg_t *a = hali_malloc(sizeof(*a));
+    if (!a) break;
+    a->s = s;
+    a->slot = s->workers_started + 1;
+    if (pthread_create(&s->workers[s->workers_started], NULL, worker_main,
+                       a) != 0) {
+      hali_free(a);
+      s->threads = s->workers_started + 1; /* fewer threads, still correct */
+      break;
+    }
+    s->workers_started++;
+  }
+  if (s->idle_workers && s->ready_head) pthread_cond_broadcast(&s->work_cond);
+  pthread_mutex_unlock(&s->mutex);
+  hali_status_t status = run_loop(s, until, run_deadline);
+  pthread_mutex_lock(&s->mutex);
+  if (--s->runs == 0 && s->workers_started) {
+    for (;;) {
+      bool any = false;
+      for (uint32_t k = 1; k < s->threads; ++k) {
+        hali_vm_fiber_t *r = s->running[k];
+        if (!r) continue;
+        any = true;
+        if (!atomic_load(&r->stack->interrupt)) {
+          atomic_store(&r->stack->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+          atomic_store(&r->stack->interrupt, true);
+        }
+      }
+      if (!any && !s->running_count) break;
+      pthread_cond_wait(&s->cond, &s->mutex);
+    }
+  }
+  pthread_mutex_unlock(&s->mutex);
+  return status;
+}
+
+static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
+                              int64_t run_deadline) {
   pthread_mutex_lock(&s->mutex);
   for (;;) {
     if (until && until->state == FIBER_DONE) break;
     hali_vm_fiber_t *f = pop_ready(s);
     if (f) {
       f->state = FIBER_RUNNING;
+      s->running_count++;
       pthread_mutex_unlock(&s->mutex);
       resume(s, f);
       pthread_mutex_lock(&s->mutex);
+      s->running_count--;
       if (run_deadline != INT64_MAX && until->state != FIBER_DONE &&
           now_ns() >= run_deadline)
         return run_deadline_exceeded(s, until);
       continue;
     }
-    if (!s->suspended) {
+    if (!s->suspended && !s->running_count) {
       if (!until || s->live == 0) break; /* idle */
     }
     /* Nothing ready: what could wake a fiber? */
@@ -875,6 +1027,19 @@ static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
           g->stack->await_deadline_ns = INT64_MAX;
           wake_fiber(s, g);
         }
+      continue;
+    }
+    if (s->running_count) {
+      /* Fibers run on workers: they may spawn, signal or finish.  Wait for
+       * them (each resume's end broadcasts), an await's deadline or the
+       * run's, polling every 10 ms. */
+      if (now >= run_deadline) return run_deadline_exceeded(s, until);
+      int64_t wake_at = now + 10000000;
+      if (deadline < wake_at) wake_at = deadline;
+      if (run_deadline < wake_at) wake_at = run_deadline;
+      struct timespec ts = {(time_t)(wake_at / 1000000000),
+                            (long)(wake_at % 1000000000)};
+      pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
       continue;
     }
     pthread_mutex_unlock(&s->mutex);
@@ -1011,6 +1176,14 @@ size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f) {
 
 void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (!s) return;
+  if (s->workers_started) {
+    pthread_mutex_lock(&s->mutex);
+    s->workers_stop = true;
+    pthread_cond_broadcast(&s->work_cond);
+    pthread_mutex_unlock(&s->mutex);
+    for (uint32_t k = 0; k < s->workers_started; ++k)
+      pthread_join(s->workers[k], NULL);
+  }
   if (s->watchdog_started) {
     pthread_mutex_lock(&s->mutex);
     s->watchdog_stop = true;
@@ -1061,6 +1234,7 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (s->device) hali_hal_device_release(s->device);
   pthread_cond_destroy(&s->cond);
   pthread_cond_destroy(&s->watchdog_cond);
+  pthread_cond_destroy(&s->work_cond);
   pthread_mutex_destroy(&s->mutex);
   hali_free(s);
 }
@@ -1094,28 +1268,10 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
     }
   }
   hali_vm_fiber_t *f;
+  hali_hal_fence_t *fence = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(start_fiber(st->scheduler,
                                          st->frames[st->depth - 1].link,
-                                         callee, args, nargs, st, &f));
-  hali_hal_fence_t *fence = hali_vm_fiber_fence(f);
-  /* The spawned fiber's instruction budget is half of what this one has
-   * left (this one keeps the rest): an invocation and everything it
-   * spawns never run more than the budget it started with. */
-  if (st->fuel_enabled) {
-    f->stack->fuel = st->fuel / 2;
-    st->fuel -= f->stack->fuel;
-  }
-  /* Owned by the scheduler: recycled when it finishes (the fence lives on
-   * in the register).  It has not run yet: this thread runs the
-   * scheduler. */
-  pthread_mutex_lock(&st->scheduler->mutex);
-  f->host_owned = false;
-  pthread_mutex_unlock(&st->scheduler->mutex);
-  if (!fence)
-    return hali_status_annotate(hali_status_oom(),
-                                "creating the fence of a spawned "
-                                "fiber");
-  hali_hal_fence_retain(fence);
+                                         callee, args, nargs, st, &f, &fence));
   uint16_t out = list[nargs];
   hali_ref_t *old = refs[out];
   refs[out] = (hali_ref_t *)fence;
@@ -1149,8 +1305,12 @@ static bool nobody_can_signal(hali_vm_stack_t *st, hali_hal_fence_t *fence,
   hali_vm_scheduler_t *s = st->scheduler;
   pthread_mutex_lock(&s->mutex);
   bool host = s->allow_external;
+  /* With fiber threads, another fiber ready or running elsewhere may
+   * still signal the fence. */
+  bool others = s->threads > 1 && (s->ready_head || s->running_count > 1);
   pthread_mutex_unlock(&s->mutex);
   *out_host_allowed = host;
+  if (others) return false;
   if (host && hali_hal_fence_host_may_signal(fence)) return false;
   if (!st->device) return true;
   bool pending = false;

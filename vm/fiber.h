@@ -57,7 +57,15 @@ typedef struct hali_vm_scheduler_options_s {
    * branch, a suspended one at once) and its device work is abandoned
    * (hal/stop.h).  Enforced by the watchdog thread, within ~5 ms. */
   uint64_t max_duration_ns;
+  /* Threads that run fibers while a thread is inside
+   * hali_vm_scheduler_run*: that thread plus |threads| - 1 workers of the
+   * scheduler, started at the first run and kept until it is freed.
+   * 0 or 1 = the running thread alone (every fiber on it). */
+  uint32_t threads;
 } hali_vm_scheduler_options_t;
+
+/* At most this many fiber threads per scheduler. */
+#define HALI_VM_MAX_FIBER_THREADS 64u
 
 /* |device| (retained) is what hal.device.get returns; may be NULL. */
 HALI_MUST_USE hali_status_t hali_vm_scheduler_create(
@@ -105,6 +113,8 @@ uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s);
  * wake-ups, finishes) do not wake it; it ticks every 5 ms while a fiber
  * runs or a deadline is pending, and sleeps otherwise. */
 uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s);
+/* How many times a worker thread (options.threads > 1) resumed a fiber. */
+uint64_t hali_vm_scheduler_worker_runs(hali_vm_scheduler_t *s);
 
 /* Fibers alive (not finished), and of those suspended. */
 size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s);
