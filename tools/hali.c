@@ -38,6 +38,7 @@ static const char usage[] =
     "  --executable-path=DIR            where kernel libraries are looked up\n"
     "                                   (also $HALI_EXECUTABLE_PATH)\n"
     "  --max-depth=N                    call depth limit (default 4096)\n"
+    "  --fiber-threads=N                threads running fibers (default 1)\n"
     "  --parameters=[SCOPE=]FILE        weights for `parameter \"SCOPE\"::\"KEY\"`\n"
     "                                   globals: a .safetensors or .npy file\n"
     "                                   (repeatable; no SCOPE: the scope \"\")\n"

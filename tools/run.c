@@ -19,6 +19,7 @@ typedef struct {
   const char *path;
   const char *function;
   uint32_t max_depth;
+  uint32_t fiber_threads;
   const char **inputs, **outputs, **expected, **exec_paths, **params;
   size_t ninputs, noutputs, nexpected, nexec_paths, nparams;
   double f32_threshold, f64_threshold;
@@ -333,6 +334,7 @@ static hali_status_t run_module(const run_options_t *o, int *rc) {
     hali_context_params_t cp;
     hali_context_params_initialize(&cp);
     cp.max_call_depth = o->max_depth;
+    cp.fiber_threads = o->fiber_threads;
     cp.trace_bits = o->trace_bits;
     cp.trace_format = o->trace_format;
     cp.trace_filter = o->trace_filter;
@@ -505,6 +507,14 @@ int tool_run(int argc, char **argv) {
         goto done;
       }
       o.max_depth = (uint32_t)n;
+    } else if ((v = VALUE("--fiber-threads"))) {
+      unsigned long n = strtoul(v, &end, 10);
+      if (!*v || *end || n == 0 || n > 64) {
+        fprintf(stderr, "hali run: '%s': the fiber threads must be 1..64\n",
+                a);
+        goto done;
+      }
+      o.fiber_threads = (uint32_t)n;
     } else if (a[0] == '-') {
       fprintf(stderr, "hali run: unknown option '%s'\n", a);
       goto done;
