@@ -1,6 +1,8 @@
 /* bench/async_hali — the four workloads of bench/async, in hali (issue 17).
  *
- *   bench/async_hali [n] [reps]       defaults 10000 and 5
+ *   bench/async_hali [n] [reps] [threads]
+ *                                     defaults 10000, 5 and 1 (fiber
+ *                                     threads of the scheduler)
  *   bench/async_hali --rss n          fan-out of n live fibers; prints the
  *                                     peak RSS in KiB (ru_maxrss)
  *
@@ -163,11 +165,13 @@ static void check(hali_status_t s, const char *what) {
 
 static hali_vm_module_t *module;
 static hali_hal_device_t *device;
+static uint32_t threads = 1;
 
 static int64_t run(const char *fn, const hali_value_t *args, size_t nargs) {
   hali_vm_scheduler_options_t o = {0};
   o.max_fibers = 1u << 22;
   o.max_invocation_fibers = 1u << 22;
+  o.threads = threads;
   hali_vm_scheduler_t *s = NULL;
   check(hali_vm_scheduler_create(device, &o, &s), "scheduler");
   const hali_vm_func_t *f = hali_vm_module_lookup(module, fn);
@@ -214,6 +218,7 @@ int main(int argc, char **argv) {
   }
   int64_t n = argc > 1 ? atoll(argv[1]) : 10000;
   int reps = argc > 2 ? atoi(argv[2]) : 5;
+  if (argc > 3) threads = (uint32_t)atoi(argv[3]);
   if (n < 1 || reps < 1) {
     fprintf(stderr, "usage: bench/async_hali [n >= 1] [reps >= 1]\n");
     return 2;
