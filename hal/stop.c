@@ -4,6 +4,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "base/alloc.h"
 #include "hal/stop.h"
 
 struct hali_hal_stop_t {

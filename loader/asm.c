@@ -35,7 +35,10 @@ static hali_type_t parse_value_type(parser_t *p, hali_ir_xtype_t *x) {
 /* The register the `%name` token |t| names in the function being read
  * (p->regs), or -1. */
 int32_t hali_asm_find_reg(parser_t *p, const tok_t *t) {
-  uint32_t r = hali_strmap_find(&p->regs, t->text + 1, t->len - 1);
+  uint32_t r = t->kind == T_REG ? hali_strmap_find_hashed(&p->regs, t->text + 1,
+                                                         t->len - 1, t->hash)
+                                 : hali_strmap_find(&p->regs, t->text + 1,
+                                                    t->len - 1);
   return r == HALI_STRMAP_NONE ? -1 : (int32_t)r;
 }
 
@@ -45,7 +48,11 @@ static uint32_t add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
                         const tok_t *t) {
   uint32_t r = hali_ir_func_add_reg(f, type, t->text + 1, t->len - 1);
   if (r == UINT32_MAX ||
-      hali_strmap_insert(&p->regs, f->reg_names[r], t->len - 1, r) != r) {
+      (t->kind == T_REG
+           ? hali_strmap_insert_hashed(&p->regs, f->reg_names[r], t->len - 1,
+                                       t->hash, r)
+           : hali_strmap_insert(&p->regs, f->reg_names[r], t->len - 1, r)) !=
+          r) {
     hali_asm_oom(p, t);
     return UINT32_MAX;
   }
@@ -536,41 +543,38 @@ static bool parse_group_loc(parser_t *p, const tok_t *at, hali_ir_insn_t *g) {
 static bool parse_body(parser_t *p, hali_ir_func_t *f,
                        const func_header_t *headers, uint32_t fidx) {
   body_t b = {p, f, fidx, headers};
-  p->pos = headers[fidx].body;
+  hali_asm_seek(p, &headers[fidx].body);
   next(p); /* '{' */
-  /* Pre-scan labels so that branches may refer forward. */
-  size_t depth = 1, i = p->pos;
-  bool implicit_entry = !(p->toks[i].kind == T_LABEL &&
-                          tok_is(&p->toks[i + 1], T_PUNCT, ":"));
+  /* The labels pass 1 found, so that branches may refer forward. */
+  const func_header_t *h = &headers[fidx];
+  bool implicit_entry = !(peek(p)->kind == T_LABEL &&
+                          tok_is(peek_at(p, p->pos + 1), T_PUNCT, ":"));
   hali_strmap_clear(&p->blocks);
   if (!index_regs(p, f) ||
       (implicit_entry &&
        (!hali_ir_func_add_block(f, "entry", 5) ||
         hali_strmap_insert(&p->blocks, f->blocks[0].name, 5, 0) != 0)))
-    return hali_asm_oom(p, &p->toks[i]); /* keeps index_regs' own error */
-  for (; p->toks[i].kind != T_EOF; ++i) {
-    tok_t *t = &p->toks[i];
-    if (tok_is(t, T_PUNCT, "{")) depth++;
-    if (tok_is(t, T_PUNCT, "}") && --depth == 0) break;
-    if (t->kind == T_LABEL && tok_is(&p->toks[i + 1], T_PUNCT, ":")) {
-      uint32_t k = f->block_count;
-      /* The key is the label in the source: the block's name is a copy. */
-      uint32_t got = hali_strmap_insert(&p->blocks, t->text + 1, t->len - 1, k);
-      if (got == HALI_STRMAP_NONE) return hali_asm_oom(p, t);
-      if (got != k) {
-        hali_asm_error(p, t, "block label defined twice");
-        return false;
-      }
-      if (!hali_ir_func_add_block(f, t->text + 1, t->len - 1))
-        return hali_asm_oom(p, t);
+    return hali_asm_oom(p, peek(p)); /* keeps index_regs' own error */
+  for (size_t i = 0; i < h->nlabels; ++i) {
+    const tok_t *t = &p->labels[h->label0 + i];
+    uint32_t k = f->block_count;
+    /* The key is the label in the source: the block's name is a copy. */
+    uint32_t got = hali_strmap_insert(&p->blocks, t->text + 1, t->len - 1, k);
+    if (got == HALI_STRMAP_NONE) return hali_asm_oom(p, t);
+    if (got != k) {
+      hali_asm_error(p, t, "block label defined twice");
+      return false;
     }
+    if (!hali_ir_func_add_block(f, t->text + 1, t->len - 1))
+      return hali_asm_oom(p, t);
   }
   int32_t cur = implicit_entry ? 0 : -1;
   uint32_t groups = 0; /* open execute / concurrent groups */
   while (!p->error) {
+    hali_asm_release(p);
     tok_t *t = peek(p);
     if ((tok_is(t, T_IDENT, "execute") || tok_is(t, T_IDENT, "concurrent")) &&
-        tok_is(&p->toks[p->pos + 1], T_PUNCT, "{") && cur >= 0) {
+        tok_is(peek_at(p, p->pos + 1), T_PUNCT, "{") && cur >= 0) {
       hali_ir_insn_t *g = hali_ir_block_add_insn(
           &f->blocks[cur],
           tok_is(t, T_IDENT, "execute") ? HALI_OP_TENSOR_EXECUTE
@@ -598,7 +602,7 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
       hali_asm_error(p, t, "expected '}' to close @%s", f->name);
       return false;
     }
-    if (t->kind == T_LABEL && tok_is(&p->toks[p->pos + 1], T_PUNCT, ":")) {
+    if (t->kind == T_LABEL && tok_is(peek_at(p, p->pos + 1), T_PUNCT, ":")) {
       p->pos += 2;
       cur++;
       continue;
@@ -982,7 +986,7 @@ static bool parse_executable(parser_t *p) {
               !hali_asm_parse_int(p, next(p), 32, &v))
             return false;
           if (v <= 0) {
-            hali_asm_error(p, &p->toks[p->pos - 1],
+            hali_asm_error(p, peek_at(p, p->pos - 1),
                            "workgroup sizes must be >= 1");
             return false;
           }
@@ -1217,7 +1221,7 @@ static bool parse_header(parser_t *p, func_header_t *h) {
       next(p);
       f->flags |= HALI_FUNC_OPTIONAL;
     }
-    h->body = SIZE_MAX;
+    h->has_body = false;
     return true;
   }
   if (!tok_is(peek(p), T_PUNCT, "{")) {
@@ -1226,25 +1230,30 @@ static bool parse_header(parser_t *p, func_header_t *h) {
                    f->name);
     return false;
   }
-  h->body = p->pos;
-  /* Skip the body; it is parsed once every header is known. */
-  size_t depth = 0;
-  do {
-    tok_t *t = next(p);
-    if (t->kind == T_EOF) {
-      hali_asm_error(p, t, "expected '}' to close @%s", f->name);
-      return false;
-    }
-    if (tok_is(t, T_PUNCT, "{")) depth++;
-    if (tok_is(t, T_PUNCT, "}")) depth--;
-  } while (depth);
+  h->has_body = true;
+  h->body = *peek(p);
+  /* Skip the body (noting its labels); it is parsed once every header is
+   * known. */
+  tok_t end;
+  if (!hali_asm_skip_body(p, &h->label0, &h->nlabels, &end)) {
+    hali_asm_error(p, &end, "expected '}' to close @%s", f->name);
+    return false;
+  }
   return true;
 }
 
 hali_status_t hali_asm_parse(const char *text, size_t len,
                              const char *filename,
                              hali_ir_module_t **out_module) {
+  return hali_asm_parse_measured(text, len, filename, out_module, NULL);
+}
+
+hali_status_t hali_asm_parse_measured(const char *text, size_t len,
+                                      const char *filename,
+                                      hali_ir_module_t **out_module,
+                                      size_t *out_token_chunks) {
   *out_module = NULL;
+  if (out_token_chunks) *out_token_chunks = 0;
   parser_t p = {0};
   p.file = filename ? filename : "<input>";
   p.src = text;
@@ -1254,7 +1263,7 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
     return hali_status_oom();
   p.m->has_debug = true;
   func_header_t *headers = NULL;
-  hali_asm_lex(&p);
+  hali_asm_lex_init(&p);
   if (!p.error && tok_is(peek(&p), T_IDENT, "module")) {
     next(&p);
     tok_t *name;
@@ -1281,8 +1290,9 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   if (!p.error && !p.m->source) p.m->source = hali_strdup(p.file);
   /* Pass 1: headers. */
   size_t nheaders = 0, headers_cap = 0, nexe = 0;
-  size_t *exe_starts = NULL;
+  tok_t *exe_starts = NULL;
   while (!p.error && peek(&p)->kind != T_EOF) {
+    hali_asm_release(&p);
     tok_t *t = peek(&p);
     if (tok_is(t, T_IDENT, "rodata")) {
       next(&p);
@@ -1309,15 +1319,16 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
       /* Kernel functions may be defined after the executable: parsed in
        * pass 1b, once every header is known. */
       next(&p);
-      size_t *ne = hali_realloc(exe_starts, (nexe + 1) * sizeof(size_t));
+      tok_t *ne = hali_realloc(exe_starts, (nexe + 1) * sizeof(tok_t));
       if (!ne) {
         hali_asm_oom(&p, t);
         break;
       }
       exe_starts = ne;
-      exe_starts[nexe++] = p.pos;
+      exe_starts[nexe++] = *peek(&p);
       size_t depth = 0;
       while (peek(&p)->kind != T_EOF) {
+        hali_asm_release(&p);
         tok_t *u = next(&p);
         if (tok_is(u, T_PUNCT, "{")) depth++;
         if (tok_is(u, T_PUNCT, "}") && --depth == 0) break;
@@ -1348,17 +1359,20 @@ hali_status_t hali_asm_parse(const char *text, size_t len,
   }
   /* Pass 1b: executables (they name kernel functions). */
   for (size_t i = 0; !p.error && i < nexe; ++i) {
-    p.pos = exe_starts[i];
+    hali_asm_seek(&p, &exe_starts[i]);
     if (!parse_executable(&p)) hali_asm_error(&p, peek(&p), "bad executable");
   }
   hali_free(exe_starts);
   /* Pass 2: bodies. */
+  p.lex_batch = true;
   for (uint32_t i = 0; !p.error && i < p.m->func_count; ++i)
-    if (headers[i].body != SIZE_MAX &&
+    if (headers[i].has_body &&
         !parse_body(&p, &p.m->funcs[i], headers, i))
       hali_asm_error(&p, peek(&p), "bad function body");
   hali_free(headers);
-  hali_free(p.toks);
+  hali_asm_lex_rest(&p);
+  if (out_token_chunks) *out_token_chunks = p.nalloc;
+  hali_asm_lex_free(&p);
   hali_free(p.ops);
   hali_free(p.defs);
   hali_strmap_free(&p.funcs);

@@ -33,15 +33,40 @@ typedef struct {
   const char *text; /* into the source */
   uint32_t len;
   uint32_t line, col;
+  uint32_t hash; /* T_REG: hali_strmap_hash of the name (after '%') */
 } tok_t;
+
+/* Tokens per chunk of the token window. */
+#define TOK_CHUNK 256
 
 typedef struct {
   const char *file;
   const char *src;
   size_t src_len;
-  tok_t *toks;
-  size_t ntoks, cap;
-  size_t pos;
+  /* Tokens are lexed on demand (loader/asm_lex.c) into a window of chunks
+   * of TOK_CHUNK tokens.  Chunks never move, so a token pointer stays
+   * valid until hali_asm_release drops its chunk, which the grammar asks
+   * for only between top-level items, between instructions and while
+   * skipping a body: memory holds the tokens of one instruction or so, not
+   * of the whole file.  Token numbers (|pos|, peek_at) count from the last
+   * hali_asm_seek. */
+  tok_t **chunks;       /* [0, nchunks) in use (chunks[0] holds token
+                           |tbase|), then spare ones up to |nalloc| */
+  size_t nchunks, nalloc, chunks_cap;
+  size_t tbase, tend;   /* tokens [tbase, tend) are in the window */
+  size_t pos;           /* the next token */
+  /* The lexer: where the next token starts, its line and that line's
+   * first character; |lex_eof| once end of file (or an error) is lexed. */
+  const char *lex_s, *lex_line_start;
+  uint32_t lex_line;
+  bool lex_eof;
+  bool lex_batch;  /* lex a chunk at a time (in bodies) */
+  tok_t eof; /* returned once a token chunk could not be allocated */
+  /* Every `^label :` of every body, in order, found while pass 1 skips the
+   * bodies (func_header_t says which are whose), so that pass 2 knows a
+   * body's blocks before reading it without lexing it twice. */
+  tok_t *labels;
+  size_t nlabels, labels_cap;
   hali_ir_module_t *m;
   hali_status_t error; /* first error; parsing stops at it */
   /* Scratch for one instruction: operands and written registers. */
@@ -66,7 +91,9 @@ typedef struct {
 typedef struct {
   const char *name;
   uint32_t len;
-  size_t body; /* token index of '{' */
+  bool has_body;
+  tok_t body; /* its '{' (where hali_asm_seek resumes) */
+  size_t label0, nlabels; /* its labels in p->labels */
 } func_header_t;
 
 typedef struct {
@@ -93,12 +120,41 @@ bool hali_asm_parse_global_ref(parser_t *p, const hali_op_info_t *info,
 bool hali_asm_oom(parser_t *p, const tok_t *t);
 void hali_asm_error(parser_t *p, const tok_t *t, const char *fmt, ...)
     HALI_PRINTF(3, 4);
-/* Tokenises p->src into p->toks (ending with T_EOF). */
-void hali_asm_lex(parser_t *p);
+/* Starts lexing p->src from its beginning. */
+void hali_asm_lex_init(parser_t *p);
+/* Lexes on from token |at| (a copy of a token lexed before): the window is
+ * emptied and |at| becomes token 0 (p->pos). */
+void hali_asm_seek(parser_t *p, const tok_t *at);
+/* Drops the window's chunks wholly before p->pos: pointers to tokens
+ * before p->pos become invalid. */
+void hali_asm_release(parser_t *p);
+/* After the parse failed: lexes the whole file, and the first lexical
+ * error found there replaces the parse's error (as when the whole file was
+ * lexed before parsing). */
+void hali_asm_lex_rest(parser_t *p);
+/* Skips a body from p->pos, its '{' (the last token lexed), past its
+ * matching '}', appending its `^label :` labels to p->labels (from
+ * |*out_label0|, |*out_nlabels| of them).  The window is emptied and
+ * lexing goes on after the '}'.  False when end of file comes first
+ * (|*out_end| is that token) or on OOM (recorded). */
+bool hali_asm_skip_body(parser_t *p, size_t *out_label0, size_t *out_nlabels,
+                        tok_t *out_end);
+/* Frees the window (and p->labels). */
+void hali_asm_lex_free(parser_t *p);
+/* Token |i| (>= p->tbase), lexing up to it if need be; past end of file,
+ * the T_EOF token. */
+tok_t *hali_asm_tok_slow(parser_t *p, size_t i);
+static inline tok_t *peek_at(parser_t *p, size_t i) {
+  if (i < p->tend) {
+    size_t k = i - p->tbase;
+    return &p->chunks[k / TOK_CHUNK][k % TOK_CHUNK];
+  }
+  return hali_asm_tok_slow(p, i);
+}
 
-static inline tok_t *peek(parser_t *p) { return &p->toks[p->pos]; }
+static inline tok_t *peek(parser_t *p) { return peek_at(p, p->pos); }
 static inline tok_t *next(parser_t *p) {
-  tok_t *t = &p->toks[p->pos];
+  tok_t *t = peek(p);
   if (t->kind != T_EOF) p->pos++;
   return t;
 }
@@ -115,6 +171,14 @@ static inline bool accept(parser_t *p, const char *punct) {
 bool hali_asm_expect(parser_t *p, const char *punct, const char *what);
 bool hali_asm_expect_kind(parser_t *p, tok_kind_t k, const char *what,
                           tok_t **out);
+
+/* hali_asm_parse, also telling how many token chunks (TOK_CHUNK tokens
+ * each) the window ever held: the tests prove it does not grow with the
+ * file. */
+hali_status_t hali_asm_parse_measured(const char *text, size_t len,
+                                      const char *filename,
+                                      hali_ir_module_t **out_module,
+                                      size_t *out_token_chunks);
 
 /* ---- Literals (loader/asm_lex.c). */
 

@@ -321,7 +321,7 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
         !parse_tensor_type(p, &x))
       return false;
     if (hali_ir_xtype_dynamic_dims(&x)) {
-      hali_asm_error(p, &p->toks[p->pos - 1], "a constant has a static shape");
+      hali_asm_error(p, peek_at(p, p->pos - 1), "a constant has a static shape");
       hali_free(x.dims);
       return false;
     }

@@ -109,8 +109,14 @@ static char *get_string_copy(cur_t *c, const hali_ir_module_t *m,
     rerr(c, "%s (string %u) contains a NUL byte", what, idx);
     return NULL;
   }
-  char *s = hali_strdup(m->strings[idx]);
-  if (!s) rerr(c, "out of memory");
+  /* The length is known: a copy without strdup's strlen. */
+  size_t len = m->string_lengths[idx];
+  char *s = hali_malloc(len + 1);
+  if (!s) {
+    rerr(c, "out of memory");
+    return NULL;
+  }
+  memcpy(s, m->strings[idx], len + 1);
   return s;
 }
 

@@ -286,11 +286,7 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
     return hali_status_annotate(
         hali_status_oom(), PASS ": @%s: inserting copies", f->name);
   }
-  for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
-  hali_free(blk->insns);
-  blk->insns = out.b.insns;
-  blk->insn_count = out.b.insn_count;
-  blk->insn_capacity = out.b.insn_capacity;
+  hali_ir_block_take(blk, &out.b);
   return HALI_OK;
 }
 

@@ -351,9 +351,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi) {
       for (uint32_t k = 0; k < insn->operand_count; ++k)
         hali_pass_set_operand(&out, ret, k, hali_pr(views[k]));
     }
-    g->blocks[b].insns = out.b.insns;
-    g->blocks[b].insn_count = out.b.insn_count;
-    g->blocks[b].insn_capacity = out.b.insn_capacity;
+    hali_ir_block_take(&g->blocks[b], &out.b);
     oom |= out.oom;
   }
   hali_pass_list_free(&pro);
@@ -444,9 +442,7 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
     hali_pass_list_free(&entry);
   } else {
     f->blocks[0].name = hali_strdup("entry");
-    f->blocks[0].insns = entry.b.insns;
-    f->blocks[0].insn_count = entry.b.insn_count;
-    f->blocks[0].insn_capacity = entry.b.insn_capacity;
+    hali_ir_block_take(&f->blocks[0], &entry.b);
     f->block_count = 1;
     oom |= !f->blocks[0].name;
   }

@@ -78,22 +78,13 @@ hali_ir_insn_t *hali_pass_copy_insn(hali_insn_list_t *l,
 }
 
 void hali_pass_splice(hali_insn_list_t *l, hali_insn_list_t *src) {
-  for (uint32_t i = 0; i < src->b.insn_count && !l->oom; ++i) {
-    hali_ir_insn_t *insn = hali_ir_block_add_insn(&l->b, 0, 0);
-    if (!insn) {
-      l->oom = true;
-      break;
-    }
-    *insn = src->b.insns[i];
-    src->b.insns[i].operands = NULL;
-  }
+  if (!l->oom && !hali_ir_block_append(&l->b, &src->b)) l->oom = true;
   l->oom |= src->oom;
   hali_pass_list_free(src);
 }
 
 void hali_pass_list_free(hali_insn_list_t *l) {
-  for (uint32_t i = 0; i < l->b.insn_count; ++i) hali_free(l->b.insns[i].operands);
-  hali_free(l->b.insns);
+  hali_ir_block_clear(&l->b);
   memset(&l->b, 0, sizeof(l->b));
 }
 

@@ -26,7 +26,7 @@ static inline hali_ir_operand_t hali_pref(uint8_t kind, uint32_t v) {
 /* A growable instruction list: a block being rebuilt.  Errors are sticky
  * (|oom|), checked once at the end. */
 typedef struct hali_insn_list_s {
-  hali_ir_block_t b; /* only insns/insn_count/insn_capacity are used */
+  hali_ir_block_t b; /* its instructions and operand chunks (no name) */
   bool oom;
 } hali_insn_list_t;
 

@@ -692,12 +692,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
     }
     if (!s) {
       /* Swap the rebuilt block in. */
-      for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
-      hali_free(blk->insns);
-      blk->insns = w.out.b.insns;
-      blk->insn_count = w.out.b.insn_count;
-      blk->insn_capacity = w.out.b.insn_capacity;
-      memset(&w.out.b, 0, sizeof(w.out.b));
+      hali_ir_block_take(blk, &w.out.b);
     }
   }
   bool oom = w.out.oom || w.pre.oom || w.cmds.oom;
@@ -785,7 +780,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                    hali_pr(alloc), hali_pr(mem), hali_pr(use), hali_pr(size));
     hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
                    hali_pref(HALI_IR_GLOBAL, g), hali_pr(buf));
-    if (bytes % 4 == 0 && bytes) {
+    if (bytes) {
       /* Zeroed on the queue: the first load waits for it by fence. */
       uint32_t mode = hali_pass_reg(f, HALI_TYPE_I32, "one_shot");
       uint32_t cats = hali_pass_reg(f, HALI_TYPE_I32, "transfer");
@@ -798,7 +793,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                      hali_pr(cats));
       hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_FILL, 6,
                      hali_pr(cmd), hali_pr(buf), hali_pr(zero), hali_pr(size),
-                     hali_pr(zero32), hali_pr(four));
+                     hali_pr(zero32), hali_pr(one));
       hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
                      hali_pr(cmd));
       hali_pass_emit(&l, line, HALI_OP_HAL_FENCE_CREATE, 2, hali_pr(done),
@@ -869,15 +864,13 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                    hali_pref(HALI_IR_GLOBAL, ms->pool_ready), hali_pr(done));
   }
   hali_pass_emit(&l, line, HALI_OP_RETURN, 0);
-  (void)one;
+  (void)four;
   hali_ir_block_t *blk = hali_ir_func_add_block(f, "entry", 5);
   if (l.oom || !blk) {
     hali_pass_list_free(&l);
     return hali_status_oom();
   }
-  blk->insns = l.b.insns;
-  blk->insn_count = l.b.insn_count;
-  blk->insn_capacity = l.b.insn_capacity;
+  hali_ir_block_take(blk, &l.b); /* instructions and operand chunks */
   /* Move it to the front: function indices in calls and exports shift. */
   hali_ir_func_t mine = m->funcs[m->func_count - 1];
   memmove(&m->funcs[1], &m->funcs[0],

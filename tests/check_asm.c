@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "loader/asm_int.h"
 #include "tests/testutil.h"
 
 /* True when Check runs the tests in its own process (CK_FORK=no, as under
@@ -438,6 +439,129 @@ START_TEST(asm_reports_first_error) {
          "  return %y\n"
          "}\n",
          "test.hasm:5:18: i32 literal out of range");
+}
+END_TEST
+
+/* The assembler lexes on demand and pass 1 skips bodies by scanning their
+ * text (loader/asm_lex.c), but errors read as when the whole file was
+ * lexed first: the first lexical error in the file wins over any syntax
+ * error, wherever each is. */
+START_TEST(asm_first_lexical_error_wins) {
+  /* A syntax error in one body, a lexical error in a later one. */
+  REJECT("func @a() {\n"
+         "  return 5 5\n"
+         "}\n"
+         "func @b() {\n"
+         "  return\n"
+         "  $\n"
+         "}\n",
+         "test.hasm:6:3: unexpected character, found '$'");
+  /* A lexical error in a body pass 1 skips, a syntax error in a later
+   * header. */
+  REJECT("func @a() {\n"
+         "  return\n"
+         "  \"open\n"
+         "}\n"
+         "func @b( {\n"
+         "}\n",
+         "test.hasm:3:3: unterminated string, found '\"'");
+  /* Two lexical errors: the first in the file, not the first met. */
+  REJECT("func @a() {\n"
+         "  %x = const.i32 1 ^\n"
+         "}\n"
+         "func @b() -> i32 ! {\n"
+         "}\n",
+         "test.hasm:2:20: expected a name after '^'");
+  /* Braces inside a tensor type are part of it. */
+  REJECT("func @a() {\n"
+         "  return tensor<}{>\n"
+         "}\n"
+         "func @b() {\n"
+         "  return\n"
+         "}\n",
+         "test.hasm:2:10: expected an instruction, found 'tensor<}{>'");
+}
+END_TEST
+
+/* What hides a brace or a label from the body scan: strings, comments;
+ * and a label is a label with a comment and a line break before its ':'. */
+START_TEST(asm_body_scan_agrees_with_lexer) {
+  hali_ir_module_t *m = must_load(
+      "func @a() -> i32 {\n"
+      "  %c = const.i32 1\n"
+      "  assert %c, \"} ^s: {\"   # } ^c: {\n"
+      "  // ^d: }\n"
+      "  br ^next  // ^e: {\n"
+      "^next   # a comment\n"
+      "  :\n"
+      "  return %c\n"
+      "}\n"
+      "func @b() -> i32 {\n"
+      "  %x = call @a()\n"
+      "  return %x\n"
+      "}\n");
+  ck_assert_uint_eq(m->func_count, 2);
+  const hali_ir_func_t *a = &m->funcs[0];
+  ck_assert_uint_eq(a->block_count, 2);
+  ck_assert_str_eq(a->blocks[0].name, "entry");
+  ck_assert_str_eq(a->blocks[1].name, "next");
+  ck_assert_uint_eq(a->blocks[0].insn_count, 3);
+  ck_assert_uint_eq(a->blocks[1].insn_count, 1);
+  ck_assert_uint_eq(a->blocks[1].insns[0].line, 8);
+  /* @b's lines count the lines of @a's body the scan skipped. */
+  ck_assert_uint_eq(m->funcs[1].line, 10);
+  ck_assert_uint_eq(m->funcs[1].blocks[0].insns[1].line, 12);
+  ck_assert_str_eq(m->strings[m->funcs[0].blocks[0].insns[1].operands[1].v],
+                   "} ^s: {");
+  hali_ir_module_free(m);
+}
+END_TEST
+
+/* The token window holds about one instruction, not the file: the number
+ * of token chunks does not grow with the module, and an instruction longer
+ * than a chunk is held whole (its tokens stay valid while it is read). */
+static char *long_module(uint32_t insns, uint32_t switch_targets) {
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "func @g(%%a: i64) -> i64 {\n  return %%a\n}\n");
+  hali_strbuf_printf(&sb, "func @f(%%a: i64, %%i: i32) -> i64 {\n"
+                          "  %%r0 = add.i64 %%a, %%a\n");
+  for (uint32_t k = 1; k < insns; ++k)
+    hali_strbuf_printf(&sb, "  %%r%u = add.i64 %%r%u, %%a  # %u\n", k % 500,
+                       (k - 1) % 500, k);
+  hali_strbuf_printf(&sb, "  switch %%i, ^done, [");
+  for (uint32_t k = 0; k < switch_targets; ++k)
+    hali_strbuf_printf(&sb, "%s^done", k ? ", " : "");
+  hali_strbuf_printf(&sb, "]\n^done:\n  %%x = call @g(%%r0)\n  return %%x\n}\n");
+  return hali_strbuf_take(&sb);
+}
+
+START_TEST(asm_token_window_is_bounded) {
+  size_t chunks[3];
+  const uint32_t sizes[3][2] = {{2000, 0}, {40000, 0}, {2000, 3000}};
+  for (int i = 0; i < 3; ++i) {
+    char *text = long_module(sizes[i][0], sizes[i][1]);
+    ck_assert_ptr_nonnull(text);
+    hali_ir_module_t *m = NULL;
+    hali_status_t s = hali_asm_parse_measured(text, strlen(text), "w.hasm", &m,
+                                              &chunks[i]);
+    free(text);
+    expect_ok(s);
+    /* Everything was read: the blocks after the long switch too. */
+    ck_assert_uint_eq(m->func_count, 2);
+    ck_assert_uint_eq(m->funcs[1].block_count, 2);
+    ck_assert_uint_eq(m->funcs[1].blocks[0].insn_count, sizes[i][0] + 1);
+    ck_assert_uint_eq(m->funcs[1].blocks[0].insns[sizes[i][0]].operand_count,
+                      2 + sizes[i][1]);
+    ck_assert_uint_eq(m->funcs[1].blocks[1].insn_count, 2);
+    hali_ir_module_free(m);
+  }
+  /* 20 times the instructions, the same window (a few chunks); the old
+   * token array would have been 40000 * 6 tokens. */
+  ck_assert_uint_le(chunks[0], 4);
+  ck_assert_uint_eq(chunks[1], chunks[0]);
+  /* A switch of 3000 targets is ~6000 tokens: it is held whole. */
+  ck_assert_uint_ge(chunks[2], 6000 / 256);
+  ck_assert_uint_le(chunks[2], 6000 / 256 + 4);
 }
 END_TEST
 
@@ -1000,6 +1124,9 @@ static Suite *suite_asm(void) {
   tcase_add_test(tc, asm_error_names_the_given_file);
   tcase_add_test(tc, asm_reports_first_error);
   tcase_add_test(tc, asm_respects_length);
+  tcase_add_test(tc, asm_first_lexical_error_wins);
+  tcase_add_test(tc, asm_body_scan_agrees_with_lexer);
+  tcase_add_test(tc, asm_token_window_is_bounded);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("grammar");

@@ -125,6 +125,19 @@ static void hali(const char *fmt, ...) {
                   "stderr does not contain \"%s\": %s", (needle), run.err);    \
   } while (0)
 
+/* Exit 2 (usage) with an error report: a malformed --input or an
+ * argument that does not fit the signature is the user's mistake. */
+#define EXPECT_USAGE_ERROR(needle)                                             \
+  do {                                                                         \
+    ck_assert_msg(run.rc == 2, "exit %d, expected 2; stderr: %s", run.rc,      \
+                  run.err);                                                    \
+    ck_assert_str_eq(run.out, "");                                             \
+    ck_assert_msg(strncmp(run.err, "hali: error: ", 13) == 0,                  \
+                  "stderr does not start with 'hali: error: ': %s", run.err);  \
+    ck_assert_msg(strstr(run.err, (needle)) != NULL,                           \
+                  "stderr does not contain \"%s\": %s", (needle), run.err);    \
+  } while (0)
+
 static const char div_text[] = "module @dz\n"                         /*  1 */
                                "\n"                                   /*  2 */
                                "func @div(%a: i32, %b: i32) -> i32 {\n" /* 3 */
@@ -345,8 +358,7 @@ END_TEST
 START_TEST(cli_version_and_help) {
   hali("--version");
   EXPECT_RUN(0, "hali " HALI_VERSION_STRING "\n", "");
-  const char *const helps[] = {"--help", "-h", "help", "run --help",
-                               "asm --help"};
+  const char *const helps[] = {"--help", "-h", "help"};
   for (size_t i = 0; i < sizeof(helps) / sizeof(helps[0]); ++i) {
     hali("%s", helps[i]);
     ck_assert_msg(run.rc == 0, "hali %s: exit %d", helps[i], run.rc);
@@ -354,10 +366,38 @@ START_TEST(cli_version_and_help) {
     ck_assert(strncmp(run.out, "usage: hali <command>", 21) == 0);
     const char *const subs[] = {"\n  run MODULE", "\n  asm IN", "\n  dis IN",
                                 "\n  verify IN", "\n  isa ", "--version",
-                                "--input=i64=", "--function=NAME"};
+                                "--input=i64=", "--function=NAME",
+                                "\n  benchmark MODULE", "\n  dump MODULE"};
     for (size_t k = 0; k < sizeof(subs) / sizeof(subs[0]); ++k)
       ck_assert_msg(strstr(run.out, subs[k]) != NULL,
                     "hali %s does not mention \"%s\"", helps[i], subs[k]);
+  }
+  /* After a command (or as help COMMAND): that command's flags, exit 0,
+   * wherever the flag stands. */
+  const char *const command_helps[][3] = {
+      {"run --help", "usage: hali run MODULE", "  --function=NAME"},
+      {"run x.hasm -h --bogus", "usage: hali run MODULE", "  --input=VALUE"},
+      {"help run", "usage: hali run MODULE", "(alias: --trace-out)"},
+      {"benchmark --help", "usage: hali benchmark",
+       "  --benchmark_repetitions=N"},
+      {"dump -h", "usage: hali dump MODULE", "  --json"},
+      {"asm --help", "usage: hali asm IN.hasm", "  -o, --output=OUT.hbc"},
+      {"dis --help", "usage: hali dis", "(alias: --no-locs)"},
+      {"verify --help", "usage: hali verify", "  --flagfile=FILE"},
+      {"isa --help", "usage: hali isa", "  -h, --help"},
+  };
+  for (size_t i = 0; i < sizeof(command_helps) / sizeof(command_helps[0]);
+       ++i) {
+    hali("%s", command_helps[i][0]);
+    ck_assert_msg(run.rc == 0, "hali %s: exit %d", command_helps[i][0],
+                  run.rc);
+    ck_assert_str_eq(run.err, "");
+    ck_assert_msg(strncmp(run.out, command_helps[i][1],
+                          strlen(command_helps[i][1])) == 0,
+                  "hali %s: %s", command_helps[i][0], run.out);
+    ck_assert_msg(strstr(run.out, command_helps[i][2]) != NULL,
+                  "hali %s does not mention \"%s\": %s", command_helps[i][0],
+                  command_helps[i][2], run.out);
   }
   hali("isa");
   ck_assert_int_eq(run.rc, 0);
@@ -470,53 +510,55 @@ END_TEST
 
 START_TEST(cli_unknown_function) {
   hali("run '%s' --function=nope", example("fib.hasm"));
-  EXPECT_ERROR("hali: error: NOT_FOUND: ");
-  ck_assert_ptr_nonnull(strstr(run.err, "no function @nope in module @fib\n"));
+  EXPECT_USAGE_ERROR("hali: error: NOT_FOUND: ");
+  ck_assert_ptr_nonnull(
+      strstr(run.err, "no function @nope in module @fib (it has @fib @main)\n"));
 }
 END_TEST
 
 START_TEST(cli_wrong_number_of_inputs) {
   hali("run '%s' --function=fib", example("fib.hasm"));
-  EXPECT_ERROR("hali: error: INVALID_ARGUMENT: @fib takes 1 argument(s), 0 "
-               "given\n");
+  EXPECT_USAGE_ERROR("hali: error: INVALID_ARGUMENT: @fib takes 1 argument(s), "
+                     "0 --input given; its signature is @fib(i32) -> (i32)\n");
   hali("run '%s' --function=fib --input=1 --input=2", example("fib.hasm"));
-  EXPECT_ERROR("@fib takes 1 argument(s), 2 given");
+  EXPECT_USAGE_ERROR("@fib takes 1 argument(s), 2 --input given");
   hali("run '%s' --input=1", example("fib.hasm"));
-  EXPECT_ERROR("@main takes 0 argument(s), 1 given");
+  EXPECT_USAGE_ERROR("@main takes 0 argument(s), 1 --input given; its "
+                     "signature is @main() -> (i32)\n");
   /* The right count of the wrong type. */
   hali("run '%s' --function=fib --input=i64=3", example("fib.hasm"));
-  EXPECT_ERROR("@fib argument 0: expected i32, got i64");
+  EXPECT_USAGE_ERROR("@fib argument 0: expected i32, got i64");
 }
 END_TEST
 
 START_TEST(cli_bad_input_value) {
   const char *fib = example("fib.hasm");
   hali("run '%s' --function=fib --input=abc", fib);
-  EXPECT_ERROR("hali: error: INVALID_ARGUMENT: --input #0 'abc': 'abc' is not "
-               "a valid i32\n");
+  EXPECT_USAGE_ERROR("hali: error: INVALID_ARGUMENT: --input #0 'abc': 'abc' "
+                     "is not a valid i32 (@fib argument 0)\n");
   hali("run '%s' --function=fib --input=99999999999", fib);
-  EXPECT_ERROR("'99999999999' is not a valid i32");
+  EXPECT_USAGE_ERROR("'99999999999' is not a valid i32");
   hali("run '%s' --function=fib --input=", fib);
-  EXPECT_ERROR("'' is not a valid i32");
+  EXPECT_USAGE_ERROR("'' is not a valid i32");
   hali("run '%s' --function=loop --input=i64=1.5", example("loop.hasm"));
-  EXPECT_ERROR("--input #0 'i64=1.5': '1.5' is not a valid i64");
+  EXPECT_USAGE_ERROR("--input #0 'i64=1.5': '1.5' is not a valid i64");
   hali("run '%s' --function=float_chain --input=i64=99999999999999999999",
        example("float.hasm"));
-  EXPECT_ERROR("is not a valid i64");
+  EXPECT_USAGE_ERROR("is not a valid i64");
   write_file(tmp("f.hasm"), "func @f(%x: f32, %y: f64) {\n  return\n}\n");
   hali("run '%s' --function=f --input=f32=1.5 --input=f64=2x", tmp("f.hasm"));
-  EXPECT_ERROR("--input #1 'f64=2x': '2x' is not a valid f64");
+  EXPECT_USAGE_ERROR("--input #1 'f64=2x': '2x' is not a valid f64");
   hali("run '%s' --function=f --input=f32=pi --input=f64=2", tmp("f.hasm"));
-  EXPECT_ERROR("--input #0 'f32=pi': 'pi' is not a valid f32");
+  EXPECT_USAGE_ERROR("--input #0 'f32=pi': 'pi' is not a valid f32");
 }
 END_TEST
 
 START_TEST(cli_unknown_input_type) {
   hali("run '%s' --function=fib --input=i33=4", example("fib.hasm"));
-  EXPECT_ERROR("hali: error: INVALID_ARGUMENT: --input #0 'i33=4': unknown "
-               "type 'i33' (expected i32, i64, f32 or f64)\n");
+  EXPECT_USAGE_ERROR("hali: error: INVALID_ARGUMENT: --input #0 'i33=4': "
+                     "unknown type 'i33' (expected i32, i64, f32 or f64)\n");
   hali("run '%s' --function=fib --input='!hal.buffer=4'", example("fib.hasm"));
-  EXPECT_ERROR("unknown type '!hal.buffer'");
+  EXPECT_USAGE_ERROR("unknown type '!hal.buffer'");
 }
 END_TEST
 
@@ -574,7 +616,7 @@ START_TEST(cli_runtime_failure_backtrace) {
   hali("run '%s' --function=tree --input=9 --fiber-threads=3", tmp("tree.hasm"));
   EXPECT_RUN(0, "result[0]: i32=1023\n", "");
   hali("run '%s' --function=tree --input=9 --fiber-threads=0", tmp("tree.hasm"));
-  EXPECT_RUN(2, "", "hali run: '--fiber-threads=0': the fiber threads must be "
+  EXPECT_RUN(2, "", "hali run: --fiber-threads=0: expected an integer in "
                     "1..64\n");
 }
 END_TEST
@@ -670,7 +712,8 @@ START_TEST(cli_usage_errors) {
   hali("frobnicate");
   EXPECT_USAGE("hali: unknown command 'frobnicate'");
   hali("run '%s' --bogus", example("fib.hasm"));
-  EXPECT_USAGE("hali run: unknown option '--bogus'");
+  EXPECT_USAGE("hali run: unknown flag '--bogus' (hali run --help lists the "
+               "flags)\n");
   hali("run");
   EXPECT_USAGE("usage: hali run MODULE");
   hali("run '%s' '%s'", example("fib.hasm"), example("loop.hasm"));
@@ -678,12 +721,12 @@ START_TEST(cli_usage_errors) {
   hali("asm '%s'", example("fib.hasm"));
   EXPECT_USAGE("usage: hali asm IN.hasm -o OUT.hbc");
   hali("asm '%s' -o '%s' --fast", example("fib.hasm"), tmp("x.hbc"));
-  EXPECT_USAGE("hali asm: unknown option '--fast'");
+  EXPECT_USAGE("hali asm: unknown flag '--fast'");
   ck_assert(!exists(tmp("x.hbc")));
   hali("dis");
   EXPECT_USAGE("usage: hali dis");
   hali("dis --bogus '%s'", example("fib.hasm"));
-  EXPECT_USAGE("hali dis: unknown option '--bogus'");
+  EXPECT_USAGE("hali dis: unknown flag '--bogus'");
   hali("verify");
   EXPECT_USAGE("usage: hali verify");
   hali("verify '%s' '%s'", example("fib.hasm"), example("loop.hasm"));
@@ -850,7 +893,8 @@ START_TEST(cli_tensor_output_forms) {
   hali("run '%s' --function=id '--input=@%s'", m, tmp("t.npy"));
   EXPECT_RUN(0, "result[0]: hal.buffer_view\n2xi32=7 8\n", "");
   hali("run '%s' --function=id --input=2xi32=1 --output=foo", m);
-  EXPECT_ERROR("--output 'foo': expected '-', @FILE.npy or @FILE.bin");
+  EXPECT_USAGE("hali run: --output=foo: expected '-' (print), '' (ignore), "
+               "@FILE.npy or @FILE.bin\n");
 }
 END_TEST
 
@@ -909,7 +953,8 @@ START_TEST(cli_expected_output) {
              "");
   hali("run '%s' --function=id --input=2xi32=1 --expected_f32_threshold=-1",
        m);
-  EXPECT_USAGE("'--expected_f32_threshold=-1' is not a threshold >= 0");
+  EXPECT_USAGE("hali run: --expected_f32_threshold=-1: expected a threshold "
+               ">= 0\n");
 }
 END_TEST
 
@@ -938,7 +983,7 @@ START_TEST(cli_print_max_elements) {
                 "output: %s", run.out);
   ck_assert_msg(strstr(run.out, " 1 1...\n") != NULL, "%s", run.out);
   hali("run '%s' --function=id --input=2xi32=1 --print_max_elements=x", m);
-  EXPECT_USAGE("'--print_max_elements=x' is not a count");
+  EXPECT_USAGE("hali run: --print_max_elements=x: is not a count\n");
 }
 END_TEST
 
@@ -960,10 +1005,11 @@ START_TEST(cli_devices_and_workers) {
   EXPECT_RUN(0, "result[0]: hal.buffer_view\n2xi32=7 7\n", "");
   hali("run '%s' --function=fill --input=i64=2 --input=7 --device=gpu",
        example("fill.hasm"));
-  EXPECT_ERROR("unknown device 'gpu' (known: local-sync, local-task)");
+  EXPECT_USAGE("hali run: --device=gpu: unknown device 'gpu' (known: "
+               "local-sync, local-task)\n");
   hali("run '%s' --function=fill --input=i64=2 --input=7 --workers=0",
        example("fill.hasm"));
-  EXPECT_USAGE("'--workers=0': workers must be 1..1024");
+  EXPECT_USAGE("hali run: --workers=0: expected an integer in 1..1024\n");
 }
 END_TEST
 
@@ -972,28 +1018,28 @@ START_TEST(cli_tensor_input_errors) {
   char m[512];
   snprintf(m, sizeof m, "%s", tmp("id.hasm"));
   hali("run '%s' --function=id '--input=2x3xf32=1 2 3'", m);
-  EXPECT_ERROR("--input #0: 3 value(s) given, the shape holds 6");
+  EXPECT_USAGE_ERROR("--input #0: 3 value(s) given, the shape holds 6");
   hali("run '%s' --function=id '--input=2xf32=1 2 3'", m);
-  EXPECT_ERROR("--input #0: more than the 2 values the shape holds");
+  EXPECT_USAGE_ERROR("--input #0: more than the 2 values the shape holds");
   hali("run '%s' --function=id '--input=2xq32=1 2'", m);
-  EXPECT_ERROR("unknown element type 'q32'");
+  EXPECT_USAGE_ERROR("unknown element type 'q32'");
   ck_assert_msg(strstr(run.err, "--input #0: in '2xq32'"), "%s", run.err);
   hali("run '%s' --function=id '--input=2xf32=1 x'", m);
-  EXPECT_ERROR("--input #0: value 1 'x' is not a valid f32");
+  EXPECT_USAGE_ERROR("--input #0: value 1 'x' is not a valid f32");
   hali("run '%s' --function=id --input=2xi8=300", m);
-  EXPECT_ERROR("--input #0: value 0 '300' is not a valid i8");
+  EXPECT_USAGE_ERROR("--input #0: value 0 '300' is not a valid i8");
   hali("run '%s' --function=id --input=2xu8=-1", m);
-  EXPECT_ERROR("--input #0: value 0 '-1' is not a valid u8");
+  EXPECT_USAGE_ERROR("--input #0: value 0 '-1' is not a valid u8");
   hali("run '%s' --function=id --input=2xf32", m);
-  EXPECT_ERROR("--input #0: '2xf32' is not SHAPExTYPE=VALUES");
+  EXPECT_USAGE_ERROR("--input #0: '2xf32' is not SHAPExTYPE=VALUES");
   /* A raw file of the wrong size, or none. */
   write_bytes(tmp("w.bin"), "abcdefgh", 8);
   hali("run '%s' --function=id '--input=4xf32=@%s'", m, tmp("w.bin"));
-  EXPECT_ERROR("has 8 bytes but the shape needs 16");
+  EXPECT_USAGE_ERROR("has 8 bytes but the shape needs 16");
   hali("run '%s' --function=id '--input=4xf32=@%s'", m, tmp("none.bin"));
-  EXPECT_ERROR("cannot open");
+  EXPECT_USAGE_ERROR("cannot open");
   hali("run '%s' --function=id '--input=@%s'", m, tmp("none.npy"));
-  EXPECT_ERROR("cannot open");
+  EXPECT_USAGE_ERROR("cannot open");
 }
 END_TEST
 
@@ -1005,25 +1051,25 @@ START_TEST(cli_malformed_npy) {
   snprintf(p, sizeof p, "%s", tmp("bad.npy"));
   write_bytes(p, "\x93NUMPZ\x01\x00\x10\x00{}", 12);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: bad magic (expected \\x93NUMPY)");
+  EXPECT_USAGE_ERROR("not a valid .npy file: bad magic (expected \\x93NUMPY)");
   write_bytes(p, "\x93NUM", 4);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: bad magic");
+  EXPECT_USAGE_ERROR("not a valid .npy file: bad magic");
   /* The header length runs past the end of the file. */
   write_bytes(p, "\x93NUMPY\x01\x00\x76\x00{'descr'", 17);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: header runs past the end of the file");
+  EXPECT_USAGE_ERROR("not a valid .npy file: header runs past the end of the file");
   /* Version 2 needs a 4-byte header length. */
   write_bytes(p, "\x93NUMPY\x02\x00\x10\x00", 10);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: truncated header");
+  EXPECT_USAGE_ERROR("not a valid .npy file: truncated header");
   write_bytes(p, "\x93NUMPY\x09\x00\x10\x00", 10);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: unsupported format version");
+  EXPECT_USAGE_ERROR("not a valid .npy file: unsupported format version");
   write_npy(p, "{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }",
             NULL, 8);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: big-endian data is not supported");
+  EXPECT_USAGE_ERROR("not a valid .npy file: big-endian data is not supported");
   /* A single byte has no byte order: '>i1' is fine. */
   write_npy(p, "{'descr': '>i1', 'fortran_order': False, 'shape': (2,), }",
             NULL, 2);
@@ -1032,30 +1078,30 @@ START_TEST(cli_malformed_npy) {
   write_npy(p, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
             NULL, 16);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: only C order (fortran_order: False) "
+  EXPECT_USAGE_ERROR("not a valid .npy file: only C order (fortran_order: False) "
                "is supported");
   write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }",
             NULL, 12);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR(".npy data is 12 bytes but the shape needs 16");
+  EXPECT_USAGE_ERROR(".npy data is 12 bytes but the shape needs 16");
   write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }",
             NULL, 20);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR(".npy data is 20 bytes but the shape needs 16");
+  EXPECT_USAGE_ERROR(".npy data is 20 bytes but the shape needs 16");
   write_npy(p, "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }",
             NULL, 16);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("unsupported .npy element type");
+  EXPECT_USAGE_ERROR("unsupported .npy element type");
   write_npy(p, "{'fortran_order': False, 'shape': (2,), }", NULL, 8);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: no 'descr' in the header");
+  EXPECT_USAGE_ERROR("not a valid .npy file: no 'descr' in the header");
   write_npy(p, "{'descr': '<f4', 'fortran_order': False, }", NULL, 8);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: no 'shape' tuple in the header");
+  EXPECT_USAGE_ERROR("not a valid .npy file: no 'shape' tuple in the header");
   write_npy(p, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, x), }",
             NULL, 8);
   hali("run '%s' --function=id '--input=@%s'", m, p);
-  EXPECT_ERROR("not a valid .npy file: bad shape");
+  EXPECT_USAGE_ERROR("not a valid .npy file: bad shape");
 }
 END_TEST
 
@@ -1405,7 +1451,16 @@ START_TEST(cli_dis_pass_options) {
   EXPECT_ERROR("unknown pass 'nope'");
   hali("verify '%s'", t);
   char want[700];
-  snprintf(want, sizeof(want), "%s: ok (2 functions)\n", t);
+  snprintf(want, sizeof(want),
+           "%s: ok (1 function written; the load-time passes added 1: "
+           "@f$async)\n",
+           t);
+  EXPECT_RUN(0, want, "");
+  hali("verify '%s'", example("mlp_tensor_rodata.hasm"));
+  snprintf(want, sizeof(want),
+           "%s: ok (3 functions written; the load-time passes added 3: "
+           "@globals$storage @main$async @mlp$async)\n",
+           example("mlp_tensor_rodata.hasm"));
   EXPECT_RUN(0, want, "");
 }
 END_TEST
@@ -1415,8 +1470,710 @@ START_TEST(cli_run_argument_not_on_command_line) {
                                 "  return\n"
                                 "}\n");
   hali("run '%s' --function=f --input=1", tmp("fence.hasm"));
-  EXPECT_ERROR("hali: error: INVALID_ARGUMENT: --input #0: @f takes "
-               "!hal.fence, which cannot be given on the command line\n");
+  EXPECT_USAGE_ERROR("hali: error: INVALID_ARGUMENT: --input #0: @f takes "
+                     "!hal.fence, which cannot be given on the command "
+                     "line\n");
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Flags (tools/flags.c): getopt_long forms, aliases, suggestions, flag
+ * files; inputs typed by the signature; several modules and stdin;
+ * f$async; limits; files that are not modules; benchmark; dump. */
+
+/* A file holding |text| in the test's directory; returns its path in a
+ * static buffer of its own (|slot| 0..3). */
+static const char *put(int slot, const char *name, const char *text) {
+  static char bufs[4][512];
+  snprintf(bufs[slot], sizeof(bufs[0]), "%s", tmp(name));
+  write_file(bufs[slot], text);
+  return bufs[slot];
+}
+
+START_TEST(cli_flag_forms) {
+  const char *fib = example("fib.hasm");
+  const char *const forms[] = {
+      "run '%s' --function=fib --input=10",
+      "run '%s' --function fib --input 10",
+      "run --function fib '%s' --input=10",     /* flags around the module */
+      "run '%s' --func=fib --inp=10",           /* unique prefixes */
+      "run '%s' --function=@fib --input=i32=10",
+      "run --function=fib --input=10 -- '%s'",  /* -- ends the flags */
+  };
+  for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); ++i) {
+    char args[1024], *at = strstr(forms[i], "%s");
+    snprintf(args, sizeof(args), "%.*s%s%s", (int)(at - forms[i]), forms[i],
+             fib, at + 2);
+    hali("%s", args);
+    ck_assert_msg(run.rc == 0 && strcmp(run.out, "result[0]: i32=55\n") == 0,
+                  "%s: exit %d, %s%s", forms[i], run.rc, run.out, run.err);
+  }
+  /* Flags after the module even where getopt would stop at it. */
+  hali("run '%s' --function=fib --input=10 2>&1 | grep -q 55 && "
+       "POSIXLY_CORRECT=1 '%s' run '%s' --function=fib --input=10",
+       fib, HALI_TOOL, fib);
+  EXPECT_RUN(0, "result[0]: i32=55\n", "");
+  /* After --, a flag-like word is a module name. */
+  hali("run '%s' --function=fib --input=10 -- --input=3", fib);
+  EXPECT_USAGE("more than one module ('--input=3')");
+  /* Aliases: the kebab-case names and IREE's older spelling. */
+  write_file(tmp("id.hasm"), "func @id(%x: !hal.buffer_view) -> "
+                             "!hal.buffer_view {\n  return %x\n}\n");
+  const char *const limits[] = {"--output_max_element_count=2",
+                                "--print_max_elements=2",
+                                "--print-max-elements 2",
+                                "--print_max_element_count=2"};
+  for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); ++i) {
+    hali("run '%s' --function=id '--input=4xi32=1 2 3 4' %s", tmp("id.hasm"),
+         limits[i]);
+    EXPECT_RUN(0, "result[0]: hal.buffer_view\n4xi32=1 2...\n", "");
+  }
+  hali("run '%s' --function=fib --input=3 --max-depth 5 --trace-values=3",
+       fib);
+  EXPECT_RUN(0, "result[0]: i32=2\n", "");
+  hali("dis --no-locs '%s'", fib);
+  ck_assert_int_eq(run.rc, 0);
+  char with_alias[sizeof(run.out)];
+  snprintf(with_alias, sizeof(with_alias), "%s", run.out);
+  hali("dis '%s' --no_locs", fib);
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_str_eq(run.out, with_alias);
+  ck_assert_ptr_null(strstr(run.out, "loc("));
+  /* asm: -o FILE, -oFILE and --output=FILE. */
+  const char *const outs[] = {"-o '%s'", "'-o%s'", "--output='%s'",
+                              "--output '%s'"};
+  for (size_t i = 0; i < sizeof(outs) / sizeof(outs[0]); ++i) {
+    char flag[600], *at = strstr(outs[i], "%s");
+    snprintf(flag, sizeof(flag), "%.*s%s%s", (int)(at - outs[i]), outs[i],
+             tmp("f.hbc"), at + 2);
+    unlink(tmp("f.hbc"));
+    hali("asm '%s' %s", fib, flag);
+    EXPECT_RUN(0, "", "");
+    ck_assert_msg(exists(tmp("f.hbc")), "%s", flag);
+  }
+  hali("run '%s' --function=fib --input=6", tmp("f.hbc"));
+  EXPECT_RUN(0, "result[0]: i32=8\n", "");
+}
+END_TEST
+
+START_TEST(cli_flag_errors) {
+  const char *fib = example("fib.hasm");
+  hali("run '%s' --fucntion=fib --input=1", fib);
+  EXPECT_USAGE("hali run: unknown flag '--fucntion'; did you mean "
+               "--function? (hali run --help lists the flags)\n");
+  hali("run '%s' --expected-ouptut=1", fib);
+  EXPECT_USAGE("did you mean --expected_output?");
+  hali("run '%s' --trace-otu=x", fib);
+  EXPECT_USAGE("did you mean --trace_out?");
+  hali("run '%s' --zzzzzzzz", fib);
+  EXPECT_USAGE("hali run: unknown flag '--zzzzzzzz' (hali run --help");
+  hali("run '%s' --trace_", fib);
+  EXPECT_USAGE("hali run: '--trace_' is ambiguous; it could be "
+               "--trace_format --trace_filter --trace_out --trace_values\n");
+  hali("run '%s' --function", fib);
+  EXPECT_USAGE("hali run: --function requires a value (--function=NAME)\n");
+  hali("run '%s' --no_passes=1", fib);
+  EXPECT_USAGE("hali run: --no_passes takes no value ('--no_passes=1')\n");
+  hali("run '%s' -x", fib);
+  EXPECT_USAGE("hali run: unknown flag '-x'");
+  hali("asm '%s' -o", fib);
+  EXPECT_USAGE("hali asm: --output requires a value (--output=OUT.hbc)\n");
+  /* Values are checked where they are parsed, naming the flag as spelt. */
+  hali("run '%s' --max-depth=abc", fib);
+  EXPECT_USAGE("hali run: --max-depth=abc: expected an integer in "
+               "1..1000000\n");
+  hali("run '%s' --fuel=0", fib);
+  EXPECT_USAGE("hali run: --fuel=0: is not a count above 0\n");
+  hali("run '%s' --fuel=-3", fib);
+  EXPECT_USAGE("hali run: --fuel=-3: is not a count above 0\n");
+  hali("run '%s' --max_memory=12Q", fib);
+  EXPECT_USAGE("hali run: --max_memory=12Q: expected a size in bytes");
+  hali("run '%s' --max_memory=99999999999T", fib);
+  EXPECT_USAGE("hali run: --max_memory=99999999999T: the size overflows");
+  hali("run '%s' --timeout=soon", fib);
+  EXPECT_USAGE("hali run: --timeout=soon: expected a duration");
+  hali("run '%s' --timeout=0", fib);
+  EXPECT_USAGE("hali run: --timeout=0: expected a duration above 0\n");
+  hali("run '%s' --output=x.npy", fib);
+  EXPECT_USAGE("hali run: --output=x.npy: expected '-' (print), '' (ignore)");
+  hali("run '%s' --module=", fib);
+  EXPECT_USAGE("hali run: --module=: expected a module file");
+  hali("dump");
+  EXPECT_USAGE("usage: hali dump MODULE");
+  hali("benchmark");
+  EXPECT_USAGE("usage: hali benchmark MODULE");
+  hali("benchmark '%s' --benchmark_repetitions=0", fib);
+  EXPECT_USAGE("--benchmark_repetitions=0: expected an integer in");
+  hali("benchmark '%s' --benchmark_format=xml", fib);
+  EXPECT_USAGE("--benchmark_format=xml: expected console or json\n");
+  hali("benchmark '%s' --function=fib --input=1 --output=-", fib);
+  EXPECT_USAGE("--output and --expected_output are hali run's");
+  hali("rnu");
+  EXPECT_USAGE("hali: unknown command 'rnu'; did you mean run?");
+  hali("--input=3 run");
+  EXPECT_USAGE("hali: '--input=3' before the command: flags go after it");
+  /* The man page's unquoted example: the stray words are named. */
+  hali("run '%s' --function=id --input=4xf32=1 2 3 4", fib);
+  EXPECT_USAGE("more than one module ('2'): give each further one with "
+               "--module=FILE, and quote values with blanks");
+}
+END_TEST
+
+START_TEST(cli_flagfile) {
+  const char *fib = example("fib.hasm");
+  /* One argument per line, no quoting; blanks around and comments go. */
+  write_file(tmp("id.hasm"), "func @id(%x: !hal.buffer_view) -> "
+                             "!hal.buffer_view {\n  return %x\n}\n");
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "# the identity\n"
+           "\n"
+           "  %s  \n"
+           "--function=id\r\n"
+           "--input=4xf32=1 2 3 4\n"
+           "--flagfile=%s\n",
+           tmp("id.hasm"), tmp("more.flags"));
+  write_file(tmp("run.flags"), text);
+  write_file(tmp("more.flags"), "--output_max_element_count\n3\n");
+  hali("run --flagfile='%s'", tmp("run.flags"));
+  EXPECT_RUN(0, "result[0]: hal.buffer_view\n4xf32=1 2 3...\n", "");
+  hali("run --flagfile '%s' --output_max_element_count=9", tmp("run.flags"));
+  EXPECT_RUN(0, "result[0]: hal.buffer_view\n4xf32=1 2 3 4\n", "");
+  hali("run --flagfile='%s'", tmp("missing.flags"));
+  EXPECT_USAGE("hali run: --flagfile=");
+  ck_assert_ptr_nonnull(strstr(run.err, "missing.flags: cannot open: No such "
+                                        "file or directory\n"));
+  hali("run '%s' --flagfile", fib);
+  EXPECT_USAGE("hali run: --flagfile requires a value (--flagfile=FILE)\n");
+  snprintf(text, sizeof(text), "--flagfile=%s\n", tmp("loop.flags"));
+  write_file(tmp("loop.flags"), text);
+  hali("run '%s' --flagfile='%s'", fib, tmp("loop.flags"));
+  EXPECT_USAGE("flag files nest deeper than 8 (does one include itself?)\n");
+  write_file(tmp("bad.flags"), "--bogus\n");
+  hali("run '%s' --flagfile='%s'", fib, tmp("bad.flags"));
+  EXPECT_USAGE("hali run: unknown flag '--bogus'");
+  /* After --, --flagfile is a word like any other. */
+  hali("verify -- --flagfile=x");
+  EXPECT_ERROR("--flagfile=x: cannot open");
+}
+END_TEST
+
+static const char typed_text[] =
+    "func @f(%a: i64, %b: f32, %c: f64, %d: i32) -> (i64, f32, f64, i32) {\n"
+    "  return %a, %b, %c, %d\n"
+    "}\n";
+
+START_TEST(cli_scalars_typed_by_signature) {
+  const char *m = put(0, "typed.hasm", typed_text);
+  hali("run '%s' --function=f --input=4 --input=4 --input=4 --input=4", m);
+  EXPECT_RUN(0, "result[0]: i64=4\nresult[1]: f32=4\nresult[2]: f64=4\n"
+                "result[3]: i32=4\n", "");
+  hali("run '%s' --function=f --input=-0x10 --input=2.5 --input=1e300 "
+       "--input=0xffffffff", m);
+  EXPECT_RUN(0, "result[0]: i64=-16\nresult[1]: f32=2.5\n"
+                "result[2]: f64=1e+300\nresult[3]: i32=-1\n", "");
+  /* An explicit type must agree; the error names the parameter and both
+   * types. */
+  hali("run '%s' --function=f --input=i32=4 --input=4 --input=4 --input=4", m);
+  EXPECT_USAGE_ERROR("hali: error: INVALID_ARGUMENT: @f argument 0: expected "
+                     "i64, got i32 (--input #0 'i32=4')\n");
+  hali("run '%s' --function=f --input=4 --input=f64=4 --input=4 --input=4", m);
+  EXPECT_USAGE_ERROR("@f argument 1: expected f32, got f64");
+  /* A float into an integer parameter, a tensor or a file for a scalar. */
+  hali("run '%s' --function=f --input=1.5 --input=4 --input=4 --input=4", m);
+  EXPECT_USAGE_ERROR("--input #0 '1.5': '1.5' is not a valid i64 (@f "
+                     "argument 0)\n");
+  hali("run '%s' --function=f '--input=2xi64=1 2' --input=4 --input=4 "
+       "--input=4", m);
+  EXPECT_USAGE_ERROR("@f argument 0 is i64, a scalar; --input #0 '2xi64=1 2' "
+                     "is a tensor\n");
+  hali("run '%s' --function=f --input=@x.npy --input=4 --input=4 --input=4",
+       m);
+  EXPECT_USAGE_ERROR("@f argument 0 is i64, a scalar; --input #0 '@x.npy' "
+                     "names a file\n");
+  /* Expected outputs are typed the same way. */
+  hali("run '%s' --function=f --input=4 --input=4 --input=4 --input=4 "
+       "--expected_output=4 --expected_output=4 --expected_output=4.00001 "
+       "--expected_output=4", m);
+  EXPECT_RUN(0, "result[0]: i64=4\nresult[1]: f32=4\nresult[2]: f64=4\n"
+                "result[3]: i32=4\n[SUCCESS]\n", "");
+}
+END_TEST
+
+START_TEST(cli_scalar_outputs_to_files) {
+  const char *m = put(0, "typed.hasm", typed_text);
+  hali("run '%s' --function=f --input=7 --input=1.5 --input=2.25 --input=-2 "
+       "'--output=@%s' '--output=@%s' --output= --output=-",
+       m, tmp("a.npy"), tmp("b.bin"));
+  EXPECT_RUN(0, "result[3]: i32=-2\n", "");
+  /* A rank-0 .npy: numpy's header for shape (), then the 8 bytes. */
+  uint8_t *d = NULL;
+  size_t n = 0;
+  ck_assert_ok(hali_read_file(tmp("a.npy"), &d, &n));
+  ck_assert_uint_ge(n, 10);
+  ck_assert_int_eq(memcmp(d, "\x93NUMPY\x01\x00", 8), 0);
+  size_t data_at = 10 + (size_t)d[8] + 256 * (size_t)d[9];
+  ck_assert_uint_eq(data_at % 64, 0);
+  ck_assert_uint_eq(n, data_at + 8);
+  ck_assert_ptr_nonnull(strstr((char *)d + 10, "'descr': '<i8'"));
+  ck_assert_ptr_nonnull(strstr((char *)d + 10, "'shape': ()"));
+  int64_t v;
+  memcpy(&v, d + data_at, 8);
+  ck_assert_int_eq(v, 7);
+  free(d);
+  ck_assert_ok(hali_read_file(tmp("b.bin"), &d, &n));
+  ck_assert_uint_eq(n, 4);
+  float f;
+  memcpy(&f, d, 4);
+  ck_assert(f == 1.5f);
+  free(d);
+  /* The .npy reads back as a rank-0 tensor; as an i64 scalar input it is
+   * refused by name (a scalar parameter takes a number). */
+  write_file(tmp("id0.hasm"), "func @id(%x: !hal.buffer_view) -> "
+                              "!hal.buffer_view {\n  return %x\n}\n");
+  hali("run '%s' --function=id '--input=@%s'", tmp("id0.hasm"), tmp("a.npy"));
+  EXPECT_RUN(0, "result[0]: hal.buffer_view\ni64=7\n", "");
+}
+END_TEST
+
+START_TEST(cli_modules_linked_and_stdin) {
+  const char *a = put(0, "a.hasm",
+                      "module @a\n"
+                      "func @twice(%x: i32) -> i32 {\n"
+                      "  %y = add.i32 %x, %x\n"
+                      "  return %y\n"
+                      "}\n");
+  const char *b = put(1, "b.hasm",
+                      "module @b\n"
+                      "func @a.twice(%x: i32) -> i32 import\n"
+                      "func @main(%x: i32) -> i32 {\n"
+                      "  %y = call @a.twice(%x)\n"
+                      "  %z = call @a.twice(%y)\n"
+                      "  return %z\n"
+                      "}\n");
+  hali("run --module='%s' --module='%s' --input=5", a, b);
+  EXPECT_RUN(0, "result[0]: i32=20\n", "");
+  /* The positional module comes after the --module ones. */
+  hali("run '%s' --module='%s' --input=5", b, a);
+  EXPECT_RUN(0, "result[0]: i32=20\n", "");
+  hali("run --module='%s' --module='%s' --function=a.twice --input=5", a, b);
+  EXPECT_RUN(0, "result[0]: i32=10\n", "");
+  /* Alone, the import is unbound. */
+  hali("run '%s' --input=5", b);
+  EXPECT_ERROR("a.twice");
+  /* - reads a module from stdin. */
+  hali("run - --function=fib --input=7 < '%s'", example("fib.hasm"));
+  EXPECT_RUN(0, "result[0]: i32=13\n", "");
+  hali("asm '%s' -o '%s'", example("fib.hasm"), tmp("fib.hbc"));
+  EXPECT_RUN(0, "", "");
+  hali("run --module=- --function=fib --input=8 < '%s'", tmp("fib.hbc"));
+  EXPECT_RUN(0, "result[0]: i32=21\n", "");
+  hali("run --module='%s' - --input=5 < '%s'", a, b);
+  EXPECT_RUN(0, "result[0]: i32=20\n", "");
+  hali("run - --module=- < '%s'", a);
+  EXPECT_USAGE("hali run: '-' (stdin) can be given as a module once\n");
+  hali("run - --no_passes < '%s'", a);
+  EXPECT_USAGE("--passes and --no_passes cannot be used with a module read "
+               "from stdin (-)\n");
+  hali("run - < /dev/null");
+  EXPECT_USAGE_ERROR("no function @main in module @_stdin_ (it has no "
+                     "functions)\n");
+  hali("run - < '%s'", HALI_BUILDDIR "/.libs/libhali.so");
+  EXPECT_ERROR("<stdin>: not a hali module (looks like an ELF program or "
+               "shared library)\n");
+}
+END_TEST
+
+START_TEST(cli_async_functions) {
+  const char *t = example("mlp_tensor_rodata.hasm");
+  hali("run '%s'", t);
+  ck_assert_int_eq(run.rc, 0);
+  char want[sizeof(run.out)];
+  snprintf(want, sizeof(want), "%s", run.out);
+  const char *const devices[] = {"local-sync", "local-task"};
+  for (size_t i = 0; i < 2; ++i) {
+    hali("run '%s' '--function=main$async' --device=%s", t, devices[i]);
+    EXPECT_RUN(0, want, "");
+  }
+  /* With an input: the fences go after it. */
+  hali("run '%s' --function=mlp '--input=64xf32=1'", t);
+  ck_assert_int_eq(run.rc, 0);
+  snprintf(want, sizeof(want), "%s", run.out);
+  hali("run '%s' '--function=mlp$async' '--input=64xf32=1' "
+       "--device=local-task", t);
+  EXPECT_RUN(0, want, "");
+  hali("run '%s' '--function=mlp$async'", t);
+  EXPECT_USAGE_ERROR("@mlp$async takes 1 argument(s) (the tool adds the 2 "
+                     "fences), 0 --input given; its signature is "
+                     "@mlp$async(!hal.buffer_view, !hal.fence, !hal.fence) "
+                     "-> (!hal.buffer_view)\n");
+  /* A hand-written function ending in two fences is called the same way;
+   * a failing signal fence fails the run. */
+  const char *m = put(0, "fences.hasm",
+                      "func @f(%x: i32, %wait: !hal.fence, "
+                      "%signal: !hal.fence) -> i32 {\n"
+                      "  %forever = const.i64 -1\n"
+                      "  %st = hal.fence.await %wait, %forever\n"
+                      "  hal.fence.signal %signal\n"
+                      "  return %x\n"
+                      "}\n");
+  hali("run '%s' --function=f --input=3", m);
+  EXPECT_RUN(0, "result[0]: i32=3\n", "");
+}
+END_TEST
+
+/* A HAL program that returns a view of a buffer its queued copy still
+ * writes (no await): hali run waits for the queue before printing. */
+static const char no_await_text[] =
+    "func @main(%v: i32) -> !hal.buffer_view {\n"
+    "  %device = hal.device.get\n"
+    "  %alloc = hal.device.allocator %device\n"
+    "  %mem = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %len = const.i64 4096\n"
+    "  %a = hal.allocator.allocate %alloc, %mem, %usage, %len\n"
+    "  %mode = const.i32 1\n"
+    "  %cat = const.i32 1\n"
+    "  %cmd = hal.command_buffer.create %device, %mode, %cat\n"
+    "  %zero = const.i64 0\n"
+    "  %four = const.i32 4\n"
+    "  hal.command_buffer.fill %cmd, %a, %zero, %len, %v, %four\n"
+    "  hal.command_buffer.finalize %cmd\n"
+    "  %wait = hal.fence.null\n"
+    "  %done = hal.fence.create %device\n"
+    "  hal.device.queue.execute %device, %wait, %done, [%cmd]\n"
+    "  %i32 = const.i32 0x10000020\n"
+    "  %dense = const.i32 1\n"
+    "  %n = const.i64 1024\n"
+    "  %view = hal.buffer_view.create %a, %i32, %dense, [%n]\n"
+    "  return %view\n"
+    "}\n";
+
+START_TEST(cli_results_wait_for_queue_work) {
+  const char *m = put(0, "noawait.hasm", no_await_text);
+  for (int i = 0; i < 8; ++i) {
+    hali("run '%s' --input=7 --device=local-task --output='@%s'", m,
+         tmp("o.bin"));
+    EXPECT_RUN(0, "", "");
+    uint8_t *d = NULL;
+    size_t n = 0;
+    ck_assert_ok(hali_read_file(tmp("o.bin"), &d, &n));
+    ck_assert_uint_eq(n, 4096);
+    for (size_t k = 0; k < 1024; ++k) {
+      int32_t x;
+      memcpy(&x, d + 4 * k, 4);
+      ck_assert_msg(x == 7, "run %d: element %zu is %d", i, k, x);
+    }
+    free(d);
+  }
+}
+END_TEST
+
+static const char spin_text[] = "func @spin() -> i32 {\n"
+                                "^entry:\n"
+                                "  br ^loop\n"
+                                "^loop:\n"
+                                "  br ^loop\n"
+                                "}\n";
+
+START_TEST(cli_limits) {
+  const char *loop = example("loop.hasm");
+  hali("run '%s' --function=loop --input=100000 --fuel=1000", loop);
+  EXPECT_ERROR("RESOURCE_EXHAUSTED: instruction budget (fuel) of 1000 "
+               "exhausted");
+  hali("run '%s' --function=loop --input=10 --fuel=1000", loop);
+  EXPECT_RUN(0, "result[0]: i64=96\n", ""); /* 0+1+4+9+16+25+36+0+1+4 */
+  hali("run '%s' --function=fib --input=20 --max_depth=5",
+       example("fib.hasm"));
+  EXPECT_ERROR("RESOURCE_EXHAUSTED: call depth limit of 5 exceeded");
+  const char *m = put(0, "noawait.hasm", no_await_text);
+  hali("run '%s' --input=7 --max_memory=1K", m);
+  EXPECT_ERROR("RESOURCE_EXHAUSTED");
+  hali("run '%s' --input=7 --max_memory=4KiB --output=", m);
+  EXPECT_RUN(0, "", "");
+  const char *spin = put(1, "spin.hasm", spin_text);
+  hali_timeout("run '%s' --function=spin --timeout=200ms", spin);
+  EXPECT_ERROR("DEADLINE_EXCEEDED: --timeout: @spin did not finish within "
+               "0.200 s (the invocation was cancelled)\n");
+  hali_timeout("run '%s' --function=spin --timeout=0.1 --device=local-task",
+               spin);
+  EXPECT_ERROR("DEADLINE_EXCEEDED");
+  hali("run '%s' --function=fib --input=10 --timeout=10s",
+       example("fib.hasm"));
+  EXPECT_RUN(0, "result[0]: i32=55\n", "");
+}
+END_TEST
+
+/* Runs |spin| with a Chrome trace into t.json, sends |sig| after 0.3 s;
+ * returns the exit status, stderr into run.err. */
+static int interrupted_run(const char *spin, const char *sig) {
+  char script[2048];
+  snprintf(script, sizeof(script),
+           "'%s' run '%s' --function=spin --trace=hal --trace_format=chrome "
+           "--trace_out='%s' 2>'%s' &\n"
+           "pid=$!\nsleep 0.3\nkill -%s $pid\nwait $pid\n",
+           HALI_TOOL, spin, tmp("t.json"), tmp("err.txt"), sig);
+  write_file(tmp("int.sh"), script);
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "sh '%s'", tmp("int.sh"));
+  int rc = hali_test_shell(cmd, NULL, NULL);
+  uint8_t *e = NULL;
+  size_t n = 0;
+  ck_assert_ok(hali_read_file(tmp("err.txt"), &e, &n));
+  snprintf(run.err, sizeof(run.err), "%s", (char *)e);
+  free(e);
+  return rc;
+}
+
+/* Whether t.json is a whole trace: the envelope opened and closed. */
+static bool complete_trace(void) {
+  uint8_t *d = NULL;
+  size_t n = 0;
+  ck_assert_ok(hali_read_file(tmp("t.json"), &d, &n));
+  static const char tail[] = "],\"displayTimeUnit\":\"ns\"}\n";
+  bool ok = n > 40 && strncmp((char *)d, "{\"traceEvents\":[", 16) == 0 &&
+            strcmp((char *)d + n - strlen(tail), tail) == 0;
+  free(d);
+  return ok;
+}
+
+START_TEST(cli_interrupt_completes_chrome_trace) {
+  if (!hali_trace_available()) return;
+  const char *spin = put(0, "spin.hasm", spin_text);
+  int rc = interrupted_run(spin, "INT");
+  ck_assert_msg(rc == 130, "exit %d: %s", rc, run.err);
+  ck_assert_msg(strncmp(run.err, "hali: error: CANCELLED", 22) == 0, "%s",
+                run.err);
+  ck_assert(complete_trace());
+  rc = interrupted_run(spin, "TERM");
+  ck_assert_msg(rc == 143, "exit %d: %s", rc, run.err);
+  ck_assert(complete_trace());
+  /* A failing run completes its trace too. */
+  hali("run '%s' --function=spin --timeout=50ms --trace_format=chrome "
+       "--trace=hal --trace_out='%s'", spin, tmp("t.json"));
+  EXPECT_ERROR("DEADLINE_EXCEEDED");
+  ck_assert(complete_trace());
+}
+END_TEST
+
+START_TEST(cli_not_a_module) {
+  const char *so = HALI_BUILDDIR "/.libs/libhali.so";
+  const char *const cmds[] = {"run", "verify", "dis", "dump"};
+  for (size_t i = 0; i < 4; ++i) {
+    hali("%s '%s'", cmds[i], so);
+    EXPECT_ERROR("libhali.so: not a hali module (looks like an ELF program "
+                 "or shared library)\n");
+  }
+  hali("asm '%s' -o '%s'", so, tmp("x.hbc"));
+  EXPECT_ERROR("not a hali module (looks like an ELF program");
+  write_bytes(tmp("x.npy"), "\x93NUMPY\x01\x00\x10\x00{'descr': '<f4'}", 26);
+  hali("run '%s'", tmp("x.npy"));
+  EXPECT_ERROR("x.npy: not a hali module (looks like a .npy array; pass it "
+               "with --input=@FILE)\n");
+  write_bytes(tmp("junk"), "func \x01\x02\x03 garbage", 18);
+  hali("verify '%s'", tmp("junk"));
+  EXPECT_ERROR("junk: not a hali module (looks like binary data)\n");
+  /* A text file that is not a module is still a syntax error with a
+   * place. */
+  write_file(tmp("t.txt"), "hello world\n");
+  hali("run '%s'", tmp("t.txt"));
+  EXPECT_ERROR("t.txt:1:1:");
+}
+END_TEST
+
+START_TEST(cli_list_devices) {
+  hali("run --list_devices");
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert(strncmp(run.out, "local-sync   no threads", 23) == 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "\nlocal-task   a queue thread"));
+  hali("benchmark --list-devices");
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_ptr_nonnull(strstr(run.out, "local-task"));
+}
+END_TEST
+
+/* Occurrences of |needle| in |s|. */
+static size_t count(const char *s, const char *needle) {
+  size_t n = 0;
+  for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+    ++n;
+  return n;
+}
+
+/* Whether |path| parses as JSON by Python's json module (an independent
+ * parser); true when python3 is missing (the field checks still run). */
+static bool python_json_ok(const char *path) {
+  if (system("command -v python3 >/dev/null 2>&1") != 0) return true;
+  char cmd[700];
+  snprintf(cmd, sizeof(cmd),
+           "python3 -c 'import json,sys; json.load(open(sys.argv[1]))' '%s'",
+           path);
+  return system(cmd) == 0;
+}
+
+START_TEST(cli_benchmark) {
+  const char *loop = example("loop.hasm");
+  hali("benchmark '%s' --function=loop --input=100 "
+       "--benchmark_repetitions=7 --benchmark_format=json", loop);
+  ck_assert_msg(run.rc == 0, "exit %d: %s", run.rc, run.err);
+  ck_assert_str_eq(run.err, "");
+  const char *j = run.out;
+  ck_assert(strncmp(j, "{\n  \"context\": {\n", 17) == 0);
+  ck_assert_ptr_nonnull(strstr(j, "\"executable\": \"hali benchmark\""));
+  ck_assert_ptr_nonnull(strstr(j, "\"num_cpus\": "));
+  ck_assert_ptr_nonnull(strstr(j, "\"device\": \"local-sync\""));
+  ck_assert_ptr_nonnull(strstr(j, "\"benchmarks\": [\n"));
+  /* One iteration entry and five aggregates, each over the 7 calls. */
+  ck_assert_uint_eq(count(j, "\"run_type\": \"iteration\""), 1);
+  ck_assert_uint_eq(count(j, "\"run_type\": \"aggregate\""), 5);
+  ck_assert_uint_eq(count(j, "\"iterations\": 7,"), 6);
+  ck_assert_uint_eq(count(j, "\"repetitions\": 7,"), 6);
+  ck_assert_uint_eq(count(j, "\"time_unit\": \"ns\""), 6);
+  ck_assert_uint_eq(count(j, "\"items_per_second\": "), 5); /* not stddev */
+  const char *const aggs[] = {"mean", "median", "stddev", "min", "max"};
+  for (size_t i = 0; i < 5; ++i) {
+    char want[128];
+    snprintf(want, sizeof(want),
+             "\"name\": \"BM_loop/process_time/real_time_%s\"", aggs[i]);
+    ck_assert_msg(strstr(j, want) != NULL, "no %s", want);
+    snprintf(want, sizeof(want), "\"aggregate_name\": \"%s\"", aggs[i]);
+    ck_assert_msg(strstr(j, want) != NULL, "no %s", want);
+  }
+  /* min <= median <= max, all positive. */
+  double v[5];
+  for (size_t i = 0; i < 5; ++i) {
+    char key[128];
+    snprintf(key, sizeof(key), "real_time_%s\",", aggs[i]);
+    const char *p = strstr(j, key);
+    ck_assert_ptr_nonnull(p);
+    p = strstr(p, "\"real_time\": ");
+    ck_assert_ptr_nonnull(p);
+    v[i] = strtod(p + 13, NULL);
+  }
+  ck_assert(v[3] > 0 && v[3] <= v[1] && v[1] <= v[4] && v[3] <= v[0] &&
+            v[0] <= v[4] && v[2] >= 0);
+  ck_assert(j[strlen(j) - 2] == '}');
+  write_file(tmp("bench.json"), j);
+  ck_assert_msg(python_json_ok(tmp("bench.json")), "not JSON: %s", j);
+  /* Repetitions and warm-up are honoured: count the calls in a VM trace
+   * (each call executes the entry's first instruction once). */
+  if (hali_trace_available()) {
+    hali("benchmark '%s' --function=loop --input=3 --benchmark_repetitions=5 "
+         "--benchmark_warmup=2 --trace=vm --trace_out='%s'",
+         loop, tmp("vm.txt"));
+    ck_assert_msg(run.rc == 0, "%s", run.err);
+    ck_assert_ptr_nonnull(strstr(run.out, "benchmark @loop: 5 calls in "));
+    ck_assert_ptr_nonnull(strstr(run.out, "(after 2 warm-up)\n"));
+    uint8_t *d = NULL;
+    size_t n = 0;
+    ck_assert_ok(hali_read_file(tmp("vm.txt"), &d, &n));
+    ck_assert_uint_eq(count((char *)d, "@loop@0 "), 7);
+    free(d);
+  }
+  /* The console table; a time budget without a count; --benchmark_out. */
+  hali("benchmark '%s' --function=loop --input=10 --benchmark_min_time=20ms "
+       "--benchmark_out='%s'", loop, tmp("b.txt"));
+  EXPECT_RUN(0, "", "");
+  uint8_t *d = NULL;
+  size_t n = 0;
+  ck_assert_ok(hali_read_file(tmp("b.txt"), &d, &n));
+  ck_assert_ptr_nonnull(strstr((char *)d, "\nper call "));
+  ck_assert_ptr_nonnull(strstr((char *)d, "\nwall ("));
+  ck_assert_ptr_nonnull(strstr((char *)d, "\ncpu ("));
+  ck_assert_ptr_nonnull(strstr((char *)d, "\nitems/s "));
+  free(d);
+  /* Failures are run's: a failing call is exit 1. */
+  hali("benchmark '%s' --function=loop --input=100000 --fuel=100 "
+       "--benchmark_repetitions=3", loop);
+  EXPECT_ERROR("RESOURCE_EXHAUSTED: instruction budget (fuel) of 100");
+  hali("benchmark '%s' --function=loop", loop);
+  EXPECT_USAGE_ERROR("@loop takes 1 argument(s), 0 --input given");
+}
+END_TEST
+
+START_TEST(cli_dump) {
+  const char *t = example("mlp_tensor_rodata.hasm");
+  hali("dump '%s'", t);
+  ck_assert_msg(run.rc == 0, "%s", run.err);
+  const char *const want[] = {
+      "module @mlp_tensor_rodata\n",
+      "  debug info: yes (names, source lines)",
+      "functions as written:\n  @main() -> (tensor<10xf32>)\n"
+      "  @mlp(%x: tensor<64xf32>) -> (tensor<10xf32>)\n",
+      "functions after the load-time passes:\n",
+      "  @mlp(%x: !hal.buffer_view) -> (!hal.buffer_view)\n",
+      "  @main$async(%wait: !hal.fence, %signal: !hal.fence) -> "
+      "(!hal.buffer_view)\n",
+      "executables:\n  @mlp_kernels format \"bytecode\" (1 export)\n"
+      "    export @dense(tensor<?xf32>, tensor<?xf32>, tensor<?xf32>, i32, "
+      "i32) -> (tensor<?xf32>)\n"
+      "      workgroup size [1, 1, 1], layout(constants 2, bindings 4)\n",
+      "rodata:\n  @w1 f32, 32768 bytes\n",
+      "  total 38696 bytes\n"};
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); ++i)
+    ck_assert_msg(strstr(run.out, want[i]) != NULL, "no \"%s\" in %s",
+                  want[i], run.out);
+  ck_assert_ptr_null(strstr(run.out, "\nimports:"));
+  /* A stripped binary: no names, no debug info; the format version. */
+  hali("asm '%s' -o '%s' --strip", example("fib.hasm"), tmp("s.hbc"));
+  EXPECT_RUN(0, "", "");
+  hali("dump '%s'", tmp("s.hbc"));
+  ck_assert_msg(run.rc == 0, "%s", run.err);
+  ck_assert_ptr_nonnull(strstr(run.out, "(binary .hbc, format 1."));
+  ck_assert_ptr_nonnull(strstr(run.out, "  debug info: no (stripped)\n"));
+  ck_assert_ptr_nonnull(strstr(run.out, "  @fib(i32) -> (i32)\n"));
+  /* Imports. */
+  const char *b = put(0, "b.hasm",
+                      "module @b\n"
+                      "func @env.f(%x: i32) -> i32 import\n"
+                      "func @env.g() import optional\n"
+                      "func @main(%x: i32) -> i32 {\n"
+                      "  %y = call @env.f(%x)\n"
+                      "  return %y\n"
+                      "}\n");
+  hali("dump '%s'", b);
+  ck_assert_msg(run.rc == 0, "%s", run.err);
+  ck_assert_ptr_nonnull(strstr(run.out, "imports:\n  @env.f(%x: i32) -> (i32)\n"
+                                        "  @env.g() -> () (optional)\n"));
+  /* JSON. */
+  hali("dump --json '%s'", t);
+  ck_assert_msg(run.rc == 0, "%s", run.err);
+  const char *const keys[] = {
+      "{\n  \"module\": \"mlp_tensor_rodata\",\n",
+      "\"format\": \"hasm\", \"format_version\": null",
+      "\"debug_info\": true",
+      "\"functions_as_written\": [\n    {\"name\": \"main\", \"signature\": "
+      "\"() -> (tensor<10xf32>)\", \"arguments\": 0, \"results\": 1, "
+      "\"tensor_level\": true}",
+      "{\"name\": \"mlp$async\", \"signature\": \"(%x.view: "
+      "!hal.buffer_view, %wait: !hal.fence, %signal: !hal.fence) -> "
+      "(!hal.buffer_view)\", \"arguments\": 3, \"results\": 1",
+      "\"imports\": []",
+      "\"exports\": [{\"name\": \"dense\", \"signature\": \"(tensor<?xf32>, "
+      "tensor<?xf32>, tensor<?xf32>, i32, i32) -> (tensor<?xf32>)\", "
+      "\"symbol\": \"dense\", \"workgroup_size\": [1, 1, 1], \"bindings\": "
+      "4, \"constants\": 2}]",
+      "{\"name\": \"b2\", \"kind\": \"f32\", \"bytes\": 40}",
+      "\"rodata_bytes\": 38696\n}\n"};
+  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); ++i)
+    ck_assert_msg(strstr(run.out, keys[i]) != NULL, "no \"%s\" in %s",
+                  keys[i], run.out);
+  write_file(tmp("dump.json"), run.out);
+  ck_assert_msg(python_json_ok(tmp("dump.json")), "not JSON: %s", run.out);
+  hali("dump --json '%s'", b);
+  ck_assert_msg(run.rc == 0, "%s", run.err);
+  write_file(tmp("dump.json"), run.out);
+  ck_assert_msg(python_json_ok(tmp("dump.json")), "not JSON: %s", run.out);
+  /* Globals and the parameter references of the flagship (no weights
+   * are needed to describe it). */
+  hali("dump '%s'", example("mlp_tensor.hasm"));
+  ck_assert_msg(run.rc == 0, "%s", run.err);
+  ck_assert_ptr_nonnull(strstr(run.out,
+                               "globals:\n  @w1 : tensor<8192xf32> = "
+                               "parameter \"model\" :: \"w1\", 32768 bytes\n"));
+  ck_assert_ptr_nonnull(strstr(run.out, "  parameters total 38696 bytes\n"));
+  hali("dump '%s'", tmp("missing.hasm"));
+  EXPECT_ERROR("missing.hasm");
 }
 END_TEST
 
@@ -1486,6 +2243,25 @@ static Suite *suite_cli(void) {
   tcase_add_test(tc, cli_run_pass_options);
   tcase_add_test(tc, cli_dis_pass_options);
   tcase_add_test(tc, cli_run_argument_not_on_command_line);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("flags");
+  tcase_add_unchecked_fixture(tc, make_tmpdir, remove_tmpdir);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, cli_flag_forms);
+  tcase_add_test(tc, cli_flag_errors);
+  tcase_add_test(tc, cli_flagfile);
+  tcase_add_test(tc, cli_scalars_typed_by_signature);
+  tcase_add_test(tc, cli_scalar_outputs_to_files);
+  tcase_add_test(tc, cli_modules_linked_and_stdin);
+  tcase_add_test(tc, cli_async_functions);
+  tcase_add_test(tc, cli_results_wait_for_queue_work);
+  tcase_add_test(tc, cli_limits);
+  tcase_add_test(tc, cli_interrupt_completes_chrome_trace);
+  tcase_add_test(tc, cli_not_a_module);
+  tcase_add_test(tc, cli_list_devices);
+  tcase_add_test(tc, cli_benchmark);
+  tcase_add_test(tc, cli_dump);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("known_bugs");

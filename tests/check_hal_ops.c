@@ -1950,9 +1950,11 @@ START_TEST(await_state_machine) {
   hali_vm_module_t *m =
       hali_test_module("module @t\nfunc @f() {\n^entry:\n  return\n}\n");
   const hali_vm_func_t *f = hali_vm_module_lookup(m, "f");
+  hali_vm_link_t *l = NULL;
+  ck_assert_ok(hali_vm_link_create(m, &l));
   hali_vm_stack_t *st = NULL;
   ck_assert_ok(hali_vm_stack_create(0, &st));
-  ck_assert_ok(hali_vm_begin(st, m->unlinked, f, NULL, 0, NULL, 0));
+  ck_assert_ok(hali_vm_begin(st, l, f, NULL, 0, NULL, 0));
   hali_hal_fence_t *fence = NULL;
   ck_assert_ok(hali_hal_fence_create_pending(&fence));
   int32_t code = -1;
@@ -2016,6 +2018,7 @@ START_TEST(await_state_machine) {
   hali_hal_fence_release(fence);
   hali_vm_stack_reset(st);
   hali_vm_stack_free(st);
+  hali_vm_link_free(l);
   hali_vm_module_release(m);
 }
 END_TEST

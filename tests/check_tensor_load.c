@@ -207,6 +207,18 @@ static hali_ir_insn_t *find_insn(hali_ir_module_t *m, const char *fn,
   return NULL;
 }
 
+/* The block of |m| that holds |insn| (its operands' owner). */
+static hali_ir_block_t *block_of_insn(hali_ir_module_t *m,
+                                      const hali_ir_insn_t *insn) {
+  for (uint32_t fi = 0; fi < m->func_count; ++fi)
+    for (uint32_t b = 0; b < m->funcs[fi].block_count; ++b) {
+      hali_ir_block_t *blk = &m->funcs[fi].blocks[b];
+      if (insn >= blk->insns && insn < blk->insns + blk->insn_count) return blk;
+    }
+  ck_abort_msg("instruction not in the module");
+  return NULL;
+}
+
 /* Loads |m| (taken) and expects a structural error containing |needle|. */
 static void expect_structure_error(hali_ir_module_t *m, const char *needle) {
   hali_ir_module_t *out = NULL;
@@ -304,14 +316,12 @@ START_TEST(mutations_are_named) {
     if (k->operand == NONE && k->delta < 0) {
       insn->operand_count--;
     } else if (k->operand == NONE) {
-      hali_ir_operand_t *ops =
-          realloc(insn->operands, (insn->operand_count + 1) * sizeof(*ops));
-      ck_assert_ptr_nonnull(ops);
-      insn->operands = ops;
+      ck_assert(hali_ir_insn_resize(block_of_insn(m, insn), insn,
+                                    insn->operand_count + 1));
+      hali_ir_operand_t *ops = insn->operands;
       hali_ir_operand_t imm = {HALI_IR_IMM, 0, 0};
-      ops[insn->operand_count] =
-          insn->operand_count ? ops[insn->operand_count - 1] : imm;
-      insn->operand_count++;
+      ops[insn->operand_count - 1] =
+          insn->operand_count > 1 ? ops[insn->operand_count - 2] : imm;
     } else {
       ck_assert_uint_lt(k->operand, insn->operand_count);
       insn->operands[k->operand].kind = k->kind;

@@ -135,8 +135,7 @@ static hali_ir_insn_t *insn(hali_ir_module_t *m, int f, int b, int i) {
 /* Drops the instructions of block |b| from index |keep| on. */
 static void truncate_block(hali_ir_func_t *f, uint32_t b, uint32_t keep) {
   hali_ir_block_t *blk = &f->blocks[b];
-  for (uint32_t i = keep; i < blk->insn_count; ++i)
-    free(blk->insns[i].operands);
+  /* The operands stay in the block's chunks until it is freed. */
   blk->insn_count = keep;
 }
 
@@ -834,6 +833,60 @@ END_TEST
  * the assembler sees (%r0 ... %r131071: they differ in their last bytes
  * only).  A linear scan, a broken hash or a full table would make the
  * count grow with the number of keys. */
+/* Keys up to HALI_STRMAP_INLINE bytes live in their slot (a lookup never
+ * reads their memory); longer ones are compared where they lie.  Keys
+ * that differ only in their last byte, on either side of the limit. */
+START_TEST(strmap_inline_and_long_keys) {
+  static const char *const keys[] = {"r1234567", "r1234568", "r12345678",
+                                     "r12345679", "abcdefghijklmnop",
+                                     "abcdefghijklmnoq", "r", "r1"};
+  enum { K = sizeof(keys) / sizeof(keys[0]) };
+  ck_assert_uint_eq(strlen(keys[0]), HALI_STRMAP_INLINE);
+  hali_strmap_t m = {0};
+  char copy[HALI_STRMAP_INLINE + 1];
+  memcpy(copy, "zzzzzzzz", sizeof(copy));
+  ck_assert_uint_eq(hali_strmap_insert(&m, copy, HALI_STRMAP_INLINE, 100), 100);
+  for (uint32_t i = 0; i < K; ++i)
+    ck_assert_uint_eq(hali_strmap_insert(&m, keys[i], strlen(keys[i]), i), i);
+  /* The short key was copied: its buffer may change. */
+  memset(copy, 'y', HALI_STRMAP_INLINE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "zzzzzzzz", 8), 100);
+  ck_assert_uint_eq(hali_strmap_find(&m, copy, 8), HALI_STRMAP_NONE);
+  for (uint32_t i = 0; i < K; ++i) {
+    ck_assert_uint_eq(hali_strmap_find(&m, keys[i], strlen(keys[i])), i);
+    /* A duplicate keeps its first value. */
+    ck_assert_uint_eq(hali_strmap_insert(&m, keys[i], strlen(keys[i]), 50), i);
+  }
+  ck_assert_uint_eq(hali_strmap_find(&m, "r1234569", 8), HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "r12345670", 9), HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "abcdefghijklmnor", 16),
+                    HALI_STRMAP_NONE);
+  ck_assert_uint_eq(hali_strmap_find(&m, "r12", 2), 7); /* by length */
+  /* Growing rehashes from the slots alone. */
+  ck_assert(hali_strmap_reserve(&m, 1000));
+  for (uint32_t i = 0; i < K; ++i)
+    ck_assert_uint_eq(hali_strmap_find(&m, keys[i], strlen(keys[i])), i);
+  ck_assert_uint_eq(hali_strmap_find(&m, "zzzzzzzz", 8), 100);
+  /* Given the hash, find and insert agree with the plain calls; the hash
+   * is trusted (a key is looked for where its hash says). */
+  for (uint32_t i = 0; i < K; ++i) {
+    size_t n = strlen(keys[i]);
+    uint32_t h = hali_strmap_hash(keys[i], n);
+    hali_strmap_prefetch(&m, h);
+    ck_assert_uint_eq(hali_strmap_find_hashed(&m, keys[i], n, h), i);
+    ck_assert_uint_eq(hali_strmap_insert_hashed(&m, keys[i], n, h, 77), i);
+  }
+  ck_assert_uint_eq(hali_strmap_insert_hashed(&m, "new", 3,
+                                              hali_strmap_hash("new", 3), 5),
+                    5);
+  ck_assert_uint_eq(hali_strmap_find(&m, "new", 3), 5);
+  uint32_t wrong = hali_strmap_hash("new", 3) ^ 1;
+  ck_assert_uint_eq(hali_strmap_find_hashed(&m, "new", 3, wrong),
+                    HALI_STRMAP_NONE);
+  hali_strmap_free(&m);
+}
+END_TEST
+
 START_TEST(strmap_probes_are_linear) {
   enum { N = 1 << 17 };
   char (*keys)[16] = malloc(N * sizeof(*keys));
@@ -863,6 +916,134 @@ START_TEST(strmap_probes_are_linear) {
   ck_assert_uint_le(m.capacity, 64);
   hali_strmap_free(&m);
   free(keys);
+}
+END_TEST
+
+
+/* ---- vm/ir.c: a block's operands live in chunks it owns. */
+
+/* Operand |k| of the |i|th instruction a test adds: a value it can check. */
+static hali_ir_operand_t pattern(uint32_t i, uint32_t k) {
+  hali_ir_operand_t o = {HALI_IR_IMM, i, (int64_t)i * 1000 + k};
+  return o;
+}
+
+static void fill(hali_ir_block_t *b, uint32_t first, uint32_t n) {
+  for (uint32_t i = first; i < first + n; ++i) {
+    hali_ir_insn_t *insn = hali_ir_block_add_insn(b, HALI_OP_RETURN, i % 7);
+    if (!insn) ck_abort_msg("out of memory");
+    for (uint32_t k = 0; k < i % 7; ++k) insn->operands[k] = pattern(i, k);
+  }
+}
+
+/* Does |b| hold what fill() added from |first| on?  (One assertion per
+ * check: Check records every assertion it passes.) */
+static bool has_pattern(const hali_ir_block_t *b, uint32_t first) {
+  for (uint32_t j = 0; j < b->insn_count; ++j) {
+    const hali_ir_insn_t *insn = &b->insns[j];
+    uint32_t i = first + j;
+    if (insn->operand_count != i % 7) return false;
+    for (uint32_t k = 0; k < i % 7; ++k)
+      if (insn->operands[k].v != i ||
+          insn->operands[k].imm != (int64_t)i * 1000 + k)
+        return false;
+  }
+  return true;
+}
+
+START_TEST(ir_block_operand_chunks) {
+  enum { N = 20000 }; /* 3 operands an instruction on average */
+  hali_ir_block_t a = {0}, b = {0};
+  fill(&a, 0, 2);
+  const hali_ir_operand_t *first = a.insns[1].operands;
+  fill(&a, 2, N - 2);
+  /* Operands never move as the block grows, and they cost a few large
+   * allocations, not one each: 60000 slots in chunks doubling from 16 up
+   * to 4096 is 9 + 13 chunks. */
+  ck_assert_ptr_eq(a.insns[1].operands, first);
+  ck_assert_ptr_eq(a.insns[0].operands, NULL); /* no operands, no slot */
+  ck_assert(has_pattern(&a, 0));
+  ck_assert_uint_le(hali_ir_block_chunk_count(&a), 24);
+  ck_assert_uint_ge(hali_ir_block_chunk_count(&a), 8);
+  /* One instruction larger than a chunk gets a chunk of its own. */
+  hali_ir_insn_t *big = hali_ir_block_add_insn(&b, HALI_OP_RETURN, 10000);
+  ck_assert_ptr_nonnull(big);
+  bool zero = true;
+  for (uint32_t k = 0; k < 10000; ++k) zero &= big->operands[k].kind == 0;
+  ck_assert(zero);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 1);
+  hali_ir_block_clear(&b);
+  ck_assert_uint_eq(b.insn_count, 0);
+  ck_assert_ptr_eq(b.insns, NULL);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 0);
+
+  /* Append moves instructions and adopts their chunks (no copy of the
+   * operands); the source is left empty. */
+  fill(&b, N, 500);
+  const hali_ir_operand_t *moved = b.insns[1].operands;
+  uint32_t chunks = hali_ir_block_chunk_count(&a) + hali_ir_block_chunk_count(&b);
+  ck_assert(hali_ir_block_append(&a, &b));
+  ck_assert_uint_eq(a.insn_count, N + 500);
+  ck_assert_uint_eq(b.insn_count, 0);
+  ck_assert_ptr_eq(b.insns, NULL);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 0);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&a), chunks);
+  ck_assert_ptr_eq(a.insns[N + 1].operands, moved);
+  ck_assert(has_pattern(&a, 0));
+  /* The newest chunk of |a| still serves new instructions. */
+  fill(&a, N + 500, 100);
+  ck_assert(has_pattern(&a, 0));
+  /* Into an empty block, and from an empty one. */
+  ck_assert(hali_ir_block_append(&b, &a));
+  ck_assert_uint_eq(b.insn_count, N + 600);
+  ck_assert_uint_eq(a.insn_count, 0);
+  ck_assert(hali_ir_block_append(&b, &a));
+  ck_assert_uint_eq(b.insn_count, N + 600);
+  ck_assert(has_pattern(&b, 0));
+
+  /* Take replaces the destination's instructions. */
+  fill(&a, 7, 3);
+  hali_ir_block_take(&a, &b);
+  ck_assert_uint_eq(a.insn_count, N + 600);
+  ck_assert_uint_eq(b.insn_count, 0);
+  ck_assert_uint_eq(hali_ir_block_chunk_count(&b), 0);
+  ck_assert(has_pattern(&a, 0));
+
+  /* Resize keeps the first operands, zeroes new ones, and shrinks in
+   * place. */
+  hali_ir_insn_t *insn = &a.insns[6]; /* 6 operands */
+  ck_assert(hali_ir_insn_resize(&a, insn, 9));
+  ck_assert_uint_eq(insn->operand_count, 9);
+  for (uint32_t k = 0; k < 6; ++k)
+    ck_assert_int_eq(insn->operands[k].imm, 6000 + k);
+  for (uint32_t k = 6; k < 9; ++k) {
+    ck_assert_uint_eq(insn->operands[k].kind, 0);
+    ck_assert_int_eq(insn->operands[k].imm, 0);
+  }
+  ck_assert(hali_ir_insn_resize(&a, insn, 2));
+  ck_assert_uint_eq(insn->operand_count, 2);
+  ck_assert_int_eq(insn->operands[1].imm, 6001);
+  hali_ir_block_clear(&a);
+  hali_ir_block_clear(&b);
+}
+END_TEST
+
+/* hali_name_length: a valid name's length in one pass, 0 otherwise, as
+ * hali_name_valid and strlen would say. */
+START_TEST(ir_name_length) {
+  ck_assert_uint_eq(hali_name_length("r12"), 3);
+  ck_assert_uint_eq(hali_name_length("a.b$_9"), 6);
+  ck_assert_uint_eq(hali_name_length(""), 0);
+  ck_assert_uint_eq(hali_name_length(NULL), 0);
+  ck_assert_uint_eq(hali_name_length("a-b"), 0);
+  ck_assert_uint_eq(hali_name_length("ab "), 0);
+  bool agree = true;
+  for (int c = 1; c < 256; ++c) {
+    char n[3] = {'x', (char)c, 0};
+    size_t want = hali_name_valid(n) ? strlen(n) : 0;
+    agree &= hali_name_length(n) == want;
+  }
+  ck_assert(agree);
 }
 END_TEST
 
@@ -910,8 +1091,13 @@ static Suite *suite_verify(void) {
   tc = tcase_create("strmap");
   tcase_add_test(tc, strmap_insert_find_duplicates);
   tcase_add_test(tc, strmap_probes_are_linear);
+  tcase_add_test(tc, strmap_inline_and_long_keys);
   suite_add_tcase(s, tc);
 
+  tc = tcase_create("ir");
+  tcase_add_test(tc, ir_block_operand_chunks);
+  tcase_add_test(tc, ir_name_length);
+  suite_add_tcase(s, tc);
   tc = tcase_create("assignment");
   tcase_add_test(tc, verify_text_not_written_on_one_path);
   tcase_add_test(tc, verify_text_loop_exit_path);

@@ -8,50 +8,34 @@
 #include "tools/tools.h"
 
 static const char usage[] =
-    "usage: hali <command> [options]\n"
+    "usage: hali <command> [flags]\n"
     "\n"
     "commands:\n"
-    "  run MODULE [--function=NAME] [--input=VALUE]...\n"
-    "                        run a function (default @main) of a .hasm or\n"
-    "                        .hbc module and print its results\n"
+    "  run MODULE... [--function=NAME] [--input=VALUE]...\n"
+    "                        call a function (default @main) of .hasm or .hbc\n"
+    "                        modules and print its results\n"
+    "  benchmark MODULE... [--function=NAME] [--input=VALUE]...\n"
+    "                        time repeated calls (--benchmark_format=json)\n"
+    "  dump MODULE [--json]  name, functions and signatures, executables,\n"
+    "                        rodata of a module\n"
     "  asm IN.hasm -o OUT.hbc [--strip]\n"
-    "                        assemble text into a binary module (--strip\n"
-    "                        leaves out names and source lines)\n"
-    "  dis IN.hbc|IN.hasm [--no-locs]\n"
+    "                        assemble text into a binary module\n"
+    "  dis IN.hbc|IN.hasm [--no_locs] [--after=PASS|all]\n"
     "                        print a module as text that reassembles to it\n"
     "  verify IN.hbc|IN.hasm check a module without running it\n"
     "  isa                   print the instruction set reference (markdown)\n"
     "\n"
-    "  --help, --version\n"
-    "\n"
-    "run inputs (one --input per parameter, in order):\n"
+    "run inputs (one --input per parameter, in order; scalars are typed by\n"
+    "the function's signature, or explicitly):\n"
     "  --input=42  --input=i32=42  --input=i64=-5  --input=f32=1.5\n"
-    "  --input=f64=2.25\n"
     "  --input='2x3xf32=1 2 3 4 5 6'  --input='2x2xi32=[1 2][3 4]'\n"
     "  --input=@file.npy  --input=4xf32=@raw.bin\n"
-    "run options:\n"
-    "  --output=-|@FILE.npy|@FILE.bin   where result i goes (one per result)\n"
-    "  --expected_output=VALUE          compare result i (same syntax as input)\n"
-    "  --expected_f32_threshold=T  --expected_f64_threshold=T  (default 0.0001)\n"
-    "  --print_max_elements=N           elide printed tensors after N (1024)\n"
-    "  --device=local-sync|local-task   --workers=N (local-task threads)\n"
-    "  --executable-path=DIR            where kernel libraries are looked up\n"
-    "                                   (also $HALI_EXECUTABLE_PATH)\n"
-    "  --max-depth=N                    call depth limit (default 4096)\n"
-    "  --fiber-threads=N                threads running fibers (default 1)\n"
-    "  --parameters=[SCOPE=]FILE        weights for `parameter \"SCOPE\"::\"KEY\"`\n"
-    "                                   globals: a .safetensors or .npy file\n"
-    "                                   (repeatable; no SCOPE: the scope \"\")\n"
-    "passes (run, dis):\n"
-    "  --passes=a,b                     run only these load-time passes\n"
-    "  --no-passes                      run none (tensor-level modules then\n"
-    "                                   fail verification)\n"
-    "tracing (run; doc/tracing.md):\n"
-    "  --trace=vm|hal|all               every instruction / HAL operation\n"
-    "  --trace-format=text|chrome       chrome: trace-event JSON (Perfetto)\n"
-    "  --trace-filter=GLOB              instruction lines of matching functions\n"
-    "  --trace-out=FILE                 instead of stderr\n"
-    "  --trace-values=N                 tensor elements shown (default 8)\n";
+    "  --function=NAME (default main; NAME$async: the tool adds the fences)\n"
+    "\n"
+    "hali COMMAND --help lists a command's flags; --help, --version.\n"
+    "Flags take --flag=VALUE or --flag VALUE; quote values with blanks:\n"
+    "  hali run m.hasm --input='4xf32=1 2 3 4'\n"
+    "exit status: 0 success, 1 a failed run or mismatch, 2 a usage error\n";
 
 int tool_report(hali_status_t s) {
   /* Printed piece by piece, so that a report needs no memory (the error
@@ -95,29 +79,130 @@ static hali_status_t assemble(const char *in, bool strip, void **out_data,
   return s;
 }
 
+typedef struct {
+  const char *out;
+  bool strip, json;
+  hali_module_print_options_t po;
+} misc_options_t;
+
+#define M ((misc_options_t *)opts)
+static const char *flag_asm_out(void *opts, const char *v) {
+  if (!*v) return "expected a file name (- for stdout)";
+  M->out = v;
+  return NULL;
+}
+static const char *flag_strip(void *opts, const char *v) {
+  (void)v;
+  M->strip = true;
+  return NULL;
+}
+static const char *flag_no_locs(void *opts, const char *v) {
+  (void)v;
+  M->po.no_locs = true;
+  return NULL;
+}
+static const char *flag_after(void *opts, const char *v) {
+  M->po.after = v;
+  return NULL;
+}
+static const char *flag_dis_passes(void *opts, const char *v) {
+  M->po.passes = v;
+  return NULL;
+}
+static const char *flag_dis_no_passes(void *opts, const char *v) {
+  (void)v;
+  M->po.no_passes = true;
+  return NULL;
+}
+static const char *flag_json(void *opts, const char *v) {
+  (void)v;
+  M->json = true;
+  return NULL;
+}
+#undef M
+
+static const tool_flag_t asm_flags[] = {
+    {"--output", NULL, 'o', "OUT.hbc", "the binary module (- for stdout)",
+     flag_asm_out},
+    {"--strip", NULL, 0, NULL,
+     "leave out names and source lines (errors then show positions only)",
+     flag_strip},
+    {NULL, NULL, 0, NULL, NULL, NULL},
+};
+static const tool_flag_t dis_flags[] = {
+    {"--no_locs", "--no-locs", 0, NULL,
+     "leave out loc(...) annotations and the source string", flag_no_locs},
+    {"--after", NULL, 0, "PASS|all",
+     "print the IR after the load-time passes up to PASS", flag_after},
+    {"--passes", NULL, 0, "a,b", "run only these load-time passes",
+     flag_dis_passes},
+    {"--no_passes", "--no-passes", 0, NULL, "run no load-time pass",
+     flag_dis_no_passes},
+    {NULL, NULL, 0, NULL, NULL, NULL},
+};
+static const tool_flag_t dump_flags[] = {
+    {"--json", NULL, 0, NULL, "one JSON object (hali_module_describe)",
+     flag_json},
+    {NULL, NULL, 0, NULL, NULL, NULL},
+};
+static const tool_flag_t no_flags[] = {{NULL, NULL, 0, NULL, NULL, NULL}};
+
+static const tool_flag_t *const asm_tables[] = {asm_flags, NULL};
+static const tool_flag_t *const dis_tables[] = {dis_flags, NULL};
+static const tool_flag_t *const dump_tables[] = {dump_flags, NULL};
+static const tool_flag_t *const no_tables[] = {no_flags, NULL};
+static const tool_command_t asm_command = {
+    "asm", "IN.hasm -o OUT.hbc [--strip]",
+    "assemble text into a binary module (checked by loading it back)",
+    asm_tables};
+static const tool_command_t dis_command = {
+    "dis", "IN.hbc|IN.hasm [--no_locs] [--after=PASS|all]",
+    "print a module as text that reassembles to it", dis_tables};
+static const tool_command_t verify_command = {
+    "verify", "IN.hbc|IN.hasm",
+    "check a module (load-time passes and verifier) without running it",
+    no_tables};
+static const tool_command_t dump_command = {
+    "dump", "MODULE [--json]",
+    "describe a module: name, format, functions and signatures (as written "
+    "and after the passes), imports, executables, rodata",
+    dump_tables};
+static const tool_command_t isa_command = {
+    "isa", "", "print the instruction set reference (markdown)", no_tables};
+
+/* Parses |cmd|'s flags into |o| and takes exactly one positional
+ * argument into |*in|; -1 to go on, else the exit code. */
+static int parse_one(const tool_command_t *cmd, int argc, char **argv,
+                     misc_options_t *o, const char **in) {
+  char **args;
+  size_t nargs;
+  int rc = tool_flags_parse(cmd, argc, argv, o, &args, &nargs);
+  if (rc >= 0) return rc;
+  if (nargs != 1) {
+    if (nargs > 1)
+      fprintf(stderr, "hali %s: more than one input ('%s'); quote values "
+                      "with blanks\n", cmd->name, args[1]);
+    fprintf(stderr, "usage: hali %s %s\n", cmd->name, cmd->synopsis);
+    return TOOL_EXIT_USAGE;
+  }
+  *in = args[0];
+  return -1;
+}
+
 static int cmd_asm(int argc, char **argv) {
-  const char *in = NULL, *out = NULL;
-  bool strip = false;
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
-    else if (strncmp(argv[i], "-o", 2) == 0 && argv[i][2]) out = argv[i] + 2;
-    else if (strcmp(argv[i], "--strip") == 0) strip = true;
-    else if (argv[i][0] == '-') {
-      fprintf(stderr, "hali asm: unknown option '%s'\n", argv[i]);
-      return 2;
-    } else if (!in) in = argv[i];
-    else {
-      fprintf(stderr, "hali asm: more than one input ('%s')\n", argv[i]);
-      return 2;
-    }
+  misc_options_t o = {0};
+  const char *in = NULL;
+  int rc = parse_one(&asm_command, argc, argv, &o, &in);
+  if (rc < 0 && !o.out) {
+    fprintf(stderr, "usage: hali asm %s\n", asm_command.synopsis);
+    rc = TOOL_EXIT_USAGE;
   }
-  if (!in || !out) {
-    fprintf(stderr, "usage: hali asm IN.hasm -o OUT.hbc [--strip]\n");
-    return 2;
-  }
+  if (rc >= 0) return rc;
+  const char *out = o.out;
   void *data = NULL;
   size_t size = 0;
-  hali_status_t s = assemble(in, strip, &data, &size);
+  hali_status_t s = tool_check_module_file(in);
+  if (!s) s = assemble(in, o.strip, &data, &size);
   if (s) return tool_report(s);
   FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "wb");
   if (!f) {
@@ -134,25 +219,13 @@ static int cmd_asm(int argc, char **argv) {
 }
 
 static int cmd_dis(int argc, char **argv) {
+  misc_options_t o = {0};
   const char *in = NULL;
-  hali_module_print_options_t po = {0};
-  for (int i = 1; i < argc; ++i) {
-    if (strcmp(argv[i], "--no-locs") == 0) po.no_locs = true;
-    else if (strncmp(argv[i], "--after=", 8) == 0) po.after = argv[i] + 8;
-    else if (strncmp(argv[i], "--passes=", 9) == 0) po.passes = argv[i] + 9;
-    else if (strcmp(argv[i], "--no-passes") == 0) po.no_passes = true;
-    else if (argv[i][0] == '-') {
-      fprintf(stderr, "hali dis: unknown option '%s'\n", argv[i]);
-      return 2;
-    } else in = argv[i];
-  }
-  if (!in) {
-    fprintf(stderr, "usage: hali dis IN.hbc|IN.hasm [--no-locs] "
-                    "[--after=PASS|all] [--passes=a,b] [--no-passes]\n");
-    return 2;
-  }
+  int rc = parse_one(&dis_command, argc, argv, &o, &in);
+  if (rc >= 0) return rc;
+  hali_status_t s = tool_check_module_file(in);
   char *text = NULL;
-  hali_status_t s = hali_module_print_file(in, &po, &text);
+  if (!s) s = hali_module_print_file(in, &o.po, &text);
   if (s) return tool_report(s);
   fputs(text, stdout);
   hali_free(text);
@@ -160,23 +233,73 @@ static int cmd_dis(int argc, char **argv) {
 }
 
 static int cmd_verify(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: hali verify IN.hbc|IN.hasm\n");
-    return 2;
-  }
+  misc_options_t o = {0};
+  const char *in = NULL;
+  int rc = parse_one(&verify_command, argc, argv, &o, &in);
+  if (rc >= 0) return rc;
   hali_instance_t *instance = NULL;
   hali_module_t *m = NULL;
-  hali_status_t s = load(argv[1], &instance, &m);
-  if (!s) {
-    size_t n = hali_module_function_count(m);
-    printf("%s: ok (%zu function%s)\n", argv[1], n, n == 1 ? "" : "s");
+  hali_status_t s = tool_check_module_file(in);
+  if (!s) s = load(in, &instance, &m);
+  size_t n = hali_module_function_count(m);
+  bool *generated = NULL;
+  if (!s && n) {
+    generated = calloc(n, sizeof(*generated));
+    if (!generated) s = oom();
   }
+  if (!s) s = hali_module_generated_functions(m, generated, n);
+  if (!s) {
+    /* What was checked: the functions as written, and those the passes
+     * added (verified as well). */
+    size_t added = 0;
+    for (size_t i = 0; i < n; ++i) added += generated[i];
+    if (!added) {
+      printf("%s: ok (%zu function%s)\n", in, n, n == 1 ? "" : "s");
+    } else {
+      printf("%s: ok (%zu function%s written; the load-time passes added "
+             "%zu:",
+             in, n - added, n - added == 1 ? "" : "s", added);
+      for (size_t i = 0; i < n; ++i)
+        if (generated[i]) printf(" @%s", hali_module_function_name(m, i));
+      printf(")\n");
+    }
+  }
+  free(generated);
   hali_module_release(m);
   hali_instance_release(instance);
   return s ? tool_report(s) : 0;
 }
 
-static int cmd_isa(void) {
+int tool_dump(int argc, char **argv) {
+  misc_options_t o = {0};
+  const char *in = NULL;
+  int rc = parse_one(&dump_command, argc, argv, &o, &in);
+  if (rc >= 0) return rc;
+  hali_instance_t *instance = NULL;
+  hali_module_t *m = NULL;
+  char *text = NULL;
+  hali_status_t s = tool_check_module_file(in);
+  if (!s) s = load(in, &instance, &m);
+  if (!s)
+    s = hali_module_describe(m, o.json ? HALI_DESCRIBE_JSON : HALI_DESCRIBE_TEXT,
+                             &text);
+  if (!s) fputs(text, stdout);
+  hali_free(text);
+  hali_module_release(m);
+  hali_instance_release(instance);
+  return s ? tool_report(s) : 0;
+}
+
+static int cmd_isa(int argc, char **argv) {
+  misc_options_t o = {0};
+  char **args;
+  size_t nargs;
+  int rc = tool_flags_parse(&isa_command, argc, argv, &o, &args, &nargs);
+  if (rc >= 0) return rc;
+  if (nargs) {
+    fprintf(stderr, "usage: hali isa (no arguments)\n");
+    return TOOL_EXIT_USAGE;
+  }
   char *md = hali_instruction_set_markdown();
   if (!md) return tool_report(oom());
   fputs(md, stdout);
@@ -184,31 +307,62 @@ static int cmd_isa(void) {
   return 0;
 }
 
+typedef struct {
+  const char *name;
+  int (*fn)(int argc, char **argv);
+} command_t;
+
+static const command_t commands[] = {
+    {"run", tool_run},       {"benchmark", tool_benchmark},
+    {"dump", tool_dump},     {"asm", cmd_asm},
+    {"dis", cmd_dis},        {"verify", cmd_verify},
+    {"isa", cmd_isa},
+};
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(usage, stderr);
-    return 2;
+    return TOOL_EXIT_USAGE;
   }
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
       strcmp(cmd, "help") == 0) {
+    /* "hali help run" is "hali run --help". */
+    if (argc > 2 && strcmp(cmd, "help") == 0) {
+      char help[] = "--help";
+      char *help_argv[] = {argv[2], help, NULL};
+      for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); ++i)
+        if (strcmp(argv[2], commands[i].name) == 0)
+          return commands[i].fn(2, help_argv);
+      fprintf(stderr, "hali: unknown command '%s' (try hali --help)\n",
+              argv[2]);
+      return TOOL_EXIT_USAGE;
+    }
     fputs(usage, stdout);
-    return 0;
+    return TOOL_EXIT_OK;
   }
   if (strcmp(cmd, "--version") == 0) {
     printf("hali %s\n", HALI_VERSION_STRING);
-    return 0;
+    return TOOL_EXIT_OK;
   }
-  for (int i = 2; i < argc; ++i)
-    if (strcmp(argv[i], "--help") == 0) {
-      fputs(usage, stdout);
-      return 0;
+  const char *best = NULL;
+  unsigned best_d = 255;
+  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); ++i) {
+    if (strcmp(cmd, commands[i].name) == 0)
+      return commands[i].fn(argc - 1, argv + 1);
+    unsigned d = tool_edit_distance(cmd, strlen(cmd), commands[i].name);
+    if (d < best_d) {
+      best_d = d;
+      best = commands[i].name;
     }
-  if (strcmp(cmd, "run") == 0) return tool_run(argc - 1, argv + 1);
-  if (strcmp(cmd, "asm") == 0) return cmd_asm(argc - 1, argv + 1);
-  if (strcmp(cmd, "dis") == 0) return cmd_dis(argc - 1, argv + 1);
-  if (strcmp(cmd, "verify") == 0) return cmd_verify(argc - 1, argv + 1);
-  if (strcmp(cmd, "isa") == 0) return cmd_isa();
-  fprintf(stderr, "hali: unknown command '%s' (try hali --help)\n", cmd);
-  return 2;
+  }
+  if (cmd[0] == '-')
+    fprintf(stderr, "hali: '%s' before the command: flags go after it "
+                    "(hali COMMAND %s ...)\n", cmd, cmd);
+  else if (best && best_d <= 2)
+    fprintf(stderr, "hali: unknown command '%s'; did you mean %s? (try hali "
+                    "--help)\n", cmd, best);
+  else
+    fprintf(stderr, "hali: unknown command '%s' (try hali --help)\n", cmd);
+  return TOOL_EXIT_USAGE;
 }

@@ -568,6 +568,17 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     vmcase(GLOBAL_STORE_REF) {
       hali_vm_globals_t *g = link->globals;
       hali_ref_t *r = refs[A];
+      if (HALI_UNLIKELY(link == link->module->unlinked)) {
+        /* The module's own globals would hold refs that may hold the
+         * module (buffers over its rodata): a cycle nothing breaks. */
+        status = hali_status_make(
+            HALI_STATUS_FAILED_PRECONDITION,
+            "global.store.ref: module @%s runs unlinked (hali_vm_invoke): "
+            "ref globals need a link of their own (hali_vm_link_create, or a "
+            "context)",
+            link->module->ir->name);
+        goto fail;
+      }
       hali_ref_retain(r);
       pthread_mutex_lock(&g->lock);
       hali_ref_t *old = g->refs[pc[1].imm];

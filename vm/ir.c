@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "hal/buffer_view.h"
 #include "base/alloc.h"
 #include "vm/ir.h"
@@ -21,12 +22,15 @@ static char *dup_bytes(const char *s, size_t len) {
 /* Grows |*p| (elements of |size|) to hold at least |need|; false on OOM. */
 static bool hali_grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
   if (need <= *cap) return true;
-  uint32_t n = *cap ? *cap : 4;
+  uint64_t n = *cap ? *cap : 4;
   while (n < need) n *= 2;
-  void *q = hali_realloc(*p, (size_t)n * size);
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(n, size, &bytes) || bytes > SIZE_MAX) return false;
+  void *q = hali_realloc(*p, (size_t)bytes);
   if (!q) return false;
   *p = q;
-  *cap = n;
+  *cap = (uint32_t)n;
   return true;
 }
 
@@ -52,8 +56,7 @@ void hali_ir_func_clear(hali_ir_func_t *f) {
 static void hali_ir_func_free_all(hali_ir_func_t *f) {
   for (uint32_t b = 0; b < f->block_count; ++b) {
     hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t i = 0; i < blk->insn_count; ++i) hali_free(blk->insns[i].operands);
-    hali_free(blk->insns);
+    hali_ir_block_clear(blk);
     hali_free(blk->name);
   }
   hali_free(f->blocks);
@@ -484,6 +487,136 @@ hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,
   return b;
 }
 
+/* A chunk of operand slots (vm/ir.h): allocated whole, never moved. */
+struct hali_ir_operand_chunk_s {
+  struct hali_ir_operand_chunk_s *next;
+  uint32_t capacity, used;
+  hali_ir_operand_t slots[];
+};
+
+/* The largest chunk grown geometrically (64 KiB of operands): bigger ones
+ * only for one instruction that needs more. */
+#define HALI_IR_CHUNK_MAX 4096u
+
+/* |n| (> 0) uninitialised operand slots from |b|'s chunks; NULL on OOM. */
+static hali_ir_operand_t *operands_alloc(hali_ir_block_t *b, uint32_t n) {
+  struct hali_ir_operand_chunk_s *c = b->operand_chunks;
+  if (c && c->capacity - c->used >= n) {
+    hali_ir_operand_t *o = c->slots + c->used;
+    c->used += n;
+    return o;
+  }
+  /* Chunks double (a reader that sized |insns| from a count starts at
+   * about three operands an instruction), so a block of N instructions
+   * makes O(log N) allocations, then one per HALI_IR_CHUNK_MAX slots.  The
+   * first is small: a block of a few instructions wastes little, and its
+   * chunks stay in malloc's fast small sizes (under 1 KiB). */
+  uint64_t cap = c ? 2 * (uint64_t)c->capacity : 16;
+  if (!c && 3 * (uint64_t)b->insn_capacity > cap)
+    cap = 3 * (uint64_t)b->insn_capacity;
+  if (cap > HALI_IR_CHUNK_MAX) cap = HALI_IR_CHUNK_MAX;
+  if (cap < n) cap = n;
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(cap, sizeof(hali_ir_operand_t), &bytes) ||
+      hali_add_overflows_u64(bytes, sizeof(*c), &bytes) || bytes > SIZE_MAX)
+    return NULL;
+  struct hali_ir_operand_chunk_s *nc = hali_malloc((size_t)bytes);
+  if (!nc) return NULL;
+  nc->capacity = (uint32_t)cap;
+  nc->used = n;
+  nc->next = c;
+  b->operand_chunks = nc;
+  return nc->slots;
+}
+
+static void chunks_free(struct hali_ir_operand_chunk_s *c) {
+  while (c) {
+    struct hali_ir_operand_chunk_s *next = c->next;
+    hali_free(c);
+    c = next;
+  }
+}
+
+uint32_t hali_ir_block_chunk_count(const hali_ir_block_t *b) {
+  uint32_t n = 0;
+  for (const struct hali_ir_operand_chunk_s *c = b->operand_chunks; c;
+       c = c->next)
+    n++;
+  return n;
+}
+
+void hali_ir_block_clear(hali_ir_block_t *b) {
+  chunks_free(b->operand_chunks);
+  hali_free(b->insns);
+  b->operand_chunks = NULL;
+  b->insns = NULL;
+  b->insn_count = b->insn_capacity = 0;
+}
+
+void hali_ir_block_take(hali_ir_block_t *dst, hali_ir_block_t *src) {
+  hali_ir_block_clear(dst);
+  dst->insns = src->insns;
+  dst->insn_count = src->insn_count;
+  dst->insn_capacity = src->insn_capacity;
+  dst->operand_chunks = src->operand_chunks;
+  src->insns = NULL;
+  src->insn_count = src->insn_capacity = 0;
+  src->operand_chunks = NULL;
+}
+
+bool hali_ir_block_append(hali_ir_block_t *dst, hali_ir_block_t *src) {
+  if (!src->insn_count) {
+    hali_ir_block_clear(src);
+    return true;
+  }
+  if (!dst->insn_count && !dst->operand_chunks) {
+    hali_ir_block_take(dst, src);
+    return true;
+  }
+  uint64_t need = (uint64_t)dst->insn_count + src->insn_count;
+  if (need > UINT32_MAX ||
+      !hali_grow((void **)&dst->insns, &dst->insn_capacity, (uint32_t)need,
+                 sizeof(hali_ir_insn_t)))
+    return false;
+  memcpy(dst->insns + dst->insn_count, src->insns,
+         (size_t)src->insn_count * sizeof(hali_ir_insn_t));
+  dst->insn_count = (uint32_t)need;
+  /* Adopt the chunks behind dst's newest one, which keeps serving new
+   * operands. */
+  struct hali_ir_operand_chunk_s *tail = src->operand_chunks;
+  if (tail) {
+    while (tail->next) tail = tail->next;
+    if (dst->operand_chunks) {
+      tail->next = dst->operand_chunks->next;
+      dst->operand_chunks->next = src->operand_chunks;
+    } else {
+      dst->operand_chunks = src->operand_chunks;
+    }
+  }
+  src->operand_chunks = NULL;
+  hali_free(src->insns);
+  src->insns = NULL;
+  src->insn_count = src->insn_capacity = 0;
+  return true;
+}
+
+bool hali_ir_insn_resize(hali_ir_block_t *b, hali_ir_insn_t *insn,
+                         uint32_t n) {
+  if (n <= insn->operand_count) {
+    insn->operand_count = n;
+    return true;
+  }
+  hali_ir_operand_t *o = operands_alloc(b, n);
+  if (!o) return false;
+  if (insn->operand_count)
+    memcpy(o, insn->operands, insn->operand_count * sizeof(*o));
+  memset(o + insn->operand_count, 0,
+         (size_t)(n - insn->operand_count) * sizeof(*o));
+  insn->operands = o;
+  insn->operand_count = n;
+  return true;
+}
+
 hali_ir_insn_t *hali_ir_block_add_insn(hali_ir_block_t *b, uint16_t op,
                                        uint32_t operand_count) {
   if (!hali_grow((void **)&b->insns, &b->insn_capacity, b->insn_count + 1,
@@ -493,12 +626,21 @@ hali_ir_insn_t *hali_ir_block_add_insn(hali_ir_block_t *b, uint16_t op,
   memset(insn, 0, sizeof(*insn));
   insn->op = op;
   if (operand_count) {
-    insn->operands = hali_calloc(operand_count, sizeof(hali_ir_operand_t));
+    insn->operands = operands_alloc(b, operand_count);
     if (!insn->operands) return NULL;
+    memset(insn->operands, 0, operand_count * sizeof(hali_ir_operand_t));
   }
   insn->operand_count = operand_count;
   b->insn_count++;
   return insn;
+}
+
+size_t hali_name_length(const char *s) {
+  if (!s) return 0;
+  const char *p = s;
+  for (; *p; ++p)
+    if (!hali_name_char(*p)) return 0;
+  return (size_t)(p - s);
 }
 
 bool hali_name_valid(const char *s) {

@@ -52,11 +52,20 @@ typedef struct hali_ir_insn_s {
   hali_ir_operand_t *operands;
 } hali_ir_insn_t;
 
+/* The operands of a block's instructions live in chunks the block owns
+ * (vm/ir.c): an instruction costs one slot in |insns| and no allocation of
+ * its own, and operand pointers stay valid while the block holds them
+ * (chunks never move).  So operands are never freed one by one: a block's
+ * instructions go with hali_ir_block_clear, move with hali_ir_block_take /
+ * hali_ir_block_append, and grow with hali_ir_insn_resize. */
+struct hali_ir_operand_chunk_s;
+
 typedef struct hali_ir_block_s {
   char *name; /* may be NULL (stripped); printed as ^bbN */
   uint32_t insn_count;
   uint32_t insn_capacity;
   hali_ir_insn_t *insns;
+  struct hali_ir_operand_chunk_s *operand_chunks; /* newest first */
 } hali_ir_block_t;
 
 enum {
@@ -366,9 +375,26 @@ uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
                               const char *name, size_t len);
 hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,
                                         size_t len);
-/* Appends an instruction with |operand_count| zeroed operands. */
+/* Appends an instruction with |operand_count| zeroed operands (from the
+ * block's operand chunks). */
 hali_ir_insn_t *hali_ir_block_add_insn(hali_ir_block_t *b, uint16_t op,
                                        uint32_t operand_count);
+/* Frees the instructions of |b| and their operands (not its name) and
+ * empties it. */
+void hali_ir_block_clear(hali_ir_block_t *b);
+/* Replaces the instructions of |dst| with those of |src| (moved, operands
+ * included: no copy); |src| is left without instructions.  Names are not
+ * touched. */
+void hali_ir_block_take(hali_ir_block_t *dst, hali_ir_block_t *src);
+/* Moves the instructions of |src| to the end of |dst| (operands adopted,
+ * not copied) and leaves |src| without instructions; false on OOM, with
+ * both unchanged. */
+bool hali_ir_block_append(hali_ir_block_t *dst, hali_ir_block_t *src);
+/* Gives |insn|, an instruction of |b|, |n| operands: the first ones kept,
+ * any new ones zeroed; false on OOM (|insn| unchanged). */
+bool hali_ir_insn_resize(hali_ir_block_t *b, hali_ir_insn_t *insn, uint32_t n);
+/* How many operand chunks |b| holds (the tests bound the allocations). */
+uint32_t hali_ir_block_chunk_count(const hali_ir_block_t *b);
 
 /* The parameter types of |f| (its first param_count registers). */
 static inline hali_type_t hali_ir_func_param(const hali_ir_func_t *f,
@@ -420,6 +446,8 @@ static inline bool hali_name_char(char c) {
          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '$';
 }
 bool hali_name_valid(const char *s);
+/* The length of |s| when it is a valid name, else 0 (one pass). */
+size_t hali_name_length(const char *s);
 
 /* Appends the text of one instruction (as hali dis prints it, without
  * loc) to |sb|. */

@@ -8,8 +8,12 @@
  * The map does not copy its keys: a key must stay valid, unchanged, for as
  * long as the map holds it (source text, or names owned by the IR).  Slots
  * are linearly probed in a power-of-two table kept at most half full; each
- * slot keeps its key's hash, so a probe compares bytes only when the hashes
- * agree.  A zeroed map is empty and valid; not thread-safe.
+ * slot keeps its key's hash and length, and a key of up to 8 bytes is
+ * kept in the slot itself, so that a probe reads one slot and, for short
+ * names (most registers and labels), never the key's own memory, which in
+ * a large module lies anywhere (a cache miss per lookup).  Bytes are
+ * compared only when the hashes agree.  A zeroed map is empty and valid;
+ * not thread-safe.
  */
 #ifndef HALI_VM_STRMAP_H
 #define HALI_VM_STRMAP_H
@@ -22,9 +26,15 @@
  * returns when it runs out of memory. */
 #define HALI_STRMAP_NONE UINT32_MAX
 
+/* Keys of at most this many bytes are copied into their slot. */
+#define HALI_STRMAP_INLINE 8
+
 typedef struct hali_strmap_slot_s {
-  const char *key; /* NULL: empty */
-  uint32_t len;
+  union {
+    const char *key;                /* len > HALI_STRMAP_INLINE */
+    char bytes[HALI_STRMAP_INLINE]; /* len <= HALI_STRMAP_INLINE */
+  } k;
+  uint32_t len1; /* the key's length + 1; 0: empty */
   uint32_t hash;
   uint32_t value;
 } hali_strmap_slot_t;
@@ -53,8 +63,23 @@ uint32_t hali_strmap_find(const hali_strmap_t *m, const char *key, size_t len);
 /* Maps |key| to |value| unless it is already there.  Returns the value the
  * key now has — |value|, or the earlier one, so a caller tells a duplicate
  * by the result differing from |value| — or HALI_STRMAP_NONE on OOM, on a
- * key longer than UINT32_MAX bytes, or when |value| is HALI_STRMAP_NONE. */
+ * key of UINT32_MAX bytes or more, or when |value| is HALI_STRMAP_NONE. */
 uint32_t hali_strmap_insert(hali_strmap_t *m, const char *key, size_t len,
                             uint32_t value);
+
+/* The hash the map gives |key|, and find and insert given it: a caller
+ * that hashes a key early (the assembler, as it lexes a register name)
+ * can prefetch its slot, so that lookups do not wait for memory one after
+ * the other. */
+uint32_t hali_strmap_hash(const char *key, size_t len);
+uint32_t hali_strmap_find_hashed(const hali_strmap_t *m, const char *key,
+                                 size_t len, uint32_t hash);
+uint32_t hali_strmap_insert_hashed(hali_strmap_t *m, const char *key,
+                                   size_t len, uint32_t hash, uint32_t value);
+/* A hint: the slot where a key of |hash| starts its probe will be read. */
+static inline void hali_strmap_prefetch(const hali_strmap_t *m,
+                                        uint32_t hash) {
+  if (m->capacity) __builtin_prefetch(&m->slots[hash & (m->capacity - 1)]);
+}
 
 #endif /* HALI_VM_STRMAP_H */

@@ -665,12 +665,13 @@ static hali_status_t verify_names(vctx_t *v) {
     for (uint32_t r = 0; r < f->reg_count; ++r) {
       const char *n = f->reg_names[r];
       if (!n) continue;
-      if (!hali_name_valid(n))
+      size_t len = hali_name_length(n);
+      if (!len)
         return hali_verr(v,
                          "register %u has the name \"%s\", which is not a "
                          "valid name",
                          r, n);
-      uint32_t k = hali_strmap_insert(v->names, n, strlen(n), r);
+      uint32_t k = hali_strmap_insert(v->names, n, len, r);
       if (k == HALI_STRMAP_NONE)
         return hali_status_annotate(hali_status_oom(), "verifying the module");
       if (k != r)
@@ -680,12 +681,13 @@ static hali_status_t verify_names(vctx_t *v) {
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const char *n = f->blocks[b].name;
     if (!n) continue;
-    if (!hali_name_valid(n))
+    size_t len = hali_name_length(n);
+    if (!len)
       return hali_verr(v,
                        "block %u has the name \"%s\", which is not a valid "
                        "name",
                        b, n);
-    uint32_t k = hali_strmap_insert(v->names, n, strlen(n), b);
+    uint32_t k = hali_strmap_insert(v->names, n, len, b);
     if (k == HALI_STRMAP_NONE)
       return hali_status_annotate(hali_status_oom(), "verifying the module");
     if (k != b)

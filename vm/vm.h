@@ -115,7 +115,8 @@ typedef struct hali_vm_link_s {
   hali_vm_import_t *imports;
   /* The module's globals in this context (owned; never NULL).  A module
    * run unlinked (hali_vm_invoke) keeps one set in its |unlinked| link,
-   * shared by every such call. */
+   * shared by every such call; there global.store.ref fails (a stored ref
+   * may hold the module: buffers over its rodata do). */
   hali_vm_globals_t *globals;
 } hali_vm_link_t;
 

@@ -823,6 +823,47 @@ HALI_API HALI_MUST_USE hali_status_t hali_fence_query(hali_fence_t *fence,
 HALI_API HALI_MUST_USE hali_status_t hali_fence_await(hali_fence_t *fence,
                                                       int64_t timeout_ns);
 
+/* ======================================================================== */
+/* Inspection (api/introspect.c)                                             */
+/* ======================================================================== */
+
+/* Blocks until every submission the context's programs made to its device
+ * queue so far has executed, for at most |timeout_ns| (negative: no
+ * limit); DEADLINE_EXCEEDED naming the number still pending.  For a host
+ * about to read results a program returned without awaiting the work
+ * that writes them (hali run does it before printing). */
+HALI_API HALI_MUST_USE hali_status_t hali_context_wait_idle(
+    hali_context_t *context, int64_t timeout_ns);
+
+typedef enum hali_describe_format_e {
+  HALI_DESCRIBE_TEXT = 0, /* for people (hali dump) */
+  HALI_DESCRIBE_JSON = 1, /* one JSON object (hali dump --json) */
+} hali_describe_format_t;
+
+/* Describes |module| into |*out_text| (the caller's, to release with
+ * hali_free()): its name, file, format and version, size, whether it
+ * carries debug info, every function with its signature as written
+ * (tensor types included) and after the load-time passes (f$async forms
+ * included), imports, globals as written (type, mutable, parameter scope
+ * and key, bytes of a static tensor), executables with format, library,
+ * exports, workgroup sizes and interface layouts, and rodata with sizes.
+ * The JSON keys: module, file, format, format_version, bytes, debug_info,
+ * source, functions_as_written, functions, imports ([{name, signature,
+ * arguments, results, ...}]), globals ([{name, type, mutable, parameter:
+ * {scope, key} or null, bytes}]), parameter_bytes, executables ([{name, format, library, exports:
+ * [{name, signature, symbol, workgroup_size, bindings, constants}]}]),
+ * rodata ([{name, kind, bytes}]), rodata_bytes. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_describe(
+    const hali_module_t *module, hali_describe_format_t format,
+    char **out_text);
+
+/* For each function of the loaded module (|count| must be
+ * hali_module_function_count), whether the load-time passes made it (an
+ * f$async form, say) rather than the module's author: |out_generated[i]|
+ * for function i.  INVALID_ARGUMENT for another |count|. */
+HALI_API HALI_MUST_USE hali_status_t hali_module_generated_functions(
+    const hali_module_t *module, bool *out_generated, size_t count);
+
 #ifdef __cplusplus
 }
 #endif
