@@ -8,7 +8,10 @@
  * on a new fiber and returns a fence signalled when it returns (failed
  * with its status if it fails).
  *
- * Threads: a scheduler is run by one thread at a time; fences may be
+ * Threads: a scheduler is run by one thread at a time; with
+ * options.threads > 1 its workers run ready fibers too while that thread
+ * is inside a run, and a fiber resumes on whichever thread pops it (one
+ * shared FIFO queue; doc/fibers.md, "Threading model").  Fences may be
  * signalled from any thread (queue threads, workers, the host) and wake
  * fibers safely.  Cancellation may come from any thread.
  *
