@@ -189,6 +189,7 @@ static hali_status_t context_link(hali_context_t *c,
       .fuel = p->fuel,
       .max_duration_ns = p->max_duration_ns,
       .trace = c->trace,
+      .threads = p->fiber_threads,
   };
   HALI_RETURN_IF_ERROR_PLAIN(hali_vm_scheduler_create(c->hal, &so, &c->scheduler));
   HALI_RETURN_IF_ERROR(bind_parameters(c), "creating the context");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/checked.h"
 #include "base/clock.h"
 
 typedef struct hali_hal_fence_point_t {
@@ -24,6 +25,16 @@ struct hali_hal_fence_t {
   size_t count;
   size_t capacity;
   hali_hal_fence_point_t *points;
+  /* Past FENCE_INDEX_MIN points, an open-addressing index from semaphore
+   * to point (slot = point + 1, 0 = empty; capacity a power of two at
+   * least twice |count|), so adding a point costs O(1) however many the
+   * fence has: joining N fences one at a time is O(N), not O(N^2). */
+  uint32_t *index;
+  size_t index_capacity;
+  /* What the fence's producer attached (a spawned fiber's results): owned,
+   * freed with |payload_free|; dropped when a join adds points in place. */
+  void *payload;
+  void (*payload_free)(void *);
   /* Whose tracer the fence reports to (retained; NULL = none): read at
    * each line, so clearing the allocator's tracer silences the fence. */
   hali_hal_allocator_t *traced_by;
@@ -34,6 +45,8 @@ static void hali_hal_fence_destroy(hali_ref_t *ref) {
   for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_release(fence->points[i].semaphore);
   hali_free(fence->points);
+  hali_free(fence->index);
+  if (fence->payload_free) fence->payload_free(fence->payload);
   hali_hal_allocator_release(fence->traced_by);
   pthread_mutex_destroy(&fence->mutex);
   hali_free(fence);
@@ -86,30 +99,95 @@ void hali_hal_fence_release(hali_hal_fence_t *fence) {
   if (fence) hali_ref_release(&fence->ref);
 }
 
-/* Caller holds |fence->mutex|. */
-static hali_status_t hali_hal_fence_insert_locked(
-    hali_hal_fence_t *fence, hali_hal_semaphore_t *semaphore, uint64_t value) {
-  for (size_t i = 0; i < fence->count; ++i) {
-    if (fence->points[i].semaphore == semaphore) {
-      if (fence->points[i].value < value) fence->points[i].value = value;
-      return HALI_OK;
-    }
+#define FENCE_INDEX_MIN 8
+
+static size_t fence_hash(const hali_hal_semaphore_t *semaphore, size_t mask) {
+  uint64_t h = (uint64_t)(uintptr_t)semaphore;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return (size_t)h & mask;
+}
+
+/* The point on |semaphore|, or SIZE_MAX (caller holds |fence->mutex|). */
+static size_t fence_find_locked(const hali_hal_fence_t *fence,
+                                const hali_hal_semaphore_t *semaphore) {
+  if (!fence->index) {
+    for (size_t i = 0; i < fence->count; ++i)
+      if (fence->points[i].semaphore == semaphore) return i;
+    return SIZE_MAX;
   }
+  size_t mask = fence->index_capacity - 1;
+  for (size_t h = fence_hash(semaphore, mask);; h = (h + 1) & mask) {
+    uint32_t slot = fence->index[h];
+    if (!slot) return SIZE_MAX;
+    if (fence->points[slot - 1].semaphore == semaphore) return slot - 1;
+  }
+}
+
+static void fence_index_put(uint32_t *index, size_t capacity,
+                            const hali_hal_semaphore_t *semaphore,
+                            size_t point) {
+  size_t mask = capacity - 1;
+  size_t h = fence_hash(semaphore, mask);
+  while (index[h]) h = (h + 1) & mask;
+  index[h] = (uint32_t)(point + 1);
+}
+
+/* Makes room for one more point, in the array and in the index (caller
+ * holds |fence->mutex|). */
+static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
+  if (fence->count >= UINT32_MAX - 1)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "a fence has %zu points, the most one can hold",
+                            fence->count);
   if (fence->count == fence->capacity) {
     size_t capacity = fence->capacity ? fence->capacity * 2 : 2;
-    hali_hal_fence_point_t *grown =
-        hali_realloc(fence->points, capacity * sizeof(*grown));
+    uint64_t bytes;
+    if (hali_mul_overflows_u64(capacity, sizeof(hali_hal_fence_point_t),
+                               &bytes) ||
+        bytes > SIZE_MAX)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "a fence of %zu points overflows", capacity);
+    hali_hal_fence_point_t *grown = hali_realloc(fence->points, (size_t)bytes);
     if (!grown)
       return hali_status_annotate(hali_status_oom(),
-                                  "growing a fence to %zu "
-                                  "points",
-                                  capacity);
+                                  "growing a fence to %zu points", capacity);
     fence->points = grown;
     fence->capacity = capacity;
   }
+  size_t want = fence->count + 1;
+  if (want > FENCE_INDEX_MIN && want * 2 > fence->index_capacity) {
+    size_t capacity = fence->index_capacity ? fence->index_capacity * 2 : 32;
+    while (capacity < want * 2) capacity *= 2;
+    uint32_t *index = hali_calloc(capacity, sizeof(*index));
+    if (!index)
+      return hali_status_annotate(hali_status_oom(),
+                                  "indexing a fence of %zu points", want);
+    for (size_t i = 0; i < fence->count; ++i)
+      fence_index_put(index, capacity, fence->points[i].semaphore, i);
+    hali_free(fence->index);
+    fence->index = index;
+    fence->index_capacity = capacity;
+  }
+  return HALI_OK;
+}
+
+/* Caller holds |fence->mutex|. */
+static hali_status_t hali_hal_fence_insert_locked(
+    hali_hal_fence_t *fence, hali_hal_semaphore_t *semaphore, uint64_t value) {
+  size_t at = fence_find_locked(fence, semaphore);
+  if (at != SIZE_MAX) {
+    if (fence->points[at].value < value) fence->points[at].value = value;
+    return HALI_OK;
+  }
+  HALI_RETURN_IF_ERROR_PLAIN(fence_reserve_locked(fence));
   hali_hal_semaphore_retain(semaphore);
   fence->points[fence->count].semaphore = semaphore;
   fence->points[fence->count].value = value;
+  if (fence->index)
+    fence_index_put(fence->index, fence->index_capacity, semaphore,
+                    fence->count);
   fence->count++;
   return HALI_OK;
 }
@@ -147,9 +225,10 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
     hali_hal_fence_t *fence = fences[f];
     if (!fence) continue;
     pthread_mutex_lock(&fence->mutex);
+    /* |joined| is not shared yet: no lock needed for it. */
     for (size_t i = 0; i < fence->count && !status; ++i)
-      status = hali_hal_fence_insert(joined, fence->points[i].semaphore,
-                                     fence->points[i].value);
+      status = hali_hal_fence_insert_locked(joined, fence->points[i].semaphore,
+                                            fence->points[i].value);
     pthread_mutex_unlock(&fence->mutex);
   }
   if (status) {
@@ -528,4 +607,54 @@ hali_status_t hali_hal_fence_await_all(hali_hal_fence_t *const *fences,
   status = hali_hal_fence_await_points(points, point_count, timeout_ns);
   hali_hal_fence_points_free(points, point_count);
   return status;
+}
+
+hali_status_t hali_hal_fence_join_into(hali_hal_fence_t *into,
+                                       hali_hal_fence_t *from) {
+  if (!from || from == into) return HALI_OK;
+  /* Lock order: |into| (unshared by contract) before |from|. */
+  pthread_mutex_lock(&into->mutex);
+  if (into->payload_free) into->payload_free(into->payload);
+  into->payload = NULL;
+  into->payload_free = NULL;
+  pthread_mutex_lock(&from->mutex);
+  hali_status_t status = HALI_OK;
+  for (size_t i = 0; i < from->count && !status; ++i)
+    status = hali_hal_fence_insert_locked(into, from->points[i].semaphore,
+                                          from->points[i].value);
+  pthread_mutex_unlock(&from->mutex);
+  pthread_mutex_unlock(&into->mutex);
+  if (!status && !into->traced_by && from->traced_by)
+    hali_hal_fence_trace_to(into, from->traced_by);
+  const hali_hal_tracer_t *t = line_tracer(into);
+  if (!status && t)
+    hali_hal_tracer_printf(t, "[hal] fence.join !hal.fence#%u !hal.fence#%u "
+                              "-> !hal.fence#%u (in place)",
+                           hali_hal_trace_id(into), hali_hal_trace_id(from),
+                           hali_hal_trace_id(into));
+  return status;
+}
+
+bool hali_hal_fence_is_unshared(hali_hal_fence_t *fence) {
+  return fence &&
+         atomic_load_explicit(&fence->ref.count, memory_order_acquire) == 1;
+}
+
+void hali_hal_fence_set_payload(hali_hal_fence_t *fence, void *payload,
+                                void (*payload_free)(void *)) {
+  pthread_mutex_lock(&fence->mutex);
+  void *old = fence->payload;
+  void (*old_free)(void *) = fence->payload_free;
+  fence->payload = payload;
+  fence->payload_free = payload_free;
+  pthread_mutex_unlock(&fence->mutex);
+  if (old_free) old_free(old);
+}
+
+void *hali_hal_fence_payload(hali_hal_fence_t *fence,
+                             void (*payload_free)(void *)) {
+  pthread_mutex_lock(&fence->mutex);
+  void *p = fence->payload_free == payload_free ? fence->payload : NULL;
+  pthread_mutex_unlock(&fence->mutex);
+  return p;
 }

@@ -33,6 +33,25 @@ HALI_MUST_USE hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
 void hali_hal_fence_retain(hali_hal_fence_t *fence);
 void hali_hal_fence_release(hali_hal_fence_t *fence);
 
+/* Adds every point of |from| to |into| in place, in O(1) amortised per
+ * point (a fence indexes its points by semaphore), and drops |into|'s
+ * payload.  Only for an |into| nobody else holds (its one reference is the
+ * caller's: hali_hal_fence_is_unshared), since a fence's points are
+ * otherwise fixed once it is handed out.  |from| == |into| or NULL: no-op. */
+HALI_MUST_USE hali_status_t hali_hal_fence_join_into(hali_hal_fence_t *into,
+                                                     hali_hal_fence_t *from);
+/* True when the caller's reference is the only one. */
+bool hali_hal_fence_is_unshared(hali_hal_fence_t *fence);
+/* Attaches what the fence's producer hands to its consumers (a spawned
+ * fiber's results), owned by the fence and freed with |payload_free|; a
+ * previous payload is freed.  hali_hal_fence_payload returns it (borrowed)
+ * when it was attached with |payload_free| (the attacher's tag), else
+ * NULL.  Attach before signalling: the signal publishes it. */
+void hali_hal_fence_set_payload(hali_hal_fence_t *fence, void *payload,
+                                void (*payload_free)(void *));
+void *hali_hal_fence_payload(hali_hal_fence_t *fence,
+                             void (*payload_free)(void *));
+
 /* Adds the point (|semaphore|, |value|), or raises the value of the point
  * on |semaphore| if it is lower. */
 HALI_MUST_USE hali_status_t hali_hal_fence_insert(

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "base/alloc.h"
 #include "base/clock.h"
 #include "base/alloc.h"
 #include "hal/stop.h"

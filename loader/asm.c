@@ -312,31 +312,42 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
     o->kind = HALI_IR_FUNC;
     o->v = (uint32_t)fi;
     if (!hali_asm_expect(p, "(", "before call arguments")) return false;
+    const hali_type_t *ptypes;
+    uint32_t nparams = hali_ir_call_params((uint16_t)op, cf, &ptypes);
+    const bool join = op == HALI_OP_FIBER_JOIN;
     uint32_t nargs = 0;
     if (!accept(p, ")")) {
       do {
         tok_t *a = next(p);
-        if (nargs >= cf->param_count) {
-          hali_asm_error(p, a, "too many arguments: @%s takes %u", cf->name,
-                         cf->param_count);
+        if (nargs >= nparams) {
+          if (join)
+            hali_asm_error(p, a, "too many arguments: fiber.join @%s takes "
+                           "one !hal.fence (the spawned fiber's)", cf->name);
+          else
+            hali_asm_error(p, a, "too many arguments: @%s takes %u",
+                           cf->name, nparams);
           return false;
         }
         if (!(o = hali_asm_push_op(p, &nops)) ||
-            !hali_asm_parse_reg(b, a, cf->reg_types[nargs], false, o))
+            !hali_asm_parse_reg(b, a, ptypes[nargs], false, o))
           return false;
         nargs++;
       } while (accept(p, ","));
       if (!hali_asm_expect(p, ")", "after call arguments")) return false;
     }
-    if (nargs != cf->param_count) {
-      hali_asm_error(p, callee, "@%s takes %u argument(s), %u given", cf->name,
-                     cf->param_count, nargs);
+    if (nargs != nparams) {
+      if (join)
+        hali_asm_error(p, callee, "fiber.join @%s takes one !hal.fence (the "
+                       "spawned fiber's), %u given", cf->name, nargs);
+      else
+        hali_asm_error(p, callee, "@%s takes %u argument(s), %u given",
+                       cf->name, nparams, nargs);
       return false;
     }
     const hali_type_t *rtypes;
     uint32_t nres = hali_ir_call_results((uint16_t)op, cf, &rtypes);
     if (ndefs != nres) {
-      if (op == HALI_OP_CALL)
+      if (op == HALI_OP_CALL || join)
         hali_asm_error(p, callee, "@%s returns %u value(s), %zu assigned",
                        cf->name, nres, ndefs);
       else
@@ -347,7 +358,7 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
     for (size_t i = 0; i < ndefs; ++i) {
       if (!(o = hali_asm_push_op(p, &nops))) return false;
       /* A tensor result takes the callee's declared shape. */
-      if (rtypes[i] == HALI_TYPE_TENSOR && op == HALI_OP_CALL &&
+      if (rtypes[i] == HALI_TYPE_TENSOR && op != HALI_OP_FIBER_SPAWN &&
           cf->result_xtypes) {
         if (!hali_asm_def_tensor(b, defs[i], &cf->result_xtypes[i], o))
           return false;

@@ -1095,6 +1095,49 @@ START_TEST(limit_memory_and_depth_across_spawns) {
 }
 END_TEST
 
+/* fiber_threads: the context's fibers also run on workers; a tree of
+ * spawned fibers joined with fiber.join gives the same count on 1 and 3
+ * threads. */
+static const char k_tree[] =
+    "module @tree\n"
+    "func @tree(%depth: i32) -> i32 {\n"
+    "^entry:\n"
+    "  %one = const.i32 1\n"
+    "  %zero = const.i32 0\n"
+    "  %leaf = le.s.i32 %depth, %zero\n"
+    "  cond_br %leaf, ^leaf, ^inner\n"
+    "^leaf:\n"
+    "  return %one\n"
+    "^inner:\n"
+    "  %d = sub.i32 %depth, %one\n"
+    "  %a = fiber.spawn @tree(%d)\n"
+    "  %b = fiber.spawn @tree(%d)\n"
+    "  %x = fiber.join @tree(%a)\n"
+    "  %y = fiber.join @tree(%b)\n"
+    "  %s = add.i32 %x, %y\n"
+    "  %t = add.i32 %s, %one\n"
+    "  return %t\n"
+    "}\n";
+
+START_TEST(fiber_threads_option) {
+  hali_instance_t *in = instance_new();
+  for (uint32_t threads = 0; threads <= 3; threads += 3) {
+    hali_context_params_t p;
+    hali_context_params_initialize(&p);
+    ck_assert_uint_eq(p.fiber_threads, 0);
+    p.fiber_threads = threads;
+    hali_context_t *c = context_new(in, k_tree, &p);
+    for (int rep = 0; rep < 3; ++rep) {
+      int32_t depth = 10, r = 0;
+      ck_ok(call_i32(c, "tree", &depth, 1, &r));
+      ck_assert_int_eq(r, (1 << 11) - 1);
+    }
+    hali_context_release(c);
+  }
+  hali_instance_release(in);
+}
+END_TEST
+
 START_TEST(limit_fuel) {
   hali_instance_t *in = instance_new();
   hali_context_params_t p;
@@ -2733,6 +2776,7 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, limit_call_depth);
   tcase_add_test(tc, limit_call_depth_backtrace);
   tcase_add_test(tc, limit_fuel);
+  tcase_add_test(tc, fiber_threads_option);
   tcase_add_test(tc, limit_memory_and_depth_across_spawns);
   tcase_add_test(tc, limit_cancel_from_another_thread);
   tcase_add_test(tc, await_for_after_nested_run);

@@ -182,6 +182,17 @@ static const char k_spawn[] =
     "  %s = hal.fence.await %both, %forever\n"
     "  return %s\n"
     "}\n"
+    /* fiber.join: the spawned function's result comes back. */
+    "func @triple(%v: i32) -> i32 {\n"
+    "  %three = const.i32 3\n"
+    "  %r = mul.i32 %v, %three\n"
+    "  return %r\n"
+    "}\n"
+    "func @main_join(%v: i32) -> i32 {\n"
+    "  %f = fiber.spawn @triple(%v)\n"
+    "  %r = fiber.join @triple(%f)\n"
+    "  return %r\n"
+    "}\n"
     "func @backwards(%n: i64) -> i32 {\n"
     "  %device = hal.device.get\n"
     "  %a = hal.fence.create %device\n"
@@ -222,6 +233,8 @@ START_TEST(spawn_runs_and_joins) {
   ck_assert_int_eq(r.i32, 1234);
   ck_assert_ok(run_fiber(m, "pingpong", hali_value_i64(500), &r));
   ck_assert_int_eq(r.i32, 0);
+  ck_assert_ok(run_fiber(m, "main_join", hali_value_i32(14), &r));
+  ck_assert_int_eq(r.i32, 42);
   hali_vm_module_release(m);
 }
 END_TEST

@@ -593,6 +593,31 @@ START_TEST(cli_runtime_failure_backtrace) {
   hali("run '%s' --function=fib --input=30 --max-depth=5", example("fib.hasm"));
   EXPECT_ERROR("hali: error: RESOURCE_EXHAUSTED: call depth limit of 5 "
                "exceeded\n  at @fib@");
+  /* --fiber-threads: a tree of spawned fibers joined with fiber.join. */
+  write_file(tmp("tree.hasm"),
+             "func @tree(%depth: i32) -> i32 {\n"
+             "^entry:\n"
+             "  %one = const.i32 1\n"
+             "  %zero = const.i32 0\n"
+             "  %leaf = le.s.i32 %depth, %zero\n"
+             "  cond_br %leaf, ^leaf, ^inner\n"
+             "^leaf:\n"
+             "  return %one\n"
+             "^inner:\n"
+             "  %d = sub.i32 %depth, %one\n"
+             "  %a = fiber.spawn @tree(%d)\n"
+             "  %b = fiber.spawn @tree(%d)\n"
+             "  %x = fiber.join @tree(%a)\n"
+             "  %y = fiber.join @tree(%b)\n"
+             "  %s = add.i32 %x, %y\n"
+             "  %t = add.i32 %s, %one\n"
+             "  return %t\n"
+             "}\n");
+  hali("run '%s' --function=tree --input=9 --fiber-threads=3", tmp("tree.hasm"));
+  EXPECT_RUN(0, "result[0]: i32=1023\n", "");
+  hali("run '%s' --function=tree --input=9 --fiber-threads=0", tmp("tree.hasm"));
+  EXPECT_RUN(2, "", "hali run: --fiber-threads=0: expected an integer in "
+                    "1..64\n");
 }
 END_TEST
 

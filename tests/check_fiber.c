@@ -1607,6 +1607,582 @@ END_TEST
 
 /* ------------------------------------------------------------------------ */
 
+
+/* ------------------------------------------------------------------------ */
+/* Groups: a fence built with "%g = hal.fence.join %g, %f" (doc/fibers.md,
+ * Groups).  Adding a member costs O(1) amortised: the join adds the points
+ * in place when nothing else holds %g, and a fence indexes its points by
+ * semaphore.  Awaiting the group wakes the awaiter once, when the last
+ * member ends (or at once when one fails). */
+
+/* @main(n, batch): spawns n children that each store k + 1 at buf[k],
+ * adds each child's fence to the group %g, awaits the newest child every
+ * |batch| spawns (so few fibers are live at once), then awaits the group
+ * and returns the sum over buf and the group. */
+static const char group_fan_out[] =
+    "func @child(%buf: !hal.buffer, %k: i64) {\n"
+    "  %eight = const.i64 8\n"
+    "  %at = mul.i64 %k, %eight\n"
+    "  %one = const.i64 1\n"
+    "  %v = add.i64 %k, %one\n"
+    "  hal.buffer.store.i64 %buf, %at, %v\n"
+    "  return\n"
+    "}\n"
+    "func @main(%n: i64, %batch: i64) -> (i64, !hal.fence) {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %allocator = hal.device.allocator %device\n"
+    "  %memory = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %eight = const.i64 8\n"
+    "  %zero = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %forever = const.i64 -1\n"
+    "  %slots = add.i64 %n, %one\n"
+    "  %bytes = mul.i64 %slots, %eight\n"
+    "  %buf = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"
+    "  %g = hal.fence.null\n"
+    "  %k = const.i64 0\n"
+    "  %some = lt.s.i64 %k, %n\n"
+    "  cond_br %some, ^spawn, ^await\n"
+    "^spawn:\n"
+    "  %f = fiber.spawn @child(%buf, %k)\n"
+    "  %g = hal.fence.join %g, %f\n"
+    "  %k = add.i64 %k, %one\n"
+    "  %r = rem.s.i64 %k, %batch\n"
+    "  %pause = eq.i64 %r, %zero\n"
+    "  cond_br %pause, ^breathe, ^next\n"
+    "^breathe:\n"
+    "  %s0 = hal.fence.await %f, %forever\n"
+    "  br ^next\n"
+    "^next:\n"
+    "  %more = lt.s.i64 %k, %n\n"
+    "  cond_br %more, ^spawn, ^await\n"
+    "^await:\n"
+    "  %s = hal.fence.await %g, %forever\n"
+    "  %i = const.i64 0\n"
+    "  %sum = const.i64 0\n"
+    "  cond_br %some, ^fold, ^end\n"
+    "^fold:\n"
+    "  %at = mul.i64 %i, %eight\n"
+    "  %x = hal.buffer.load.i64 %buf, %at\n"
+    "  %sum = add.i64 %sum, %x\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more2 = lt.s.i64 %i, %n\n"
+    "  cond_br %more2, ^fold, ^end\n"
+    "^end:\n"
+    "  return %sum, %g\n"
+    "}\n";
+
+/* Runs group_fan_out with |n| members; checks the sum against a plain
+ * loop and that the group holds exactly one point per member.  Returns
+ * the wall time. */
+static uint64_t group_watchdog_wakeups;
+static int64_t run_group(int64_t n, int64_t batch) {
+  env_t e = env_open(group_fan_out);
+  hali_value_t args[] = {hali_value_i64(n), hali_value_i64(batch)};
+  int64_t t0 = now_ns();
+  hali_vm_fiber_t *f = start(&e, "main", args, 2);
+  run_until(&e, f);
+  int64_t took = now_ns() - t0;
+  int64_t want = 0;
+  for (int64_t k = 0; k < n; ++k) want += k + 1;
+  ck_assert_int_eq(result_i64(f), want);
+  size_t count = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &count);
+  ck_assert_uint_eq(count, 2);
+  ck_assert_int_eq(r[1].type, HALI_TYPE_FENCE);
+  hali_hal_fence_t *g = (hali_hal_fence_t *)r[1].ref;
+  ck_assert_uint_eq(hali_hal_fence_point_count(g), (size_t)n);
+  bool ready = false;
+  ck_assert_ok(hali_hal_fence_query(g, &ready));
+  ck_assert(ready);
+  group_watchdog_wakeups = hali_vm_scheduler_watchdog_wakeups(e.s);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+  return took;
+}
+
+START_TEST(group_of_zero) { run_group(0, 1); }
+END_TEST
+
+START_TEST(group_of_one) { run_group(1, 1); }
+END_TEST
+
+START_TEST(group_of_100000) {
+  /* Joining one member at a time used to copy and rescan the whole group
+   * (O(N^2) per join: 4.8 s for N = 4,000); now O(1) each.  The bound is
+   * 100x what this takes (~0.2 s) and far below the old cost. */
+  int64_t took = run_group(100000, 1000);
+  printf("group of 100,000 spawned fibers: %.1f ms (%.2f us per member)\n",
+         (double)took / 1e6, (double)took / 1e5 / 1e3);
+  ck_assert_int_lt(took, 20000 * MS * slow_factor());
+}
+END_TEST
+
+START_TEST(join_every_fiber_idiom_10000) {
+  /* doc/fibers.md's idiom with every child live at once (no pauses). */
+  int64_t took = run_group(10000, 1000000);
+  printf("join of 10,000 live fibers' fences: %.1f ms, %" PRIu64
+         " watchdog wake-ups\n",
+         (double)took / 1e6, group_watchdog_wakeups);
+  ck_assert_int_lt(took, 10000 * MS * slow_factor());
+  /* ~30,000 scheduler events (a spawn, a wake-up and a finish per fiber)
+   * do not wake the watchdog: it ticks at most every 5 ms while fibers
+   * run (it used to share the scheduler's condition variable). */
+  ck_assert_uint_le(group_watchdog_wakeups, (uint64_t)(took / (5 * MS)) + 8);
+}
+END_TEST
+
+/* A group whose first-added member fails last and whose last-added member
+ * fails first: awaiting the group fails with the one first in time. */
+static const char group_failures[] =
+    "func @late(%go: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %go, %forever\n"
+    "  %code = const.i32 15\n"
+    "  fail %code, \"late failure\"\n"
+    "}\n"
+    "func @fine() {\n"
+    "  return\n"
+    "}\n"
+    "func @early() {\n"
+    "  %code = const.i32 10\n"
+    "  fail %code, \"early failure\"\n"
+    "}\n"
+    "func @release(%go: !hal.fence, %after: !hal.fence) {\n"
+    "  %zero = const.i64 0\n"
+    "  %q = hal.fence.await_status %after, %zero\n"
+    "  hal.fence.signal %go\n"
+    "  return\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %go = hal.fence.create %device\n"
+    "  %g = hal.fence.null\n"
+    "  %a = fiber.spawn @late(%go)\n"
+    "  %g = hal.fence.join %g, %a\n"
+    "  %b = fiber.spawn @fine()\n"
+    "  %g = hal.fence.join %g, %b\n"
+    "  %g = hal.fence.join %g, %b\n" /* the same member twice: one point */
+    "  %c = fiber.spawn @early()\n"
+    "  %g = hal.fence.join %g, %c\n"
+    "  %r = fiber.spawn @release(%go, %c)\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %g, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(group_fails_with_first_failure_in_time) {
+  env_t e = env_open(group_failures);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  char *t = failure_text(f, HALI_STATUS_ABORTED);
+  assert_contains(t, "early failure");
+  ck_assert_msg(strstr(t, "late failure") == NULL, "%s", t);
+  free(t);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* In place only when nothing else holds the group: a copy taken before
+ * the join (%keep) keeps its own points. */
+static const char group_shared[] =
+    "func @main() -> (!hal.fence, !hal.fence) {\n"
+    "  %device = hal.device.get\n"
+    "  %a = hal.fence.create %device\n"
+    "  %b = hal.fence.create %device\n"
+    "  %g = hal.fence.join %a, %a\n"
+    "  %keep = hal.fence.join %g, %g\n"
+    "  %g = hal.fence.join %g, %b\n"
+    "  hal.fence.signal %a\n"
+    "  return %keep, %g\n"
+    "}\n";
+
+START_TEST(group_join_in_place_only_when_unshared) {
+  env_t e = env_open(group_shared);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(f)));
+  size_t n = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &n);
+  ck_assert_uint_eq(n, 2);
+  hali_hal_fence_t *keep = (hali_hal_fence_t *)r[0].ref;
+  hali_hal_fence_t *g = (hali_hal_fence_t *)r[1].ref;
+  ck_assert_uint_eq(hali_hal_fence_point_count(keep), 1);
+  ck_assert_uint_eq(hali_hal_fence_point_count(g), 2);
+  bool ready = false;
+  ck_assert_ok(hali_hal_fence_query(keep, &ready));
+  ck_assert(ready);
+  ck_assert_ok(hali_hal_fence_query(g, &ready));
+  ck_assert(!ready); /* %b was never signalled */
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+
+/* ------------------------------------------------------------------------ */
+/* fiber.join: the spawned function's results, or its failure. */
+
+static const char join_results[] =
+    "func @pair(%x: i64, %y: f64) -> (i64, f64, !hal.fence) {\n"
+    "  %device = hal.device.get\n"
+    "  %forever = const.i64 -1\n"
+    "  %go = hal.fence.create %device\n"
+    "  hal.fence.signal %go\n"
+    "  %s = hal.fence.await %go, %forever\n" /* suspends? no: ready */
+    "  %two = const.i64 2\n"
+    "  %x2 = mul.i64 %x, %two\n"
+    "  %half = const.f64 0.5\n"
+    "  %yh = mul.f64 %y, %half\n"
+    "  return %x2, %yh, %go\n"
+    "}\n"
+    "func @sum_to(%n: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %one = const.i64 1\n"
+    "  %acc = const.i64 0\n"
+    "  %i = const.i64 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %acc = add.i64 %acc, %i\n"
+    "  %i = add.i64 %i, %one\n"
+    "  %more = le.s.i64 %i, %n\n"
+    "  cond_br %more, ^loop, ^done\n"
+    "^done:\n"
+    "  return %acc\n"
+    "}\n"
+    "func @divide(%a: i32, %b: i32) -> i32 {\n"
+    "  %q = div.s.i32 %a, %b\n"
+    "  return %q\n"
+    "}\n"
+    "func @main(%n: i64) -> (i64, f64, i64, i32) {\n"
+    "^entry:\n"
+    "  %seven = const.i64 7\n"
+    "  %y = const.f64 3.0\n"
+    "  %p = fiber.spawn @pair(%seven, %y)\n"
+    "  %s = fiber.spawn @sum_to(%n)\n"
+    "  %a = const.i32 84\n"
+    "  %b = const.i32 2\n"
+    "  %d = fiber.spawn @divide(%a, %b)\n"
+    /* Joined twice: a fence hands its results to every joiner. */
+    "  %t = fiber.join @sum_to(%s)\n"
+    "  %x2, %yh, %g = fiber.join @pair(%p)\n"
+    "  %t2 = fiber.join @sum_to(%s)\n"
+    "  %sum = add.i64 %t, %t2\n"
+    "  %q = fiber.join @divide(%d)\n"
+    "  %forever = const.i64 -1\n"
+    "  %ok = hal.fence.await %g, %forever\n"
+    "  return %x2, %yh, %sum, %q\n"
+    "}\n";
+
+START_TEST(join_gives_results) {
+  env_t e = env_open(join_results);
+  hali_value_t args[] = {hali_value_i64(1000)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 1);
+  run_until(&e, f);
+  ck_assert_ok(hali_status_clone(hali_vm_fiber_status(f)));
+  size_t n = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &n);
+  ck_assert_uint_eq(n, 4);
+  ck_assert_int_eq(r[0].i64, 14);
+  ck_assert(r[1].f64 == 1.5);
+  int64_t want = 0;
+  for (int64_t i = 1; i <= 1000; ++i) want += i;
+  ck_assert_int_eq(r[2].i64, 2 * want);
+  ck_assert_int_eq(r[3].i32, 42);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* A join of a fiber that failed fails with its status (and backtrace),
+ * annotated with the awaited fence and the joiner's backtrace. */
+static const char join_failed[] =
+    "func @divide(%a: i32, %b: i32) -> i32 {\n"
+    "  %q = div.s.i32 %a, %b\n"
+    "  return %q\n"
+    "}\n"
+    "func @main() -> i32 {\n"
+    "  %a = const.i32 84\n"
+    "  %b = const.i32 0\n"
+    "  %d = fiber.spawn @divide(%a, %b)\n"
+    "  %q = fiber.join @divide(%d)\n"
+    "  return %q\n"
+    "}\n";
+
+START_TEST(join_of_failed_fiber) {
+  env_t e = env_open(join_failed);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  char *t = failure_text(f, HALI_STATUS_OUT_OF_RANGE);
+  assert_contains(t, "division by zero");
+  assert_contains(t, "at @divide@0");
+  assert_contains(t, "awaited fence #");
+  assert_contains(t, "at @main@3");
+  free(t);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* The fence must be a spawn of the named function: a created fence, a
+ * group, or another function's fiber fails the join with a clear error. */
+static const char join_wrong[] =
+    "func @one() -> i64 {\n"
+    "  %x = const.i64 1\n"
+    "  return %x\n"
+    "}\n"
+    "func @other() -> i64 {\n"
+    "  %x = const.i64 2\n"
+    "  return %x\n"
+    "}\n"
+    "func @plain() -> i64 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  hal.fence.signal %f\n"
+    "  %x = fiber.join @one(%f)\n"
+    "  return %x\n"
+    "}\n"
+    "func @group() -> i64 {\n"
+    "  %f = fiber.spawn @one()\n"
+    "  %g = hal.fence.join %f, %f\n"
+    "  %x = fiber.join @one(%g)\n"
+    "  return %x\n"
+    "}\n"
+    "func @mismatch() -> i64 {\n"
+    "  %f = fiber.spawn @other()\n"
+    "  %x = fiber.join @one(%f)\n"
+    "  return %x\n"
+    "}\n";
+
+START_TEST(join_wrong_fence_fails_clearly) {
+  static const struct {
+    const char *fn, *text;
+    hali_status_code_t code;
+  } cases[] = {
+      {"plain", "fiber.join @one: fence #", HALI_STATUS_FAILED_PRECONDITION},
+      {"group", "carries no results", HALI_STATUS_FAILED_PRECONDITION},
+      {"mismatch", "is the fence of a spawned @other, not of @one",
+       HALI_STATUS_INVALID_ARGUMENT},
+  };
+  for (size_t i = 0; i < COUNT_OF(cases); ++i) {
+    env_t e = env_open(join_wrong);
+    hali_vm_fiber_t *f = start(&e, cases[i].fn, NULL, 0);
+    run_until(&e, f);
+    char *t = failure_text(f, cases[i].code);
+    assert_contains(t, cases[i].text);
+    assert_contains(t, "at @");
+    free(t);
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+START_TEST(join_rejected_at_load) {
+  /* Wrong arity and wrong result count are assembly errors. */
+  static const struct {
+    const char *text, *error;
+  } cases[] = {
+      {"func @one() -> i64 {\n  %x = const.i64 1\n  return %x\n}\n"
+       "func @main() -> i64 {\n  %f = fiber.spawn @one()\n"
+       "  %x = fiber.join @one(%f, %f)\n  return %x\n}\n",
+       "fiber.join @one takes one !hal.fence"},
+      {"func @one() -> i64 {\n  %x = const.i64 1\n  return %x\n}\n"
+       "func @main() -> i64 {\n  %f = fiber.spawn @one()\n"
+       "  %x, %y = fiber.join @one(%f)\n  return %x\n}\n",
+       "@one returns 1 value(s), 2 assigned"},
+      {"func @one() -> i64 {\n  %x = const.i64 1\n  return %x\n}\n"
+       "func @main() -> i32 {\n  %f = fiber.spawn @one()\n"
+       "  %x = fiber.join @one(%f)\n  %y = add.i32 %x, %x\n  return %y\n}\n",
+       "register is i64 but this operand must be i32"},
+  };
+  for (size_t i = 0; i < COUNT_OF(cases); ++i) {
+    hali_vm_module_t *m = NULL;
+    ck_assert_status(hali_test_try_module(cases[i].text, &m),
+                     HALI_STATUS_INVALID_ARGUMENT, cases[i].error);
+    ck_assert(m == NULL);
+  }
+}
+END_TEST
+
+
+/* ------------------------------------------------------------------------ */
+/* Fiber threads (options.threads > 1): ready fibers run on the thread
+ * inside run() and on the scheduler's workers. */
+
+static env_t env_open_threads(const char *text, uint32_t threads) {
+  env_t e = {.m = hali_test_module(text),
+             .dev = device(HALI_HAL_DEVICE_LOCAL_SYNC, 0)};
+  hali_vm_scheduler_options_t o = {0};
+  o.threads = threads;
+  ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
+  return e;
+}
+
+START_TEST(threads_fan_out_known_sum) {
+  const int64_t n = 20000;
+  env_t e = env_open_threads(group_fan_out, 4);
+  hali_value_t args[] = {hali_value_i64(n), hali_value_i64(1000)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 2);
+  run_until(&e, f);
+  int64_t want = 0;
+  for (int64_t k = 0; k < n; ++k) want += k + 1;
+  ck_assert_int_eq(result_i64(f), want);
+  size_t count = 0;
+  const hali_value_t *r = hali_vm_fiber_results(f, &count);
+  ck_assert_uint_eq(hali_hal_fence_point_count((hali_hal_fence_t *)r[1].ref),
+                    (size_t)n);
+  uint64_t on_workers = hali_vm_scheduler_worker_runs(e.s);
+  printf("threads: %" PRIu64 " of %" PRId64 " fibers resumed on workers\n",
+         on_workers, n);
+  ck_assert_uint_gt(on_workers, 0);
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0); /* all finished */
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* Spawn-heavy: a binary tree of fibers, each spawning two children and
+ * joining their results (fiber.join), on 4 threads: node count known. */
+static const char spawn_tree[] =
+    "func @tree(%depth: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %one = const.i64 1\n"
+    "  %zero = const.i64 0\n"
+    "  %leaf = le.s.i64 %depth, %zero\n"
+    "  cond_br %leaf, ^leaf, ^inner\n"
+    "^leaf:\n"
+    "  return %one\n"
+    "^inner:\n"
+    "  %d = sub.i64 %depth, %one\n"
+    "  %a = fiber.spawn @tree(%d)\n"
+    "  %b = fiber.spawn @tree(%d)\n"
+    "  %x = fiber.join @tree(%a)\n"
+    "  %y = fiber.join @tree(%b)\n"
+    "  %s = add.i64 %x, %y\n"
+    "  %t = add.i64 %s, %one\n"
+    "  return %t\n"
+    "}\n";
+
+START_TEST(threads_spawn_tree) {
+  for (uint32_t threads = 1; threads <= 4; threads += 3) {
+    env_t e = env_open_threads(spawn_tree, threads);
+    hali_value_t args[] = {hali_value_i64(11)};
+    hali_vm_fiber_t *f = start(&e, "tree", args, 1);
+    run_until(&e, f);
+    ck_assert_int_eq(result_i64(f), (1 << 12) - 1);
+    /* (Whether workers got any of it depends on the machine's load: the
+     * thread inside run() may finish the tree first.) */
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+static const char stuck_many[] =
+    "func @stuck(%f: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return\n"
+    "}\n"
+    "func @main(%n: i64) {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %k = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %g = hal.fence.null\n"
+    "  br ^spawn\n"
+    "^spawn:\n"
+    "  %f = hal.fence.create %device\n"
+    "  %c = fiber.spawn @stuck(%f)\n"
+    "  %g = hal.fence.join %g, %c\n"
+    "  %k = add.i64 %k, %one\n"
+    "  %more = lt.s.i64 %k, %n\n"
+    "  cond_br %more, ^spawn, ^await\n"
+    "^await:\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %g, %forever\n"
+    "  return\n"
+    "}\n";
+
+START_TEST(threads_deadlock_names_every_fiber) {
+  env_t e = env_open_threads(stuck_many, 3);
+  hali_value_t args[] = {hali_value_i64(6)};
+  hali_vm_fiber_t *f = start(&e, "main", args, 1);
+  hali_status_t st = hali_vm_scheduler_run(e.s, f);
+  ck_assert_int_eq(hali_status_code(st), HALI_STATUS_FAILED_PRECONDITION);
+  char *t = hali_status_to_string(st);
+  assert_contains(t, "deadlock: all 7 fiber(s) are suspended");
+  int lines = 0;
+  for (const char *p = t; (p = strstr(p, "\n  fiber ")); ++p) lines++;
+  ck_assert_int_eq(lines, 7);
+  assert_contains(t, "(@main) awaits fence #");
+  free(t);
+  hali_status_free(st);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+static const char spin_forever[] =
+    "func @spin() {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %i = add.i64 %i, %one\n"
+    "  br ^loop\n"
+    "}\n";
+
+typedef struct {
+  hali_vm_fiber_t *f[2];
+  int64_t cancelled_at[2];
+} spin_cancel_t;
+
+static void *cancel_spinners(void *arg) {
+  spin_cancel_t *c = arg;
+  for (int i = 0; i < 2; ++i) {
+    sleep_ms(30);
+    c->cancelled_at[i] = now_ns();
+    hali_vm_fiber_cancel(c->f[i]);
+  }
+  return NULL;
+}
+
+START_TEST(threads_cancel_running_elsewhere) {
+  /* Two fibers that never await, on two threads: both run at once (one
+   * on the worker), and each stops when another thread cancels it. */
+  env_t e = env_open_threads(spin_forever, 2);
+  spin_cancel_t c = {{start(&e, "spin", NULL, 0), start(&e, "spin", NULL, 0)},
+                     {0, 0}};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, cancel_spinners, &c), 0);
+  ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+  int64_t done = now_ns();
+  pthread_join(th, NULL);
+  for (int i = 0; i < 2; ++i) {
+    ck_assert(hali_vm_fiber_done(c.f[i]));
+    char *t = failure_text(c.f[i], HALI_STATUS_CANCELLED);
+    free(t);
+  }
+  printf("threads: run returned %.2f ms after the second cancel\n",
+         (double)(done - c.cancelled_at[1]) / 1e6);
+  /* A hang bound, not a latency bound: on two loaded cores the canceller
+   * and the run's return are themselves scheduled late (the latency is
+   * printed; cancellation in iterations is cancel_running_loop_from_thread). */
+  ck_assert_int_lt(done - c.cancelled_at[1], 500 * MS * slow_factor());
+  /* Both ran on their own thread: no preemption was needed. */
+  ck_assert_uint_gt(hali_vm_scheduler_worker_runs(e.s), 0);
+  for (int i = 0; i < 2; ++i) hali_vm_fiber_release(c.f[i]);
+  env_close(&e);
+}
+END_TEST
+
 static Suite *suite_fiber(void) {
   Suite *s = suite_create("fiber");
   TCase *tc;
@@ -1657,6 +2233,31 @@ static Suite *suite_fiber(void) {
   tc = tcase_create("fairness");
   tcase_add_test(tc, fairness_fifo_wakeups);
   tcase_add_test(tc, fairness_baton_alternates);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("join");
+  tcase_add_test(tc, join_gives_results);
+  tcase_add_test(tc, join_of_failed_fiber);
+  tcase_add_test(tc, join_wrong_fence_fails_clearly);
+  tcase_add_test(tc, join_rejected_at_load);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("threads");
+  tcase_add_test(tc, threads_fan_out_known_sum);
+  tcase_add_test(tc, threads_spawn_tree);
+  tcase_add_test(tc, threads_deadlock_names_every_fiber);
+  tcase_add_test(tc, threads_cancel_running_elsewhere);
+  tcase_set_timeout(tc, 120);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("groups");
+  tcase_add_test(tc, group_of_zero);
+  tcase_add_test(tc, group_of_one);
+  tcase_add_test(tc, group_of_100000);
+  tcase_add_test(tc, join_every_fiber_idiom_10000);
+  tcase_add_test(tc, group_fails_with_first_failure_in_time);
+  tcase_add_test(tc, group_join_in_place_only_when_unshared);
+  tcase_set_timeout(tc, 120);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("devices");

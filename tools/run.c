@@ -162,6 +162,12 @@ static const char *flag_max_depth(void *opts, const char *v) {
   if (!e) O->max_depth = (uint32_t)n;
   return e;
 }
+static const char *flag_fiber_threads(void *opts, const char *v) {
+  uint64_t n;
+  const char *e = tool_parse_u64(v, 1, 64, &n);
+  if (!e) O->fiber_threads = (uint32_t)n;
+  return e;
+}
 static const char *flag_fuel(void *opts, const char *v) {
   return tool_parse_u64(v, 1, UINT64_MAX, &O->fuel);
 }
@@ -222,6 +228,8 @@ const tool_flag_t tool_run_flags[] = {
      flag_no_passes},
     {"--max_depth", "--max-depth", 0, "N",
      "call depth limit (default 4096)", flag_max_depth},
+    {"--fiber_threads", "--fiber-threads", 0, "N",
+     "threads running fibers (1..64, default 1)", flag_fiber_threads},
     {"--fuel", NULL, 0, "N",
      "instruction budget of the invocation (RESOURCE_EXHAUSTED beyond)",
      flag_fuel},
@@ -577,6 +585,7 @@ hali_status_t tool_session_open(const run_options_t *o, tool_session_t *s) {
   hali_context_params_t cp;
   hali_context_params_initialize(&cp);
   cp.max_call_depth = o->max_depth;
+  cp.fiber_threads = o->fiber_threads;
   cp.fuel = o->fuel;
   cp.max_memory_bytes = o->max_memory;
   cp.trace_bits = o->trace_bits;

@@ -120,6 +120,7 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   case HALI_OP_CALL:
   case HALI_OP_CALL_IMPORT:
   case HALI_OP_FIBER_SPAWN: /* cell0, callee, argument and result slots */
+  case HALI_OP_FIBER_JOIN:
     return 2 + HALI_CELLS_FOR_SLOTS(tail);
   case HALI_OP_RETURN: /* cell0, value slots */
     return 1 + HALI_CELLS_FOR_SLOTS(tail);

@@ -118,10 +118,13 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         break;
       }
       case HALI_OP_CALL:
-      case HALI_OP_FIBER_SPAWN: {
+      case HALI_OP_FIBER_SPAWN:
+      case HALI_OP_FIBER_JOIN: {
         const hali_ir_func_t *cf = &vm->ir->funcs[o[0].v];
-        c[0].i.b = (uint16_t)cf->param_count;
-        c[0].i.c = (uint16_t)(insn->operand_count - 1 - cf->param_count);
+        const hali_type_t *ptypes;
+        uint32_t nparams = hali_ir_call_params(insn->op, cf, &ptypes);
+        c[0].i.b = (uint16_t)nparams;
+        c[0].i.c = (uint16_t)(insn->operand_count - 1 - nparams);
         c[1].ptr = &vm->funcs[o[0].v];
         if (insn->op == HALI_OP_CALL && (cf->flags & HALI_FUNC_IMPORT))
           c[0].i.op = HALI_OP_CALL_IMPORT;

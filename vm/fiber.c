@@ -35,6 +35,7 @@ typedef struct waiter_s {
   hali_vm_fiber_t *fiber;
   hali_hal_semaphore_t *semaphore; /* retained */
   struct waiter_s *next;           /* the fiber's list */
+  uint64_t epoch;                  /* the fiber's wait_epoch it counts for */
   bool detached;
   atomic_int refs;
 } waiter_t;
@@ -72,6 +73,12 @@ struct hali_vm_fiber_s {
   hali_hal_fence_t *fence;  /* completion; created when first asked for */
   hali_status_t status;     /* final, once done */
   waiter_t *waiters;        /* while suspending or suspended */
+  /* Counting the wake-ups of one suspension (mutex held): a fence of N
+   * points wakes its awaiter once, when the last point is reached (or at
+   * once when one fails), not N times. */
+  uint64_t wait_epoch;
+  size_t wait_registered, wait_fired;
+  bool wait_counting; /* registration finished: wait_registered is final */
   bool host_owned;          /* started by the host (else by fiber.spawn) */
   bool released;            /* the host released it */
   atomic_bool cancel_requested;
@@ -101,9 +108,30 @@ struct hali_vm_scheduler_s {
   /* Fairness: while a fiber runs longer than its slice and others are
    * ready, a watchdog thread interrupts it (it yields at its next call or
    * branch).  Started when a second fiber appears. */
-  hali_vm_fiber_t *running;
-  int64_t running_since;
+  /* What runs on each fiber thread: slot 0 for the thread inside run(),
+   * 1.. for the workers. */
+  hali_vm_fiber_t *running[HALI_VM_MAX_FIBER_THREADS];
+  int64_t running_since[HALI_VM_MAX_FIBER_THREADS];
+  uint32_t threads;     /* slots in use */
+  size_t running_count; /* fibers inside resume() on any thread */
+  /* Workers (threads - 1 of them): they pop ready fibers while |runs| > 0
+   * (a thread is inside run()); |work_cond| wakes idle ones. */
+  pthread_t workers[HALI_VM_MAX_FIBER_THREADS];
+  uint32_t workers_started;
+  uint32_t idle_workers;
+  uint32_t runs;
+  uint64_t worker_runs; /* resumes on worker threads */
+  bool workers_stop;
+  pthread_cond_t work_cond;
   bool watchdog_started, watchdog_stop;
+  /* The watchdog's own condition: scheduler events (spawn, wake, finish)
+   * broadcast |cond| and never wake it.  It ticks every half slice while
+   * a fiber runs or a deadline is pending, and otherwise sleeps until
+   * told (|watchdog_idle|: a fiber starts running, a deadline appears, or
+   * the scheduler stops). */
+  pthread_cond_t watchdog_cond;
+  bool watchdog_idle;
+  uint64_t watchdog_wakeups; /* how often it woke: see the tests */
   pthread_t watchdog;
   uint64_t preemptions;
   /* A bounded run (hali_vm_scheduler_run_until): past it, the watchdog
@@ -112,6 +140,16 @@ struct hali_vm_scheduler_s {
 };
 
 #define FIBER_SLICE_NS 10000000 /* 10 ms */
+
+/* The worker slot of this thread in its scheduler (0 elsewhere). */
+static _Thread_local struct {
+  const hali_vm_scheduler_t *s;
+  uint32_t slot;
+} tls_worker;
+
+static uint32_t my_slot(const hali_vm_scheduler_t *s) {
+  return tls_worker.s == s ? tls_worker.slot : 0;
+}
 
 #define FIBER_POOL_MAX 64
 
@@ -132,6 +170,7 @@ static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   else s->ready_head = f;
   s->ready_tail = f;
   pthread_cond_broadcast(&s->cond);
+  if (s->idle_workers && s->runs) pthread_cond_signal(&s->work_cond);
 }
 
 static hali_vm_fiber_t *pop_ready(hali_vm_scheduler_t *s) {
@@ -174,10 +213,18 @@ static void wake(void *user, hali_status_t status) {
   waiter_t *w = user;
   hali_vm_scheduler_t *s = w->scheduler;
   pthread_mutex_lock(&s->mutex);
+  hali_vm_fiber_t *f = w->fiber;
   if (!w->detached &&
-      (w->fiber->state == FIBER_SUSPENDED ||
-       w->fiber->state == FIBER_SUSPENDING))
-    wake_fiber(s, w->fiber);
+      (f->state == FIBER_SUSPENDED || f->state == FIBER_SUSPENDING)) {
+    /* A failure wakes at once; a reached point only once it is the last
+     * one this suspension registered. */
+    bool last = false;
+    if (w->epoch == f->wait_epoch) {
+      f->wait_fired++;
+      last = f->wait_counting && f->wait_fired >= f->wait_registered;
+    }
+    if (status || last) wake_fiber(s, f);
+  }
   s->waiters_live--;
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->mutex);
@@ -189,7 +236,8 @@ static void wake(void *user, hali_status_t status) {
  * point already failed, or every point is reached).  Called without the
  * mutex while |f| is SUSPENDING. */
 static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
-                          hali_hal_fence_t *fence) {
+                          hali_hal_fence_t *fence, size_t *out_registered) {
+  *out_registered = 0;
   size_t n = hali_hal_fence_point_count(fence), registered = 0;
   for (size_t i = 0; i < n; ++i) {
     hali_hal_semaphore_t *sem;
@@ -214,12 +262,14 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     w->semaphore = sem;
     hali_hal_semaphore_retain(sem);
     pthread_mutex_lock(&s->mutex);
+    w->epoch = f->wait_epoch;
     w->next = f->waiters;
     f->waiters = w;
     s->waiters_live++;
     pthread_mutex_unlock(&s->mutex);
     if (hali_hal_semaphore_notify(sem, value, &w->timepoint, wake, w)) {
       registered++;
+      *out_registered = registered;
       continue;
     }
     /* Reached (or failed) meanwhile: no callback will come. */
@@ -227,7 +277,11 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     s->waiters_live--;
     pthread_mutex_unlock(&s->mutex);
     waiter_release(w);
-    return true;
+    q = hali_hal_semaphore_query(sem, &now);
+    if (q) {
+      hali_status_free(q);
+      return true;
+    }
   }
   return registered == 0;
 }
@@ -250,25 +304,43 @@ static void enforce_deadlines(hali_vm_scheduler_t *s, int64_t now) {
   }
 }
 
+/* Wakes an idle watchdog (mutex held): something it must watch began. */
+static void watchdog_poke(hali_vm_scheduler_t *s) {
+  if (s->watchdog_idle) {
+    s->watchdog_idle = false;
+    pthread_cond_signal(&s->watchdog_cond);
+  }
+}
+
 static void *watchdog_main(void *arg) {
   hali_vm_scheduler_t *s = arg;
   pthread_mutex_lock(&s->mutex);
   while (!s->watchdog_stop) {
+    s->watchdog_wakeups++;
+    if (!s->running_count && !s->timed && s->run_deadline == INT64_MAX) {
+      /* Nothing to watch: sleep until told. */
+      s->watchdog_idle = true;
+      while (s->watchdog_idle && !s->watchdog_stop)
+        pthread_cond_wait(&s->watchdog_cond, &s->mutex);
+      continue;
+    }
     int64_t now = now_ns();
     if (s->timed) enforce_deadlines(s, now);
-    bool slice_over =
-        s->ready_head && now - s->running_since >= FIBER_SLICE_NS;
-    if (s->running && (slice_over || now >= s->run_deadline) &&
-        !atomic_load(&s->running->stack->interrupt)) {
-      atomic_store(&s->running->stack->interrupt_code,
-                   HALI_VM_INTERRUPT_YIELD);
-      atomic_store(&s->running->stack->interrupt, true);
-      if (slice_over) s->preemptions++;
+    for (uint32_t k = 0; k < s->threads; ++k) {
+      hali_vm_fiber_t *r = s->running[k];
+      bool slice_over =
+          s->ready_head && now - s->running_since[k] >= FIBER_SLICE_NS;
+      if (r && (slice_over || now >= s->run_deadline) &&
+          !atomic_load(&r->stack->interrupt)) {
+        atomic_store(&r->stack->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+        atomic_store(&r->stack->interrupt, true);
+        if (slice_over) s->preemptions++;
+      }
     }
     int64_t wake = now + FIBER_SLICE_NS / 2;
     struct timespec ts = {(time_t)(wake / 1000000000),
                           (long)(wake % 1000000000)};
-    pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+    pthread_cond_timedwait(&s->watchdog_cond, &s->mutex, &ts);
   }
   pthread_mutex_unlock(&s->mutex);
   return NULL;
@@ -276,6 +348,20 @@ static void *watchdog_main(void *arg) {
 
 uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s) {
   return s->preemptions;
+}
+
+uint64_t hali_vm_scheduler_worker_runs(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint64_t n = s->worker_runs;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
+}
+
+uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint64_t n = s->watchdog_wakeups;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
 }
 
 hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
@@ -290,8 +376,13 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cond, &ca);
+  pthread_cond_init(&s->watchdog_cond, &ca);
+  pthread_cond_init(&s->work_cond, &ca);
   pthread_condattr_destroy(&ca);
   if (o) s->options = *o;
+  s->threads = s->options.threads ? s->options.threads : 1;
+  if (s->threads > HALI_VM_MAX_FIBER_THREADS)
+    s->threads = HALI_VM_MAX_FIBER_THREADS;
   s->device = device;
   if (device) hali_hal_device_retain(device);
   *out = s;
@@ -406,7 +497,8 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                                  const hali_vm_func_t *fn,
                                  const hali_value_t *args, size_t arg_count,
                                  hali_vm_stack_t *parent,
-                                 hali_vm_fiber_t **out);
+                                 hali_vm_fiber_t **out,
+                                 hali_hal_fence_t **out_fence);
 
 hali_status_t hali_vm_scheduler_start(hali_vm_scheduler_t *s,
                                       hali_vm_module_t *m,
@@ -423,7 +515,7 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
                                            const hali_value_t *args,
                                            size_t arg_count,
                                            hali_vm_fiber_t **out) {
-  return start_fiber(s, link, fn, args, arg_count, NULL, out);
+  return start_fiber(s, link, fn, args, arg_count, NULL, out, NULL);
 }
 
 /* Starts a fiber: for the host (|parent| NULL: a new invocation) or
@@ -434,8 +526,10 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                                  const hali_vm_func_t *fn,
                                  const hali_value_t *args, size_t arg_count,
                                  hali_vm_stack_t *parent,
-                                 hali_vm_fiber_t **out) {
+                                 hali_vm_fiber_t **out,
+                                 hali_hal_fence_t **out_fence) {
   *out = NULL;
+  if (out_fence) *out_fence = NULL;
   hali_vm_module_t *m = link->module;
   invocation_t *inv = parent ? parent->fiber->inv : NULL;
   size_t cap = s->options.max_fibers ? s->options.max_fibers : HALI_VM_MAX_FIBERS;
@@ -526,8 +620,35 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   f->stack->fuel_enabled = s->options.fuel_enabled;
   f->stack->fuel = s->options.fuel;
   f->stack->fuel_used = 0; /* pooled stacks carry the last count */
+  if (parent) {
+    /* Everything the spawner sets up happens before the fiber is ready:
+     * with fiber threads another thread may run it (and finish and
+     * recycle it) at once.  Its instruction budget is half of what the
+     * spawner has left (the spawner keeps the rest): an invocation and
+     * everything it spawns never run more than the budget it started
+     * with.  Owned by the scheduler (recycled when it finishes); the
+     * fence lives on in the spawner's register. */
+    f->host_owned = false;
+    if (parent->fuel_enabled) {
+      f->stack->fuel = parent->fuel / 2;
+      parent->fuel -= f->stack->fuel;
+    }
+    hali_status_t fs = hali_hal_fence_create_pending(&f->fence);
+    if (fs) {
+      f->fence = NULL;
+      hali_vm_module_release(m);
+      f->module = NULL;
+      if (inv && f->root) hali_free(inv);
+      fiber_destroy(f);
+      return hali_status_annotate(fs, "creating the fence of a spawned "
+                                      "fiber");
+    }
+    hali_hal_fence_retain(f->fence);
+    *out_fence = f->fence;
+  }
   pthread_mutex_lock(&s->mutex);
   f->id = ++s->next_id;
+  uint32_t id = f->id;
   /* Awaits overlap the fiber slices on the scheduler's track: each fiber
    * gets a track of its own for them. */
   f->stack->trace_tid = 1000 + f->id;
@@ -537,17 +658,52 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   s->live++;
   inv->refs++;
   inv->live++;
-  if (f->root && inv->deadline_ns != INT64_MAX) s->timed++;
+  if (f->root && inv->deadline_ns != INT64_MAX) {
+    s->timed++;
+    watchdog_poke(s);
+  }
   push_ready(s, f);
   if ((s->live >= 2 || s->timed) && !s->watchdog_started &&
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
     s->watchdog_started = true;
   pthread_mutex_unlock(&s->mutex);
   if (HALI_TRACE_ON(s->options.trace))
-    hali_trace_printf(s->options.trace, "[fiber] %u start @%s", f->id,
+    hali_trace_printf(s->options.trace, "[fiber] %u start @%s", id,
                       fn->ir->name);
-  *out = f;
+  *out = parent ? NULL : f; /* a spawned fiber may be gone already */
   return HALI_OK;
+}
+
+/* What a spawned fiber that returned hands to fiber.join: its function
+ * and a copy of its results (refs retained), attached to its fence. */
+typedef struct {
+  const hali_ir_func_t *fn;
+  uint32_t count;
+  hali_value_t values[];
+} fiber_results_t;
+
+static void fiber_results_free(void *p) {
+  fiber_results_t *r = p;
+  if (!r) return;
+  for (uint32_t i = 0; i < r->count; ++i) hali_value_release(&r->values[i]);
+  hali_free(r);
+}
+
+/* Attaches |f|'s results to |fence| for fiber.join (before the signal
+ * publishes them).  Out of memory: false (the join will fail). */
+static bool attach_results(hali_vm_fiber_t *f, hali_hal_fence_t *fence) {
+  if (!f->result_count) return true;
+  fiber_results_t *r =
+      hali_malloc(sizeof(*r) + f->result_count * sizeof(hali_value_t));
+  if (!r) return false;
+  r->fn = f->fn->ir;
+  r->count = f->result_count;
+  for (uint32_t i = 0; i < f->result_count; ++i) {
+    r->values[i] = f->results[i];
+    if (hali_type_is_ref(r->values[i].type)) hali_ref_retain(r->values[i].ref);
+  }
+  hali_hal_fence_set_payload(fence, r, fiber_results_free);
+  return true;
 }
 
 /* |f| finished with |status| (owned): record it, signal or fail its fence
@@ -570,6 +726,11 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   hali_hal_fence_retain(fence);
   pthread_mutex_unlock(&s->mutex);
   if (fence) {
+    if (!status && !f->host_owned && !attach_results(f, fence))
+      status = hali_status_annotate(hali_status_oom(),
+                                    "keeping the results of @%s for "
+                                    "fiber.join",
+                                    f->fn->ir->name);
     if (status) {
       hali_hal_fence_fail(fence, hali_status_clone(status));
     } else {
@@ -620,16 +781,18 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   /* A host callback of a running fiber may run the scheduler again (it
    * awaits another invocation): the outer fiber is running again after
    * this one, and the watchdog must still see it. */
+  uint32_t slot = my_slot(s);
   pthread_mutex_lock(&s->mutex);
-  hali_vm_fiber_t *outer = s->running;
-  int64_t outer_since = s->running_since;
-  s->running = f;
-  s->running_since = now_ns();
+  hali_vm_fiber_t *outer = s->running[slot];
+  int64_t outer_since = s->running_since[slot];
+  s->running[slot] = f;
+  s->running_since[slot] = now_ns();
+  watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
   pthread_mutex_lock(&s->mutex);
-  s->running = outer;
-  s->running_since = outer_since;
+  s->running[slot] = outer;
+  s->running_since[slot] = outer_since;
   /* A yield request that came too late to be seen is dropped. */
   if (atomic_load(&st->interrupt_code) == HALI_VM_INTERRUPT_YIELD) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);
@@ -659,11 +822,19 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
    * come meanwhile). */
   pthread_mutex_lock(&s->mutex);
   f->state = FIBER_SUSPENDING;
+  f->wait_epoch++;
+  f->wait_fired = 0;
+  f->wait_registered = 0;
+  f->wait_counting = false;
   pthread_mutex_unlock(&s->mutex);
-  bool ready = register_wait(s, f, st->awaiting);
+  size_t registered = 0;
+  bool ready = register_wait(s, f, st->awaiting, &registered);
   pthread_mutex_lock(&s->mutex);
+  f->wait_registered = registered;
+  f->wait_counting = true;
   if (f->state == FIBER_SUSPENDING) {
-    if (ready || atomic_load(&f->cancel_requested)) {
+    if (ready || atomic_load(&f->cancel_requested) ||
+        f->wait_fired >= registered) {
       wake_fiber(s, f);
     } else {
       f->state = FIBER_SUSPENDED;
@@ -727,6 +898,7 @@ hali_status_t hali_vm_scheduler_run_until(hali_vm_scheduler_t *s,
   pthread_mutex_lock(&s->mutex);
   int64_t outer = s->run_deadline;
   if (run_deadline < outer) s->run_deadline = run_deadline;
+  watchdog_poke(s);
   if (!s->watchdog_started &&
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
     s->watchdog_started = true;
@@ -738,23 +910,107 @@ hali_status_t hali_vm_scheduler_run_until(hali_vm_scheduler_t *s,
   return status;
 }
 
+/* A worker thread: runs ready fibers while some thread is inside run(). */
+typedef struct {
+  hali_vm_scheduler_t *s;
+  uint32_t slot;
+} worker_arg_t;
+
+static void *worker_main(void *arg) {
+  worker_arg_t a = *(worker_arg_t *)arg;
+  hali_free(arg);
+  hali_vm_scheduler_t *s = a.s;
+  tls_worker.s = s;
+  tls_worker.slot = a.slot;
+  pthread_mutex_lock(&s->mutex);
+  while (!s->workers_stop) {
+    hali_vm_fiber_t *f = s->runs ? pop_ready(s) : NULL;
+    if (!f) {
+      s->idle_workers++;
+      pthread_cond_wait(&s->work_cond, &s->mutex);
+      s->idle_workers--;
+      continue;
+    }
+    f->state = FIBER_RUNNING;
+    s->running_count++;
+    s->worker_runs++;
+    pthread_mutex_unlock(&s->mutex);
+    resume(s, f);
+    pthread_mutex_lock(&s->mutex);
+    s->running_count--;
+    pthread_cond_broadcast(&s->cond); /* run() re-decides */
+  }
+  pthread_mutex_unlock(&s->mutex);
+  return NULL;
+}
+
+static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
+                              int64_t run_deadline);
+
+/* run_loop between the bookkeeping of fiber threads: workers run fibers
+ * while |runs| > 0; the last run to return stops the fibers still running
+ * on workers at their next call or branch (they stay ready), so that
+ * between runs no fiber runs, as with one thread. */
 static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
                          int64_t run_deadline) {
+  pthread_mutex_lock(&s->mutex);
+  s->runs++;
+  while (s->workers_started + 1 < s->threads) {
+    worker_arg_t *a = hali_malloc(sizeof(*a));
+    if (!a) break;
+    a->s = s;
+    a->slot = s->workers_started + 1;
+    if (pthread_create(&s->workers[s->workers_started], NULL, worker_main,
+                       a) != 0) {
+      hali_free(a);
+      s->threads = s->workers_started + 1; /* fewer threads, still correct */
+      break;
+    }
+    s->workers_started++;
+  }
+  if (s->idle_workers && s->ready_head) pthread_cond_broadcast(&s->work_cond);
+  pthread_mutex_unlock(&s->mutex);
+  hali_status_t status = run_loop(s, until, run_deadline);
+  pthread_mutex_lock(&s->mutex);
+  if (--s->runs == 0 && s->workers_started) {
+    for (;;) {
+      bool any = false;
+      for (uint32_t k = 1; k < s->threads; ++k) {
+        hali_vm_fiber_t *r = s->running[k];
+        if (!r) continue;
+        any = true;
+        if (!atomic_load(&r->stack->interrupt)) {
+          atomic_store(&r->stack->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+          atomic_store(&r->stack->interrupt, true);
+        }
+      }
+      if (!any && !s->running_count) break;
+      pthread_cond_wait(&s->cond, &s->mutex);
+    }
+  }
+  pthread_mutex_unlock(&s->mutex);
+  return status;
+}
+
+static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
+                              int64_t run_deadline) {
   pthread_mutex_lock(&s->mutex);
   for (;;) {
     if (until && until->state == FIBER_DONE) break;
     hali_vm_fiber_t *f = pop_ready(s);
     if (f) {
       f->state = FIBER_RUNNING;
+      s->running_count++;
       pthread_mutex_unlock(&s->mutex);
       resume(s, f);
       pthread_mutex_lock(&s->mutex);
+      s->running_count--;
       if (run_deadline != INT64_MAX && until->state != FIBER_DONE &&
           now_ns() >= run_deadline)
         return run_deadline_exceeded(s, until);
       continue;
     }
-    if (!s->suspended) {
+    if (!s->suspended && !s->running_count) {
       if (!until || s->live == 0) break; /* idle */
     }
     /* Nothing ready: what could wake a fiber? */
@@ -771,6 +1027,19 @@ static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
           g->stack->await_deadline_ns = INT64_MAX;
           wake_fiber(s, g);
         }
+      continue;
+    }
+    if (s->running_count) {
+      /* Fibers run on workers: they may spawn, signal or finish.  Wait for
+       * them (each resume's end broadcasts), an await's deadline or the
+       * run's, polling every 10 ms. */
+      if (now >= run_deadline) return run_deadline_exceeded(s, until);
+      int64_t wake_at = now + 10000000;
+      if (deadline < wake_at) wake_at = deadline;
+      if (run_deadline < wake_at) wake_at = run_deadline;
+      struct timespec ts = {(time_t)(wake_at / 1000000000),
+                            (long)(wake_at % 1000000000)};
+      pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
       continue;
     }
     pthread_mutex_unlock(&s->mutex);
@@ -907,10 +1176,18 @@ size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f) {
 
 void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (!s) return;
+  if (s->workers_started) {
+    pthread_mutex_lock(&s->mutex);
+    s->workers_stop = true;
+    pthread_cond_broadcast(&s->work_cond);
+    pthread_mutex_unlock(&s->mutex);
+    for (uint32_t k = 0; k < s->workers_started; ++k)
+      pthread_join(s->workers[k], NULL);
+  }
   if (s->watchdog_started) {
     pthread_mutex_lock(&s->mutex);
     s->watchdog_stop = true;
-    pthread_cond_broadcast(&s->cond);
+    pthread_cond_broadcast(&s->watchdog_cond);
     pthread_mutex_unlock(&s->mutex);
     pthread_join(s->watchdog, NULL);
   }
@@ -956,6 +1233,8 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
   pthread_cond_destroy(&s->cond);
+  pthread_cond_destroy(&s->watchdog_cond);
+  pthread_cond_destroy(&s->work_cond);
   pthread_mutex_destroy(&s->mutex);
   hali_free(s);
 }
@@ -989,28 +1268,10 @@ hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,
     }
   }
   hali_vm_fiber_t *f;
+  hali_hal_fence_t *fence = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(start_fiber(st->scheduler,
                                          st->frames[st->depth - 1].link,
-                                         callee, args, nargs, st, &f));
-  hali_hal_fence_t *fence = hali_vm_fiber_fence(f);
-  /* The spawned fiber's instruction budget is half of what this one has
-   * left (this one keeps the rest): an invocation and everything it
-   * spawns never run more than the budget it started with. */
-  if (st->fuel_enabled) {
-    f->stack->fuel = st->fuel / 2;
-    st->fuel -= f->stack->fuel;
-  }
-  /* Owned by the scheduler: recycled when it finishes (the fence lives on
-   * in the register).  It has not run yet: this thread runs the
-   * scheduler. */
-  pthread_mutex_lock(&st->scheduler->mutex);
-  f->host_owned = false;
-  pthread_mutex_unlock(&st->scheduler->mutex);
-  if (!fence)
-    return hali_status_annotate(hali_status_oom(),
-                                "creating the fence of a spawned "
-                                "fiber");
-  hali_hal_fence_retain(fence);
+                                         callee, args, nargs, st, &f, &fence));
   uint16_t out = list[nargs];
   hali_ref_t *old = refs[out];
   refs[out] = (hali_ref_t *)fence;
@@ -1044,8 +1305,12 @@ static bool nobody_can_signal(hali_vm_stack_t *st, hali_hal_fence_t *fence,
   hali_vm_scheduler_t *s = st->scheduler;
   pthread_mutex_lock(&s->mutex);
   bool host = s->allow_external;
+  /* With fiber threads, another fiber ready or running elsewhere may
+   * still signal the fence. */
+  bool others = s->threads > 1 && (s->ready_head || s->running_count > 1);
   pthread_mutex_unlock(&s->mutex);
   *out_host_allowed = host;
+  if (others) return false;
   if (host && hali_hal_fence_host_may_signal(fence)) return false;
   if (!st->device) return true;
   bool pending = false;
@@ -1211,5 +1476,50 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
   }
   if (w) return hali_status_annotate(w, "awaited fence #%u", fence_id);
   *out_code = code;
+  return HALI_OK;
+}
+
+hali_status_t hali_vm_fiber_join_op(hali_vm_stack_t *st,
+                                    const hali_cell_t *pc, hali_slot_t *regs,
+                                    hali_ref_t **refs) {
+  const hali_vm_func_t *callee = pc[1].ptr;
+  const uint16_t *list = hali_cell_slots(&pc[2]);
+  const uint32_t nres = pc->i.c;
+  hali_hal_fence_t *fence = (hali_hal_fence_t *)refs[list[0]];
+  int32_t code = 0;
+  /* Suspends (DEFERRED) until the fiber ends; its failure is ours. */
+  HALI_RETURN_IF_ERROR_PLAIN(hali_vm_fiber_await(st, fence, -1, false, &code));
+  if (nres == 0) return HALI_OK; /* nothing to hand over: an await */
+  fiber_results_t *r = hali_hal_fence_payload(fence, fiber_results_free);
+  uint32_t id = ((hali_ref_t *)fence)->id;
+  if (!r)
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "fiber.join @%s: fence #%u carries no results: it "
+                            "is not the fence of a fiber.spawn of @%s (a "
+                            "created or joined fence, or a group)",
+                            callee->ir->name, id, callee->ir->name);
+  if (r->fn != callee->ir || r->count != nres)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "fiber.join @%s: fence #%u is the fence of a "
+                            "spawned @%s, not of @%s",
+                            callee->ir->name, id, r->fn->name,
+                            callee->ir->name);
+  for (uint32_t i = 0; i < nres; ++i) {
+    const hali_value_t *v = &r->values[i];
+    uint16_t slot = list[1 + i];
+    switch (v->type) {
+    case HALI_TYPE_I32: regs[slot].i32 = v->i32; break;
+    case HALI_TYPE_I64: regs[slot].i64 = v->i64; break;
+    case HALI_TYPE_F32: regs[slot].f32 = v->f32; break;
+    case HALI_TYPE_F64: regs[slot].f64 = v->f64; break;
+    default: {
+      hali_ref_t *old = refs[slot];
+      hali_ref_retain(v->ref);
+      refs[slot] = v->ref;
+      hali_ref_release(old);
+      break;
+    }
+    }
+  }
   return HALI_OK;
 }

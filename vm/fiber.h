@@ -8,7 +8,10 @@
  * on a new fiber and returns a fence signalled when it returns (failed
  * with its status if it fails).
  *
- * Threads: a scheduler is run by one thread at a time; fences may be
+ * Threads: a scheduler is run by one thread at a time; with
+ * options.threads > 1 its workers run ready fibers too while that thread
+ * is inside a run, and a fiber resumes on whichever thread pops it (one
+ * shared FIFO queue; doc/fibers.md, "Threading model").  Fences may be
  * signalled from any thread (queue threads, workers, the host) and wake
  * fibers safely.  Cancellation may come from any thread.
  *
@@ -57,7 +60,15 @@ typedef struct hali_vm_scheduler_options_s {
    * branch, a suspended one at once) and its device work is abandoned
    * (hal/stop.h).  Enforced by the watchdog thread, within ~5 ms. */
   uint64_t max_duration_ns;
+  /* Threads that run fibers while a thread is inside
+   * hali_vm_scheduler_run*: that thread plus |threads| - 1 workers of the
+   * scheduler, started at the first run and kept until it is freed.
+   * 0 or 1 = the running thread alone (every fiber on it). */
+  uint32_t threads;
 } hali_vm_scheduler_options_t;
+
+/* At most this many fiber threads per scheduler. */
+#define HALI_VM_MAX_FIBER_THREADS 64u
 
 /* |device| (retained) is what hal.device.get returns; may be NULL. */
 HALI_MUST_USE hali_status_t hali_vm_scheduler_create(
@@ -101,6 +112,12 @@ HALI_MUST_USE hali_status_t hali_vm_scheduler_run_until(
 /* How often a fiber was preempted (ran past its 10 ms slice while others
  * were ready): fibers that never await still take turns. */
 uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s);
+/* How often the watchdog thread woke up: scheduler events (spawns,
+ * wake-ups, finishes) do not wake it; it ticks every 5 ms while a fiber
+ * runs or a deadline is pending, and sleeps otherwise. */
+uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s);
+/* How many times a worker thread (options.threads > 1) resumed a fiber. */
+uint64_t hali_vm_scheduler_worker_runs(hali_vm_scheduler_t *s);
 
 /* Fibers alive (not finished), and of those suspended. */
 size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s);
@@ -137,6 +154,14 @@ void hali_vm_fiber_release(hali_vm_fiber_t *f);
 /* Bytes the scheduler holds for |f| while it is suspended (fiber record,
  * stack bookkeeping and frames), excluding its register banks. */
 size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f);
+
+/* Internal: fiber.join from the interpreter (pc at the instruction):
+ * awaits the fence (suspending: HALI_STATUS_DEFERRED, re-run on resume),
+ * fails with the fiber's status, else writes the results the spawned
+ * fiber attached to its fence. */
+hali_status_t hali_vm_fiber_join_op(hali_vm_stack_t *st,
+                                    const hali_cell_t *pc, hali_slot_t *regs,
+                                    hali_ref_t **refs);
 
 /* Internal: fiber.spawn from the interpreter (pc at the instruction). */
 hali_status_t hali_vm_fiber_spawn_op(hali_vm_stack_t *st,

@@ -168,11 +168,13 @@ static void debug_call(const hali_vm_func_t *fn, const hali_cell_t *pc) {
   const hali_vm_func_t *callee = pc[1].ptr;
   const uint16_t *list = hali_cell_slots(&pc[2]);
   const uint32_t nargs = pc->i.b, nresults = pc->i.c;
-  if (nargs != callee->ir->param_count)
+  const hali_type_t *ptypes;
+  const uint32_t nparams = hali_ir_call_params(pc->i.op, callee->ir, &ptypes);
+  if (nargs != nparams)
     debug_fail(fn, pc, "call passes the wrong number of arguments", nargs,
-               callee->ir->param_count);
+               nparams);
   for (uint32_t i = 0; i < nargs; ++i)
-    debug_slot(fn, pc, callee->ir->reg_types[i], list[i]);
+    debug_slot(fn, pc, ptypes[i], list[i]);
   if (pc->i.op == HALI_OP_FIBER_SPAWN) { /* one result: the fence */
     debug_slot(fn, pc, HALI_TYPE_FENCE, list[nargs]);
     return;
@@ -230,6 +232,7 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
   case HALI_OP_CALL:
   case HALI_OP_CALL_IMPORT:
   case HALI_OP_FIBER_SPAWN:
+  case HALI_OP_FIBER_JOIN:
     debug_call(fn, pc);
     return;
   case HALI_OP_RETURN: {

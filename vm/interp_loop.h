@@ -408,6 +408,19 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
+    vmcase(FIBER_JOIN) {
+      status = hali_vm_fiber_join_op(st, pc, regs, refs);
+      if (HALI_UNLIKELY(status)) {
+        if (!hali_status_is_deferred(status)) goto fail;
+        /* DEFERRED: suspended in the await; resuming re-runs the join. */
+        frame->pc = pc;
+        st->suspended = true;
+        return HALI_OK;
+      }
+      pc += hali_code_cells(HALI_OP_FIBER_JOIN, (uint32_t)B + C);
+      vmbreak;
+    }
+
     vmcase(RETURN) {
       const uint16_t *list = hali_cell_slots(&pc[1]);
       const uint32_t n = B;

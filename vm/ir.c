@@ -231,6 +231,17 @@ hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
   return &x[(*count)++];
 }
 
+uint32_t hali_ir_call_params(uint16_t op, const hali_ir_func_t *callee,
+                             const hali_type_t **out_types) {
+  static const hali_type_t fence[1] = {HALI_TYPE_FENCE};
+  if (op == HALI_OP_FIBER_JOIN) {
+    *out_types = fence;
+    return 1;
+  }
+  *out_types = callee->reg_types;
+  return callee->param_count;
+}
+
 uint32_t hali_ir_call_results(uint16_t op, const hali_ir_func_t *callee,
                               const hali_type_t **out_types) {
   static const hali_type_t fence[1] = {HALI_TYPE_FENCE};

@@ -406,8 +406,14 @@ static inline hali_type_t hali_ir_func_param(const hali_ir_func_t *f,
  * |aux| = number of arguments.  A call's results are the callee's; a
  * spawn's is one !hal.fence.  Returns the result count and types. */
 static inline bool hali_op_is_call(uint16_t op) {
-  return op == HALI_OP_CALL || op == HALI_OP_FIBER_SPAWN;
+  return op == HALI_OP_CALL || op == HALI_OP_FIBER_SPAWN ||
+         op == HALI_OP_FIBER_JOIN;
 }
+/* The argument count and types of a call-shaped op: the callee's
+ * parameters, except fiber.join's one !hal.fence (the spawned fiber's)
+ * whose results are the callee's. */
+uint32_t hali_ir_call_params(uint16_t op, const hali_ir_func_t *callee,
+                             const hali_type_t **out_types);
 uint32_t hali_ir_call_results(uint16_t op, const hali_ir_func_t *callee,
                               const hali_type_t **out_types);
 

@@ -127,10 +127,10 @@ static hali_status_t verify_insn(const vctx_t *v) {
       return hali_verr(v, "callee %u out of range (module has %u functions)",
                        ci, v->m->func_count);
     const hali_ir_func_t *cf = &v->m->funcs[ci];
-    const hali_type_t *rtypes;
+    const hali_type_t *rtypes, *ptypes;
     uint32_t nres = hali_ir_call_results(insn->op, cf, &rtypes);
-    if (insn->aux != cf->param_count ||
-        insn->operand_count != 1u + cf->param_count + nres)
+    uint32_t nparams = hali_ir_call_params(insn->op, cf, &ptypes);
+    if (insn->aux != nparams || insn->operand_count != 1u + nparams + nres)
       return hali_verr(
           v,
           "%s to @%s passes %u argument(s) and takes %u result(s); "
@@ -138,13 +138,12 @@ static hali_status_t verify_insn(const vctx_t *v) {
           info->name, cf->name, insn->aux,
           insn->operand_count - 1 -
               (insn->aux < insn->operand_count ? insn->aux : 0),
-          cf->param_count, nres);
-    for (uint32_t i = 0; i < cf->param_count; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(
-          hali_verify_check_reg(v, 1 + i, cf->reg_types[i]));
+          nparams, nres);
+    for (uint32_t i = 0; i < nparams; ++i)
+      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, 1 + i, ptypes[i]));
     for (uint32_t i = 0; i < nres; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(
-          hali_verify_check_reg(v, 1 + cf->param_count + i, rtypes[i]));
+          hali_verify_check_reg(v, 1 + nparams + i, rtypes[i]));
     return HALI_OK;
   }
   if (insn->op == HALI_OP_RETURN) {
