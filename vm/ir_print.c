@@ -464,8 +464,9 @@ static void print_executable(hali_strbuf_t *sb, const hali_ir_module_t *m,
 
 /* Would reassembling the body alone number |f|'s registers as they are?
  * The assembler numbers a register at its first write in text order and
- * rejects reads of registers not yet written; when either differs from
- * |f|, dis declares every register up front with locals(...). */
+ * rejects reads of registers not yet written, and it never makes a
+ * register nothing writes; when any of that differs from |f|, dis
+ * declares every register up front with locals(...). */
 static bool needs_locals(const hali_ir_func_t *f) {
   uint32_t next = f->param_count;
   for (uint32_t b = 0; b < f->block_count; ++b)
@@ -482,7 +483,9 @@ static bool needs_locals(const hali_ir_func_t *f) {
         next++;
       }
     }
-  return false;
+  /* Registers nothing names (a binary module can hold them) would be
+   * dropped by the text: declare them. */
+  return next != f->reg_count;
 }
 
 char *hali_ir_print(const hali_ir_module_t *m, bool with_locs) {
