@@ -1970,7 +1970,7 @@ START_TEST(cli_not_a_module) {
   hali("run '%s'", tmp("x.npy"));
   EXPECT_ERROR("x.npy: not a hali module (looks like a .npy array; pass it "
                "with --input=@FILE)\n");
-  write_bytes(tmp("junk"), "func \x01\x02\x03 garbage", 18);
+  write_bytes(tmp("junk"), "func \x01\x02\x03 garbage", 16);
   hali("verify '%s'", tmp("junk"));
   EXPECT_ERROR("junk: not a hali module (looks like binary data)\n");
   /* A text file that is not a module is still a syntax error with a

@@ -352,9 +352,8 @@ END_TEST
 START_TEST(verify_function_without_blocks) {
   hali_ir_module_t *m = base();
   hali_ir_func_t *g = &m->funcs[G];
-  for (uint32_t b = 0; b < g->block_count; ++b) truncate_block(g, b, 0);
   for (uint32_t b = 0; b < g->block_count; ++b) {
-    free(g->blocks[b].insns);
+    hali_ir_block_clear(&g->blocks[b]); /* instructions and operand chunks */
     free(g->blocks[b].name);
   }
   g->block_count = 0;
