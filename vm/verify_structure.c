@@ -5,9 +5,11 @@
  * on their output.  vm/verify_int.h holds what the two share.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "hal/buffer_view.h"
 #include "base/alloc.h"
+#include "vm/strmap.h"
 #include "vm/verify_int.h"
 
 /* ------------------------------------------------------------------------ */
@@ -354,9 +356,31 @@ static hali_status_t s_plain_insn(const vctx_t *v) {
   return HALI_OK;
 }
 
+/* Register names unique per function, as written: the passes rename and
+ * drop registers, so the verifier's own check (vm/verify.c) could miss two
+ * registers of the text sharing a name, which dis would print as one. */
+static hali_status_t s_reg_names(vctx_t *v) {
+  const hali_ir_func_t *f = v->f;
+  if (!f->reg_names) return HALI_OK;
+  hali_strmap_t seen = {0};
+  hali_status_t s = HALI_OK;
+  for (uint32_t r = 0; !s && r < f->reg_count; ++r) {
+    const char *n = f->reg_names[r];
+    if (!n) continue;
+    uint32_t k = hali_strmap_insert(&seen, n, strlen(n), r);
+    if (k == HALI_STRMAP_NONE)
+      s = hali_status_annotate(hali_status_oom(), "checking register names");
+    else if (k != r)
+      s = hali_verr(v, "registers %u and %u are both named %%%s", k, r, n);
+  }
+  hali_strmap_free(&seen);
+  return s;
+}
+
 static hali_status_t s_func(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
   if (!f->name || !f->name[0]) return hali_verr(v, "function has no name");
+  HALI_RETURN_IF_ERROR_PLAIN(s_reg_names(v));
   if (f->param_count > f->reg_count)
     return hali_verr(v, "%u parameters but only %u registers", f->param_count,
                      f->reg_count);
