@@ -34,6 +34,10 @@ void hali_fuzz_load_and_run(const uint8_t *data, size_t size) {
   cp.max_memory_bytes = 1 << 20;
   cp.max_call_depth = 64;
   cp.fuel = 20000;
+  /* A program may legitimately wait: `hal.fence.await` with a long
+   * timeout on a fence only it could have signalled is not a hang of
+   * hali's, but it must not stall the fuzzer (its timeout is 10 s). */
+  cp.max_duration_ns = 500000000;
   hali_context_t *c = NULL;
   s = hali_context_create(in, dev, &m, 1, &cp, &c);
   if (!s) {
