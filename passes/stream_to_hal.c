@@ -404,8 +404,8 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   /* A workload of more than 3 dimensions: dimensions 2, 3, ... fold into
    * one (their product, each one and the product at most 2^31-1), which
    * the Z count then covers; the kernel recovers them from its Z id with
-   * the extents it is given (unlike the seed's remapping, which its own
-   * TODO calls wrong, this keeps X and Y as they are). */
+   * the extents it is given (unlike the seed's remapping, which the seed
+   * itself marks as wrong, this keeps X and Y as they are). */
   hali_ir_operand_t z = nw > 2 ? o[w0 + 2] : hali_pk(1);
   if (nw > 3) {
     bool all_static = true;
