@@ -382,6 +382,18 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
         uint32_t r = hali_s2h_root(w, o[1].v);
         if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
         if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_returned = true;
+      } else if (hali_pass_is_tensor_call(w->m, insn)) {
+        /* A tensor argument of a call leaves as a view that the callee
+         * imports, and an import asserts DEVICE_VISIBLE: a transient
+         * argument gets the returned storage instead of the slab's
+         * device-local memory (sh_call_transient). */
+        for (uint32_t k = 0; k < insn->aux; ++k) {
+          if (o[1 + k].kind != HALI_IR_REG ||
+              f->reg_types[o[1 + k].v] != HALI_TYPE_TENSOR)
+            continue;
+          uint32_t r = hali_s2h_root(w, o[1 + k].v);
+          if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
+        }
       } else if (insn->op == HALI_OP_TENSOR_OVERWRITE) {
         uint32_t v = o[0].v;
         if (w->t[v].lifetime == LT_TRANSIENT && v != o[1].v &&
