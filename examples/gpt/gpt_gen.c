@@ -200,7 +200,6 @@ static void emit_layer(FILE *o, const gpt_config_t *c, int l) {
           "  %%att%d = tensor.dispatch @gpt::@attention[%%H, %%T](%%qkv%d, "
           "%%kv%d.new, %%D, %%H32, %%p0) -> tensor<?x%dxf32>{%%T}\n",
           l, l, l, D);
-  fprintf(o, "  tensor.global.store @kv%d, %%kv%d.new\n", l, l);
   fprintf(o, "  %%wo%d = tensor.global.load @%sattn_c_proj_weight\n", l, p);
   fprintf(o, "  %%bo%d = tensor.global.load @%sattn_c_proj_bias\n", l, p);
   fprintf(o,
@@ -225,6 +224,73 @@ static void emit_layer(FILE *o, const gpt_config_t *c, int l) {
           "  %%x%d = tensor.dispatch @gpt::@linear_residual[%d, %%T](%%f%d, "
           "%%wp%d, %%bp%d, %%x%d, %%D4, %%D) -> tensor<?x%dxf32>{%%T}\n",
           2 * l + 2, D, l, l, l, 2 * l + 1, D);
+}
+
+/* @forward's body for T tokens (dynamic: tensor<?x...>{%T}), from %T =
+ * tensor.dim %tokens to %logits and %next.  The global stores come last,
+ * so the whole body is one region (one submission). */
+static char *forward_body(const gpt_config_t *c) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *o = open_memstream(&buf, &len);
+  if (!o) return NULL;
+  const int V = c->vocab, D = c->d_model, H = c->heads, L = c->layers;
+  fprintf(o,
+          "  %%T = tensor.dim %%tokens, 0\n"
+          "  %%D = const.i32 %d\n"
+          "  %%D3 = const.i32 %d\n"
+          "  %%D4 = const.i32 %d\n"
+          "  %%H = const.i64 %d\n"
+          "  %%H32 = const.i32 %d\n"
+          "  %%first = const.i32 0\n"
+          "  %%wte = tensor.global.load @wte_weight\n"
+          "  %%wpe = tensor.global.load @wpe_weight\n"
+          "  %%x0 = tensor.dispatch @gpt::@embed[%%T](%%tokens, %%wte, %%wpe, "
+          "%%D, %%p0, %%first) -> tensor<?x%dxf32>{%%T}\n",
+          D, 3 * D, 4 * D, H, H, D);
+  for (int l = 0; l < L; ++l) emit_layer(o, c, l);
+  fprintf(o,
+          "  # the last row's logits (the projection is tied to wte)\n"
+          "  %%gf = tensor.global.load @ln_f_weight\n"
+          "  %%bf = tensor.global.load @ln_f_bias\n"
+          "  %%xf = tensor.dispatch @gpt::@layernorm[%%T](%%x%d, %%gf, %%bf, "
+          "%%D) -> tensor<?x%dxf32>{%%T}\n"
+          "  %%T32 = trunc.i64.i32 %%T\n"
+          "  %%one = const.i32 1\n"
+          "  %%row = sub.i32 %%T32, %%one\n"
+          "  %%logits = tensor.dispatch @gpt::@logits[%d](%%xf, %%wte, %%D, "
+          "%%row) -> tensor<%dxf32>\n"
+          "  %%next = tensor.dispatch @gpt::@argmax[1](%%logits) -> "
+          "tensor<1xi32>\n",
+          2 * L, D, V, V);
+  fprintf(o, "  # the new cache rows (written in place by @kv_write)\n");
+  for (int l = 0; l < L; ++l)
+    fprintf(o, "  tensor.global.store @kv%d, %%kv%d.new\n", l, l);
+  if (fclose(o) != 0) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+/* The same body for one token: every "tensor<?x" is "tensor<1x" and the
+ * "{%T}" dims go. */
+static char *static_body(const char *dyn) {
+  if (!dyn) return NULL;
+  char *out = malloc(strlen(dyn) + 1), *w = out;
+  if (!out) return NULL;
+  for (const char *r = dyn; *r;) {
+    if (strncmp(r, "tensor<?x", 9) == 0) {
+      memcpy(w, "tensor<1x", 9);
+      w += 9, r += 9;
+    } else if (strncmp(r, "{%T}", 4) == 0) {
+      r += 4;
+    } else {
+      *w++ = *r++;
+    }
+  }
+  *w = 0;
+  return out;
 }
 
 static int write_hasm(const char *path, const gpt_config_t *c) {
@@ -294,7 +360,15 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
       GPT_TILE_N, GPT_TILE_M, GPT_TILE_N, GPT_TILE_M, GPT_TILE_N, GPT_TILE_M,
       GPT_TILE_N);
 
-  /* forward */
+  /* @forward (dynamic T), @step (T = 1, static shapes: its
+   * activations are packed into one slab per call instead of allocated
+   * one by one) and @decode (the same body inline, after its checks). */
+  char *dyn = forward_body(c);
+  char *one = static_body(dyn);
+  if (!dyn || !one) {
+    fprintf(stderr, "gpt_gen: out of memory\n");
+    exit(1);
+  }
   fprintf(o,
           "# The model on T tokens at positions p0 .. p0+T-1: writes their "
           "keys and\n"
@@ -303,36 +377,18 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "# The callers check T and p0; the kernels check every index "
           "again.\n"
           "func @forward(%%tokens: tensor<?xi32>, %%p0: i32) -> "
-          "(tensor<%dxf32>, tensor<1xi32>) {\n"
-          "  %%T = tensor.dim %%tokens, 0\n"
-          "  %%D = const.i32 %d\n"
-          "  %%D3 = const.i32 %d\n"
-          "  %%D4 = const.i32 %d\n"
-          "  %%H = const.i64 %d\n"
-          "  %%H32 = const.i32 %d\n"
-          "  %%first = const.i32 0\n"
-          "  %%wte = tensor.global.load @wte_weight\n"
-          "  %%wpe = tensor.global.load @wpe_weight\n"
-          "  %%x0 = tensor.dispatch @gpt::@embed[%%T](%%tokens, %%wte, %%wpe, "
-          "%%D, %%p0, %%first) -> tensor<?x%dxf32>{%%T}\n",
-          V, D, 3 * D, 4 * D, H, H, D);
-  for (int l = 0; l < L; ++l) emit_layer(o, c, l);
-  fprintf(o,
-          "  # the last row's logits (the projection is tied to wte)\n"
-          "  %%gf = tensor.global.load @ln_f_weight\n"
-          "  %%bf = tensor.global.load @ln_f_bias\n"
-          "  %%xf = tensor.dispatch @gpt::@layernorm[%%T](%%x%d, %%gf, %%bf, "
-          "%%D) -> tensor<?x%dxf32>{%%T}\n"
-          "  %%T32 = trunc.i64.i32 %%T\n"
-          "  %%one = const.i32 1\n"
-          "  %%row = sub.i32 %%T32, %%one\n"
-          "  %%logits = tensor.dispatch @gpt::@logits[%d](%%xf, %%wte, %%D, "
-          "%%row) -> tensor<%dxf32>\n"
-          "  %%next = tensor.dispatch @gpt::@argmax[1](%%logits) -> "
-          "tensor<1xi32>\n"
+          "(tensor<%dxf32>, tensor<1xi32>) {\n%s"
           "  return %%logits, %%next\n"
           "}\n\n",
-          2 * L, D, V, V);
+          V, dyn);
+  fprintf(o,
+          "# @forward for one token, with static shapes (@generate's "
+          "steps).\n"
+          "func @step(%%tokens: tensor<1xi32>, %%p0: i32) -> "
+          "(tensor<%dxf32>, tensor<1xi32>) {\n%s"
+          "  return %%logits, %%next\n"
+          "}\n\n",
+          V, one);
 
   /* prefill */
   fprintf(o,
@@ -372,11 +428,11 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "  %%p_ok = and.i32 %%p_lo, %%p_hi\n"
           "  assert %%p_ok, \"@decode: argument 1 (position) is past the KV "
           "cache [0, %d)\"\n"
-          "  %%tok = tensor.splat %%token : tensor<1xi32>\n"
-          "  %%logits, %%next = call @forward(%%tok, %%position)\n"
+          "  %%tokens = tensor.splat %%token : tensor<1xi32>\n"
+          "  %%p0 = mov.i32 %%position\n%s"
           "  return %%logits, %%next\n"
           "}\n\n",
-          V, V, C, V, C);
+          V, V, C, V, C, one);
 
   /* generate */
   fprintf(o,
@@ -401,7 +457,7 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "  %%one32 = const.i32 1\n",
           G, G, C - G + 1, C - G + 1, C, G - 1, G, G);
   for (int i = 1; i < G; ++i) {
-    fprintf(o, "  %%l%d, %%n%d = call @forward(%%n%d, %%p%d)\n", i, i, i - 1,
+    fprintf(o, "  %%l%d, %%n%d = call @step(%%n%d, %%p%d)\n", i, i, i - 1,
             i - 1);
     fprintf(o, "  %%i%d = const.i32 %d\n", i, i);
     fprintf(o,
@@ -411,6 +467,8 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
     if (i + 1 < G) fprintf(o, "  %%p%d = add.i32 %%p%d, %%one32\n", i, i - 1);
   }
   fprintf(o, "  return %%s%d\n}\n", G);
+  free(dyn);
+  free(one);
   if (fclose(o) != 0) {
     perror(path);
     return -1;
