@@ -764,6 +764,11 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     w->t[r].defined = true;
     hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(r),
                    hali_pref(HALI_IR_GLOBAL, g));
+    /* A parameter global's bytes are the context's parameters, in place
+     * before any function runs, and nothing stores it (it is immutable):
+     * its timepoint is always the null fence, so nothing waits for it
+     * (no load of it, no join per use: a step of examples/gpt loads 56). */
+    if (w->m->globals[g].flags & HALI_GLOBAL_PARAMETER) return HALI_OK;
     uint32_t gf = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.ready",
                                 hali_s2h_rname(w, r));
     hali_pass_emit(&w->pre, w->line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(gf),
