@@ -94,6 +94,8 @@ static int mpi_state;
 /* Set when a collective timed out: its request can never complete, so
  * MPI_Finalize could hang; the exit handler aborts the job instead. */
 static bool mpi_stuck;
+/* MPI_Init_thread gave MPI_THREAD_MULTIPLE: blocking calls need no lock. */
+static bool mpi_multiple;
 
 static void mpi_at_exit(void) {
   pthread_mutex_lock(&mpi_mu);
@@ -134,6 +136,9 @@ static int mpi_ensure(hali_status_t *out_status) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) {
+    int provided = 0;
+    MPI_Query_thread(&provided);
+    mpi_multiple = provided == MPI_THREAD_MULTIPLE;
     mpi_state = 2;
   } else if (!launched_by_mpi()) {
     mpi_state = -1;
@@ -145,6 +150,7 @@ static int mpi_ensure(hali_status_t *out_status) {
       return 0;
     }
     mpi_state = 1;
+    mpi_multiple = provided == MPI_THREAD_MULTIPLE;
     atexit(mpi_at_exit);
   }
   return mpi_state;
@@ -264,7 +270,12 @@ hali_status_t hali_hal_channel_create_from_mpi(
                          "MPI is not initialized: call MPI_Init before "
                          "giving hali a communicator");
   } else {
-    if (mpi_state == 0 || mpi_state == -1) mpi_state = 2;
+    if (mpi_state == 0 || mpi_state == -1) {
+      int provided = 0;
+      MPI_Query_thread(&provided);
+      mpi_multiple = provided == MPI_THREAD_MULTIPLE;
+      mpi_state = 2;
+    }
     s = channel_over(*(const MPI_Comm *)mpi_comm, timeout_ns, out_channel);
   }
   pthread_mutex_unlock(&mpi_mu);
@@ -554,7 +565,7 @@ static hali_status_t wait_request(hali_hal_channel_t *ch, MPI_Request *req,
                                   hali_hal_stop_t *stop, const char *what,
                                   uint64_t seq) {
   int64_t start = hali_clock_now_ns();
-  for (unsigned spins = 0;; ++spins) {
+  for (;;) {
     int done = 0;
     pthread_mutex_lock(&mpi_mu);
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -585,10 +596,15 @@ static hali_status_t wait_request(hali_hal_channel_t *ch, MPI_Request *req,
       pthread_mutex_unlock(&mpi_mu);
       return why;
     }
-    if (spins < 64) {
+    /* MPI's non-blocking collectives progress only inside MPI calls, so
+     * poll hard first (the common case: the peers are there), then yield,
+     * then sleep between polls of a long wait. */
+    if (waited < 10 * 1000000LL) {
+      continue;
+    } else if (waited < 200 * 1000000LL) {
       sched_yield();
     } else {
-      struct timespec ts = {0, 20000};
+      struct timespec ts = {0, 50000};
       nanosleep(&ts, NULL);
     }
   }
@@ -701,49 +717,52 @@ static hali_status_t exchange_headers(hali_hal_channel_t *ch, uint64_t seq,
   return s;
 }
 
-static hali_status_t run_mpi(hali_hal_channel_t *ch, uint64_t seq,
+/* The data phase, once the header exchange has shown every rank of |op|
+ * present and agreeing: MPI's blocking call (its tuned algorithms are
+ * faster than the non-blocking ones, and it cannot wait for a missing
+ * rank any more).  Without MPI_THREAD_MULTIPLE it holds mpi_mu. */
+static hali_status_t run_mpi(hali_hal_channel_t *ch,
                              const hali_hal_collective_t *op, const void *send,
-                             void *recv, uint64_t recv_length,
-                             hali_hal_stop_t *stop) {
+                             void *recv, uint64_t recv_length) {
   int n = (int)op->count;
   MPI_Datatype t = mpi_type(op->element_type);
   MPI_Op mop = mpi_op(op);
-  char what[160];
-  describe(op, what, sizeof(what));
-  MPI_Request req;
   int rc = MPI_SUCCESS;
-  pthread_mutex_lock(&mpi_mu);
+  if (!mpi_multiple) pthread_mutex_lock(&mpi_mu);
   switch (op->kind) {
     case HALI_HAL_COLLECTIVE_ALL_GATHER:
-      rc = MPI_Iallgather(send, n, t, recv, n, t, ch->comm, &req);
+      rc = MPI_Allgather(send, n, t, recv, n, t, ch->comm);
       break;
     case HALI_HAL_COLLECTIVE_ALL_REDUCE:
-      rc = MPI_Iallreduce(send, recv, n, t, mop, ch->comm, &req);
+      rc = MPI_Allreduce(send, recv, n, t, mop, ch->comm);
       break;
     case HALI_HAL_COLLECTIVE_ALL_TO_ALL:
-      rc = MPI_Ialltoall(send, n / ch->count, t, recv, n / ch->count, t,
-                         ch->comm, &req);
+      rc = MPI_Alltoall(send, n / ch->count, t, recv, n / ch->count, t,
+                        ch->comm);
       break;
     case HALI_HAL_COLLECTIVE_BROADCAST:
       if (ch->rank == op->param && recv_length) memcpy(recv, send, recv_length);
-      rc = MPI_Ibcast(recv, n, t, op->param, ch->comm, &req);
+      rc = MPI_Bcast(recv, n, t, op->param, ch->comm);
       break;
     case HALI_HAL_COLLECTIVE_REDUCE:
-      rc = MPI_Ireduce(send, recv, n, t, mop, op->param, ch->comm, &req);
+      rc = MPI_Reduce(send, recv, n, t, mop, op->param, ch->comm);
       break;
     case HALI_HAL_COLLECTIVE_REDUCE_SCATTER:
-      rc = MPI_Ireduce_scatter_block(send, recv, n, t, mop, ch->comm, &req);
+      rc = MPI_Reduce_scatter_block(send, recv, n, t, mop, ch->comm);
       break;
     case HALI_HAL_COLLECTIVE_SEND:
-      rc = MPI_Isend(send, n, t, op->param, TAG_DATA, ch->comm, &req);
+      rc = MPI_Send(send, n, t, op->param, TAG_DATA, ch->comm);
       break;
     default: /* recv */
-      rc = MPI_Irecv(recv, n, t, op->param, TAG_DATA, ch->comm, &req);
+      rc = MPI_Recv(recv, n, t, op->param, TAG_DATA, ch->comm,
+                    MPI_STATUS_IGNORE);
       break;
   }
-  pthread_mutex_unlock(&mpi_mu);
-  if (rc != MPI_SUCCESS) return mpi_error(rc, what);
-  return wait_request(ch, &req, stop, what, seq);
+  if (!mpi_multiple) pthread_mutex_unlock(&mpi_mu);
+  if (rc == MPI_SUCCESS) return HALI_OK;
+  char what[160];
+  describe(op, what, sizeof(what));
+  return mpi_error(rc, what);
 }
 #endif /* HALI_HAVE_MPI */
 
@@ -774,7 +793,7 @@ hali_status_t hali_hal_channel_run(hali_hal_channel_t *channel,
         exchange_headers(channel, seq, op, HALI_OK, stop));
     if (!is_half(op->element_type) || !is_reducing(op->kind)) {
       hali_status_t s =
-          run_mpi(channel, seq, op, send, recv, recv_length, stop);
+          run_mpi(channel, op, send, recv, recv_length);
       if (!s && op->reduction == HALI_HAL_COLLECTIVE_REDUCTION_AVERAGE)
         divide(op->element_type, recv,
                recv_length / hali_hal_element_type_byte_size(op->element_type),
@@ -792,7 +811,7 @@ hali_status_t hali_hal_channel_run(hali_hal_channel_t *channel,
       widen(op->element_type, send, ws, sn);
       hali_hal_collective_t wide = *op;
       wide.element_type = HALI_HAL_ELEMENT_TYPE_FLOAT_32;
-      s = run_mpi(channel, seq, &wide, ws, wr, rn * sizeof(float), stop);
+      s = run_mpi(channel, &wide, ws, wr, rn * sizeof(float));
       if (!s && wide.reduction == HALI_HAL_COLLECTIVE_REDUCTION_AVERAGE)
         divide(wide.element_type, wr, rn, channel->count);
       if (!s) narrow(op->element_type, wr, recv, rn);
