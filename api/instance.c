@@ -320,7 +320,23 @@ hali_status_t hali_api_make_hal_device(const hali_device_params_t *p,
                                               : HALI_HAL_DEVICE_LOCAL_SYNC;
   hp.worker_count = p->worker_count;
   hp.max_bytes = max_bytes;
-  return hali_hal_device_create(&hp, out);
+  hp.collective_timeout_ns = p->collective_timeout_ns;
+  if (p->mpi_comm)
+    HALI_RETURN_IF_ERROR(
+        hali_hal_channel_create_from_mpi(p->mpi_comm, p->collective_timeout_ns
+                                                          ? p->collective_timeout_ns
+                                                          : 10 * 1000000000LL,
+                                         &hp.channel),
+        "the device's MPI communicator");
+  hali_status_t s = hali_hal_device_create(&hp, out);
+  hali_hal_channel_release(hp.channel);
+  return s;
+}
+
+hali_status_t hali_world_rank(int32_t *out_rank, int32_t *out_count) {
+  CHECK_ARG(out_rank);
+  CHECK_ARG(out_count);
+  return hali_hal_channel_world(out_rank, out_count);
 }
 
 hali_status_t hali_device_create(hali_instance_t *instance,

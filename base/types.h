@@ -32,7 +32,8 @@ enum {
   HALI_TYPE_COMMAND_BUFFER = 20,
   HALI_TYPE_FENCE = 21,
   HALI_TYPE_EXECUTABLE = 22,
-  HALI_TYPE_REF_LAST = 22,
+  HALI_TYPE_CHANNEL = 23, /* format 1.5: a group of ranks (doc/collectives.md) */
+  HALI_TYPE_REF_LAST = 23,
   /* Only in op signatures: any ref type. */
   HALI_TYPE_ANY_REF = 31,
 };

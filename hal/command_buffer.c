@@ -524,6 +524,103 @@ hali_status_t hali_hal_command_buffer_dispatch(
   return HALI_OK;
 }
 
+/* One range of a collective: |need| bytes exactly (0: unused). */
+static hali_status_t collective_range(hali_hal_buffer_t *buffer,
+                                      hali_hal_device_size_t offset,
+                                      hali_hal_device_size_t length,
+                                      uint64_t need, const char *kind,
+                                      const char *what, bool write) {
+  if (!need) return HALI_OK;
+  if (!buffer)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s needs a %s buffer of %" PRIu64 " bytes", kind,
+                            what, need);
+  if (length == HALI_HAL_WHOLE_BUFFER) length = need;
+  if (length != need)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s: the %s range is %" PRIu64 " bytes; this rank "
+                            "%s exactly %" PRIu64,
+                            kind, what, length,
+                            write ? "receives" : "sends", need);
+  HALI_RETURN_IF_ERROR(
+      hali_hal_buffer_validate_range(buffer, offset, length, what), "%s",
+      kind);
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_validate_usage(
+                           buffer, HALI_HAL_BUFFER_USAGE_TRANSFER, what),
+                       "%s", kind);
+  if (write)
+    HALI_RETURN_IF_ERROR(hali_hal_buffer_check_writable(buffer), "%s %s",
+                         kind, what);
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_collective(
+    hali_hal_command_buffer_t *cb, hali_hal_channel_t *channel,
+    const hali_hal_collective_t *op, hali_hal_buffer_t *send,
+    hali_hal_device_size_t send_offset, hali_hal_device_size_t send_length,
+    hali_hal_buffer_t *recv, hali_hal_device_size_t recv_offset,
+    hali_hal_device_size_t recv_length) {
+  const char *kind = hali_hal_collective_kind_name(op->kind);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_TRANSFER, "collective"));
+  uint64_t need_send = 0, need_recv = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_collective_lengths(channel, op, &need_send, &need_recv));
+  HALI_RETURN_IF_ERROR_PLAIN(collective_range(
+      send, send_offset, send_length, need_send, kind, "send", false));
+  HALI_RETURN_IF_ERROR_PLAIN(collective_range(
+      recv, recv_offset, recv_length, need_recv, kind, "receive", true));
+  if (!need_send) send = NULL, send_offset = 0;
+  if (!need_recv) recv = NULL, recv_offset = 0;
+  if (send && recv &&
+      hali_hal_buffer_allocated_buffer(send) ==
+          hali_hal_buffer_allocated_buffer(recv)) {
+    uint64_t s = hali_hal_buffer_byte_offset(send) + send_offset;
+    uint64_t t = hali_hal_buffer_byte_offset(recv) + recv_offset;
+    if (s < t + need_recv && t < s + need_send)
+      return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "%s: the send range [%" PRIu64 ", %" PRIu64
+                              ") and the receive range [%" PRIu64 ", %" PRIu64
+                              ") overlap in the same allocation",
+                              kind, s, s + need_send, t, t + need_recv);
+  }
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 3));
+  hali_hal_command_collective_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_COLLECTIVE, sizeof(*cmd), (void **)&cmd));
+  cmd->channel = channel;
+  cmd->op = *op;
+  cmd->send = send;
+  cmd->send_offset = send_offset;
+  cmd->send_length = need_send;
+  cmd->recv = recv;
+  cmd->recv_offset = recv_offset;
+  cmd->recv_length = need_recv;
+  ++cb->collective_count;
+  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)channel);
+  if (send) hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)send);
+  if (recv) hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)recv);
+  CB_TRACE(cb,
+           "collective %s(%s) of %" PRIu64 " elements on a channel of %d "
+           "ranks: send %" PRIu64 " bytes, receive %" PRIu64 " bytes",
+           kind, hali_hal_collective_reduction_name(op->reduction), op->count,
+           hali_hal_channel_count(channel), need_send, need_recv);
+  return HALI_OK;
+}
+
+void hali_hal_command_buffer_abort_collectives(hali_hal_command_buffer_t *cb,
+                                               size_t first,
+                                               hali_status_t reason) {
+  if (!cb->collective_count) return;
+  size_t index = 0;
+  for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
+       h = hali_hal_command_list_next(cb, h), ++index) {
+    if (index < first || h->type != HALI_HAL_COMMAND_COLLECTIVE) continue;
+    const hali_hal_command_collective_t *c = (const void *)h;
+    hali_hal_channel_abort(c->channel, &c->op, reason);
+  }
+}
+
 hali_status_t hali_hal_command_buffer_execution_barrier(
     hali_hal_command_buffer_t *cb) {
   if (cb->finalized)

@@ -20,6 +20,7 @@
 #define HALI_HAL_COMMAND_BUFFER_H
 
 #include "hal/buffer.h"
+#include "hal/channel.h"
 #include "hal/executable.h"
 
 
@@ -121,6 +122,25 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_dispatch(
     uint32_t workgroup_count_x, uint32_t workgroup_count_y,
     uint32_t workgroup_count_z);
 /* Orders everything before it before everything after it. */
+/* Records collective |op| over |channel| (hal/channel.h): this rank sends
+ * [send_offset, +send_length) of |send| and receives into [recv_offset,
+ * +recv_length) of |recv|, with the lengths hali_hal_collective_lengths
+ * gives for this rank (a range this rank does not use is ignored, and its
+ * buffer may be NULL).  Needs the transfer category; the receive range must
+ * be writable and must not overlap the send range. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_collective(
+    hali_hal_command_buffer_t *command_buffer, hali_hal_channel_t *channel,
+    const hali_hal_collective_t *op, hali_hal_buffer_t *send,
+    hali_hal_device_size_t send_offset, hali_hal_device_size_t send_length,
+    hali_hal_buffer_t *recv, hali_hal_device_size_t recv_offset,
+    hali_hal_device_size_t recv_length);
+/* Tells the peers of every collective recorded in |command_buffer| from
+ * command |first| on that this rank will not run it, because of |reason|
+ * (borrowed; hali_hal_channel_abort).  For the queue, when a submission
+ * fails before its collectives run. */
+void hali_hal_command_buffer_abort_collectives(
+    hali_hal_command_buffer_t *command_buffer, size_t first,
+    hali_status_t reason);
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_execution_barrier(
     hali_hal_command_buffer_t *command_buffer);
 /* Ends recording; the command buffer becomes immutable and submittable.

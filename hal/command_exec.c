@@ -182,10 +182,13 @@ hali_status_t hali_hal_command_buffer_execute(
        h = hali_hal_command_list_next(cb, h), ++index) {
     hali_status_t status = HALI_OK;
     hali_status_code_t stopped = hali_hal_stop_check(stop);
-    if (HALI_UNLIKELY(stopped != HALI_STATUS_OK))
-      return hali_status_annotate(hali_hal_stop_status(stopped),
-                                  "abandoned before command %zu of %zu",
-                                  index, cb->command_count);
+    if (HALI_UNLIKELY(stopped != HALI_STATUS_OK)) {
+      hali_status_t s = hali_status_annotate(
+          hali_hal_stop_status(stopped), "abandoned before command %zu of %zu",
+          index, cb->command_count);
+      hali_hal_command_buffer_abort_collectives(cb, index, s);
+      return s;
+    }
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_FILL: {
         const hali_hal_command_fill_t *cmd = (const void *)h;
@@ -241,6 +244,22 @@ hali_status_t hali_hal_command_buffer_execute(
       case HALI_HAL_COMMAND_BARRIER:
         /* Commands already run one after another. */
         break;
+      case HALI_HAL_COMMAND_COLLECTIVE: {
+        const hali_hal_command_collective_t *cmd = (const void *)h;
+        uint8_t *src = NULL, *dst = NULL;
+        if (cmd->send)
+          status = hali_hal_buffer_resolve(cmd->send, cmd->send_offset,
+                                           cmd->send_length, &src);
+        if (!status && cmd->recv)
+          status = hali_hal_buffer_resolve(cmd->recv, cmd->recv_offset,
+                                           cmd->recv_length, &dst);
+        if (!status)
+          status = hali_hal_channel_run(cmd->channel, &cmd->op, src, dst,
+                                        stop);
+        else
+          hali_hal_channel_abort(cmd->channel, &cmd->op, status);
+        break;
+      }
       default:
         status = hali_status_make(HALI_STATUS_INTERNAL,
                                   "corrupt command list: unknown command "
@@ -248,9 +267,13 @@ hali_status_t hali_hal_command_buffer_execute(
                                   h->type);
         break;
     }
-    if (HALI_UNLIKELY(status != NULL))
+    if (HALI_UNLIKELY(status != NULL)) {
+      /* Peers waiting in a later collective learn why this rank is not
+       * coming (hal/channel.h). */
+      hali_hal_command_buffer_abort_collectives(cb, index + 1, status);
       return hali_status_annotate(status, "executing command %zu of %zu",
                                   index, cb->command_count);
+    }
   }
   return HALI_OK;
 }

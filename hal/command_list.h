@@ -17,6 +17,7 @@
 
 #include <stdatomic.h>
 
+#include "hal/channel.h"
 #include "hal/command_buffer.h"
 
 typedef enum hali_hal_command_type_e {
@@ -27,6 +28,7 @@ typedef enum hali_hal_command_type_e {
   HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET,
   HALI_HAL_COMMAND_DISPATCH,
   HALI_HAL_COMMAND_BARRIER,
+  HALI_HAL_COMMAND_COLLECTIVE,
 } hali_hal_command_type_t;
 
 typedef struct hali_hal_command_header_t {
@@ -87,6 +89,18 @@ typedef struct hali_hal_command_dispatch_t {
   uint32_t workgroup_count[3];
 } hali_hal_command_dispatch_t;
 
+typedef struct hali_hal_command_collective_t {
+  hali_hal_command_header_t header;
+  hali_hal_channel_t *channel;
+  hali_hal_collective_t op;
+  hali_hal_buffer_t *send; /* NULL when this rank sends nothing */
+  hali_hal_device_size_t send_offset;
+  hali_hal_device_size_t send_length;
+  hali_hal_buffer_t *recv; /* NULL when this rank receives nothing */
+  hali_hal_device_size_t recv_offset;
+  hali_hal_device_size_t recv_length;
+} hali_hal_command_collective_t;
+
 struct hali_hal_command_buffer_t {
   hali_ref_t ref;
   hali_hal_command_buffer_mode_bits_t mode;
@@ -98,6 +112,7 @@ struct hali_hal_command_buffer_t {
   size_t size;
   size_t capacity;
   size_t command_count;
+  size_t collective_count; /* collective records among them */
   /* Retained refs (buffers, executables) named by the records. */
   hali_ref_t **resources;
   size_t resource_count;

@@ -37,6 +37,7 @@ typedef struct hali_hal_executable_t hali_hal_executable_t;
 typedef struct hali_hal_semaphore_t hali_hal_semaphore_t;
 typedef struct hali_hal_fence_t hali_hal_fence_t;
 typedef struct hali_hal_device_t hali_hal_device_t;
+typedef struct hali_hal_channel_t hali_hal_channel_t;
 
 /* Where a device reports what it executes (tracing; see vm/trace.h for the
  * VM's implementation).  All callbacks may run on any thread: the

@@ -89,6 +89,12 @@ struct hali_hal_device_t {
   bool thread_started;
   pthread_t queue_thread;
   hali_hal_worker_pool_t *pool;
+
+  /* Collectives: the default channel (made on first use unless given) and
+   * the timeout it is made with; guarded by |channel_mutex|. */
+  pthread_mutex_t channel_mutex;
+  hali_hal_channel_t *channel;
+  hali_timeout_ns_t collective_timeout_ns;
 };
 
 /* ---- Parameters and names. ---- */
@@ -211,9 +217,13 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
                   device->kind == HALI_HAL_DEVICE_LOCAL_TASK ? 1 : 0, t0,
                   t->now(t->user), args);
         }
-        if (s)
+        if (s) {
+          for (size_t j = i + 1; j < sub->command_buffer_count; ++j)
+            hali_hal_command_buffer_abort_collectives(sub->command_buffers[j],
+                                                      0, s);
           return hali_status_annotate(s, "in command buffer %zu of %zu", i,
                                       sub->command_buffer_count);
+        }
       }
       return HALI_OK;
     }
@@ -240,6 +250,7 @@ static void hali_hal_submission_complete(hali_hal_device_t *device,
   int64_t t0 = t ? t->now(t->user) : 0;
   hali_status_code_t stopped =
       wait_status ? HALI_STATUS_OK : hali_hal_stop_check(sub->stop);
+  const bool never_ran = wait_status || stopped;
   hali_status_t status =
       wait_status ? hali_status_annotate(wait_status,
                                          "the wait fence of queue submission "
@@ -248,6 +259,10 @@ static void hali_hal_submission_complete(hali_hal_device_t *device,
       : stopped   ? hali_status_annotate(hali_hal_stop_status(stopped),
                                          "abandoned before it started")
                   : hali_hal_submission_run(device, sub);
+  if (never_ran && sub->kind == HALI_HAL_SUBMISSION_EXECUTE)
+    for (size_t i = 0; i < sub->command_buffer_count; ++i)
+      hali_hal_command_buffer_abort_collectives(sub->command_buffers[i], 0,
+                                                status);
   if (t) {
     static const char *const kinds[] = {"execute", "alloca", "dealloca"};
     char name[64], args[160];
@@ -799,6 +814,8 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
     pthread_mutex_unlock(&device->mutex);
     hali_aligned_free(device->scratch);
   }
+  hali_hal_channel_release(device->channel);
+  pthread_mutex_destroy(&device->channel_mutex);
   hali_hal_allocator_release(device->allocator);
   pthread_cond_destroy(&device->cond);
   pthread_mutex_destroy(&device->mutex);
@@ -827,6 +844,10 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
   hali_ref_init(&device->ref, HALI_TYPE_DEVICE, &hali_hal_device_vtable);
   device->kind = params->kind;
   pthread_mutex_init(&device->mutex, NULL);
+  pthread_mutex_init(&device->channel_mutex, NULL);
+  device->collective_timeout_ns = params->collective_timeout_ns;
+  device->channel = params->channel;
+  hali_hal_channel_retain(device->channel);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -868,4 +889,22 @@ void hali_hal_device_retain(hali_hal_device_t *device) {
 
 void hali_hal_device_release(hali_hal_device_t *device) {
   if (device) hali_ref_release(&device->ref);
+}
+
+hali_status_t hali_hal_device_default_channel(
+    hali_hal_device_t *device, hali_hal_channel_t **out_channel) {
+  *out_channel = NULL;
+  hali_status_t s = HALI_OK;
+  pthread_mutex_lock(&device->channel_mutex);
+  if (!device->channel) {
+    hali_timeout_ns_t t = device->collective_timeout_ns;
+    s = hali_hal_channel_create_default(t == 0 ? 10 * 1000000000LL : t,
+                                        &device->channel);
+  }
+  if (!s) {
+    hali_hal_channel_retain(device->channel);
+    *out_channel = device->channel;
+  }
+  pthread_mutex_unlock(&device->channel_mutex);
+  return s;
 }

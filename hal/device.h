@@ -31,6 +31,7 @@
 #define HALI_HAL_DEVICE_H
 
 #include "hal/allocator.h"
+#include "hal/channel.h"
 #include "hal/command_buffer.h"
 #include "hal/fence.h"
 #include "hal/stop.h"
@@ -48,6 +49,12 @@ typedef struct hali_hal_device_params_t {
   uint64_t max_bytes;
   /* Where buffer storage comes from (zeroed = the C library). */
   hali_hal_memory_hooks_t hooks;
+  /* Collectives (hal/channel.h): how long one waits for every rank to
+   * arrive; 0 = 10 s, negative = forever. */
+  hali_timeout_ns_t collective_timeout_ns;
+  /* The default channel (hali_hal_device_default_channel), retained; NULL =
+   * hali_hal_channel_create_default's, made on first use. */
+  hali_hal_channel_t *channel;
 } hali_hal_device_params_t;
 
 /* Defaults: local-sync, workers = cores, no memory limit. */
@@ -66,6 +73,12 @@ void hali_hal_device_retain(hali_hal_device_t *device);
 void hali_hal_device_release(hali_hal_device_t *device);
 
 hali_hal_device_kind_t hali_hal_device_kind(const hali_hal_device_t *device);
+/* The device's default channel (hal.channel.default): the params' channel,
+ * or one made on first use by hali_hal_channel_create_default with the
+ * params' collective timeout; the same channel every call.  The caller owns
+ * a reference. */
+HALI_MUST_USE hali_status_t hali_hal_device_default_channel(
+    hali_hal_device_t *device, hali_hal_channel_t **out_channel);
 /* Workers that run dispatches (1 for local-sync). */
 uint32_t hali_hal_device_worker_count(const hali_hal_device_t *device);
 /* The device's allocator, borrowed (retain to keep it past the device). */

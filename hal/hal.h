@@ -6,6 +6,7 @@
 #include "hal/allocator.h"
 #include "hal/buffer.h"
 #include "hal/buffer_view.h"
+#include "hal/channel.h"
 #include "hal/command_buffer.h"
 #include "hal/common.h"
 #include "hal/device.h"

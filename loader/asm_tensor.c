@@ -480,6 +480,102 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
     hali_free(x.dims);
     return ok;
   }
+  case HALI_OP_TENSOR_ALL_REDUCE:
+  case HALI_OP_TENSOR_REDUCE_SCATTER:
+  case HALI_OP_TENSOR_ALL_GATHER:
+  case HALI_OP_TENSOR_ALL_TO_ALL: {
+    /* %r = tensor.all_reduce %t, sum
+     * %r = tensor.reduce_scatter %t, sum : tensor<?x4xf32>
+     * %r = tensor.all_gather %t : tensor<?x4xf32>
+     * %r = tensor.all_to_all %t
+     * (doc/collectives.md, "At the tensor level") */
+    NEED_DEFS(1);
+    bool reduces = op == HALI_OP_TENSOR_ALL_REDUCE ||
+                   op == HALI_OP_TENSOR_REDUCE_SCATTER;
+    bool typed = op == HALI_OP_TENSOR_ALL_GATHER ||
+                 op == HALI_OP_TENSOR_REDUCE_SCATTER;
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!expect_tensor_reg(b, next(p), o)) return false;
+    uint32_t src = o->v;
+    if (reduces) {
+      static const char *const names[] = {"sum", "product", "min", "max",
+                                          "average"};
+      if (!hali_asm_expect(p, ",", "between the tensor and the reduction") ||
+          !(o = hali_asm_push_op(p, nops)))
+        return false;
+      tok_t *t = next(p);
+      o->kind = HALI_IR_IMM;
+      o->imm = 0;
+      for (int k = 0; k < 5; ++k)
+        if (tok_is(t, T_IDENT, names[k])) o->imm = k + 1;
+      if (!o->imm) {
+        hali_asm_error(p, t,
+                       "expected a reduction: sum, product, min, max or "
+                       "average");
+        return false;
+      }
+    }
+    const hali_ir_xtype_t *sx = &b->f->reg_xtypes[src];
+    if (!typed) {
+      if (!hali_ir_xtype_copy(&x, sx)) return hali_asm_oom(p, defs[0]);
+    } else {
+      tok_t *tt;
+      if (!hali_asm_expect(p, ":", "before the result's tensor type"))
+        return false;
+      tt = peek(p);
+      if (!parse_tensor_type(p, &x)) return false;
+      bool same = x.element_type == sx->element_type && x.rank == sx->rank &&
+                  x.rank > 0;
+      for (uint32_t d = 1; same && d < x.rank; ++d)
+        same = x.dims[d] == sx->dims[d];
+      if (!same) {
+        hali_strbuf_t sb = {0};
+        hali_ir_xtype_print(&sb, sx);
+        hali_strbuf_append(&sb, " into ", 6);
+        hali_ir_xtype_print(&sb, &x);
+        char *ts = hali_strbuf_take(&sb);
+        hali_asm_error(p, tt,
+                       "%.*s of %s: the result keeps the element type, the "
+                       "rank (at least 1) and every dimension but the first",
+                       (int)opt->len, opt->text, ts ? ts : "?");
+        hali_free(ts);
+        hali_free(x.dims);
+        return false;
+      }
+    }
+    if ((op == HALI_OP_TENSOR_ALL_TO_ALL) && x.rank == 0) {
+      hali_asm_error(p, opt, "tensor.all_to_all splits dimension 0: the "
+                             "tensor needs a rank of at least 1");
+      hali_free(x.dims);
+      return false;
+    }
+    ok = hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
+    hali_free(x.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_SEND: {
+    /* tensor.send %t, %peer */
+    NEED_DEFS(0);
+    if (!(o = hali_asm_push_op(p, nops)) || !expect_tensor_reg(b, next(p), o) ||
+        !hali_asm_expect(p, ",", "between the tensor and the peer rank") ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    return hali_asm_parse_reg(b, next(p), HALI_TYPE_I32, false, o);
+  }
+  case HALI_OP_TENSOR_RECV: {
+    /* %r = tensor.recv %peer : tensor<?x4xf32>{%n} */
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)) ||
+        !hali_asm_parse_reg(b, next(p), HALI_TYPE_I32, false, o) ||
+        !hali_asm_expect(p, ":", "before the tensor type") ||
+        !parse_tensor_type(p, &x))
+      return false;
+    ok = parse_dyn_dims(b, &x, nops) &&
+         hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
+    hali_free(x.dims);
+    return ok;
+  }
   case HALI_OP_TENSOR_WAIT:
   case HALI_OP_TENSOR_BARRIER:
     NEED_DEFS(0);

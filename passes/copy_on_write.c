@@ -158,6 +158,11 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
       break;
     case HALI_OP_TENSOR_SPLAT:
     case HALI_OP_TENSOR_CLONE:
+    case HALI_OP_TENSOR_ALL_REDUCE: /* collectives write fresh storage */
+    case HALI_OP_TENSOR_ALL_GATHER:
+    case HALI_OP_TENSOR_REDUCE_SCATTER:
+    case HALI_OP_TENSOR_ALL_TO_ALL:
+    case HALI_OP_TENSOR_RECV:
       join(c, o[0].v, o[0].v, i);
       break;
     case HALI_OP_TENSOR_RESHAPE: /* the same storage */

@@ -539,6 +539,156 @@ static hali_status_t check_reads(lw_t *w, const hali_ir_insn_t *insn,
   return HALI_OK;
 }
 
+/* ---- Collectives (doc/collectives.md, "At the tensor level"). ---- */
+
+/* The product of tensor |t|'s dims, as an i64 register emitted into the
+ * region's setup. */
+static uint32_t numel_reg(lw_t *w, uint32_t t) {
+  hali_ir_func_t *f = w->f;
+  uint32_t rank = f->reg_xtypes[t].rank;
+  if (!rank) return hali_s2h_c64(w, 1);
+  uint32_t n = hali_pass_reg(f, HALI_TYPE_I64, "%s.numel", hali_s2h_rname(w, t));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_MOV_I64, 2, hali_pr(n),
+                 hali_pr(w->t[t].dims[0]));
+  for (uint32_t k = 1; k < rank; ++k)
+    hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(n), hali_pr(n),
+                   hali_pr(w->t[t].dims[k]));
+  return n;
+}
+
+/* A tensor collective: the default channel (one per op: the device caches
+ * it, so every op gets the same one), the result's shape from the
+ * operand's and the rank count, then one collective command in the open
+ * region. */
+static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
+  const hali_ir_operand_t *o = insn->operands;
+  hali_ir_func_t *f = w->f;
+  const uint16_t op = insn->op;
+  const char *name = hali_op_info(op)->name;
+  uint32_t ch = hali_pass_reg(f, HALI_TYPE_CHANNEL, "channel");
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_CHANNEL_DEFAULT, 2, hali_pr(ch),
+                 hali_pr(w->device));
+  uint32_t ranks32 = hali_pass_reg(f, HALI_TYPE_I32, "ranks");
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_CHANNEL_COUNT, 2,
+                 hali_pr(ranks32), hali_pr(ch));
+  uint32_t ranks = hali_pass_reg(f, HALI_TYPE_I64, "ranks");
+  hali_pass_emit(&w->pre, w->line, HALI_OP_EXT_S_I32_I64, 2, hali_pr(ranks),
+                 hali_pr(ranks32));
+  uint32_t kind = 0, red = 0, peer = hali_s2h_c32(w, 0);
+  uint32_t r = UINT32_MAX, s = UINT32_MAX; /* result, operand */
+  switch (op) {
+  case HALI_OP_TENSOR_ALL_REDUCE: kind = 1, red = (uint32_t)o[2].imm; break;
+  case HALI_OP_TENSOR_ALL_GATHER: kind = 0; break;
+  case HALI_OP_TENSOR_REDUCE_SCATTER: kind = 5, red = (uint32_t)o[2].imm; break;
+  case HALI_OP_TENSOR_ALL_TO_ALL: kind = 2; break;
+  case HALI_OP_TENSOR_SEND: kind = 6, peer = o[1].v; break;
+  default: kind = 7, peer = o[1].v; break; /* recv */
+  }
+  if (op == HALI_OP_TENSOR_SEND) {
+    s = o[0].v;
+  } else if (op == HALI_OP_TENSOR_RECV) {
+    r = o[0].v;
+    SET_SHAPE(w, r, &o[2], true);
+  } else {
+    r = o[0].v, s = o[1].v;
+    const hali_ir_xtype_t *x = &f->reg_xtypes[r];
+    hali_ir_operand_t dyn[HALI_HAL_MAX_RANK];
+    uint32_t k = 0;
+    for (uint32_t d = 0; d < x->rank; ++d) {
+      if (d == 0 && (op == HALI_OP_TENSOR_ALL_GATHER ||
+                     op == HALI_OP_TENSOR_REDUCE_SCATTER)) {
+        /* Dimension 0: the operand's times (gather) or over (scatter) the
+         * rank count; checked against a static result dimension. */
+        uint32_t d0 = hali_pass_reg(f, HALI_TYPE_I64, "%s.dim0",
+                                    hali_s2h_rname(w, r));
+        uint32_t sd = w->t[s].dims[0];
+        if (op == HALI_OP_TENSOR_ALL_GATHER) {
+          /* d0 = sd * ranks, checked: d0 / ranks must give sd back. */
+          hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(d0),
+                         hali_pr(sd), hali_pr(ranks));
+          uint32_t q = hali_pass_reg(f, HALI_TYPE_I64, "%s.dim0_check",
+                                     hali_s2h_rname(w, r));
+          uint32_t wraps = hali_pass_reg(f, HALI_TYPE_I32, "%s.dim0_wraps",
+                                         hali_s2h_rname(w, r));
+          hali_pass_emit(&w->pre, w->line, HALI_OP_DIV_U_I64, 3, hali_pr(q),
+                         hali_pr(d0), hali_pr(ranks));
+          hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(wraps),
+                         hali_pr(q), hali_pr(sd));
+          hali_s2h_fail_if(w, wraps,
+                           "tensor.all_gather of %s: dimension 0 times the "
+                           "rank count overflows",
+                           hali_s2h_rname(w, s));
+        } else {
+          uint32_t rem = hali_pass_reg(f, HALI_TYPE_I64, "rem");
+          uint32_t zero = hali_s2h_c64(w, 0), bad = hali_pass_reg(f, HALI_TYPE_I32, "uneven");
+          hali_pass_emit(&w->pre, w->line, HALI_OP_REM_S_I64, 3, hali_pr(rem),
+                         hali_pr(sd), hali_pr(ranks));
+          hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(bad),
+                         hali_pr(rem), hali_pr(zero));
+          hali_s2h_fail_if(w, bad,
+                           "%s of %s: dimension 0 does not split evenly over "
+                           "the ranks",
+                           name, hali_s2h_rname(w, s));
+          hali_pass_emit(&w->pre, w->line, HALI_OP_DIV_S_I64, 3, hali_pr(d0),
+                         hali_pr(sd), hali_pr(ranks));
+        }
+        if (x->dims[0] < 0) {
+          dyn[k++] = hali_pr(d0);
+        } else {
+          uint32_t want = hali_s2h_c64(w, x->dims[0]);
+          uint32_t bad = hali_pass_reg(f, HALI_TYPE_I32, "mismatch");
+          hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(bad),
+                         hali_pr(d0), hali_pr(want));
+          hali_s2h_fail_if(w, bad,
+                           "%s of %s: the result's dimension 0 is %lld, which "
+                           "is not what the rank count gives",
+                           name, hali_s2h_rname(w, s),
+                           (long long)x->dims[0]);
+        }
+      } else if (x->dims[d] < 0) {
+        dyn[k++] = hali_pr(w->t[s].dims[d]);
+      }
+    }
+    if (op == HALI_OP_TENSOR_ALL_TO_ALL) {
+      uint32_t rem = hali_pass_reg(f, HALI_TYPE_I64, "rem");
+      uint32_t zero = hali_s2h_c64(w, 0), bad = hali_pass_reg(f, HALI_TYPE_I32, "uneven");
+      hali_pass_emit(&w->pre, w->line, HALI_OP_REM_S_I64, 3, hali_pr(rem),
+                     hali_pr(w->t[s].dims[0]), hali_pr(ranks));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(bad),
+                     hali_pr(rem), hali_pr(zero));
+      hali_s2h_fail_if(w, bad,
+                       "tensor.all_to_all of %s: dimension 0 does not split "
+                       "evenly over the ranks",
+                       hali_s2h_rname(w, s));
+    }
+    SET_SHAPE(w, r, dyn, true);
+  }
+  if (r != UINT32_MAX) hali_s2h_allocate(w, r);
+  /* The element count: what each rank sends (the operand's) for gather,
+   * reduce, all-to-all and send; what it receives for scatter and recv. */
+  uint32_t count = numel_reg(w, op == HALI_OP_TENSOR_REDUCE_SCATTER ||
+                                        op == HALI_OP_TENSOR_RECV
+                                    ? r
+                                    : s);
+  uint32_t et = hali_s2h_c32(
+      w, (int32_t)f->reg_xtypes[s != UINT32_MAX ? s : r].element_type);
+  uint32_t zero = hali_s2h_c64(w, 0);
+  uint32_t sb = s != UINT32_MAX ? hali_s2h_root(w, s) : hali_s2h_root(w, r);
+  uint32_t rb = r != UINT32_MAX ? hali_s2h_root(w, r) : hali_s2h_root(w, s);
+  uint32_t sl = s != UINT32_MAX ? w->t[s].size : zero;
+  uint32_t rl = r != UINT32_MAX ? w->t[r].size : zero;
+  begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+  hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COLLECTIVE, 13,
+                 hali_pr(w->cmd), hali_pr(ch), hali_pr(hali_s2h_c32(w, kind)),
+                 hali_pr(hali_s2h_c32(w, red)), hali_pr(et), hali_pr(peer),
+                 hali_pr(count), hali_pr(sb), hali_pr(zero), hali_pr(sl),
+                 hali_pr(rb), hali_pr(zero), hali_pr(rl));
+  if (s != UINT32_MAX) touch(w, s, false);
+  if (r != UINT32_MAX) touch(w, r, true);
+  end_cmd(w);
+  return HALI_OK;
+}
+
 static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                                 uint32_t index) {
   const hali_ir_operand_t *o = insn->operands;
@@ -845,6 +995,13 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
                    hali_pref(HALI_IR_GLOBAL, w->ready[g]), hali_pr(ready));
     return HALI_OK;
   }
+  case HALI_OP_TENSOR_ALL_REDUCE:
+  case HALI_OP_TENSOR_ALL_GATHER:
+  case HALI_OP_TENSOR_REDUCE_SCATTER:
+  case HALI_OP_TENSOR_ALL_TO_ALL:
+  case HALI_OP_TENSOR_SEND:
+  case HALI_OP_TENSOR_RECV:
+    return lower_collective(w, insn);
   case HALI_OP_TENSOR_DIM:
   case HALI_OP_TENSOR_NUMEL: {
     /* Host arithmetic on the shape registers: into the open region's

@@ -386,6 +386,62 @@ START_TEST(device_get_without_device) {
 END_TEST
 
 /* ------------------------------------------------------------------------ */
+/* Channels and collectives (format 1.5) on a channel of one rank: the test
+ * process is not started by mpirun.  tests/collectives.test runs the same
+ * ops on 1-4 ranks. */
+
+static const char channel_text[] =
+    "func @shape() -> (i32, i32, i32) {\n" PRELUDE
+    "  %ch = hal.channel.default %device\n"
+    "  %r = hal.channel.rank %ch\n"
+    "  %n = hal.channel.count %ch\n"
+    "  %color = const.i32 -1\n"
+    "  %alone = hal.channel.split %ch, %color, %zero32\n"
+    "  %m = hal.channel.count %alone\n"
+    "  return %r, %n, %m\n"
+    "}\n"
+    "func @sum(%v: i32, %kind: i32, %red: i32, %len: i64) -> i32 {\n" PRELUDE
+    "  %ch = hal.channel.default %device\n"
+    "  %a = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %b = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %c4 = const.i64 4\n"
+    "  %four = const.i32 4\n"
+    "  %any = const.i32 3\n"
+    "  %cmd = hal.command_buffer.create %device, %one32, %any\n"
+    "  hal.command_buffer.fill %cmd, %a, %z, %c16, %v, %four\n"
+    "  hal.command_buffer.execution_barrier %cmd\n"
+    "  %i32 = const.i32 0x10000020\n"
+    "  hal.command_buffer.collective %cmd, %ch, %kind, %red, %i32, %zero32, "
+    "%c4, %a, %z, %len, %b, %z, %c16\n"
+    SUBMIT
+    "  %x = hal.buffer.load.i32 %b, %z\n"
+    "  return %x\n"
+    "}\n";
+
+START_TEST(channel_ops_one_rank) {
+  hali_value_t r[3];
+  ck_assert_ok(invoke_on(&k_devices[0], false, channel_text, "shape", NULL, 0,
+                       r, 3));
+  ck_assert_int_eq(r[0].i32, 0);
+  ck_assert_int_eq(r[1].i32, 1);
+  ck_assert_int_eq(r[2].i32, 1);
+  /* all_reduce(sum) of one rank: what it sent. */
+  EXPECT_I32(channel_text, "sum", 7, I32(7), I32(1), I32(1), I64(16));
+  /* all_gather (0) without a reduction. */
+  EXPECT_I32(channel_text, "sum", -3, I32(-3), I32(0), I32(0), I64(16));
+  EXPECT_ERROR(channel_text, "sum", HALI_STATUS_INVALID_ARGUMENT,
+               "all_reduce needs a reduction", I32(1), I32(1), I32(0),
+               I64(16));
+  EXPECT_ERROR(channel_text, "sum", HALI_STATUS_INVALID_ARGUMENT,
+               "all_reduce: the send range is 12 bytes; this rank sends "
+               "exactly 16",
+               I32(1), I32(1), I32(1), I64(12));
+  EXPECT_ERROR(channel_text, "sum", HALI_STATUS_OUT_OF_RANGE,
+               "send length -1 is negative", I32(1), I32(1), I32(1), I64(-1));
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
 /* Scalar loads and stores. */
 
 static const char access_text[] =
@@ -2160,6 +2216,7 @@ void check_hal_ops_add_tcases(Suite *s) {
   tcase_add_test(tc, dispatch_kernel_failure_fails_the_fence);
   tcase_add_test(tc, dispatch_recording_errors);
   tcase_add_test(tc, executable_get_not_loaded);
+  tcase_add_test(tc, channel_ops_one_rank);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("hal_queue_and_fences");

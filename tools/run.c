@@ -179,6 +179,17 @@ static const char *flag_timeout(void *opts, const char *v) {
   if (!e && O->timeout_ns <= 0) e = "expected a duration above 0";
   return e;
 }
+static const char *flag_collective_timeout(void *opts, const char *v) {
+  const char *e = tool_parse_duration(v, &O->device.collective_timeout_ns);
+  if (!e && O->device.collective_timeout_ns <= 0)
+    e = "expected a duration above 0";
+  return e;
+}
+static const char *flag_all_ranks(void *opts, const char *v) {
+  (void)v;
+  O->all_ranks = true;
+  return NULL;
+}
 #undef O
 
 const tool_flag_t tool_run_flags[] = {
@@ -239,6 +250,13 @@ const tool_flag_t tool_run_flags[] = {
     {"--timeout", NULL, 0, "DURATION",
      "deadline of each call (500ms, 2s...; DEADLINE_EXCEEDED beyond)",
      flag_timeout},
+    {"--collective_timeout", "--collective-timeout", 0, "DURATION",
+     "how long a collective waits for every rank (default 10s; "
+     "doc/collectives.md)",
+     flag_collective_timeout},
+    {"--all_ranks", "--all-ranks", 0, NULL,
+     "under mpirun, every rank prints its results (default: rank 0 only)",
+     flag_all_ranks},
     {"--trace", NULL, 0, "vm|hal|all",
      "trace every instruction / HAL operation (doc/tracing.md)", flag_trace},
     {"--trace_format", "--trace-format", 0, "text|chrome",
@@ -325,6 +343,9 @@ int tool_run_options_finish(const char *cmd, run_options_t *o, char **args,
                     "module read from stdin (-)\n", cmd);
     return TOOL_EXIT_USAGE;
   }
+  /* Under mpirun: which rank this is (MPI starts up here, on every rank). */
+  hali_status_t s = hali_world_rank(&o->rank, &o->ranks);
+  if (s) return tool_report(s);
   return -1;
 }
 
@@ -884,7 +905,10 @@ static hali_status_t report_results(const run_options_t *o,
   if (!failures) return oom();
   hali_status_t s = HALI_OK;
   bool all_match = true;
-  for (size_t i = 0; !s && i < n; ++i) {
+  /* Under mpirun only rank 0 prints, unless --all_ranks. */
+  const bool show = o->ranks <= 1 || o->rank == 0 || o->all_ranks;
+  if (o->ranks > 1 && o->all_ranks) printf("rank %d of %d:\n", o->rank, o->ranks);
+  for (size_t i = 0; !s && show && i < n; ++i) {
     const hali_variant_t *v = &results[i];
     tool_tensor_t t = {0};
     bool is_view = v->type == HALI_VARIANT_BUFFER_VIEW;

@@ -34,6 +34,10 @@ typedef struct run_options_s {
   uint64_t fuel, max_memory;
   int64_t timeout_ns;
   bool list_devices;
+  /* Collectives: every rank prints (--all_ranks); this process's rank in
+   * the MPI world and the world's size (0 and 1 without mpirun). */
+  bool all_ranks;
+  int32_t rank, ranks;
   /* hali benchmark */
   uint64_t bench_repetitions; /* 0: until the time budget */
   int64_t bench_min_time_ns;

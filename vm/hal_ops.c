@@ -566,16 +566,74 @@ HAL_OP(HAL_FENCE_AWAIT_STATUS) {
   return fence_await(st, d, regs, refs, true);
 }
 
+/* ---- channels and collectives (format 1.5, vm/ops_hal_channel.def) */
+
+HAL_OP(HAL_CHANNEL_DEFAULT) {
+  hali_hal_channel_t *ch = NULL;
+  HALI_RETURN_IF_ERROR(
+      hali_hal_device_default_channel(REF(hali_hal_device_t, 1), &ch),
+      "hal.channel.default");
+  set_ref(refs, d->reg[0], ch);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_CHANNEL_SPLIT) {
+  hali_hal_channel_t *ch = NULL;
+  HALI_RETURN_IF_ERROR(hali_hal_channel_split(REF(hali_hal_channel_t, 1),
+                                              I32(2), I32(3), &ch),
+                       "hal.channel.split");
+  set_ref(refs, d->reg[0], ch);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_CHANNEL_RANK) {
+  regs[d->reg[0]].i32 = hali_hal_channel_rank(REF(hali_hal_channel_t, 1));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_CHANNEL_COUNT) {
+  regs[d->reg[0]].i32 = hali_hal_channel_count(REF(hali_hal_channel_t, 1));
+  return HALI_OK;
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_COLLECTIVE) {
+  hali_hal_collective_t op = {
+      .kind = (hali_hal_collective_kind_t)U32(2),
+      .reduction = (hali_hal_collective_reduction_t)U32(3),
+      .element_type = U32(4),
+      .param = I32(5),
+  };
+  if (I64(6) < 0)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "hal.command_buffer.collective: element count "
+                            "%lld is negative",
+                            (long long)I64(6));
+  op.count = (uint64_t)I64(6);
+  hali_hal_device_size_t so = 0, sl = 0, ro = 0, rl = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(8), "send offset", &so));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(9), "send length", &sl));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(11), "receive offset", &ro));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(12), "receive length", &rl));
+  return hali_hal_command_buffer_collective(
+      REF(hali_hal_command_buffer_t, 0), REF(hali_hal_channel_t, 1), &op,
+      REF(hali_hal_buffer_t, 7), so, sl, REF(hali_hal_buffer_t, 10), ro, rl);
+}
+
 /* ---- the table: one row per vm/ops_hal.def row, in opcode order. */
 
 typedef hali_status_t (*hal_op_fn_t)(hali_vm_stack_t *st, const decoded_t *d,
                                      hali_slot_t *regs, hali_ref_t **refs);
 
+/* Two runs of consecutive opcodes: vm/ops_hal.def (format 1.0) and
+ * vm/ops_hal_channel.def (format 1.5, at the end of the op table). */
 #define HAL_OP_FIRST HALI_OP_HAL_DEVICE_GET
+#define HAL_OP2_FIRST HALI_OP_HAL_CHANNEL_DEFAULT
 enum {
 #define OP(e, n, f, s, y) +1
   HAL_OP_COUNT = 0
 #include "vm/ops_hal.def"
+  , HAL_OP2_COUNT = 0
+#include "vm/ops_hal_channel.def"
 #undef OP
 };
 
@@ -584,19 +642,29 @@ static const hal_op_fn_t hal_op_table[] = {
 #include "vm/ops_hal.def"
 #undef OP
 };
-/* The family's rows are consecutive opcodes starting at HAL_OP_FIRST: a
- * gap or a row out of order would make the table longer than the family. */
+static const hal_op_fn_t hal_op2_table[] = {
+#define OP(e, n, f, s, y) [HALI_OP_##e - HAL_OP2_FIRST] = op_##e,
+#include "vm/ops_hal_channel.def"
+#undef OP
+};
+/* Each run's rows are consecutive opcodes: a gap or a row out of order
+ * would make its table longer than the run. */
 _Static_assert(sizeof(hal_op_table) / sizeof(hal_op_table[0]) == HAL_OP_COUNT,
                "vm/ops_hal.def rows must be consecutive opcodes");
+_Static_assert(sizeof(hal_op2_table) / sizeof(hal_op2_table[0]) ==
+                   HAL_OP2_COUNT,
+               "vm/ops_hal_channel.def rows must be consecutive opcodes");
 
 hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
                              hali_slot_t *regs, hali_ref_t **refs) {
   const hali_cell_t *pc = *ppc;
   /* Only the interpreter calls this, from the case labels it makes of the
    * same vm/ops_hal.def rows: |k| is in range (asserted in debug builds). */
-  const uint32_t k = (uint32_t)pc->i.op - (uint32_t)HAL_OP_FIRST;
+  const uint32_t op = pc->i.op;
+  const bool second = op >= (uint32_t)HAL_OP2_FIRST;
+  const uint32_t k = op - (uint32_t)(second ? HAL_OP2_FIRST : HAL_OP_FIRST);
 #ifdef HALI_DEBUG
-  if (k >= HAL_OP_COUNT) {
+  if (k >= (second ? (uint32_t)HAL_OP2_COUNT : (uint32_t)HAL_OP_COUNT)) {
     fprintf(stderr, "hali: debug assertion failed: op %u is not a HAL op\n",
             pc->i.op);
     abort();
@@ -604,7 +672,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
 #endif
   decoded_t d;
   decode(pc, &d);
-  hali_status_t s = hal_op_table[k](st, &d, regs, refs);
+  hali_status_t s = (second ? hal_op2_table : hal_op_table)[k](st, &d, regs,
+                                                            refs);
   if (s) return s; /* pc stays at the instruction (backtrace, resume) */
   *ppc = d.next;
   return HALI_OK;

@@ -635,6 +635,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
      * when it fails, for the backtrace. */
 #define OP(e, n, f, sig, syn) vmcase(e)
 #include "vm/ops_hal.def"
+#include "vm/ops_hal_channel.def"
 #undef OP
     {
       /* Through a copy: taking pc's address would keep it in memory for

@@ -301,6 +301,45 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
     print_dims(sb, f, insn, 2, n - 2);
     return;
+  case HALI_OP_TENSOR_ALL_REDUCE:
+  case HALI_OP_TENSOR_REDUCE_SCATTER:
+  case HALI_OP_TENSOR_ALL_GATHER:
+  case HALI_OP_TENSOR_ALL_TO_ALL: {
+    static const char *const reductions[] = {"?",   "sum", "product",
+                                             "min", "max", "average"};
+    bool reduces = insn->op == HALI_OP_TENSOR_ALL_REDUCE ||
+                   insn->op == HALI_OP_TENSOR_REDUCE_SCATTER;
+    if (n < (reduces ? 3u : 2u)) break;
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_printf(sb, " = %s ", hali_op_info(insn->op)->name);
+    hali_ir_print_reg(sb, f, o[1].v);
+    if (reduces)
+      hali_strbuf_printf(sb, ", %s",
+                         o[2].imm >= 1 && o[2].imm <= 5 ? reductions[o[2].imm]
+                                                         : "?");
+    if (insn->op == HALI_OP_TENSOR_ALL_GATHER ||
+        insn->op == HALI_OP_TENSOR_REDUCE_SCATTER) {
+      hali_strbuf_append(sb, " : ", 3);
+      hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
+    }
+    return;
+  }
+  case HALI_OP_TENSOR_SEND:
+    if (n < 2) break;
+    hali_strbuf_append(sb, "tensor.send ", 12);
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_append(sb, ", ", 2);
+    hali_ir_print_reg(sb, f, o[1].v);
+    return;
+  case HALI_OP_TENSOR_RECV:
+    if (n < 2) break;
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_append(sb, " = tensor.recv ", 15);
+    hali_ir_print_reg(sb, f, o[1].v);
+    hali_strbuf_append(sb, " : ", 3);
+    hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
+    print_dims(sb, f, insn, 2, n - 2);
+    return;
   case HALI_OP_TENSOR_EXECUTE:
     hali_strbuf_append(sb, "execute {", 9);
     return;

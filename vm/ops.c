@@ -44,6 +44,7 @@ static const struct {
     {'C', HALI_TYPE_COMMAND_BUFFER, "!hal.command_buffer"},
     {'E', HALI_TYPE_FENCE, "!hal.fence"},
     {'X', HALI_TYPE_EXECUTABLE, "!hal.executable"},
+    {'H', HALI_TYPE_CHANNEL, "!hal.channel"},
     {'R', HALI_TYPE_ANY_REF, "!ref"},
     {'t', HALI_TYPE_TENSOR, "tensor"},
     {'x', HALI_TYPE_INDEX, "index"},

@@ -46,7 +46,7 @@ typedef enum hali_role_e {
   HALI_ROLE_READ_OR_IMM = 'a',
 } hali_role_t;
 
-#define HALI_OP_MAX_OPERANDS 8
+#define HALI_OP_MAX_OPERANDS 16
 #define HALI_OP_MAX_LISTS 5
 
 /* A counted list's length: the immediate at fixed operand |count|, or

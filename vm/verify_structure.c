@@ -290,6 +290,36 @@ static hali_status_t s_tensor_insn(const vctx_t *v,
     if (s_shape(v, 0)->element_type != s_shape(v, 1)->element_type)
       return hali_verr(v, "a reshape keeps the element type");
     return s_dyn_dims(v, 0, info->operand_count, n - info->operand_count);
+  case HALI_OP_TENSOR_ALL_REDUCE:
+  case HALI_OP_TENSOR_REDUCE_SCATTER:
+  case HALI_OP_TENSOR_ALL_GATHER:
+  case HALI_OP_TENSOR_ALL_TO_ALL: {
+    bool reduces = insn->op == HALI_OP_TENSOR_ALL_REDUCE ||
+                   insn->op == HALI_OP_TENSOR_REDUCE_SCATTER;
+    if (reduces &&
+        (insn->operands[2].imm < 1 || insn->operands[2].imm > 5))
+      return hali_verr(v, "reduction %lld is not 1 (sum) to 5 (average)",
+                       (long long)insn->operands[2].imm);
+    if (insn->op == HALI_OP_TENSOR_ALL_REDUCE)
+      return s_same_shape(v, 0, 1, "an all_reduce");
+    const hali_ir_xtype_t *a = s_shape(v, 0), *b = s_shape(v, 1);
+    if (insn->op == HALI_OP_TENSOR_ALL_TO_ALL) {
+      if (!a->rank) return hali_verr(v, "an all_to_all needs a rank >= 1");
+      return s_same_shape(v, 0, 1, "an all_to_all");
+    }
+    bool same = a->element_type == b->element_type && a->rank == b->rank &&
+                a->rank > 0;
+    for (uint32_t d = 1; same && d < a->rank; ++d)
+      same = a->dims[d] == b->dims[d];
+    if (!same)
+      return hali_verr(v, "the result keeps the element type, the rank (at "
+                          "least 1) and every dimension but the first");
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_SEND:
+    return HALI_OK;
+  case HALI_OP_TENSOR_RECV:
+    return s_dyn_dims(v, 0, info->operand_count, n - info->operand_count);
   case HALI_OP_TENSOR_CLONE:
   case HALI_OP_TENSOR_OVERWRITE:
     return s_same_shape(v, 0, 1,

@@ -402,12 +402,27 @@ typedef struct hali_device_params_s {
   hali_device_kind_t kind;
   uint32_t worker_count;     /* local-task: 0 = one per core */
   uint64_t max_memory_bytes; /* 0 = unlimited */
+  /* Collectives (doc/collectives.md): how long one waits for every rank to
+   * arrive before failing with DEADLINE_EXCEEDED; 0 = 10 s, negative =
+   * forever. */
+  int64_t collective_timeout_ns;
+  /* A host that runs its own MPI: points at an MPI_Comm (borrowed; hali
+   * duplicates it) over which the device's default channel runs.  NULL: the
+   * MPI world when an MPI launcher started the process, else one rank. */
+  const void *mpi_comm;
 } hali_device_params_t;
 
 /* |*out_kind| for a device name: "local-sync" or "local-task".  NOT_FOUND
  * naming the known ones otherwise (|*out_kind| is then local-sync). */
 HALI_API HALI_MUST_USE hali_status_t hali_device_kind_parse(
     const char *name, hali_device_kind_t *out_kind);
+
+/* This process's rank in the MPI world and the number of ranks: 0 and 1
+ * unless an MPI launcher (mpirun) started it and hali was built with MPI.
+ * Initializes MPI in that case (hali finalizes it at exit); every rank
+ * should call it early, as MPI's start-up is collective. */
+HALI_API HALI_MUST_USE hali_status_t hali_world_rank(int32_t *out_rank,
+                                                    int32_t *out_count);
 
 /* local-sync, one worker per core, unlimited memory. */
 HALI_API void hali_device_params_initialize(hali_device_params_t *out_params);
