@@ -2148,6 +2148,32 @@ START_TEST(module_binary_and_text) {
   ck_assert_ptr_nonnull(strstr(text, "module @mlp_tensor"));
   ck_assert_ptr_nonnull(strstr(text, "@main$async"));
   free(text);
+  /* "all": the module after each pass, in order, each headed by its
+   * name; the last copy is what --after=stream-to-hal prints. */
+  po.after = "all";
+  ck_ok(hali_module_print_file(tensor, &po, &text));
+  const char *h1 = strstr(text, "# after pass 1 of 3: func-conversion\n"
+                                "module @mlp_tensor");
+  const char *h2 = strstr(text, "\n# after pass 2 of 3: "
+                                "materialize-interfaces\nmodule @mlp_tensor");
+  const char *h3 = strstr(text, "\n# after pass 3 of 3: stream-to-hal\n");
+  ck_assert(h1 == text && h2 && h3 && h2 < h3);
+  char *last = NULL;
+  po.after = "stream-to-hal";
+  ck_ok(hali_module_print_file(tensor, &po, &last));
+  ck_assert_str_eq(h3 + strlen("\n# after pass 3 of 3: stream-to-hal\n"),
+                   last);
+  free(last);
+  free(text);
+  po.after = "all";
+  po.passes = "func-conversion,materialize-interfaces";
+  ck_ok(hali_module_print_file(tensor, &po, &text));
+  ck_assert(strncmp(text, "# after pass 1 of 2: func-conversion\n", 37) == 0);
+  ck_assert_ptr_nonnull(
+      strstr(text, "\n# after pass 2 of 2: materialize-interfaces\n"));
+  ck_assert_ptr_null(strstr(text, "stream-to-hal\n"));
+  free(text);
+  po.passes = NULL;
   po.after = "bogus";
   ck_status(hali_module_print_file(tensor, &po, &text),
             HALI_STATUS_INVALID_ARGUMENT, "unknown pass 'bogus'");

@@ -496,7 +496,8 @@ typedef struct hali_module_print_options_s {
   bool no_locs;
   /* Print the IR after the load-time passes instead of the module as
    * written: |passes| (comma-separated) selects which run, |after| stops
-   * after one ("all" = the whole pipeline); either one non-NULL selects
+   * after one ("all": after each pass in turn, each copy headed by a
+   * comment line "# after pass N of M: NAME"); either one non-NULL selects
    * this form, which shows the interfaces materialize-interfaces records
    * and is verified only when the whole pipeline ran.  Unknown pass
    * names are INVALID_ARGUMENT listing the known ones. */
