@@ -602,12 +602,18 @@ START_TEST(callback_trace) {
   ck_assert_uint_eq(hali_trace_flags(t), HALI_TRACE_HAL);
   hali_trace_slice(t, "x\"y", "cat", 3, 1500, 2001, "{\"k\":1}");
   hali_trace_printf(t, "text lines are dropped in chrome format");
+  hali_trace_slice(t, "z", "cat", 3, 4000, 1, NULL);
   hali_trace_free(t);
-  ck_assert_int_eq(sink.lines, 1);
+  /* Thread 3 (worker 1) is named once, before its first slice. */
+  ck_assert_int_eq(sink.lines, 3);
   ck_assert_str_eq(sink.text,
+                   "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
+                   "\"tid\":3,\"args\":{\"name\":\"worker 1\"}}\n"
                    "{\"name\":\"x\\\"y\",\"cat\":\"cat\",\"ph\":\"X\","
                    "\"pid\":1,\"tid\":3,\"ts\":1.500,\"dur\":2.001,"
-                   "\"args\":{\"k\":1}}\n");
+                   "\"args\":{\"k\":1}}\n"
+                   "{\"name\":\"z\",\"cat\":\"cat\",\"ph\":\"X\","
+                   "\"pid\":1,\"tid\":3,\"ts\":4.000,\"dur\":0.001}\n");
   free(sink.text);
   hali_vm_stack_free(st);
   hali_vm_module_release(m);
@@ -887,8 +893,22 @@ typedef struct {
 
 static int64_t us_to_ns(double us) { return (int64_t)llround(us * 1000.0); }
 
+/* Thread names from the trace's thread_name metadata events, by tid. */
+enum { NAMED_TIDS = 2048 };
+static const char *thread_names[NAMED_TIDS];
+
+/* The name doc/tracing.md's thread table gives |tid|. */
+static void expected_thread_name(int tid, char *buf, size_t n) {
+  if (tid == 0) snprintf(buf, n, "vm");
+  else if (tid == 1) snprintf(buf, n, "queue");
+  else if (tid < 1000) snprintf(buf, n, "worker %d", tid - 2);
+  else snprintf(buf, n, "fiber %d awaits", tid - 1000);
+}
+
 /* Checks the trace's shape and every event's fields; fills |out| (up to
- * |cap|) and returns the event count. */
+ * |cap|) with the slices and returns their count.  Metadata events
+ * ("ph":"M") must be thread_name events that name each thread once,
+ * before its first slice, as the table in doc/tracing.md does. */
 static size_t chrome_events(const json_t *root, slice_t *out, size_t cap) {
   ck_assert_int_eq(root->kind, J_OBJ);
   const json_t *unit = json_get(root, "displayTimeUnit");
@@ -898,10 +918,27 @@ static size_t chrome_events(const json_t *root, slice_t *out, size_t cap) {
   ck_assert_ptr_nonnull(ev);
   ck_assert_int_eq(ev->kind, J_ARR);
   ck_assert_uint_le(ev->n, cap);
+  memset(thread_names, 0, sizeof(thread_names));
+  size_t nslices = 0;
   for (size_t i = 0; i < ev->n; ++i) {
     const json_t *e = ev->items[i];
     ck_assert_int_eq(e->kind, J_OBJ);
-    slice_t *s = &out[i];
+    if (strcmp(json_req(e, "ph", J_STR)->str, "M") == 0) {
+      ck_assert_str_eq(json_req(e, "name", J_STR)->str, "thread_name");
+      ck_assert(json_req(e, "pid", J_NUM)->num == 1);
+      double tid = json_req(e, "tid", J_NUM)->num;
+      ck_assert(tid >= 0 && tid < NAMED_TIDS);
+      const json_t *a = json_req(e, "args", J_OBJ);
+      const char *tn = json_req(a, "name", J_STR)->str;
+      char want[48];
+      expected_thread_name((int)tid, want, sizeof want);
+      ck_assert_str_eq(tn, want);
+      ck_assert_msg(!thread_names[(int)tid], "thread %d named twice",
+                    (int)tid);
+      thread_names[(int)tid] = tn;
+      continue;
+    }
+    slice_t *s = &out[nslices++];
     s->name = json_req(e, "name", J_STR)->str;
     s->cat = json_req(e, "cat", J_STR)->str;
     ck_assert_str_eq(json_req(e, "ph", J_STR)->str, "X");
@@ -913,11 +950,14 @@ static size_t chrome_events(const json_t *root, slice_t *out, size_t cap) {
     const json_t *args = json_get(e, "args");
     if (args) ck_assert_int_eq(args->kind, J_OBJ);
     s->tid = (int)tid;
+    ck_assert_msg(s->tid < NAMED_TIDS && thread_names[s->tid],
+                  "'%s' on thread %d, which no thread_name event named "
+                  "before it", s->name, s->tid);
     s->start = us_to_ns(ts);
     s->end = s->start + us_to_ns(dur);
     s->args = args;
   }
-  return ev->n;
+  return nslices;
 }
 
 static bool within(const slice_t *in, const slice_t *out) {
@@ -1034,6 +1074,7 @@ static void check_chrome(const char *device_args, int workers,
     if (strcmp(ev[i].cat, "queue") == 0) queue = &ev[i];
     if (strcmp(ev[i].cat, "command_buffer") == 0) cb = &ev[i];
   }
+  if (!queue || !cb) ck_abort_msg("no submission or no command buffer");
   ck_assert_msg(within(cb, queue), "command buffer [%lld, %lld] outside its "
                 "submission [%lld, %lld]", (long long)cb->start,
                 (long long)cb->end, (long long)queue->start,

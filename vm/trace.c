@@ -21,6 +21,10 @@ struct hali_trace_s {
   pthread_mutex_t mutex;
   int64_t t0;
   bool any_event; /* chrome: an event was written (comma before the next) */
+  /* chrome: threads (tids) already named by a thread_name event, a bit
+   * per tid, under |mutex|. */
+  uint8_t *named;
+  size_t named_bytes;
 };
 
 static int64_t mono_ns(void) { return hali_clock_now_ns(); }
@@ -65,6 +69,7 @@ void hali_trace_free(hali_trace_t *t) {
     fflush(t->o.out);
   }
   pthread_mutex_destroy(&t->mutex);
+  hali_free(t->named);
   hali_free(t->filter);
   hali_free(t);
 }
@@ -110,10 +115,56 @@ static void json_escape(hali_strbuf_t *sb, const char *s) {
   }
 }
 
+/* The name Perfetto shows for thread |tid| (the tids of doc/tracing.md's
+ * table): "vm", "queue", "worker N", "fiber N awaits". */
+static void thread_name(uint32_t tid, char *buf, size_t n) {
+  if (tid == 0) snprintf(buf, n, "vm");
+  else if (tid == 1) snprintf(buf, n, "queue");
+  else if (tid < 1000) snprintf(buf, n, "worker %u", tid - 2);
+  else snprintf(buf, n, "fiber %u awaits", tid - 1000);
+}
+
+/* Limit on the tids named (a bit each): beyond it slices still appear,
+ * on unnamed threads. */
+#define NAMED_TIDS_MAX (1u << 24)
+
+/* Whether |tid| is named yet; marks it named.  False when it is (or
+ * cannot be: out of memory, a huge tid). */
+static bool first_use(hali_trace_t *t, uint32_t tid) {
+  if (tid >= NAMED_TIDS_MAX) return false;
+  pthread_mutex_lock(&t->mutex);
+  bool first = false;
+  size_t byte = tid / 8;
+  if (byte >= t->named_bytes) {
+    size_t n = t->named_bytes ? t->named_bytes : 16;
+    while (n <= byte) n *= 2;
+    uint8_t *grown = hali_realloc(t->named, n);
+    if (!grown) goto out;
+    memset(grown + t->named_bytes, 0, n - t->named_bytes);
+    t->named = grown;
+    t->named_bytes = n;
+  }
+  first = !(t->named[byte] & (1u << (tid % 8)));
+  t->named[byte] |= (uint8_t)(1u << (tid % 8));
+out:
+  pthread_mutex_unlock(&t->mutex);
+  return first;
+}
+
 void hali_trace_slice(hali_trace_t *t, const char *name, const char *cat,
                       uint32_t tid, int64_t start_ns, int64_t dur_ns,
                       const char *args_json) {
   if (t->o.format != HALI_TRACE_CHROME) return;
+  if (first_use(t, tid)) {
+    /* A metadata event names the thread before its first slice. */
+    char tn[48], meta[160];
+    thread_name(tid, tn, sizeof(tn));
+    snprintf(meta, sizeof(meta),
+             "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
+             "\"args\":{\"name\":\"%s\"}}",
+             tid, tn);
+    emit(t, meta);
+  }
   hali_strbuf_t sb = {0};
   hali_strbuf_append(&sb, "{\"name\":\"", 9);
   json_escape(&sb, name);
