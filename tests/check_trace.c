@@ -230,50 +230,51 @@ static const char small_text[] =
 /* --trace=all of small.hasm on local-sync, normalized. */
 static const char small_golden[] =
     "[fiber] 1 start @main\n"
-    "[vm] @main@0 (small.hasm:4) %device = hal.device.get\n"
+    "[vm] enter @main (small.hasm)\n"
+    "[vm] @main@0 (line 4) %device = hal.device.get\n"
     "[vm]   -> %device=!hal.device#N\n"
-    "[vm] @main@1 (small.hasm:5) %allocator = hal.device.allocator %device  "
+    "[vm] @main@1 (line 5) %allocator = hal.device.allocator %device  "
     "; %device=!hal.device#N\n"
     "[vm]   -> %allocator=!hal.allocator#N\n"
-    "[vm] @main@2 (small.hasm:6) %memory = const.i32 19\n"
+    "[vm] @main@2 (line 6) %memory = const.i32 19\n"
     "[vm]   -> %memory=19\n"
-    "[vm] @main@3 (small.hasm:7) %usage = const.i32 7\n"
+    "[vm] @main@3 (line 7) %usage = const.i32 7\n"
     "[vm]   -> %usage=7\n"
-    "[vm] @main@4 (small.hasm:8) %size = const.i64 16\n"
+    "[vm] @main@4 (line 8) %size = const.i64 16\n"
     "[vm]   -> %size=16\n"
-    "[vm] @main@5 (small.hasm:9) %b = hal.allocator.allocate %allocator, "
+    "[vm] @main@5 (line 9) %b = hal.allocator.allocate %allocator, "
     "%memory, %usage, %size  ; %allocator=!hal.allocator#N %memory=19 "
     "%usage=7 %size=16\n"
     "[hal] allocate 16 bytes memory=DEVICE_LOCAL|HOST_VISIBLE|DEVICE_VISIBLE "
     "usage=TRANSFER|DISPATCH|MAPPING -> !hal.buffer#N\n"
     "[vm]   -> %b=!hal.buffer#N\n"
-    "[vm] @main@6 (small.hasm:10) %one = const.i32 1\n"
+    "[vm] @main@6 (line 10) %one = const.i32 1\n"
     "[vm]   -> %one=1\n"
-    "[vm] @main@7 (small.hasm:11) %three = const.i32 3\n"
+    "[vm] @main@7 (line 11) %three = const.i32 3\n"
     "[vm]   -> %three=3\n"
-    "[vm] @main@8 (small.hasm:12) %cmd = hal.command_buffer.create %device, "
+    "[vm] @main@8 (line 12) %cmd = hal.command_buffer.create %device, "
     "%one, %three  ; %device=!hal.device#N %one=1 %three=3\n"
     "[hal] command_buffer.create mode=1 categories=3 -> "
     "!hal.command_buffer#N\n"
     "[vm]   -> %cmd=!hal.command_buffer#N\n"
-    "[vm] @main@9 (small.hasm:13) %zero = const.i64 0\n"
+    "[vm] @main@9 (line 13) %zero = const.i64 0\n"
     "[vm]   -> %zero=0\n"
-    "[vm] @main@10 (small.hasm:14) %four = const.i32 4\n"
+    "[vm] @main@10 (line 14) %four = const.i32 4\n"
     "[vm]   -> %four=4\n"
-    "[vm] @main@11 (small.hasm:15) hal.command_buffer.fill %cmd, %b, %zero, "
+    "[vm] @main@11 (line 15) hal.command_buffer.fill %cmd, %b, %zero, "
     "%size, %n, %four  ; %cmd=!hal.command_buffer#N %b=!hal.buffer#N "
     "%zero=0 %size=16 %n=21 %four=4\n"
     "[hal] command_buffer#N fill !hal.buffer#N [0, +16) pattern=0x15/4\n"
-    "[vm] @main@12 (small.hasm:16) hal.command_buffer.finalize %cmd  ; "
+    "[vm] @main@12 (line 16) hal.command_buffer.finalize %cmd  ; "
     "%cmd=!hal.command_buffer#N\n"
     "[hal] command_buffer#N finalize\n"
-    "[vm] @main@13 (small.hasm:17) %wait = hal.fence.null\n"
+    "[vm] @main@13 (line 17) %wait = hal.fence.null\n"
     "[vm]   -> %wait=!hal.fence#N\n"
-    "[vm] @main@14 (small.hasm:18) %done = hal.fence.create %device  ; "
+    "[vm] @main@14 (line 18) %done = hal.fence.create %device  ; "
     "%device=!hal.device#N\n"
     "[hal] fence.create -> !hal.fence#N\n"
     "[vm]   -> %done=!hal.fence#N\n"
-    "[vm] @main@15 (small.hasm:19) hal.device.queue.execute %device, %wait, "
+    "[vm] @main@15 (line 19) hal.device.queue.execute %device, %wait, "
     "%done, [%cmd]  ; %device=!hal.device#N %wait=!hal.fence#N "
     "%done=!hal.fence#N %cmd=!hal.command_buffer#N\n"
     /* local-sync runs the submission inside the call: its spans come
@@ -284,28 +285,31 @@ static const char small_golden[] =
     "{\"wait_fence\":N,\"signal_fence\":N,\"status\":\"OK\"}\n"
     "[hal] queue.execute wait=!hal.fence#N signal=!hal.fence#N "
     "command_buffers=[#N]\n"
-    "[vm] @main@16 (small.hasm:20) %forever = const.i64 -1\n"
+    "[vm] @main@16 (line 20) %forever = const.i64 -1\n"
     "[vm]   -> %forever=-1\n"
-    "[vm] @main@17 (small.hasm:21) %st = hal.fence.await %done, %forever  ; "
+    "[vm] @main@17 (line 21) %st = hal.fence.await %done, %forever  ; "
     "%done=!hal.fence#N %forever=-1\n"
     "[hal] fence.await !hal.fence#N -> OK after N us\n"
     "[vm]   -> %st=0\n"
-    "[vm] @main@18 (small.hasm:22) %at = const.i64 8\n"
+    "[vm] @main@18 (line 22) %at = const.i64 8\n"
     "[vm]   -> %at=8\n"
-    "[vm] @main@19 (small.hasm:23) %v = hal.buffer.load.i32 %b, %at  ; "
+    "[vm] @main@19 (line 23) %v = hal.buffer.load.i32 %b, %at  ; "
     "%b=!hal.buffer#N %at=8\n"
     "[vm]   -> %v=21\n"
     /* A compare fused with its cond_br: both lines, then the compare's
      * result. */
-    "[vm] @main@20 (small.hasm:24) %small = lt.s.i32 %v, %n  ; %v=21 %n=21\n"
-    "[vm] @main@21 (small.hasm:25) cond_br %small, ^out, ^twice\n"
+    "[vm] @main@20 (line 24) %small = lt.s.i32 %v, %n  ; %v=21 %n=21\n"
+    "[vm] @main@21 (line 25) cond_br %small, ^out, ^twice\n"
     "[vm]   -> %small=0\n"
-    "[vm] @main@22 (small.hasm:27) %r = call @twice(%v)  ; %v=21\n"
-    "[vm] @twice@0 (small.hasm:34) %y = add.i32 %x, %x  ; %x=21 %x=21\n"
-    "[vm]   -> %y=42\n"
-    "[vm] @twice@1 (small.hasm:35) return %y  ; %y=42\n"
+    "[vm] @main@22 (line 27) %r = call @twice(%v)  ; %v=21\n"
+    /* A call: the callee's lines are indented by its depth, and its entry
+     * names the file once. */
+    "[vm]   enter @twice (small.hasm)\n"
+    "[vm]   @twice@0 (line 34) %y = add.i32 %x, %x  ; %x=21 %x=21\n"
+    "[vm]     -> %y=42\n"
+    "[vm]   @twice@1 (line 35) return %y  ; %y=42\n"
     "[vm]   -> %r=42\n"
-    "[vm] @main@23 (small.hasm:28) return %r  ; %r=42\n"
+    "[vm] @main@23 (line 28) return %r  ; %r=42\n"
     "[fiber] 1 done\n";
 
 static const char views_text[] =
@@ -438,7 +442,7 @@ START_TEST(text_trace_golden) {
   hali("run small.hasm --input=21 --trace=vm");
   ck_assert_int_eq(run.rc, 0);
   ck_assert_ptr_null(strstr(run.err, "[hal]"));
-  ck_assert_ptr_nonnull(strstr(run.err, "[vm] @twice@1 (small.hasm:35)"));
+  ck_assert_ptr_nonnull(strstr(run.err, "[vm]   @twice@1 (line 35)"));
   run_free();
 }
 END_TEST
@@ -450,10 +454,11 @@ START_TEST(text_trace_filter) {
   ck_assert_int_eq(run.rc, 0);
   ck_assert_text(run.err,
                  "[fiber] 1 start @main\n"
-                 "[vm] @twice@0 (small.hasm:34) %y = add.i32 %x, %x  ; "
+                 "[vm]   enter @twice (small.hasm)\n"
+                 "[vm]   @twice@0 (line 34) %y = add.i32 %x, %x  ; "
                  "%x=21 %x=21\n"
-                 "[vm]   -> %y=42\n"
-                 "[vm] @twice@1 (small.hasm:35) return %y  ; %y=42\n"
+                 "[vm]     -> %y=42\n"
+                 "[vm]   @twice@1 (line 35) return %y  ; %y=42\n"
                  "[fiber] 1 done\n");
   /* The filter limits VM lines only: HAL lines stay. */
   hali("run small.hasm --input=21 --trace=all --trace-filter=nothing");
@@ -480,15 +485,16 @@ START_TEST(text_trace_values) {
   char *norm = normalize(run.err);
   ck_assert_text(norm,
                  "[fiber] 1 start @show\n"
-                 "[vm] @show@0 (views.hasm:2) hal.buffer_view.trace %v, "
+                 "[vm] enter @show (views.hasm)\n"
+                 "[vm] @show@0 (line 2) hal.buffer_view.trace %v, "
                  "\"input\"  ; %v=!hal.buffer_view#N<10xi32>=[1 2 3 ...]\n"
                  "[trace] input: !hal.buffer_view#N<10xi32>=[1 2 3 ...]\n"
-                 "[vm] @show@1 (views.hasm:3) %zero = const.i32 0\n"
+                 "[vm] @show@1 (line 3) %zero = const.i32 0\n"
                  "[vm]   -> %zero=0\n"
-                 "[vm] @show@2 (views.hasm:4) %n = hal.buffer_view.dim %v, "
+                 "[vm] @show@2 (line 4) %n = hal.buffer_view.dim %v, "
                  "%zero  ; %v=!hal.buffer_view#N<10xi32>=[1 2 3 ...] %zero=0\n"
                  "[vm]   -> %n=10\n"
-                 "[vm] @show@3 (views.hasm:5) return %n  ; %n=10\n"
+                 "[vm] @show@3 (line 5) return %n  ; %n=10\n"
                  "[fiber] 1 done\n");
   free(norm);
   /* The default is 8; a view that fits prints no "...". */
@@ -515,7 +521,8 @@ START_TEST(text_trace_out_and_usage) {
   ck_assert_str_eq(run.err, "");
   char *text = read_file(tmp("t.txt"));
   ck_assert_ptr_nonnull(text);
-  ck_assert_msg(strncmp(text, "[fiber] 1 start @main\n[vm] @main@0", 34) == 0,
+  ck_assert_msg(strncmp(text, "[fiber] 1 start @main\n[vm] enter @main "
+                        "(small.hasm)\n[vm] @main@0", 58) == 0,
                 "%s", text);
   free(text);
   hali("run small.hasm --input=21 --trace=bogus");
@@ -578,19 +585,20 @@ START_TEST(callback_trace) {
                               &res, 1));
   ck_assert_int_eq(res.i32, 42);
   /* One call per line, no newline inside. */
-  ck_assert_int_eq(sink.lines, 5);
+  ck_assert_int_eq(sink.lines, 6);
   ck_assert_text(sink.text,
-                 "[vm] @f@0 (test.hasm:2) %one = const.i32 1\n"
+                 "[vm] enter @f (test.hasm)\n"
+                 "[vm] @f@0 (line 2) %one = const.i32 1\n"
                  "[vm]   -> %one=1\n"
-                 "[vm] @f@1 (test.hasm:3) %b = add.i32 %a, %one  ; %a=41 "
+                 "[vm] @f@1 (line 3) %b = add.i32 %a, %one  ; %a=41 "
                  "%one=1\n"
                  "[vm]   -> %b=42\n"
-                 "[vm] @f@2 (test.hasm:4) return %b  ; %b=42\n");
+                 "[vm] @f@2 (line 4) return %b  ; %b=42\n");
   /* Switched off again: the plain loop, nothing more. */
   st->trace = NULL;
   ck_assert_ok(hali_vm_invoke(st, m, hali_vm_module_lookup(m, "f"), &arg, 1,
                               &res, 1));
-  ck_assert_int_eq(sink.lines, 5);
+  ck_assert_int_eq(sink.lines, 6);
   hali_trace_free(t);
   /* Chrome to a callback: one JSON object per call, no array around. */
   sink.len = 0;
