@@ -474,6 +474,51 @@ START_TEST(text_trace_filter) {
 }
 END_TEST
 
+/* Indentation follows the call depth; past 32 levels the depth is
+ * written out instead of more spaces. */
+START_TEST(text_trace_depth) {
+  NEEDS_TRACING();
+  write_file("deep.hasm",
+             "func @down(%n: i32) -> i32 {\n"
+             "  %zero = const.i32 0\n"
+             "  %done = le.s.i32 %n, %zero\n"
+             "  cond_br %done, ^out, ^more\n"
+             "^out:\n"
+             "  return %n\n"
+             "^more:\n"
+             "  %one = const.i32 1\n"
+             "  %m = sub.i32 %n, %one\n"
+             "  %r = call @down(%m)\n"
+             "  return %r\n"
+             "}\n");
+  hali("run deep.hasm --function=down --input=40 --trace=vm");
+  ck_assert_int_eq(run.rc, 0);
+  char spaces[80];
+  memset(spaces, ' ', 64);
+  spaces[64] = 0;
+  char want[160];
+  /* Depth 1 and 32: spaces only; depth 33 and 40: the number too. */
+  snprintf(want, sizeof want, "\n[vm]   enter @down (deep.hasm)\n");
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want, "\n[vm] %s@down@0 (line 2)", spaces);
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want, "\n[vm] %s[depth 33] enter @down (deep.hasm)\n",
+           spaces);
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want,
+           "\n[vm] %s[depth 40] @down@3 (line 6) return %%n  ; %%n=0\n",
+           spaces);
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want, "[depth 41]");
+  ck_assert_ptr_null(strstr(run.err, want));
+  /* Once per entry: 41 frames, 41 entries. */
+  size_t entries = 0;
+  for (const char *q = run.err; (q = strstr(q, "enter @down")); ++q) entries++;
+  ck_assert_uint_eq(entries, 41);
+  run_free();
+}
+END_TEST
+
 START_TEST(text_trace_values) {
   NEEDS_TRACING();
   write_file("views.hasm", views_text);
@@ -1133,6 +1178,43 @@ START_TEST(chrome_trace_local_sync) {
 }
 END_TEST
 
+/* A run that fails in a kernel (a queue submission fails, its await
+ * fails the fiber) still writes a complete, valid trace whose threads are
+ * all named. */
+START_TEST(chrome_trace_failed_run) {
+  NEEDS_TRACING();
+  write_file("kfail.hasm", kfail_text);
+  hali("run kfail.hasm --input=2 --device=local-task --workers=2 "
+       "--trace=hal --trace-format=chrome --trace-out=f.json");
+  ck_assert_int_eq(run.rc, 1);
+  ck_assert_ptr_nonnull(strstr(run.err, "workgroup asked to fail"));
+  char *text = read_file(tmp("f.json"));
+  ck_assert_ptr_nonnull(text);
+  json_t *root = json_parse(text);
+  enum { CAP = 4096 };
+  slice_t *ev = calloc(CAP, sizeof(*ev));
+  size_t n = chrome_events(root, ev, CAP);
+  bool failed_submission = false, fiber = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(ev[i].cat, "queue") == 0) {
+      const json_t *st = json_get(ev[i].args, "status");
+      ck_assert_ptr_nonnull(st);
+      failed_submission |= strcmp(st->str, "FAILED_PRECONDITION") == 0;
+      ck_assert_int_eq(ev[i].tid, 1);
+    }
+    fiber |= strcmp(ev[i].cat, "fiber") == 0;
+  }
+  ck_assert(failed_submission);
+  ck_assert(fiber);
+  ck_assert_str_eq(thread_names[0], "vm");
+  ck_assert_str_eq(thread_names[1], "queue");
+  free(ev);
+  json_free(root);
+  free(text);
+  run_free();
+}
+END_TEST
+
 /* ------------------------------------------------------------------------ */
 /* Diagnostics. */
 
@@ -1364,6 +1446,7 @@ static Suite *suite_trace(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, text_trace_golden);
   tcase_add_test(tc, text_trace_filter);
+  tcase_add_test(tc, text_trace_depth);
   tcase_add_test(tc, text_trace_values);
   tcase_add_test(tc, text_trace_out_and_usage);
   suite_add_tcase(s, tc);
@@ -1378,6 +1461,7 @@ static Suite *suite_trace(void) {
   tcase_add_test(tc, json_parser_self_test);
   tcase_add_test(tc, chrome_trace_local_task);
   tcase_add_test(tc, chrome_trace_local_sync);
+  tcase_add_test(tc, chrome_trace_failed_run);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("diagnostics");
