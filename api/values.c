@@ -524,3 +524,43 @@ hali_status_t hali_buffer_view_map(hali_buffer_view_t *view, bool writable,
   *out_size = (size_t)bytes;
   return HALI_OK;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The element types, enumerable. */
+
+/* Every element type hali knows (base/hal_bits.h) has its public
+ * HALI_ELEMENT_TYPE_* define, with the same value: the CLI, the text
+ * format and the API share one list. */
+#define HALI_X(name, id, nt, bits) +1
+enum { KNOWN_ELEMENT_TYPES = 0 HALI_HAL_ELEMENT_TYPES(HALI_X) };
+#undef HALI_X
+_Static_assert(KNOWN_ELEMENT_TYPES == 18,
+               "an element type without a public HALI_ELEMENT_TYPE_* define");
+_Static_assert(HALI_ELEMENT_TYPE_I1 == HALI_HAL_ELEMENT_TYPE_INT_1 &&
+                   HALI_ELEMENT_TYPE_I8 == HALI_HAL_ELEMENT_TYPE_INT_8 &&
+                   HALI_ELEMENT_TYPE_I16 == HALI_HAL_ELEMENT_TYPE_INT_16 &&
+                   HALI_ELEMENT_TYPE_I32 == HALI_HAL_ELEMENT_TYPE_INT_32 &&
+                   HALI_ELEMENT_TYPE_I64 == HALI_HAL_ELEMENT_TYPE_INT_64 &&
+                   HALI_ELEMENT_TYPE_SI8 == HALI_HAL_ELEMENT_TYPE_SINT_8 &&
+                   HALI_ELEMENT_TYPE_SI16 == HALI_HAL_ELEMENT_TYPE_SINT_16 &&
+                   HALI_ELEMENT_TYPE_SI32 == HALI_HAL_ELEMENT_TYPE_SINT_32 &&
+                   HALI_ELEMENT_TYPE_SI64 == HALI_HAL_ELEMENT_TYPE_SINT_64 &&
+                   HALI_ELEMENT_TYPE_U8 == HALI_HAL_ELEMENT_TYPE_UINT_8 &&
+                   HALI_ELEMENT_TYPE_U16 == HALI_HAL_ELEMENT_TYPE_UINT_16 &&
+                   HALI_ELEMENT_TYPE_U32 == HALI_HAL_ELEMENT_TYPE_UINT_32 &&
+                   HALI_ELEMENT_TYPE_U64 == HALI_HAL_ELEMENT_TYPE_UINT_64 &&
+                   HALI_ELEMENT_TYPE_BOOL == HALI_HAL_ELEMENT_TYPE_BOOL_8 &&
+                   HALI_ELEMENT_TYPE_F16 == HALI_HAL_ELEMENT_TYPE_FLOAT_16 &&
+                   HALI_ELEMENT_TYPE_F32 == HALI_HAL_ELEMENT_TYPE_FLOAT_32 &&
+                   HALI_ELEMENT_TYPE_F64 == HALI_HAL_ELEMENT_TYPE_FLOAT_64 &&
+                   HALI_ELEMENT_TYPE_BF16 == HALI_HAL_ELEMENT_TYPE_BFLOAT_16,
+               "a public element type define differs from the HAL's code");
+
+hali_element_type_t hali_element_type_at(size_t i) {
+  static const hali_element_type_t all[] = {
+#define HALI_X(name, id, nt, bits) HALI_HAL_ELEMENT_TYPE_##id,
+      HALI_HAL_ELEMENT_TYPES(HALI_X)
+#undef HALI_X
+  };
+  return i < sizeof(all) / sizeof(all[0]) ? all[i] : 0;
+}

@@ -1852,12 +1852,16 @@ START_TEST(elements_by_name_and_text) {
       {"f64", HALI_ELEMENT_TYPE_F64, 8},   {"bf16", HALI_ELEMENT_TYPE_BF16, 2},
   };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    /* Enumerable, in this order, and nothing more. */
+    ck_assert_uint_eq(hali_element_type_at(i), k[i].type);
     hali_element_type_t t = 0;
     ck_ok(hali_element_type_parse(k[i].name, strlen(k[i].name), &t));
     ck_assert_uint_eq(t, k[i].type);
     ck_assert_str_eq(hali_element_type_name(t), k[i].name);
     ck_assert_uint_eq(hali_element_type_byte_size(t), k[i].bytes);
   }
+  ck_assert_uint_eq(hali_element_type_at(sizeof k / sizeof k[0]), 0);
+  ck_assert_uint_eq(hali_element_type_at(SIZE_MAX), 0);
   /* Only |length| bytes are read. */
   hali_element_type_t t = 0;
   ck_ok(hali_element_type_parse("f32=1", 3, &t));

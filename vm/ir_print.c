@@ -455,7 +455,9 @@ static void print_insn_named(hali_strbuf_t *sb, const hali_ir_module_t *m,
           insn->operands[0].kind == HALI_IR_REG &&
           insn->operands[0].v < f->reg_count)
         kind = kinds[insn->operands[0].v];
+      /* (Only a canonical i32: the name reassembles to exactly it.) */
       if (kind && kind != KIND_MIXED &&
+          o->imm == (int64_t)(int32_t)(uint32_t)o->imm &&
           hali_hal_const_format((hali_hal_const_kind_t)kind,
                                 (uint32_t)o->imm, sb))
         break;

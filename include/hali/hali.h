@@ -738,6 +738,11 @@ typedef uint32_t hali_element_type_t;
 #define HALI_ELEMENT_TYPE_F64 0x21000040u
 #define HALI_ELEMENT_TYPE_BF16 0x22000010u
 
+/* Element type |i| of the list above (0 <= i < 18, in that order), 0
+ * past the end: for a binding that builds its own table of types (numpy
+ * dtypes) without copying the list.  Any thread. */
+HALI_API hali_element_type_t hali_element_type_at(size_t i);
+
 /* Bytes one element occupies: ceil(bits / 8) (i1 takes a byte). */
 static inline size_t hali_element_type_byte_size(hali_element_type_t type) {
   return ((type & 0xFFu) + 7) / 8;
