@@ -443,6 +443,16 @@ START_TEST(text_trace_golden) {
   ck_assert_int_eq(run.rc, 0);
   ck_assert_ptr_null(strstr(run.err, "[hal]"));
   ck_assert_ptr_nonnull(strstr(run.err, "[vm]   @twice@1 (line 35)"));
+  /* Stripped: no file on the entry, no line on the instructions. */
+  hali("asm --strip small.hasm -o small.hbc");
+  ck_assert_int_eq(run.rc, 0);
+  hali("run small.hbc --input=21 --trace=vm");
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_msg(strstr(run.err, "[fiber] 1 start @main\n[vm] enter @main\n"
+                                "[vm] @main@0 %r1 = hal.device.get\n") != NULL,
+                "%s", run.err);
+  ck_assert_ptr_nonnull(strstr(run.err, "\n[vm]   enter @twice\n"));
+  ck_assert_ptr_null(strstr(run.err, "(line "));
   run_free();
 }
 END_TEST
