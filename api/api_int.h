@@ -185,6 +185,7 @@ struct hali_context_s {
   binding_t *bindings;
   hali_trace_t *trace;
   char *trace_filter;
+  FILE *trace_out; /* opened from hali_context_params_t.trace_path, or NULL */
   hali_vm_scheduler_t *scheduler;
   /* The parameter set of hali_context_params_t.parameters (retained), or
    * NULL: what `= parameter "scope"::"key"` globals resolve against

@@ -37,6 +37,7 @@ static void context_free(hali_context_t *c) {
     hali_hal_device_release(c->hal);
   }
   hali_trace_free(c->trace);
+  if (c->trace_out) fclose(c->trace_out);
   hali_free(c->trace_filter);
   hali_device_release(c->device);
   hali_instance_release(c->instance);
@@ -140,6 +141,14 @@ static hali_status_t context_link(hali_context_t *c,
     if (p->trace_bits & HALI_TRACE_BITS_HAL) to.flags |= HALI_TRACE_HAL;
     to.format = chrome ? HALI_TRACE_CHROME : HALI_TRACE_TEXT;
     to.out = p->trace_file;
+    if (p->trace_path && !p->trace_file && !p->trace_callback) {
+      c->trace_out = fopen(p->trace_path, "w");
+      if (!c->trace_out)
+        return hali_status_make(HALI_STATUS_NOT_FOUND,
+                                "trace_path '%s': cannot create it: %s",
+                                p->trace_path, strerror(errno));
+      to.out = c->trace_out;
+    }
     to.callback = p->trace_callback;
     to.user = p->trace_user;
     to.max_values = p->trace_max_values;
@@ -223,6 +232,11 @@ hali_status_t hali_context_create(hali_instance_t *instance,
                             "HALI_TRACE_FORMAT_TEXT or "
                             "HALI_TRACE_FORMAT_CHROME)",
                             __func__, (int)p->trace_format);
+  if (p->trace_path && p->trace_file)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s: trace_path and trace_file are both set "
+                            "(give one place for the trace)",
+                            __func__);
   hali_context_t *c = hali_calloc(1, sizeof(*c));
   if (!c) return oom();
   c->modules = hali_calloc(module_count, sizeof(context_module_t));

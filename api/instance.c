@@ -513,6 +513,60 @@ hali_status_t hali_module_write_binary(const hali_module_t *module, bool strip,
   return s;
 }
 
+/* Whether pass |name| is one of the comma-separated |only| (NULL: all). */
+static bool pass_selected(const char *only, const char *name) {
+  if (!only) return true;
+  size_t n = strlen(name);
+  for (const char *s = only; *s;) {
+    size_t len = strcspn(s, ",");
+    if (len == n && memcmp(s, name, n) == 0) return true;
+    s += len;
+    if (*s == ',') ++s;
+  }
+  return false;
+}
+
+/* --after=all: the module after each selected pass in pipeline order,
+ * each headed by a comment line naming the pass ("# after pass 2 of 3:
+ * materialize-interfaces"); only the last, after the whole pipeline, is
+ * verified. */
+static hali_status_t print_after_each_pass(
+    const char *path, const hali_module_print_options_t *o, char **out_text) {
+  uint32_t count;
+  const hali_pass_t *passes = hali_passes(&count);
+  uint32_t selected = 0;
+  for (uint32_t i = 0; i < count; ++i)
+    selected += pass_selected(o->passes, passes[i].name);
+  hali_strbuf_t sb = {0};
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!pass_selected(o->passes, passes[i].name)) continue;
+    hali_pass_options_t po = {.only = o->passes, .after = passes[i].name};
+    bool all = !o->passes && i + 1 == count;
+    hali_load_options_t lo = {&po, !all};
+    hali_ir_module_t *m = NULL;
+    hali_status_t s = hali_load_file_ex(path, &lo, &m);
+    if (s) {
+      hali_free(hali_strbuf_take(&sb));
+      return s;
+    }
+    char *text = hali_ir_print_ex(m, !o->no_locs, true);
+    hali_ir_module_free(m);
+    if (!text) {
+      hali_free(hali_strbuf_take(&sb));
+      return oom();
+    }
+    hali_strbuf_printf(&sb, "%s# after pass %u of %u: %s\n%s", k ? "\n" : "",
+                       k + 1, selected, passes[i].name, text);
+    hali_free(text);
+    k++;
+  }
+  char *text = hali_strbuf_take(&sb);
+  if (!text) return oom();
+  *out_text = text;
+  return HALI_OK;
+}
+
 hali_status_t hali_module_print_file(const char *path,
                                      const hali_module_print_options_t *options,
                                      char **out_text) {
@@ -524,6 +578,8 @@ hali_status_t hali_module_print_file(const char *path,
   hali_pass_options_t po = {.only = o.passes, .none = o.no_passes,
                             .after = o.after};
   HALI_RETURN_IF_ERROR_PLAIN(hali_pass_options_check(&po));
+  if (o.after && strcmp(o.after, "all") == 0 && !o.no_passes)
+    return print_after_each_pass(path, &o, out_text);
   bool lowered = o.passes || o.after;
   hali_ir_module_t *m = NULL;
   hali_status_t s;

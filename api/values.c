@@ -75,6 +75,21 @@ hali_status_t hali_api_variants_to_values(const hali_ir_func_t *f,
                                 "is a %s",
                                 f->name, i, hali_type_name(want),
                                 hali_type_name(ref->type));
+      /* A mutable tensor parameter gets the function's result written
+       * into its storage (doc/passes.md, "Value semantics"): never into
+       * a read-only import, a constant or a parameter mapping. */
+      if (want == HALI_TYPE_BUFFER_VIEW && f->param_flags &&
+          (f->param_flags[i] & HALI_PARAM_MUTABLE)) {
+        hali_status_t w = hali_hal_buffer_check_writable(
+            hali_hal_buffer_view_buffer((hali_hal_buffer_view_t *)ref));
+        if (w) {
+          char rn[64];
+          return hali_status_annotate(
+              w, "@%s argument %zu (%s) is a mutable parameter: the function "
+                 "writes into its storage",
+              f->name, i, hali_ir_reg_name(f, (uint32_t)i, rn, sizeof(rn)));
+        }
+      }
       out[i].ref = ref;
       /* The host passed it in: it may signal it (hal/semaphore.h). */
       if (want == HALI_TYPE_FENCE)
@@ -393,4 +408,159 @@ hali_status_t hali_fence_query(hali_fence_t *fence, bool *out_ready) {
 hali_status_t hali_fence_await(hali_fence_t *fence, int64_t timeout_ns) {
   CHECK_ARG(fence);
   return hali_hal_fence_await_untraced(fence, timeout_ns);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host memory without copies. */
+
+/* What a write into a read-only import quotes (hal/buffer.h). */
+static const char import_label[] =
+    "host memory imported read-only (hali_buffer_view_import)";
+
+/* The host's release callback, armed once the import succeeded: a failed
+ * import leaves the memory the caller's without calling it. */
+typedef struct {
+  hali_release_callback_t release;
+  void *user;
+  bool armed;
+} import_owner_t;
+
+static void import_release(void *user) {
+  import_owner_t *o = user;
+  if (o->armed && o->release) o->release(o->user);
+  hali_free(o);
+}
+
+hali_status_t hali_buffer_view_import(
+    hali_element_type_t element_type, size_t rank, const int64_t *shape,
+    void *data, size_t data_size, hali_import_access_t access,
+    hali_release_callback_t release, void *user,
+    hali_buffer_view_t **out_view) {
+  CHECK_ARG(out_view);
+  *out_view = NULL;
+  if (rank) CHECK_ARG(shape);
+  if (access != HALI_IMPORT_READ_ONLY && access != HALI_IMPORT_READ_WRITE)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s: unknown access %d (expected "
+                            "HALI_IMPORT_READ_ONLY or HALI_IMPORT_READ_WRITE)",
+                            __func__, (int)access);
+  if (!hali_hal_element_type_is_known(element_type))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s: unknown element type 0x%08x", __func__,
+                            element_type);
+  hali_hal_device_size_t bytes = 0;
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_compute_view_size(
+                           rank, shape, element_type,
+                           HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, &bytes),
+                       "%s", __func__);
+  if (bytes > SIZE_MAX || data_size != (size_t)bytes)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s: a dense view of that shape and element type "
+                            "holds %llu bytes; %zu given",
+                            __func__, (unsigned long long)bytes, data_size);
+  if (bytes) CHECK_ARG(data);
+  /* Natural alignment: every element is then a valid object of its C
+   * type for kernels and the interpreter's loads. */
+  size_t align = hali_hal_element_type_byte_size(element_type);
+  if (align & (align - 1)) align = 1;
+  if ((uintptr_t)data % align)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "%s: data at %p is not aligned to the %zu bytes "
+                            "of a %s element",
+                            __func__, data, align,
+                            hali_hal_element_type_name(element_type));
+  import_owner_t *owner = hali_calloc(1, sizeof(*owner));
+  if (!owner) return oom();
+  owner->release = release;
+  owner->user = user;
+  hali_hal_buffer_t *buffer = NULL;
+  hali_status_t s = hali_hal_buffer_wrap_host(
+      hali_hal_host_tensor_params(), data, bytes,
+      access == HALI_IMPORT_READ_ONLY ? import_label : NULL, import_release,
+      owner, &buffer);
+  if (s) {
+    hali_free(owner);
+    return s;
+  }
+  s = hali_hal_buffer_view_create_untraced(
+      buffer, rank, shape, element_type,
+      HALI_HAL_ENCODING_TYPE_DENSE_ROW_MAJOR, out_view);
+  /* From here on the last reference calls |release|; before, the view's
+   * failure frees the buffer without it. */
+  if (!s) owner->armed = true;
+  hali_hal_buffer_release(buffer);
+  return s;
+}
+
+bool hali_buffer_view_is_writable(const hali_buffer_view_t *view) {
+  if (!view) return false;
+  hali_status_t s =
+      hali_hal_buffer_check_writable(hali_hal_buffer_view_buffer(view));
+  bool writable = s == HALI_OK;
+  hali_status_free(s);
+  return writable;
+}
+
+hali_status_t hali_buffer_view_map(hali_buffer_view_t *view, bool writable,
+                                   void **out_data, size_t *out_size) {
+  CHECK_ARG(out_data);
+  *out_data = NULL;
+  CHECK_ARG(out_size);
+  *out_size = 0;
+  CHECK_ARG(view);
+  hali_hal_buffer_t *buffer = hali_hal_buffer_view_buffer(view);
+  uint64_t bytes = hali_hal_buffer_view_byte_length(view);
+  if (bytes > SIZE_MAX)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%s: the view's %llu bytes do not fit in a size_t",
+                            __func__, (unsigned long long)bytes);
+  if (writable)
+    HALI_RETURN_IF_ERROR(hali_hal_buffer_check_writable(buffer),
+                         "%s: mapping for writing", __func__);
+  void *p = NULL;
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_map_range(buffer, 0, bytes, &p),
+                       "%s", __func__);
+  *out_data = p;
+  *out_size = (size_t)bytes;
+  return HALI_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The element types, enumerable. */
+
+/* Every element type hali knows (base/hal_bits.h) has its public
+ * HALI_ELEMENT_TYPE_* define, with the same value: the CLI, the text
+ * format and the API share one list. */
+#define HALI_X(name, id, nt, bits) +1
+enum { KNOWN_ELEMENT_TYPES = 0 HALI_HAL_ELEMENT_TYPES(HALI_X) };
+#undef HALI_X
+_Static_assert(KNOWN_ELEMENT_TYPES == 18,
+               "an element type without a public HALI_ELEMENT_TYPE_* define");
+_Static_assert(HALI_ELEMENT_TYPE_I1 == HALI_HAL_ELEMENT_TYPE_INT_1 &&
+                   HALI_ELEMENT_TYPE_I8 == HALI_HAL_ELEMENT_TYPE_INT_8 &&
+                   HALI_ELEMENT_TYPE_I16 == HALI_HAL_ELEMENT_TYPE_INT_16 &&
+                   HALI_ELEMENT_TYPE_I32 == HALI_HAL_ELEMENT_TYPE_INT_32 &&
+                   HALI_ELEMENT_TYPE_I64 == HALI_HAL_ELEMENT_TYPE_INT_64 &&
+                   HALI_ELEMENT_TYPE_SI8 == HALI_HAL_ELEMENT_TYPE_SINT_8 &&
+                   HALI_ELEMENT_TYPE_SI16 == HALI_HAL_ELEMENT_TYPE_SINT_16 &&
+                   HALI_ELEMENT_TYPE_SI32 == HALI_HAL_ELEMENT_TYPE_SINT_32 &&
+                   HALI_ELEMENT_TYPE_SI64 == HALI_HAL_ELEMENT_TYPE_SINT_64 &&
+                   HALI_ELEMENT_TYPE_U8 == HALI_HAL_ELEMENT_TYPE_UINT_8 &&
+                   HALI_ELEMENT_TYPE_U16 == HALI_HAL_ELEMENT_TYPE_UINT_16 &&
+                   HALI_ELEMENT_TYPE_U32 == HALI_HAL_ELEMENT_TYPE_UINT_32 &&
+                   HALI_ELEMENT_TYPE_U64 == HALI_HAL_ELEMENT_TYPE_UINT_64 &&
+                   HALI_ELEMENT_TYPE_BOOL == HALI_HAL_ELEMENT_TYPE_BOOL_8 &&
+                   HALI_ELEMENT_TYPE_F16 == HALI_HAL_ELEMENT_TYPE_FLOAT_16 &&
+                   HALI_ELEMENT_TYPE_F32 == HALI_HAL_ELEMENT_TYPE_FLOAT_32 &&
+                   HALI_ELEMENT_TYPE_F64 == HALI_HAL_ELEMENT_TYPE_FLOAT_64 &&
+                   HALI_ELEMENT_TYPE_BF16 == HALI_HAL_ELEMENT_TYPE_BFLOAT_16,
+               "a public element type define differs from the HAL's code");
+
+hali_element_type_t hali_element_type_at(size_t i) {
+  static const hali_element_type_t all[] = {
+#define HALI_X(name, id, nt, bits) HALI_HAL_ELEMENT_TYPE_##id,
+      HALI_HAL_ELEMENT_TYPES(HALI_X)
+#undef HALI_X
+  };
+  return i < sizeof(all) / sizeof(all[0]) ? all[i] : 0;
 }

@@ -18,6 +18,7 @@
 
 #include "loader/asm_int.h"
 #include "base/alloc.h"
+#include "base/hal_names.h"
 
 /* A register type in a function header or locals: a scalar, a !hal type,
  * or (tensor level) tensor<...>, whose shape goes to |x|. */
@@ -277,6 +278,57 @@ static size_t parse_defs(body_t *b) {
   return 0;
 }
 
+/* An integer immediate: a literal, or a named HAL constant
+ * (`memory(device_local|host_visible)`, `status(internal)`; the kinds and
+ * names are base/hal_names.c's, listed in doc/asm.md).  A bit set takes
+ * names joined by '|'; the others exactly one name. */
+static bool parse_int_or_named(parser_t *p, int bits, int64_t *out) {
+  tok_t *kw = peek(p);
+  if (kw->kind != T_IDENT || !tok_is(peek_at(p, p->pos + 1), T_PUNCT, "("))
+    return hali_asm_parse_int(p, next(p), bits, out);
+  hali_hal_const_kind_t kind = hali_hal_const_kind_lookup(kw->text, kw->len);
+  hali_strbuf_t sb = {0};
+  if (kind == HALI_HAL_CONST_NONE) {
+    hali_hal_const_list_kinds(&sb);
+    char *list = hali_strbuf_take(&sb);
+    hali_asm_error(p, kw, "unknown constant kind '%.*s': expected an i%d "
+                   "literal or one of %s", (int)kw->len, kw->text, bits,
+                   list ? list : "?");
+    hali_free(list);
+    return false;
+  }
+  const hali_hal_const_kind_info_t *k = hali_hal_const_kind_info(kind);
+  next(p);
+  next(p); /* ( */
+  uint32_t value = 0;
+  do {
+    tok_t *t = next(p);
+    uint32_t v;
+    if (t->kind != T_IDENT ||
+        !hali_hal_const_name_lookup(kind, t->text, t->len, &v)) {
+      hali_hal_const_list_names(kind, &sb);
+      char *list = hali_strbuf_take(&sb);
+      if (t->kind == T_IDENT)
+        hali_asm_error(p, t, "unknown %s '%.*s' in %s(...): expected %s%s",
+                       k->what, (int)t->len, t->text, k->keyword,
+                       k->bits ? "names joined by '|' of " : "one of ",
+                       list ? list : "?");
+      else
+        hali_asm_error(p, t, "expected a %s name in %s(...): %s", k->what,
+                       k->keyword, list ? list : "?");
+      hali_free(list);
+      return false;
+    }
+    value |= v;
+    if (!k->bits) break;
+  } while (accept(p, "|"));
+  if (!hali_asm_expect(p, ")", k->bits ? "after the names (joined by '|')"
+                                        : "after the name"))
+    return false;
+  *out = bits == 32 ? (int64_t)(int32_t)value : (int64_t)value;
+  return true;
+}
+
 static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   parser_t *p = b->p;
   tok_t *first = peek(p);
@@ -427,8 +479,8 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
       case HALI_ROLE_IMM:
         o->kind = HALI_IR_IMM;
         if (d->type == HALI_TYPE_I32 || d->type == HALI_TYPE_I64) {
-          if (!hali_asm_parse_int(p, next(p),
-                                  d->type == HALI_TYPE_I32 ? 32 : 64, &o->imm))
+          if (!parse_int_or_named(p, d->type == HALI_TYPE_I32 ? 32 : 64,
+                                  &o->imm))
             return false;
         } else if (!hali_asm_parse_float(p, d->type == HALI_TYPE_F32 ? 32 : 64,
                                          &o->imm)) {

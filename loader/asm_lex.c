@@ -53,7 +53,7 @@ enum {
   CL_ALNUM = 4,  /* letters and digits */
   CL_START = 8,  /* starts an identifier: letters and '_' */
   CL_DIGIT = 16, /* 0-9 */
-  CL_PUNCT = 32, /* ( ) { } [ ] , = : and NUL (strchr's terminator matched
+  CL_PUNCT = 32, /* ( ) { } [ ] , = : | and NUL (strchr's terminator matched
                     it once: a NUL byte is a token, as before) */
   CL_IDENT = 64, /* continues an identifier: letters, digits, '_', '.' */
   CL_SKIP = 128, /* what hali_asm_skip_body stops at: \n { } " # / ^ < */
@@ -72,7 +72,8 @@ enum {
    (CL_ISALPHA(c) || (c) == '_' ? CL_START : 0) |                            \
    (CL_ISDIGIT(c) ? CL_DIGIT : 0) |                                          \
    ((c) == '(' || (c) == ')' || (c) == '{' || (c) == '}' || (c) == '[' ||    \
-            (c) == ']' || (c) == ',' || (c) == '=' || (c) == ':' || (c) == 0 \
+            (c) == ']' || (c) == ',' || (c) == '=' || (c) == ':' || (c) == '|' || \
+            (c) == 0                                                         \
         ? CL_PUNCT                                                           \
         : 0) |                                                               \
    (CL_ISALPHA(c) || CL_ISDIGIT(c) || (c) == '_' || (c) == '.' ? CL_IDENT    \

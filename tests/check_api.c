@@ -1852,12 +1852,16 @@ START_TEST(elements_by_name_and_text) {
       {"f64", HALI_ELEMENT_TYPE_F64, 8},   {"bf16", HALI_ELEMENT_TYPE_BF16, 2},
   };
   for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i) {
+    /* Enumerable, in this order, and nothing more. */
+    ck_assert_uint_eq(hali_element_type_at(i), k[i].type);
     hali_element_type_t t = 0;
     ck_ok(hali_element_type_parse(k[i].name, strlen(k[i].name), &t));
     ck_assert_uint_eq(t, k[i].type);
     ck_assert_str_eq(hali_element_type_name(t), k[i].name);
     ck_assert_uint_eq(hali_element_type_byte_size(t), k[i].bytes);
   }
+  ck_assert_uint_eq(hali_element_type_at(sizeof k / sizeof k[0]), 0);
+  ck_assert_uint_eq(hali_element_type_at(SIZE_MAX), 0);
   /* Only |length| bytes are read. */
   hali_element_type_t t = 0;
   ck_ok(hali_element_type_parse("f32=1", 3, &t));
@@ -2148,6 +2152,32 @@ START_TEST(module_binary_and_text) {
   ck_assert_ptr_nonnull(strstr(text, "module @mlp_tensor"));
   ck_assert_ptr_nonnull(strstr(text, "@main$async"));
   free(text);
+  /* "all": the module after each pass, in order, each headed by its
+   * name; the last copy is what --after=stream-to-hal prints. */
+  po.after = "all";
+  ck_ok(hali_module_print_file(tensor, &po, &text));
+  const char *h1 = strstr(text, "# after pass 1 of 3: func-conversion\n"
+                                "module @mlp_tensor");
+  const char *h2 = strstr(text, "\n# after pass 2 of 3: "
+                                "materialize-interfaces\nmodule @mlp_tensor");
+  const char *h3 = strstr(text, "\n# after pass 3 of 3: stream-to-hal\n");
+  ck_assert(h1 == text && h2 && h3 && h2 < h3);
+  char *last = NULL;
+  po.after = "stream-to-hal";
+  ck_ok(hali_module_print_file(tensor, &po, &last));
+  ck_assert_str_eq(h3 + strlen("\n# after pass 3 of 3: stream-to-hal\n"),
+                   last);
+  free(last);
+  free(text);
+  po.after = "all";
+  po.passes = "func-conversion,materialize-interfaces";
+  ck_ok(hali_module_print_file(tensor, &po, &text));
+  ck_assert(strncmp(text, "# after pass 1 of 2: func-conversion\n", 37) == 0);
+  ck_assert_ptr_nonnull(
+      strstr(text, "\n# after pass 2 of 2: materialize-interfaces\n"));
+  ck_assert_ptr_null(strstr(text, "stream-to-hal\n"));
+  free(text);
+  po.passes = NULL;
   po.after = "bogus";
   ck_status(hali_module_print_file(tensor, &po, &text),
             HALI_STATUS_INVALID_ARGUMENT, "unknown pass 'bogus'");
@@ -2264,6 +2294,275 @@ START_TEST(tracing_formats_and_files) {
   ck_assert_ptr_null(c);
   hali_buffer_view_release(v);
   hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Host memory without copies: imports and maps. */
+
+static int released_count;
+static void *released_user;
+static void count_release(void *user) {
+  released_count++;
+  released_user = user;
+}
+
+static const char k_import[] =
+    "module @imp\n"
+    "func @poke(%v: !hal.buffer_view) {\n"
+    "  %b = hal.buffer_view.buffer %v\n"
+    "  %at = const.i64 4\n"
+    "  %x = const.i32 77\n"
+    "  hal.buffer.store.i32 %b, %at, %x\n"
+    "  return\n"
+    "}\n"
+    "func @same(%v: !hal.buffer_view) -> !hal.buffer_view {\n"
+    "  return %v\n"
+    "}\n"
+    "func @splat_into(%a: mutable tensor<4xi32>, %v: i32) {\n"
+    "  %t = tensor.splat %v : tensor<4xi32>\n"
+    "  tensor.overwrite %t, %a\n"
+    "  return\n"
+    "}\n"
+    "func @copy(%a: tensor<4xi32>) -> tensor<4xi32> {\n"
+    "  %c = tensor.clone %a\n"
+    "  return %c\n"
+    "}\n";
+
+START_TEST(import_host_memory) {
+  hali_instance_t *in = instance_new();
+  hali_context_t *c = context_new(in, k_import, NULL);
+  static _Alignas(64) int32_t mem[4] = {1, 2, 3, 4};
+  const int64_t shape[1] = {4};
+  released_count = 0;
+  int tag;
+  hali_buffer_view_t *v = NULL;
+  ck_ok(hali_buffer_view_import(HALI_ELEMENT_TYPE_I32, 1, shape, mem,
+                                sizeof mem, HALI_IMPORT_READ_ONLY,
+                                count_release, &tag, &v));
+  ck_assert_uint_eq(hali_buffer_view_element_count(v), 4);
+  ck_assert_uint_eq(hali_buffer_view_byte_length(v), 16);
+  ck_assert(!hali_buffer_view_is_writable(v));
+  /* The memory is shared: a map gives the caller's pointer back, and a
+   * host write shows through the view. */
+  void *p = NULL;
+  size_t n = 0;
+  ck_ok(hali_buffer_view_map(v, false, &p, &n));
+  ck_assert_ptr_eq(p, mem);
+  ck_assert_uint_eq(n, sizeof mem);
+  mem[3] = 40;
+  int32_t got[4];
+  ck_ok(hali_buffer_view_read(v, got, sizeof got));
+  ck_assert_int_eq(got[3], 40);
+  /* Read-only: no writable map, no store, no mutable parameter. */
+  ck_status(hali_buffer_view_map(v, true, &p, &n),
+            HALI_STATUS_PERMISSION_DENIED, "imported read-only");
+  ck_assert_ptr_null(p);
+  ck_assert_uint_eq(n, 0);
+  hali_variant_t arg = hali_variant_view(v);
+  ck_status(hali_context_invoke(c, lookup(c, "poke"), &arg, 1, NULL, 0),
+            HALI_STATUS_PERMISSION_DENIED, "imported read-only");
+  hali_variant_t two[2] = {hali_variant_view(v), hali_variant_i64(9)};
+  ck_status(hali_context_invoke(c, lookup(c, "splat_into"), two, 2, NULL, 0),
+            HALI_STATUS_PERMISSION_DENIED,
+            "@splat_into argument 0 (%a) is a mutable parameter");
+  ck_assert_int_eq(mem[0], 1);
+  ck_assert_int_eq(mem[1], 2);
+  /* An immutable tensor parameter reads it in place. */
+  hali_variant_t r;
+  ck_ok(hali_context_invoke(c, lookup(c, "copy"), &arg, 1, &r, 1));
+  ck_ok(hali_buffer_view_read(r.u.view, got, sizeof got));
+  ck_assert_int_eq(got[0], 1);
+  ck_assert_int_eq(got[3], 40);
+  ck_assert(hali_buffer_view_is_writable(r.u.view));
+  hali_variant_release(&r);
+  /* A result that is the import itself keeps the memory alive: the
+   * callback runs once, when the last reference goes. */
+  ck_ok(hali_context_invoke(c, lookup(c, "same"), &arg, 1, &r, 1));
+  ck_assert_ptr_eq(r.u.view, v);
+  hali_buffer_view_release(v);
+  ck_assert_int_eq(released_count, 0);
+  hali_variant_release(&r);
+  ck_assert_int_eq(released_count, 1);
+  ck_assert_ptr_eq(released_user, &tag);
+
+  /* Read-write: programs write the caller's memory in place. */
+  static _Alignas(64) int32_t rw[4] = {0, 0, 0, 0};
+  ck_ok(hali_buffer_view_import(HALI_ELEMENT_TYPE_I32, 1, shape, rw,
+                                sizeof rw, HALI_IMPORT_READ_WRITE,
+                                count_release, &tag, &v));
+  ck_assert(hali_buffer_view_is_writable(v));
+  arg = hali_variant_view(v);
+  ck_ok(hali_context_invoke(c, lookup(c, "poke"), &arg, 1, NULL, 0));
+  ck_assert_int_eq(rw[1], 77);
+  two[0] = hali_variant_view(v);
+  ck_ok(hali_context_invoke(c, lookup(c, "splat_into"), two, 2, NULL, 0));
+  for (int i = 0; i < 4; ++i) ck_assert_int_eq(rw[i], 9);
+  ck_ok(hali_buffer_view_map(v, true, &p, &n));
+  ck_assert_ptr_eq(p, rw);
+  hali_buffer_view_release(v);
+  /* The context kept nothing: released at once. */
+  ck_assert_int_eq(released_count, 2);
+  /* No callback at all is fine; an empty view needs no memory. */
+  ck_ok(hali_buffer_view_import(HALI_ELEMENT_TYPE_I32, 1, shape, rw,
+                                sizeof rw, HALI_IMPORT_READ_ONLY, NULL, NULL,
+                                &v));
+  hali_buffer_view_release(v);
+  const int64_t empty[2] = {3, 0};
+  ck_ok(hali_buffer_view_import(HALI_ELEMENT_TYPE_F64, 2, empty, NULL, 0,
+                                HALI_IMPORT_READ_ONLY, count_release, &tag,
+                                &v));
+  ck_assert_uint_eq(hali_buffer_view_byte_length(v), 0);
+  hali_buffer_view_release(v);
+  ck_assert_int_eq(released_count, 3);
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+START_TEST(import_host_memory_errors) {
+  static _Alignas(64) uint8_t mem[64];
+  const int64_t shape[1] = {4};
+  hali_buffer_view_t *v = (hali_buffer_view_t *)1;
+  released_count = 0;
+  /* Misaligned for the element type. */
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 1, shape, mem + 2,
+                                    16, HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, &v),
+            HALI_STATUS_INVALID_ARGUMENT,
+            "is not aligned to the 4 bytes of a f32 element");
+  ck_assert_ptr_null(v);
+  /* One-byte elements may sit anywhere. */
+  ck_ok(hali_buffer_view_import(HALI_ELEMENT_TYPE_U8, 1, shape, mem + 1, 4,
+                                HALI_IMPORT_READ_ONLY, NULL, NULL, &v));
+  hali_buffer_view_release(v);
+  /* Sizes. */
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 1, shape, mem, 15,
+                                    HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, &v),
+            HALI_STATUS_INVALID_ARGUMENT, "holds 16 bytes; 15 given");
+  const int64_t huge[2] = {INT64_C(1) << 40, INT64_C(1) << 40};
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 2, huge, mem, 16,
+                                    HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, &v),
+            HALI_STATUS_OUT_OF_RANGE, "hali_buffer_view_import");
+  const int64_t negative[1] = {-1};
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 1, negative, mem,
+                                    16, HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, &v),
+            HALI_STATUS_INVALID_ARGUMENT, "hali_buffer_view_import");
+  ck_status(hali_buffer_view_import(0x12345678u, 1, shape, mem, 16,
+                                    HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, &v),
+            HALI_STATUS_INVALID_ARGUMENT, "unknown element type 0x12345678");
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 1, shape, mem, 16,
+                                    (hali_import_access_t)5, count_release,
+                                    NULL, &v),
+            HALI_STATUS_INVALID_ARGUMENT, "unknown access 5");
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 1, shape, NULL, 16,
+                                    HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, &v),
+            HALI_STATUS_INVALID_ARGUMENT, "data");
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 1, NULL, mem, 16,
+                                    HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, &v),
+            HALI_STATUS_INVALID_ARGUMENT, "shape");
+  ck_status(hali_buffer_view_import(HALI_ELEMENT_TYPE_F32, 1, shape, mem, 16,
+                                    HALI_IMPORT_READ_ONLY, count_release,
+                                    NULL, NULL),
+            HALI_STATUS_INVALID_ARGUMENT, "out_view");
+  /* A failed import never calls the release callback. */
+  ck_assert_int_eq(released_count, 0);
+  /* Maps: argument errors, and storage the host cannot map. */
+  void *p = (void *)1;
+  size_t n = 1;
+  ck_status(hali_buffer_view_map(NULL, false, &p, &n),
+            HALI_STATUS_INVALID_ARGUMENT, "view");
+  ck_assert_ptr_null(p);
+  ck_assert_uint_eq(n, 0);
+  ck_assert(!hali_buffer_view_is_writable(NULL));
+}
+END_TEST
+
+/* A result's storage, mapped in place: the pointer stays valid while the
+ * view is retained, also after the context is gone. */
+START_TEST(map_result_view) {
+  hali_instance_t *in = instance_new();
+  hali_context_t *c = context_new(in, k_import, NULL);
+  hali_device_t *d = device_new(in, HALI_DEVICE_LOCAL_SYNC);
+  const int64_t shape[1] = {4};
+  const int32_t vals[4] = {5, 6, 7, 8};
+  hali_buffer_view_t *v = NULL;
+  ck_ok(hali_buffer_view_create(d, HALI_ELEMENT_TYPE_I32, 1, shape, vals,
+                                sizeof vals, &v));
+  hali_variant_t arg = hali_variant_view(v), r;
+  ck_ok(hali_context_invoke(c, lookup(c, "copy"), &arg, 1, &r, 1));
+  hali_context_release(c);
+  void *p = NULL, *p2 = NULL;
+  size_t n = 0;
+  ck_ok(hali_buffer_view_map(r.u.view, false, &p, &n));
+  ck_assert_uint_eq(n, 16);
+  ck_assert(memcmp(p, vals, 16) == 0);
+  /* Writable (the result's own storage): writes show in reads. */
+  ck_ok(hali_buffer_view_map(r.u.view, true, &p2, &n));
+  ck_assert_ptr_eq(p, p2);
+  ((int32_t *)p2)[0] = -1;
+  int32_t got[4];
+  ck_ok(hali_buffer_view_read(r.u.view, got, sizeof got));
+  ck_assert_int_eq(got[0], -1);
+  /* The argument was copied, not changed. */
+  ck_ok(hali_buffer_view_read(v, got, sizeof got));
+  ck_assert_int_eq(got[0], 5);
+  hali_variant_release(&r);
+  hali_buffer_view_release(v);
+  hali_device_release(d);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* Chrome tracing to a file by path: the context creates it and closes it,
+ * complete, when released. */
+START_TEST(trace_to_path) {
+  if (!hali_trace_available()) return;
+  hali_instance_t *in = instance_new();
+  char dir[] = "/tmp/hali-api-trace-XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char path[128];
+  snprintf(path, sizeof path, "%s/t.json", dir);
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  ck_assert_ptr_null(p.trace_path);
+  p.trace_bits = HALI_TRACE_BITS_HAL;
+  p.trace_format = HALI_TRACE_FORMAT_CHROME;
+  p.trace_path = path;
+  hali_context_t *c = context_new(in, k_arith, &p);
+  int32_t ab[2] = {1, 2}, sum;
+  ck_ok(call_i32(c, "add", ab, 2, &sum));
+  hali_context_release(c);
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  char *text = slurp(f);
+  fclose(f);
+  ck_assert_msg(strncmp(text, "{\"traceEvents\":[", 16) == 0, "%s", text);
+  ck_assert_msg(strstr(text, "\"cat\":\"fiber\"") != NULL, "%s", text);
+  ck_assert_msg(strstr(text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
+                             "\"tid\":0,\"args\":{\"name\":\"vm\"}}") != NULL,
+                "%s", text);
+  size_t len = strlen(text);
+  ck_assert(len > 26 &&
+            strcmp(text + len - 26, "],\"displayTimeUnit\":\"ns\"}\n") == 0);
+  free(text);
+  unlink(path);
+  /* Errors: a file that cannot be created; two places at once. */
+  snprintf(path, sizeof path, "%s/no/such/dir/t.json", dir);
+  ck_status(try_context(in, k_arith, &p, &c), HALI_STATUS_NOT_FOUND,
+            "no/such/dir/t.json': cannot create it: No such file");
+  ck_assert_ptr_null(c);
+  p.trace_file = stderr;
+  ck_status(try_context(in, k_arith, &p, &c), HALI_STATUS_INVALID_ARGUMENT,
+            "trace_path and trace_file are both set");
+  rmdir(dir);
   hali_instance_release(in);
 }
 END_TEST
@@ -2815,6 +3114,10 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, module_load_options_and_functions);
   tcase_add_test(tc, module_binary_and_text);
   tcase_add_test(tc, tracing_formats_and_files);
+  tcase_add_test(tc, import_host_memory);
+  tcase_add_test(tc, import_host_memory_errors);
+  tcase_add_test(tc, map_result_view);
+  tcase_add_test(tc, trace_to_path);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -839,7 +839,7 @@ static const char golden_dis[] =
     "\n"
     "func @boom() {\n"
     "^entry:\n"
-    "  %m = const.i32 13\n"
+    "  %m = const.i32 status(internal)\n"
     "  fail %m, \"\\x01\\xfe\"\n"
     "}\n";
 
@@ -871,6 +871,156 @@ START_TEST(dis_golden_reassembles) {
   ck_assert_str_eq(text, golden_dis);
   free(text);
   hali_ir_module_free(m);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Named HAL constants (doc/asm.md, "Symbolic constants"). */
+
+/* The immediate of the |i|-th instruction of @f's entry block. */
+static int64_t imm_of(const hali_ir_module_t *m, uint32_t i) {
+  return m->funcs[0].blocks[0].insns[i].operands[1].imm;
+}
+
+/* Every name of every kind parses to the value base/hal_bits.h gives it
+ * (checked against the enums, not against the table itself). */
+START_TEST(asm_named_constants_values) {
+  static const struct {
+    const char *text;
+    int64_t value;
+  } cases[] = {
+      {"memory(none)", 0},
+      {"memory(device_local)", HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL},
+      {"memory(device_local|host_visible|device_visible)", 19},
+      {"memory(host_coherent|host_cached|transient)",
+       HALI_HAL_MEMORY_TYPE_HOST_COHERENT | HALI_HAL_MEMORY_TYPE_HOST_CACHED |
+           HALI_HAL_MEMORY_TYPE_TRANSIENT},
+      {"usage(transfer|dispatch|mapping)", 7},
+      {"usage(constant)", HALI_HAL_BUFFER_USAGE_CONSTANT},
+      {"usage(none)", 0},
+      {"mode(one_shot)", 1},
+      {"mode(reusable)", 0},
+      {"category(transfer)", 1},
+      {"category(dispatch)", 2},
+      {"category(any)", 3},
+      {"category(dispatch|transfer)", 3},
+      {"element_type(f32)", 0x21000020},
+      {"element_type(i32)", 0x10000020},
+      {"element_type(bf16)", 0x22000010},
+      {"element_type(bool)", 0x13000008},
+      {"element_type(si8)", 0x11000008},
+      {"encoding(opaque)", 0},
+      {"encoding(dense_row_major)", 1},
+      {"status(ok)", 0},
+      {"status(deadline_exceeded)", HALI_STATUS_DEADLINE_EXCEEDED},
+      {"status(unauthenticated)", HALI_STATUS_UNAUTHENTICATED},
+      {"status(internal)", HALI_STATUS_INTERNAL},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "func @f() -> i32 {\n  %%a = const.i32 %s\n"
+             "  %%b = const.i64 %s\n  return %%a\n}\n",
+             cases[i].text, cases[i].text);
+    hali_ir_module_t *m = NULL;
+    ck_assert_ok(hali_asm_parse(text, strlen(text), "t.hasm", &m));
+    ck_assert_msg(imm_of(m, 0) == cases[i].value, "%s: %lld, expected %lld",
+                  cases[i].text, (long long)imm_of(m, 0),
+                  (long long)cases[i].value);
+    ck_assert_msg(imm_of(m, 1) == cases[i].value, "%s as i64",
+                  cases[i].text);
+    hali_ir_module_free(m);
+  }
+}
+END_TEST
+
+/* Names and numbers give the same bytes; dis prints names where every read
+ * of the register is an operand of that kind, numbers elsewhere. */
+START_TEST(dis_named_constants) {
+  static const char by_number[] =
+      "module @n\n"
+      "func @f(%n: i64) -> !hal.buffer_view {\n"
+      "  %device = hal.device.get\n"
+      "  %allocator = hal.device.allocator %device\n"
+      "  %memory = const.i32 19\n"
+      "  %usage = const.i32 7\n"
+      "  %b = hal.allocator.allocate %allocator, %memory, %usage, %n\n"
+      "  %mode = const.i32 1\n"
+      "  %cat = const.i32 3\n"
+      "  %cmd = hal.command_buffer.create %device, %mode, %cat\n"
+      "  %odd = const.i32 64\n"
+      "  hal.buffer.assert %b, %n, %odd, %usage, \"odd\"\n"
+      "  %f32 = const.i32 0x21000020\n"
+      "  %one = const.i32 1\n"
+      "  %two = add.i32 %one, %one\n"
+      "  %view = hal.buffer_view.create %b, %f32, %one, [%n]\n"
+      "  %code = const.i32 13\n"
+      "  cond_fail %two, %code, \"two\"\n"
+      "  return %view\n"
+      "}\n";
+  hali_ir_module_t *m = NULL;
+  ck_assert_ok(hali_asm_parse(by_number, strlen(by_number), "n.hasm", &m));
+  char *text = hali_ir_print(m, false);
+  /* A memory type register also read as a memory type by
+   * hal.buffer.assert keeps its name; 64 is no memory type: a number. */
+  ck_assert_ptr_nonnull(strstr(
+      text, "%memory = const.i32 memory(device_local|host_visible|"
+            "device_visible)\n"));
+  ck_assert_ptr_nonnull(
+      strstr(text, "%usage = const.i32 usage(transfer|dispatch|mapping)\n"));
+  ck_assert_ptr_nonnull(strstr(text, "%mode = const.i32 mode(one_shot)\n"));
+  ck_assert_ptr_nonnull(
+      strstr(text, "%cat = const.i32 category(transfer|dispatch)\n"));
+  ck_assert_ptr_nonnull(strstr(text, "%odd = const.i32 64\n"));
+  ck_assert_ptr_nonnull(strstr(text, "%f32 = const.i32 element_type(f32)\n"));
+  /* Read by add.i32 and as an encoding: a number. */
+  ck_assert_ptr_nonnull(strstr(text, "%one = const.i32 1\n"));
+  ck_assert_ptr_nonnull(strstr(text, "%code = const.i32 status(internal)\n"));
+  /* The printed text assembles to the same bytes as the numbers. */
+  hali_ir_module_t *m2 = NULL;
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "n.hasm", &m2));
+  hali_hbc_write_options_t wo = {.strip = true};
+  uint8_t *a = NULL, *b = NULL;
+  size_t na = 0, nb = 0;
+  ck_assert_ok(hali_hbc_write(m, &wo, &a, &na));
+  ck_assert_ok(hali_hbc_write(m2, &wo, &b, &nb));
+  ck_assert_uint_eq(na, nb);
+  ck_assert(memcmp(a, b, na) == 0);
+  free(a);
+  free(b);
+  char *text2 = hali_ir_print(m2, false);
+  ck_assert_str_eq(text, text2);
+  free(text2);
+  free(text);
+  hali_ir_module_free(m2);
+  hali_ir_module_free(m);
+}
+END_TEST
+
+START_TEST(asm_named_constants_errors) {
+  REJECT("func @f() {\n  %a = const.i32 memory(device_locl)\n  return\n}\n",
+         "test.hasm:2:25:", "unknown memory type 'device_locl' in memory(...)",
+         "device_local, host_visible, host_coherent, host_cached, "
+         "device_visible, transient");
+  REJECT("func @f() {\n  %a = const.i32 memroy(device_local)\n  return\n}\n",
+         "test.hasm:2:18:", "unknown constant kind 'memroy'",
+         "memory(...), usage(...), mode(...), category(...), "
+         "element_type(...), encoding(...), status(...)");
+  /* An enum takes one name. */
+  REJECT("func @f() {\n  %a = const.i32 element_type(f32|i32)\n  return\n}\n",
+         "test.hasm:2:34:", "expected ')' after the name");
+  REJECT("func @f() {\n  %a = const.i32 status(Internal)\n  return\n}\n",
+         "unknown status code 'Internal' in status(...): expected one of ok, "
+         "cancelled");
+  REJECT("func @f() {\n  %a = const.i32 usage()\n  return\n}\n",
+         "test.hasm:2:24:", "expected a buffer usage name in usage(...)");
+  REJECT("func @f() {\n  %a = const.i32 usage(transfer|)\n  return\n}\n",
+         "test.hasm:2:33:", "expected a buffer usage name");
+  REJECT("func @f() {\n  %a = const.i32 mode(one_shot\n  return\n}\n",
+         "test.hasm:3:3:", "after the names (joined by '|')");
+  /* Only integer immediates take names. */
+  REJECT("func @f() {\n  %a = const.f32 memory(device_local)\n  return\n}\n",
+         "test.hasm:2:18:");
 }
 END_TEST
 
@@ -1145,6 +1295,9 @@ static Suite *suite_asm(void) {
   tcase_add_test(tc, dis_golden);
   tcase_add_test(tc, dis_golden_reassembles);
   tcase_add_test(tc, dis_stripped_names);
+  tcase_add_test(tc, dis_named_constants);
+  tcase_add_test(tc, asm_named_constants_values);
+  tcase_add_test(tc, asm_named_constants_errors);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("known_bugs");

@@ -1462,6 +1462,41 @@ START_TEST(cli_dis_pass_options) {
            "@globals$storage @main$async @mlp$async)\n",
            example("mlp_tensor_rodata.hasm"));
   EXPECT_RUN(0, want, "");
+  /* --after=all: every pass in order, each headed; the last copy is what
+   * --after=stream-to-hal prints. */
+  hali("dis --no-locs --after=stream-to-hal '%s'", t);
+  ck_assert_int_eq(run.rc, 0);
+  char *last = strdup(run.out);
+  hali("dis --no-locs --after=all '%s'", t);
+  ck_assert_int_eq(run.rc, 0);
+  const char *h1 = strstr(run.out, "# after pass 1 of 3: func-conversion\n");
+  const char *h2 =
+      strstr(run.out, "\n# after pass 2 of 3: materialize-interfaces\n");
+  const char *h3 = strstr(run.out, "\n# after pass 3 of 3: stream-to-hal\n");
+  ck_assert(h1 == run.out && h2 > h1 && h3 > h2);
+  ck_assert_str_eq(h3 + strlen("\n# after pass 3 of 3: stream-to-hal\n"),
+                   last);
+  free(last);
+}
+END_TEST
+
+/* Named HAL constants from the command line: dis prints names, bad names
+ * are errors at their line naming the valid ones. */
+START_TEST(cli_named_constants) {
+  hali("dis --no-locs '%s'", example("fill.hasm"));
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_ptr_nonnull(strstr(
+      run.out, "%memory = const.i32 memory(device_local|host_visible|"
+               "device_visible)\n"));
+  ck_assert_ptr_nonnull(strstr(run.out, "%one_shot = const.i32 mode(one_shot)\n"));
+  write_file(tmp("bad.hasm"), "func @f() {\n"
+                              "  %u = const.i32 usage(transfer|mapings)\n"
+                              "  return\n"
+                              "}\n");
+  hali("asm '%s' -o '%s'", tmp("bad.hasm"), tmp("bad.hbc"));
+  EXPECT_ERROR("bad.hasm:2:33: unknown buffer usage 'mapings' in usage(...): "
+               "expected names joined by '|' of none, transfer, dispatch, "
+               "mapping, constant");
 }
 END_TEST
 
@@ -2242,6 +2277,7 @@ static Suite *suite_cli(void) {
   tcase_set_timeout(tc, 20);
   tcase_add_test(tc, cli_run_pass_options);
   tcase_add_test(tc, cli_dis_pass_options);
+  tcase_add_test(tc, cli_named_constants);
   tcase_add_test(tc, cli_run_argument_not_on_command_line);
   suite_add_tcase(s, tc);
 

@@ -230,50 +230,51 @@ static const char small_text[] =
 /* --trace=all of small.hasm on local-sync, normalized. */
 static const char small_golden[] =
     "[fiber] 1 start @main\n"
-    "[vm] @main@0 (small.hasm:4) %device = hal.device.get\n"
+    "[vm] enter @main (small.hasm)\n"
+    "[vm] @main@0 (line 4) %device = hal.device.get\n"
     "[vm]   -> %device=!hal.device#N\n"
-    "[vm] @main@1 (small.hasm:5) %allocator = hal.device.allocator %device  "
+    "[vm] @main@1 (line 5) %allocator = hal.device.allocator %device  "
     "; %device=!hal.device#N\n"
     "[vm]   -> %allocator=!hal.allocator#N\n"
-    "[vm] @main@2 (small.hasm:6) %memory = const.i32 19\n"
+    "[vm] @main@2 (line 6) %memory = const.i32 19\n"
     "[vm]   -> %memory=19\n"
-    "[vm] @main@3 (small.hasm:7) %usage = const.i32 7\n"
+    "[vm] @main@3 (line 7) %usage = const.i32 7\n"
     "[vm]   -> %usage=7\n"
-    "[vm] @main@4 (small.hasm:8) %size = const.i64 16\n"
+    "[vm] @main@4 (line 8) %size = const.i64 16\n"
     "[vm]   -> %size=16\n"
-    "[vm] @main@5 (small.hasm:9) %b = hal.allocator.allocate %allocator, "
+    "[vm] @main@5 (line 9) %b = hal.allocator.allocate %allocator, "
     "%memory, %usage, %size  ; %allocator=!hal.allocator#N %memory=19 "
     "%usage=7 %size=16\n"
     "[hal] allocate 16 bytes memory=DEVICE_LOCAL|HOST_VISIBLE|DEVICE_VISIBLE "
     "usage=TRANSFER|DISPATCH|MAPPING -> !hal.buffer#N\n"
     "[vm]   -> %b=!hal.buffer#N\n"
-    "[vm] @main@6 (small.hasm:10) %one = const.i32 1\n"
+    "[vm] @main@6 (line 10) %one = const.i32 1\n"
     "[vm]   -> %one=1\n"
-    "[vm] @main@7 (small.hasm:11) %three = const.i32 3\n"
+    "[vm] @main@7 (line 11) %three = const.i32 3\n"
     "[vm]   -> %three=3\n"
-    "[vm] @main@8 (small.hasm:12) %cmd = hal.command_buffer.create %device, "
+    "[vm] @main@8 (line 12) %cmd = hal.command_buffer.create %device, "
     "%one, %three  ; %device=!hal.device#N %one=1 %three=3\n"
     "[hal] command_buffer.create mode=1 categories=3 -> "
     "!hal.command_buffer#N\n"
     "[vm]   -> %cmd=!hal.command_buffer#N\n"
-    "[vm] @main@9 (small.hasm:13) %zero = const.i64 0\n"
+    "[vm] @main@9 (line 13) %zero = const.i64 0\n"
     "[vm]   -> %zero=0\n"
-    "[vm] @main@10 (small.hasm:14) %four = const.i32 4\n"
+    "[vm] @main@10 (line 14) %four = const.i32 4\n"
     "[vm]   -> %four=4\n"
-    "[vm] @main@11 (small.hasm:15) hal.command_buffer.fill %cmd, %b, %zero, "
+    "[vm] @main@11 (line 15) hal.command_buffer.fill %cmd, %b, %zero, "
     "%size, %n, %four  ; %cmd=!hal.command_buffer#N %b=!hal.buffer#N "
     "%zero=0 %size=16 %n=21 %four=4\n"
     "[hal] command_buffer#N fill !hal.buffer#N [0, +16) pattern=0x15/4\n"
-    "[vm] @main@12 (small.hasm:16) hal.command_buffer.finalize %cmd  ; "
+    "[vm] @main@12 (line 16) hal.command_buffer.finalize %cmd  ; "
     "%cmd=!hal.command_buffer#N\n"
     "[hal] command_buffer#N finalize\n"
-    "[vm] @main@13 (small.hasm:17) %wait = hal.fence.null\n"
+    "[vm] @main@13 (line 17) %wait = hal.fence.null\n"
     "[vm]   -> %wait=!hal.fence#N\n"
-    "[vm] @main@14 (small.hasm:18) %done = hal.fence.create %device  ; "
+    "[vm] @main@14 (line 18) %done = hal.fence.create %device  ; "
     "%device=!hal.device#N\n"
     "[hal] fence.create -> !hal.fence#N\n"
     "[vm]   -> %done=!hal.fence#N\n"
-    "[vm] @main@15 (small.hasm:19) hal.device.queue.execute %device, %wait, "
+    "[vm] @main@15 (line 19) hal.device.queue.execute %device, %wait, "
     "%done, [%cmd]  ; %device=!hal.device#N %wait=!hal.fence#N "
     "%done=!hal.fence#N %cmd=!hal.command_buffer#N\n"
     /* local-sync runs the submission inside the call: its spans come
@@ -284,28 +285,31 @@ static const char small_golden[] =
     "{\"wait_fence\":N,\"signal_fence\":N,\"status\":\"OK\"}\n"
     "[hal] queue.execute wait=!hal.fence#N signal=!hal.fence#N "
     "command_buffers=[#N]\n"
-    "[vm] @main@16 (small.hasm:20) %forever = const.i64 -1\n"
+    "[vm] @main@16 (line 20) %forever = const.i64 -1\n"
     "[vm]   -> %forever=-1\n"
-    "[vm] @main@17 (small.hasm:21) %st = hal.fence.await %done, %forever  ; "
+    "[vm] @main@17 (line 21) %st = hal.fence.await %done, %forever  ; "
     "%done=!hal.fence#N %forever=-1\n"
     "[hal] fence.await !hal.fence#N -> OK after N us\n"
     "[vm]   -> %st=0\n"
-    "[vm] @main@18 (small.hasm:22) %at = const.i64 8\n"
+    "[vm] @main@18 (line 22) %at = const.i64 8\n"
     "[vm]   -> %at=8\n"
-    "[vm] @main@19 (small.hasm:23) %v = hal.buffer.load.i32 %b, %at  ; "
+    "[vm] @main@19 (line 23) %v = hal.buffer.load.i32 %b, %at  ; "
     "%b=!hal.buffer#N %at=8\n"
     "[vm]   -> %v=21\n"
     /* A compare fused with its cond_br: both lines, then the compare's
      * result. */
-    "[vm] @main@20 (small.hasm:24) %small = lt.s.i32 %v, %n  ; %v=21 %n=21\n"
-    "[vm] @main@21 (small.hasm:25) cond_br %small, ^out, ^twice\n"
+    "[vm] @main@20 (line 24) %small = lt.s.i32 %v, %n  ; %v=21 %n=21\n"
+    "[vm] @main@21 (line 25) cond_br %small, ^out, ^twice\n"
     "[vm]   -> %small=0\n"
-    "[vm] @main@22 (small.hasm:27) %r = call @twice(%v)  ; %v=21\n"
-    "[vm] @twice@0 (small.hasm:34) %y = add.i32 %x, %x  ; %x=21 %x=21\n"
-    "[vm]   -> %y=42\n"
-    "[vm] @twice@1 (small.hasm:35) return %y  ; %y=42\n"
+    "[vm] @main@22 (line 27) %r = call @twice(%v)  ; %v=21\n"
+    /* A call: the callee's lines are indented by its depth, and its entry
+     * names the file once. */
+    "[vm]   enter @twice (small.hasm)\n"
+    "[vm]   @twice@0 (line 34) %y = add.i32 %x, %x  ; %x=21 %x=21\n"
+    "[vm]     -> %y=42\n"
+    "[vm]   @twice@1 (line 35) return %y  ; %y=42\n"
     "[vm]   -> %r=42\n"
-    "[vm] @main@23 (small.hasm:28) return %r  ; %r=42\n"
+    "[vm] @main@23 (line 28) return %r  ; %r=42\n"
     "[fiber] 1 done\n";
 
 static const char views_text[] =
@@ -438,7 +442,17 @@ START_TEST(text_trace_golden) {
   hali("run small.hasm --input=21 --trace=vm");
   ck_assert_int_eq(run.rc, 0);
   ck_assert_ptr_null(strstr(run.err, "[hal]"));
-  ck_assert_ptr_nonnull(strstr(run.err, "[vm] @twice@1 (small.hasm:35)"));
+  ck_assert_ptr_nonnull(strstr(run.err, "[vm]   @twice@1 (line 35)"));
+  /* Stripped: no file on the entry, no line on the instructions. */
+  hali("asm --strip small.hasm -o small.hbc");
+  ck_assert_int_eq(run.rc, 0);
+  hali("run small.hbc --input=21 --trace=vm");
+  ck_assert_int_eq(run.rc, 0);
+  ck_assert_msg(strstr(run.err, "[fiber] 1 start @main\n[vm] enter @main\n"
+                                "[vm] @main@0 %r1 = hal.device.get\n") != NULL,
+                "%s", run.err);
+  ck_assert_ptr_nonnull(strstr(run.err, "\n[vm]   enter @twice\n"));
+  ck_assert_ptr_null(strstr(run.err, "(line "));
   run_free();
 }
 END_TEST
@@ -450,10 +464,11 @@ START_TEST(text_trace_filter) {
   ck_assert_int_eq(run.rc, 0);
   ck_assert_text(run.err,
                  "[fiber] 1 start @main\n"
-                 "[vm] @twice@0 (small.hasm:34) %y = add.i32 %x, %x  ; "
+                 "[vm]   enter @twice (small.hasm)\n"
+                 "[vm]   @twice@0 (line 34) %y = add.i32 %x, %x  ; "
                  "%x=21 %x=21\n"
-                 "[vm]   -> %y=42\n"
-                 "[vm] @twice@1 (small.hasm:35) return %y  ; %y=42\n"
+                 "[vm]     -> %y=42\n"
+                 "[vm]   @twice@1 (line 35) return %y  ; %y=42\n"
                  "[fiber] 1 done\n");
   /* The filter limits VM lines only: HAL lines stay. */
   hali("run small.hasm --input=21 --trace=all --trace-filter=nothing");
@@ -469,6 +484,51 @@ START_TEST(text_trace_filter) {
 }
 END_TEST
 
+/* Indentation follows the call depth; past 32 levels the depth is
+ * written out instead of more spaces. */
+START_TEST(text_trace_depth) {
+  NEEDS_TRACING();
+  write_file("deep.hasm",
+             "func @down(%n: i32) -> i32 {\n"
+             "  %zero = const.i32 0\n"
+             "  %done = le.s.i32 %n, %zero\n"
+             "  cond_br %done, ^out, ^more\n"
+             "^out:\n"
+             "  return %n\n"
+             "^more:\n"
+             "  %one = const.i32 1\n"
+             "  %m = sub.i32 %n, %one\n"
+             "  %r = call @down(%m)\n"
+             "  return %r\n"
+             "}\n");
+  hali("run deep.hasm --function=down --input=40 --trace=vm");
+  ck_assert_int_eq(run.rc, 0);
+  char spaces[80];
+  memset(spaces, ' ', 64);
+  spaces[64] = 0;
+  char want[160];
+  /* Depth 1 and 32: spaces only; depth 33 and 40: the number too. */
+  snprintf(want, sizeof want, "\n[vm]   enter @down (deep.hasm)\n");
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want, "\n[vm] %s@down@0 (line 2)", spaces);
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want, "\n[vm] %s[depth 33] enter @down (deep.hasm)\n",
+           spaces);
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want,
+           "\n[vm] %s[depth 40] @down@3 (line 6) return %%n  ; %%n=0\n",
+           spaces);
+  ck_assert_ptr_nonnull(strstr(run.err, want));
+  snprintf(want, sizeof want, "[depth 41]");
+  ck_assert_ptr_null(strstr(run.err, want));
+  /* Once per entry: 41 frames, 41 entries. */
+  size_t entries = 0;
+  for (const char *q = run.err; (q = strstr(q, "enter @down")); ++q) entries++;
+  ck_assert_uint_eq(entries, 41);
+  run_free();
+}
+END_TEST
+
 START_TEST(text_trace_values) {
   NEEDS_TRACING();
   write_file("views.hasm", views_text);
@@ -480,15 +540,16 @@ START_TEST(text_trace_values) {
   char *norm = normalize(run.err);
   ck_assert_text(norm,
                  "[fiber] 1 start @show\n"
-                 "[vm] @show@0 (views.hasm:2) hal.buffer_view.trace %v, "
+                 "[vm] enter @show (views.hasm)\n"
+                 "[vm] @show@0 (line 2) hal.buffer_view.trace %v, "
                  "\"input\"  ; %v=!hal.buffer_view#N<10xi32>=[1 2 3 ...]\n"
                  "[trace] input: !hal.buffer_view#N<10xi32>=[1 2 3 ...]\n"
-                 "[vm] @show@1 (views.hasm:3) %zero = const.i32 0\n"
+                 "[vm] @show@1 (line 3) %zero = const.i32 0\n"
                  "[vm]   -> %zero=0\n"
-                 "[vm] @show@2 (views.hasm:4) %n = hal.buffer_view.dim %v, "
+                 "[vm] @show@2 (line 4) %n = hal.buffer_view.dim %v, "
                  "%zero  ; %v=!hal.buffer_view#N<10xi32>=[1 2 3 ...] %zero=0\n"
                  "[vm]   -> %n=10\n"
-                 "[vm] @show@3 (views.hasm:5) return %n  ; %n=10\n"
+                 "[vm] @show@3 (line 5) return %n  ; %n=10\n"
                  "[fiber] 1 done\n");
   free(norm);
   /* The default is 8; a view that fits prints no "...". */
@@ -515,7 +576,8 @@ START_TEST(text_trace_out_and_usage) {
   ck_assert_str_eq(run.err, "");
   char *text = read_file(tmp("t.txt"));
   ck_assert_ptr_nonnull(text);
-  ck_assert_msg(strncmp(text, "[fiber] 1 start @main\n[vm] @main@0", 34) == 0,
+  ck_assert_msg(strncmp(text, "[fiber] 1 start @main\n[vm] enter @main "
+                        "(small.hasm)\n[vm] @main@0", 58) == 0,
                 "%s", text);
   free(text);
   hali("run small.hasm --input=21 --trace=bogus");
@@ -578,19 +640,20 @@ START_TEST(callback_trace) {
                               &res, 1));
   ck_assert_int_eq(res.i32, 42);
   /* One call per line, no newline inside. */
-  ck_assert_int_eq(sink.lines, 5);
+  ck_assert_int_eq(sink.lines, 6);
   ck_assert_text(sink.text,
-                 "[vm] @f@0 (test.hasm:2) %one = const.i32 1\n"
+                 "[vm] enter @f (test.hasm)\n"
+                 "[vm] @f@0 (line 2) %one = const.i32 1\n"
                  "[vm]   -> %one=1\n"
-                 "[vm] @f@1 (test.hasm:3) %b = add.i32 %a, %one  ; %a=41 "
+                 "[vm] @f@1 (line 3) %b = add.i32 %a, %one  ; %a=41 "
                  "%one=1\n"
                  "[vm]   -> %b=42\n"
-                 "[vm] @f@2 (test.hasm:4) return %b  ; %b=42\n");
+                 "[vm] @f@2 (line 4) return %b  ; %b=42\n");
   /* Switched off again: the plain loop, nothing more. */
   st->trace = NULL;
   ck_assert_ok(hali_vm_invoke(st, m, hali_vm_module_lookup(m, "f"), &arg, 1,
                               &res, 1));
-  ck_assert_int_eq(sink.lines, 5);
+  ck_assert_int_eq(sink.lines, 6);
   hali_trace_free(t);
   /* Chrome to a callback: one JSON object per call, no array around. */
   sink.len = 0;
@@ -602,12 +665,18 @@ START_TEST(callback_trace) {
   ck_assert_uint_eq(hali_trace_flags(t), HALI_TRACE_HAL);
   hali_trace_slice(t, "x\"y", "cat", 3, 1500, 2001, "{\"k\":1}");
   hali_trace_printf(t, "text lines are dropped in chrome format");
+  hali_trace_slice(t, "z", "cat", 3, 4000, 1, NULL);
   hali_trace_free(t);
-  ck_assert_int_eq(sink.lines, 1);
+  /* Thread 3 (worker 1) is named once, before its first slice. */
+  ck_assert_int_eq(sink.lines, 3);
   ck_assert_str_eq(sink.text,
+                   "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,"
+                   "\"tid\":3,\"args\":{\"name\":\"worker 1\"}}\n"
                    "{\"name\":\"x\\\"y\",\"cat\":\"cat\",\"ph\":\"X\","
                    "\"pid\":1,\"tid\":3,\"ts\":1.500,\"dur\":2.001,"
-                   "\"args\":{\"k\":1}}\n");
+                   "\"args\":{\"k\":1}}\n"
+                   "{\"name\":\"z\",\"cat\":\"cat\",\"ph\":\"X\","
+                   "\"pid\":1,\"tid\":3,\"ts\":4.000,\"dur\":0.001}\n");
   free(sink.text);
   hali_vm_stack_free(st);
   hali_vm_module_release(m);
@@ -887,8 +956,22 @@ typedef struct {
 
 static int64_t us_to_ns(double us) { return (int64_t)llround(us * 1000.0); }
 
+/* Thread names from the trace's thread_name metadata events, by tid. */
+enum { NAMED_TIDS = 2048 };
+static const char *thread_names[NAMED_TIDS];
+
+/* The name doc/tracing.md's thread table gives |tid|. */
+static void expected_thread_name(int tid, char *buf, size_t n) {
+  if (tid == 0) snprintf(buf, n, "vm");
+  else if (tid == 1) snprintf(buf, n, "queue");
+  else if (tid < 1000) snprintf(buf, n, "worker %d", tid - 2);
+  else snprintf(buf, n, "fiber %d awaits", tid - 1000);
+}
+
 /* Checks the trace's shape and every event's fields; fills |out| (up to
- * |cap|) and returns the event count. */
+ * |cap|) with the slices and returns their count.  Metadata events
+ * ("ph":"M") must be thread_name events that name each thread once,
+ * before its first slice, as the table in doc/tracing.md does. */
 static size_t chrome_events(const json_t *root, slice_t *out, size_t cap) {
   ck_assert_int_eq(root->kind, J_OBJ);
   const json_t *unit = json_get(root, "displayTimeUnit");
@@ -898,10 +981,27 @@ static size_t chrome_events(const json_t *root, slice_t *out, size_t cap) {
   ck_assert_ptr_nonnull(ev);
   ck_assert_int_eq(ev->kind, J_ARR);
   ck_assert_uint_le(ev->n, cap);
+  memset(thread_names, 0, sizeof(thread_names));
+  size_t nslices = 0;
   for (size_t i = 0; i < ev->n; ++i) {
     const json_t *e = ev->items[i];
     ck_assert_int_eq(e->kind, J_OBJ);
-    slice_t *s = &out[i];
+    if (strcmp(json_req(e, "ph", J_STR)->str, "M") == 0) {
+      ck_assert_str_eq(json_req(e, "name", J_STR)->str, "thread_name");
+      ck_assert(json_req(e, "pid", J_NUM)->num == 1);
+      double tid = json_req(e, "tid", J_NUM)->num;
+      ck_assert(tid >= 0 && tid < NAMED_TIDS);
+      const json_t *a = json_req(e, "args", J_OBJ);
+      const char *tn = json_req(a, "name", J_STR)->str;
+      char want[48];
+      expected_thread_name((int)tid, want, sizeof want);
+      ck_assert_str_eq(tn, want);
+      ck_assert_msg(!thread_names[(int)tid], "thread %d named twice",
+                    (int)tid);
+      thread_names[(int)tid] = tn;
+      continue;
+    }
+    slice_t *s = &out[nslices++];
     s->name = json_req(e, "name", J_STR)->str;
     s->cat = json_req(e, "cat", J_STR)->str;
     ck_assert_str_eq(json_req(e, "ph", J_STR)->str, "X");
@@ -913,11 +1013,14 @@ static size_t chrome_events(const json_t *root, slice_t *out, size_t cap) {
     const json_t *args = json_get(e, "args");
     if (args) ck_assert_int_eq(args->kind, J_OBJ);
     s->tid = (int)tid;
+    ck_assert_msg(s->tid < NAMED_TIDS && thread_names[s->tid],
+                  "'%s' on thread %d, which no thread_name event named "
+                  "before it", s->name, s->tid);
     s->start = us_to_ns(ts);
     s->end = s->start + us_to_ns(dur);
     s->args = args;
   }
-  return ev->n;
+  return nslices;
 }
 
 static bool within(const slice_t *in, const slice_t *out) {
@@ -1034,6 +1137,7 @@ static void check_chrome(const char *device_args, int workers,
     if (strcmp(ev[i].cat, "queue") == 0) queue = &ev[i];
     if (strcmp(ev[i].cat, "command_buffer") == 0) cb = &ev[i];
   }
+  if (!queue || !cb) ck_abort_msg("no submission or no command buffer");
   ck_assert_msg(within(cb, queue), "command buffer [%lld, %lld] outside its "
                 "submission [%lld, %lld]", (long long)cb->start,
                 (long long)cb->end, (long long)queue->start,
@@ -1080,6 +1184,43 @@ END_TEST
 START_TEST(chrome_trace_local_sync) {
   NEEDS_TRACING();
   check_chrome("", 0, 5);
+  run_free();
+}
+END_TEST
+
+/* A run that fails in a kernel (a queue submission fails, its await
+ * fails the fiber) still writes a complete, valid trace whose threads are
+ * all named. */
+START_TEST(chrome_trace_failed_run) {
+  NEEDS_TRACING();
+  write_file("kfail.hasm", kfail_text);
+  hali("run kfail.hasm --input=2 --device=local-task --workers=2 "
+       "--trace=hal --trace-format=chrome --trace-out=f.json");
+  ck_assert_int_eq(run.rc, 1);
+  ck_assert_ptr_nonnull(strstr(run.err, "workgroup asked to fail"));
+  char *text = read_file(tmp("f.json"));
+  ck_assert_ptr_nonnull(text);
+  json_t *root = json_parse(text);
+  enum { CAP = 4096 };
+  slice_t *ev = calloc(CAP, sizeof(*ev));
+  size_t n = chrome_events(root, ev, CAP);
+  bool failed_submission = false, fiber = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (strcmp(ev[i].cat, "queue") == 0) {
+      const json_t *st = json_get(ev[i].args, "status");
+      ck_assert_ptr_nonnull(st);
+      failed_submission |= strcmp(st->str, "FAILED_PRECONDITION") == 0;
+      ck_assert_int_eq(ev[i].tid, 1);
+    }
+    fiber |= strcmp(ev[i].cat, "fiber") == 0;
+  }
+  ck_assert(failed_submission);
+  ck_assert(fiber);
+  ck_assert_str_eq(thread_names[0], "vm");
+  ck_assert_str_eq(thread_names[1], "queue");
+  free(ev);
+  json_free(root);
+  free(text);
   run_free();
 }
 END_TEST
@@ -1315,6 +1456,7 @@ static Suite *suite_trace(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, text_trace_golden);
   tcase_add_test(tc, text_trace_filter);
+  tcase_add_test(tc, text_trace_depth);
   tcase_add_test(tc, text_trace_values);
   tcase_add_test(tc, text_trace_out_and_usage);
   suite_add_tcase(s, tc);
@@ -1329,6 +1471,7 @@ static Suite *suite_trace(void) {
   tcase_add_test(tc, json_parser_self_test);
   tcase_add_test(tc, chrome_trace_local_task);
   tcase_add_test(tc, chrome_trace_local_sync);
+  tcase_add_test(tc, chrome_trace_failed_run);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("diagnostics");

@@ -133,7 +133,8 @@ static const tool_flag_t dis_flags[] = {
     {"--no_locs", "--no-locs", 0, NULL,
      "leave out loc(...) annotations and the source string", flag_no_locs},
     {"--after", NULL, 0, "PASS|all",
-     "print the IR after the load-time passes up to PASS", flag_after},
+     "print the IR after the load-time passes up to PASS (all: after "
+     "each pass in turn)", flag_after},
     {"--passes", NULL, 0, "a,b", "run only these load-time passes",
      flag_dis_passes},
     {"--no_passes", "--no-passes", 0, NULL, "run no load-time pass",

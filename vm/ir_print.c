@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "base/hal_names.h"
 #include "hal/buffer_view.h"
 #include "vm/ir.h"
 
@@ -355,8 +357,83 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
   hali_strbuf_printf(sb, "<malformed %s>", hali_op_info(insn->op)->name);
 }
 
+/* ---- Named constants (doc/asm.md, "Symbolic constants").
+ *
+ * The bytes hold numbers; the text names them where the number is a
+ * memory type, a usage, ...: a `const.i32` prints as `memory(...)` when
+ * every read of the register it writes is an operand of that kind below.
+ * A register also read anywhere else (an add, a compare, a call) keeps its
+ * number, as does a value no name spells.  Either text assembles to the
+ * same bytes. */
+static const struct {
+  uint16_t op;
+  uint8_t index; /* in insn->operands */
+  uint8_t kind;  /* hali_hal_const_kind_t */
+} named_operands[] = {
+    {HALI_OP_HAL_ALLOCATOR_ALLOCATE, 2, HALI_HAL_CONST_MEMORY},
+    {HALI_OP_HAL_ALLOCATOR_ALLOCATE, 3, HALI_HAL_CONST_USAGE},
+    {HALI_OP_HAL_BUFFER_ASSERT, 2, HALI_HAL_CONST_MEMORY},
+    {HALI_OP_HAL_BUFFER_ASSERT, 3, HALI_HAL_CONST_USAGE},
+    {HALI_OP_HAL_BUFFER_VIEW_CREATE, 2, HALI_HAL_CONST_ELEMENT_TYPE},
+    {HALI_OP_HAL_BUFFER_VIEW_CREATE, 3, HALI_HAL_CONST_ENCODING},
+    {HALI_OP_HAL_BUFFER_VIEW_ASSERT, 1, HALI_HAL_CONST_ELEMENT_TYPE},
+    {HALI_OP_HAL_BUFFER_VIEW_ASSERT, 2, HALI_HAL_CONST_ENCODING},
+    {HALI_OP_HAL_COMMAND_BUFFER_CREATE, 2, HALI_HAL_CONST_MODE},
+    {HALI_OP_HAL_COMMAND_BUFFER_CREATE, 3, HALI_HAL_CONST_CATEGORY},
+    {HALI_OP_HAL_DEVICE_QUEUE_ALLOCA, 4, HALI_HAL_CONST_MEMORY},
+    {HALI_OP_HAL_DEVICE_QUEUE_ALLOCA, 5, HALI_HAL_CONST_USAGE},
+    {HALI_OP_HAL_FENCE_FAIL, 1, HALI_HAL_CONST_STATUS},
+    {HALI_OP_FAIL, 0, HALI_HAL_CONST_STATUS},
+    {HALI_OP_COND_FAIL, 1, HALI_HAL_CONST_STATUS},
+};
+enum { KIND_MIXED = 0xff };
+
+static uint8_t operand_kind(uint16_t op, uint32_t index) {
+  for (size_t i = 0; i < sizeof(named_operands) / sizeof(named_operands[0]);
+       ++i)
+    if (named_operands[i].op == op && named_operands[i].index == index)
+      return named_operands[i].kind;
+  return KIND_MIXED;
+}
+
+/* Per register of |f|: the kind every read of it has, 0 when it is never
+ * read, KIND_MIXED when reads differ (or are not named operands).  NULL
+ * when out of memory (everything then prints as numbers). */
+static uint8_t *register_kinds(const hali_ir_func_t *f) {
+  if (!f->reg_count) return NULL;
+  uint8_t *kinds = hali_calloc(f->reg_count, 1);
+  if (!kinds) return NULL;
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      for (uint32_t k = 0; k < insn->operand_count; ++k) {
+        const hali_ir_operand_t *o = &insn->operands[k];
+        if (o->kind != HALI_IR_REG || o->v >= f->reg_count ||
+            hali_ir_operand_is_write(insn, k))
+          continue;
+        uint8_t want = operand_kind(insn->op, k);
+        uint8_t *have = &kinds[o->v];
+        if (!*have) *have = want;
+        else if (*have != want) *have = KIND_MIXED;
+      }
+    }
+  return kinds;
+}
+
+static void print_insn_named(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                             const hali_ir_func_t *f,
+                             const hali_ir_insn_t *insn,
+                             const uint8_t *kinds);
+
 void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                         const hali_ir_func_t *f, const hali_ir_insn_t *insn) {
+  print_insn_named(sb, m, f, insn, NULL);
+}
+
+static void print_insn_named(hali_strbuf_t *sb, const hali_ir_module_t *m,
+                             const hali_ir_func_t *f,
+                             const hali_ir_insn_t *insn,
+                             const uint8_t *kinds) {
   const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info) {
     hali_strbuf_printf(sb, "<bad op %u>", insn->op);
@@ -411,7 +488,21 @@ void hali_ir_print_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     first = false;
     switch (d->role) {
     case HALI_ROLE_READ: hali_ir_print_reg(sb, f, o->v); break;
-    case HALI_ROLE_IMM: print_imm(sb, d->type, o->imm); break;
+    case HALI_ROLE_IMM: {
+      uint8_t kind = 0;
+      if (kinds && insn->op == HALI_OP_CONST_I32 && insn->operand_count == 2 &&
+          insn->operands[0].kind == HALI_IR_REG &&
+          insn->operands[0].v < f->reg_count)
+        kind = kinds[insn->operands[0].v];
+      /* (Only a canonical i32: the name reassembles to exactly it.) */
+      if (kind && kind != KIND_MIXED &&
+          o->imm == (int64_t)(int32_t)(uint32_t)o->imm &&
+          hali_hal_const_format((hali_hal_const_kind_t)kind,
+                                (uint32_t)o->imm, sb))
+        break;
+      print_imm(sb, d->type, o->imm);
+      break;
+    }
     case HALI_ROLE_BLOCK: hali_ir_print_block(sb, f, o->v); break;
     case HALI_ROLE_EXECUTABLE:
       hali_strbuf_printf(sb, "@%s", o->v < m->executable_count
@@ -647,6 +738,7 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
       continue;
     }
     hali_strbuf_append(&sb, " {\n", 3);
+    uint8_t *kinds = register_kinds(f);
     for (uint32_t b = 0; b < f->block_count; ++b) {
       hali_ir_print_block(&sb, f, b);
       hali_strbuf_append(&sb, ":\n", 2);
@@ -659,12 +751,13 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
         for (uint32_t d = 0; d < depth; ++d) hali_strbuf_append(&sb, "  ", 2);
         if (op == HALI_OP_TENSOR_EXECUTE || op == HALI_OP_TENSOR_CONCURRENT)
           depth++;
-        hali_ir_print_insn(&sb, m, f, &blk->insns[i]);
+        print_insn_named(&sb, m, f, &blk->insns[i], kinds);
         if (with_locs)
           hali_strbuf_printf(&sb, " loc(%u)", blk->insns[i].line);
         hali_strbuf_append(&sb, "\n", 1);
       }
     }
+    hali_free(kinds);
     hali_strbuf_append(&sb, "}\n", 2);
   }
   return hali_strbuf_take(&sb);

@@ -21,6 +21,10 @@ struct hali_trace_s {
   pthread_mutex_t mutex;
   int64_t t0;
   bool any_event; /* chrome: an event was written (comma before the next) */
+  /* chrome: threads (tids) already named by a thread_name event, a bit
+   * per tid, under |mutex|. */
+  uint8_t *named;
+  size_t named_bytes;
 };
 
 static int64_t mono_ns(void) { return hali_clock_now_ns(); }
@@ -65,6 +69,7 @@ void hali_trace_free(hali_trace_t *t) {
     fflush(t->o.out);
   }
   pthread_mutex_destroy(&t->mutex);
+  hali_free(t->named);
   hali_free(t->filter);
   hali_free(t);
 }
@@ -110,10 +115,56 @@ static void json_escape(hali_strbuf_t *sb, const char *s) {
   }
 }
 
+/* The name Perfetto shows for thread |tid| (the tids of doc/tracing.md's
+ * table): "vm", "queue", "worker N", "fiber N awaits". */
+static void thread_name(uint32_t tid, char *buf, size_t n) {
+  if (tid == 0) snprintf(buf, n, "vm");
+  else if (tid == 1) snprintf(buf, n, "queue");
+  else if (tid < 1000) snprintf(buf, n, "worker %u", tid - 2);
+  else snprintf(buf, n, "fiber %u awaits", tid - 1000);
+}
+
+/* Limit on the tids named (a bit each): beyond it slices still appear,
+ * on unnamed threads. */
+#define NAMED_TIDS_MAX (1u << 24)
+
+/* Whether |tid| is named yet; marks it named.  False when it is (or
+ * cannot be: out of memory, a huge tid). */
+static bool first_use(hali_trace_t *t, uint32_t tid) {
+  if (tid >= NAMED_TIDS_MAX) return false;
+  pthread_mutex_lock(&t->mutex);
+  bool first = false;
+  size_t byte = tid / 8;
+  if (byte >= t->named_bytes) {
+    size_t n = t->named_bytes ? t->named_bytes : 16;
+    while (n <= byte) n *= 2;
+    uint8_t *grown = hali_realloc(t->named, n);
+    if (!grown) goto out;
+    memset(grown + t->named_bytes, 0, n - t->named_bytes);
+    t->named = grown;
+    t->named_bytes = n;
+  }
+  first = !(t->named[byte] & (1u << (tid % 8)));
+  t->named[byte] |= (uint8_t)(1u << (tid % 8));
+out:
+  pthread_mutex_unlock(&t->mutex);
+  return first;
+}
+
 void hali_trace_slice(hali_trace_t *t, const char *name, const char *cat,
                       uint32_t tid, int64_t start_ns, int64_t dur_ns,
                       const char *args_json) {
   if (t->o.format != HALI_TRACE_CHROME) return;
+  if (first_use(t, tid)) {
+    /* A metadata event names the thread before its first slice. */
+    char tn[48], meta[160];
+    thread_name(tid, tn, sizeof(tn));
+    snprintf(meta, sizeof(meta),
+             "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,"
+             "\"args\":{\"name\":\"%s\"}}",
+             tid, tn);
+    emit(t, meta);
+  }
   hali_strbuf_t sb = {0};
   hali_strbuf_append(&sb, "{\"name\":\"", 9);
   json_escape(&sb, name);
@@ -252,6 +303,20 @@ static void format_operands(const hali_trace_t *t, const hali_vm_stack_t *st,
   }
 }
 
+/* Two spaces per call depth, up to INDENT_MAX; deeper frames add their
+ * depth instead ("[depth 40] "), so a runaway recursion does not write
+ * lines of kilobytes. */
+#define INDENT_MAX 64
+static void indent(uint32_t depth, char *buf, size_t n) {
+  if (2 * (size_t)depth <= INDENT_MAX) {
+    memset(buf, ' ', 2 * (size_t)depth);
+    buf[2 * (size_t)depth] = 0;
+  } else {
+    memset(buf, ' ', INDENT_MAX);
+    snprintf(buf + INDENT_MAX, n - INDENT_MAX, "[depth %u] ", depth);
+  }
+}
+
 static bool traced(const hali_trace_t *t, const hali_vm_func_t *fn) {
   return (t->o.flags & HALI_TRACE_VM) && t->o.format == HALI_TRACE_TEXT &&
          (!t->filter || fnmatch(t->filter, fn->ir->name, 0) == 0);
@@ -289,23 +354,32 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   if (!traced(t, fr->fn)) return HALI_OK;
   const hali_vm_module_t *m = fr->link->module;
   hali_strbuf_t sb = {0};
-  /* The results of the previous instruction of this frame. */
-  if (fr->trace_pending) {
+  char ind[INDENT_MAX + 32];
+  indent(st->depth - 1, ind, sizeof(ind));
+  if (!fr->trace_pending) {
+    /* The frame's first instruction: name the function and its file once
+     * (the lines below give line numbers only). */
+    const hali_ir_insn_t *first = hali_vm_func_insn(fr->fn, pc);
+    if (first && first->line)
+      hali_trace_printf(t, "[vm] %senter @%s (%s)", ind, fr->fn->ir->name,
+                        m->ir->source ? m->ir->source : "?");
+    else
+      hali_trace_printf(t, "[vm] %senter @%s", ind, fr->fn->ir->name);
+  } else {
+    /* The results of the previous instruction of this frame. */
     const hali_ir_insn_t *prev = hali_vm_func_insn(fr->fn, fr->trace_pending);
     hali_strbuf_t out = {0};
     if (prev) format_operands(t, st, fr, prev, true, &out);
     char *o = hali_strbuf_take(&out);
-    if (o && o[0]) hali_trace_printf(t, "[vm]   -> %s", o);
+    if (o && o[0]) hali_trace_printf(t, "[vm] %s  -> %s", ind, o);
     hali_free(o);
     fr->trace_pending = NULL;
   }
   const hali_ir_insn_t *insn = hali_vm_func_insn(fr->fn, pc);
   if (!insn) return HALI_OK;
   uint32_t ipc = hali_vm_func_pc(fr->fn, pc);
-  hali_strbuf_printf(&sb, "[vm] @%s@%u", fr->fn->ir->name, ipc);
-  if (insn->line)
-    hali_strbuf_printf(&sb, " (%s:%u)", m->ir->source ? m->ir->source : "?",
-                       insn->line);
+  hali_strbuf_printf(&sb, "[vm] %s@%s@%u", ind, fr->fn->ir->name, ipc);
+  if (insn->line) hali_strbuf_printf(&sb, " (line %u)", insn->line);
   hali_strbuf_append(&sb, " ", 1);
   hali_ir_print_insn(&sb, m->ir, fr->fn->ir, insn);
   hali_strbuf_t in = {0};
@@ -320,10 +394,8 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
     /* A compare fused with its cond_br: the branch is the next IR
      * instruction of the block. */
     hali_strbuf_t br = {0};
-    hali_strbuf_printf(&br, "[vm] @%s@%u", fr->fn->ir->name, ipc + 1);
-    if (insn[1].line)
-      hali_strbuf_printf(&br, " (%s:%u)",
-                         m->ir->source ? m->ir->source : "?", insn[1].line);
+    hali_strbuf_printf(&br, "[vm] %s@%s@%u", ind, fr->fn->ir->name, ipc + 1);
+    if (insn[1].line) hali_strbuf_printf(&br, " (line %u)", insn[1].line);
     hali_strbuf_append(&br, " ", 1);
     hali_ir_print_insn(&br, m->ir, fr->fn->ir, &insn[1]);
     char *b = hali_strbuf_take(&br);

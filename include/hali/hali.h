@@ -257,6 +257,15 @@ typedef struct hali_context_params_s {
    * default: fibers then take turns in 10 ms slices.  With workers, import
    * callbacks may run on a worker (doc/embedding.md, "Threads"). */
   uint32_t fiber_threads;
+  /* Where the trace goes, by path, when neither |trace_callback| nor
+   * |trace_file| is set: the context creates (or truncates) the file when
+   * it is created and closes it when it is released, after completing a
+   * Chrome trace's JSON.  The string is read when each context is
+   * created (in an instance's default_context_params it must outlive the
+   * instance).  INVALID_ARGUMENT when |trace_file| is
+   * set too; a file that cannot be created fails the context with the
+   * path and the reason. */
+  const char *trace_path;
 } hali_context_params_t;
 
 /* No limits, no tracing. */
@@ -511,7 +520,8 @@ typedef struct hali_module_print_options_s {
   bool no_locs;
   /* Print the IR after the load-time passes instead of the module as
    * written: |passes| (comma-separated) selects which run, |after| stops
-   * after one ("all" = the whole pipeline); either one non-NULL selects
+   * after one ("all": after each pass in turn, each copy headed by a
+   * comment line "# after pass N of M: NAME"); either one non-NULL selects
    * this form, which shows the interfaces materialize-interfaces records
    * and is verified only when the whole pipeline ran.  Unknown pass
    * names are INVALID_ARGUMENT listing the known ones. */
@@ -743,6 +753,11 @@ typedef uint32_t hali_element_type_t;
 #define HALI_ELEMENT_TYPE_F64 0x21000040u
 #define HALI_ELEMENT_TYPE_BF16 0x22000010u
 
+/* Element type |i| of the list above (0 <= i < 18, in that order), 0
+ * past the end: for a binding that builds its own table of types (numpy
+ * dtypes) without copying the list.  Any thread. */
+HALI_API hali_element_type_t hali_element_type_at(size_t i);
+
 /* Bytes one element occupies: ceil(bits / 8) (i1 takes a byte). */
 static inline size_t hali_element_type_byte_size(hali_element_type_t type) {
   return ((type & 0xFFu) + 7) / 8;
@@ -878,6 +893,68 @@ HALI_API HALI_MUST_USE hali_status_t hali_module_describe(
  * for function i.  INVALID_ARGUMENT for another |count|. */
 HALI_API HALI_MUST_USE hali_status_t hali_module_generated_functions(
     const hali_module_t *module, bool *out_generated, size_t count);
+
+/* ======================================================================== */
+/* Host memory without copies (api/values.c)                                 */
+/* ======================================================================== */
+
+/* What hali may do to host memory imported with hali_buffer_view_import. */
+typedef enum hali_import_access_e {
+  /* Read only: every write into it fails with PERMISSION_DENIED — host
+   * writes through hali, fills, copies and updates, hal.buffer.store, and
+   * passing it to a mutable tensor parameter (which the function would
+   * write its result into).  Immutable tensor parameters are never written
+   * (copy-on-write copies before a kernel writes in place), so a read-only
+   * import may be passed to any of them. */
+  HALI_IMPORT_READ_ONLY = 0,
+  /* Read and write: programs may write into it like into any buffer. */
+  HALI_IMPORT_READ_WRITE = 1,
+} hali_import_access_t;
+
+/* Called once, with |user|, when hali's last reference to imported
+ * memory goes away (a buffer view, or any buffer or view a program made
+ * of it).  May run on any thread that drops a reference, a device queue
+ * thread included. */
+typedef void (*hali_release_callback_t)(void *user);
+
+/* Makes a dense row-major view of |rank| dims |shape| (borrowed) and
+ * |element_type| over |data_size| bytes of the caller's memory at |data|,
+ * without copying them: programs read (and, with HALI_IMPORT_READ_WRITE,
+ * write) that memory in place.  |data_size| must be exactly the view's
+ * byte size (hali_buffer_view_compute_size) and |data| aligned to the
+ * element's byte size (64-byte alignment, as hali's own allocations have,
+ * is best for kernels); |data| may be NULL only for an empty view.  The
+ * caller keeps ownership of the memory and must keep it valid, and not
+ * free or reuse it, until |release(user)| runs (|release| may be NULL);
+ * the bytes are not synchronized (do not write them while device work
+ * reads them).  Errors: INVALID_ARGUMENT for an unknown element type or
+ * access, a negative dim, a rank above 64, a size mismatch or a
+ * misaligned pointer; OUT_OF_RANGE when the size overflows 64 bits.  On
+ * error nothing is created and |release| is not called.  The caller owns
+ * |*out_view|.  Any thread. */
+HALI_API HALI_MUST_USE hali_status_t hali_buffer_view_import(
+    hali_element_type_t element_type, size_t rank, const int64_t *shape,
+    void *data, size_t data_size, hali_import_access_t access,
+    hali_release_callback_t release, void *user,
+    hali_buffer_view_t **out_view);
+
+/* Whether writes into |view|'s storage are allowed (false for read-only
+ * imports, module constants, parameter mappings and NULL). */
+HALI_API bool hali_buffer_view_is_writable(const hali_buffer_view_t *view);
+
+/* The storage of |view| in place, without copying: |*out_data| points at
+ * its |*out_size| (= byte_length) bytes, dense row-major.  The pointer is
+ * valid while the caller holds a reference to |view| (and its storage is
+ * committed: a program's hal.device.queue.dealloca of it ends it).  With
+ * |writable| the caller may write through it, which fails with
+ * PERMISSION_DENIED for read-only storage.  Other errors:
+ * PERMISSION_DENIED for storage the host cannot map (not host-visible or
+ * without mapping usage), FAILED_PRECONDITION for uncommitted storage.
+ * As for hali_buffer_view_read, device work that writes the view must
+ * have finished (await its fence, or hali_context_wait_idle). */
+HALI_API HALI_MUST_USE hali_status_t hali_buffer_view_map(
+    hali_buffer_view_t *view, bool writable, void **out_data,
+    size_t *out_size);
 
 #ifdef __cplusplus
 }
