@@ -898,7 +898,48 @@ static bool parse_string_attr(parser_t *p, char **out) {
   return true;
 }
 
-/* executable @name format "ffi" [library "path"] {
+/* After `format`: "F" [library "L"] [if device "K"] [if loader "F2"]. */
+static bool parse_variant_rest(parser_t *p, char **format, char **library,
+                               char **if_device, char **if_loader) {
+  if (!parse_string_attr(p, format)) return false;
+  if (tok_is(peek(p), T_IDENT, "library")) {
+    next(p);
+    if (!parse_string_attr(p, library)) return false;
+  }
+  while (tok_is(peek(p), T_IDENT, "if")) {
+    next(p);
+    tok_t *what = peek(p);
+    char **slot = tok_is(what, T_IDENT, "device")   ? if_device
+                  : tok_is(what, T_IDENT, "loader") ? if_loader
+                                                    : NULL;
+    if (!slot) {
+      hali_asm_error(p, what,
+                     "expected 'device \"KIND\"' or 'loader \"FORMAT\"' "
+                     "after 'if' (a variant's condition)");
+      return false;
+    }
+    if (*slot) {
+      hali_asm_error(p, what, "this variant already has an 'if %s' condition",
+                     slot == if_device ? "device" : "loader");
+      return false;
+    }
+    next(p);
+    tok_t *val = peek(p);
+    if (!parse_string_attr(p, slot)) return false;
+    if (slot == if_device && strcmp(*slot, "local-sync") != 0 &&
+        strcmp(*slot, "local-task") != 0) {
+      hali_asm_error(p, val,
+                     "unknown device kind \"%s\" (known: local-sync, "
+                     "local-task)",
+                     *slot);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* executable @name format "ffi" [library "path"] [if device "K"]
+ *     [if loader "F"] [or format ... (more variants)] {
  *   export @k(SIG...) -> (SIG...) [symbol "s"] [function @f]
  *          [workgroup_size [x, y, z]] [workgroup_info] [returns_status]
  * } */
@@ -928,10 +969,29 @@ static bool parse_executable(parser_t *p) {
     return false;
   }
   next(p);
-  if (!parse_string_attr(p, &e->format)) return false;
-  if (tok_is(peek(p), T_IDENT, "library")) {
+  if (!parse_variant_rest(p, &e->format, &e->library, &e->if_device,
+                          &e->if_loader))
+    return false;
+  /* Fallback variants: `or format "F" [library "L"] [if ...]`. */
+  while (tok_is(peek(p), T_IDENT, "or")) {
     next(p);
-    if (!parse_string_attr(p, &e->library)) return false;
+    if (!tok_is(peek(p), T_IDENT, "format")) {
+      hali_asm_error(p, peek(p),
+                     "expected 'format \"NAME\"' after 'or' (the next "
+                     "variant of @%s)",
+                     e->name);
+      return false;
+    }
+    tok_t *at = next(p);
+    if (e->variant_count >= 63) {
+      hali_asm_error(p, at, "@%s has more than 64 variants", e->name);
+      return false;
+    }
+    hali_ir_variant_t *v = hali_ir_executable_add_variant(e);
+    if (!v) return hali_asm_oom(p, at);
+    if (!parse_variant_rest(p, &v->format, &v->library, &v->if_device,
+                            &v->if_loader))
+      return false;
   }
   if (!hali_asm_expect(p, "{", "to open the executable")) return false;
   while (!accept(p, "}")) {

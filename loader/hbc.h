@@ -22,7 +22,7 @@
 #define HALI_HBC_MAGIC_SIZE 8
 #define HALI_HBC_HEADER_SIZE 24
 #define HALI_HBC_VERSION_MAJOR 1
-#define HALI_HBC_VERSION_MINOR 4
+#define HALI_HBC_VERSION_MINOR 5
 
 enum {
   HALI_HBC_SECTION_MODULE = 1,    /* u32 name string, u32 flags */
@@ -39,8 +39,11 @@ enum {
   /* Minor 3: module globals (doc/format.md); written only when a module
    * has any, after STRINGS and before FUNCTIONS. */
   HALI_HBC_SECTION_GLOBALS = 9,
+  /* Minor 5: executable variants and their conditions (doc/format.md);
+   * written only when an executable has either, after EXECUTABLES. */
+  HALI_HBC_SECTION_VARIANTS = 10,
 };
-#define HALI_HBC_SECTION_LAST 9
+#define HALI_HBC_SECTION_LAST 10
 
 #define HALI_HBC_NONE 0xffffffffu
 

@@ -265,13 +265,36 @@ typedef struct hali_ir_export_s {
   uint32_t layout_bindings, layout_constants;
 } hali_ir_export_t;
 
+/* One way of loading an executable (doc/asm.md, "Executable variants"):
+ * a format, its library, and conditions that must all hold for the variant
+ * to be tried at link time. */
+typedef struct hali_ir_variant_s {
+  char *format;    /* "native", "ffi", "static", "bytecode", or a host's */
+  char *library;   /* path or registered name; NULL for bytecode */
+  char *if_device; /* `if device "K"`: only on that device kind; NULL = any */
+  char *if_loader; /* `if loader "F"`: only when a loader supports format F */
+} hali_ir_variant_t;
+
 typedef struct hali_ir_executable_s {
   char *name;
-  char *format;  /* "native", "ffi", "static", "bytecode", or a host's */
-  char *library; /* path or registered name; NULL for bytecode */
+  char *format;  /* variant 0: "native", "ffi", "static", "bytecode", ... */
+  char *library; /* variant 0: path or registered name; NULL for bytecode */
   uint32_t export_count;
   hali_ir_export_t *exports;
+  /* Variant 0's conditions (NULL = none). */
+  char *if_device, *if_loader;
+  /* The fallbacks after variant 0 (`or format ...`), tried in order; the
+   * exports are shared by every variant. */
+  uint32_t variant_count;
+  hali_ir_variant_t *variants;
 } hali_ir_executable_t;
+
+/* Variant |i| of |e| (0 = format/library/if_* of |e| itself), as a value
+ * whose strings are borrowed; i < 1 + e->variant_count. */
+hali_ir_variant_t hali_ir_executable_variant(const hali_ir_executable_t *e,
+                                             uint32_t i);
+/* Appends a zeroed fallback variant; NULL on OOM. */
+hali_ir_variant_t *hali_ir_executable_add_variant(hali_ir_executable_t *e);
 
 /* The interface an export's signature implies (materialize-interfaces):
  * tensor arguments then tensor results are bindings 0.., scalars are push
