@@ -339,22 +339,38 @@ START_TEST(test_queue_order_and_parking) {
   HALI_CK_OK(hali_hal_fence_create_pending(&last));
   cts_submit_fill(device, NULL, first, buffer, 1);
   HALI_CK_OK(hali_hal_fence_await(first, HALI_INFINITE));
-  /* Parked behind |gate|; the next submission has no wait of its own but
-   * runs after it: the queue is in order. */
-  cts_submit_fill(device, gate, NULL, buffer, 2);
+  /* Parked behind |gate|; the next submission has no wait of its own. */
+  hali_hal_fence_t *gated = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gated));
+  cts_submit_fill(device, gate, gated, buffer, 2);
   cts_submit_fill(device, NULL, last, buffer, 3);
-  HALI_CK_STATUS(hali_hal_fence_await(last, 20 * 1000000),
-                 HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1");
-  ck_assert_uint_eq(hali_test_byte(buffer, 0), 1);
+  bool in_order = cts_configs[_i].kind == HALI_HAL_DEVICE_LOCAL_SYNC;
+  if (in_order) {
+    /* local-sync: it runs after the parked one: the queue is in order. */
+    HALI_CK_STATUS(hali_hal_fence_await(last, 20 * 1000000),
+                   HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1");
+    ck_assert_uint_eq(hali_test_byte(buffer, 0), 1);
+  } else {
+    /* local-task: only fences order submissions: the ungated one runs
+     * while the gated one still waits (doc/hal.md, "Queue order"). */
+    HALI_CK_OK(hali_hal_fence_await(last, HALI_INFINITE));
+    ck_assert_uint_eq(hali_test_byte(buffer, 0), 3);
+    HALI_CK_STATUS(hali_hal_fence_await(gated, 20 * 1000000),
+                   HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1");
+    ck_assert_uint_eq(hali_test_byte(buffer, 7), 3);
+  }
   /* Open the gate from another thread; the queue drains. */
   signal_thread_t job = {gate, 5};
   pthread_t thread;
   ck_assert_int_eq(pthread_create(&thread, NULL, signal_thread_main, &job), 0);
   HALI_CK_OK(hali_hal_fence_await(last, HALI_INFINITE));
+  HALI_CK_OK(hali_hal_fence_await(gated, HALI_INFINITE));
   pthread_join(thread, NULL);
-  ck_assert_uint_eq(hali_test_byte(buffer, 0), 3);
-  ck_assert_uint_eq(hali_test_byte(buffer, 7), 3);
+  /* The last fill to run wins: 3 in order, the gated 2 otherwise. */
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), in_order ? 3 : 2);
+  ck_assert_uint_eq(hali_test_byte(buffer, 7), in_order ? 3 : 2);
   HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  hali_hal_fence_release(gated);
   hali_hal_fence_release(gate);
   hali_hal_fence_release(first);
   hali_hal_fence_release(last);
@@ -721,11 +737,14 @@ START_TEST(test_alloca_dealloca_order) {
   ck_assert(hali_hal_buffer_is_committed(buffer));
   hali_hal_allocator_query_statistics(allocator, &st);
   ck_assert_uint_eq(st.bytes_live, 100);
-  /* Deallocating twice fails the second signal fence. */
-  hali_hal_fence_t *again = NULL;
+  /* Deallocating twice fails the second signal fence (the second waits
+   * for the first: local-task orders submissions only by fences). */
+  hali_hal_fence_t *again = NULL, *once = NULL;
   HALI_CK_OK(hali_hal_fence_create_pending(&again));
-  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, NULL, buffer));
-  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, again, buffer));
+  HALI_CK_OK(hali_hal_fence_create_pending(&once));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, once, buffer));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, once, again, buffer));
+  hali_hal_fence_release(once);
   HALI_CK_STATUS(hali_hal_fence_await(again, HALI_INFINITE),
                  HALI_STATUS_FAILED_PRECONDITION, "not committed",
                  "queue_dealloca of 100 bytes");
