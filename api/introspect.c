@@ -89,6 +89,8 @@ static void functions(out_t *o, const char *key, const char *title,
   for (uint32_t i = 0; i < m->func_count; ++i) {
     const hali_ir_func_t *f = &m->funcs[i];
     if (((f->flags & HALI_FUNC_IMPORT) != 0) != imports) continue;
+    /* An f$async placeholder is not written: the passes make it. */
+    if (f->flags & HALI_FUNC_ASYNC_STUB) continue;
     if (o->json) {
       char *sig = func_signature_string(f);
       if (!sig) {
@@ -417,8 +419,11 @@ hali_status_t hali_module_generated_functions(const hali_module_t *module,
                        "hali_module_generated_functions: reading %s as "
                        "written",
                        module->name);
-  for (uint32_t i = 0; i < m->func_count; ++i)
-    out_generated[i] = hali_ir_module_find_func(written, m->funcs[i].name) < 0;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    int32_t k = hali_ir_module_find_func(written, m->funcs[i].name);
+    out_generated[i] =
+        k < 0 || (written->funcs[k].flags & HALI_FUNC_ASYNC_STUB) != 0;
+  }
   hali_ir_module_free(written);
   return HALI_OK;
 }

@@ -277,6 +277,9 @@ static size_t parse_defs(body_t *b) {
   return 0;
 }
 
+static bool async_stub(parser_t *p, const tok_t *callee, int32_t *out_index,
+                       hali_ir_func_t **out_func);
+
 static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   parser_t *p = b->p;
   tok_t *first = peek(p);
@@ -303,11 +306,16 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
     if (!hali_asm_expect_kind(p, T_SYM, "a function (@name) to call", &callee))
       return false;
     int32_t fi = find_func(p, callee);
+    hali_ir_func_t *cf = NULL;
     if (fi < 0) {
-      hali_asm_error(p, callee, "call to undefined function");
-      return false;
+      /* @f$async of a tensor-level @f: known before func-conversion. */
+      if (!async_stub(p, callee, &fi, &cf)) {
+        if (!p->error) hali_asm_error(p, callee, "call to undefined function");
+        return false;
+      }
+    } else {
+      cf = &p->m->funcs[fi];
     }
-    hali_ir_func_t *cf = &p->m->funcs[fi];
     if (!(o = hali_asm_push_op(p, &nops))) return false;
     o->kind = HALI_IR_FUNC;
     o->v = (uint32_t)fi;
@@ -1102,6 +1110,102 @@ static bool parse_executable(parser_t *p) {
   return true;
 }
 
+/* A call to @f$async where @f is a tensor-level function (a tensor or
+ * index in its signature) that does not say "external" and has no @f$async
+ * of its own: func-conversion will make @f$async with the ABI signature
+ * (vm/ir.h, HALI_FUNC_ASYNC_STUB), so the call is checked against that
+ * now and names a placeholder the pass fills in.  False (no error set)
+ * when |callee| is no such name; false with an error on OOM. */
+static bool async_stub(parser_t *p, const tok_t *callee, int32_t *out_index,
+                       hali_ir_func_t **out_func) {
+  const char *name = callee->text + 1;
+  size_t len = callee->len - 1;
+  if (len <= 6 || memcmp(name + len - 6, "$async", 6) != 0) return false;
+  uint32_t k = hali_strmap_find(&p->stub_names, name, len);
+  if (k != HALI_STRMAP_NONE) {
+    *out_index = (int32_t)(p->m->func_count + k);
+    *out_func = p->stubs[k];
+    return true;
+  }
+  uint32_t xi = hali_strmap_find(&p->funcs, name, len - 6);
+  if (xi == HALI_STRMAP_NONE) return false;
+  const hali_ir_func_t *x = &p->m->funcs[xi];
+  bool tensor = false, external = (x->flags & HALI_FUNC_IMPORT) != 0;
+  for (uint32_t i = 0; i < x->param_count; ++i)
+    tensor |= x->reg_types[i] == HALI_TYPE_TENSOR ||
+              x->reg_types[i] == HALI_TYPE_INDEX;
+  for (uint32_t i = 0; i < x->result_count; ++i)
+    tensor |= x->results[i] == HALI_TYPE_TENSOR ||
+              x->results[i] == HALI_TYPE_INDEX;
+  for (uint32_t i = 0; i < x->attr_count; ++i)
+    external |= strcmp(x->attrs[i], "external") == 0;
+  if (!tensor || external) {
+    hali_asm_error(p, callee,
+                   "call to undefined function: func-conversion makes "
+                   "@%s$async only for a tensor-level function (a tensor or "
+                   "index in its signature, not \"external\" nor an "
+                   "import), and @%s is not one",
+                   x->name, x->name);
+    return false;
+  }
+  if (p->m->func_count + p->nstubs >= INT32_MAX) return false;
+  hali_ir_func_t *s = hali_calloc(1, sizeof(*s));
+  hali_ir_func_t **grown =
+      hali_realloc(p->stubs, (p->nstubs + 1) * sizeof(*grown));
+  if (grown) p->stubs = grown;
+  bool ok = s && grown && (s->name = hali_strndup(name, len)) != NULL;
+  for (uint32_t i = 0; ok && i < x->param_count + 2; ++i)
+    ok = hali_ir_func_add_reg(s, i < x->param_count
+                                     ? hali_ir_abi_type(x->reg_types[i])
+                                     : HALI_TYPE_FENCE,
+                              NULL, 0) != UINT32_MAX;
+  if (ok) {
+    s->param_count = x->param_count + 2;
+    s->result_count = x->result_count;
+    s->results = hali_malloc(x->result_count + 1);
+    ok = s->results != NULL;
+  }
+  for (uint32_t i = 0; ok && i < x->result_count; ++i)
+    s->results[i] = hali_ir_abi_type(x->results[i]);
+  if (ok) {
+    s->flags = HALI_FUNC_ASYNC_STUB;
+    s->line = callee->line;
+    k = p->nstubs;
+    ok = hali_strmap_insert(&p->stub_names, s->name, len, k) == k;
+  }
+  if (!ok) {
+    if (s) hali_ir_func_free(s);
+    hali_free(s);
+    hali_asm_oom(p, callee);
+    return false;
+  }
+  p->stubs[p->nstubs++] = s;
+  *out_index = (int32_t)(p->m->func_count + k);
+  *out_func = s;
+  return true;
+}
+
+/* After pass 2: the placeholders join the module, in the order their
+ * indices were handed out (or are freed, on error). */
+static void append_stubs(parser_t *p) {
+  for (uint32_t k = 0; k < p->nstubs; ++k) {
+    hali_ir_func_t *s = p->stubs[k];
+    hali_ir_func_t *slot =
+        p->error ? NULL : hali_ir_module_add_func(p->m, "", 0);
+    if (!slot) {
+      if (!p->error) hali_asm_oom(p, peek(p));
+      hali_ir_func_free(s);
+    } else {
+      hali_free(slot->name);
+      *slot = *s;
+    }
+    hali_free(s);
+  }
+  hali_free(p->stubs);
+  p->stubs = NULL;
+  p->nstubs = 0;
+}
+
 /* func @name(%a: T, ...) -> T | -> (T, ...) { */
 static bool parse_header(parser_t *p, func_header_t *h) {
   tok_t *name;
@@ -1430,6 +1534,10 @@ hali_status_t hali_asm_parse_measured(const char *text, size_t len,
         !parse_body(&p, &p.m->funcs[i], headers, i))
       hali_asm_error(&p, peek(&p), "bad function body");
   hali_free(headers);
+  /* Stub keys point into the stubs, which append_stubs moves: drop the
+   * map first. */
+  hali_strmap_free(&p.stub_names);
+  append_stubs(&p);
   hali_asm_lex_rest(&p);
   if (out_token_chunks) *out_token_chunks = p.nalloc;
   hali_asm_lex_free(&p);

@@ -659,6 +659,27 @@ static void read_variants(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+/* A function without a body that is not an import, named f$async for a
+ * function @f of the module, is the assembler's placeholder for the
+ * f$async func-conversion makes (vm/ir.h, HALI_FUNC_ASYNC_STUB): the
+ * binary keeps the module as written, calls to it included.  (Any other
+ * body-less function is still rejected, by the verifier.) */
+static void mark_async_stubs(hali_ir_module_t *m) {
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    hali_ir_func_t *f = &m->funcs[i];
+    size_t n = f->name ? strlen(f->name) : 0;
+    if (f->block_count || f->flags || n <= 6 ||
+        strcmp(f->name + n - 6, "$async") != 0)
+      continue;
+    for (uint32_t k = 0; k < m->func_count; ++k)
+      if (k != i && strlen(m->funcs[k].name) == n - 6 &&
+          memcmp(m->funcs[k].name, f->name, n - 6) == 0) {
+        f->flags = HALI_FUNC_ASYNC_STUB;
+        break;
+      }
+  }
+}
+
 static void read_imports(cur_t *c, hali_ir_module_t *m) {
   uint32_t n = get_count(c, 8, "import");
   for (uint32_t i = 0; i < n && !c->error; ++i) {
@@ -987,6 +1008,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       rerr(&top, "module name refers to string %u of %u", module_name,
            m->string_count);
   }
+  if (!top.error) mark_async_stubs(m);
   if (!top.error) top.error = check_names(m);
   if (!top.error && !compact_strings(m))
     top.error = hali_status_annotate(hali_status_oom(),

@@ -45,6 +45,18 @@ static void hali_ir_xtypes_free(hali_ir_xtype_t *v, uint32_t n) {
 
 static void hali_ir_func_free_all(hali_ir_func_t *f);
 
+void hali_ir_func_free(hali_ir_func_t *f) { hali_ir_func_free_all(f); }
+
+hali_type_t hali_ir_abi_type(hali_type_t t) {
+  switch (t) {
+  case HALI_TYPE_I32: return HALI_TYPE_I64;
+  case HALI_TYPE_INDEX: return HALI_TYPE_I64;
+  case HALI_TYPE_F32: return HALI_TYPE_F64;
+  case HALI_TYPE_TENSOR: return HALI_TYPE_BUFFER_VIEW;
+  default: return t;
+  }
+}
+
 void hali_ir_func_clear(hali_ir_func_t *f) {
   char *name = f->name;
   f->name = NULL;

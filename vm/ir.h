@@ -74,7 +74,19 @@ enum {
   HALI_FUNC_IMPORT = 1u << 0,
   /* An import the host may leave unbound (calling it then fails). */
   HALI_FUNC_OPTIONAL = 1u << 1,
+  /* A placeholder for f$async of a tensor-level function f, made by the
+   * assembler when module code calls f$async before func-conversion has
+   * made it (the seed audit's p08): the ABI signature
+   * (hali_ir_abi_type of f's parameters, then the wait and signal fences;
+   * the ABI results) and no body.  func-conversion builds f$async in its
+   * place; it never survives the passes nor reaches a binary. */
+  HALI_FUNC_ASYNC_STUB = 1u << 2,
 };
+
+/* The type a value of |t| has at the coarse-fences ABI of a converted
+ * tensor-level function (func-conversion): i32 and index widen to i64,
+ * f32 to f64, tensors travel as buffer views; others are unchanged. */
+hali_type_t hali_ir_abi_type(hali_type_t t);
 
 /* A value in an executable export's signature, or the element type and
  * shape of a tensor register: a scalar (|type| is i32, i64, f32 or f64) or
@@ -392,6 +404,8 @@ hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
 /* Frees everything |f| holds but its name and empties it (the passes
  * rebuild a function in place). */
 void hali_ir_func_clear(hali_ir_func_t *f);
+/* Frees everything |f| holds, its name included (not |f| itself). */
+void hali_ir_func_free(hali_ir_func_t *f);
 
 /* Adds a register of |type| and returns its number, UINT32_MAX on OOM. */
 uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,

@@ -573,6 +573,9 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
     print_executable(&sb, m, &m->executables[i], show_layouts);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
     const hali_ir_func_t *f = &m->funcs[fi];
+    /* An f$async placeholder (before func-conversion) is not text: the
+     * assembler makes it again from the calls that name it. */
+    if (f->flags & HALI_FUNC_ASYNC_STUB) continue;
     hali_strbuf_printf(&sb, "\nfunc @%s(", f->name);
     for (uint32_t i = 0; i < f->param_count; ++i) {
       if (i) hali_strbuf_append(&sb, ", ", 2);
