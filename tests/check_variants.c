@@ -405,8 +405,29 @@ START_TEST(test_cli) {
     free(out);
     free(err);
   }
-  /* dump lists every variant in order. */
+  /* dis --device=KIND: the choice as comments after the text, which still
+   * reassembles (the refusal's multi-line reason on one comment line). */
   char cmd[512];
+  for (int d = 0; d < 2; ++d) {
+    snprintf(cmd, sizeof(cmd),
+             "export HALI_EXECUTABLE_PATH=" EXAMPLES_BUILD "; " HALI_TOOL
+             " dis '%s' --no_locs --device=%s > '%s/d.hasm' && " HALI_TOOL
+             " dis '%s/d.hasm' --no_locs --device=%s",
+             path, devices[d], tmpdir, tmpdir, devices[d]);
+    char *out = NULL, *err = NULL;
+    ck_assert_msg(hali_test_shell(cmd, &out, &err) == 0, "%s", err);
+    char comment[512];
+    snprintf(comment, sizeof(comment), "\n# linked on %s:\n# %s", devices[d],
+             chosen[d] + 6);
+    ck_assert_msg(strstr(out, comment), "%s: %s", devices[d], out);
+    /* Everything after the text is comments. */
+    const char *tailp = strstr(out, "\n# linked on");
+    for (const char *l = tailp + 1; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+      ck_assert_msg(*l == '#', "not a comment: %.40s", l);
+    free(out);
+    free(err);
+  }
+  /* dump lists every variant in order. */
   snprintf(cmd, sizeof(cmd), HALI_TOOL " dump '%s'", path);
   char *out = NULL;
   ck_assert_int_eq(hali_test_shell(cmd, &out, NULL), 0);
