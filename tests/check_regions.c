@@ -204,6 +204,56 @@ START_TEST(one_worker_serializes) {
 }
 END_TEST
 
+/* The deadlock report with fences as the only order: a barrier waits on a
+ * fence nothing signals, a later barrier waits on nothing.  On local-task
+ * the later one runs anyway, so the program reaches the await of the stuck
+ * one and the report names that await (line 12); on local-sync, in
+ * submission order, the later one is stuck behind it and the report names
+ * the first await (line 11).  Either way: a report, not a hang. */
+START_TEST(deadlock_report_follows_the_fences) {
+  static const char prog[] =
+      "module @dead\n"
+      "func @dead() -> i32 {\n"
+      "  %device = hal.device.get\n"
+      "  %gate = hal.fence.create %device\n"
+      "  %done = hal.fence.create %device\n"
+      "  %other = hal.fence.create %device\n"
+      "  %null = hal.fence.null\n"
+      "  hal.device.queue.execute %device, %gate, %done, []\n"
+      "  hal.device.queue.execute %device, %null, %other, []\n"
+      "  %forever = const.i64 -1\n"
+      "  %s = hal.fence.await %other, %forever\n"
+      "  %s = hal.fence.await %done, %forever\n"
+      "  return %s\n"
+      "}\n";
+  char dir[] = "/tmp/hali_dead_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char path[128], cmd[512];
+  snprintf(path, sizeof(path), "%s/dead.hasm", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(prog, f);
+  fclose(f);
+  const char *const devices[2] = {"local-sync", "local-task --workers=2"};
+  const char *const where[2] = {"at @dead@8 (", "at @dead@9 ("};
+  const char *const line[2] = {"dead.hasm:11)", "dead.hasm:12)"};
+  for (int d = 0; d < 2; ++d) {
+    snprintf(cmd, sizeof(cmd), "timeout 60 '%s' run '%s' --function=dead "
+             "--device=%s", HALI_TOOL, path, devices[d]);
+    char *err = NULL;
+    int rc = hali_test_shell(cmd, NULL, &err);
+    ck_assert_msg(rc == 1, "%s: exit %d: %s", cmd, rc, err);
+    ck_assert_msg(strstr(err, "FAILED_PRECONDITION: deadlock: all 1 "
+                              "fiber(s) are suspended") &&
+                      strstr(err, where[d]) && strstr(err, line[d]),
+                  "%s: %s", devices[d], err);
+    free(err);
+  }
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("regions");
   TCase *tc = tcase_create("fences");
@@ -213,6 +263,7 @@ int main(void) {
   tcase_add_test(tc, write_after_read);
   tcase_add_test(tc, independent_kernels_overlap);
   tcase_add_test(tc, one_worker_serializes);
+  tcase_add_test(tc, deadlock_report_follows_the_fences);
   suite_add_tcase(suite, tc);
   return hali_test_main(suite);
 }
