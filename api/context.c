@@ -170,10 +170,11 @@ static hali_status_t context_link(hali_context_t *c,
      * only loads its executables and, below, binds its imports. */
     HALI_RETURN_IF_ERROR_PLAIN(hali_vm_link_create(cm->vm, &cm->link));
     HALI_RETURN_IF_ERROR(
-        hali_executable_registry_load_link(in->registry, cm->link,
-                                           cm->module->path,
-                                           (const char *const *)in->paths,
-                                           in->path_count),
+        hali_executable_registry_load_link_on(
+            in->registry, cm->link, cm->module->path,
+            (const char *const *)in->paths, in->path_count,
+            hali_hal_device_kind_name(hali_hal_device_kind(c->hal)),
+            hali_hal_device_tracer(c->hal)),
         "linking module @%s", cm->vm->ir->name);
     cm->functions = hali_calloc(cm->vm->func_count ? cm->vm->func_count : 1,
                            sizeof(hali_function_t));

@@ -89,6 +89,8 @@ static void functions(out_t *o, const char *key, const char *title,
   for (uint32_t i = 0; i < m->func_count; ++i) {
     const hali_ir_func_t *f = &m->funcs[i];
     if (((f->flags & HALI_FUNC_IMPORT) != 0) != imports) continue;
+    /* An f$async placeholder is not written: the passes make it. */
+    if (f->flags & HALI_FUNC_ASYNC_STUB) continue;
     if (o->json) {
       char *sig = func_signature_string(f);
       if (!sig) {
@@ -137,12 +139,47 @@ static void executables(out_t *o, const hali_ir_module_t *m) {
       LIT(&o->sb, ", \"library\": ");
       if (x->library) json_string(&o->sb, x->library);
       else LIT(&o->sb, "null");
+      if (x->variant_count || x->if_device || x->if_loader) {
+        /* Every variant in link-time order, variant 0 first. */
+        LIT(&o->sb, ", \"variants\": [");
+        for (uint32_t k = 0; k <= x->variant_count; ++k) {
+          hali_ir_variant_t v = hali_ir_executable_variant(x, k);
+          const char *keys[4] = {"format", "library", "if_device",
+                                 "if_loader"};
+          const char *vals[4] = {v.format, v.library, v.if_device,
+                                 v.if_loader};
+          hali_strbuf_printf(&o->sb, "%s{", k ? ", " : "");
+          for (int f = 0; f < 4; ++f) {
+            hali_strbuf_printf(&o->sb, "%s\"%s\": ", f ? ", " : "", keys[f]);
+            if (vals[f]) json_string(&o->sb, vals[f]);
+            else LIT(&o->sb, "null");
+          }
+          LIT(&o->sb, "}");
+        }
+        LIT(&o->sb, "]");
+      }
       LIT(&o->sb, ", \"exports\": [");
     } else {
       hali_strbuf_printf(&o->sb, "  @%s format \"%s\"", x->name, x->format);
       if (x->library) hali_strbuf_printf(&o->sb, " library \"%s\"", x->library);
       hali_strbuf_printf(&o->sb, " (%u export%s)\n", x->export_count,
                          x->export_count == 1 ? "" : "s");
+      if (x->variant_count || x->if_device || x->if_loader) {
+        hali_strbuf_printf(&o->sb,
+                           "    %u variants, tried in order at link time:\n",
+                           x->variant_count + 1);
+        for (uint32_t k = 0; k <= x->variant_count; ++k) {
+          hali_ir_variant_t v = hali_ir_executable_variant(x, k);
+          hali_strbuf_printf(&o->sb, "      %u: format \"%s\"", k, v.format);
+          if (v.library)
+            hali_strbuf_printf(&o->sb, " library \"%s\"", v.library);
+          if (v.if_device)
+            hali_strbuf_printf(&o->sb, " if device \"%s\"", v.if_device);
+          if (v.if_loader)
+            hali_strbuf_printf(&o->sb, " if loader \"%s\"", v.if_loader);
+          LIT(&o->sb, "\n");
+        }
+      }
     }
     for (uint32_t k = 0; k < x->export_count; ++k) {
       const hali_ir_export_t *e = &x->exports[k];
@@ -382,8 +419,11 @@ hali_status_t hali_module_generated_functions(const hali_module_t *module,
                        "hali_module_generated_functions: reading %s as "
                        "written",
                        module->name);
-  for (uint32_t i = 0; i < m->func_count; ++i)
-    out_generated[i] = hali_ir_module_find_func(written, m->funcs[i].name) < 0;
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    int32_t k = hali_ir_module_find_func(written, m->funcs[i].name);
+    out_generated[i] =
+        k < 0 || (written->funcs[k].flags & HALI_FUNC_ASYNC_STUB) != 0;
+  }
   hali_ir_module_free(written);
   return HALI_OK;
 }

@@ -10,8 +10,14 @@
  *               single-threaded and non-reentrant: a pump that finds another
  *               one running returns, and the running one re-checks the head
  *               after every submission.
- *   local-task  the queue thread pops the head, blocks on its wait fence,
- *               runs it, repeats.
+ *   local-task  queue runner threads (as many as workers) take any
+ *               submission whose wait fence is reached (or failed, or
+ *               whose submitter gave up), oldest first, and run it, so
+ *               submissions that do not wait on each other run at the
+ *               same time.  Submissions not ready have a semaphore
+ *               timepoint on every unreached point of their wait fence;
+ *               its callback wakes the runners (which also look again
+ *               every 20 ms, for stops and abandon).
  *
  * Lock order: device mutex -> fence mutex -> semaphore mutex.  Semaphore
  * callbacks run with no semaphore lock held, so the arm callback may take
@@ -44,9 +50,22 @@ typedef struct hali_hal_submission_t {
   hali_hal_fence_t *signal_fence; /* retained, may be NULL */
   hali_hal_buffer_t *buffer;      /* alloca/dealloca: retained */
   hali_hal_stop_t *stop;          /* retained, may be NULL */
+  bool armed; /* local-task: timepoints registered on its wait fence */
   size_t command_buffer_count;
   hali_hal_command_buffer_t *command_buffers[]; /* retained */
 } hali_hal_submission_t;
+
+/* local-task: one queue runner thread. */
+typedef struct hali_hal_runner_t {
+  hali_hal_device_t *device;
+  pthread_t thread;
+  uint32_t trace_tid;  /* 1 for the first runner, then after the workers */
+  uint32_t index;      /* 0, 1, ...: the lowest idle runner takes work */
+  /* Guarded by the device mutex. */
+  bool busy;           /* running a submission */
+  bool waiting;        /* asleep on |cond|, nobody has woken it yet */
+  pthread_cond_t cond;
+} hali_hal_runner_t;
 
 /* local-sync: one registration of a semaphore timepoint for the head. */
 typedef struct hali_hal_arm_t {
@@ -71,9 +90,8 @@ struct hali_hal_device_t {
   size_t pending; /* queued or executing */
   hali_hal_tracer_t tracer; /* |now| NULL = off */
   bool abandoning; /* hali_hal_device_abandon: stop waiting on fences */
-  /* local-task: the submission the queue thread has taken (waiting for its
-   * fence or executing), NULL between submissions. */
-  hali_hal_submission_t *current;
+  /* local-task: submissions taken by a runner and not yet completed. */
+  size_t running;
 
   /* local-sync.  Guarded by |mutex| except the scratch, which only the
    * pumping thread touches. */
@@ -84,10 +102,11 @@ struct hali_hal_device_t {
   void *scratch;
   size_t scratch_size;
 
-  /* local-task. */
+  /* local-task (|arms|, |arms_live| above hold its timepoints too). */
   bool shutdown;
-  bool thread_started;
-  pthread_t queue_thread;
+  uint32_t runner_count;    /* started */
+  uint32_t runner_slots;    /* allocated, their conds initialized */
+  hali_hal_runner_t *runners;
   hali_hal_worker_pool_t *pool;
 
   /* Collectives: the default channel (made on first use unless given) and
@@ -184,28 +203,37 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
   return status;
 }
 
+/* |self| is the runner.  Every grid goes to the worker pool, which takes
+ * dispatches from several runners at once (hal/worker_pool.h), so that
+ * workgroup ids stay in [0, workers) (include/hali/kernel.h) even when
+ * independent submissions run together. */
 static hali_status_t hali_hal_local_task_run_dispatch(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop) {
-  hali_hal_device_t *device = self;
+  hali_hal_runner_t *runner = self;
+  hali_hal_device_t *device = runner->device;
   return hali_hal_worker_pool_dispatch(
       device->pool, executable, ordinal, dispatch,
       device->tracer.now ? &device->tracer : NULL, stop);
 }
 
+/* Runs |sub| on the calling thread: |runner| is the local-task runner
+ * (NULL on local-sync). */
 static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
+                                             hali_hal_runner_t *runner,
                                              hali_hal_submission_t *sub) {
   switch (sub->kind) {
     case HALI_HAL_SUBMISSION_EXECUTE: {
-      hali_hal_dispatch_runner_t runner =
-          device->kind == HALI_HAL_DEVICE_LOCAL_TASK
-              ? hali_hal_local_task_run_dispatch
-              : hali_hal_local_sync_run_dispatch;
+      hali_hal_dispatch_runner_t run = runner
+                                           ? hali_hal_local_task_run_dispatch
+                                           : hali_hal_local_sync_run_dispatch;
+      void *self = runner ? (void *)runner : (void *)device;
+      uint32_t tid = runner ? runner->trace_tid : 0;
       const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
       for (size_t i = 0; i < sub->command_buffer_count; ++i) {
         int64_t t0 = t ? t->now(t->user) : 0;
         hali_status_t s = hali_hal_command_buffer_execute(
-            sub->command_buffers[i], runner, device, t, sub->stop);
+            sub->command_buffers[i], run, self, t, sub->stop);
         if (t) {
           char name[64], args[96];
           snprintf(name, sizeof(name), "command buffer #%u",
@@ -213,9 +241,8 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
           snprintf(args, sizeof(args), "{\"submission\":%" PRIu64
                    ",\"commands\":%zu}", sub->id,
                    hali_hal_command_buffer_command_count(sub->command_buffers[i]));
-          t->span(t->user, "command_buffer", name,
-                  device->kind == HALI_HAL_DEVICE_LOCAL_TASK ? 1 : 0, t0,
-                  t->now(t->user), args);
+          t->span(t->user, "command_buffer", name, tid, t0, t->now(t->user),
+                  args);
         }
         if (s) {
           for (size_t j = i + 1; j < sub->command_buffer_count; ++j)
@@ -242,8 +269,11 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
 }
 
 /* Runs |sub| whose wait fence is reached or failed (|wait_status|, owned),
- * then signals or fails its signal fence.  Takes no device lock. */
+ * then signals or fails its signal fence.  Takes no device lock.
+ * |runner|: the local-task runner running it (NULL: local-sync, or
+ * failing it without running). */
 static void hali_hal_submission_complete(hali_hal_device_t *device,
+                                         hali_hal_runner_t *runner,
                                          hali_hal_submission_t *sub,
                                          hali_status_t wait_status) {
   const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
@@ -258,7 +288,7 @@ static void hali_hal_submission_complete(hali_hal_device_t *device,
                                          sub->id)
       : stopped   ? hali_status_annotate(hali_hal_stop_status(stopped),
                                          "abandoned before it started")
-                  : hali_hal_submission_run(device, sub);
+                  : hali_hal_submission_run(device, runner, sub);
   if (never_ran && sub->kind == HALI_HAL_SUBMISSION_EXECUTE)
     for (size_t i = 0; i < sub->command_buffer_count; ++i)
       hali_hal_command_buffer_abort_collectives(sub->command_buffers[i], 0,
@@ -274,8 +304,9 @@ static void hali_hal_submission_complete(hali_hal_device_t *device,
              sub->signal_fence ? ((hali_ref_t *)sub->signal_fence)->id : 0,
              hali_status_code_name(hali_status_code(status)));
     t->span(t->user, "queue", name,
-            device->kind == HALI_HAL_DEVICE_LOCAL_TASK ? 1 : 0, t0,
-            t->now(t->user), args);
+            runner ? runner->trace_tid
+                   : device->kind == HALI_HAL_DEVICE_LOCAL_TASK ? 1 : 0,
+            t0, t->now(t->user), args);
   }
   if (status) {
     status = hali_status_annotate(status, "queue submission %" PRIu64 " on %s",
@@ -417,7 +448,7 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
     device->head = sub->next;
     if (!device->head) device->tail = NULL;
     pthread_mutex_unlock(&device->mutex);
-    hali_hal_submission_complete(device, sub, wait_status);
+    hali_hal_submission_complete(device, NULL, sub, wait_status);
     hali_hal_submission_free(sub);
     pthread_mutex_lock(&device->mutex);
     device->pending--;
@@ -427,61 +458,189 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
   pthread_mutex_unlock(&device->mutex);
 }
 
-/* ---- local-task: the queue thread. ---- */
+/* ---- local-task: the queue runners. ---- */
+
+/* Wakes the lowest-numbered runner asleep (one is enough: a runner that
+ * takes a submission wakes the next if more are queued, and busy ones
+ * look again when they finish).  Caller holds the device mutex. */
+static void hali_hal_local_task_wake(hali_hal_device_t *device) {
+  for (uint32_t i = 0; i < device->runner_count; ++i) {
+    hali_hal_runner_t *r = &device->runners[i];
+    if (r->waiting) {
+      r->waiting = false;
+      pthread_cond_signal(&r->cond);
+      return;
+    }
+  }
+}
+
+/* Wakes every runner (shutdown, abandon).  Caller holds the mutex. */
+static void hali_hal_local_task_wake_all(hali_hal_device_t *device) {
+  for (uint32_t i = 0; i < device->runner_count; ++i) {
+    device->runners[i].waiting = false;
+    pthread_cond_signal(&device->runners[i].cond);
+  }
+}
+
+/* A timepoint of a waiting submission fired: wake a runner. */
+static void hali_hal_local_task_on_ready(void *user_data,
+                                         hali_status_t status) {
+  (void)status;
+  hali_hal_arm_t *arm = user_data;
+  hali_hal_device_t *device = arm->device;
+  pthread_mutex_lock(&device->mutex);
+  for (hali_hal_arm_t **link = &device->arms; *link; link = &(*link)->next) {
+    if (*link == arm) {
+      *link = arm->next;
+      break;
+    }
+  }
+  hali_hal_local_task_wake(device);
+  pthread_mutex_unlock(&device->mutex);
+  hali_hal_semaphore_release(arm->semaphore);
+  hali_free(arm);
+  /* Last touch of |device|: destroy waits for arms_live to reach 0. */
+  pthread_mutex_lock(&device->mutex);
+  device->arms_live--;
+  pthread_cond_broadcast(&device->cond);
+  pthread_mutex_unlock(&device->mutex);
+}
+
+/* Cancels the timepoints registered for submission |id| (0: all); those
+ * whose callbacks are running unlink themselves.  Caller holds the device
+ * mutex. */
+static void hali_hal_local_task_disarm(hali_hal_device_t *device,
+                                       uint64_t id) {
+  hali_hal_arm_t **link = &device->arms;
+  while (*link) {
+    hali_hal_arm_t *arm = *link;
+    if ((!id || arm->submission_id == id) &&
+        hali_hal_semaphore_cancel(arm->semaphore, &arm->timepoint)) {
+      *link = arm->next;
+      hali_hal_semaphore_release(arm->semaphore);
+      hali_free(arm);
+      device->arms_live--;
+    } else {
+      link = &arm->next;
+    }
+  }
+}
+
+/* Registers a timepoint on every unreached point of |sub|'s wait fence.
+ * False when a point turned out reached or failed meanwhile (look at the
+ * fence again).  Without memory for a timepoint the runners' 20 ms look
+ * finds the submission ready instead.  Caller holds the device mutex. */
+static bool hali_hal_local_task_arm(hali_hal_device_t *device,
+                                    hali_hal_submission_t *sub) {
+  sub->armed = true;
+  size_t count = hali_hal_fence_point_count(sub->wait_fence);
+  for (size_t i = 0; i < count; ++i) {
+    hali_hal_semaphore_t *semaphore = NULL;
+    uint64_t value = 0;
+    hali_hal_fence_point(sub->wait_fence, i, &semaphore, &value);
+    if (!semaphore) break;
+    hali_hal_arm_t *arm = hali_calloc(1, sizeof(*arm));
+    if (!arm) continue;
+    arm->device = device;
+    arm->semaphore = semaphore;
+    arm->submission_id = sub->id;
+    hali_hal_semaphore_retain(semaphore);
+    if (hali_hal_semaphore_notify(semaphore, value, &arm->timepoint,
+                                  hali_hal_local_task_on_ready, arm)) {
+      arm->next = device->arms;
+      device->arms = arm;
+      device->arms_live++;
+      continue;
+    }
+    hali_hal_semaphore_release(semaphore);
+    hali_free(arm);
+    return false;
+  }
+  return true;
+}
+
+/* Whether |sub| can be taken now: its wait fence is reached or failed
+ * (|*out_wait_status| owned), its submitter gave up (complete() fails
+ * it), or the device is being abandoned.  Caller holds the device
+ * mutex. */
+static bool hali_hal_local_task_ready(hali_hal_device_t *device,
+                                      hali_hal_submission_t *sub,
+                                      hali_status_t *out_wait_status) {
+  *out_wait_status = HALI_OK;
+  for (;;) {
+    bool ready = false;
+    hali_status_t q = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
+    if (q) {
+      *out_wait_status = q;
+      return true;
+    }
+    if (ready || hali_hal_stop_check(sub->stop)) return true;
+    if (device->abandoning) {
+      *out_wait_status = hali_status_make(
+          HALI_STATUS_CANCELLED,
+          "abandoned: the device was shut down while this submission "
+          "waited on a fence nobody signalled");
+      return true;
+    }
+    if (sub->armed || hali_hal_local_task_arm(device, sub)) return false;
+    /* A point was reached while arming: look again. */
+  }
+}
 
 static void *hali_hal_local_task_main(void *arg) {
-  hali_hal_device_t *device = arg;
+  hali_hal_runner_t *runner = arg;
+  hali_hal_device_t *device = runner->device;
   pthread_mutex_lock(&device->mutex);
   for (;;) {
-    while (!device->head && !device->shutdown)
-      pthread_cond_wait(&device->cond, &device->mutex);
-    hali_hal_submission_t *sub = device->head;
-    if (!sub) break; /* shutdown with nothing left */
-    device->head = sub->next;
-    if (!device->head) device->tail = NULL;
-    device->current = sub;
-    pthread_mutex_unlock(&device->mutex);
-    /* Wait in slices so that abandon can stop a wait nobody will end. */
-    hali_status_t wait_status;
-    for (;;) {
-      wait_status = hali_hal_fence_await_untraced(sub->wait_fence, 20000000);
-      if (!wait_status ||
-          hali_status_code(wait_status) != HALI_STATUS_DEADLINE_EXCEEDED)
-        break;
-      bool ready = false;
-      hali_status_t q = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
-      if (q) { /* failed meanwhile */
-        hali_status_free(wait_status);
-        wait_status = q;
+    /* The oldest submission that is ready, taken by the lowest-numbered
+     * idle runner (all of them wake on every change, and scan under the
+     * mutex): work done one submission at a time stays on runner 0, as
+     * it was on the single queue thread (trace track 1). */
+    bool lower_idle = false;
+    for (uint32_t i = 0; i < runner->index && !lower_idle; ++i)
+      lower_idle = !device->runners[i].busy;
+    hali_hal_submission_t *sub = NULL, *prev = NULL;
+    hali_status_t wait_status = HALI_OK;
+    for (hali_hal_submission_t *s = lower_idle ? NULL : device->head; s;
+         prev = s, s = s->next) {
+      if (hali_hal_local_task_ready(device, s, &wait_status)) {
+        sub = s;
         break;
       }
-      /* Its submitter gave up: the submission is failed by complete(). */
-      if (hali_hal_stop_check(sub->stop)) {
-        hali_status_free(wait_status);
-        wait_status = HALI_OK;
-        break;
-      }
-      pthread_mutex_lock(&device->mutex);
-      bool give_up = device->abandoning;
-      pthread_mutex_unlock(&device->mutex);
-      if (give_up) {
-        hali_status_free(wait_status);
-        wait_status = hali_status_make(
-            HALI_STATUS_CANCELLED,
-            "abandoned: the device was shut down while this submission "
-            "waited on a fence nobody signalled");
-        break;
-      }
-      hali_status_free(wait_status);
     }
-    hali_hal_submission_complete(device, sub, wait_status);
-    pthread_mutex_lock(&device->mutex);
-    device->current = NULL;
-    pthread_mutex_unlock(&device->mutex);
-    hali_hal_submission_free(sub);
-    pthread_mutex_lock(&device->mutex);
-    device->pending--;
-    pthread_cond_broadcast(&device->cond);
+    if (sub) {
+      if (prev) prev->next = sub->next;
+      else device->head = sub->next;
+      if (device->tail == sub) device->tail = prev;
+      sub->next = NULL;
+      if (sub->armed) hali_hal_local_task_disarm(device, sub->id);
+      /* Another may be ready too: let the next idle runner look. */
+      if (device->head) hali_hal_local_task_wake(device);
+      device->running++;
+      runner->busy = true;
+      pthread_mutex_unlock(&device->mutex);
+      hali_hal_submission_complete(device, runner, sub, wait_status);
+      hali_hal_submission_free(sub);
+      pthread_mutex_lock(&device->mutex);
+      runner->busy = false;
+      device->running--;
+      device->pending--;
+      pthread_cond_broadcast(&device->cond);
+      continue;
+    }
+    if (!device->head && device->shutdown) break; /* drained */
+    /* Sleep until woken (new work, a timepoint, shutdown); while
+     * submissions wait, also every 20 ms (stops, abandon, fences that
+     * gained points after they were armed). */
+    runner->waiting = true;
+    if (!device->head) {
+      pthread_cond_wait(&runner->cond, &device->mutex);
+    } else {
+      struct timespec deadline;
+      hali_deadline_from_timeout(20000000, &deadline);
+      pthread_cond_timedwait(&runner->cond, &device->mutex, &deadline);
+    }
+    runner->waiting = false;
   }
   pthread_mutex_unlock(&device->mutex);
   return NULL;
@@ -494,11 +653,15 @@ void hali_hal_device_abandon(hali_hal_device_t *device) {
   device->head = device->tail = NULL;
   if (device->kind == HALI_HAL_DEVICE_LOCAL_SYNC)
     hali_hal_local_sync_disarm(device);
+  else
+    hali_hal_local_task_disarm(device, 0);
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK)
+    hali_hal_local_task_wake_all(device);
   pthread_mutex_unlock(&device->mutex);
   while (subs) {
     hali_hal_submission_t *next = subs->next;
     hali_hal_submission_complete(
-        device, subs,
+        device, NULL, subs,
         hali_status_make(HALI_STATUS_CANCELLED,
                          "abandoned: the device was shut down while this "
                          "submission waited on a fence nobody signalled"));
@@ -553,16 +716,37 @@ void hali_hal_device_set_tracer(hali_hal_device_t *device,
   hali_hal_allocator_set_tracer(device->allocator, tracer);
 }
 
+/* Whether |sub| is ready or failed (it completes without anyone else's
+ * help).  Caller holds the device mutex. */
+static bool hali_hal_submission_can_complete(const hali_hal_device_t *device,
+                                             hali_hal_submission_t *sub) {
+  bool ready = false;
+  hali_status_t s = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
+  if (s) ready = true; /* it completes, failing */
+  hali_status_free(s);
+  /* Being given up (abandon, or its submitter's stop): a local-task runner
+   * fails it within ~20 ms, local-sync at its next pump. */
+  if (!ready && device->kind == HALI_HAL_DEVICE_LOCAL_TASK &&
+      (device->abandoning || hali_hal_stop_check(sub->stop)))
+    ready = true;
+  return ready;
+}
+
 bool hali_hal_device_queue_can_progress(hali_hal_device_t *device) {
   pthread_mutex_lock(&device->mutex);
-  hali_hal_submission_t *next = device->current ? device->current
-                                                : device->head;
   bool ready = false;
-  if (next) {
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
+    /* Any submission may be the next to run, not only the oldest. */
+    ready = device->running != 0;
+    for (hali_hal_submission_t *s = device->head; s && !ready; s = s->next)
+      ready = hali_hal_submission_can_complete(device, s);
+  } else if (device->head) {
     /* A failed wait fence also lets the submission complete (failing). */
-    hali_status_t s = hali_hal_fence_query_untraced(next->wait_fence, &ready);
-    if (s) ready = true;
-    hali_status_free(s);
+    bool r = false;
+    hali_status_t st = hali_hal_fence_query_untraced(device->head->wait_fence,
+                                                     &r);
+    ready = st || r;
+    hali_status_free(st);
   }
   pthread_mutex_unlock(&device->mutex);
   return ready;
@@ -573,20 +757,23 @@ void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
   *out_blocked_on = NULL;
   pthread_mutex_lock(&device->mutex);
   *out_pending = device->pending != 0;
-  hali_hal_submission_t *next = device->current ? device->current
-                                                : device->head;
-  if (next) {
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
+    /* Blocked only when nothing runs and no submission can start: then
+     * the oldest waiting one names the fence. */
+    bool progress = device->running != 0;
+    for (hali_hal_submission_t *s = device->head; s && !progress; s = s->next)
+      progress = hali_hal_submission_can_complete(device, s);
+    if (!progress && device->head) {
+      *out_blocked_on = device->head->wait_fence;
+      hali_hal_fence_retain(device->head->wait_fence);
+    }
+  } else if (device->head) {
+    hali_hal_submission_t *next = device->head;
     bool ready = false;
     hali_status_t s = hali_hal_fence_query_untraced(next->wait_fence, &ready);
     if (s) ready = true; /* it completes, failing */
     hali_status_free(s);
-    /* A local-task submission that is current may be running: only a
-     * wait fence not reached means it is waiting.  One being given up
-     * (abandon, or its submitter's stop) completes within ~20 ms. */
-    bool giving_up =
-        next == device->current &&
-        (device->abandoning || hali_hal_stop_check(next->stop));
-    if (!ready && !giving_up) {
+    if (!ready) {
       *out_blocked_on = next->wait_fence;
       hali_hal_fence_retain(next->wait_fence);
     }
@@ -606,7 +793,8 @@ static void hali_hal_device_enqueue(hali_hal_device_t *device,
     device->head = sub;
   device->tail = sub;
   device->pending++;
-  pthread_cond_broadcast(&device->cond);
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK)
+    hali_hal_local_task_wake(device);
   pthread_mutex_unlock(&device->mutex);
   if (device->kind == HALI_HAL_DEVICE_LOCAL_SYNC)
     hali_hal_local_sync_pump(device);
@@ -791,14 +979,24 @@ hali_status_t hali_hal_device_wait_idle(hali_hal_device_t *device,
 static void hali_hal_device_destroy(hali_ref_t *ref) {
   hali_hal_device_t *device = (hali_hal_device_t *)ref;
   if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
-    if (device->thread_started) {
-      /* The queue thread drains the FIFO before it sees |shutdown|. */
-      pthread_mutex_lock(&device->mutex);
-      device->shutdown = true;
-      pthread_cond_broadcast(&device->cond);
-      pthread_mutex_unlock(&device->mutex);
-      pthread_join(device->queue_thread, NULL);
-    }
+    /* The runners drain the queue before they see |shutdown|. */
+    pthread_mutex_lock(&device->mutex);
+    device->shutdown = true;
+    hali_hal_local_task_wake_all(device);
+    pthread_mutex_unlock(&device->mutex);
+    for (uint32_t i = 0; i < device->runner_count; ++i)
+      pthread_join(device->runners[i].thread, NULL);
+    if (device->runners)
+      for (uint32_t i = 0; i < device->runner_slots; ++i)
+        pthread_cond_destroy(&device->runners[i].cond);
+    hali_free(device->runners);
+    /* Timepoints left by submissions that ran: cancel them, and wait for
+     * callbacks already running. */
+    pthread_mutex_lock(&device->mutex);
+    hali_hal_local_task_disarm(device, 0);
+    while (device->arms_live)
+      pthread_cond_wait(&device->cond, &device->mutex);
+    pthread_mutex_unlock(&device->mutex);
     hali_hal_worker_pool_destroy(device->pool);
   } else {
     /* Parked submissions whose submitters gave up (hal/stop.h) end now;
@@ -865,13 +1063,29 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
       workers = cores > 0 ? (uint32_t)cores : 1;
     }
     status = hali_hal_worker_pool_create(workers, &device->pool);
-    if (!status) {
-      if (pthread_create(&device->queue_thread, NULL, hali_hal_local_task_main,
-                         device))
+    /* One queue runner per worker: as many submissions in flight as there
+     * are workers to run them. */
+    uint32_t runners = workers;
+    if (!status &&
+        !(device->runners = hali_calloc(runners, sizeof(hali_hal_runner_t))))
+      status = hali_status_annotate(hali_status_oom(),
+                                    "for %u queue runners", runners);
+    for (uint32_t i = 0; !status && i < runners; ++i)
+      pthread_cond_init(&device->runners[i].cond, NULL);
+    if (!status) device->runner_slots = runners;
+    for (uint32_t i = 0; !status && i < runners; ++i) {
+      hali_hal_runner_t *r = &device->runners[i];
+      r->device = device;
+      /* Trace tracks: 1 for the first (the old queue thread's), then after
+       * the workers' 2 .. 1 + workers. */
+      r->trace_tid = i == 0 ? 1 : 500 + i; /* vm/trace.c names 500 + R "queue R" */
+      r->index = i;
+      if (pthread_create(&r->thread, NULL, hali_hal_local_task_main, r))
         status = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                                  "could not start the queue thread");
+                                  "could not start queue runner %u of %u", i,
+                                  runners);
       else
-        device->thread_started = true;
+        device->runner_count = i + 1;
     }
   }
   if (status) {

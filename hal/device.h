@@ -6,15 +6,22 @@
  *               wait fence is not yet reached is parked and runs on the
  *               thread that signals the fence (from inside that signal
  *               call).  Deterministic; the default for tests.
- *   local-task  a queue thread plus a pool of worker threads (default: one
- *               per core).  queue_* return at once; the queue thread waits
- *               for each submission's wait fence, runs it, signals, in
- *               submission order; dispatches are split across the workers.
+ *   local-task  queue runner threads and a pool of worker threads (one
+ *               runner per worker; default: one worker per core).  queue_*
+ *               return at once; a runner takes any submission whose wait
+ *               fence is reached (the oldest first), runs it and signals,
+ *               so up to |workers| submissions that do not wait on each
+ *               other run at the same time; dispatches are split across
+ *               the workers, which serve several dispatches at once.
  *
- * Queue semantics (both devices): submissions execute strictly in the
- * order they were made, one at a time.  Each waits for its wait fence, runs
- * (command buffers in order, or an allocation), then signals its signal
- * fence.  If the wait fence fails, or a command fails, the signal fence
+ * Queue order: local-sync executes submissions strictly in the order they
+ * were made, one at a time.  local-task orders them only by their fences:
+ * a submission never starts before its wait fence is reached, and one
+ * whose wait fence is reached does not wait for earlier submissions it
+ * does not wait on (order dependent work with fences; that is what the
+ * load-time passes do).  On both, each submission waits for its wait
+ * fence, runs (command buffers in order, or an allocation), then signals
+ * its signal fence.  If the wait fence fails, or a command fails, the signal fence
  * fails with that status (annotated) and the rest of that submission does
  * not run; later submissions still run (they see the failure only if they
  * wait on it).  Errors found at submission time (a command buffer not
@@ -95,8 +102,8 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_execute(
 /* hali_hal_device_queue_execute on behalf of whoever owns |stop| (retained
  * until the submission completes; NULL: none).  Once the stop is requested
  * (or its deadline passes) the submission is abandoned with the stop's
- * status (hal/stop.h) on its signal fence: before it starts (a local-task
- * queue thread waiting on its wait fence checks every 20 ms; a parked
+ * status (hal/stop.h) on its signal fence: before it starts (local-task
+ * runners look at waiting submissions every 20 ms; a parked
  * local-sync submission at the next pump, and at the latest when the
  * device is released), before each command and each workgroup, and inside
  * a bytecode kernel's workgroup at its next branch. */
@@ -127,8 +134,8 @@ HALI_MUST_USE hali_status_t hali_hal_device_queue_dealloca(
     hali_hal_fence_t *signal_fence, hali_hal_buffer_t *buffer);
 
 /* Gives up on queued work that waits on fences: every submission not yet
- * running fails its signal fence with CANCELLED, and a local-task queue
- * thread stops waiting within ~20 ms.  For shutting down after an error
+ * running fails its signal fence with CANCELLED at once (local-task
+ * runners also fail any they find waiting afterwards within ~20 ms).  For shutting down after an error
  * (releasing a device otherwise waits for all queued work). */
 void hali_hal_device_abandon(hali_hal_device_t *device);
 
@@ -158,17 +165,19 @@ void hali_hal_device_set_tracer(hali_hal_device_t *device,
                                 const hali_hal_tracer_t *tracer);
 
 /* Whether queued work can finish without anyone else signalling: true when
- * the submission that runs next (or is running) has its wait fence
- * reached (or failed); false when the queue is empty or waits on a fence
- * nobody has signalled.  Used to tell a deadlock from work in flight. */
+ * a submission is running, or one that may run next (local-sync: the
+ * oldest; local-task: any) has its wait fence reached (or failed, or is
+ * being given up); false when the queue is empty or every waiting
+ * submission waits on a fence nobody has signalled.  Used to tell a
+ * deadlock from work in flight. */
 bool hali_hal_device_queue_can_progress(hali_hal_device_t *device);
 
 /* For deadlock detection: whether anything is queued or running
- * (|*out_pending|), and the wait fence of the submission that runs next
- * when it has not reached it yet (|*out_blocked_on|, retained; NULL when
- * the queue is empty, running, its next submission is ready, or is being
- * given up: a local-task queue thread waiting for a submission that was
- * abandoned or whose stop was requested ends the wait within ~20 ms). */
+ * (|*out_pending|), and, when no queued work can progress
+ * (hali_hal_device_queue_can_progress is false), the wait fence of the
+ * oldest waiting submission (|*out_blocked_on|, retained; NULL when the
+ * queue is empty or something runs or can start — including a submission
+ * being given up, which a local-task runner fails within ~20 ms). */
 void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
                                  hali_hal_fence_t **out_blocked_on);
 

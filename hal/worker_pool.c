@@ -21,24 +21,37 @@ typedef struct hali_hal_pool_job_t {
   atomic_bool failed;
   /* Guarded by the pool mutex. */
   hali_status_t failure;
-  uint32_t workers_left;
+  struct hali_hal_pool_job_t *next_job; /* in pool->jobs while listed */
+  bool listed;     /* in pool->jobs: workers may still join it */
+  uint32_t active; /* workers inside hali_hal_worker_run_job for it */
 } hali_hal_pool_job_t;
 
 typedef struct hali_hal_worker_t {
   hali_hal_worker_pool_t *pool;
   uint32_t id;
   pthread_t thread;
-  void *scratch; /* owned by the worker thread */
+  /* Owned by the worker thread, or by the dispatching thread that has
+   * borrowed the worker (below). */
+  void *scratch;
   size_t scratch_size;
+  /* Guarded by the pool mutex.  |idle|: waiting for a job.  |borrowed|: a
+   * dispatching thread runs a one-workgroup grid as this worker (its id
+   * and scratch) while the thread keeps waiting. */
+  bool idle, borrowed;
 } hali_hal_worker_t;
 
+/* Several dispatches may be in flight at once (one per local-task queue
+ * runner): their jobs wait in a FIFO, and every idle worker joins the
+ * oldest job that still has workgroups to claim.  A worker that finds its
+ * job exhausted unlists it, so the next job gets the workers as soon as
+ * the previous one has none left to hand out (its last chunks may still
+ * be running: that is where two dispatches overlap). */
 struct hali_hal_worker_pool_t {
   pthread_mutex_t mutex;
   pthread_cond_t work_cond; /* a new job or shutdown */
-  pthread_cond_t done_cond; /* a worker finished the current job */
+  pthread_cond_t done_cond; /* a job was unlisted or a worker left one */
   /* Guarded by |mutex|. */
-  uint64_t generation;      /* bumped per job */
-  hali_hal_pool_job_t *job;
+  hali_hal_pool_job_t *jobs, *jobs_tail; /* listed jobs, oldest first */
   bool shutdown;
   uint32_t worker_count;
   uint32_t started;
@@ -100,21 +113,40 @@ static void hali_hal_worker_run_job(hali_hal_worker_t *worker,
   }
 }
 
+/* Takes |job| out of the FIFO (no worker joins it from now on).  Caller
+ * holds the pool mutex. */
+static void hali_hal_pool_unlist(hali_hal_worker_pool_t *pool,
+                                 hali_hal_pool_job_t *job) {
+  if (!job->listed) return;
+  hali_hal_pool_job_t **link = &pool->jobs, *prev = NULL;
+  while (*link != job) {
+    prev = *link;
+    link = &(*link)->next_job;
+  }
+  *link = job->next_job;
+  if (pool->jobs_tail == job) pool->jobs_tail = prev;
+  job->listed = false;
+  pthread_cond_broadcast(&pool->done_cond);
+}
+
 static void *hali_hal_worker_main(void *arg) {
   hali_hal_worker_t *worker = arg;
   hali_hal_worker_pool_t *pool = worker->pool;
-  uint64_t seen = 0;
   pthread_mutex_lock(&pool->mutex);
   for (;;) {
-    while (!pool->shutdown && pool->generation == seen)
+    worker->idle = true;
+    while (!pool->shutdown && (!pool->jobs || worker->borrowed))
       pthread_cond_wait(&pool->work_cond, &pool->mutex);
+    worker->idle = false;
     if (pool->shutdown) break;
-    seen = pool->generation;
-    hali_hal_pool_job_t *job = pool->job;
+    hali_hal_pool_job_t *job = pool->jobs;
+    job->active++;
     pthread_mutex_unlock(&pool->mutex);
+    /* Returns once nothing is left to claim (or a workgroup failed). */
     hali_hal_worker_run_job(worker, job);
     pthread_mutex_lock(&pool->mutex);
-    if (--job->workers_left == 0) pthread_cond_signal(&pool->done_cond);
+    hali_hal_pool_unlist(pool, job);
+    if (--job->active == 0) pthread_cond_broadcast(&pool->done_cond);
   }
   pthread_mutex_unlock(&pool->mutex);
   hali_aligned_free(worker->scratch);
@@ -183,7 +215,6 @@ hali_status_t hali_hal_worker_pool_dispatch(
           hali_hal_executable_export(executable, ordinal)->scratch_size,
       .total = hali_hal_dispatch_workgroup_total(dispatch),
       .failure = NULL,
-      .workers_left = pool->worker_count,
   };
   /* About 4 chunks per worker: enough to balance uneven workgroups without
    * hammering the counter. */
@@ -191,23 +222,34 @@ hali_status_t hali_hal_worker_pool_dispatch(
   if (job.chunk == 0) job.chunk = 1;
   atomic_init(&job.next, 0);
   atomic_init(&job.failed, false);
-  /* A single workgroup gains nothing from the workers: run it here, on the
-   * queue thread, as worker 0 (idle while we run: dispatches are serial),
-   * saving the wake-up round trip. */
-  if (job.total == 1) {
-    job.chunk = 1;
-    job.trace_tid = 1; /* the queue thread's track */
-    hali_hal_worker_t *w = &pool->workers[0];
-    hali_hal_worker_run_job(w, &job);
+  pthread_mutex_lock(&pool->mutex);
+  /* A single workgroup gains nothing from waking a worker: run it here as
+   * an idle worker (its id and scratch), which keeps waiting meanwhile.
+   * Ids stay unique (include/hali/kernel.h) while several threads
+   * dispatch. */
+  hali_hal_worker_t *idle = NULL;
+  for (uint32_t i = 0; job.total == 1 && !idle && i < pool->worker_count; ++i)
+    if (pool->workers[i].idle && !pool->workers[i].borrowed)
+      idle = &pool->workers[i];
+  if (idle) {
+    idle->borrowed = true;
+    pthread_mutex_unlock(&pool->mutex);
+    hali_hal_worker_run_job(idle, &job);
+    pthread_mutex_lock(&pool->mutex);
+    idle->borrowed = false;
+    /* It may have slept through jobs queued meanwhile. */
+    if (pool->jobs) pthread_cond_broadcast(&pool->work_cond);
+    pthread_mutex_unlock(&pool->mutex);
     return job.failure;
   }
-  pthread_mutex_lock(&pool->mutex);
-  pool->job = &job;
-  pool->generation++;
+  job.listed = true;
+  if (pool->jobs_tail) pool->jobs_tail->next_job = &job;
+  else pool->jobs = &job;
+  pool->jobs_tail = &job;
   pthread_cond_broadcast(&pool->work_cond);
-  while (job.workers_left > 0)
+  /* Done when no worker can join any more and none is still inside. */
+  while (job.listed || job.active > 0)
     pthread_cond_wait(&pool->done_cond, &pool->mutex);
-  pool->job = NULL;
   hali_status_t failure = job.failure;
   pthread_mutex_unlock(&pool->mutex);
   return failure;

@@ -4,8 +4,9 @@
  * worker repeatedly claims the next chunk of linear workgroup indices until
  * none are left (or a workgroup failed), so faster workers take more.
  *
- * Thread-safety: one dispatch at a time (the device's queue thread is the
- * only caller of hali_hal_worker_pool_dispatch).
+ * Thread-safety: several threads may dispatch at once (the local-task
+ * device's queue runners); their dispatches queue up, and a worker that
+ * runs out of workgroups in one moves on to the next.
  */
 #ifndef HALI_HAL_WORKER_POOL_H
 #define HALI_HAL_WORKER_POOL_H
@@ -22,7 +23,8 @@ void hali_hal_worker_pool_destroy(hali_hal_worker_pool_t *pool);
 uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool);
 
 /* Runs every workgroup of a validated dispatch on the workers and blocks
- * until all are done.  Returns the first failure (the remaining workgroups
+ * until all are done (even a single workgroup goes to a worker: callers
+ * that want to save the round trip run it themselves).  Returns the first failure (the remaining workgroups
  * are skipped once one fails).  Each worker checks |stop| (NULL: none)
  * before each of its workgroups (hali_hal_dispatch_run_workgroups). */
 HALI_MUST_USE hali_status_t hali_hal_worker_pool_dispatch(

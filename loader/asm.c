@@ -328,6 +328,8 @@ static bool parse_int_or_named(parser_t *p, int bits, int64_t *out) {
   *out = bits == 32 ? (int64_t)(int32_t)value : (int64_t)value;
   return true;
 }
+static bool async_stub(parser_t *p, const tok_t *callee, int32_t *out_index,
+                       hali_ir_func_t **out_func);
 
 static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
   parser_t *p = b->p;
@@ -355,11 +357,16 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
     if (!hali_asm_expect_kind(p, T_SYM, "a function (@name) to call", &callee))
       return false;
     int32_t fi = find_func(p, callee);
+    hali_ir_func_t *cf = NULL;
     if (fi < 0) {
-      hali_asm_error(p, callee, "call to undefined function");
-      return false;
+      /* @f$async of a tensor-level @f: known before func-conversion. */
+      if (!async_stub(p, callee, &fi, &cf)) {
+        if (!p->error) hali_asm_error(p, callee, "call to undefined function");
+        return false;
+      }
+    } else {
+      cf = &p->m->funcs[fi];
     }
-    hali_ir_func_t *cf = &p->m->funcs[fi];
     if (!(o = hali_asm_push_op(p, &nops))) return false;
     o->kind = HALI_IR_FUNC;
     o->v = (uint32_t)fi;
@@ -950,7 +957,48 @@ static bool parse_string_attr(parser_t *p, char **out) {
   return true;
 }
 
-/* executable @name format "ffi" [library "path"] {
+/* After `format`: "F" [library "L"] [if device "K"] [if loader "F2"]. */
+static bool parse_variant_rest(parser_t *p, char **format, char **library,
+                               char **if_device, char **if_loader) {
+  if (!parse_string_attr(p, format)) return false;
+  if (tok_is(peek(p), T_IDENT, "library")) {
+    next(p);
+    if (!parse_string_attr(p, library)) return false;
+  }
+  while (tok_is(peek(p), T_IDENT, "if")) {
+    next(p);
+    tok_t *what = peek(p);
+    char **slot = tok_is(what, T_IDENT, "device")   ? if_device
+                  : tok_is(what, T_IDENT, "loader") ? if_loader
+                                                    : NULL;
+    if (!slot) {
+      hali_asm_error(p, what,
+                     "expected 'device \"KIND\"' or 'loader \"FORMAT\"' "
+                     "after 'if' (a variant's condition)");
+      return false;
+    }
+    if (*slot) {
+      hali_asm_error(p, what, "this variant already has an 'if %s' condition",
+                     slot == if_device ? "device" : "loader");
+      return false;
+    }
+    next(p);
+    tok_t *val = peek(p);
+    if (!parse_string_attr(p, slot)) return false;
+    if (slot == if_device && strcmp(*slot, "local-sync") != 0 &&
+        strcmp(*slot, "local-task") != 0) {
+      hali_asm_error(p, val,
+                     "unknown device kind \"%s\" (known: local-sync, "
+                     "local-task)",
+                     *slot);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* executable @name format "ffi" [library "path"] [if device "K"]
+ *     [if loader "F"] [or format ... (more variants)] {
  *   export @k(SIG...) -> (SIG...) [symbol "s"] [function @f]
  *          [workgroup_size [x, y, z]] [workgroup_info] [returns_status]
  * } */
@@ -980,10 +1028,29 @@ static bool parse_executable(parser_t *p) {
     return false;
   }
   next(p);
-  if (!parse_string_attr(p, &e->format)) return false;
-  if (tok_is(peek(p), T_IDENT, "library")) {
+  if (!parse_variant_rest(p, &e->format, &e->library, &e->if_device,
+                          &e->if_loader))
+    return false;
+  /* Fallback variants: `or format "F" [library "L"] [if ...]`. */
+  while (tok_is(peek(p), T_IDENT, "or")) {
     next(p);
-    if (!parse_string_attr(p, &e->library)) return false;
+    if (!tok_is(peek(p), T_IDENT, "format")) {
+      hali_asm_error(p, peek(p),
+                     "expected 'format \"NAME\"' after 'or' (the next "
+                     "variant of @%s)",
+                     e->name);
+      return false;
+    }
+    tok_t *at = next(p);
+    if (e->variant_count >= 63) {
+      hali_asm_error(p, at, "@%s has more than 64 variants", e->name);
+      return false;
+    }
+    hali_ir_variant_t *v = hali_ir_executable_add_variant(e);
+    if (!v) return hali_asm_oom(p, at);
+    if (!parse_variant_rest(p, &v->format, &v->library, &v->if_device,
+                            &v->if_loader))
+      return false;
   }
   if (!hali_asm_expect(p, "{", "to open the executable")) return false;
   while (!accept(p, "}")) {
@@ -1092,6 +1159,102 @@ static bool parse_executable(parser_t *p) {
     }
   }
   return true;
+}
+
+/* A call to @f$async where @f is a tensor-level function (a tensor or
+ * index in its signature) that does not say "external" and has no @f$async
+ * of its own: func-conversion will make @f$async with the ABI signature
+ * (vm/ir.h, HALI_FUNC_ASYNC_STUB), so the call is checked against that
+ * now and names a placeholder the pass fills in.  False (no error set)
+ * when |callee| is no such name; false with an error on OOM. */
+static bool async_stub(parser_t *p, const tok_t *callee, int32_t *out_index,
+                       hali_ir_func_t **out_func) {
+  const char *name = callee->text + 1;
+  size_t len = callee->len - 1;
+  if (len <= 6 || memcmp(name + len - 6, "$async", 6) != 0) return false;
+  uint32_t k = hali_strmap_find(&p->stub_names, name, len);
+  if (k != HALI_STRMAP_NONE) {
+    *out_index = (int32_t)(p->m->func_count + k);
+    *out_func = p->stubs[k];
+    return true;
+  }
+  uint32_t xi = hali_strmap_find(&p->funcs, name, len - 6);
+  if (xi == HALI_STRMAP_NONE) return false;
+  const hali_ir_func_t *x = &p->m->funcs[xi];
+  bool tensor = false, external = (x->flags & HALI_FUNC_IMPORT) != 0;
+  for (uint32_t i = 0; i < x->param_count; ++i)
+    tensor |= x->reg_types[i] == HALI_TYPE_TENSOR ||
+              x->reg_types[i] == HALI_TYPE_INDEX;
+  for (uint32_t i = 0; i < x->result_count; ++i)
+    tensor |= x->results[i] == HALI_TYPE_TENSOR ||
+              x->results[i] == HALI_TYPE_INDEX;
+  for (uint32_t i = 0; i < x->attr_count; ++i)
+    external |= strcmp(x->attrs[i], "external") == 0;
+  if (!tensor || external) {
+    hali_asm_error(p, callee,
+                   "call to undefined function: func-conversion makes "
+                   "@%s$async only for a tensor-level function (a tensor or "
+                   "index in its signature, not \"external\" nor an "
+                   "import), and @%s is not one",
+                   x->name, x->name);
+    return false;
+  }
+  if (p->m->func_count + p->nstubs >= INT32_MAX) return false;
+  hali_ir_func_t *s = hali_calloc(1, sizeof(*s));
+  hali_ir_func_t **grown =
+      hali_realloc(p->stubs, (p->nstubs + 1) * sizeof(*grown));
+  if (grown) p->stubs = grown;
+  bool ok = s && grown && (s->name = hali_strndup(name, len)) != NULL;
+  for (uint32_t i = 0; ok && i < x->param_count + 2; ++i)
+    ok = hali_ir_func_add_reg(s, i < x->param_count
+                                     ? hali_ir_abi_type(x->reg_types[i])
+                                     : HALI_TYPE_FENCE,
+                              NULL, 0) != UINT32_MAX;
+  if (ok) {
+    s->param_count = x->param_count + 2;
+    s->result_count = x->result_count;
+    s->results = hali_malloc(x->result_count + 1);
+    ok = s->results != NULL;
+  }
+  for (uint32_t i = 0; ok && i < x->result_count; ++i)
+    s->results[i] = hali_ir_abi_type(x->results[i]);
+  if (ok) {
+    s->flags = HALI_FUNC_ASYNC_STUB;
+    s->line = callee->line;
+    k = p->nstubs;
+    ok = hali_strmap_insert(&p->stub_names, s->name, len, k) == k;
+  }
+  if (!ok) {
+    if (s) hali_ir_func_free(s);
+    hali_free(s);
+    hali_asm_oom(p, callee);
+    return false;
+  }
+  p->stubs[p->nstubs++] = s;
+  *out_index = (int32_t)(p->m->func_count + k);
+  *out_func = s;
+  return true;
+}
+
+/* After pass 2: the placeholders join the module, in the order their
+ * indices were handed out (or are freed, on error). */
+static void append_stubs(parser_t *p) {
+  for (uint32_t k = 0; k < p->nstubs; ++k) {
+    hali_ir_func_t *s = p->stubs[k];
+    hali_ir_func_t *slot =
+        p->error ? NULL : hali_ir_module_add_func(p->m, "", 0);
+    if (!slot) {
+      if (!p->error) hali_asm_oom(p, peek(p));
+      hali_ir_func_free(s);
+    } else {
+      hali_free(slot->name);
+      *slot = *s;
+    }
+    hali_free(s);
+  }
+  hali_free(p->stubs);
+  p->stubs = NULL;
+  p->nstubs = 0;
 }
 
 /* func @name(%a: T, ...) -> T | -> (T, ...) { */
@@ -1422,6 +1585,10 @@ hali_status_t hali_asm_parse_measured(const char *text, size_t len,
         !parse_body(&p, &p.m->funcs[i], headers, i))
       hali_asm_error(&p, peek(&p), "bad function body");
   hali_free(headers);
+  /* Stub keys point into the stubs, which append_stubs moves: drop the
+   * map first. */
+  hali_strmap_free(&p.stub_names);
+  append_stubs(&p);
   hali_asm_lex_rest(&p);
   if (out_token_chunks) *out_token_chunks = p.nalloc;
   hali_asm_lex_free(&p);

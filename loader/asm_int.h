@@ -86,6 +86,12 @@ typedef struct {
   uint32_t strings_cap;     /* allocated entries of m->strings */
   hali_strmap_t regs;       /* the current function's register names */
   hali_strmap_t blocks;     /* the current function's block labels */
+  /* f$async placeholders (HALI_FUNC_ASYNC_STUB) called by bodies, made
+   * outside the module while bodies are parsed (m->funcs must not move)
+   * and appended after pass 2: stub k becomes function func_count + k. */
+  hali_strmap_t stub_names; /* "f$async" -> k; keys owned by the stubs */
+  hali_ir_func_t **stubs;
+  uint32_t nstubs;
 } parser_t;
 
 typedef struct {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/strbuf.h"
 #include "loader/loaders.h"
 
 typedef struct {
@@ -62,11 +63,111 @@ void hali_executable_registry_free(hali_executable_registry_t *r) {
   hali_free(r);
 }
 
+static const loader_entry_t *find_loader(const hali_executable_registry_t *r,
+                                         const char *format) {
+  for (size_t i = 0; i < r->loader_count; ++i)
+    if (r->loaders[i].vtable->supports(r->loaders[i].self, format))
+      return &r->loaders[i];
+  return NULL;
+}
+
+/* Appends `variant K (format "F" [library "L"] [if ...])` to |sb|. */
+static void describe_variant(hali_strbuf_t *sb, uint32_t k,
+                             const hali_ir_variant_t *v) {
+  hali_strbuf_printf(sb, "variant %u (format \"%s\"", k, v->format);
+  if (v->library) hali_strbuf_printf(sb, " library \"%s\"", v->library);
+  if (v->if_device) hali_strbuf_printf(sb, " if device \"%s\"", v->if_device);
+  if (v->if_loader) hali_strbuf_printf(sb, " if loader \"%s\"", v->if_loader);
+  hali_strbuf_append(sb, ")", 1);
+}
+
+hali_status_t hali_executable_registry_load_variant(
+    const hali_executable_registry_t *r,
+    const hali_executable_load_params_t *params, hali_hal_executable_t **out,
+    uint32_t *out_variant) {
+  *out = NULL;
+  if (out_variant) *out_variant = 0;
+  const hali_ir_executable_t *e = params->executable;
+  if (!e->variant_count && !e->if_device && !e->if_loader)
+    return hali_executable_registry_load(r, params, out);
+  /* Why each variant was refused, for the trace and the final error. */
+  hali_strbuf_t why = {0};
+  const char *device = params->device_kind;
+  for (uint32_t k = 0; k <= e->variant_count; ++k) {
+    hali_ir_variant_t v = hali_ir_executable_variant(e, k);
+    size_t before = why.len;
+    hali_strbuf_append(&why, k ? "; " : "", k ? 2 : 0);
+    describe_variant(&why, k, &v);
+    hali_strbuf_append(&why, ": ", 2);
+    if (v.if_device && (!device || strcmp(device, v.if_device) != 0)) {
+      if (device)
+        hali_strbuf_printf(&why, "the device is %s", device);
+      else
+        hali_strbuf_printf(&why, "the device kind is not known");
+      continue;
+    }
+    if (v.if_loader && !find_loader(r, v.if_loader)) {
+      hali_strbuf_printf(&why, "no loader supports format \"%s\"",
+                         v.if_loader);
+      continue;
+    }
+    const loader_entry_t *l = find_loader(r, v.format);
+    if (!l) {
+      hali_strbuf_printf(&why, "no loader supports format \"%s\"", v.format);
+      continue;
+    }
+    /* The loaders read format and library from the declaration: give them
+     * this variant's (exports are shared). */
+    hali_ir_executable_t view = *e;
+    view.format = v.format;
+    view.library = v.library;
+    hali_executable_load_params_t p = *params;
+    p.executable = &view;
+    hali_status_t s = l->vtable->load(l->self, &p, out);
+    if (s) {
+      *out = NULL;
+      hali_strbuf_printf(&why, "%s", hali_status_message(s));
+      for (size_t a = 0; a < hali_status_annotation_count(s); ++a)
+        hali_strbuf_printf(&why, ", %s", hali_status_annotation(s, a));
+      hali_status_free(s);
+      continue;
+    }
+    if (params->tracer) {
+      hali_strbuf_t used = {0};
+      describe_variant(&used, k, &v);
+      hali_hal_tracer_printf(
+          params->tracer, "[hal] executable @%s on %s: %s chosen%s%.*s",
+          e->name, device ? device : "an unknown device",
+          used.data ? used.data : "?", k ? "; refused before it: " : "",
+          why.data ? (int)before : 0, why.data ? why.data : "");
+      hali_free(used.data);
+    }
+    hali_free(why.data);
+    if (out_variant) *out_variant = k;
+    return HALI_OK;
+  }
+  char formats[512] = "";
+  size_t n = 0;
+  for (size_t i = 0; i < r->loader_count && n < sizeof(formats) - 1; ++i)
+    n += (size_t)snprintf(formats + n, sizeof(formats) - n, "%s%s",
+                          i ? ", " : "", r->loaders[i].vtable->formats);
+  hali_status_t s = hali_status_make(
+      HALI_STATUS_UNIMPLEMENTED,
+      "executable @%s: none of its %u variants can be loaded on %s "
+      "(available formats: %s): %s",
+      e->name, e->variant_count + 1, device ? device : "this device",
+      n ? formats : "(none)", why.data ? why.data : "out of memory");
+  hali_free(why.data);
+  return s;
+}
+
 hali_status_t hali_executable_registry_load(
     const hali_executable_registry_t *r,
     const hali_executable_load_params_t *params, hali_hal_executable_t **out) {
   *out = NULL;
   const hali_ir_executable_t *e = params->executable;
+  if (e->variant_count || e->if_device || e->if_loader)
+    return hali_executable_registry_load_variant(r, params, out, NULL);
   for (size_t i = 0; i < r->loader_count; ++i)
     if (r->loaders[i].vtable->supports(r->loaders[i].self, e->format))
       return hali_status_annotate(
@@ -113,6 +214,15 @@ hali_status_t hali_executable_registry_load_link(
     const hali_executable_registry_t *r, hali_vm_link_t *link,
     const char *module_path, const char *const *search_paths,
     size_t search_path_count) {
+  return hali_executable_registry_load_link_on(
+      r, link, module_path, search_paths, search_path_count, NULL, NULL);
+}
+
+hali_status_t hali_executable_registry_load_link_on(
+    const hali_executable_registry_t *r, hali_vm_link_t *link,
+    const char *module_path, const char *const *search_paths,
+    size_t search_path_count, const char *device_kind,
+    const hali_hal_tracer_t *tracer) {
   hali_vm_module_t *m = link->module;
   uint32_t n = m->ir->executable_count;
   if (!n) return HALI_OK;
@@ -148,6 +258,8 @@ hali_status_t hali_executable_registry_load_link(
   p.module_dir = dir;
   p.search_paths = paths;
   p.search_path_count = np;
+  p.device_kind = device_kind;
+  p.tracer = tracer;
   for (uint32_t i = 0; !s && i < n; ++i) {
     p.executable = &m->ir->executables[i];
     s = hali_executable_registry_load(r, &p, &loaded[i]);

@@ -31,6 +31,13 @@ typedef struct hali_executable_load_params_s {
   const char *module_dir;                 /* may be NULL */
   const char *const *search_paths;
   size_t search_path_count;
+  /* The device kind the executable is for ("local-sync", "local-task"):
+   * what `if device "K"` conditions of variants are checked against; NULL
+   * = unknown (such variants are refused). */
+  const char *device_kind;
+  /* Where the variant choice is reported ("[hal] executable @e: ..."),
+   * may be NULL. */
+  const hali_hal_tracer_t *tracer;
 } hali_executable_load_params_t;
 
 typedef struct hali_executable_loader_vtable_s {
@@ -74,7 +81,16 @@ HALI_MUST_USE hali_status_t hali_executable_create_from_table(
     const hali_kernel_library_t *library, const char *format,
     hali_hal_executable_t **out);
 
-/* Loads one executable with the first loader that supports its format. */
+/* Loads one executable with the first loader that supports its format.
+ * An executable with variants (doc/asm.md) is loaded with its first
+ * variant whose conditions hold, that a loader supports and that loads;
+ * when none does, the error lists every variant and why it was refused.
+ * |*out_variant| (may be NULL) is the index of the one used. */
+HALI_MUST_USE hali_status_t hali_executable_registry_load_variant(
+    const hali_executable_registry_t *r,
+    const hali_executable_load_params_t *params, hali_hal_executable_t **out,
+    uint32_t *out_variant);
+/* hali_executable_registry_load_variant without the index. */
 HALI_MUST_USE hali_status_t hali_executable_registry_load(
     const hali_executable_registry_t *r,
     const hali_executable_load_params_t *params, hali_hal_executable_t **out);
@@ -89,5 +105,13 @@ HALI_MUST_USE hali_status_t hali_executable_registry_load_link(
     const hali_executable_registry_t *r, hali_vm_link_t *link,
     const char *module_path, const char *const *search_paths,
     size_t search_path_count);
+/* hali_executable_registry_load_link for a device of kind |device_kind|
+ * (variant conditions; NULL = unknown), reporting each variant choice to
+ * |tracer| (may be NULL). */
+HALI_MUST_USE hali_status_t hali_executable_registry_load_link_on(
+    const hali_executable_registry_t *r, hali_vm_link_t *link,
+    const char *module_path, const char *const *search_paths,
+    size_t search_path_count, const char *device_kind,
+    const hali_hal_tracer_t *tracer);
 
 #endif /* HALI_LOADER_EXECUTABLES_H */

@@ -39,8 +39,11 @@ enum {
   /* Minor 3: module globals (doc/format.md); written only when a module
    * has any, after STRINGS and before FUNCTIONS. */
   HALI_HBC_SECTION_GLOBALS = 9,
+  /* Minor 5: executable variants and their conditions (doc/format.md);
+   * written only when an executable has either, after EXECUTABLES. */
+  HALI_HBC_SECTION_VARIANTS = 10,
 };
-#define HALI_HBC_SECTION_LAST 9
+#define HALI_HBC_SECTION_LAST 10
 
 #define HALI_HBC_NONE 0xffffffffu
 

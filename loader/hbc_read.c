@@ -615,6 +615,72 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
+/* A device kind a variant condition may name (as the text form). */
+static bool known_device_kind(const char *s) {
+  return strcmp(s, "local-sync") == 0 || strcmp(s, "local-task") == 0;
+}
+
+static void read_variants(cur_t *c, hali_ir_module_t *m) {
+  uint32_t n = get_count(c, 16, "executable with variants");
+  uint32_t last = 0;
+  for (uint32_t i = 0; i < n && !c->error; ++i) {
+    uint32_t ei = get_u32(c, "variant executable");
+    if (c->error) return;
+    if (ei >= m->executable_count)
+      FAIL("variants for executable %u but the module has %u", ei,
+           m->executable_count);
+    if (i && ei <= last)
+      FAIL("variants for executable %u after executable %u (expected "
+           "increasing indices, each once)",
+           ei, last);
+    last = ei;
+    hali_ir_executable_t *e = &m->executables[ei];
+    e->if_device = get_string_copy(c, m, "variant device condition");
+    e->if_loader = get_string_copy(c, m, "variant loader condition");
+    uint32_t nv = get_count(c, 16, "variant");
+    if (!c->error && nv > 63)
+      FAIL("executable @%s has %u fallback variants, at most 63", e->name, nv);
+    for (uint32_t k = 0; k < nv && !c->error; ++k) {
+      hali_ir_variant_t *v = hali_ir_executable_add_variant(e);
+      if (!v) FAIL("out of memory");
+      v->format = get_string_copy(c, m, "variant format");
+      if (!c->error && !v->format)
+        FAIL("variant %u of executable @%s has no format", k + 1, e->name);
+      v->library = get_string_copy(c, m, "variant library");
+      v->if_device = get_string_copy(c, m, "variant device condition");
+      v->if_loader = get_string_copy(c, m, "variant loader condition");
+    }
+    for (uint32_t k = 0; k <= e->variant_count && !c->error; ++k) {
+      hali_ir_variant_t v = hali_ir_executable_variant(e, k);
+      if (v.if_device && !known_device_kind(v.if_device))
+        FAIL("variant %u of executable @%s: unknown device kind \"%s\" "
+             "(known: local-sync, local-task)",
+             k, e->name, v.if_device);
+    }
+  }
+}
+
+/* A function without a body that is not an import, named f$async for a
+ * function @f of the module, is the assembler's placeholder for the
+ * f$async func-conversion makes (vm/ir.h, HALI_FUNC_ASYNC_STUB): the
+ * binary keeps the module as written, calls to it included.  (Any other
+ * body-less function is still rejected, by the verifier.) */
+static void mark_async_stubs(hali_ir_module_t *m) {
+  for (uint32_t i = 0; i < m->func_count; ++i) {
+    hali_ir_func_t *f = &m->funcs[i];
+    size_t n = f->name ? strlen(f->name) : 0;
+    if (f->block_count || f->flags || n <= 6 ||
+        strcmp(f->name + n - 6, "$async") != 0)
+      continue;
+    for (uint32_t k = 0; k < m->func_count; ++k)
+      if (k != i && strlen(m->funcs[k].name) == n - 6 &&
+          memcmp(m->funcs[k].name, f->name, n - 6) == 0) {
+        f->flags = HALI_FUNC_ASYNC_STUB;
+        break;
+      }
+  }
+}
+
 static void read_imports(cur_t *c, hali_ir_module_t *m) {
   uint32_t n = get_count(c, 8, "import");
   for (uint32_t i = 0; i < n && !c->error; ++i) {
@@ -905,6 +971,17 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       else
         read_globals(&c, m);
       break;
+    case HALI_HBC_SECTION_VARIANTS:
+      c.section = "VARIANTS";
+      if (minor < 5)
+        rerr(&c, "VARIANTS is new in format %d.5, but the module declares "
+                 "%d.%u",
+             HALI_HBC_VERSION_MAJOR, HALI_HBC_VERSION_MAJOR, minor);
+      else if (!seen[HALI_HBC_SECTION_EXECUTABLES])
+        rerr(&c, "VARIANTS must follow EXECUTABLES");
+      else
+        read_variants(&c, m);
+      break;
     case HALI_HBC_SECTION_TENSOR:
       c.section = "TENSOR";
       if (!seen[HALI_HBC_SECTION_FUNCTIONS])
@@ -932,6 +1009,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       rerr(&top, "module name refers to string %u of %u", module_name,
            m->string_count);
   }
+  if (!top.error) mark_async_stubs(m);
   if (!top.error) top.error = check_names(m);
   if (!top.error && !compact_strings(m))
     top.error = hali_status_annotate(hali_status_oom(),

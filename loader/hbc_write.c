@@ -270,6 +270,31 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
       write_xtypes(&exe, x->results, x->result_count);
     }
   }
+  /* VARIANTS: per executable with fallbacks or conditions its index,
+   * variant 0's conditions, then each fallback's format, library and
+   * conditions (strings, HALI_HBC_NONE for none). */
+  wbuf_t vsec = {0};
+  uint32_t with_variants = 0;
+  for (uint32_t i = 0; i < m->executable_count; ++i) {
+    const hali_ir_executable_t *e = &m->executables[i];
+    with_variants += e->variant_count || e->if_device || e->if_loader;
+  }
+  if (with_variants) put_u32(&vsec, with_variants);
+  for (uint32_t i = 0; with_variants && i < m->executable_count; ++i) {
+    const hali_ir_executable_t *e = &m->executables[i];
+    if (!e->variant_count && !e->if_device && !e->if_loader) continue;
+    put_u32(&vsec, i);
+    put_u32(&vsec, stab_name(&st, e->if_device));
+    put_u32(&vsec, stab_name(&st, e->if_loader));
+    put_u32(&vsec, e->variant_count);
+    for (uint32_t k = 0; k < e->variant_count; ++k) {
+      const hali_ir_variant_t *v = &e->variants[k];
+      put_u32(&vsec, stab_name(&st, v->format ? v->format : ""));
+      put_u32(&vsec, stab_name(&st, v->library));
+      put_u32(&vsec, stab_name(&st, v->if_device));
+      put_u32(&vsec, stab_name(&st, v->if_loader));
+    }
+  }
   /* GLOBALS: per global its name, type, flags, then its initial value,
    * shape or parameter as the flags say. */
   wbuf_t gsec = {0};
@@ -290,6 +315,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   uint32_t *fnames = hali_calloc(m->func_count + 1, sizeof(uint32_t));
   if (!fnames || !rnames) {
     hali_free(gsec.data);
+    hali_free(vsec.data);
     hali_free(fnames);
     hali_free(rnames);
     hali_free(st.s);
@@ -356,6 +382,12 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     end_section(&w, s);
   }
 
+  if (with_variants) {
+    s = begin_section(&w, HALI_HBC_SECTION_VARIANTS);
+    put(&w, vsec.data, vsec.len);
+    end_section(&w, s);
+  }
+
   if (m->global_count) {
     s = begin_section(&w, HALI_HBC_SECTION_GLOBALS);
     put(&w, gsec.data, gsec.len);
@@ -407,11 +439,13 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
   }
   hali_free(dbg.data);
   hali_free(gsec.data);
+  hali_free(vsec.data);
   hali_free(tsec.data);
   hali_free(exe.data);
   hali_free(fnames);
   hali_free(rnames);
-  bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom || gsec.oom;
+  bool oom = w.oom || st.oom || dbg.oom || exe.oom || tsec.oom || gsec.oom ||
+             vsec.oom;
   hali_free(st.s);
   hali_free(st.len);
   hali_strmap_free(&st.index);

@@ -22,14 +22,18 @@
 
 /* The ABI type of a value of |t| at the function boundary: scalars widen
  * (integers to i64, floats to f64), tensors travel as buffer views. */
-static hali_type_t abi_type(hali_type_t t) {
-  switch (t) {
-  case HALI_TYPE_I32: return HALI_TYPE_I64;
-  case HALI_TYPE_INDEX: return HALI_TYPE_I64;
-  case HALI_TYPE_F32: return HALI_TYPE_F64;
-  case HALI_TYPE_TENSOR: return HALI_TYPE_BUFFER_VIEW;
-  default: return t;
-  }
+static hali_type_t abi_type(hali_type_t t) { return hali_ir_abi_type(t); }
+
+/* The index of |f|'s f$async when it exists (-1 if not); |*out_stub|:
+ * whether it is the assembler's placeholder (HALI_FUNC_ASYNC_STUB), which
+ * this pass builds f$async into. */
+static int32_t find_async(const hali_ir_module_t *m, const hali_ir_func_t *f,
+                          bool *out_stub) {
+  char name[512];
+  snprintf(name, sizeof(name), "%s$async", f->name);
+  int32_t k = hali_ir_module_find_func(m, name);
+  *out_stub = k >= 0 && (m->funcs[k].flags & HALI_FUNC_ASYNC_STUB);
+  return k;
 }
 
 static bool has_attr(const hali_ir_func_t *f, const char *a) {
@@ -43,9 +47,8 @@ static bool skipped(const hali_ir_module_t *m, const hali_ir_func_t *f) {
   if (has_attr(f, "external")) return true;
   size_t n = strlen(f->name);
   if (n > 6 && strcmp(f->name + n - 6, "$async") == 0) return true;
-  char name[512];
-  snprintf(name, sizeof(name), "%s$async", f->name);
-  return hali_ir_module_find_func(m, name) >= 0;
+  bool stub;
+  return find_async(m, f, &stub) >= 0 && !stub;
 }
 
 /* Is parameter |p| of |f| read only by the return (an argument returned
@@ -244,7 +247,15 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi,
                              const uint32_t *async_of, uint32_t fcount) {
   char name[512];
   snprintf(name, sizeof(name), "%s$async", m->funcs[fi].name);
-  hali_ir_func_t *g = hali_ir_module_add_func(m, name, strlen(name));
+  hali_ir_func_t *g;
+  if (async_of[fi] < m->func_count) {
+    /* The assembler's placeholder, called by module code: built in its
+     * place (check_stub compares the signatures afterwards). */
+    g = &m->funcs[async_of[fi]];
+    hali_ir_func_clear(g);
+  } else {
+    g = hali_ir_module_add_func(m, name, strlen(name));
+  }
   if (!g) return hali_status_oom();
   const hali_ir_func_t *f = &m->funcs[fi]; /* add_func moved it */
   g->line = f->line;
@@ -548,6 +559,42 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   return HALI_OK;
 }
 
+/* Copies the types of placeholder |stub| into |out| (flags set to mark
+ * it used). */
+static hali_status_t save_signature(const hali_ir_func_t *stub,
+                                    hali_ir_func_t *out) {
+  out->flags = HALI_FUNC_ASYNC_STUB;
+  out->param_count = stub->param_count;
+  out->result_count = stub->result_count;
+  out->reg_types = hali_malloc(stub->param_count + 1);
+  out->results = hali_malloc(stub->result_count + 1);
+  if (!out->reg_types || !out->results) return hali_status_oom();
+  memcpy(out->reg_types, stub->reg_types, stub->param_count);
+  memcpy(out->results, stub->results, stub->result_count);
+  return HALI_OK;
+}
+
+/* The calls the assembler checked against the placeholder must fit what
+ * was built (a binary module carries the placeholder's signature as
+ * data, so a mismatch is bad input). */
+static hali_status_t check_stub(const hali_ir_func_t *want,
+                                const hali_ir_func_t *g) {
+  bool same = want->param_count == g->param_count &&
+              want->result_count == g->result_count;
+  for (uint32_t i = 0; same && i < g->param_count; ++i)
+    same = want->reg_types[i] == g->reg_types[i];
+  for (uint32_t i = 0; same && i < g->result_count; ++i)
+    same = want->results[i] == g->results[i];
+  if (same) return HALI_OK;
+  return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                          PASS ": @%s: the module declares it (the "
+                          "placeholder its callers were checked against) "
+                          "with %u parameter(s) and %u result(s) of other "
+                          "types than the %u and %u func-conversion makes",
+                          g->name, want->param_count, want->result_count,
+                          g->param_count, g->result_count);
+}
+
 hali_status_t hali_pass_func_conversion(hali_ir_module_t *m) {
   uint32_t n = m->func_count;
   for (uint32_t fi = 0; fi < n; ++fi)
@@ -559,16 +606,42 @@ hali_status_t hali_pass_func_conversion(hali_ir_module_t *m) {
   uint8_t *state = hali_calloc((size_t)n + 1, 1);
   hali_status_t s = HALI_OK;
   if (!async_of || !path || !state) s = hali_status_oom();
-  for (uint32_t fi = 0, next = n; fi < n && !s; ++fi)
-    async_of[fi] = skipped(m, &m->funcs[fi]) ? UINT32_MAX : next++;
+  /* A placeholder's signature, to hold the built f$async to. */
+  hali_ir_func_t *stubs = hali_calloc((size_t)n + 1, sizeof(*stubs));
+  if (!stubs) s = hali_status_oom();
+  for (uint32_t fi = 0, next = n; fi < n && !s; ++fi) {
+    bool stub = false;
+    int32_t k = skipped(m, &m->funcs[fi]) ? -1 : find_async(m, &m->funcs[fi], &stub);
+    async_of[fi] = skipped(m, &m->funcs[fi]) ? UINT32_MAX
+                   : stub                    ? (uint32_t)k
+                                             : next++;
+    if (stub) s = save_signature(&m->funcs[k], &stubs[fi]);
+  }
   for (uint32_t fi = 0; fi < n && !s; ++fi)
     if (async_of[fi] != UINT32_MAX && !state[fi])
       s = no_cycle(m, fi, state, path, 0);
   for (uint32_t fi = 0; fi < n && !s; ++fi) {
     if (async_of[fi] == UINT32_MAX) continue;
+    uint32_t gi = async_of[fi] < n ? async_of[fi] : m->func_count;
     s = convert(m, fi, async_of, n);
-    if (!s) s = build_wrapper(m, fi, m->func_count - 1);
+    if (!s && stubs[fi].flags)
+      s = check_stub(&stubs[fi], &m->funcs[gi]);
+    if (!s) s = build_wrapper(m, fi, gi);
   }
+  /* A placeholder nothing was built into: its @f was not converted. */
+  for (uint32_t k = 0; k < n && !s; ++k)
+    if (m->funcs[k].flags & HALI_FUNC_ASYNC_STUB)
+      s = hali_status_make(
+          HALI_STATUS_INVALID_ARGUMENT,
+          PASS ": @%s is called (line %u) but func-conversion makes no such "
+          "function: its tensor function is not converted (an \"external\" "
+          "one, or one that has an $async form of its own)",
+          m->funcs[k].name, m->funcs[k].line);
+  for (uint32_t k = 0; stubs && k < n; ++k) {
+    hali_free(stubs[k].reg_types);
+    hali_free(stubs[k].results);
+  }
+  hali_free(stubs);
   hali_free(async_of);
   hali_free(path);
   hali_free(state);

@@ -10,7 +10,9 @@
  * - The seed audit's p04: two submissions, the second waiting for the
  *   first one's signal fence, and none after it.
  * - Write after read: the region overwriting a mutable argument waits for
- *   the region that reads it. */
+ *   the region that reads it.
+ * - Two ~20 ms kernels in independent regions overlap in time on two
+ *   workers, and do not on one. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,19 +65,31 @@ static int submissions(const char *text, submission_t *out, int cap) {
   return n;
 }
 
+static int traced_run_on(const char *file, int workers, const char *args,
+                         submission_t *out, int cap);
+
 /* Runs tests/passes/|file| @f on local-task with |inputs| and
  * |expected| outputs, traced; returns the submissions. */
 static int traced_run(const char *file, const char *args, submission_t *out,
                       int cap) {
+  char path[256];
+  snprintf(path, sizeof(path), "passes/%s", file);
+  return traced_run_on(path, 2, args, out, cap);
+}
+
+/* The same for tests/|file| on local-task with |workers| workers. */
+static int traced_run_on(const char *file, int workers, const char *args,
+                         submission_t *out, int cap) {
   if (!HALI_TRACING) return -1; /* configure --disable-tracing */
   char dir[] = "/tmp/hali_regions_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
   char trace[128], cmd[2048];
   snprintf(trace, sizeof(trace), "%s/t.json", dir);
   snprintf(cmd, sizeof(cmd),
-           "'%s' run '%s/tests/passes/%s' --function=f --device=local-task "
-           "--workers=2 --trace=hal --trace-format=chrome --trace-out='%s' %s",
-           HALI_TOOL, HALI_SRCDIR, file, trace, args);
+           "'%s' run '%s/tests/%s' --function=f --device=local-task "
+           "--workers=%d --trace=hal --trace-format=chrome --trace-out='%s' "
+           "%s",
+           HALI_TOOL, HALI_SRCDIR, file, workers, trace, args);
   char *err = NULL;
   int rc = hali_test_shell(cmd, NULL, &err);
   ck_assert_msg(rc == 0, "%s: exit %d: %s", cmd, rc, err ? err : "");
@@ -145,6 +159,101 @@ START_TEST(write_after_read) {
 }
 END_TEST
 
+/* Real overlap (doc/hal.md, "Queue order"): two ~20 ms kernels in
+ * independent regions (tests/regions_overlap.hasm) on local-task.  With
+ * two workers the queue has two runners, and the trace's submission
+ * intervals intersect; with one worker they cannot, and do not (the
+ * control: the overlap comes from the queue, not from the trace).  Both
+ * results are right either way.  Asserted on the intervals, not on wall
+ * time. */
+static void spin_pair(int workers, submission_t *s) {
+  int n = traced_run_on("regions_overlap.hasm", workers,
+                        "--input=1xi32=5 --input=1xi32=7 --input=i64=8000000 "
+                        "--expected_output=1xi32=8000005 "
+                        "--expected_output=1xi32=8000007",
+                        s, 16);
+  if (n < 0) return;
+  /* The two kernels, then the signal's join of both (empty). */
+  ck_assert_int_eq(n, 3);
+  ck_assert_int_eq(s[0].wait, s[1].wait); /* neither waits for the other */
+  ck_assert_int_ne(s[1].wait, s[0].signal);
+  /* Each spins for milliseconds: these are the kernels, not bookkeeping. */
+  ck_assert_msg(s[0].dur > 1000 && s[1].dur > 1000, "durations %g, %g us",
+                s[0].dur, s[1].dur);
+}
+
+START_TEST(independent_kernels_overlap) {
+  if (!HALI_TRACING) return;
+  submission_t s[16];
+  spin_pair(2, s);
+  double end0 = s[0].ts + s[0].dur, end1 = s[1].ts + s[1].dur;
+  ck_assert_msg(s[1].ts < end0 && s[0].ts < end1,
+                "no overlap on 2 workers: [%g, %g] and [%g, %g] us",
+                s[0].ts, end0, s[1].ts, end1);
+}
+END_TEST
+
+START_TEST(one_worker_serializes) {
+  if (!HALI_TRACING) return;
+  submission_t s[16];
+  spin_pair(1, s);
+  double end0 = s[0].ts + s[0].dur, end1 = s[1].ts + s[1].dur;
+  ck_assert_msg(s[1].ts >= end0 || s[0].ts >= end1,
+                "overlap on 1 worker: [%g, %g] and [%g, %g] us", s[0].ts,
+                end0, s[1].ts, end1);
+}
+END_TEST
+
+/* The deadlock report with fences as the only order: a barrier waits on a
+ * fence nothing signals, a later barrier waits on nothing.  On local-task
+ * the later one runs anyway, so the program reaches the await of the stuck
+ * one and the report names that await (line 12); on local-sync, in
+ * submission order, the later one is stuck behind it and the report names
+ * the first await (line 11).  Either way: a report, not a hang. */
+START_TEST(deadlock_report_follows_the_fences) {
+  static const char prog[] =
+      "module @dead\n"
+      "func @dead() -> i32 {\n"
+      "  %device = hal.device.get\n"
+      "  %gate = hal.fence.create %device\n"
+      "  %done = hal.fence.create %device\n"
+      "  %other = hal.fence.create %device\n"
+      "  %null = hal.fence.null\n"
+      "  hal.device.queue.execute %device, %gate, %done, []\n"
+      "  hal.device.queue.execute %device, %null, %other, []\n"
+      "  %forever = const.i64 -1\n"
+      "  %s = hal.fence.await %other, %forever\n"
+      "  %s = hal.fence.await %done, %forever\n"
+      "  return %s\n"
+      "}\n";
+  char dir[] = "/tmp/hali_dead_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char path[128], cmd[512];
+  snprintf(path, sizeof(path), "%s/dead.hasm", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(prog, f);
+  fclose(f);
+  const char *const devices[2] = {"local-sync", "local-task --workers=2"};
+  const char *const where[2] = {"at @dead@8 (", "at @dead@9 ("};
+  const char *const line[2] = {"dead.hasm:11)", "dead.hasm:12)"};
+  for (int d = 0; d < 2; ++d) {
+    snprintf(cmd, sizeof(cmd), "timeout 60 '%s' run '%s' --function=dead "
+             "--device=%s", HALI_TOOL, path, devices[d]);
+    char *err = NULL;
+    int rc = hali_test_shell(cmd, NULL, &err);
+    ck_assert_msg(rc == 1, "%s: exit %d: %s", cmd, rc, err);
+    ck_assert_msg(strstr(err, "FAILED_PRECONDITION: deadlock: all 1 "
+                              "fiber(s) are suspended") &&
+                      strstr(err, where[d]) && strstr(err, line[d]),
+                  "%s: %s", devices[d], err);
+    free(err);
+  }
+  unlink(path);
+  rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("regions");
   TCase *tc = tcase_create("fences");
@@ -152,6 +261,9 @@ int main(void) {
   tcase_add_test(tc, independent_regions);
   tcase_add_test(tc, p04_two_submissions);
   tcase_add_test(tc, write_after_read);
+  tcase_add_test(tc, independent_kernels_overlap);
+  tcase_add_test(tc, one_worker_serializes);
+  tcase_add_test(tc, deadlock_report_follows_the_fences);
   suite_add_tcase(suite, tc);
   return hali_test_main(suite);
 }

@@ -20,7 +20,7 @@ static const char usage[] =
     "                        rodata of a module\n"
     "  asm IN.hasm -o OUT.hbc [--strip]\n"
     "                        assemble text into a binary module\n"
-    "  dis IN.hbc|IN.hasm [--no_locs] [--after=PASS|all]\n"
+    "  dis IN.hbc|IN.hasm [--no_locs] [--after=PASS|all] [--device=KIND]\n"
     "                        print a module as text that reassembles to it\n"
     "  verify IN.hbc|IN.hasm check a module without running it\n"
     "  isa                   print the instruction set reference (markdown)\n"
@@ -83,6 +83,7 @@ typedef struct {
   const char *out;
   bool strip, json;
   hali_module_print_options_t po;
+  const char *link_device; /* dis --device=KIND: also show variant choices */
 } misc_options_t;
 
 #define M ((misc_options_t *)opts)
@@ -114,6 +115,16 @@ static const char *flag_dis_no_passes(void *opts, const char *v) {
   M->po.no_passes = true;
   return NULL;
 }
+static const char *flag_dis_device(void *opts, const char *v) {
+  hali_device_kind_t kind;
+  hali_status_t s = hali_device_kind_parse(v, &kind);
+  if (s) {
+    hali_status_free(s);
+    return "expected local-sync or local-task";
+  }
+  M->link_device = v;
+  return NULL;
+}
 static const char *flag_json(void *opts, const char *v) {
   (void)v;
   M->json = true;
@@ -139,6 +150,10 @@ static const tool_flag_t dis_flags[] = {
      flag_dis_passes},
     {"--no_passes", "--no-passes", 0, NULL, "run no load-time pass",
      flag_dis_no_passes},
+    {"--device", NULL, 0, "KIND",
+     "also link on a KIND device and show, as comments, which variant of "
+     "each executable with variants was chosen",
+     flag_dis_device},
     {NULL, NULL, 0, NULL, NULL, NULL},
 };
 static const tool_flag_t dump_flags[] = {
@@ -157,7 +172,7 @@ static const tool_command_t asm_command = {
     "assemble text into a binary module (checked by loading it back)",
     asm_tables};
 static const tool_command_t dis_command = {
-    "dis", "IN.hbc|IN.hasm [--no_locs] [--after=PASS|all]",
+    "dis", "IN.hbc|IN.hasm [--no_locs] [--after=PASS|all] [--device=KIND]",
     "print a module as text that reassembles to it", dis_tables};
 static const tool_command_t verify_command = {
     "verify", "IN.hbc|IN.hasm",
@@ -219,6 +234,46 @@ static int cmd_asm(int argc, char **argv) {
   return 0;
 }
 
+/* Collects the "[hal] executable @E on D: ..." lines of a link. */
+static void dis_variant_line(void *user, const char *line) {
+  FILE *out = user;
+  if (strncmp(line, "[hal] executable @", 18) != 0) return;
+  /* One comment line: a refusal's reason may span lines. */
+  fputs("# ", out);
+  for (const char *c = line + 6; *c; ++c) fputc(*c == '\n' ? ' ' : *c, out);
+  fputc('\n', out);
+}
+
+/* dis --device=KIND: links the module on a KIND device (as `hali run`
+ * would) and prints each variant choice as a comment, so the text still
+ * reassembles. */
+static hali_status_t dis_link(const char *in, const char *kind_name) {
+  hali_instance_t *instance = NULL;
+  hali_module_t *m = NULL;
+  hali_device_t *device = NULL;
+  hali_context_t *context = NULL;
+  hali_device_params_t dp;
+  hali_device_params_initialize(&dp);
+  hali_status_t s = hali_device_kind_parse(kind_name, &dp.kind);
+  if (!s) s = load(in, &instance, &m);
+  if (!s) s = hali_device_create(instance, &dp, &device);
+  printf("\n# linked on %s:\n", kind_name);
+  fflush(stdout);
+  if (!s) {
+    hali_context_params_t cp;
+    hali_context_params_initialize(&cp);
+    cp.trace_bits = HALI_TRACE_BITS_HAL;
+    cp.trace_callback = dis_variant_line;
+    cp.trace_user = stdout;
+    s = hali_context_create(instance, device, &m, 1, &cp, &context);
+  }
+  hali_context_release(context);
+  hali_device_release(device);
+  hali_module_release(m);
+  hali_instance_release(instance);
+  return s;
+}
+
 static int cmd_dis(int argc, char **argv) {
   misc_options_t o = {0};
   const char *in = NULL;
@@ -230,6 +285,10 @@ static int cmd_dis(int argc, char **argv) {
   if (s) return tool_report(s);
   fputs(text, stdout);
   hali_free(text);
+  if (o.link_device) {
+    s = dis_link(in, o.link_device);
+    if (s) return tool_report(s);
+  }
   return 0;
 }
 

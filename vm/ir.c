@@ -45,6 +45,18 @@ static void hali_ir_xtypes_free(hali_ir_xtype_t *v, uint32_t n) {
 
 static void hali_ir_func_free_all(hali_ir_func_t *f);
 
+void hali_ir_func_free(hali_ir_func_t *f) { hali_ir_func_free_all(f); }
+
+hali_type_t hali_ir_abi_type(hali_type_t t) {
+  switch (t) {
+  case HALI_TYPE_I32: return HALI_TYPE_I64;
+  case HALI_TYPE_INDEX: return HALI_TYPE_I64;
+  case HALI_TYPE_F32: return HALI_TYPE_F64;
+  case HALI_TYPE_TENSOR: return HALI_TYPE_BUFFER_VIEW;
+  default: return t;
+  }
+}
+
 void hali_ir_func_clear(hali_ir_func_t *f) {
   char *name = f->name;
   f->name = NULL;
@@ -101,6 +113,15 @@ void hali_ir_module_free(hali_ir_module_t *m) {
     hali_free(e->name);
     hali_free(e->format);
     hali_free(e->library);
+    hali_free(e->if_device);
+    hali_free(e->if_loader);
+    for (uint32_t k = 0; k < e->variant_count; ++k) {
+      hali_free(e->variants[k].format);
+      hali_free(e->variants[k].library);
+      hali_free(e->variants[k].if_device);
+      hali_free(e->variants[k].if_loader);
+    }
+    hali_free(e->variants);
   }
   hali_free(m->executables);
   for (uint32_t i = 0; i < m->global_count; ++i) {
@@ -204,6 +225,23 @@ hali_ir_executable_t *hali_ir_module_add_executable(hali_ir_module_t *m,
   if (!e->name) return NULL;
   m->executable_count++;
   return e;
+}
+
+hali_ir_variant_t hali_ir_executable_variant(const hali_ir_executable_t *e,
+                                             uint32_t i) {
+  if (i == 0)
+    return (hali_ir_variant_t){e->format, e->library, e->if_device,
+                               e->if_loader};
+  return e->variants[i - 1];
+}
+
+hali_ir_variant_t *hali_ir_executable_add_variant(hali_ir_executable_t *e) {
+  hali_ir_variant_t *v = hali_realloc(
+      e->variants, (e->variant_count + 1) * sizeof(hali_ir_variant_t));
+  if (!v) return NULL;
+  e->variants = v;
+  memset(&v[e->variant_count], 0, sizeof(*v));
+  return &v[e->variant_count++];
 }
 
 hali_ir_export_t *hali_ir_executable_add_export(hali_ir_executable_t *e,

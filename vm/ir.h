@@ -74,7 +74,19 @@ enum {
   HALI_FUNC_IMPORT = 1u << 0,
   /* An import the host may leave unbound (calling it then fails). */
   HALI_FUNC_OPTIONAL = 1u << 1,
+  /* A placeholder for f$async of a tensor-level function f, made by the
+   * assembler when module code calls f$async before func-conversion has
+   * made it (the seed audit's p08): the ABI signature
+   * (hali_ir_abi_type of f's parameters, then the wait and signal fences;
+   * the ABI results) and no body.  func-conversion builds f$async in its
+   * place; it never survives the passes nor reaches a binary. */
+  HALI_FUNC_ASYNC_STUB = 1u << 2,
 };
+
+/* The type a value of |t| has at the coarse-fences ABI of a converted
+ * tensor-level function (func-conversion): i32 and index widen to i64,
+ * f32 to f64, tensors travel as buffer views; others are unchanged. */
+hali_type_t hali_ir_abi_type(hali_type_t t);
 
 /* A value in an executable export's signature, or the element type and
  * shape of a tensor register: a scalar (|type| is i32, i64, f32 or f64) or
@@ -265,13 +277,36 @@ typedef struct hali_ir_export_s {
   uint32_t layout_bindings, layout_constants;
 } hali_ir_export_t;
 
+/* One way of loading an executable (doc/asm.md, "Executable variants"):
+ * a format, its library, and conditions that must all hold for the variant
+ * to be tried at link time. */
+typedef struct hali_ir_variant_s {
+  char *format;    /* "native", "ffi", "static", "bytecode", or a host's */
+  char *library;   /* path or registered name; NULL for bytecode */
+  char *if_device; /* `if device "K"`: only on that device kind; NULL = any */
+  char *if_loader; /* `if loader "F"`: only when a loader supports format F */
+} hali_ir_variant_t;
+
 typedef struct hali_ir_executable_s {
   char *name;
-  char *format;  /* "native", "ffi", "static", "bytecode", or a host's */
-  char *library; /* path or registered name; NULL for bytecode */
+  char *format;  /* variant 0: "native", "ffi", "static", "bytecode", ... */
+  char *library; /* variant 0: path or registered name; NULL for bytecode */
   uint32_t export_count;
   hali_ir_export_t *exports;
+  /* Variant 0's conditions (NULL = none). */
+  char *if_device, *if_loader;
+  /* The fallbacks after variant 0 (`or format ...`), tried in order; the
+   * exports are shared by every variant. */
+  uint32_t variant_count;
+  hali_ir_variant_t *variants;
 } hali_ir_executable_t;
+
+/* Variant |i| of |e| (0 = format/library/if_* of |e| itself), as a value
+ * whose strings are borrowed; i < 1 + e->variant_count. */
+hali_ir_variant_t hali_ir_executable_variant(const hali_ir_executable_t *e,
+                                             uint32_t i);
+/* Appends a zeroed fallback variant; NULL on OOM. */
+hali_ir_variant_t *hali_ir_executable_add_variant(hali_ir_executable_t *e);
 
 /* The interface an export's signature implies (materialize-interfaces):
  * tensor arguments then tensor results are bindings 0.., scalars are push
@@ -369,6 +404,8 @@ hali_ir_xtype_t *hali_ir_xtype_append(hali_ir_xtype_t **values,
 /* Frees everything |f| holds but its name and empties it (the passes
  * rebuild a function in place). */
 void hali_ir_func_clear(hali_ir_func_t *f);
+/* Frees everything |f| holds, its name included (not |f| itself). */
+void hali_ir_func_free(hali_ir_func_t *f);
 
 /* Adds a register of |type| and returns its number, UINT32_MAX on OOM. */
 uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,

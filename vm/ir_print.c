@@ -552,11 +552,25 @@ static void print_xtypes(hali_strbuf_t *sb, const hali_ir_xtype_t *v,
 static void print_executable(hali_strbuf_t *sb, const hali_ir_module_t *m,
                              const hali_ir_executable_t *e,
                              bool show_layouts) {
-  hali_strbuf_printf(sb, "\nexecutable @%s format ", e->name);
-  print_string(sb, e->format ? e->format : "", (uint32_t)strlen(e->format ? e->format : ""));
-  if (e->library) {
-    hali_strbuf_append(sb, " library ", 9);
-    print_string(sb, e->library, (uint32_t)strlen(e->library));
+  hali_strbuf_printf(sb, "\nexecutable @%s ", e->name);
+  for (uint32_t k = 0; k <= e->variant_count; ++k) {
+    hali_ir_variant_t v = hali_ir_executable_variant(e, k);
+    if (k) hali_strbuf_append(sb, "\n    or ", 8);
+    hali_strbuf_append(sb, "format ", 7);
+    print_string(sb, v.format ? v.format : "",
+                 (uint32_t)strlen(v.format ? v.format : ""));
+    if (v.library) {
+      hali_strbuf_append(sb, " library ", 9);
+      print_string(sb, v.library, (uint32_t)strlen(v.library));
+    }
+    if (v.if_device) {
+      hali_strbuf_append(sb, " if device ", 11);
+      print_string(sb, v.if_device, (uint32_t)strlen(v.if_device));
+    }
+    if (v.if_loader) {
+      hali_strbuf_append(sb, " if loader ", 11);
+      print_string(sb, v.if_loader, (uint32_t)strlen(v.if_loader));
+    }
   }
   hali_strbuf_append(sb, " {\n", 3);
   for (uint32_t i = 0; i < e->export_count; ++i) {
@@ -689,6 +703,9 @@ char *hali_ir_print_ex(const hali_ir_module_t *m, bool with_locs,
     print_executable(&sb, m, &m->executables[i], show_layouts);
   for (uint32_t fi = 0; fi < m->func_count; ++fi) {
     const hali_ir_func_t *f = &m->funcs[fi];
+    /* An f$async placeholder (before func-conversion) is not text: the
+     * assembler makes it again from the calls that name it. */
+    if (f->flags & HALI_FUNC_ASYNC_STUB) continue;
     hali_strbuf_printf(&sb, "\nfunc @%s(", f->name);
     for (uint32_t i = 0; i < f->param_count; ++i) {
       if (i) hali_strbuf_append(&sb, ", ", 2);

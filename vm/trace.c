@@ -116,10 +116,11 @@ static void json_escape(hali_strbuf_t *sb, const char *s) {
 }
 
 /* The name Perfetto shows for thread |tid| (the tids of doc/tracing.md's
- * table): "vm", "queue", "worker N", "fiber N awaits". */
+ * table): "vm", "queue", "worker N", "queue R", "fiber N awaits". */
 static void thread_name(uint32_t tid, char *buf, size_t n) {
   if (tid == 0) snprintf(buf, n, "vm");
   else if (tid == 1) snprintf(buf, n, "queue");
+  else if (tid > 500 && tid < 1000) snprintf(buf, n, "queue %u", tid - 500);
   else if (tid < 1000) snprintf(buf, n, "worker %u", tid - 2);
   else snprintf(buf, n, "fiber %u awaits", tid - 1000);
 }

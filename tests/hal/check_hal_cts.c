@@ -339,22 +339,38 @@ START_TEST(test_queue_order_and_parking) {
   HALI_CK_OK(hali_hal_fence_create_pending(&last));
   cts_submit_fill(device, NULL, first, buffer, 1);
   HALI_CK_OK(hali_hal_fence_await(first, HALI_INFINITE));
-  /* Parked behind |gate|; the next submission has no wait of its own but
-   * runs after it: the queue is in order. */
-  cts_submit_fill(device, gate, NULL, buffer, 2);
+  /* Parked behind |gate|; the next submission has no wait of its own. */
+  hali_hal_fence_t *gated = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gated));
+  cts_submit_fill(device, gate, gated, buffer, 2);
   cts_submit_fill(device, NULL, last, buffer, 3);
-  HALI_CK_STATUS(hali_hal_fence_await(last, 20 * 1000000),
-                 HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1");
-  ck_assert_uint_eq(hali_test_byte(buffer, 0), 1);
+  bool in_order = cts_configs[_i].kind == HALI_HAL_DEVICE_LOCAL_SYNC;
+  if (in_order) {
+    /* local-sync: it runs after the parked one: the queue is in order. */
+    HALI_CK_STATUS(hali_hal_fence_await(last, 20 * 1000000),
+                   HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1");
+    ck_assert_uint_eq(hali_test_byte(buffer, 0), 1);
+  } else {
+    /* local-task: only fences order submissions: the ungated one runs
+     * while the gated one still waits (doc/hal.md, "Queue order"). */
+    HALI_CK_OK(hali_hal_fence_await(last, HALI_INFINITE));
+    ck_assert_uint_eq(hali_test_byte(buffer, 0), 3);
+    HALI_CK_STATUS(hali_hal_fence_await(gated, 20 * 1000000),
+                   HALI_STATUS_DEADLINE_EXCEEDED, "did not reach 1");
+    ck_assert_uint_eq(hali_test_byte(buffer, 7), 3);
+  }
   /* Open the gate from another thread; the queue drains. */
   signal_thread_t job = {gate, 5};
   pthread_t thread;
   ck_assert_int_eq(pthread_create(&thread, NULL, signal_thread_main, &job), 0);
   HALI_CK_OK(hali_hal_fence_await(last, HALI_INFINITE));
+  HALI_CK_OK(hali_hal_fence_await(gated, HALI_INFINITE));
   pthread_join(thread, NULL);
-  ck_assert_uint_eq(hali_test_byte(buffer, 0), 3);
-  ck_assert_uint_eq(hali_test_byte(buffer, 7), 3);
+  /* The last fill to run wins: 3 in order, the gated 2 otherwise. */
+  ck_assert_uint_eq(hali_test_byte(buffer, 0), in_order ? 3 : 2);
+  ck_assert_uint_eq(hali_test_byte(buffer, 7), in_order ? 3 : 2);
   HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  hali_hal_fence_release(gated);
   hali_hal_fence_release(gate);
   hali_hal_fence_release(first);
   hali_hal_fence_release(last);
@@ -721,11 +737,14 @@ START_TEST(test_alloca_dealloca_order) {
   ck_assert(hali_hal_buffer_is_committed(buffer));
   hali_hal_allocator_query_statistics(allocator, &st);
   ck_assert_uint_eq(st.bytes_live, 100);
-  /* Deallocating twice fails the second signal fence. */
-  hali_hal_fence_t *again = NULL;
+  /* Deallocating twice fails the second signal fence (the second waits
+   * for the first: local-task orders submissions only by fences). */
+  hali_hal_fence_t *again = NULL, *once = NULL;
   HALI_CK_OK(hali_hal_fence_create_pending(&again));
-  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, NULL, buffer));
-  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, again, buffer));
+  HALI_CK_OK(hali_hal_fence_create_pending(&once));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, once, buffer));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, once, again, buffer));
+  hali_hal_fence_release(once);
   HALI_CK_STATUS(hali_hal_fence_await(again, HALI_INFINITE),
                  HALI_STATUS_FAILED_PRECONDITION, "not committed",
                  "queue_dealloca of 100 bytes");
@@ -892,6 +911,92 @@ START_TEST(test_stop_abandons_parked_work) {
   hali_hal_fence_release(done);
   hali_hal_buffer_release(buffer);
   hali_hal_stop_release(stop);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* local-task orders submissions only by their fences (doc/hal.md, "Queue
+ * order"): behind a blocked oldest submission, a later one runs as soon
+ * as its own wait fence is signalled; the deadlock probes report the queue
+ * blocked, on the oldest waiting fence, only while nothing can start; a
+ * stopped submission behind blocked ones is given up without anyone
+ * signalling; a failed wait fails only its own submission, with the
+ * reason.  (local-sync keeps submission order: test_queue_order_and_parking.) */
+START_TEST(test_queue_fences_are_the_order) {
+  if (cts_configs[_i].kind != HALI_HAL_DEVICE_LOCAL_TASK) return;
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *a = cts_buffer(device, 8), *b = cts_buffer(device, 8),
+                    *c = cts_buffer(device, 8);
+  cts_set_bytes(a, 0);
+  cts_set_bytes(b, 0);
+  cts_set_bytes(c, 0);
+  hali_hal_fence_t *gate_a = NULL, *gate_b = NULL, *gate_c = NULL,
+                   *done_a = NULL, *done_b = NULL, *done_c = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate_a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate_b));
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate_c));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done_a));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done_b));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done_c));
+  cts_submit_fill(device, gate_a, done_a, a, 1);
+  cts_submit_fill(device, gate_b, done_b, b, 2);
+  /* Nothing can start: blocked, on the oldest submission's wait fence. */
+  ck_assert(!hali_hal_device_queue_can_progress(device));
+  bool pending = false;
+  hali_hal_fence_t *blocked = NULL;
+  hali_hal_device_queue_state(device, &pending, &blocked);
+  ck_assert(pending);
+  ck_assert_ptr_eq(blocked, gate_a);
+  hali_hal_fence_release(blocked);
+  /* The later one runs first, the older one still waits. */
+  HALI_CK_OK(hali_hal_fence_signal(gate_b));
+  HALI_CK_OK(hali_hal_fence_await(done_b, HALI_INFINITE));
+  ck_assert_uint_eq(hali_test_byte(b, 7), 2);
+  ck_assert_uint_eq(hali_test_byte(a, 0), 0);
+  bool ready = true;
+  HALI_CK_OK(hali_hal_fence_query(done_a, &ready));
+  ck_assert(!ready);
+  /* Blocked again once the runner has finished with it. */
+  blocked = NULL;
+  for (int i = 0; i < 5000 && !blocked; ++i) {
+    hali_hal_device_queue_state(device, &pending, &blocked);
+    if (!blocked) hali_test_sleep_ms(1);
+  }
+  ck_assert_ptr_eq(blocked, gate_a);
+  hali_hal_fence_release(blocked);
+  ck_assert(!hali_hal_device_queue_can_progress(device));
+  /* Stopped behind the blocked one: given up by the runners alone. */
+  hali_hal_stop_t *stop = NULL;
+  HALI_CK_OK(hali_hal_stop_create(INT64_MAX, &stop));
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, c, 0, 8, 7, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  HALI_CK_OK(hali_hal_device_queue_execute_stoppable(device, gate_c, done_c,
+                                                     &cb, 1, stop));
+  hali_hal_command_buffer_release(cb);
+  hali_hal_stop_request(stop, HALI_STATUS_CANCELLED);
+  HALI_CK_STATUS(hali_hal_fence_await(done_c, HALI_INFINITE),
+                 HALI_STATUS_CANCELLED, "abandoned before it started");
+  ck_assert_uint_eq(hali_test_byte(c, 0), 0);
+  /* A failed wait fails its own submission only, with the reason. */
+  hali_hal_fence_fail(gate_a, hali_status_make(HALI_STATUS_DATA_LOSS,
+                                               "upstream broke"));
+  HALI_CK_STATUS(hali_hal_fence_await(done_a, HALI_INFINITE),
+                 HALI_STATUS_DATA_LOSS, "upstream broke",
+                 "the wait fence of queue submission 1 failed",
+                 "queue submission 1 on local-task");
+  ck_assert_uint_eq(hali_test_byte(a, 0), 0);
+  HALI_CK_OK(hali_hal_device_wait_idle(device, HALI_INFINITE));
+  hali_hal_stop_release(stop);
+  hali_hal_fence_release(gate_a);
+  hali_hal_fence_release(gate_b);
+  hali_hal_fence_release(gate_c);
+  hali_hal_fence_release(done_a);
+  hali_hal_fence_release(done_b);
+  hali_hal_fence_release(done_c);
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(b);
+  hali_hal_buffer_release(c);
   hali_hal_device_release(device);
 }
 END_TEST
@@ -1248,6 +1353,7 @@ static Suite *hal_cts_suite(void) {
   add_device_tests(tc, test_dispatch_uncommitted_binding);
   add_device_tests(tc, test_stop_abandons_dispatch);
   add_device_tests(tc, test_stop_abandons_parked_work);
+  add_device_tests(tc, test_queue_fences_are_the_order);
   tcase_add_test(tc, test_dispatch_identical_across_devices);
   suite_add_tcase(s, tc);
   tc = tcase_create("alloca");
