@@ -1076,9 +1076,10 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
     for (uint32_t i = 0; !status && i < runners; ++i) {
       hali_hal_runner_t *r = &device->runners[i];
       r->device = device;
-      /* Trace tracks: 1 for the first (the old queue thread's), then after
-       * the workers' 2 .. 1 + workers. */
-      r->trace_tid = i == 0 ? 1 : 500 + i; /* vm/trace.c names 500 + R "queue R" */
+      /* Trace tracks: 1 for the first (the old queue thread's), then
+       * 500 + R, clear of the workers' 2 .. 1 + workers (vm/trace.c names
+       * them "queue R"). */
+      r->trace_tid = i == 0 ? 1 : 500 + i;
       r->index = i;
       if (pthread_create(&r->thread, NULL, hali_hal_local_task_main, r))
         status = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
