@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hal/buffer.h"
+#include "hal/validate.h"
 #include "base/alloc.h"
 
 struct hali_hal_buffer_t {
@@ -30,7 +31,14 @@ struct hali_hal_buffer_t {
   hali_hal_device_size_t length;
   hali_hal_memory_type_bits_t memory_types;
   hali_hal_buffer_usage_bits_t usage;
+  /* Allocated buffers under validation only (hal/validate.h): in-flight
+   * accesses and written ranges, owned; NULL otherwise. */
+  void *validate_state;
 };
+
+void **hali_hal_buffer_validate_slot(hali_hal_buffer_t *buffer) {
+  return &buffer->allocated->validate_state;
+}
 
 static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   hali_hal_buffer_t *buffer = (hali_hal_buffer_t *)ref;
@@ -46,6 +54,8 @@ static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   } else {
     hali_hal_buffer_release(buffer->allocated);
   }
+  if (HALI_UNLIKELY(buffer->validate_state != NULL))
+    hali_hal_validate_buffer_free(buffer->validate_state);
   hali_free(buffer);
 }
 
@@ -77,6 +87,15 @@ hali_status_t hali_hal_buffer_create_uncommitted(
   buffer->length = size;
   buffer->memory_types = params.memory_types;
   buffer->usage = params.usage;
+  uint8_t validate = hali_hal_allocator_validate_mode(allocator);
+  if (HALI_UNLIKELY(validate)) {
+    buffer->validate_state =
+        hali_hal_validate_buffer_create_fresh((hali_hal_validate_mode_t)validate);
+    if (!buffer->validate_state) {
+      hali_hal_buffer_release(buffer);
+      return hali_status_annotate(hali_status_oom(), "creating a buffer");
+    }
+  }
   *out_buffer = buffer;
   return HALI_OK;
 }
@@ -124,7 +143,7 @@ hali_status_t hali_hal_buffer_scalar_ptr(hali_hal_buffer_t *buffer,
                   storage &&
                   (buffer->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE) &&
                   (buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING) &&
-                  !(write && root->read_only))) {
+                  !(write && root->read_only) && !root->validate_state)) {
     *out_ptr = storage + buffer->offset + (hali_hal_device_size_t)offset;
     return HALI_OK;
   }
@@ -145,6 +164,14 @@ hali_status_t hali_hal_buffer_scalar_ptr(hali_hal_buffer_t *buffer,
   if (!(buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING))
     return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
                             "%s: buffer lacks mapping usage", op);
+  if (!(write && root->read_only)) {
+    /* Validation (hal/validate.h): the bytes may still be queue work's. */
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_host_access(
+        buffer->allocated, root->validate_state,
+        buffer->offset + (hali_hal_device_size_t)offset, size, write, op));
+    *out_ptr = storage + buffer->offset + (hali_hal_device_size_t)offset;
+    return HALI_OK;
+  }
   /* Only a store into a read-only buffer is left. */
   return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
                           "store of %u bytes at offset %" PRId64
@@ -361,6 +388,7 @@ hali_status_t hali_hal_buffer_resolve(hali_hal_buffer_t *buffer,
 static hali_status_t hali_hal_buffer_map_exact(hali_hal_buffer_t *buffer,
                                                hali_hal_device_size_t offset,
                                                hali_hal_device_size_t length,
+                                               const char *what, bool write,
                                                void **out_ptr) {
   *out_ptr = NULL;
   if (!(buffer->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE)) {
@@ -376,6 +404,10 @@ static hali_status_t hali_hal_buffer_map_exact(hali_hal_buffer_t *buffer,
   uint8_t *ptr = NULL;
   HALI_RETURN_IF_ERROR(hali_hal_buffer_resolve(buffer, offset, length, &ptr),
                        "mapping a buffer");
+  if (HALI_UNLIKELY(buffer->allocated->validate_state != NULL))
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_host_access(
+        buffer->allocated, buffer->allocated->validate_state,
+        buffer->offset + offset, length, write, what));
   *out_ptr = ptr;
   return HALI_OK;
 }
@@ -386,7 +418,8 @@ hali_status_t hali_hal_buffer_map_range(hali_hal_buffer_t *buffer,
                                         void **out_ptr) {
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_resolve_whole(buffer, offset, &length, "access"));
-  return hali_hal_buffer_map_exact(buffer, offset, length, out_ptr);
+  return hali_hal_buffer_map_exact(buffer, offset, length, "map", false,
+                                   out_ptr);
 }
 
 hali_status_t hali_hal_buffer_read(hali_hal_buffer_t *buffer,
@@ -394,7 +427,7 @@ hali_status_t hali_hal_buffer_read(hali_hal_buffer_t *buffer,
                                    size_t length) {
   void *ptr = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_buffer_map_exact(buffer, offset, length, &ptr));
+      hali_hal_buffer_map_exact(buffer, offset, length, "read", false, &ptr));
   if (length) memcpy(target, ptr, length);
   return HALI_OK;
 }
@@ -405,7 +438,7 @@ hali_status_t hali_hal_buffer_write(hali_hal_buffer_t *buffer,
   void *ptr = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_check_writable(buffer));
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_buffer_map_exact(buffer, offset, length, &ptr));
+      hali_hal_buffer_map_exact(buffer, offset, length, "write", true, &ptr));
   if (length) memcpy(ptr, source, length);
   return HALI_OK;
 }

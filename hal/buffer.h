@@ -133,6 +133,9 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_constant(
     hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
     const char *read_only, void (*release)(void *user), void *user,
     hali_hal_buffer_t **out_buffer);
+/* Validation (hal/validate.h): the state slot of |buffer|'s allocated
+ * buffer (NULL when nothing is tracked). */
+void **hali_hal_buffer_validate_slot(hali_hal_buffer_t *buffer);
 /* OK unless |buffer| (or the buffer it is a subspan of) is read-only. */
 HALI_MUST_USE hali_status_t hali_hal_buffer_check_writable(
     const hali_hal_buffer_t *buffer);

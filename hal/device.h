@@ -48,6 +48,8 @@ typedef struct hali_hal_device_params_t {
   uint64_t max_bytes;
   /* Where buffer storage comes from (zeroed = the C library). */
   hali_hal_memory_hooks_t hooks;
+  /* Validation mode (hal/validate.h: 0 off, 1 fail, 2 warn). */
+  uint32_t validate;
 } hali_hal_device_params_t;
 
 /* Defaults: local-sync, workers = cores, no memory limit. */
