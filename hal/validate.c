@@ -333,13 +333,13 @@ void hali_hal_validate_buffer_free(hali_hal_validate_buffer_t *state) {
 
 static hali_hal_validate_buffer_t *buffer_state(hali_hal_buffer_t *root,
                                                 hali_hal_validate_mode_t mode) {
-  void **slot = hali_hal_buffer_validate_slot(root);
-  if (!*slot) {
-    hali_hal_validate_buffer_t *b = hali_calloc(1, sizeof(*b));
+  hali_hal_validate_buffer_t *b = hali_hal_buffer_validate_state(root);
+  if (!b) {
+    b = hali_calloc(1, sizeof(*b));
     if (b) b->mode = mode;
-    *slot = b;
+    hali_hal_buffer_set_validate_state(root, b);
   }
-  return *slot;
+  return b;
 }
 
 /* The first unwritten byte range inside [lo, hi), if any. */
@@ -420,7 +420,7 @@ static void sub_forget_accesses(vsub_t *s) {
     hali_hal_validate_cb_t *v = s->cbs[c]->validate_state;
     for (size_t k = 0; v && k < v->access_count; ++k) {
       hali_hal_validate_buffer_t *b =
-          *hali_hal_buffer_validate_slot(v->accesses[k].root);
+          hali_hal_buffer_validate_state(v->accesses[k].root);
       if (!b) continue;
       size_t n = 0;
       for (size_t i = 0; i < b->pending_count; ++i)
@@ -578,7 +578,7 @@ hali_status_t hali_hal_validate_submit(
     hali_hal_validate_cb_t *v = s->cbs[c]->validate_state;
     for (size_t k = 0; v && k < v->access_count && !found; ++k) {
       const hali_hal_validate_access_t *a = &v->accesses[k];
-      hali_hal_validate_buffer_t *b = *hali_hal_buffer_validate_slot(a->root);
+      hali_hal_validate_buffer_t *b = hali_hal_buffer_validate_state(a->root);
       for (size_t i = 0; b && i < b->pending_count && !found; ++i) {
         const vpending_t *p = &b->pending[i];
         uint64_t lo, hi;
@@ -642,7 +642,7 @@ hali_status_t hali_hal_validate_submission_run(
     hali_hal_validate_cb_t *v = command_buffers[c]->validate_state;
     for (size_t k = 0; v && k < v->access_count && !found; ++k) {
       const hali_hal_validate_access_t *a = &v->accesses[k];
-      hali_hal_validate_buffer_t *b = *hali_hal_buffer_validate_slot(a->root);
+      hali_hal_validate_buffer_t *b = hali_hal_buffer_validate_state(a->root);
       if (!b || !b->track_init) continue;
       uint64_t lo, hi;
       if (a->check_init &&

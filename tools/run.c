@@ -905,7 +905,10 @@ static hali_status_t report_results(const run_options_t *o,
     const char *out = i < o->outputs.n ? o->outputs.v[i] : "-";
     if (is_view) {
       s = tool_tensor_from_view(v->u.view, &t);
-      if (s) break;
+      if (s) {
+        s = hali_status_annotate(s, "reading result[%zu] to print it", i);
+        break;
+      }
     }
     if (is_view && strcmp(out, "-") != 0) {
       s = write_output(out, &t, o->print_max);
