@@ -790,7 +790,9 @@ hali_status_t hali_hal_validate_guarded_workgroup(
     const hali_kernel_workgroup_state_t *workgroup, hali_hal_stop_t *stop) {
   sigjmp_buf jump;
   sigjmp_buf *volatile saved = t_jump;
-  if (sigsetjmp(jump, 1)) {
+  /* No signal mask to save: the handler runs with SA_NODEFER, so SIGSEGV
+   * is not blocked when it jumps back here. */
+  if (sigsetjmp(jump, 0)) {
     t_jump = saved;
     return describe_fault(t_fault, t_fault_write);
   }
