@@ -410,6 +410,23 @@ START_TEST(submissions_unordered) {
 }
 END_TEST
 
+/* The host awaited the first submission before making the second: the
+ * two are ordered without a fence between them. */
+START_TEST(submissions_host_ordered) {
+  static const char body[] =
+      "  hal.command_buffer.fill %cmd, %a, %zero, %len, %seven, %four\n"
+      "  hal.command_buffer.finalize %cmd\n"
+      "  %none = hal.fence.null\n"
+      "  %first = hal.fence.create %device\n"
+      "  hal.device.queue.execute %device, %none, %first, [%cmd]\n"
+      "  %w1 = const.i64 -1\n"
+      "  %s1 = hal.fence.await %first, %w1\n"
+      "  %cmd = hal.command_buffer.create %device, %one32, %three32\n"
+      "  hal.command_buffer.copy %cmd, %a, %zero, %b, %zero, %len\n";
+  expect_ok(body, 7, 7, _i);
+}
+END_TEST
+
 /* A chain: the third submission waits for the second, which waited for
  * the first; so the third is ordered after the first. */
 START_TEST(submissions_chain) {
@@ -445,6 +462,21 @@ START_TEST(host_read_not_awaited) {
       "(test.hasm:24))) writes them and the host has not awaited its signal "
       "fence (hal.fence.await it before touching the buffer)");
   expect_ok(FILL_B, 7, 7, _i);
+  /* Waiting for the device to be idle is seeing everything complete. */
+  char *text = program(FILL_B, false);
+  env_t e = env_new(text, HALI_VALIDATION_FAIL, k_kinds[_i]);
+  free(text);
+  ck_ok(e.load);
+  hali_function_t *f = NULL;
+  ck_ok(hali_context_lookup_function(e.context, "f", &f));
+  hali_variant_t res;
+  ck_ok(hali_context_invoke(e.context, f, NULL, 0, &res, 1));
+  ck_ok(hali_context_wait_idle(e.context, -1));
+  ck_ok(hali_buffer_view_read(res.u.view, out, sizeof(out)));
+  ck_assert_int_eq(out[0], 7);
+  ck_assert_int_eq(out[3], 7);
+  hali_variant_release(&res);
+  env_free(&e);
 }
 END_TEST
 
@@ -956,6 +988,7 @@ static Suite *suite_validate(void) {
   TCase *sub = tcase_create("submissions");
   tcase_add_loop_test(sub, submissions_unordered, 0, 2);
   tcase_add_loop_test(sub, submissions_chain, 0, 2);
+  tcase_add_loop_test(sub, submissions_host_ordered, 0, 2);
   suite_add_tcase(s, sub);
   TCase *host = tcase_create("host");
   tcase_add_loop_test(host, host_read_not_awaited, 0, 2);
