@@ -609,7 +609,10 @@ static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
     hali_status_t s = hali_hal_validate_submit(
         device, (hali_hal_validate_mode_t)device->validate, sub->id,
         sub->wait_fence, sub->signal_fence, sub->command_buffers,
-        sub->command_buffer_count, &sub->validate_token);
+        sub->command_buffer_count, sub->buffer,
+        sub->kind == HALI_HAL_SUBMISSION_ALLOCA ? "queue_alloca"
+                                                : "queue_dealloca",
+        &sub->validate_token);
     if (s) {
       device->next_id--;
       pthread_mutex_unlock(&device->mutex);

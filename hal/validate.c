@@ -293,6 +293,16 @@ typedef struct vsub_t {
   size_t wait_count, signal_count;
   hali_hal_command_buffer_t **cbs; /* retained */
   size_t cb_count;
+  /* queue_alloca / queue_dealloca: one write of the whole buffer (retained
+   * in |own.root|); |own.length| 0 otherwise. */
+  hali_hal_validate_access_t own;
+  /* Every access of the submission, in order: its command buffers', then
+   * |own|. */
+  struct vref_t {
+    const hali_hal_validate_access_t *access;
+    uint32_t cb_id; /* 0 for |own| */
+  } *accesses;
+  size_t access_count;
 } vsub_t;
 
 typedef struct vpending_t {
@@ -402,6 +412,8 @@ static void mark_written(hali_hal_validate_buffer_t *b, uint64_t lo,
 
 static void sub_release(vsub_t *s) {
   if (--s->refs) return;
+  if (s->own.root) hali_hal_buffer_release(s->own.root);
+  hali_free(s->accesses);
   for (size_t i = 0; i < s->wait_count; ++i)
     hali_hal_semaphore_release(s->waits[i].semaphore);
   for (size_t i = 0; i < s->signal_count; ++i)
@@ -416,18 +428,24 @@ static void sub_release(vsub_t *s) {
 
 /* Drops every pending entry of |s| (complete for the host now). */
 static void sub_forget_accesses(vsub_t *s) {
-  for (size_t c = 0; c < s->cb_count; ++c) {
-    hali_hal_validate_cb_t *v = s->cbs[c]->validate_state;
-    for (size_t k = 0; v && k < v->access_count; ++k) {
-      hali_hal_validate_buffer_t *b =
-          hali_hal_buffer_validate_state(v->accesses[k].root);
-      if (!b) continue;
-      size_t n = 0;
-      for (size_t i = 0; i < b->pending_count; ++i)
-        if (b->pending[i].sub != s) b->pending[n++] = b->pending[i];
-      b->pending_count = n;
-    }
+  for (size_t k = 0; k < s->access_count; ++k) {
+    hali_hal_validate_buffer_t *b =
+        hali_hal_buffer_validate_state(s->accesses[k].access->root);
+    if (!b) continue;
+    size_t n = 0;
+    for (size_t i = 0; i < b->pending_count; ++i)
+      if (b->pending[i].sub != s) b->pending[n++] = b->pending[i];
+    b->pending_count = n;
   }
+}
+
+/* "!hal.command_buffer#5 command 2 (fill, ...)" or "queue_dealloca". */
+static void describe_access(const hali_hal_validate_access_t *a, uint32_t cb_id,
+                            char *buf, size_t n) {
+  if (cb_id)
+    snprintf(buf, n, "!hal.command_buffer#%u %s", cb_id, a->what);
+  else
+    snprintf(buf, n, "%s", a->what);
 }
 
 static void observe_point(hali_hal_semaphore_t *sem, uint64_t value);
@@ -550,7 +568,7 @@ hali_status_t hali_hal_validate_submit(
     hali_hal_device_t *device, hali_hal_validate_mode_t mode, uint64_t id,
     hali_hal_fence_t *wait_fence, hali_hal_fence_t *signal_fence,
     hali_hal_command_buffer_t *const *command_buffers, size_t count,
-    void **out_token) {
+    hali_hal_buffer_t *buffer, const char *buffer_op, void **out_token) {
   *out_token = NULL;
   vsub_t *s = hali_calloc(1, sizeof(*s));
   if (!s) return hali_status_oom();
@@ -563,42 +581,65 @@ hali_status_t hali_hal_validate_submit(
     sub_release(s);
     return hali_status_oom();
   }
+  size_t total = 0;
   for (size_t i = 0; i < count; ++i) {
     s->cbs[i] = command_buffers[i];
     hali_hal_command_buffer_retain(command_buffers[i]);
     s->cb_count = i + 1;
+    const hali_hal_validate_cb_t *v = command_buffers[i]->validate_state;
+    if (v) total += v->access_count;
   }
+  if (buffer) {
+    hali_hal_buffer_retain(buffer);
+    s->own.root = buffer;
+    s->own.offset = 0;
+    s->own.length = hali_hal_buffer_length(buffer);
+    s->own.write = true;
+    snprintf(s->own.what, sizeof(s->own.what), "%s", buffer_op);
+    total += s->own.length ? 1 : 0;
+  }
+  if (total && !(s->accesses = hali_calloc(total, sizeof(*s->accesses)))) {
+    sub_release(s);
+    return hali_status_oom();
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const hali_hal_validate_cb_t *v = command_buffers[i]->validate_state;
+    for (size_t k = 0; v && k < v->access_count; ++k)
+      s->accesses[s->access_count++] =
+          (struct vref_t){&v->accesses[k], command_buffers[i]->ref.id};
+  }
+  if (buffer && s->own.length)
+    s->accesses[s->access_count++] = (struct vref_t){&s->own, 0};
   pthread_mutex_lock(&g_mu);
   /* Check 2 against every pending access of another submission that is
    * not among this one's predecessors. */
   ++g_mark;
   mark_predecessors(s->waits, s->wait_count);
   hali_status_t found = HALI_OK;
-  for (size_t c = 0; c < count && !found; ++c) {
-    hali_hal_validate_cb_t *v = s->cbs[c]->validate_state;
-    for (size_t k = 0; v && k < v->access_count && !found; ++k) {
-      const hali_hal_validate_access_t *a = &v->accesses[k];
-      hali_hal_validate_buffer_t *b = hali_hal_buffer_validate_state(a->root);
-      for (size_t i = 0; b && i < b->pending_count && !found; ++i) {
-        const vpending_t *p = &b->pending[i];
-        uint64_t lo, hi;
-        if (p->sub->mark == g_mark || !(p->access->write || a->write) ||
-            !overlap(p->access->offset, p->access->length, a->offset,
-                     a->length, &lo, &hi))
-          continue;
-        found = finding(
-            "%s hazard between submissions: !hal.command_buffer#%u %s in "
-            "submission #%" PRIu64 " %s bytes [%" PRIu64 ", %" PRIu64
-            ") of !hal.buffer#%u, which !hal.command_buffer#%u %s in "
-            "submission #%" PRIu64 " %s, and submission #%" PRIu64
-            " is not ordered after it: its wait fence does not reach "
-            "(through a chain of fence waits) the signal fence of "
-            "submission #%" PRIu64 ", and the host has not awaited that fence",
-            hazard_name(p->access->write, a->write), s->cbs[c]->ref.id,
-            a->what, id, a->write ? "writes" : "reads", lo, hi,
-            hali_hal_trace_id(a->root), p->cb_id, p->access->what, p->sub->id,
-            p->access->write ? "writes" : "reads", id, p->sub->id);
-      }
+  for (size_t k = 0; k < s->access_count && !found; ++k) {
+    const hali_hal_validate_access_t *a = s->accesses[k].access;
+    hali_hal_validate_buffer_t *b = hali_hal_buffer_validate_state(a->root);
+    for (size_t i = 0; b && i < b->pending_count && !found; ++i) {
+      const vpending_t *p = &b->pending[i];
+      uint64_t lo, hi;
+      if (p->sub->mark == g_mark || !(p->access->write || a->write) ||
+          !overlap(p->access->offset, p->access->length, a->offset,
+                   a->length, &lo, &hi))
+        continue;
+      char later[256], earlier[256];
+      describe_access(a, s->accesses[k].cb_id, later, sizeof(later));
+      describe_access(p->access, p->cb_id, earlier, sizeof(earlier));
+      found = finding(
+          "%s hazard between submissions: %s in submission #%" PRIu64
+          " %s bytes [%" PRIu64 ", %" PRIu64 ") of !hal.buffer#%u, which %s "
+          "in submission #%" PRIu64 " %s, and submission #%" PRIu64
+          " is not ordered after it: its wait fence does not reach "
+          "(through a chain of fence waits) the signal fence of "
+          "submission #%" PRIu64 ", and the host has not awaited that fence",
+          hazard_name(p->access->write, a->write), later, id,
+          a->write ? "writes" : "reads", lo, hi, hali_hal_trace_id(a->root),
+          earlier, p->sub->id, p->access->write ? "writes" : "reads", id,
+          p->sub->id);
     }
   }
   found = hali_hal_validate_report(mode, found);
@@ -609,13 +650,11 @@ hali_status_t hali_hal_validate_submit(
   }
   /* Record: pending entries, and the submission itself. */
   hali_status_t oom = HALI_OK;
-  for (size_t c = 0; c < count && !oom; ++c) {
-    hali_hal_validate_cb_t *v = s->cbs[c]->validate_state;
-    for (size_t k = 0; v && k < v->access_count && !oom; ++k) {
-      hali_hal_validate_buffer_t *b = buffer_state(v->accesses[k].root, mode);
-      oom = b ? add_pending(b, &v->accesses[k], s->cbs[c]->ref.id, s)
-              : hali_status_oom();
-    }
+  for (size_t k = 0; k < s->access_count && !oom; ++k) {
+    hali_hal_validate_buffer_t *b =
+        buffer_state(s->accesses[k].access->root, mode);
+    oom = b ? add_pending(b, s->accesses[k].access, s->accesses[k].cb_id, s)
+            : hali_status_oom();
   }
   if (oom) {
     sub_forget_accesses(s);
@@ -688,12 +727,13 @@ hali_status_t hali_hal_validate_host_access(hali_hal_buffer_t *root,
         !overlap(p->access->offset, p->access->length, offset,
                  length ? length : 1, &lo, &hi))
       continue;
+    char who[256];
+    describe_access(p->access, p->cb_id, who, sizeof(who));
     found = finding(
         "host %s of bytes [%" PRIu64 ", %" PRIu64 ") of !hal.buffer#%u while "
-        "submission #%" PRIu64 " (!hal.command_buffer#%u %s) %s them and the "
-        "host has not awaited its signal fence (hal.fence.await it before "
-        "touching the buffer)",
-        what, lo, hi, hali_hal_trace_id(root), p->sub->id, p->cb_id, p->access->what,
+        "submission #%" PRIu64 " (%s) %s them and the host has not awaited "
+        "its signal fence (hal.fence.await it before touching the buffer)",
+        what, lo, hi, hali_hal_trace_id(root), p->sub->id, who,
         p->access->write ? "writes" : "reads");
   }
   hali_hal_validate_mode_t mode = b->mode;

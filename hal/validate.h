@@ -86,14 +86,17 @@ HALI_MUST_USE hali_status_t hali_hal_validate_host_access(
 
 /* A queue submission of |device| numbered |id|: checks it against every
  * submission not known to be complete that touches the same bytes and is
- * not before it in a fence wait chain (check 2), then records it.
+ * not before it in a fence wait chain (check 2), then records it.  Its
+ * accesses are its command buffers', plus, for queue_alloca and
+ * queue_dealloca, a write of all of |buffer| named |buffer_op| (NULL
+ * |buffer| otherwise).
  * |*out_token| (may be NULL when nothing needs tracking) goes to
  * hali_hal_validate_submission_run and _release. */
 HALI_MUST_USE hali_status_t hali_hal_validate_submit(
     hali_hal_device_t *device, hali_hal_validate_mode_t mode, uint64_t id,
     hali_hal_fence_t *wait_fence, hali_hal_fence_t *signal_fence,
     hali_hal_command_buffer_t *const *command_buffers, size_t count,
-    void **out_token);
+    hali_hal_buffer_t *buffer, const char *buffer_op, void **out_token);
 /* Just before the submission's command buffers run: reads of bytes nothing
  * has written (check 5), then marks what they write. */
 HALI_MUST_USE hali_status_t hali_hal_validate_submission_run(

@@ -410,6 +410,61 @@ START_TEST(submissions_unordered) {
 }
 END_TEST
 
+/* Stream-ordered allocation: the users of a queue_alloca buffer must wait
+ * for the alloca, and its queue_dealloca for the users. */
+static char *transient(const char *use_waits, const char *free_waits) {
+  static const char text[] =
+      "  %none = hal.fence.null\n"
+      "  %ready = hal.fence.create %device\n"
+      "  %t = hal.device.queue.alloca %device, %none, %ready, %mem, %usage, "
+      "%len\n"
+      "  hal.command_buffer.fill %cmd, %t, %zero, %len, %seven, %four\n"
+      "  hal.command_buffer.finalize %cmd\n"
+      "  %used = hal.fence.create %device\n"
+      "  hal.device.queue.execute %device, @@, %used, [%cmd]\n"
+      "  %freed = hal.fence.create %device\n"
+      "  hal.device.queue.dealloca %device, @@, %freed, %t\n"
+      "  %w = const.i64 -1\n"
+      "  %sw = hal.fence.await %freed, %w\n"
+      "  %cmd = hal.command_buffer.create %device, %one32, %three32\n"
+      FILL_B;
+  char *once = splice(text, use_waits);
+  char *twice = splice(once, free_waits);
+  free(once);
+  return twice;
+}
+
+START_TEST(submissions_transient) {
+  char *use_early = transient("%none", "%used");
+  char *free_early = transient("%ready", "%ready");
+  char *good = transient("%ready", "%used");
+  expect_finding(
+      use_early, true,
+      "validation: write-after-write hazard between submissions: "
+      "!hal.command_buffer#N command 0 (fill, @f@17 (test.hasm:27)) in "
+      "submission #N writes bytes [0, 16) of !hal.buffer#N, which "
+      "queue_alloca in submission #N writes, and submission #N is not "
+      "ordered after it: its wait fence does not reach (through a chain of "
+      "fence waits) the signal fence of submission #N, and the host has not "
+      "awaited that fence",
+      _i);
+  expect_finding(
+      free_early, true,
+      "validation: write-after-write hazard between submissions: "
+      "queue_dealloca in submission #N writes bytes [0, 16) of "
+      "!hal.buffer#N, which !hal.command_buffer#N command 0 (fill, @f@17 "
+      "(test.hasm:27)) in submission #N writes, and submission #N is not "
+      "ordered after it: its wait fence does not reach (through a chain of "
+      "fence waits) the signal fence of submission #N, and the host has not "
+      "awaited that fence",
+      _i);
+  expect_ok(good, 7, 7, _i);
+  free(use_early);
+  free(free_early);
+  free(good);
+}
+END_TEST
+
 /* The host awaited the first submission before making the second: the
  * two are ordered without a fence between them. */
 START_TEST(submissions_host_ordered) {
@@ -998,6 +1053,7 @@ static Suite *suite_validate(void) {
   tcase_add_loop_test(sub, submissions_unordered, 0, 2);
   tcase_add_loop_test(sub, submissions_chain, 0, 2);
   tcase_add_loop_test(sub, submissions_host_ordered, 0, 2);
+  tcase_add_loop_test(sub, submissions_transient, 0, 2);
   suite_add_tcase(s, sub);
   TCase *host = tcase_create("host");
   tcase_add_loop_test(host, host_read_not_awaited, 0, 2);
