@@ -4,6 +4,7 @@
  * three programs fail with a named error; off means off. */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -665,7 +666,21 @@ START_TEST(guard_overread) {
 }
 END_TEST
 
+static void dummy_segv(int sig) { (void)sig; }
+
 START_TEST(guard_good_kernel) {
+  /* The program's own SIGSEGV handler is back after guarded dispatches,
+   * including one that faulted. */
+  struct sigaction mine, now;
+  memset(&mine, 0, sizeof(mine));
+  mine.sa_handler = dummy_segv;
+  sigemptyset(&mine.sa_mask);
+  ck_assert_int_eq(sigaction(SIGSEGV, &mine, NULL), 0);
+  char *bad = dispatch_body("1");
+  int32_t ignored[4];
+  hali_status_free(
+      run_body(bad, true, HALI_VALIDATION_FAIL, k_kinds[_i], ignored));
+  free(bad);
   char *body = dispatch_body("0");
   /* The same numbers with and without validation (copy in and out). */
   int32_t on[4], off[4];
@@ -676,6 +691,9 @@ START_TEST(guard_good_kernel) {
     ck_assert_int_eq(on[i], 14);
     ck_assert_int_eq(off[i], 14);
   }
+  ck_assert_int_eq(sigaction(SIGSEGV, NULL, &now), 0);
+  ck_assert_ptr_eq((void *)now.sa_handler, (void *)dummy_segv);
+  signal(SIGSEGV, SIG_DFL);
 }
 END_TEST
 
