@@ -851,9 +851,10 @@ static char *write_temp(const char *name, const char *text) {
 #define KDIR HALI_BUILDDIR "/tests/kernels"
 
 /* Friction 1: a plain-C kernel writing 64 bytes past a 40-byte result
- * crashed later with exit 139; under --validate it is a named error. */
+ * crashed later with exit 139; under --validate it is a named error.
+ * _i: 0/1 ffi on local-sync/local-task, 2/3 native. */
 START_TEST(trial_overrun_kernel) {
-  static const char text[] =
+  static const char ffi[] =
       "module @over\n"
       "executable @k format \"ffi\" library \"test_validate.so\" {\n"
       "  export @bad(tensor<1xf32>) -> (tensor<10xf32>) symbol "
@@ -869,11 +870,23 @@ START_TEST(trial_overrun_kernel) {
       "  %y = tensor.dispatch @k::@good[1](%x) -> tensor<10xf32>\n"
       "  return %y\n"
       "}\n";
+  /* Native: the same module with format "native" (the library's kernel
+   * table has the same names as its ffi functions). */
+  const char *at = strstr(ffi, "\"ffi\"");
+  size_t n = strlen(ffi) + 8;
+  char *text = malloc(n);
+  ck_assert_ptr_nonnull(text);
+  if (_i < 2)
+    snprintf(text, n, "%s", ffi);
+  else
+    snprintf(text, n, "%.*s\"native\"%s", (int)(at - ffi), ffi, at + 5);
+  const char *device = _i % 2 ? "local-task" : "local-sync";
   char *path = write_temp("over.hasm", text), cmd[2048], *out;
+  free(text);
   snprintf(cmd, sizeof(cmd),
            "%s run %s --executable-path=%s --function=bad --input=1xf32=1 "
            "--validate --device=%s",
-           TOOL, path, KDIR, _i ? "local-task" : "local-sync");
+           TOOL, path, KDIR, device);
   ck_assert_int_eq(shell(cmd, &out), 1);
   ck_assert_msg(
       strstr(out,
@@ -887,7 +900,7 @@ START_TEST(trial_overrun_kernel) {
   snprintf(cmd, sizeof(cmd),
            "%s run %s --executable-path=%s --function=good --input=1xf32=1 "
            "--validate --device=%s",
-           TOOL, path, KDIR, _i ? "local-task" : "local-sync");
+           TOOL, path, KDIR, device);
   ck_assert_int_eq(shell(cmd, &out), 0);
   ck_assert_msg(strstr(out, "10xf32=1 2 3 4 5 6 7 8 9 1e+01") != NULL, "%s",
                 out);
@@ -1095,7 +1108,7 @@ static Suite *suite_validate(void) {
   suite_add_tcase(s, modes);
   TCase *cli = tcase_create("cli");
   tcase_set_timeout(cli, 60);
-  tcase_add_loop_test(cli, trial_overrun_kernel, 0, 2);
+  tcase_add_loop_test(cli, trial_overrun_kernel, 0, 4);
   tcase_add_test(cli, trial_softmax_wrong_size);
   tcase_add_test(cli, trial_view_not_awaited);
   tcase_add_test(cli, cli_warn_and_bad_mode);

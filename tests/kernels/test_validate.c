@@ -29,3 +29,35 @@ void scribble(float *x, float *out) {
   x[0] = 1;
   out[0] = 2;
 }
+
+/* The same two as a native kernel table (the kernel ABI). */
+#include "hali/kernel.h"
+
+static int native_fill(const hali_kernel_dispatch_state_t *d,
+                       const hali_kernel_workgroup_state_t *w, int count) {
+  (void)w;
+  const float *x = d->binding_ptrs[0];
+  float *out = d->binding_ptrs[1];
+  for (int i = 0; i < count; ++i) out[i] = x[0] + (float)i;
+  return 0;
+}
+static int native_overrun(const hali_kernel_dispatch_state_t *d,
+                          const hali_kernel_workgroup_state_t *w) {
+  return native_fill(d, w, 26);
+}
+static int native_exact(const hali_kernel_dispatch_state_t *d,
+                        const hali_kernel_workgroup_state_t *w) {
+  return native_fill(d, w, 10);
+}
+
+static const hali_kernel_export_t native_exports[] = {
+    {"fill_overrun", native_overrun, 2, 0, {1, 1, 1}, 0},
+    {"fill_exact", native_exact, 2, 0, {1, 1, 1}, 0},
+};
+static const hali_kernel_library_t native_library = {
+    HALI_KERNEL_ABI_VERSION, "test_validate", 2, native_exports};
+
+const hali_kernel_library_t *hali_kernel_library_query(uint32_t max_version);
+const hali_kernel_library_t *hali_kernel_library_query(uint32_t max_version) {
+  return max_version >= HALI_KERNEL_ABI_VERSION ? &native_library : 0;
+}
