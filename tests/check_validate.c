@@ -756,6 +756,12 @@ START_TEST(warn_carries_on) {
   ck_ok(run_body(FILL_A COPY_AB, true, HALI_VALIDATION_WARN, k_kinds[_i], out));
   ck_assert_int_eq(out[0], 7);
   ck_assert_int_eq(out[3], 7);
+  ck_ok(run_body(COPY_AB, true, HALI_VALIDATION_WARN, k_kinds[_i], out));
+  ck_assert_int_eq(out[0], 0); /* zeroed storage, as without validation */
+  /* A read of a result not awaited: warned, then read (on local-sync the
+   * work ran inline, so the numbers are there). */
+  ck_ok(run_body(FILL_B, false, HALI_VALIDATION_WARN, k_kinds[_i], out));
+  if (_i == 0) ck_assert_int_eq(out[3], 7);
 }
 END_TEST
 
