@@ -93,6 +93,7 @@ struct hali_instance_s {
   hali_context_params_t defaults; /* .parameters retained */
   char *default_filter;
   hali_allocator_hooks_t allocator;
+  hali_validation_t validation;
 };
 
 /* Parameters (api/params.c): a set of archive files by scope.  Frozen

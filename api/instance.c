@@ -71,6 +71,12 @@ hali_status_t hali_instance_create(const hali_instance_options_t *options,
       s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                            "allocator hooks need both alloc and free");
     in->allocator = options->allocator;
+    if ((unsigned)options->validation > HALI_VALIDATION_WARN && !s)
+      s = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                           "options->validation is %d (expected "
+                           "HALI_VALIDATION_OFF, _FAIL or _WARN)",
+                           (int)options->validation);
+    in->validation = options->validation;
     in->defaults.trace_filter = NULL;
     hali_parameters_retain(in->defaults.parameters);
     if (!s && options->default_context_params.trace_filter) {
@@ -321,6 +327,7 @@ hali_status_t hali_api_make_hal_device(const hali_device_params_t *p,
   hp.worker_count = p->worker_count;
   hp.max_bytes = max_bytes;
   hp.collective_timeout_ns = p->collective_timeout_ns;
+  hp.validate = (uint32_t)p->validation;
   if (p->mpi_comm)
     HALI_RETURN_IF_ERROR(
         hali_hal_channel_create_from_mpi(p->mpi_comm, p->collective_timeout_ns
@@ -352,6 +359,12 @@ hali_status_t hali_device_create(hali_instance_t *instance,
                             "unknown device kind %d (expected "
                             "HALI_DEVICE_LOCAL_SYNC or HALI_DEVICE_LOCAL_TASK)",
                             (int)p.kind);
+  if ((unsigned)p.validation > HALI_VALIDATION_WARN)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "params->validation is %d (expected "
+                            "HALI_VALIDATION_OFF, _FAIL or _WARN)",
+                            (int)p.validation);
+  if (!p.validation && instance) p.validation = instance->validation;
   hali_device_t *d = hali_calloc(1, sizeof(*d));
   if (!d) return oom();
   atomic_init(&d->count, 1);
@@ -611,3 +624,20 @@ hali_status_t hali_module_print_file(const char *path,
 }
 
 char *hali_instruction_set_markdown(void) { return hali_isa_markdown(); }
+
+hali_status_t hali_validation_parse(const char *name,
+                                    hali_validation_t *out_mode) {
+  CHECK_ARG(out_mode);
+  *out_mode = HALI_VALIDATION_OFF;
+  CHECK_ARG(name);
+  if (!strcmp(name, "fail") || !strcmp(name, "on") || !strcmp(name, "error"))
+    *out_mode = HALI_VALIDATION_FAIL;
+  else if (!strcmp(name, "warn"))
+    *out_mode = HALI_VALIDATION_WARN;
+  else if (strcmp(name, "off"))
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "unknown validation mode '%s' (expected fail, "
+                            "warn or off)",
+                            name);
+  return HALI_OK;
+}

@@ -1,5 +1,6 @@
 /* hali — the C API: variants <-> VM values, buffer view elements as text
  * and numbers, buffer views, fences (api/api_int.h). */
+#include "hal/validate.h"
 #include "api/api_int.h"
 
 /* ------------------------------------------------------------------------ */
@@ -403,11 +404,15 @@ hali_status_t hali_fence_query(hali_fence_t *fence, bool *out_ready) {
   CHECK_ARG(out_ready);
   *out_ready = false;
   CHECK_ARG(fence);
-  return hali_hal_fence_query_untraced(fence, out_ready);
+  hali_status_t s = hali_hal_fence_query_untraced(fence, out_ready);
+  if (!s && *out_ready) hali_hal_validate_observe_fence(fence);
+  return s;
 }
 hali_status_t hali_fence_await(hali_fence_t *fence, int64_t timeout_ns) {
   CHECK_ARG(fence);
-  return hali_hal_fence_await_untraced(fence, timeout_ns);
+  hali_status_t s = hali_hal_fence_await_untraced(fence, timeout_ns);
+  if (!s) hali_hal_validate_observe_fence(fence);
+  return s;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -15,6 +15,7 @@ struct hali_hal_allocator_t {
   pthread_mutex_t mutex;
   hali_hal_memory_hooks_t hooks; /* immutable */
   hali_hal_tracer_t tracer;      /* |line| NULL = off; set before use */
+  uint8_t validate; /* hal/validate.h mode of the device; set before use */
   /* Guarded by |mutex|. */
   hali_hal_allocator_statistics_t stats;
 };
@@ -230,4 +231,13 @@ hali_status_t hali_hal_allocator_allocate_buffer(
   }
   *out_buffer = buffer;
   return HALI_OK;
+}
+
+void hali_hal_allocator_set_validate(hali_hal_allocator_t *allocator,
+                                     uint8_t mode) {
+  allocator->validate = mode;
+}
+
+uint8_t hali_hal_allocator_validate_mode(const hali_hal_allocator_t *allocator) {
+  return allocator ? allocator->validate : 0;
 }

@@ -102,6 +102,11 @@ void hali_hal_allocator_set_max_bytes(hali_hal_allocator_t *allocator,
 HALI_MUST_USE hali_status_t hali_hal_allocator_allocate_storage(
     hali_hal_allocator_t *allocator, hali_hal_device_size_t size,
     uint8_t **out_storage);
+/* Validation mode (hal/validate.h) for the buffers this allocator makes:
+ * set by a validating device before use; 0 = off. */
+void hali_hal_allocator_set_validate(hali_hal_allocator_t *allocator,
+                                     uint8_t mode);
+uint8_t hali_hal_allocator_validate_mode(const hali_hal_allocator_t *allocator);
 /* Frees storage from hali_hal_allocator_allocate_storage of |size| bytes. */
 void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
                                      uint8_t *storage,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hal/buffer.h"
+#include "hal/validate.h"
 #include "base/alloc.h"
 
 struct hali_hal_buffer_t {
@@ -30,7 +31,33 @@ struct hali_hal_buffer_t {
   hali_hal_device_size_t length;
   hali_hal_memory_type_bits_t memory_types;
   hali_hal_buffer_usage_bits_t usage;
+  /* Allocated buffers under validation only (hal/validate.h): in-flight
+   * accesses and written ranges, owned; NULL otherwise. */
+  void *validate_state;
+  /* Allocated buffers: which scalar accesses (hal.buffer.load/store) take
+   * the fast path, precomputed from the memory types, usage, |read_only|
+   * and |validate_state| so that the path tests one byte: bit 0 loads,
+   * bit 1 stores (hali_hal_buffer_scalar_ptr). */
+  uint8_t host_fast;
 };
+
+static void update_host_fast(hali_hal_buffer_t *root) {
+  bool host = (root->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE) &&
+              (root->usage & HALI_HAL_BUFFER_USAGE_MAPPING) &&
+              !root->validate_state;
+  root->host_fast = host ? (uint8_t)(root->read_only ? 1u : 3u) : 0u;
+}
+
+void *hali_hal_buffer_validate_state(const hali_hal_buffer_t *buffer) {
+  return buffer->allocated->validate_state;
+}
+
+void hali_hal_buffer_set_validate_state(hali_hal_buffer_t *buffer,
+                                        void *state) {
+  hali_hal_buffer_t *root = buffer->allocated;
+  root->validate_state = state;
+  update_host_fast(root);
+}
 
 static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   hali_hal_buffer_t *buffer = (hali_hal_buffer_t *)ref;
@@ -46,6 +73,8 @@ static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   } else {
     hali_hal_buffer_release(buffer->allocated);
   }
+  if (HALI_UNLIKELY(buffer->validate_state != NULL))
+    hali_hal_validate_buffer_free(buffer->validate_state);
   hali_free(buffer);
 }
 
@@ -77,6 +106,17 @@ hali_status_t hali_hal_buffer_create_uncommitted(
   buffer->length = size;
   buffer->memory_types = params.memory_types;
   buffer->usage = params.usage;
+  update_host_fast(buffer);
+  uint8_t validate = hali_hal_allocator_validate_mode(allocator);
+  if (HALI_UNLIKELY(validate)) {
+    hali_hal_buffer_set_validate_state(
+        buffer, hali_hal_validate_buffer_create_fresh(
+                    (hali_hal_validate_mode_t)validate));
+    if (!buffer->validate_state) {
+      hali_hal_buffer_release(buffer);
+      return hali_status_annotate(hali_status_oom(), "creating a buffer");
+    }
+  }
   *out_buffer = buffer;
   return HALI_OK;
 }
@@ -105,9 +145,27 @@ hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
   buffer->memory_types = params.memory_types;
   buffer->usage = params.usage;
   buffer->read_only = read_only;
+  update_host_fast(buffer);
   buffer->release = release;
   buffer->release_user = user;
   *out_buffer = buffer;
+  return HALI_OK;
+}
+
+/* hali_hal_buffer_scalar_ptr of a buffer under validation whose access is
+ * otherwise allowed: the host-access check (hal/validate.h), then the
+ * pointer. */
+static __attribute__((noinline, cold)) hali_status_t
+hali_hal_buffer_scalar_ptr_validated(hali_hal_buffer_t *buffer, int64_t offset,
+                                     uint32_t size, bool write,
+                                     uint8_t **out_ptr) {
+  hali_hal_buffer_t *root = buffer->allocated;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_host_access(
+      root, root->validate_state,
+      buffer->offset + (hali_hal_device_size_t)offset, size, write,
+      write ? "store" : "load"));
+  *out_ptr = atomic_load_explicit(&root->storage, memory_order_acquire) +
+             buffer->offset + (hali_hal_device_size_t)offset;
   return HALI_OK;
 }
 
@@ -121,10 +179,7 @@ hali_status_t hali_hal_buffer_scalar_ptr(hali_hal_buffer_t *buffer,
   if (HALI_LIKELY(offset >= 0 &&
                   hali_hal_range_fits(buffer->length,
                                       (hali_hal_device_size_t)offset, size) &&
-                  storage &&
-                  (buffer->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE) &&
-                  (buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING) &&
-                  !(write && root->read_only))) {
+                  storage && (root->host_fast & (1u << (unsigned)write)))) {
     *out_ptr = storage + buffer->offset + (hali_hal_device_size_t)offset;
     return HALI_OK;
   }
@@ -145,6 +200,11 @@ hali_status_t hali_hal_buffer_scalar_ptr(hali_hal_buffer_t *buffer,
   if (!(buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING))
     return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
                             "%s: buffer lacks mapping usage", op);
+  /* Validation: a tail call, so that the fast path above keeps its short
+   * prologue (a call here would make every load save registers). */
+  if (!(write && root->read_only))
+    return hali_hal_buffer_scalar_ptr_validated(buffer, offset, size, write,
+                                                out_ptr);
   /* Only a store into a read-only buffer is left. */
   return hali_status_make(HALI_STATUS_PERMISSION_DENIED,
                           "store of %u bytes at offset %" PRId64
@@ -361,6 +421,7 @@ hali_status_t hali_hal_buffer_resolve(hali_hal_buffer_t *buffer,
 static hali_status_t hali_hal_buffer_map_exact(hali_hal_buffer_t *buffer,
                                                hali_hal_device_size_t offset,
                                                hali_hal_device_size_t length,
+                                               const char *what, bool write,
                                                void **out_ptr) {
   *out_ptr = NULL;
   if (!(buffer->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE)) {
@@ -376,6 +437,10 @@ static hali_status_t hali_hal_buffer_map_exact(hali_hal_buffer_t *buffer,
   uint8_t *ptr = NULL;
   HALI_RETURN_IF_ERROR(hali_hal_buffer_resolve(buffer, offset, length, &ptr),
                        "mapping a buffer");
+  if (HALI_UNLIKELY(buffer->allocated->validate_state != NULL))
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_host_access(
+        buffer->allocated, buffer->allocated->validate_state,
+        buffer->offset + offset, length, write, what));
   *out_ptr = ptr;
   return HALI_OK;
 }
@@ -386,7 +451,8 @@ hali_status_t hali_hal_buffer_map_range(hali_hal_buffer_t *buffer,
                                         void **out_ptr) {
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_resolve_whole(buffer, offset, &length, "access"));
-  return hali_hal_buffer_map_exact(buffer, offset, length, out_ptr);
+  return hali_hal_buffer_map_exact(buffer, offset, length, "map", false,
+                                   out_ptr);
 }
 
 hali_status_t hali_hal_buffer_read(hali_hal_buffer_t *buffer,
@@ -394,7 +460,7 @@ hali_status_t hali_hal_buffer_read(hali_hal_buffer_t *buffer,
                                    size_t length) {
   void *ptr = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_buffer_map_exact(buffer, offset, length, &ptr));
+      hali_hal_buffer_map_exact(buffer, offset, length, "read", false, &ptr));
   if (length) memcpy(target, ptr, length);
   return HALI_OK;
 }
@@ -405,7 +471,7 @@ hali_status_t hali_hal_buffer_write(hali_hal_buffer_t *buffer,
   void *ptr = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_buffer_check_writable(buffer));
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_buffer_map_exact(buffer, offset, length, &ptr));
+      hali_hal_buffer_map_exact(buffer, offset, length, "write", true, &ptr));
   if (length) memcpy(ptr, source, length);
   return HALI_OK;
 }

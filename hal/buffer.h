@@ -133,6 +133,12 @@ HALI_MUST_USE hali_status_t hali_hal_buffer_wrap_constant(
     hali_hal_buffer_params_t params, void *data, hali_hal_device_size_t length,
     const char *read_only, void (*release)(void *user), void *user,
     hali_hal_buffer_t **out_buffer);
+/* Validation (hal/validate.h): the state of |buffer|'s allocated buffer
+ * (NULL when nothing is tracked), and setting it (owned by the buffer from
+ * then on: freed with hali_hal_validate_buffer_free when it dies). */
+void *hali_hal_buffer_validate_state(const hali_hal_buffer_t *buffer);
+void hali_hal_buffer_set_validate_state(hali_hal_buffer_t *buffer,
+                                        void *state);
 /* OK unless |buffer| (or the buffer it is a subspan of) is read-only. */
 HALI_MUST_USE hali_status_t hali_hal_buffer_check_writable(
     const hali_hal_buffer_t *buffer);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hal/command_list.h"
+#include "hal/validate.h"
 #include "base/alloc.h"
 
 static void hali_hal_command_buffer_destroy(hali_ref_t *ref) {
@@ -14,6 +15,8 @@ static void hali_hal_command_buffer_destroy(hali_ref_t *ref) {
     hali_ref_release(cb->resources[i]);
   hali_free(cb->resources);
   hali_free(cb->data);
+  if (HALI_UNLIKELY(cb->validate_state != NULL))
+    hali_hal_validate_command_buffer_free(cb);
   hali_free(cb);
 }
 
@@ -146,6 +149,9 @@ static hali_status_t hali_hal_command_buffer_append(
                             "command of %zu bytes is too large to record",
                             size);
   size = (size + 7) & ~(size_t)7;
+  if (HALI_UNLIKELY(cb->validate))
+    HALI_RETURN_IF_ERROR_PLAIN(
+        hali_hal_validate_on_record(cb, cb->command_count));
   if (cb->size + size > cb->capacity) {
     size_t capacity = cb->capacity ? cb->capacity : 256;
     while (capacity < cb->size + size) capacity *= 2;
@@ -638,6 +644,10 @@ hali_status_t hali_hal_command_buffer_finalize(hali_hal_command_buffer_t *cb) {
   if (cb->finalized)
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "command buffer is already finalized");
+  if (HALI_UNLIKELY(cb->validate))
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_report(
+        (hali_hal_validate_mode_t)cb->validate,
+        hali_hal_validate_finalize(cb)));
   cb->finalized = true;
   CB_TRACE(cb, "%s", "finalize");
   return HALI_OK;
@@ -656,4 +666,13 @@ hali_status_t hali_hal_command_buffer_begin_submit(
                               "once");
   }
   return HALI_OK;
+}
+
+bool hali_hal_command_buffer_validating(const hali_hal_command_buffer_t *cb) {
+  return cb->validate != 0;
+}
+
+void hali_hal_command_buffer_set_label(hali_hal_command_buffer_t *cb,
+                                       const char *label) {
+  if (cb->validate) hali_hal_validate_set_label(cb, label);
 }

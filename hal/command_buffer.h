@@ -47,6 +47,14 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_create(
  * recording; call from the recording thread. */
 void hali_hal_command_buffer_set_tracer(
     hali_hal_command_buffer_t *command_buffer, const hali_hal_tracer_t *tracer);
+/* Validation mode (hal/validate.h): whether |command_buffer| was made by a
+ * validating device, and where its next command comes from ("@f@3
+ * (f.hasm:9)", copied) for validation messages; no-op when not
+ * validating. */
+bool hali_hal_command_buffer_validating(
+    const hali_hal_command_buffer_t *command_buffer);
+void hali_hal_command_buffer_set_label(hali_hal_command_buffer_t *command_buffer,
+                                       const char *label);
 void hali_hal_command_buffer_retain(hali_hal_command_buffer_t *command_buffer);
 void hali_hal_command_buffer_release(hali_hal_command_buffer_t *command_buffer);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "hal/command_list.h"
+#include "hal/validate.h"
 
 static void hali_hal_fill_bytes(uint8_t *p, uint64_t length, uint32_t pattern,
                                 uint32_t pattern_length) {
@@ -44,6 +45,10 @@ hali_status_t hali_hal_dispatch_run_workgroups(
       .scratch = scratch,
       .scratch_size = scratch_size,
   };
+  /* Validation (hal/validate.h): while a guarded dispatch runs, each
+   * workgroup runs under the fault handler; read once per chunk. */
+  const bool guarded = HALI_UNLIKELY(atomic_load_explicit(
+      &hali_hal_validate_guards_active, memory_order_relaxed) != 0);
   for (uint64_t i = begin; i < end; ++i) {
     wg.workgroup_id_z = (uint32_t)(i / cxy);
     wg.workgroup_id_y = (uint32_t)((i % cxy) / cx);
@@ -55,6 +60,9 @@ hali_status_t hali_hal_dispatch_run_workgroups(
         HALI_UNLIKELY(stopped != HALI_STATUS_OK)
             ? hali_status_annotate(hali_hal_stop_status(stopped),
                                    "abandoned before its next workgroup")
+        : HALI_UNLIKELY(guarded)
+            ? hali_hal_validate_guarded_workgroup(executable, ordinal,
+                                                  dispatch, &wg, stop)
             : hali_hal_executable_run_workgroup(executable, ordinal, dispatch,
                                                 &wg, stop);
     if (HALI_UNLIKELY(status != NULL))

@@ -123,6 +123,10 @@ struct hali_hal_command_buffer_t {
   hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
   /* Where recorded commands are reported ([hal] lines); |line| NULL = off. */
   hali_hal_tracer_t tracer;
+  /* Validation mode (hal/validate.h; 0 = off) and its per-command-buffer
+   * state (labels, access list), owned. */
+  uint8_t validate;
+  void *validate_state;
 };
 
 /* Iteration: for (h = first; h; h = next(cb, h)). */

@@ -34,6 +34,7 @@
 #include "hal/command_list.h"
 #include "base/alloc.h"
 #include "hal/device.h"
+#include "hal/validate.h"
 #include "hal/worker_pool.h"
 
 typedef enum hali_hal_submission_kind_e {
@@ -51,6 +52,7 @@ typedef struct hali_hal_submission_t {
   hali_hal_buffer_t *buffer;      /* alloca/dealloca: retained */
   hali_hal_stop_t *stop;          /* retained, may be NULL */
   bool armed; /* local-task: timepoints registered on its wait fence */
+  void *validate_token;           /* hal/validate.h; NULL when off */
   size_t command_buffer_count;
   hali_hal_command_buffer_t *command_buffers[]; /* retained */
 } hali_hal_submission_t;
@@ -79,6 +81,7 @@ typedef struct hali_hal_arm_t {
 struct hali_hal_device_t {
   hali_ref_t ref;
   hali_hal_device_kind_t kind;
+  uint8_t validate; /* hali_hal_validate_mode_t; 0 = off */
   hali_hal_allocator_t *allocator; /* owned */
   pthread_mutex_t mutex;
   pthread_cond_t cond; /* broadcast when a submission completes, when an arm
@@ -172,6 +175,8 @@ static void hali_hal_submission_free(hali_hal_submission_t *sub) {
   hali_hal_stop_release(sub->stop);
   for (size_t i = 0; i < sub->command_buffer_count; ++i)
     hali_hal_command_buffer_release(sub->command_buffers[i]);
+  if (HALI_UNLIKELY(sub->validate_token != NULL))
+    hali_hal_validate_submission_release(sub->validate_token);
   hali_free(sub);
 }
 
@@ -230,6 +235,16 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
       void *self = runner ? (void *)runner : (void *)device;
       uint32_t tid = runner ? runner->trace_tid : 0;
       const hali_hal_tracer_t *t = device->tracer.now ? &device->tracer : NULL;
+      /* Validation: unwritten reads first, then every dispatch through the
+       * guard-page runner (hal/validate.h). */
+      hali_hal_validate_runner_t guarded = {run, self};
+      if (HALI_UNLIKELY(device->validate)) {
+        HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_submission_run(
+            sub->validate_token, sub->command_buffers,
+            sub->command_buffer_count));
+        run = hali_hal_validate_runner;
+        self = &guarded;
+      }
       for (size_t i = 0; i < sub->command_buffer_count; ++i) {
         int64_t t0 = t ? t->now(t->user) : 0;
         hali_status_t s = hali_hal_command_buffer_execute(
@@ -680,6 +695,7 @@ hali_status_t hali_hal_device_create_command_buffer(
     hali_hal_command_buffer_t **out_command_buffer) {
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_command_buffer_create(mode, categories, out_command_buffer));
+  (*out_command_buffer)->validate = device->validate;
   if (HALI_UNLIKELY(device->tracer.line != NULL)) {
     hali_hal_command_buffer_set_tracer(*out_command_buffer, &device->tracer);
     hali_hal_tracer_printf(&device->tracer,
@@ -783,10 +799,27 @@ void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
 
 /* ---- Submitting. ---- */
 
-static void hali_hal_device_enqueue(hali_hal_device_t *device,
-                                    hali_hal_submission_t *sub) {
+/* Queues |sub|; under validation the submission may be refused
+ * (hal/validate.h), and then nothing is queued and |sub| stays the
+ * caller's. */
+static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
+                                             hali_hal_submission_t *sub) {
   pthread_mutex_lock(&device->mutex);
   sub->id = ++device->next_id;
+  if (HALI_UNLIKELY(device->validate)) {
+    hali_status_t s = hali_hal_validate_submit(
+        device, (hali_hal_validate_mode_t)device->validate, sub->id,
+        sub->wait_fence, sub->signal_fence, sub->command_buffers,
+        sub->command_buffer_count, sub->buffer,
+        sub->kind == HALI_HAL_SUBMISSION_ALLOCA ? "queue_alloca"
+                                                : "queue_dealloca",
+        &sub->validate_token);
+    if (s) {
+      device->next_id--;
+      pthread_mutex_unlock(&device->mutex);
+      return s;
+    }
+  }
   if (device->tail)
     device->tail->next = sub;
   else
@@ -798,6 +831,7 @@ static void hali_hal_device_enqueue(hali_hal_device_t *device,
   pthread_mutex_unlock(&device->mutex);
   if (device->kind == HALI_HAL_DEVICE_LOCAL_SYNC)
     hali_hal_local_sync_pump(device);
+  return HALI_OK;
 }
 
 /* A new submission retaining both fences; NULL when out of memory. */
@@ -875,7 +909,15 @@ hali_status_t hali_hal_device_queue_execute_stoppable(
     sub->command_buffers[i] = command_buffers[i];
     hali_hal_command_buffer_retain(command_buffers[i]);
   }
-  hali_hal_device_enqueue(device, sub);
+  hali_status_t refused = hali_hal_device_enqueue(device, sub);
+  if (HALI_UNLIKELY(refused != NULL)) {
+    for (size_t j = 0; j < count; ++j)
+      if (hali_hal_command_buffer_mode(command_buffers[j]) &
+          HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT)
+        atomic_store(&command_buffers[j]->submitted, false);
+    hali_hal_submission_free(sub);
+    return hali_status_annotate(refused, "queue_execute");
+  }
   /* After the enqueue: on local-sync the submission ran inside it, and its
    * spans come before this line. */
   if (HALI_UNLIKELY(device->tracer.line != NULL)) {
@@ -913,7 +955,12 @@ hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,
   }
   sub->buffer = buffer;
   hali_hal_buffer_retain(buffer);
-  hali_hal_device_enqueue(device, sub);
+  hali_status_t refused = hali_hal_device_enqueue(device, sub);
+  if (HALI_UNLIKELY(refused != NULL)) {
+    hali_hal_submission_free(sub);
+    hali_hal_buffer_release(buffer);
+    return refused;
+  }
   *out_buffer = buffer;
   hali_hal_tracer_printf(
       &device->tracer,
@@ -937,7 +984,11 @@ hali_status_t hali_hal_device_queue_dealloca(hali_hal_device_t *device,
   if (!sub) return hali_hal_submission_oom();
   sub->buffer = buffer;
   hali_hal_buffer_retain(buffer);
-  hali_hal_device_enqueue(device, sub);
+  hali_status_t refused = hali_hal_device_enqueue(device, sub);
+  if (HALI_UNLIKELY(refused != NULL)) {
+    hali_hal_submission_free(sub);
+    return refused;
+  }
   hali_hal_tracer_printf(&device->tracer,
                          "[hal] queue.dealloca !hal.buffer#%u "
                          "wait=!hal.fence#%u signal=!hal.fence#%u",
@@ -971,6 +1022,8 @@ hali_status_t hali_hal_device_wait_idle(hali_hal_device_t *device,
     }
   }
   pthread_mutex_unlock(&device->mutex);
+  if (HALI_UNLIKELY(device->validate) && !status)
+    hali_hal_validate_observe_device(device);
   return status;
 }
 
@@ -1014,6 +1067,8 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
   }
   hali_hal_channel_release(device->channel);
   pthread_mutex_destroy(&device->channel_mutex);
+  if (HALI_UNLIKELY(device->validate))
+    hali_hal_validate_device_destroyed(device);
   hali_hal_allocator_release(device->allocator);
   pthread_cond_destroy(&device->cond);
   pthread_mutex_destroy(&device->mutex);
@@ -1056,6 +1111,14 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
                                                       params->max_bytes};
   hali_status_t status =
       hali_hal_allocator_create(&allocator_params, &device->allocator);
+  if (!status && params->validate > HALI_HAL_VALIDATE_WARN)
+    status = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                              "unknown validation mode %u", params->validate);
+  if (!status && params->validate) {
+    device->validate = (uint8_t)params->validate;
+    hali_hal_allocator_set_validate(device->allocator, device->validate);
+    hali_hal_validate_device_created();
+  }
   if (!status && device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
     uint32_t workers = params->worker_count;
     if (workers == 0) {

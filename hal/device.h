@@ -62,6 +62,8 @@ typedef struct hali_hal_device_params_t {
   /* The default channel (hali_hal_device_default_channel), retained; NULL =
    * hali_hal_channel_create_default's, made on first use. */
   hali_hal_channel_t *channel;
+  /* Validation mode (hal/validate.h: 0 off, 1 fail, 2 warn). */
+  uint32_t validate;
 } hali_hal_device_params_t;
 
 /* Defaults: local-sync, workers = cores, no memory limit. */

@@ -42,6 +42,9 @@ typedef struct hali_hal_executable_export_t {
   uint32_t constant_count;
   uint32_t workgroup_size[3];
   uint32_t scratch_size; /* bytes of per-workgroup scratch */
+  /* Bit i: binding i is only read (a tensor parameter).  0 = unknown:
+   * every binding may be written.  Used by validation (hal/validate.h). */
+  uint32_t read_only_bindings;
 } hali_hal_executable_export_t;
 
 typedef struct hali_hal_executable_vtable_t {

@@ -18,6 +18,16 @@ const char *hali_loader_export_symbol(const hali_ir_export_t *x) {
   return x->symbol ? x->symbol : x->name;
 }
 
+/* The bindings an export only reads: its tensor parameters, which come
+ * first (tensor arguments, then tensor results: hali_ir_export_interface).
+ * Validation maps them read-only (hal/validate.h). */
+static uint32_t read_only_bindings(const hali_ir_export_t *x) {
+  uint32_t mask = 0, binding = 0;
+  for (uint32_t i = 0; i < x->param_count && binding < 32; ++i)
+    if (x->params[i].type == HALI_TYPE_NONE) mask |= 1u << binding++;
+  return mask;
+}
+
 /* HAL export metadata from the module's declarations. */
 hali_hal_executable_export_t *hali_loader_exports_from_ir(
     const hali_ir_executable_t *e) {
@@ -28,6 +38,7 @@ hali_hal_executable_export_t *hali_loader_exports_from_ir(
     const hali_ir_export_t *x = &e->exports[i];
     out[i].name = x->name;
     hali_ir_export_interface(x, &out[i].binding_count, &out[i].constant_count);
+    out[i].read_only_bindings = read_only_bindings(x);
     memcpy(out[i].workgroup_size, x->workgroup_size, sizeof(x->workgroup_size));
   }
   return out;
@@ -147,7 +158,12 @@ hali_status_t hali_loader_executable_from_table(
   t->table.exports = t->exports;
   s = hali_hal_executable_create_from_library_owned(&t->table, format,
                                                     kernel_table_free, t, out);
-  if (!s) return HALI_OK;
+  if (!s) {
+    for (uint32_t i = 0; i < e->export_count; ++i)
+      (*out)->exports[i].read_only_bindings =
+          read_only_bindings(&e->exports[i]);
+    return HALI_OK;
+  }
   t->dl = NULL; /* the caller closes it */
 fail:
   hali_free(t->exports);

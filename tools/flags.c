@@ -308,7 +308,11 @@ int tool_flags_parse(const tool_command_t *cmd, int argc, char **argv,
   for (const tool_flag_t *const *t = cmd->tables; *t; ++t)
     for (const tool_flag_t *f = *t; f->name; ++f, ++fi) {
       flags[fi] = f;
-      int has_arg = f->metavar ? required_argument : no_argument;
+      /* A metavar in brackets ("[MODE]") makes the value optional: only
+       * --flag=VALUE gives one. */
+      int has_arg = !f->metavar          ? no_argument
+                    : f->metavar[0] == '[' ? optional_argument
+                                           : required_argument;
       lo[li++] = (struct option){f->name + 2, has_arg, NULL,
                                  FLAG_BASE + (int)fi};
       for (const char *a = f->aliases; a && *a;) {
@@ -356,8 +360,8 @@ int tool_flags_parse(const tool_command_t *cmd, int argc, char **argv,
         /* The flag as it was spelt (an alias, say). */
         const char *spelt = idx >= 0 ? lo[idx].name : f->name + 2;
         if (f->metavar)
-          fprintf(stderr, "hali %s: --%s=%s: %s\n", cmd->name, spelt, optarg,
-                  msg);
+          fprintf(stderr, "hali %s: --%s=%s: %s\n", cmd->name, spelt,
+                  optarg ? optarg : "", msg);
         else
           fprintf(stderr, "hali %s: --%s: %s\n", cmd->name, spelt, msg);
         return TOOL_EXIT_USAGE;
@@ -403,7 +407,8 @@ void tool_flags_help(const tool_command_t *cmd) {
       int n = snprintf(head, sizeof(head), "  %s%s%s%s%s",
                        f->short_name ? (char[]){'-', f->short_name, ',', ' ', 0}
                                      : "",
-                       f->name, f->metavar ? "=" : "",
+                       f->name,
+                       f->metavar && f->metavar[0] != '[' ? "=" : "",
                        f->metavar ? f->metavar : "", "");
       printf("%s", head);
       /* The help text, wrapped after column 30. */

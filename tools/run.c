@@ -91,6 +91,13 @@ static const char *flag_workers(void *opts, const char *v) {
   if (!e) O->device.worker_count = (uint32_t)n;
   return e;
 }
+static const char *flag_validate(void *opts, const char *v) {
+  hali_status_t s = hali_validation_parse(v ? v : "fail", &O->device.validation);
+  if (!s) return NULL;
+  const char *e = tool_flag_error("%s", hali_status_message(s));
+  hali_status_free(s);
+  return e;
+}
 static const char *flag_list_devices(void *opts, const char *v) {
   (void)v;
   O->list_devices = true;
@@ -223,6 +230,11 @@ const tool_flag_t tool_run_flags[] = {
      flag_device},
     {"--workers", NULL, 0, "N", "local-task worker threads (1..1024)",
      flag_workers},
+    {"--validate", NULL, 0, "[=MODE]",
+     "check barriers, fence waits, host access, kernel bounds and "
+     "unwritten reads (doc/validation.md); MODE fail (default) or warn "
+     "(print and go on)",
+     flag_validate},
     {"--list_devices", "--list-devices", 0, NULL,
      "list the device kinds and exit", flag_list_devices},
     {"--executable_path", "--executable-path", 0, "DIR",
@@ -751,8 +763,10 @@ hali_status_t tool_session_call(const run_options_t *o, tool_session_t *s,
     }
   }
   /* Results may be views the queue is still writing (a program that
-   * returns without awaiting): wait for every submission first. */
-  if (!st) {
+   * returns without awaiting): wait for every submission first.  Not
+   * under --validate, which reports such a program when its result is
+   * read (doc/validation.md, check 3). */
+  if (!st && !o->device.validation) {
     st = hali_context_wait_idle(s->context, remaining(deadline));
     if (hali_status_code(st) == HALI_STATUS_DEADLINE_EXCEEDED) {
       hali_status_free(st);
@@ -915,7 +929,10 @@ static hali_status_t report_results(const run_options_t *o,
     const char *out = i < o->outputs.n ? o->outputs.v[i] : "-";
     if (is_view) {
       s = tool_tensor_from_view(v->u.view, &t);
-      if (s) break;
+      if (s) {
+        s = hali_status_annotate(s, "reading result[%zu] to print it", i);
+        break;
+      }
     }
     if (is_view && strcmp(out, "-") != 0) {
       s = write_output(out, &t, o->print_max);

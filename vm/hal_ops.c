@@ -18,6 +18,7 @@
 #include "config.h" /* HALI_DEBUG */
 #include "base/alloc.h"
 #include "hal/hal.h"
+#include "hal/validate.h"
 #include "vm/fiber.h"
 #include "vm/hal_ops.h"
 #include "vm/trace.h"
@@ -32,6 +33,7 @@ typedef struct {
   uint32_t tail_count;
   const uint16_t *tail;
   const hali_cell_t *next;
+  const hali_cell_t *pc; /* the instruction (validation labels) */
 } decoded_t;
 
 static inline void decode(const hali_cell_t *pc, decoded_t *d) {
@@ -49,6 +51,17 @@ static inline void decode(const hali_cell_t *pc, decoded_t *d) {
     d->tail = NULL;
   }
   d->next = pc + hali_code_cells(pc->i.op, d->tail_count);
+  d->pc = pc;
+}
+
+/* Validation (hal/validate.h): names the instruction recording the next
+ * command of |cb| in the messages about it. */
+static void label_command(hali_vm_stack_t *st, const decoded_t *d,
+                          hali_hal_command_buffer_t *cb) {
+  if (HALI_LIKELY(!hali_hal_command_buffer_validating(cb))) return;
+  char where[256];
+  hali_vm_describe_pc(st, d->pc, where, sizeof(where));
+  hali_hal_command_buffer_set_label(cb, where);
 }
 
 /* Stores a new (owned) ref into slot |s|, releasing what was there. */
@@ -315,6 +328,7 @@ HAL_OP(HAL_COMMAND_BUFFER_CREATE) {
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_FILL) {
+  label_command(st, d, REF(hali_hal_command_buffer_t, 0));
   hali_hal_device_size_t off = 0, len = 0;
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "fill offset", &off));
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "fill length", &len));
@@ -324,6 +338,7 @@ HAL_OP(HAL_COMMAND_BUFFER_FILL) {
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_COPY) {
+  label_command(st, d, REF(hali_hal_command_buffer_t, 0));
   hali_hal_device_size_t so = 0, to = 0, len = 0;
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "copy source offset", &so));
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "copy target offset", &to));
@@ -334,6 +349,7 @@ HAL_OP(HAL_COMMAND_BUFFER_COPY) {
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_UPDATE) {
+  label_command(st, d, REF(hali_hal_command_buffer_t, 0));
   const hali_ir_rodata_t *r = d->x[0].ptr;
   hali_hal_device_size_t so = 0, to = 0, len = 0;
   HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(1), "update source offset", &so));
@@ -377,6 +393,7 @@ HAL_OP(HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET) {
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_DISPATCH) {
+  label_command(st, d, REF(hali_hal_command_buffer_t, 0));
   /* Counts live in i32 registers: a negative one is a mistake, not
    * 2^32 - n workgroups. */
   for (int k = 3; k <= 5; ++k) {
@@ -398,6 +415,7 @@ HAL_OP(HAL_COMMAND_BUFFER_DISPATCH) {
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_EXECUTION_BARRIER) {
+  label_command(st, d, REF(hali_hal_command_buffer_t, 0));
   return hali_hal_command_buffer_execution_barrier(
       REF(hali_hal_command_buffer_t, 0));
 }
@@ -543,6 +561,7 @@ HAL_OP(HAL_FENCE_QUERY) {
   bool ready = false;
   hali_status_t q = hali_hal_fence_query(REF(hali_hal_fence_t, 1), &ready);
   regs[d->reg[0]].i32 = hali_hal_fence_state_code(q, ready); /* traced */
+  if (!q && ready) hali_hal_validate_observe_fence(REF(hali_hal_fence_t, 1));
   hali_status_free(q);
   return HALI_OK;
 }
@@ -557,6 +576,7 @@ static hali_status_t fence_await(hali_vm_stack_t *st, const decoded_t *d,
   HALI_RETURN_IF_ERROR_PLAIN(hali_vm_fiber_await(
       st, REF(hali_hal_fence_t, 1), I64(2), failure_is_result, &code));
   regs[d->reg[0]].i32 = code;
+  if (code == 0) hali_hal_validate_observe_fence(REF(hali_hal_fence_t, 1));
   return HALI_OK;
 }
 

@@ -414,3 +414,13 @@ void hali_vm_stack_reset(hali_vm_stack_t *st) {
     st->awaiting = NULL;
   }
 }
+
+void hali_vm_describe_pc(const hali_vm_stack_t *st, const hali_cell_t *pc,
+                         char *buf, size_t n) {
+  if (!st->depth) {
+    snprintf(buf, n, "?");
+    return;
+  }
+  bt_frame_t fr = bt_frame(st, pc, 0);
+  describe(fr.module, fr.fn, fr.pc, buf, n);
+}

@@ -327,6 +327,11 @@ HALI_MUST_USE hali_status_t hali_vm_stack_push_frame(hali_vm_stack_t *st);
 hali_status_t hali_vm_fail_at(hali_vm_stack_t *st, const hali_cell_t *pc,
                               hali_status_t status);
 
+/* "@f@12 (f.hasm:9)": where |pc| of the innermost frame of |st| is, for
+ * messages that name an instruction without failing it (validation). */
+void hali_vm_describe_pc(const hali_vm_stack_t *st, const hali_cell_t *pc,
+                         char *buf, size_t n);
+
 /* The instruction index (pc) and IR instruction at cell |pc| of |fn|. */
 uint32_t hali_vm_func_pc(const hali_vm_func_t *fn, const hali_cell_t *pc);
 /* The IR instruction whose code starts at or before |pc| (NULL if none). */

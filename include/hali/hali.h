@@ -288,6 +288,23 @@ typedef struct hali_allocator_hooks_s {
   void *user;
 } hali_allocator_hooks_t;
 
+/* Validation mode (doc/validation.md): checks HAL programs for missing
+ * barriers and fence waits, host access to buffers queue work still uses,
+ * out-of-bounds and forbidden accesses by C kernels and reads of bytes
+ * nothing wrote.  Off by default and free when off.  FAIL makes a finding
+ * an error (a FAILED_PRECONDITION whose message starts "validation: ");
+ * WARN prints it to stderr and carries on. */
+typedef enum hali_validation_e {
+  HALI_VALIDATION_OFF = 0,
+  HALI_VALIDATION_FAIL = 1,
+  HALI_VALIDATION_WARN = 2,
+} hali_validation_t;
+
+/* "fail" (also "on", "error"), "warn" or "off"; INVALID_ARGUMENT naming
+ * them otherwise. */
+HALI_API HALI_MUST_USE hali_status_t hali_validation_parse(
+    const char *name, hali_validation_t *out_mode);
+
 typedef struct hali_instance_options_s {
   /* Directories searched (after the module's own directory) for kernel
    * libraries named by modules' executables, before $HALI_EXECUTABLE_PATH.
@@ -298,6 +315,9 @@ typedef struct hali_instance_options_s {
   hali_context_params_t default_context_params;
   /* Buffer storage for every device created with this instance. */
   hali_allocator_hooks_t allocator;
+  /* Validation mode of every device created with this instance whose own
+   * params leave it off. */
+  hali_validation_t validation;
 } hali_instance_options_t;
 
 HALI_API void hali_instance_options_initialize(
@@ -419,6 +439,7 @@ typedef struct hali_device_params_s {
    * duplicates it) over which the device's default channel runs.  NULL: the
    * MPI world when an MPI launcher started the process, else one rank. */
   const void *mpi_comm;
+  hali_validation_t validation; /* OFF: the instance's mode */
 } hali_device_params_t;
 
 /* |*out_kind| for a device name: "local-sync" or "local-task".  NOT_FOUND
