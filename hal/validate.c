@@ -243,6 +243,20 @@ hali_status_t hali_hal_validate_finalize(hali_hal_command_buffer_t *cb) {
         }
         break;
       }
+      case HALI_HAL_COMMAND_COLLECTIVE: {
+        /* Reads what this rank sends, writes what it receives. */
+        const hali_hal_command_collective_t *c = (const void *)h;
+        char op[64];
+        snprintf(op, sizeof(op), "collective %s",
+                 hali_hal_collective_kind_name(c->op.kind));
+        if (c->send)
+          s = add_access(v, &cap, c->send, c->send_offset, c->send_length,
+                         false, true, index, segment, op);
+        if (!s && c->recv)
+          s = add_access(v, &cap, c->recv, c->recv_offset, c->recv_length,
+                         true, false, index, segment, op);
+        break;
+      }
       case HALI_HAL_COMMAND_BARRIER:
         segment++;
         break;

@@ -476,6 +476,61 @@ START_TEST(failed_wait_skips_collective) {
 }
 END_TEST
 
+START_TEST(validation_sees_collectives) {
+  /* Under validation a collective reads its send range and writes its
+   * receive range: a fill of the send buffer with no barrier before the
+   * collective is a read-after-write hazard, and with the barrier the
+   * received bytes count as written. */
+  hali_hal_device_params_t p;
+  hali_hal_device_params_initialize(&p);
+  p.validate = 1;
+  hali_hal_device_t *vd = NULL;
+  HALI_CK_OK(hali_hal_device_create(&p, &vd));
+  hali_hal_channel_t *one = NULL;
+  HALI_CK_OK(hali_hal_channel_create_local(0, &one));
+  hali_hal_allocator_t *a = hali_hal_device_allocator(vd);
+  hali_hal_buffer_t *send = hali_test_allocate(a, 16);
+  hali_hal_buffer_t *recv = hali_test_allocate(a, 16);
+  hali_hal_collective_t op = {HALI_HAL_COLLECTIVE_ALL_REDUCE,
+                              HALI_HAL_COLLECTIVE_REDUCTION_SUM,
+                              HALI_HAL_ELEMENT_TYPE_INT_32, 0, 4};
+  for (int barrier = 0; barrier < 2; ++barrier) {
+    hali_hal_command_buffer_t *cb = NULL;
+    HALI_CK_OK(hali_hal_device_create_command_buffer(
+        vd, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+        HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+    HALI_CK_OK(hali_hal_command_buffer_fill(cb, send, 0, 16, 3, 4));
+    if (barrier) HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+    HALI_CK_OK(hali_hal_command_buffer_collective(cb, one, &op, send, 0, 16,
+                                                  recv, 0, 16));
+    if (!barrier) {
+      HALI_CK_STATUS(hali_hal_command_buffer_finalize(cb),
+                     HALI_STATUS_FAILED_PRECONDITION,
+                     "read-after-write hazard",
+                     "(collective all_reduce) reads bytes [0, 16)");
+    } else {
+      HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+      hali_hal_fence_t *f = NULL;
+      HALI_CK_OK(hali_hal_device_create_fence(vd, &f));
+      HALI_CK_OK(hali_hal_device_queue_execute(vd, NULL, f, &cb, 1));
+      HALI_CK_OK(hali_hal_fence_await(f, HALI_INFINITE));
+      /* Validation learns that the host saw the work end from wait_idle
+       * (or the C API's fence awaits). */
+      HALI_CK_OK(hali_hal_device_wait_idle(vd, HALI_INFINITE));
+      int32_t got[4];
+      HALI_CK_OK(hali_hal_buffer_read(recv, 0, got, sizeof(got)));
+      ck_assert_int_eq(got[3], 3);
+      hali_hal_fence_release(f);
+    }
+    hali_hal_command_buffer_release(cb);
+  }
+  hali_hal_buffer_release(send);
+  hali_hal_buffer_release(recv);
+  hali_hal_channel_release(one);
+  hali_hal_device_release(vd);
+}
+END_TEST
+
 int main(void) {
   /* MPI processes must not fork. */
   setenv("CK_FORK", "no", 1);
@@ -506,6 +561,7 @@ int main(void) {
   tcase_add_test(tc, bad_arguments);
   tcase_add_test(tc, one_rank_channel);
   tcase_add_test(tc, failed_wait_skips_collective);
+  tcase_add_test(tc, validation_sees_collectives);
   suite_add_tcase(suite, tc);
   SRunner *sr = srunner_create(suite);
   srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
