@@ -354,6 +354,12 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
         w->t[o[0].v].lifetime = LT_ALIAS;
         w->t[o[0].v].alias = o[1].v;
         break;
+      case HALI_OP_TENSOR_UPDATE: /* the target's storage (copy-on-write
+                                     gave it a copy when it must keep its
+                                     value) */
+        w->t[o[0].v].lifetime = LT_ALIAS;
+        w->t[o[0].v].alias = o[2].v;
+        break;
       case HALI_OP_TENSOR_GLOBAL_LOAD:
         w->t[o[0].v].lifetime = LT_GLOBAL;
         w->t[o[0].v].global = o[1].v;
