@@ -158,9 +158,9 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
       break;
     case HALI_OP_TENSOR_SPLAT:
     case HALI_OP_TENSOR_CLONE:
-    case HALI_OP_TENSOR_SLICE: /* a copy of its own */
       join(c, o[0].v, o[0].v, i);
       break;
+    case HALI_OP_TENSOR_SLICE: /* may be a view of its source's storage */
     case HALI_OP_TENSOR_RESHAPE: /* the same storage */
       if (o[0].v < c->n && o[1].v < c->n && c->root[o[1].v] != UINT32_MAX)
         join(c, o[0].v, c->root[o[1].v], i);

@@ -118,7 +118,7 @@ static uint32_t base_fence(lw_t *w) {
 
 /* The storage key of tensor |r| (see lw_t). */
 static uint32_t skey(const lw_t *w, uint32_t r) {
-  uint32_t root = hali_s2h_root(w, r);
+  uint32_t root = hali_s2h_base_root(w, r);
   if (root < w->nregs && w->t[root].lifetime == LT_GLOBAL)
     return w->nregs + w->t[root].global;
   return root;
@@ -566,7 +566,7 @@ static uint32_t off_reg(lw_t *w, const hali_ir_operand_t *o) {
 static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
                                  uint32_t index, bool slice, uint32_t big,
                                  uint32_t small, const hali_ir_operand_t *offs,
-                                 uint32_t named) {
+                                 uint32_t named, uint32_t *view_off) {
   hali_ir_func_t *f = w->f;
   const char *opn = slice ? "tensor.slice" : "tensor.update";
   uint32_t rank = f->reg_xtypes[big].rank;
@@ -641,6 +641,10 @@ static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
   }
   hali_free(what);
   if (err) return err;
+  if (!rank && view_off) {
+    *view_off = zero;
+    return HALI_OK;
+  }
   if (!rank) {
     begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
     hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
@@ -659,8 +663,10 @@ static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
   int64_t rv = es;
   for (uint32_t d = k; d < rank && rv >= 0; ++d)
     rv = sd[d] >= 0 ? rv * sd[d] : -1;
-  uint32_t run;
-  if (rv >= 0) {
+  uint32_t run = zero;
+  if (view_off) {
+    /* A view records no copy. */
+  } else if (rv >= 0) {
     run = hali_s2h_c64(w, rv);
   } else {
     run = hali_pass_reg(f, HALI_TYPE_I64, "%s.run", n);
@@ -710,6 +716,19 @@ static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
     }
   }
   uint32_t broot = hali_s2h_root(w, big), sroot = hali_s2h_root(w, small);
+  if (view_off) {
+    /* A view: one run (schedule.c, slice_is_view), no command. */
+    if (base == UINT32_MAX) {
+      *view_off = hali_s2h_c64(w, basev);
+    } else if (!basev) {
+      *view_off = base;
+    } else {
+      *view_off = hali_pass_reg(f, HALI_TYPE_I64, "%s.at", n);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_ADD_I64, 3, hali_pr(*view_off),
+                     hali_pr(base), hali_pr(hali_s2h_c64(w, basev)));
+    }
+    return HALI_OK;
+  }
   begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
   int64_t idx[HALI_HAL_MAX_RANK] = {0};
   for (uint64_t q = 0; q < nruns; ++q) {
@@ -1198,8 +1217,20 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   case HALI_OP_TENSOR_SLICE: {
     uint32_t r = o[0].v, src = o[1].v, rank = f->reg_xtypes[src].rank;
     SET_SHAPE(w, r, &o[2 + rank], true);
+    if (w->t[r].lifetime == LT_VIEW) {
+      /* No copy: a subspan of the source's storage (its fences). */
+      uint32_t at = UINT32_MAX;
+      w->t[r].defined = true;
+      HALI_RETURN_IF_ERROR_PLAIN(
+          lower_range(w, insn, index, true, src, r, &o[2], src, &at));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_SUBSPAN, 4,
+                     hali_pr(r), hali_pr(hali_s2h_root(w, src)), hali_pr(at),
+                     hali_pr(w->t[r].size));
+      return HALI_OK;
+    }
     hali_s2h_allocate(w, r);
-    HALI_RETURN_IF_ERROR_PLAIN(lower_range(w, insn, index, true, src, r, &o[2], src));
+    HALI_RETURN_IF_ERROR_PLAIN(
+        lower_range(w, insn, index, true, src, r, &o[2], src, NULL));
     touch(w, src, false);
     touch(w, r, true);
     return HALI_OK;
@@ -1213,7 +1244,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
       if (x->dims[d] < 0) dyn[k++] = hali_pr(w->t[dst].dims[d]);
     SET_SHAPE(w, r, dyn, false);
     w->t[r].defined = true;
-    HALI_RETURN_IF_ERROR_PLAIN(lower_range(w, insn, index, false, r, v, &o[3], dst));
+    HALI_RETURN_IF_ERROR_PLAIN(lower_range(w, insn, index, false, r, v, &o[3], dst, NULL));
     touch(w, v, false);
     touch(w, r, true);
     return HALI_OK;
