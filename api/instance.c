@@ -391,6 +391,24 @@ void hali_device_release(hali_device_t *device) {
   }
 }
 
+hali_status_t hali_device_query_memory_statistics(
+    hali_device_t *device, hali_device_memory_statistics_t *out_statistics) {
+  CHECK_ARG(device);
+  CHECK_ARG(out_statistics);
+  hali_hal_allocator_statistics_t st;
+  hali_hal_allocator_query_statistics(hali_hal_device_allocator(device->hal),
+                                      &st);
+  out_statistics->bytes_live = st.bytes_live;
+  out_statistics->bytes_peak = st.bytes_peak;
+  out_statistics->allocation_count = st.allocation_count;
+  out_statistics->allocations_live = st.allocations_live;
+  return HALI_OK;
+}
+
+void hali_device_reset_memory_peak(hali_device_t *device) {
+  if (device) hali_hal_allocator_reset_peak(hali_hal_device_allocator(device->hal));
+}
+
 void hali_device_abandon(hali_device_t *device) {
   if (device) hali_hal_device_abandon(device->hal);
 }

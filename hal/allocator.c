@@ -138,6 +138,12 @@ void hali_hal_allocator_query_statistics(
   pthread_mutex_unlock(&allocator->mutex);
 }
 
+void hali_hal_allocator_reset_peak(hali_hal_allocator_t *allocator) {
+  pthread_mutex_lock(&allocator->mutex);
+  allocator->stats.bytes_peak = allocator->stats.bytes_live;
+  pthread_mutex_unlock(&allocator->mutex);
+}
+
 void hali_hal_allocator_set_max_bytes(hali_hal_allocator_t *allocator,
                                       uint64_t max_bytes) {
   pthread_mutex_lock(&allocator->mutex);

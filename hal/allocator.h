@@ -73,6 +73,9 @@ HALI_MUST_USE hali_status_t hali_hal_allocator_allocate_buffer(
     hali_hal_allocator_t *allocator, hali_hal_buffer_params_t params,
     hali_hal_device_size_t size, hali_hal_buffer_t **out_buffer);
 
+/* Starts a new high-water mark: bytes_peak = bytes_live. */
+void hali_hal_allocator_reset_peak(hali_hal_allocator_t *allocator);
+
 /* A snapshot of the statistics. */
 void hali_hal_allocator_query_statistics(
     hali_hal_allocator_t *allocator,

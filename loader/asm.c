@@ -174,6 +174,12 @@ static uint32_t intern(parser_t *p, char *str, size_t len) {
   return i;
 }
 
+/* For the tensor-level syntax (loader/asm_tensor.c): interns |str|
+ * (taking it), UINT32_MAX when out of memory. */
+uint32_t hali_asm_intern(parser_t *p, char *str, size_t len) {
+  return intern(p, str, len);
+}
+
 /* The index of the rodata blob the `@name` token |s| names, or -1. */
 static int32_t find_rodata(parser_t *p, const tok_t *s) {
   uint32_t k = hali_strmap_find(&p->rodata, s->text + 1, s->len - 1);

@@ -193,6 +193,7 @@ hali_type_t hali_asm_parse_type(parser_t *p);
 /* A string literal's escapes decoded into a malloc'ed buffer (one byte to
  * spare); NULL on error or OOM. */
 char *hali_asm_decode_string(parser_t *p, const tok_t *t, size_t *out_len);
+uint32_t hali_asm_intern(parser_t *p, char *str, size_t len);
 /* An integer literal that fits |bits|, sign-extended into |*out|. */
 bool hali_asm_parse_int(parser_t *p, const tok_t *t, int bits, int64_t *out);
 /* A float literal (decimal, hex, inf, nan, bits(0x...)) as raw bits. */

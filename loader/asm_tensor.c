@@ -87,6 +87,57 @@ typedef struct {
   uint32_t dims_at, ndims; /* in the scratch operand list */
 } dresult_t;
 
+/* `[o0, o1, ...]`: one offset per dimension of a tensor of rank |rank|,
+ * each an integer (>= 0) or an i64 register. */
+static bool parse_offsets(body_t *b, uint32_t rank, const char *op,
+                          uint32_t *nops) {
+  parser_t *p = b->p;
+  tok_t *at = peek(p);
+  uint32_t got = 0;
+  if (!hali_asm_expect(p, "[", "to open the offsets")) return false;
+  if (!accept(p, "]")) {
+    do {
+      hali_ir_operand_t *o = hali_asm_push_op(p, nops);
+      if (!o) return false;
+      tok_t *t = next(p);
+      if (t->kind == T_NUMBER) {
+        o->kind = HALI_IR_IMM;
+        if (!hali_asm_parse_int(p, t, 64, &o->imm)) return false;
+        if (o->imm < 0) {
+          hali_asm_error(p, t, "%s: an offset is at least 0", op);
+          return false;
+        }
+      } else if (!hali_asm_parse_reg(b, t, HALI_TYPE_I64, false, o)) {
+        return false;
+      }
+      got++;
+    } while (accept(p, ","));
+    if (!hali_asm_expect(p, "]", "to close the offsets")) return false;
+  }
+  if (got != rank) {
+    hali_asm_error(p, at,
+                   "%s of a tensor of rank %u takes %u offset(s), %u given", op,
+                   rank, rank, got);
+    return false;
+  }
+  return true;
+}
+
+/* |a| and |b| must agree in element type and rank (|what| names the op). */
+static bool same_kind(parser_t *p, const tok_t *t, const hali_ir_xtype_t *a,
+                      const hali_ir_xtype_t *b, const char *what) {
+  if (a->element_type == b->element_type && a->rank == b->rank) return true;
+  hali_strbuf_t sb = {0};
+  hali_ir_xtype_print(&sb, a);
+  hali_strbuf_append(&sb, " and ", 5);
+  hali_ir_xtype_print(&sb, b);
+  char *ts = hali_strbuf_take(&sb);
+  hali_asm_error(p, t, "%s: %s differ in element type or rank", what,
+                 ts ? ts : "?");
+  hali_free(ts);
+  return false;
+}
+
 bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
                               size_t ndefs, uint32_t *nops) {
   parser_t *p = b->p;
@@ -479,6 +530,68 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
          hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
     hali_free(x.dims);
     return ok;
+  }
+  case HALI_OP_TENSOR_SLICE: {
+    /* %s = tensor.slice %t[o0, o1] : tensor<...>{dims} */
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!expect_tensor_reg(b, next(p), o)) return false;
+    uint32_t src = o->v;
+    if (!parse_offsets(b, b->f->reg_xtypes[src].rank, "tensor.slice", nops))
+      return false;
+    if (!hali_asm_expect(p, ":", "before the tensor type")) return false;
+    tok_t *tt = peek(p);
+    if (!parse_tensor_type(p, &x)) return false;
+    ok = same_kind(p, tt, &b->f->reg_xtypes[src], &x, "tensor.slice") &&
+         parse_dyn_dims(b, &x, nops) &&
+         hali_asm_def_tensor(b, defs[0], &x, &p->ops[0]);
+    hali_free(x.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_UPDATE: {
+    /* %r = tensor.update %v, %t[o0, o1]: %r has %t's type */
+    NEED_DEFS(1);
+    if (!hali_asm_push_op(p, nops) || !(o = hali_asm_push_op(p, nops)))
+      return false;
+    if (!expect_tensor_reg(b, next(p), o) ||
+        !hali_asm_expect(p, ",", "between the value and the target") ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    tok_t *tt = peek(p);
+    if (!expect_tensor_reg(b, next(p), o)) return false;
+    uint32_t val = p->ops[1].v, dst = o->v;
+    if (!same_kind(p, tt, &b->f->reg_xtypes[val], &b->f->reg_xtypes[dst],
+                   "tensor.update") ||
+        !parse_offsets(b, b->f->reg_xtypes[dst].rank, "tensor.update", nops))
+      return false;
+    hali_ir_xtype_t dx;
+    if (!hali_ir_xtype_copy(&dx, &b->f->reg_xtypes[dst]))
+      return hali_asm_oom(p, defs[0]);
+    ok = hali_asm_def_tensor(b, defs[0], &dx, &p->ops[0]);
+    hali_free(dx.dims);
+    return ok;
+  }
+  case HALI_OP_TENSOR_TRACE: {
+    /* tensor.trace "label", %t */
+    NEED_DEFS(0);
+    tok_t *st;
+    if (!(o = hali_asm_push_op(p, nops)) ||
+        !hali_asm_expect_kind(p, T_STRING, "a label string", &st))
+      return false;
+    size_t len;
+    char *str = hali_asm_decode_string(p, st, &len);
+    if (!str) {
+      hali_asm_error(p, st, "bad string");
+      return false;
+    }
+    o->kind = HALI_IR_STRING;
+    if ((o->v = hali_asm_intern(p, str, len)) == UINT32_MAX)
+      return hali_asm_oom(p, st);
+    if (!hali_asm_expect(p, ",", "between the label and the tensor") ||
+        !(o = hali_asm_push_op(p, nops)))
+      return false;
+    return expect_tensor_reg(b, next(p), o);
   }
   case HALI_OP_TENSOR_ALL_REDUCE:
   case HALI_OP_TENSOR_REDUCE_SCATTER:

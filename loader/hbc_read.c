@@ -164,7 +164,7 @@ static const struct {
     {2, HALI_OP_FMA_I32},
     {3, HALI_OP_GLOBAL_LOAD_I32},
     {4, HALI_OP_TENSOR_DIM},
-    {5, HALI_OP_HAL_CHANNEL_DEFAULT},
+    {5, HALI_OP_TENSOR_SLICE},
 };
 
 static uint16_t op_minor(unsigned op) {

@@ -165,6 +165,7 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
     case HALI_OP_TENSOR_RECV:
       join(c, o[0].v, o[0].v, i);
       break;
+    case HALI_OP_TENSOR_SLICE: /* may be a view of its source's storage */
     case HALI_OP_TENSOR_RESHAPE: /* the same storage */
       if (o[0].v < c->n && o[1].v < c->n && c->root[o[1].v] != UINT32_MAX)
         join(c, o[0].v, c->root[o[1].v], i);
@@ -205,6 +206,26 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
           !c->force[c->maxby[ra]]) {
         c->force[c->maxby[ra]] = 1;
         return true;
+      }
+      break;
+    }
+    case HALI_OP_TENSOR_UPDATE: {
+      /* %r = tensor.update %v, %t[...]: %r is tied to %t, as a dispatch
+       * result tied to an operand. */
+      uint32_t r = o[0].v, u = o[2].v;
+      if (r >= c->n || u >= c->n || c->root[u] == UINT32_MAX) break;
+      uint32_t ru = c->root[u];
+      bool owned = c->origin[ru] == CLASS_OWNED ||
+                   (c->origin[ru] == CLASS_GLOBAL &&
+                    stored_back(blk, i, r, c->global[ru]));
+      bool need = c->force[r] || !owned || c->maxread[ru] > i + 1 ||
+                  c->last[ru] > i + 1 ||
+                  read_nearby(c, blk, i, 2, ru, g0, g1);
+      if (need) {
+        copy[r] = 1;
+        join(c, r, r, i);
+      } else {
+        join(c, r, ru, i);
       }
       break;
     }
@@ -306,6 +327,29 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
           d->operands[a0 + d->operands[dl.ties + k].imm] = hali_pr(clones[k]);
       continue;
     }
+    if (insn->op == HALI_OP_TENSOR_UPDATE && insn->operands[0].v < c->n &&
+        copy[insn->operands[0].v]) {
+      uint32_t u = insn->operands[2].v;
+      const char *un = f->reg_names && f->reg_names[u] ? f->reg_names[u] : "t";
+      uint32_t cr = hali_pass_reg(f, HALI_TYPE_TENSOR, "%s.copy", un);
+      hali_ir_xtype_t x;
+      if (cr == UINT32_MAX || !hali_ir_xtype_copy(&x, &f->reg_xtypes[u])) {
+        bad_reg = true;
+        break;
+      }
+      bool ok = hali_ir_func_set_reg_xtype(f, cr, &x);
+      hali_free(x.dims);
+      if (!ok) {
+        bad_reg = true;
+        break;
+      }
+      hali_insn_list_t *to = in_group && c->def[u] < g0 ? &out : in_group ? &grp : &out;
+      hali_pass_emit(to, insn->line, HALI_OP_TENSOR_CLONE, 2, hali_pr(cr),
+                     hali_pr(u));
+      hali_ir_insn_t *d = hali_pass_copy_insn(in_group ? &grp : &out, insn, NULL);
+      if (d) d->operands[2] = hali_pr(cr);
+      continue;
+    }
     hali_pass_copy_insn(in_group ? &grp : &out, insn, NULL);
     if (insn->op == HALI_OP_TENSOR_END && in_group) {
       in_group = false;
@@ -354,6 +398,7 @@ hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
         for (uint32_t k = 0; k < dl.nresults; ++k)
           any_tie |= o[dl.ties + k].imm >= 0;
       }
+      any_tie |= insn->op == HALI_OP_TENSOR_UPDATE;
     }
     if (!any_tie) continue;
     memset(c.force, 0, n);

@@ -19,6 +19,13 @@ uint32_t hali_s2h_root(const lw_t *w, uint32_t r) {
   return r;
 }
 
+uint32_t hali_s2h_base_root(const lw_t *w, uint32_t r) {
+  r = hali_s2h_root(w, r);
+  for (int guard = 0; w->t[r].lifetime == LT_VIEW && guard < 64; ++guard)
+    r = hali_s2h_root(w, w->t[r].alias);
+  return r;
+}
+
 /* Records tensor |r|'s dims (|dyn| the dynamic ones in order) and size.
  * The size is checked: static parts at load (an error in w->err), dynamic
  * dims at run time when |check_dims| (negative, or a byte size past
@@ -121,6 +128,7 @@ void hali_s2h_allocate(lw_t *w, uint32_t r) {
   uint32_t mem, use;
   switch (t->lifetime) {
   case LT_ALIAS:
+  case LT_VIEW: /* a subspan, made by the slice's lowering */
   case LT_GLOBAL: /* the global's storage (tensor.global.load) */
     return;
   case LT_CONSTANT:
@@ -277,6 +285,69 @@ static bool read_after_def(const hali_ir_func_t *f, uint32_t v, uint32_t a) {
   return false;
 }
 
+/* Can the slice at |i| of |blk| be a view of its source's storage, with
+ * no copy?  When it is one contiguous run (decided from static shapes),
+ * its result is only read (not returned, not given to a call or stored to
+ * a global: those keep a copy of their own), and its source's storage is
+ * not a transient (a slab's subspans are made when the region closes,
+ * after this op), is not overwritten or given to a call (a callee or an
+ * overwrite could write it while the view is read), and, for a global's,
+ * is not stored after the slice. */
+static bool slice_is_view(const lw_t *w, const hali_ir_block_t *blk,
+                          uint32_t i) {
+  const hali_ir_func_t *f = w->f;
+  const hali_ir_operand_t *o = blk->insns[i].operands;
+  uint32_t r = o[0].v, src = o[1].v;
+  if (w->t[r].lifetime != LT_TRANSIENT) return false;
+  const hali_ir_xtype_t *bx = &f->reg_xtypes[src], *sx = &f->reg_xtypes[r];
+  uint32_t rank = bx->rank;
+  if (blk->insns[i].operand_count < 2 + rank) return false;
+  /* The first dimension that is not whole, and one run before it. */
+  uint32_t k = rank ? rank - 1 : 0;
+  while (k > 0 && o[2 + k].kind == HALI_IR_IMM && o[2 + k].imm == 0 &&
+         bx->dims[k] >= 0 && bx->dims[k] == sx->dims[k])
+    --k;
+  for (uint32_t d = 0; d < k; ++d)
+    if (sx->dims[d] != 1) return false;
+  uint32_t root = hali_s2h_base_root(w, src);
+  uint8_t lt = w->t[root].lifetime;
+  if (lt != LT_IMPORTED && lt != LT_CONSTANT && lt != LT_GLOBAL &&
+      lt != LT_RETURNED)
+    return false;
+  for (uint32_t j = 0; j < blk->insn_count; ++j) {
+    const hali_ir_insn_t *u = &blk->insns[j];
+    const hali_ir_operand_t *q = u->operands;
+    if (hali_pass_is_tensor_call(w->m, u)) {
+      for (uint32_t a = 1; a < u->operand_count; ++a)
+        if (q[a].kind == HALI_IR_REG && q[a].v < w->nregs &&
+            f->reg_types[q[a].v] == HALI_TYPE_TENSOR &&
+            (hali_s2h_base_root(w, q[a].v) == root ||
+             hali_s2h_root(w, q[a].v) == r))
+          return false;
+      continue;
+    }
+    switch (u->op) {
+    case HALI_OP_TENSOR_OVERWRITE:
+      /* (One whose value is already in the target's storage writes
+       * nothing.) */
+      if (hali_s2h_root(w, q[0].v) == hali_s2h_root(w, q[1].v)) break;
+      if (hali_s2h_base_root(w, q[1].v) == root || hali_s2h_root(w, q[0].v) == r)
+        return false;
+      break;
+    case HALI_OP_TENSOR_GLOBAL_STORE:
+      if (hali_s2h_root(w, q[1].v) == r) return false;
+      if (j > i && lt == LT_GLOBAL && w->t[root].global == q[0].v) return false;
+      break;
+    case HALI_OP_TENSOR_EXPORT:
+    case HALI_OP_TENSOR_TRACE:
+      break; /* an export of a view made it LT_RETURNED already */
+    default:
+      break;
+    }
+  }
+  return true;
+}
+
 /* Lifetimes, single assignment, one block. */
 hali_status_t hali_s2h_analyse(lw_t *w) {
   hali_ir_func_t *f = w->f;
@@ -354,6 +425,12 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
         w->t[o[0].v].lifetime = LT_ALIAS;
         w->t[o[0].v].alias = o[1].v;
         break;
+      case HALI_OP_TENSOR_UPDATE: /* the target's storage (copy-on-write
+                                     gave it a copy when it must keep its
+                                     value) */
+        w->t[o[0].v].lifetime = LT_ALIAS;
+        w->t[o[0].v].alias = o[2].v;
+        break;
       case HALI_OP_TENSOR_GLOBAL_LOAD:
         w->t[o[0].v].lifetime = LT_GLOBAL;
         w->t[o[0].v].global = o[1].v;
@@ -378,7 +455,18 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
     for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
       const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
       const hali_ir_operand_t *o = insn->operands;
-      if (insn->op == HALI_OP_TENSOR_EXPORT) {
+      if (hali_pass_is_tensor_call(w->m, insn)) {
+        /* A tensor argument of a call is imported by the callee, which
+         * asserts DEVICE_VISIBLE storage: a transient (device-local) gets
+         * the returned bits instead. */
+        for (uint32_t k = 1; k <= insn->aux && k < insn->operand_count; ++k) {
+          if (o[k].kind != HALI_IR_REG || o[k].v >= w->nregs ||
+              f->reg_types[o[k].v] != HALI_TYPE_TENSOR)
+            continue;
+          uint32_t r = hali_s2h_root(w, o[k].v);
+          if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
+        }
+      } else if (insn->op == HALI_OP_TENSOR_EXPORT) {
         uint32_t r = hali_s2h_root(w, o[1].v);
         if (w->t[r].lifetime == LT_TRANSIENT) w->t[r].lifetime = LT_RETURNED;
         if (w->t[r].lifetime == LT_CONSTANT) w->t[r].const_returned = true;
@@ -401,6 +489,15 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
           w->t[v].lifetime = LT_ALIAS;
           w->t[v].alias = o[1].v;
         }
+      }
+    }
+  /* Slices that can be views (in order, so a slice of a view is one). */
+  for (uint32_t b = 0; b < f->block_count; ++b)
+    for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+      const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+      if (insn->op == HALI_OP_TENSOR_SLICE && slice_is_view(w, &f->blocks[b], i)) {
+        w->t[insn->operands[0].v].lifetime = LT_VIEW;
+        w->t[insn->operands[0].v].alias = insn->operands[1].v;
       }
     }
   return HALI_OK;

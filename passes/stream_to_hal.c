@@ -118,7 +118,7 @@ static uint32_t base_fence(lw_t *w) {
 
 /* The storage key of tensor |r| (see lw_t). */
 static uint32_t skey(const lw_t *w, uint32_t r) {
-  uint32_t root = hali_s2h_root(w, r);
+  uint32_t root = hali_s2h_base_root(w, r);
   if (root < w->nregs && w->t[root].lifetime == LT_GLOBAL)
     return w->nregs + w->t[root].global;
   return root;
@@ -523,6 +523,318 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
  * register operands that it does not write (hali_ir_operand_is_write
  * reads the roles of each tensor op's signature, vm/ops_tensor.def; an
  * overwrite's in-place target counts as read here: its storage is used). */
+/* ---- Slices and updates (doc/passes.md, "Slices, updates and traces"). */
+
+/* The most copy commands one slice or update records (each a contiguous
+ * run of bytes). */
+#define MAX_RANGE_RUNS 4096
+
+/* Appends "[a, %b, ...]" naming the offsets |offs| or the dims of |r|. */
+static void print_range(lw_t *w, hali_strbuf_t *sb,
+                        const hali_ir_operand_t *offs, uint32_t r,
+                        uint32_t rank) {
+  char rn[64];
+  hali_strbuf_append(sb, "[", 1);
+  for (uint32_t d = 0; d < rank; ++d) {
+    if (d) hali_strbuf_append(sb, ", ", 2);
+    if (offs) {
+      if (offs[d].kind == HALI_IR_IMM)
+        hali_strbuf_printf(sb, "%lld", (long long)offs[d].imm);
+      else
+        hali_strbuf_printf(sb, "%s",
+                           hali_ir_reg_name(w->f, offs[d].v, rn, sizeof(rn)));
+    } else {
+      int64_t s = w->f->reg_xtypes[r].dims[d];
+      if (s >= 0)
+        hali_strbuf_printf(sb, "%lld", (long long)s);
+      else
+        hali_strbuf_printf(sb, "%s", hali_ir_reg_name(w->f, w->t[r].dims[d],
+                                                      rn, sizeof(rn)));
+    }
+  }
+  hali_strbuf_append(sb, "]", 1);
+}
+
+static uint32_t off_reg(lw_t *w, const hali_ir_operand_t *o) {
+  return o->kind == HALI_IR_IMM ? hali_s2h_c64(w, o->imm) : o->v;
+}
+
+/* A slice (|slice|: |small| = the part of |big| at |offs|) or an update
+ * (|big|'s storage gets |small| at |offs|): checks the range (a load error
+ * when static, OUT_OF_RANGE at run time otherwise, before anything is
+ * submitted), then records one copy per contiguous run of bytes. */
+static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
+                                 uint32_t index, bool slice, uint32_t big,
+                                 uint32_t small, const hali_ir_operand_t *offs,
+                                 uint32_t named, uint32_t *view_off) {
+  hali_ir_func_t *f = w->f;
+  const char *opn = slice ? "tensor.slice" : "tensor.update";
+  uint32_t rank = f->reg_xtypes[big].rank;
+  int64_t bd[HALI_HAL_MAX_RANK], sd[HALI_HAL_MAX_RANK];
+  for (uint32_t d = 0; d < rank; ++d) {
+    bd[d] = f->reg_xtypes[big].dims[d];
+    sd[d] = f->reg_xtypes[small].dims[d];
+  }
+  uint32_t es = hali_pass_element_size(f->reg_xtypes[big].element_type);
+  char bn[64];
+  hali_ir_reg_name(f, named, bn, sizeof(bn));
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "%s of %s (", opn, bn);
+  hali_ir_xtype_print(&sb, &f->reg_xtypes[big]);
+  hali_strbuf_append(&sb, "): the range ", 13);
+  print_range(w, &sb, offs, small, rank);
+  hali_strbuf_append(&sb, " + ", 3);
+  print_range(w, &sb, NULL, small, rank);
+  char *what = hali_strbuf_take(&sb);
+  if (!what) return hali_status_oom();
+  hali_status_t err = HALI_OK;
+  uint32_t zero = hali_s2h_c64(w, 0);
+  /* The range: 0 <= offset and offset + size <= dim, per dimension (the
+   * sizes are >= 0: checked when the slice's shape was set, or the
+   * value's when it was made). */
+  for (uint32_t d = 0; d < rank && !err; ++d) {
+    if (offs[d].kind == HALI_IR_IMM && bd[d] >= 0 && sd[d] >= 0) {
+      if (offs[d].imm > bd[d] - sd[d])
+        err = hali_pass_error(PASS, w->m, f, insn, index,
+                              "%s is outside it (dimension %u: %lld + %lld > "
+                              "%lld)",
+                              what, d, (long long)offs[d].imm,
+                              (long long)sd[d], (long long)bd[d]);
+      continue;
+    }
+    const char *n = hali_s2h_rname(w, small);
+    uint32_t room = hali_pass_reg(f, HALI_TYPE_I64, "%s.room%u", n, d);
+    uint32_t bad = hali_pass_reg(f, HALI_TYPE_I32, "%s.outside%u", n, d);
+    uint32_t off = off_reg(w, &offs[d]);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_SUB_I64, 3, hali_pr(room),
+                   hali_pr(w->t[big].dims[d]), hali_pr(w->t[small].dims[d]));
+    hali_pass_emit(&w->pre, w->line, HALI_OP_GT_S_I64, 3, hali_pr(bad),
+                   hali_pr(off), hali_pr(room));
+    if (offs[d].kind != HALI_IR_IMM) {
+      uint32_t neg = hali_pass_reg(f, HALI_TYPE_I32, "%s.negative%u", n, d);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_LT_S_I64, 3, hali_pr(neg),
+                     hali_pr(off), hali_pr(zero));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_OR_I32, 3, hali_pr(bad),
+                     hali_pr(bad), hali_pr(neg));
+    }
+    hali_s2h_fail_if(w, bad, "%s is outside it (dimension %u)", what, d);
+  }
+  /* Runs: the dimensions after |k| are whole (offset 0, the full dim), so
+   * dims k.. of one index of dims 0..k-1 are one contiguous run. */
+  uint32_t k = rank ? rank - 1 : 0;
+  while (k > 0 && offs[k].kind == HALI_IR_IMM && offs[k].imm == 0 &&
+         ((bd[k] >= 0 && bd[k] == sd[k]) ||
+          w->t[big].dims[k] == w->t[small].dims[k]))
+    --k;
+  uint64_t nruns = 1;
+  for (uint32_t d = 0; d < k && !err; ++d) {
+    if (sd[d] < 0)
+      err = hali_pass_error(PASS, w->m, f, insn, index,
+                            "%s is not contiguous and its size in dimension "
+                            "%u is dynamic: only the first non-whole "
+                            "dimension's size may be dynamic",
+                            what, d);
+    else if ((nruns *= (uint64_t)sd[d]) > MAX_RANGE_RUNS)
+      err = hali_pass_error(PASS, w->m, f, insn, index,
+                            "%s needs more than %u copies (contiguous runs)",
+                            what, MAX_RANGE_RUNS);
+  }
+  hali_free(what);
+  if (err) return err;
+  if (!rank && view_off) {
+    *view_off = zero;
+    return HALI_OK;
+  }
+  if (!rank) {
+    begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+    hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                   hali_pr(w->cmd),
+                   hali_pr(hali_s2h_root(w, slice ? big : small)),
+                   hali_pr(zero),
+                   hali_pr(hali_s2h_root(w, slice ? small : big)),
+                   hali_pr(zero), hali_pr(w->t[small].size));
+    end_cmd(w);
+    return HALI_OK;
+  }
+  const char *n = hali_s2h_rname(w, small);
+  /* The arithmetic below folds what is static (sv: the value, or -1 for
+   * a register computed at run time); the values fit in an i64: the range
+   * lies inside |big|, whose byte size was checked. */
+  int64_t rv = es;
+  for (uint32_t d = k; d < rank && rv >= 0; ++d)
+    rv = sd[d] >= 0 ? rv * sd[d] : -1;
+  uint32_t run = zero;
+  if (view_off) {
+    /* A view records no copy. */
+  } else if (rv >= 0) {
+    run = hali_s2h_c64(w, rv);
+  } else {
+    run = hali_pass_reg(f, HALI_TYPE_I64, "%s.run", n);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(run),
+                   hali_pr(hali_s2h_c64(w, es)), hali_pr(w->t[small].dims[k]));
+    for (uint32_t d = k + 1; d < rank; ++d)
+      hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(run),
+                     hali_pr(run), hali_pr(w->t[small].dims[d]));
+  }
+  /* Byte strides of the big tensor. */
+  uint32_t stride[HALI_HAL_MAX_RANK];
+  int64_t sv[HALI_HAL_MAX_RANK];
+  uint32_t acc = hali_s2h_c64(w, es);
+  int64_t accv = es;
+  for (uint32_t d = rank; d-- > 0;) {
+    stride[d] = acc;
+    sv[d] = accv;
+    if (!d) break;
+    if (accv >= 0 && bd[d] >= 0) {
+      accv *= bd[d];
+      acc = hali_s2h_c64(w, accv);
+    } else {
+      uint32_t s2 = hali_pass_reg(f, HALI_TYPE_I64, "%s.stride%u", n, d - 1);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(s2),
+                     hali_pr(acc), hali_pr(w->t[big].dims[d]));
+      acc = s2;
+      accv = -1;
+    }
+  }
+  /* The byte offset of the range's first element: a constant part and
+   * the registers' products. */
+  int64_t basev = 0;
+  uint32_t base = UINT32_MAX;
+  for (uint32_t d = 0; d <= k; ++d) {
+    if (offs[d].kind == HALI_IR_IMM && sv[d] >= 0) {
+      basev += offs[d].imm * sv[d];
+      continue;
+    }
+    uint32_t t = hali_pass_reg(f, HALI_TYPE_I64, "%s.at%u", n, d);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(t),
+                   hali_pr(off_reg(w, &offs[d])), hali_pr(stride[d]));
+    if (base == UINT32_MAX) {
+      base = t;
+    } else {
+      hali_pass_emit(&w->pre, w->line, HALI_OP_ADD_I64, 3, hali_pr(base),
+                     hali_pr(base), hali_pr(t));
+    }
+  }
+  uint32_t broot = hali_s2h_root(w, big), sroot = hali_s2h_root(w, small);
+  if (view_off) {
+    /* A view: one run (schedule.c, slice_is_view), no command. */
+    if (base == UINT32_MAX) {
+      *view_off = hali_s2h_c64(w, basev);
+    } else if (!basev) {
+      *view_off = base;
+    } else {
+      *view_off = hali_pass_reg(f, HALI_TYPE_I64, "%s.at", n);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_ADD_I64, 3, hali_pr(*view_off),
+                     hali_pr(base), hali_pr(hali_s2h_c64(w, basev)));
+    }
+    return HALI_OK;
+  }
+  begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+  int64_t idx[HALI_HAL_MAX_RANK] = {0};
+  for (uint64_t q = 0; q < nruns; ++q) {
+    /* Run q: outer index idx[0..k-1] (row-major); the outer dims' strides
+     * are static unless a dim after them is dynamic. */
+    int64_t cv = basev;
+    uint32_t dyn = base;
+    for (uint32_t d = 0; d < k; ++d) {
+      if (!idx[d]) continue;
+      if (sv[d] >= 0) {
+        cv += idx[d] * sv[d];
+        continue;
+      }
+      uint32_t t = hali_pass_reg(f, HALI_TYPE_I64, "%s.step", n);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(t),
+                     hali_pr(stride[d]), hali_pr(hali_s2h_c64(w, idx[d])));
+      if (dyn == UINT32_MAX) {
+        dyn = t;
+      } else {
+        uint32_t u = hali_pass_reg(f, HALI_TYPE_I64, "%s.at", n);
+        hali_pass_emit(&w->pre, w->line, HALI_OP_ADD_I64, 3, hali_pr(u),
+                       hali_pr(dyn), hali_pr(t));
+        dyn = u;
+      }
+    }
+    uint32_t boff;
+    if (dyn == UINT32_MAX) {
+      boff = hali_s2h_c64(w, cv);
+    } else if (!cv) {
+      boff = dyn;
+    } else {
+      boff = hali_pass_reg(f, HALI_TYPE_I64, "%s.at", n);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_ADD_I64, 3, hali_pr(boff),
+                     hali_pr(dyn), hali_pr(hali_s2h_c64(w, cv)));
+    }
+    uint32_t soff = zero;
+    if (q && rv >= 0) {
+      soff = hali_s2h_c64(w, rv * (int64_t)q);
+    } else if (q) {
+      soff = hali_pass_reg(f, HALI_TYPE_I64, "%s.from", n);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_MUL_I64, 3, hali_pr(soff),
+                     hali_pr(run), hali_pr(hali_s2h_c64(w, (int64_t)q)));
+    }
+    if (slice)
+      hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                     hali_pr(w->cmd), hali_pr(broot), hali_pr(boff),
+                     hali_pr(sroot), hali_pr(soff), hali_pr(run));
+    else
+      hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                     hali_pr(w->cmd), hali_pr(sroot), hali_pr(soff),
+                     hali_pr(broot), hali_pr(boff), hali_pr(run));
+    for (uint32_t d = k; d-- > 0;) {
+      if (++idx[d] < sd[d]) break;
+      idx[d] = 0;
+    }
+  }
+  end_cmd(w);
+  return HALI_OK;
+}
+
+/* tensor.trace "label", %t: a host-visible copy of %t, the region
+ * submitted, a host wait for it, then hal.buffer_view.trace. */
+static hali_status_t lower_trace(lw_t *w, const hali_ir_insn_t *insn) {
+  hali_ir_func_t *f = w->f;
+  const hali_ir_operand_t *o = insn->operands;
+  uint32_t r = o[1].v, rank = f->reg_xtypes[r].rank;
+  uint32_t cm = hali_s2h_c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
+                                    HALI_HAL_MEMORY_TYPE_HOST_VISIBLE),
+           cu = hali_s2h_c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER |
+                                    HALI_HAL_BUFFER_USAGE_MAPPING),
+           zero = hali_s2h_c64(w, 0);
+  uint32_t st = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.traced",
+                              hali_s2h_rname(w, r));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
+                 hali_pr(st), hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
+                 hali_pr(w->t[r].size));
+  begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+  hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                 hali_pr(w->cmd), hali_pr(hali_s2h_root(w, r)), hali_pr(zero),
+                 hali_pr(st), hali_pr(zero), hali_pr(w->t[r].size));
+  touch(w, r, false);
+  end_cmd(w);
+  close_region(w, UINT32_MAX);
+  hali_pass_splice(&w->out, &w->pre);
+  uint32_t rc = hali_pass_reg(f, HALI_TYPE_I32, "%s.trace_wait",
+                              hali_s2h_rname(w, r));
+  uint32_t forever = hali_pass_reg(f, HALI_TYPE_I64, "forever");
+  hali_pass_emit(&w->out, w->line, HALI_OP_CONST_I64, 2, hali_pr(forever),
+                 hali_pk(-1));
+  hali_pass_emit(&w->out, w->line, HALI_OP_HAL_FENCE_AWAIT, 3, hali_pr(rc),
+                 hali_pr(w->cur), hali_pr(forever));
+  uint32_t et = hali_s2h_c32(w, (int32_t)f->reg_xtypes[r].element_type),
+           enc = hali_s2h_c32(w, 1);
+  uint32_t view = hali_pass_reg(f, HALI_TYPE_BUFFER_VIEW, "%s.traced_view",
+                                hali_s2h_rname(w, r));
+  hali_pass_splice(&w->out, &w->pre);
+  hali_ir_insn_t *vc = hali_pass_emit_open(
+      &w->out, w->line, HALI_OP_HAL_BUFFER_VIEW_CREATE, 4 + rank, 4,
+      hali_pr(view), hali_pr(st), hali_pr(et), hali_pr(enc));
+  for (uint32_t d = 0; d < rank; ++d)
+    hali_pass_set_operand(&w->out, vc, 4 + d, hali_pr(w->t[r].dims[d]));
+  hali_pass_emit(&w->out, w->line, HALI_OP_HAL_BUFFER_VIEW_TRACE, 2,
+                 hali_pr(view), o[0]);
+  return HALI_OK;
+}
+
 static hali_status_t check_reads(lw_t *w, const hali_ir_insn_t *insn,
                                  uint32_t index) {
   const hali_ir_operand_t *o = insn->operands;
@@ -1064,6 +1376,43 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     hali_free(ts);
     return HALI_OK;
   }
+  case HALI_OP_TENSOR_SLICE: {
+    uint32_t r = o[0].v, src = o[1].v, rank = f->reg_xtypes[src].rank;
+    SET_SHAPE(w, r, &o[2 + rank], true);
+    if (w->t[r].lifetime == LT_VIEW) {
+      /* No copy: a subspan of the source's storage (its fences). */
+      uint32_t at = UINT32_MAX;
+      w->t[r].defined = true;
+      HALI_RETURN_IF_ERROR_PLAIN(
+          lower_range(w, insn, index, true, src, r, &o[2], src, &at));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_BUFFER_SUBSPAN, 4,
+                     hali_pr(r), hali_pr(hali_s2h_root(w, src)), hali_pr(at),
+                     hali_pr(w->t[r].size));
+      return HALI_OK;
+    }
+    hali_s2h_allocate(w, r);
+    HALI_RETURN_IF_ERROR_PLAIN(
+        lower_range(w, insn, index, true, src, r, &o[2], src, NULL));
+    touch(w, src, false);
+    touch(w, r, true);
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_UPDATE: {
+    uint32_t r = o[0].v, v = o[1].v, dst = o[2].v;
+    const hali_ir_xtype_t *x = &f->reg_xtypes[r];
+    hali_ir_operand_t dyn[HALI_HAL_MAX_RANK];
+    uint32_t k = 0;
+    for (uint32_t d = 0; d < x->rank; ++d)
+      if (x->dims[d] < 0) dyn[k++] = hali_pr(w->t[dst].dims[d]);
+    SET_SHAPE(w, r, dyn, false);
+    w->t[r].defined = true;
+    HALI_RETURN_IF_ERROR_PLAIN(lower_range(w, insn, index, false, r, v, &o[3], dst, NULL));
+    touch(w, v, false);
+    touch(w, r, true);
+    return HALI_OK;
+  }
+  case HALI_OP_TENSOR_TRACE:
+    return lower_trace(w, insn);
   case HALI_OP_TENSOR_DISPATCH:
     if (o[HALI_TD_BINDINGS].imm < 0)
       return hali_pass_error(PASS, w->m, f, insn, index,

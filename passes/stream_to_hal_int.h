@@ -21,6 +21,10 @@ typedef enum {
   /* The variable lifetime: a tensor global's storage (|global|), made once
    * per context by the storage initializer; loaded, never allocated. */
   LT_GLOBAL,
+  /* A slice that is a view: a subspan of |alias|'s storage, in its own
+   * register (bindings and copies use it); fences are |alias|'s
+   * (doc/passes.md, "Slices, updates and traces"). */
+  LT_VIEW,
 } lifetime_t;
 
 typedef struct {
@@ -108,8 +112,11 @@ void hali_s2h_fail_if(lw_t *w, uint32_t cond, const char *fmt, ...)
 
 /* ---- The analysis and storage (passes/schedule.c). */
 
-/* The storage root of tensor |r| (following aliases). */
+/* The storage root of tensor |r| (following aliases; a view is a root of
+ * its own: the register holding its subspan). */
 uint32_t hali_s2h_root(const lw_t *w, uint32_t r);
+/* The root whose storage |r|'s bytes are in (following views too). */
+uint32_t hali_s2h_base_root(const lw_t *w, uint32_t r);
 /* Lifetimes, single assignment, one block. */
 HALI_MUST_USE hali_status_t hali_s2h_analyse(lw_t *w);
 /* Liveness intervals of storage roots (tinfo_t def/last). */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "hali/hali.h"
 #include "tests/testutil.h"
 
 typedef struct {
@@ -251,6 +252,99 @@ START_TEST(deadlock_report_follows_the_fences) {
   }
   unlink(path);
   rmdir(dir);
+/* ---- Memory statistics through the C API (hali_device_query_memory_
+ * statistics): sh_pack_share's call holds its slab (80 bytes: doc/passes.md,
+ * "schedule-execution") and its 16-byte result, and nothing more; every
+ * call frees what it allocated (the live bytes go back to where they
+ * were), so the peak after 10 calls is the peak after 1. */
+#define MEM_OK(s)                                                              \
+  do {                                                                         \
+    hali_status_t s_ = (s);                                                    \
+    if (s_) {                                                                  \
+      char *t_ = hali_status_to_string(s_);                                    \
+      ck_abort_msg("%s", t_);                                                  \
+    }                                                                          \
+  } while (0)
+
+/* local-task's queue thread drops a submission's command buffer (and the
+ * slab it retains) just after signalling its fence, so the bytes of a
+ * call come back shortly after the call returns: wait (at most 5 s) until
+ * the live bytes are |base| again. */
+static void settle(hali_device_t *dev, uint64_t base) {
+  hali_device_memory_statistics_t st;
+  for (int k = 0; k < 5000; ++k) {
+    MEM_OK(hali_device_query_memory_statistics(dev, &st));
+    if (st.bytes_live == base) return;
+    usleep(1000);
+  }
+  ck_abort_msg("%llu bytes live, %llu before the call",
+               (unsigned long long)st.bytes_live, (unsigned long long)base);
+}
+
+static void pack_share_calls(hali_context_t *ctx, hali_device_t *dev, int n,
+                             uint64_t base) {
+  hali_function_t *f = NULL;
+  MEM_OK(hali_context_lookup_function(ctx, "f", &f));
+  static const float x[4] = {1, 2, 3, 4};
+  for (int k = 0; k < n; ++k) {
+    int64_t dim = 4;
+    hali_buffer_view_t *v = NULL;
+    MEM_OK(hali_buffer_view_create(dev, HALI_ELEMENT_TYPE_F32, 1, &dim, x,
+                                   sizeof(x), &v));
+    hali_variant_t a = hali_variant_view(v), r;
+    MEM_OK(hali_context_invoke(ctx, f, &a, 1, &r, 1));
+    float got[4];
+    MEM_OK(hali_buffer_view_read(r.u.view, got, sizeof(got)));
+    ck_assert(got[0] == 31 && got[1] == 47 && got[2] == 63 && got[3] == 79);
+    hali_variant_release(&r);
+    hali_buffer_view_release(v);
+    settle(dev, base);
+  }
+}
+
+START_TEST(memory_statistics) {
+  hali_instance_t *in = NULL;
+  hali_device_t *dev = NULL;
+  hali_context_t *ctx = NULL;
+  hali_module_t *m = NULL;
+  MEM_OK(hali_instance_create(NULL, &in));
+  hali_device_params_t p;
+  hali_device_params_initialize(&p);
+  p.kind = _i ? HALI_DEVICE_LOCAL_TASK : HALI_DEVICE_LOCAL_SYNC;
+  p.worker_count = 2;
+  MEM_OK(hali_device_create(in, &p, &dev));
+  MEM_OK(hali_module_load_file(
+      in, HALI_SRCDIR "/tests/passes/sh_pack_share.hasm", &m));
+  MEM_OK(hali_context_create(in, dev, &m, 1, NULL, &ctx));
+  hali_module_release(m);
+  hali_device_memory_statistics_t st0, st1, st10;
+  MEM_OK(hali_device_query_memory_statistics(dev, &st0));
+  hali_device_reset_memory_peak(dev);
+  MEM_OK(hali_device_query_memory_statistics(dev, &st1));
+  ck_assert_uint_eq(st1.bytes_peak, st0.bytes_live);
+  pack_share_calls(ctx, dev, 1, st0.bytes_live);
+  MEM_OK(hali_device_query_memory_statistics(dev, &st1));
+  /* The argument (16), the slab (80) and the result (16) at once. */
+  ck_assert_uint_eq(st1.bytes_peak - st0.bytes_live, 16 + 80 + 16);
+  ck_assert_uint_eq(st1.bytes_live, st0.bytes_live);
+  ck_assert_uint_eq(st1.allocations_live, st0.allocations_live);
+  ck_assert_uint_eq(st1.allocation_count - st0.allocation_count, 3);
+  pack_share_calls(ctx, dev, 10, st0.bytes_live);
+  MEM_OK(hali_device_query_memory_statistics(dev, &st10));
+  ck_assert_uint_eq(st10.bytes_peak, st1.bytes_peak);
+  ck_assert_uint_eq(st10.bytes_live, st0.bytes_live);
+  ck_assert_uint_eq(st10.allocation_count - st1.allocation_count, 30);
+  /* Bad arguments. */
+  hali_status_t s = hali_device_query_memory_statistics(NULL, &st0);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_INVALID_ARGUMENT);
+  hali_status_free(s);
+  s = hali_device_query_memory_statistics(dev, NULL);
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_INVALID_ARGUMENT);
+  hali_status_free(s);
+  hali_device_reset_memory_peak(NULL); /* a no-op */
+  hali_context_release(ctx);
+  hali_device_release(dev);
+  hali_instance_release(in);
 }
 END_TEST
 
@@ -265,5 +359,9 @@ int main(void) {
   tcase_add_test(tc, one_worker_serializes);
   tcase_add_test(tc, deadlock_report_follows_the_fences);
   suite_add_tcase(suite, tc);
+  TCase *mem = tcase_create("memory");
+  tcase_set_timeout(mem, 60);
+  tcase_add_loop_test(mem, memory_statistics, 0, 2); /* local-sync, local-task */
+  suite_add_tcase(suite, mem);
   return hali_test_main(suite);
 }

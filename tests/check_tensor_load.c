@@ -281,6 +281,11 @@ START_TEST(p08_hal_code_calls_async) {
 }
 END_TEST
 END_TEST
+/* tensor.slice (views and copies), tensor.update and a dispatch. */
+START_TEST(fuzz_slice_update) { fuzz("tests/passes/sh_slice_view.hasm"); }
+END_TEST
+START_TEST(fuzz_trace) { fuzz("tests/passes/sh_trace.hasm"); }
+END_TEST
 
 /* ------------------------------------------------------------------------ */
 /* Direct mutations: each operand of each tensor op, made wrong, is named
@@ -780,6 +785,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, fuzz_every_op);
   tcase_add_test(tc, fuzz_mlp_tiny);
   tcase_add_test(tc, fuzz_async_call);
+  tcase_add_test(tc, fuzz_slice_update);
+  tcase_add_test(tc, fuzz_trace);
   suite_add_tcase(s, tc);
   tc = tcase_create("structure");
   tcase_add_test(tc, mutations_are_named);

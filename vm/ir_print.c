@@ -303,6 +303,49 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
     print_dims(sb, f, insn, 2, n - 2);
     return;
+  case HALI_OP_TENSOR_SLICE:
+  case HALI_OP_TENSOR_UPDATE: {
+    /* %s = tensor.slice %t[offsets] : T{dims} / %r = tensor.update %v, %t[offsets] */
+    bool slice = insn->op == HALI_OP_TENSOR_SLICE;
+    uint32_t t = slice ? 1 : 2;
+    if (n < t + 1) break;
+    uint32_t rank = reg_xtype(f, o[t].v)->rank;
+    if (n < t + 1 + rank) break;
+    hali_ir_print_reg(sb, f, o[0].v);
+    hali_strbuf_append(sb, slice ? " = tensor.slice " : " = tensor.update ",
+                       slice ? 16 : 17);
+    if (!slice) {
+      hali_ir_print_reg(sb, f, o[1].v);
+      hali_strbuf_append(sb, ", ", 2);
+    }
+    hali_ir_print_reg(sb, f, o[t].v);
+    hali_strbuf_append(sb, "[", 1);
+    for (uint32_t k = 0; k < rank; ++k) {
+      const hali_ir_operand_t *x = &o[t + 1 + k];
+      if (k) hali_strbuf_append(sb, ", ", 2);
+      if (x->kind == HALI_IR_IMM)
+        hali_strbuf_printf(sb, "%" PRId64, x->imm);
+      else
+        hali_ir_print_reg(sb, f, x->v);
+    }
+    hali_strbuf_append(sb, "]", 1);
+    if (slice) {
+      hali_strbuf_append(sb, " : ", 3);
+      hali_ir_xtype_print(sb, reg_xtype(f, o[0].v));
+      print_dims(sb, f, insn, t + 1 + rank, n - (t + 1 + rank));
+    }
+    return;
+  }
+  case HALI_OP_TENSOR_TRACE:
+    if (n < 2) break;
+    hali_strbuf_append(sb, "tensor.trace ", 13);
+    if (o[0].kind == HALI_IR_STRING && o[0].v < m->string_count)
+      print_string(sb, m->strings[o[0].v], m->string_lengths[o[0].v]);
+    else
+      hali_strbuf_append(sb, "\"?\"", 3);
+    hali_strbuf_append(sb, ", ", 2);
+    hali_ir_print_reg(sb, f, o[1].v);
+    return;
   case HALI_OP_TENSOR_ALL_REDUCE:
   case HALI_OP_TENSOR_REDUCE_SCATTER:
   case HALI_OP_TENSOR_ALL_GATHER:

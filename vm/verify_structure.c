@@ -228,6 +228,12 @@ static hali_status_t s_fixed(const vctx_t *v, const hali_op_info_t *info) {
         return hali_verr(v, "operand %u must be rodata of the module's %u", i,
                          v->m->rodata_count);
       break;
+    case HALI_ROLE_STRING: /* tensor.trace's label */
+      if (insn->operands[i].kind != HALI_IR_STRING ||
+          insn->operands[i].v >= v->m->string_count)
+        return hali_verr(v, "operand %u must be a string of the module's %u",
+                         i, v->m->string_count);
+      break;
     case HALI_ROLE_GLOBAL:
       if (insn->operands[i].kind != HALI_IR_GLOBAL ||
           insn->operands[i].v >= v->m->global_count ||
@@ -239,6 +245,18 @@ static hali_status_t s_fixed(const vctx_t *v, const hali_op_info_t *info) {
     default:
       return hali_verr(v, "internal: operand %u of role '%c'", i, d->role);
     }
+  }
+  return HALI_OK;
+}
+
+/* Operands [first, first + rank): a slice's or update's offsets, each an
+ * immediate >= 0 or an i64 register. */
+static hali_status_t s_offsets(const vctx_t *v, uint32_t first, uint32_t rank) {
+  for (uint32_t k = 0; k < rank; ++k) {
+    if (v->insn->operands[first + k].kind == HALI_IR_IMM)
+      HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, first + k, 0, INT64_MAX, "offset"));
+    else
+      HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, first + k, HALI_TYPE_I64));
   }
   return HALI_OK;
 }
@@ -290,6 +308,29 @@ static hali_status_t s_tensor_insn(const vctx_t *v,
     if (s_shape(v, 0)->element_type != s_shape(v, 1)->element_type)
       return hali_verr(v, "a reshape keeps the element type");
     return s_dyn_dims(v, 0, info->operand_count, n - info->operand_count);
+  case HALI_OP_TENSOR_SLICE: {
+    uint32_t rank = s_shape(v, 1)->rank;
+    if (n < 2 + rank)
+      return hali_verr(v, "has %u operand(s); a slice of a rank-%u tensor "
+                          "needs %u offsets", n, rank, rank);
+    if (s_shape(v, 0)->element_type != s_shape(v, 1)->element_type ||
+        s_shape(v, 0)->rank != rank)
+      return hali_verr(v, "a slice keeps the element type and rank");
+    HALI_RETURN_IF_ERROR_PLAIN(s_offsets(v, 2, rank));
+    return s_dyn_dims(v, 0, 2 + rank, n - 2 - rank);
+  }
+  case HALI_OP_TENSOR_UPDATE: {
+    uint32_t rank = s_shape(v, 2)->rank;
+    HALI_RETURN_IF_ERROR_PLAIN(s_count(v, 3 + rank));
+    if (s_shape(v, 1)->element_type != s_shape(v, 2)->element_type ||
+        s_shape(v, 1)->rank != rank)
+      return hali_verr(v, "an update's value has its target's element type "
+                          "and rank");
+    HALI_RETURN_IF_ERROR_PLAIN(s_same_shape(v, 0, 2, "an update"));
+    return s_offsets(v, 3, rank);
+  }
+  case HALI_OP_TENSOR_TRACE:
+    return HALI_OK;
   case HALI_OP_TENSOR_ALL_REDUCE:
   case HALI_OP_TENSOR_REDUCE_SCATTER:
   case HALI_OP_TENSOR_ALL_GATHER:

@@ -474,6 +474,25 @@ HALI_API void hali_device_release(hali_device_t *device);
  * device is affected.  Any thread; NULL is a no-op. */
 HALI_API void hali_device_abandon(hali_device_t *device);
 
+/* The memory statistics of a device's allocator: every buffer the device
+ * holds for programs (arguments created with hali_buffer_view_create,
+ * results, the storage the load-time passes allocate: transient slabs,
+ * constant pools, tensor globals) is counted from its allocation until its
+ * last reference goes.  A snapshot; any thread. */
+typedef struct hali_device_memory_statistics_s {
+  uint64_t bytes_live;       /* bytes allocated now */
+  uint64_t bytes_peak;       /* the most bytes_live has been since the device
+                                was created (or the last reset) */
+  uint64_t allocation_count; /* allocations ever made */
+  uint64_t allocations_live; /* allocations not yet freed */
+} hali_device_memory_statistics_t;
+/* Fills |out_statistics|; INVALID_ARGUMENT when an argument is NULL. */
+HALI_API HALI_MUST_USE hali_status_t hali_device_query_memory_statistics(
+    hali_device_t *device, hali_device_memory_statistics_t *out_statistics);
+/* Starts a new peak: bytes_peak becomes bytes_live (so a host measures the
+ * peak of one call).  NULL is a no-op. */
+HALI_API void hali_device_reset_memory_peak(hali_device_t *device);
+
 /* ======================================================================== */
 /* Modules                                                                   */
 /* ======================================================================== */
