@@ -252,6 +252,9 @@ START_TEST(deadlock_report_follows_the_fences) {
   }
   unlink(path);
   rmdir(dir);
+}
+END_TEST
+
 /* ---- Memory statistics through the C API (hali_device_query_memory_
  * statistics): sh_pack_share's call holds its slab (80 bytes: doc/passes.md,
  * "schedule-execution") and its 16-byte result, and nothing more; every
