@@ -5,32 +5,19 @@
 #include <string.h>
 
 #include "hal/buffer.h"
+#include "hal/buffer_impl.h"
 #include "base/alloc.h"
 
-struct hali_hal_buffer_t {
-  hali_ref_t ref;
-  /* The allocated buffer underneath: |this| for an allocated buffer, else a
-   * retained reference (subspans of subspans point at the root directly). */
-  hali_hal_buffer_t *allocated;
-  /* Allocated buffers only: the allocator (retained) and the storage, NULL
-   * while uncommitted.  The storage pointer is published with release
-   * ordering by commit so a thread that sees it also sees the zeroed
-   * bytes. */
-  hali_hal_allocator_t *allocator;
-  _Atomic(uint8_t *) storage;
-  /* Wrapped host memory (hali_hal_buffer_wrap_host): |allocator| is NULL,
-   * |storage| is the caller's and |release| runs on destroy. */
-  void (*release)(void *user);
-  void *release_user;
-  const char *read_only; /* what the bytes are; NULL = writable */
-  /* Wrapped constant data only (hali_hal_buffer_wrap_constant): the
-   * allocator whose tracer it reports to (retained; NULL = none). */
-  hali_hal_allocator_t *traced_by;
-  hali_hal_device_size_t offset; /* within |allocated| */
-  hali_hal_device_size_t length;
-  hali_hal_memory_type_bits_t memory_types;
-  hali_hal_buffer_usage_bits_t usage;
-};
+/* What the interpreter's inline scalar loads and stores may do with
+ * |buffer| (hal/buffer_impl.h): everything they check but the range and
+ * whether the storage is committed, decided once. */
+static uint8_t scalar_access(const hali_hal_buffer_t *buffer) {
+  if (!(buffer->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE) ||
+      !(buffer->usage & HALI_HAL_BUFFER_USAGE_MAPPING))
+    return 0;
+  return HALI_HAL_SCALAR_LOAD |
+         (buffer->allocated->read_only ? 0 : HALI_HAL_SCALAR_STORE);
+}
 
 static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   hali_hal_buffer_t *buffer = (hali_hal_buffer_t *)ref;
@@ -77,6 +64,7 @@ hali_status_t hali_hal_buffer_create_uncommitted(
   buffer->length = size;
   buffer->memory_types = params.memory_types;
   buffer->usage = params.usage;
+  buffer->scalar_access = scalar_access(buffer);
   *out_buffer = buffer;
   return HALI_OK;
 }
@@ -105,6 +93,7 @@ hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
   buffer->memory_types = params.memory_types;
   buffer->usage = params.usage;
   buffer->read_only = read_only;
+  buffer->scalar_access = scalar_access(buffer);
   buffer->release = release;
   buffer->release_user = user;
   *out_buffer = buffer;
@@ -215,6 +204,7 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
   span->length = length;
   span->memory_types = buffer->memory_types;
   span->usage = buffer->usage;
+  span->scalar_access = scalar_access(span);
   *out_buffer = span;
   hali_hal_tracer_printf(hali_hal_buffer_tracer(buffer),
                          "[hal] subspan !hal.buffer#%u [%" PRIu64 ", +%" PRIu64

@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "hal/buffer.h"
+#include "hal/buffer_impl.h"
 #include "vm/fiber.h"
 #include "vm/hal_ops.h"
 #include "vm/trace.h"
@@ -285,6 +286,44 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
 #endif
 
 /* ------------------------------------------------------------------------ */
+
+/* Why the scalar load or store at |pc| failed its inline checks
+ * (hal/buffer_impl.h): hali_hal_buffer_scalar_ptr makes the same checks
+ * and names the one that failed.  Out of line: only errors come here. */
+static hali_status_t __attribute__((noinline, cold))
+hali_vm_scalar_access_error(const hali_cell_t *pc, const hali_slot_t *regs,
+                            hali_ref_t *const *refs) {
+  uint32_t size = 0;
+  bool store = false;
+  switch (pc->i.op) {
+  case HALI_OP_HAL_BUFFER_LOAD_I8_S: case HALI_OP_HAL_BUFFER_LOAD_I8_U:
+    size = 1; break;
+  case HALI_OP_HAL_BUFFER_LOAD_I16_S: case HALI_OP_HAL_BUFFER_LOAD_I16_U:
+    size = 2; break;
+  case HALI_OP_HAL_BUFFER_LOAD_I32: case HALI_OP_HAL_BUFFER_LOAD_F32:
+    size = 4; break;
+  case HALI_OP_HAL_BUFFER_LOAD_I64: case HALI_OP_HAL_BUFFER_LOAD_F64:
+    size = 8; break;
+  case HALI_OP_HAL_BUFFER_STORE_I8: size = 1, store = true; break;
+  case HALI_OP_HAL_BUFFER_STORE_I16: size = 2, store = true; break;
+  case HALI_OP_HAL_BUFFER_STORE_I32: case HALI_OP_HAL_BUFFER_STORE_F32:
+    size = 4, store = true; break;
+  case HALI_OP_HAL_BUFFER_STORE_I64: case HALI_OP_HAL_BUFFER_STORE_F64:
+    size = 8, store = true; break;
+  default: break;
+  }
+  /* load: {op, result, buffer, offset}; store: {op, buffer, offset, value} */
+  hali_hal_buffer_t *b = (hali_hal_buffer_t *)refs[store ? pc->i.a : pc->i.b];
+  int64_t offset = regs[store ? pc->i.b : pc->i.c].i64;
+  uint8_t *p;
+  hali_status_t s = size ? hali_hal_buffer_scalar_ptr(b, offset, size, store, &p)
+                         : NULL;
+  if (!s)
+    s = hali_status_make(HALI_STATUS_INTERNAL,
+                         "%s: the inline access check and the HAL's disagree",
+                         hali_op_info(pc->i.op)->name);
+  return s;
+}
 
 /* The two copies of the loop (see vm/interp_loop.h). */
 #define HALI_INTERP_NAME hali_vm_interpret_plain

@@ -589,13 +589,14 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
-    /* Scalar buffer access (bounds and permissions checked by the HAL). */
+    /* Scalar buffer access: bounds, permissions and commitment checked
+     * inline against the buffer's fields (hal/buffer_impl.h). */
 #define LOAD(name, T, F)                                                       \
   vmcase(name) {                                                               \
-    uint8_t *p;                                                                \
-    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[B],          \
-                                        regs[C].i64, sizeof(T), false, &p);    \
-    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    const uint8_t *p = hali_hal_buffer_scalar_fast(                            \
+        (const hali_hal_buffer_t *)refs[B], regs[C].i64, sizeof(T),            \
+        HALI_HAL_SCALAR_LOAD);                                                 \
+    if (HALI_UNLIKELY(!p)) goto scalar_access_failed;                          \
     T v;                                                                       \
     memcpy(&v, p, sizeof(T));                                                  \
     regs[A].F = v;                                                             \
@@ -604,10 +605,10 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   }
 #define STORE(name, T, F)                                                      \
   vmcase(name) {                                                               \
-    uint8_t *p;                                                                \
-    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[A],          \
-                                        regs[B].i64, sizeof(T), true, &p);     \
-    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    uint8_t *p = hali_hal_buffer_scalar_fast(                                  \
+        (const hali_hal_buffer_t *)refs[A], regs[B].i64, sizeof(T),            \
+        HALI_HAL_SCALAR_STORE);                                                \
+    if (HALI_UNLIKELY(!p)) goto scalar_access_failed;                          \
     const T v = (T)regs[C].F;                                                  \
     memcpy(p, &v, sizeof(T));                                                  \
     pc += HALI_CODE_CELLS_FIXED(3, 0);                                         \
@@ -697,6 +698,10 @@ interrupted:
   }
   goto fail;
 
+scalar_access_failed:
+  /* An inline load or store's checks failed: the HAL says which. */
+  status = hali_vm_scalar_access_error(pc, regs, refs);
+  goto fail;
 div_by_zero:
   status = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
                             "%s: integer division by zero",
