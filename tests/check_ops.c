@@ -163,7 +163,13 @@ static void note_ops(const hali_vm_module_t *m) {
 /* The name of an encoded op, internal ones included. */
 static void op_display_name(unsigned op, char *buf, size_t n) {
   static const unsigned fused_base[HALI_OP_INTERNAL_END] = {
-#define HALI_X(name, base) [HALI_OP_##name] = HALI_OP_##base,
+#define HALI_X(name, base)                                                     \
+  [HALI_OP_##name] = HALI_OP_##base, [HALI_OP_##name##_NS] = HALI_OP_##base,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  };
+  static const bool nostore[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base) [HALI_OP_##name##_NS] = true,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
@@ -172,8 +178,9 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
   else if (op == HALI_OP_CALL_IMPORT)
     snprintf(buf, n, "call of a host import");
   else
-    snprintf(buf, n, "%s fused with cond_br",
-             hali_op_info(fused_base[op])->name);
+    snprintf(buf, n, "%s fused with cond_br%s",
+             hali_op_info(fused_base[op])->name,
+             nostore[op] ? " (result read by the branch only)" : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -248,6 +255,9 @@ static void check_run(const char *file, int line, const char *text,
 typedef enum {
   PROG_PLAIN,  /* %r = OP ...; return %r */
   PROG_BRANCH, /* %r = OP ...; cond_br %r: returns (branch taken, %r) */
+  /* %r = OP ...; cond_br %r: returns (branch taken, 7), so that only the
+   * branch reads %r (the encoder's no-store form, vm/encode.c) */
+  PROG_BRANCH_ONLY,
   PROG_KIND_COUNT
 } prog_kind_t;
 
@@ -307,18 +317,20 @@ static const op_prog_t *op_prog(const char *name, prog_kind_t kind) {
              params, rtype, name, uses);
   } else {
     ck_assert_int_eq(info->operands[0].type, HALI_TYPE_I32);
+    const char *r = kind == PROG_BRANCH ? "%r" : "%seven";
     snprintf(text, sizeof text,
              "func @f(%s) -> (i32, i32) {\n"
+             "  %%seven = const.i32 7\n"
              "  %%r = %s %s\n"
              "  cond_br %%r, ^yes, ^no\n"
              "^yes:\n"
              "  %%t = const.i32 1\n"
-             "  return %%t, %%r\n"
+             "  return %%t, %s\n"
              "^no:\n"
              "  %%e = const.i32 0\n"
-             "  return %%e, %%r\n"
+             "  return %%e, %s\n"
              "}\n",
-             params, name, uses);
+             params, name, uses, r, r);
   }
   p->module = load(text);
   p->fn = lookup(p->module, "f");
@@ -394,6 +406,15 @@ static void check_branch(const char *file, int line, const char *op,
                 "%s:%d: %s; cond_br: took %s branch and wrote %d, expected %d",
                 file, line, call, got[0].i32 ? "true" : "false", got[1].i32,
                 want);
+  /* The same compare when only the branch reads the result. */
+  p = op_prog(op, PROG_BRANCH_ONLY);
+  s = hali_vm_invoke(p->stack, p->module, p->fn, args, nargs, got, 2);
+  if (s) abort_with_status(file, line, call, s);
+  ck_assert_msg(got[0].i32 == want && got[1].i32 == 7,
+                "%s:%d: %s; cond_br (result read by the branch only): took "
+                "%s branch (expected %s), second result %d (expected 7)",
+                file, line, call, got[0].i32 ? "true" : "false",
+                want ? "true" : "false", got[1].i32);
 }
 
 /* Tables of cases.  Operands are narrowed to the types in the op's

@@ -92,6 +92,12 @@ enum {
 #undef HALI_X
   /* A call whose callee is a host import (same layout as call). */
   HALI_OP_CALL_IMPORT,
+  /* The fused compare-and-branch ops again, for a compare whose result
+   * nothing but its branch reads: the same layout, no store (cell0's
+   * register a is kept for the tracing copy of the loop, which stores). */
+#define HALI_X(name, base) HALI_OP_##name##_NS,
+  HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
   HALI_OP_INTERNAL_END
 };
 

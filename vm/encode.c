@@ -26,6 +26,47 @@ static bool fuses(const hali_ir_block_t *blk, uint32_t i) {
          br->operands[0].v == cmp->operands[0].v;
 }
 
+/* The registers of |f| whose every read is a cond_br fused with the
+ * compare before it: their value is never observed (the verifier's
+ * definite assignment means no read precedes a write), so the fused op
+ * need not store it.  |dead| has f->reg_count entries.  Parameters are
+ * excluded (the host writes them); any register operand that is not a
+ * write counts as a read. */
+static hali_status_t branch_only_regs(const hali_ir_func_t *f, bool *dead) {
+  uint32_t *reads = hali_calloc(f->reg_count ? 2u * f->reg_count : 1,
+                                sizeof(uint32_t));
+  if (!reads) return hali_status_oom();
+  uint32_t *fused = reads + f->reg_count;
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      const hali_ir_insn_t *insn = &blk->insns[i];
+      for (uint32_t k = 0; k < insn->operand_count; ++k)
+        if (insn->operands[k].kind == HALI_IR_REG &&
+            insn->operands[k].v < f->reg_count &&
+            !hali_ir_operand_is_write(insn, k))
+          reads[insn->operands[k].v]++;
+      if (fuses(blk, i)) fused[insn->operands[0].v]++;
+    }
+  }
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    dead[r] = r >= f->param_count && reads[r] == fused[r];
+  hali_free(reads);
+  return HALI_OK;
+}
+
+static int fused_nostore_op(int fused) {
+  switch (fused) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_##name##_NS;
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return fused;
+  }
+}
+
 static uint32_t insn_cells(const hali_ir_insn_t *insn) {
   return hali_code_cells(insn->op, insn->operand_count -
                                        hali_op_info(insn->op)->operand_count);
@@ -72,11 +113,23 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       ninsns++;
     }
   }
+  bool *dead = hali_malloc(f->reg_count ? f->reg_count : 1);
+  if (!dead) {
+    hali_free(block_at);
+    goto oom;
+  }
+  hali_status_t ds = branch_only_regs(f, dead);
+  if (ds) {
+    hali_free(block_at);
+    hali_free(dead);
+    return hali_status_annotate(ds, "encoding @%s", f->name);
+  }
   out->code = hali_calloc(total ? total : 1, sizeof(hali_cell_t));
   out->insn_offset = hali_malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
   out->insn_ir = hali_malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
   if (!out->code || !out->insn_offset || !out->insn_ir) {
     hali_free(block_at);
+    hali_free(dead);
     goto oom;
   }
   out->code_size = total;
@@ -96,7 +149,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       const hali_ir_operand_t *o = insn->operands;
       if (fuses(blk, i)) {
         const hali_ir_insn_t *br = &blk->insns[i + 1];
-        c[0].i.op = (uint16_t)fused_op_for(insn->op);
+        const int fop = fused_op_for(insn->op);
+        c[0].i.op = (uint16_t)(dead[o[0].v] ? fused_nostore_op(fop) : fop);
         c[0].i.a = out->slot[o[0].v];
         c[0].i.b = out->slot[o[1].v];
         c[0].i.c = out->slot[o[2].v];
@@ -183,6 +237,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     }
   }
   hali_free(block_at);
+  hali_free(dead);
   return HALI_OK;
 oom:
   return hali_status_annotate(hali_status_oom(), "encoding @%s", f->name);

@@ -186,7 +186,7 @@ static void debug_call(const hali_vm_func_t *fn, const hali_cell_t *pc) {
 
 static bool debug_is_fused(unsigned op) {
   switch (op) {
-#define HALI_X(name, base) case HALI_OP_##name:
+#define HALI_X(name, base) case HALI_OP_##name: case HALI_OP_##name##_NS:
     HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
     return true;

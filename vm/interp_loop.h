@@ -14,7 +14,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #include "vm/ops.def"
 #undef OP_TENSOR
 #undef OP
-#define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
+#define HALI_X(name, base)                                                     \
+  [HALI_OP_##name] = &&L_##name, [HALI_OP_##name##_NS] = &&L_##name##_NS,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
       [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
@@ -107,7 +108,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     pc = (target);                                                             \
   } while (0)
 /* A compare fused with the cond_br that consumes it. */
-#define FUSED_BR(name, F, EXPR)                                                \
+#define FUSED_BR_STORE(name, F, EXPR)                                          \
   vmcase(name) {                                                               \
     const hali_slot_t x = regs[B], y = regs[C];                                \
     const int32_t t = (EXPR);                                                  \
@@ -115,6 +116,21 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     JUMP(t ? pc[1].target : pc[2].target);                                     \
     vmbreak;                                                                   \
   }
+/* The same when nothing but the branch reads the compare's result
+ * (vm/encode.c proves it): no store.  The instrumented copy stores
+ * anyway, so that a trace shows the result. */
+#if HALI_INTERP_INSTRUMENTED
+#define FUSED_BR_NOSTORE(name, F, EXPR) FUSED_BR_STORE(name, F, EXPR)
+#else
+#define FUSED_BR_NOSTORE(name, F, EXPR)                                        \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B], y = regs[C];                                \
+    JUMP((EXPR) ? pc[1].target : pc[2].target);                                \
+    vmbreak;                                                                   \
+  }
+#endif
+#define FUSED_BR(name, F, EXPR)                                                \
+  FUSED_BR_STORE(name, F, EXPR) FUSED_BR_NOSTORE(name##_NS, F, EXPR)
 
 #define INT_OPS(T, S, U, BITS, MIN)                                            \
   BIN(ADD_##T, U, x.U + y.U)                                                   \
@@ -728,6 +744,8 @@ fail:
 #undef UN
 #undef DIVOP
 #undef FUSED_BR
+#undef FUSED_BR_STORE
+#undef FUSED_BR_NOSTORE
 #undef JUMP
 #undef INT_OPS
 #undef FLOAT_OPS
