@@ -168,6 +168,11 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
+  static const unsigned divk_base[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base) [HALI_OP_##name] = HALI_OP_##base,
+      HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
+  };
   static const bool nostore[HALI_OP_INTERNAL_END] = {
 #define HALI_X(name, base) [HALI_OP_##name##_NS] = true,
       HALI_FUSED_OPS(HALI_X)
@@ -177,6 +182,9 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
     snprintf(buf, n, "%s", hali_op_info(op)->name);
   else if (op == HALI_OP_CALL_IMPORT)
     snprintf(buf, n, "call of a host import");
+  else if (divk_base[op])
+    snprintf(buf, n, "%s by a constant (neither 0 nor -1)",
+             hali_op_info(divk_base[op])->name);
   else
     snprintf(buf, n, "%s fused with cond_br%s",
              hali_op_info(fused_base[op])->name,
@@ -2258,6 +2266,115 @@ START_TEST(control_br_loops) {
 }
 END_TEST
 
+/* Division and remainder by a register written once by a const other than
+ * 0 and -1 run in the encoder's check-free form (vm/code.h, DIVK): the
+ * same results as C, for every op and width, over signed and unsigned
+ * extremes; a divisor of 0 or -1, or a register written twice, keeps the
+ * checked op, which still fails. */
+static const hali_cell_t *first_op_cell(const hali_vm_func_t *f,
+                                        unsigned op) {
+  for (uint32_t i = 0; i < f->insn_count; ++i)
+    if (f->code[f->insn_offset[i]].i.op == op)
+      return &f->code[f->insn_offset[i]];
+  return NULL;
+}
+
+START_TEST(division_by_proven_constant) {
+  static const char *const names[4] = {"div.s", "div.u", "rem.s", "rem.u"};
+  static const int64_t divisors[] = {7,         -7,        2,  1, -2,
+                                     INT32_MAX, INT32_MIN, 3,  INT64_MAX,
+                                     INT64_MIN, 65536,     -65537};
+  static const int64_t dividends[] = {0,  1,         -1,        6,
+                                      7,  -8,        100,       INT32_MIN,
+                                      INT32_MAX, INT64_MIN, INT64_MAX, 12345678901};
+  for (int wide = 0; wide < 2; ++wide)
+    for (int k = 0; k < 4; ++k)
+      for (size_t d = 0; d < COUNT_OF(divisors); ++d) {
+        const int64_t dv = wide ? divisors[d] : (int64_t)(int32_t)divisors[d];
+        if (dv == 0 || dv == -1) continue;
+        const char *t = wide ? "i64" : "i32";
+        char text[512];
+        snprintf(text, sizeof text,
+                 "func @f(%%x: %s) -> %s {\n"
+                 "  %%k = const.%s %" PRId64 "\n"
+                 "  %%r = %s.%s %%x, %%k\n"
+                 "  return %%r\n"
+                 "}\n",
+                 t, t, t, dv, names[k], t);
+        hali_vm_module_t *m = load(text);
+        const hali_vm_func_t *f = lookup(m, "f");
+        char opname[16];
+        snprintf(opname, sizeof opname, "%s.%s", names[k], t);
+        const int op = hali_op_lookup(opname, strlen(opname));
+        ck_assert_int_ge(op, 0);
+        ck_assert_msg(first_op_cell(f, (unsigned)op) == NULL,
+                      "%s by const %" PRId64 " kept the checked op", opname,
+                      dv);
+        hali_vm_stack_t *st = NULL;
+        ck_assert_ok(hali_vm_stack_create(0, &st));
+        for (size_t x = 0; x < COUNT_OF(dividends); ++x) {
+          int64_t want;
+          const int64_t xv = dividends[x];
+          if (wide) {
+            if (k == 0) want = xv / dv;
+            else if (k == 1) want = (int64_t)((uint64_t)xv / (uint64_t)dv);
+            else if (k == 2) want = xv % dv;
+            else want = (int64_t)((uint64_t)xv % (uint64_t)dv);
+          } else {
+            const int32_t a = (int32_t)xv, b = (int32_t)dv;
+            if (k == 0) want = a / b;
+            else if (k == 1) want = (int32_t)((uint32_t)a / (uint32_t)b);
+            else if (k == 2) want = a % b;
+            else want = (int32_t)((uint32_t)a % (uint32_t)b);
+          }
+          hali_value_t arg = wide ? I64(xv) : I32(xv), got = {0};
+          hali_status_t s = hali_vm_invoke(st, m, f, &arg, 1, &got, 1);
+          if (s) abort_with_status(__FILE__, __LINE__, opname, s);
+          const int64_t g = wide ? got.i64 : got.i32;
+          ck_assert_msg(g == want,
+                        "%s %" PRId64 ", const %" PRId64 " = %" PRId64
+                        ", expected %" PRId64,
+                        opname, xv, dv, g, want);
+        }
+        hali_vm_stack_free(st);
+        hali_vm_module_release(m);
+      }
+  /* 0 and -1, and a register written twice, keep the checks. */
+  static const char *const kept[] = {
+      "func @f(%x: i32) -> i32 {\n  %k = const.i32 0\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+      "func @f(%x: i32) -> i32 {\n  %k = const.i32 -1\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+      "func @f(%x: i32) -> i32 {\n  %k = const.i32 5\n  %k = const.i32 0\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+      "func @f(%x: i32, %k: i32) -> i32 {\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+  };
+  static const char *const why[] = {"integer division by zero",
+                                    "signed overflow",
+                                    "integer division by zero",
+                                    "integer division by zero"};
+  for (size_t i = 0; i < COUNT_OF(kept); ++i) {
+    hali_vm_module_t *m = load(kept[i]);
+    const hali_vm_func_t *f = lookup(m, "f");
+    ck_assert_msg(first_op_cell(f, HALI_OP_DIV_S_I32) != NULL,
+                  "case %zu lost the checks", i);
+    hali_vm_stack_t *st = NULL;
+    ck_assert_ok(hali_vm_stack_create(0, &st));
+    hali_value_t args[2] = {I32(INT32_MIN), I32(0)}, got = {0};
+    hali_status_t s = hali_vm_invoke(st, m, f, args, i == 3 ? 2 : 1, &got, 1);
+    ck_assert_msg(s != NULL, "case %zu did not fail", i);
+    char *text = hali_status_to_string(s);
+    ck_assert_msg(text && strstr(text, why[i]), "case %zu: %s", i,
+                  text ? text : "");
+    free(text);
+    hali_status_free(s);
+    hali_vm_stack_free(st);
+    hali_vm_module_release(m);
+  }
+}
+END_TEST
+
 START_TEST(control_cond_br) {
   static const char pick[] = "func @pick(%c: i32) -> i32 {\n"
                              "  cond_br %c, ^t, ^f\n"
@@ -3164,6 +3281,7 @@ static Suite *suite_ops(bool with_coverage) {
   tc = tcase_create("control");
   tcase_add_test(tc, control_br_loops);
   tcase_add_test(tc, control_cond_br);
+  tcase_add_test(tc, division_by_proven_constant);
   tcase_add_test(tc, control_switch);
   tcase_add_test(tc, control_switch_large_table);
   tcase_add_test(tc, control_call_recursion);

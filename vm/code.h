@@ -16,7 +16,9 @@
  * refs), not IR register numbers.  Variadic ops:
  *
  *   switch:  cell0 {op, index, n}; cell1 default; cells 2..n+1 targets
- *   call:    cell0 {op, -, nargs, nresults}; cell1 callee;
+ *   call:    cell0 {op, cells, nargs, nresults}; cell1 callee;
+ *            (cells: the instruction's length, for return; call.import,
+ *            fiber.spawn and fiber.join leave it 0)
  *            then the argument slots and result slots, 4 per cell
  *   return:  cell0 {op, -, nvalues}; then the value slots, 4 per cell
  *   others with a register tail: the generic cells, then one cell holding
@@ -83,6 +85,16 @@ typedef struct hali_vm_string_s {
   FUSED(BR_LT_U_I64, LT_U_I64) FUSED(BR_LE_U_I64, LE_U_I64)                    \
   FUSED(BR_GT_U_I64, GT_U_I64) FUSED(BR_GE_U_I64, GE_U_I64)
 
+/* Division and remainder by a register the encoder proved holds one
+ * constant that is neither 0 nor -1 (written once, by a const; see
+ * vm/encode.c): the same layout as the op, without its two checks.
+ * DIVK(internal name, the op it replaces) */
+#define HALI_DIVK_OPS(DIVK)                                                    \
+  DIVK(DIV_S_I32_K, DIV_S_I32) DIVK(DIV_U_I32_K, DIV_U_I32)                    \
+  DIVK(REM_S_I32_K, REM_S_I32) DIVK(REM_U_I32_K, REM_U_I32)                    \
+  DIVK(DIV_S_I64_K, DIV_S_I64) DIVK(DIV_U_I64_K, DIV_U_I64)                    \
+  DIVK(REM_S_I64_K, REM_S_I64) DIVK(REM_U_I64_K, REM_U_I64)
+
 #include "vm/ops.h"
 
 enum {
@@ -98,8 +110,25 @@ enum {
 #define HALI_X(name, base) HALI_OP_##name##_NS,
   HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
+#define HALI_X(name, base) HALI_OP_##name,
+  HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
   HALI_OP_INTERNAL_END
 };
+
+/* The public op an internal op stands for when their layouts agree (a
+ * DIVK op), else |op| itself. */
+static inline uint32_t hali_code_same_layout_op(uint32_t op) {
+  switch (op) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_##base;
+    HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return op;
+  }
+}
 
 /* Number of cells for |n| packed 16-bit slots. */
 #define HALI_CELLS_FOR_SLOTS(n) (((n) + 3u) / 4u)
@@ -133,6 +162,7 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   default:
     break;
   }
+  op = hali_code_same_layout_op(op);
   if (op >= HALI_OP_COUNT) /* fused: the compare's cell and two targets */
     return 3;
   const hali_op_info_t *info = hali_op_info(op);

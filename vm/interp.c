@@ -220,7 +220,8 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
   prev->fn = fn;
   prev->pc = pc;
 
-  const unsigned op = pc->i.op;
+  /* A DIVK op is checked as the op it stands for (the same layout). */
+  const unsigned op = hali_code_same_layout_op(pc->i.op);
   if (debug_is_fused(op)) { /* {op, c, a, b}, ^t, ^f: all scalars */
     debug_slot(fn, pc, HALI_TYPE_I32, pc->i.a);
     debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);

@@ -19,6 +19,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
       [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
+#define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
+      HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
   };
 #if HALI_INTERP_INSTRUMENTED
   /* Every op goes through L_instrumented first (fuel, tracing). */
@@ -275,6 +278,15 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 
     INT_OPS(I32, i32, u32, 32, INT32_MIN)
     INT_OPS(I64, i64, u64, 64, INT64_MIN)
+    /* By a constant the encoder proved is neither 0 nor -1. */
+    BIN(DIV_S_I32_K, i32, x.i32 / y.i32)
+    BIN(DIV_U_I32_K, u32, x.u32 / y.u32)
+    BIN(REM_S_I32_K, i32, x.i32 % y.i32)
+    BIN(REM_U_I32_K, u32, x.u32 % y.u32)
+    BIN(DIV_S_I64_K, i64, x.i64 / y.i64)
+    BIN(DIV_U_I64_K, u64, x.u64 / y.u64)
+    BIN(REM_S_I64_K, i64, x.i64 % y.i64)
+    BIN(REM_U_I64_K, u64, x.u64 % y.u64)
     FLOAT_OPS(F32, f32, f, fmin32, fmax32)
     FLOAT_OPS(F64, f64, , fmin64, fmax64)
 
@@ -354,32 +366,36 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       const hali_vm_func_t *callee = pc[1].ptr;
       const uint16_t *list = hali_cell_slots(&pc[2]);
       const uint32_t nargs = B;
-      const uint32_t sbase = frame->scalar_base + fn->scalar_count;
-      const uint32_t rbase = frame->ref_base + fn->ref_count;
-      if (HALI_UNLIKELY(sbase + callee->scalar_count > st->scalar_capacity ||
-                        rbase + callee->ref_count > st->ref_capacity)) {
-        status = hali_vm_stack_reserve(st, sbase + callee->scalar_count,
-                                       rbase + callee->ref_count);
+      /* The callee's banks start at this frame's tops (kept in the frame:
+       * no look at |fn|). */
+      const uint32_t sbase = frame->scalar_top, rbase = frame->ref_top;
+      const uint32_t stop = sbase + callee->scalar_count;
+      const uint32_t rtop = rbase + callee->ref_count;
+      /* frame_limit = min(frame capacity, max depth, link depth).  Below it
+       * the callee's frame already carries this module's link table
+       * (hali_vm_stack_push_frame writes it the first time a depth is
+       * reached with a link), so a warm call does not store it. */
+      if (HALI_UNLIKELY(stop > st->scalar_capacity ||
+                        rtop > st->ref_capacity ||
+                        st->depth >= st->frame_limit)) {
+        status = hali_vm_stack_reserve(st, stop, rtop);
         if (status) goto fail;
+        if (st->depth >= st->frame_limit) {
+          status = hali_vm_stack_push_frame(st);
+          if (status) goto fail;
+          st->depth--;
+          frame = &st->frames[st->depth - 1]; /* frames may have moved */
+        }
         /* The banks may have moved: reload the window pointers. */
         regs = st->scalars + frame->scalar_base;
         refs = st->refs + frame->ref_base;
-      }
-      /* frame_limit = min(frame capacity, max depth, link depth): one test.
-       * Below it the callee's frame already carries this module's link
-       * table (hali_vm_stack_push_frame writes it the first time a depth
-       * is reached with a link), so a warm call does not store it. */
-      if (HALI_UNLIKELY(st->depth >= st->frame_limit)) {
-        status = hali_vm_stack_push_frame(st);
-        if (status) goto fail;
-        st->depth--;
-        frame = &st->frames[st->depth - 1]; /* frames may have moved */
       }
       frame->pc = pc;
       hali_slot_t *nregs = st->scalars + sbase;
       hali_ref_t **nrefs = st->refs + rbase;
       if (HALI_LIKELY(callee->scalar_params_only)) {
-        for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];
+        if (nargs == 1) nregs[0] = regs[list[0]];
+        else for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];
       } else {
         const hali_type_t *types = callee->ir->reg_types;
         for (uint32_t i = 0; i < nargs; ++i) {
@@ -397,6 +413,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       frame->fn = callee;
       frame->scalar_base = sbase;
       frame->ref_base = rbase;
+      frame->scalar_top = stop;
+      frame->ref_top = rtop;
 #if HALI_INTERP_INSTRUMENTED
       frame->trace_pending = NULL; /* only the tracing copy reads it */
 #endif
@@ -466,6 +484,18 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;
       hali_slot_t *cregs = st->scalars + caller->scalar_base;
       hali_ref_t **crefs = st->refs + caller->ref_base;
+      if (HALI_LIKELY(fn->plain_return)) {
+        /* Scalars only, nothing to release. */
+        if (n == 1) cregs[out[0]] = regs[list[0]];
+        else for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
+        st->depth--;
+        frame = caller;
+        fn = caller->fn;
+        regs = cregs;
+        refs = crefs;
+        pc = call + call->i.a; /* the call's length (vm/encode.c) */
+        vmbreak;
+      }
       if (HALI_LIKELY(fn->scalar_results_only)) {
         for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
       } else {
@@ -491,8 +521,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       regs = cregs;
       refs = crefs;
       /* Frames are pushed only by call: |call| is one. */
-      pc = call + hali_code_cells(HALI_OP_CALL,
-                                  (uint32_t)call->i.b + call->i.c);
+      pc = call + call->i.a;
       vmbreak;
     }
 

@@ -316,9 +316,10 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   char *line = hali_strbuf_take(&sb);
   if (line) hali_trace_printf(t, "%s", line);
   hali_free(line);
-  if (pc->i.op >= HALI_OP_COUNT) {
+  if (pc->i.op >= HALI_OP_COUNT &&
+      hali_code_same_layout_op(pc->i.op) == pc->i.op) {
     /* A compare fused with its cond_br: the branch is the next IR
-     * instruction of the block. */
+     * instruction of the block (a DIVK op stands for one instruction). */
     hali_strbuf_t br = {0};
     hali_strbuf_printf(&br, "[vm] @%s@%u", fr->fn->ir->name, ipc + 1);
     if (insn[1].line)
