@@ -2,9 +2,10 @@
  *
  * Recording proved every range, usage bit and dispatch interface; what can
  * still fail here is storage that is not committed (queue_alloca not yet
- * executed, or queue_dealloca already executed) and kernels.  Dispatches
- * are re-validated against the export before any workgroup runs: cheap,
- * and it keeps a corrupt recording from reaching a kernel.
+ * executed, or queue_dealloca already executed) and kernels.  Finalize
+ * checks every dispatch again against the push state a replay will have
+ * (hali_hal_command_list_check_dispatches), so a corrupt recording never
+ * reaches a kernel, and replays skip the checks.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -122,10 +123,24 @@ hali_status_t hali_hal_dispatch_run_workgroups(
       .scratch = scratch,
       .scratch_size = scratch_size,
   };
+  /* The first workgroup's id by division, then stepped: x runs fastest,
+   * then y, then z (the order workgroup index i = x + cx * (y + cy * z)
+   * gives). */
+  const uint32_t cxu = dispatch->workgroup_count_x;
+  const uint32_t cyu = dispatch->workgroup_count_y;
+  if (begin < end) {
+    wg.workgroup_id_z = (uint32_t)(begin / cxy);
+    wg.workgroup_id_y = (uint32_t)((begin % cxy) / cx);
+    wg.workgroup_id_x = (uint32_t)(begin % cx);
+  }
   for (uint64_t i = begin; i < end; ++i) {
-    wg.workgroup_id_z = (uint32_t)(i / cxy);
-    wg.workgroup_id_y = (uint32_t)((i % cxy) / cx);
-    wg.workgroup_id_x = (uint32_t)(i % cx);
+    if (i != begin && ++wg.workgroup_id_x == cxu) {
+      wg.workgroup_id_x = 0;
+      if (++wg.workgroup_id_y == cyu) {
+        wg.workgroup_id_y = 0;
+        ++wg.workgroup_id_z;
+      }
+    }
     /* The workgroup boundary is where a native kernel can be stopped: one
      * relaxed load per workgroup (plus the clock with a deadline). */
     hali_status_code_t stopped = hali_hal_stop_check(stop);
@@ -160,10 +175,10 @@ static void trace_dispatch_line(const hali_hal_tracer_t *t,
                                 const hali_hal_command_dispatch_t *cmd,
                                 const hali_kernel_dispatch_state_t *d);
 
-static hali_status_t hali_hal_replay_dispatch(
-    hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
-    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
-    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+/* The checks of a dispatch against the replay state |state|. */
+static hali_status_t hali_hal_replay_check_dispatch(
+    const hali_hal_replay_state_t *state,
+    const hali_hal_command_dispatch_t *cmd) {
   hali_hal_dispatch_bindings_t check = {
       .constants_set = state->constants_set,
       .bindings_set = state->bindings_set,
@@ -171,9 +186,66 @@ static hali_status_t hali_hal_replay_dispatch(
   };
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_dispatch_validate(cmd->executable, cmd->ordinal, &check));
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_dispatch_validate_workgroup_count(
+  return hali_hal_dispatch_validate_workgroup_count(
       cmd->executable, cmd->ordinal, cmd->workgroup_count[0],
-      cmd->workgroup_count[1], cmd->workgroup_count[2]));
+      cmd->workgroup_count[1], cmd->workgroup_count[2]);
+}
+
+/* What push_constants / push_descriptor_set leave in the replay state
+ * (|values|: also copy the constants' values, which checks do not need). */
+static void hali_hal_replay_push(hali_hal_replay_state_t *state,
+                                 const hali_hal_command_header_t *h,
+                                 bool values) {
+  if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS) {
+    const hali_hal_command_push_constants_t *cmd = (const void *)h;
+    if (values)
+      memcpy(&state->constants[cmd->offset], cmd->values,
+             cmd->count * sizeof(uint32_t));
+    for (uint32_t i = 0; i < cmd->count; ++i)
+      state->constants_set |= (uint64_t)1 << (cmd->offset + i);
+  } else {
+    const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
+    for (uint32_t i = 0; i < cmd->count; ++i) {
+      const hali_hal_command_binding_t *b = &cmd->bindings[i];
+      state->bindings[b->ordinal] = *b;
+      state->bindings_set |= 1u << b->ordinal;
+    }
+  }
+}
+
+hali_status_t hali_hal_command_list_check_dispatches(
+    const hali_hal_command_buffer_t *cb) {
+  hali_hal_replay_state_t state;
+  state.constants_set = 0;
+  state.bindings_set = 0;
+  size_t index = 0;
+  for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
+       h = hali_hal_command_list_next(cb, h), ++index) {
+    switch ((hali_hal_command_type_t)h->type) {
+      case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
+        hali_hal_replay_push(&state, h, false);
+        break;
+      case HALI_HAL_COMMAND_DISPATCH:
+        HALI_RETURN_IF_ERROR(
+            hali_hal_replay_check_dispatch(
+                &state, (const hali_hal_command_dispatch_t *)(const void *)h),
+            "command %zu of %zu", index, cb->command_count);
+        break;
+      default:
+        break;
+    }
+  }
+  return HALI_OK;
+}
+
+static hali_status_t hali_hal_replay_dispatch(
+    hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
+    bool checked, hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  /* Finalize checked every dispatch against this same state already. */
+  if (HALI_UNLIKELY(!checked))
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_replay_check_dispatch(state, cmd));
   const hali_hal_executable_export_t *e =
       hali_hal_executable_export(cmd->executable, cmd->ordinal);
   void *ptrs[HALI_HAL_MAX_BINDINGS];
@@ -294,27 +366,14 @@ hali_status_t hali_hal_command_buffer_execute(
         if (!status && cmd->length) memcpy(p, cmd->data, (size_t)cmd->length);
         break;
       }
-      case HALI_HAL_COMMAND_PUSH_CONSTANTS: {
-        const hali_hal_command_push_constants_t *cmd = (const void *)h;
-        memcpy(&state.constants[cmd->offset], cmd->values,
-               cmd->count * sizeof(uint32_t));
-        for (uint32_t i = 0; i < cmd->count; ++i)
-          state.constants_set |= (uint64_t)1 << (cmd->offset + i);
+      case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
+        hali_hal_replay_push(&state, h, true);
         break;
-      }
-      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET: {
-        const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
-        for (uint32_t i = 0; i < cmd->count; ++i) {
-          const hali_hal_command_binding_t *b = &cmd->bindings[i];
-          state.bindings[b->ordinal] = *b;
-          state.bindings_set |= 1u << b->ordinal;
-        }
-        break;
-      }
       case HALI_HAL_COMMAND_DISPATCH:
         status = hali_hal_replay_dispatch(
             &state, (const hali_hal_command_dispatch_t *)(const void *)h,
-            run_dispatch, runner_self, tracer, stop);
+            cb->dispatches_checked, run_dispatch, runner_self, tracer, stop);
         break;
       case HALI_HAL_COMMAND_BARRIER:
         /* Commands already run one after another. */

@@ -9,6 +9,7 @@
 
 #include "tests/hal/hal_testutil.h"
 #include "hal/buffer_impl.h"
+#include "hal/command_list.h"
 
 /* ---- allocator ---- */
 
@@ -520,6 +521,45 @@ static const hali_kernel_export_t test_exports[] = {
     {"first", noop_kernel, 2, 1, {4, 1, 1}, 0},
     {"second", noop_kernel, 0, 0, {1, 1, 1}, 128},
 };
+
+/* Finalize runs the dispatch checks a replay would (so replays skip
+ * them): a recording corrupted after the record-time checks is refused
+ * at finalize, naming the command. */
+START_TEST(test_finalize_checks_dispatches) {
+  hali_kernel_library_t library = {HALI_KERNEL_ABI_VERSION, "lib", 2,
+                                   test_exports};
+  hali_hal_executable_t *exe = NULL;
+  HALI_CK_OK(hali_hal_executable_create_from_library(&library, NULL, &exe));
+  for (int corrupt = 0; corrupt < 2; ++corrupt) {
+    hali_hal_command_buffer_t *cb = NULL;
+    HALI_CK_OK(hali_hal_command_buffer_create(
+        HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+        &cb));
+    HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+    HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 1, 2, 3, 4));
+    if (corrupt) {
+      /* The second record (after the barrier's header) is the dispatch;
+       * reach it through the list's own bytes (the test owns |cb|). */
+      const hali_hal_command_header_t *h = hali_hal_command_list_first(cb);
+      ck_assert_ptr_nonnull(h);
+      hali_hal_command_dispatch_t *d =
+          (hali_hal_command_dispatch_t *)(void *)(cb->data + h->size);
+      ck_assert_uint_eq(d->header.type, HALI_HAL_COMMAND_DISPATCH);
+      d->workgroup_count[0] = UINT32_MAX;
+      HALI_CK_STATUS(hali_hal_command_buffer_finalize(cb),
+                     HALI_STATUS_OUT_OF_RANGE, "finalize",
+                     "command 1 of 2", "exceeds the maximum");
+      ck_assert(!cb->dispatches_checked);
+      ck_assert(!hali_hal_command_buffer_is_finalized(cb));
+    } else {
+      HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+      ck_assert(cb->dispatches_checked);
+    }
+    hali_hal_command_buffer_release(cb);
+  }
+  hali_hal_executable_release(exe);
+}
+END_TEST
 
 START_TEST(test_executable_from_library) {
   hali_kernel_library_t library = {HALI_KERNEL_ABI_VERSION, "lib", 2,
@@ -1426,6 +1466,7 @@ static Suite *hal_objects_suite(void) {
   TCase *tc = tcase_create("allocator");
   tcase_add_test(tc, test_allocator_statistics);
   tcase_add_test(tc, test_buffer_scalar_fast_agrees);
+  tcase_add_test(tc, test_finalize_checks_dispatches);
   tcase_add_test(tc, test_allocator_limit);
   tcase_add_test(tc, test_allocator_size_boundaries);
   tcase_add_test(tc, test_allocator_bits);
