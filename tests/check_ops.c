@@ -173,6 +173,11 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
       HALI_DIVK_OPS(HALI_X)
 #undef HALI_X
   };
+  static const unsigned add_base[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base) [HALI_OP_ADD_##name] = HALI_OP_##base,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  };
   static const bool nostore[HALI_OP_INTERNAL_END] = {
 #define HALI_X(name, base) [HALI_OP_##name##_NS] = true,
       HALI_FUSED_OPS(HALI_X)
@@ -182,6 +187,9 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
     snprintf(buf, n, "%s", hali_op_info(op)->name);
   else if (op == HALI_OP_CALL_IMPORT)
     snprintf(buf, n, "call of a host import");
+  else if (add_base[op])
+    snprintf(buf, n, "add then %s fused with cond_br",
+             hali_op_info(add_base[op])->name);
   else if (divk_base[op])
     snprintf(buf, n, "%s by a constant (neither 0 nor -1)",
              hali_op_info(divk_base[op])->name);
@@ -2375,6 +2383,101 @@ START_TEST(division_by_proven_constant) {
 }
 END_TEST
 
+/* An add directly followed by a compare-and-branch whose result only the
+ * branch reads is one internal op (vm/code.h, ADD_BR_*): for every compare
+ * and width, the branch taken and the sum match C over boundary values
+ * (the compare sees the wrapped sum), and the plain add is gone; when the
+ * compare's result is read later the add stays separate. */
+START_TEST(add_compare_branch_fused) {
+  static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
+                                     "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
+  static const int64_t vals[] = {0, 1, -1, 7, -7, INT32_MAX, INT32_MIN,
+                                 INT64_MAX, INT64_MIN};
+  for (int wide = 0; wide < 2; ++wide)
+    for (size_t k = 0; k < COUNT_OF(cmps); ++k) {
+      const char *t = wide ? "i64" : "i32";
+      char text[768];
+      snprintf(text, sizeof text,
+               "func @f(%%x: %s, %%y: %s, %%z: %s) -> (i32, %s) {\n"
+               "  %%s = add.%s %%x, %%y\n"
+               "  %%c = %s.%s %%s, %%z\n"
+               "  cond_br %%c, ^yes, ^no\n"
+               "^yes:\n"
+               "  %%t = const.i32 1\n"
+               "  return %%t, %%s\n"
+               "^no:\n"
+               "  %%e = const.i32 0\n"
+               "  return %%e, %%s\n"
+               "}\n",
+               t, t, t, t, t, cmps[k], t);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      ck_assert_msg(first_op_cell(f, wide ? HALI_OP_ADD_I64 : HALI_OP_ADD_I32)
+                        == NULL,
+                    "add + %s.%s + cond_br was not fused", cmps[k], t);
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      for (size_t a = 0; a < COUNT_OF(vals); ++a)
+        for (size_t b = 0; b < COUNT_OF(vals); ++b)
+          for (size_t c = 0; c < COUNT_OF(vals); ++c) {
+            /* The reference: the sum wraps in the type, then compares. */
+            uint64_t us, uz;
+            int64_t ss, sz;
+            if (wide) {
+              us = (uint64_t)vals[a] + (uint64_t)vals[b];
+              uz = (uint64_t)vals[c];
+              ss = (int64_t)us;
+              sz = vals[c];
+            } else {
+              us = (uint32_t)((uint32_t)vals[a] + (uint32_t)vals[b]);
+              uz = (uint32_t)vals[c];
+              ss = (int32_t)(uint32_t)us;
+              sz = (int32_t)(uint32_t)uz;
+            }
+            const bool want[] = {us == uz, us != uz, ss < sz,  ss <= sz,
+                                 ss > sz,  ss >= sz, us < uz,  us <= uz,
+                                 us > uz,  us >= uz};
+            hali_value_t args[3], got[2] = {{0}, {0}};
+            for (int i = 0; i < 3; ++i) {
+              const int64_t v = vals[i == 0 ? a : i == 1 ? b : c];
+              args[i] = wide ? I64(v) : I32(v);
+            }
+            got[1].type = wide ? HALI_TYPE_I64 : HALI_TYPE_I32;
+            hali_status_t s = hali_vm_invoke(st, m, f, args, 3, got, 2);
+            if (s) abort_with_status(__FILE__, __LINE__, cmps[k], s);
+            const uint64_t sum = wide ? (uint64_t)got[1].i64
+                                      : (uint32_t)got[1].i32;
+            ck_assert_msg(got[0].i32 == (int32_t)want[k] && sum == us,
+                          "add.%s %" PRId64 ", %" PRId64 " then %s.%s with "
+                          "%" PRId64 ": took %d (expected %d), sum %" PRIu64
+                          " (expected %" PRIu64 ")",
+                          t, vals[a], vals[b], cmps[k], t, vals[c],
+                          got[0].i32, want[k], sum, us);
+          }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+  /* The compare's result read after the branch: the add is not fused. */
+  hali_vm_module_t *m = load("func @f(%x: i32, %y: i32) -> i32 {\n"
+                             "  %s = add.i32 %x, %y\n"
+                             "  %c = lt.s.i32 %s, %y\n"
+                             "  cond_br %c, ^a, ^b\n"
+                             "^a:\n"
+                             "  return %c\n"
+                             "^b:\n"
+                             "  return %s\n"
+                             "}\n");
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "f"), HALI_OP_ADD_I32));
+  hali_value_t args[2] = {I32(-5), I32(3)}, got = {0};
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 2, &got, 1));
+  ck_assert_int_eq(got.i32, 1); /* -2 < 3: the compare's stored result */
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(control_cond_br) {
   static const char pick[] = "func @pick(%c: i32) -> i32 {\n"
                              "  cond_br %c, ^t, ^f\n"
@@ -3282,6 +3385,7 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, control_br_loops);
   tcase_add_test(tc, control_cond_br);
   tcase_add_test(tc, division_by_proven_constant);
+  tcase_add_test(tc, add_compare_branch_fused);
   tcase_add_test(tc, control_switch);
   tcase_add_test(tc, control_switch_large_table);
   tcase_add_test(tc, control_call_recursion);

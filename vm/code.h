@@ -30,6 +30,7 @@
 #ifndef HALI_VM_CODE_H
 #define HALI_VM_CODE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef union hali_cell_u {
@@ -113,6 +114,14 @@ enum {
 #define HALI_X(name, base) HALI_OP_##name,
   HALI_DIVK_OPS(HALI_X)
 #undef HALI_X
+  /* Counted loops: `%d = add %x, %y` directly followed by a fused compare-
+   * and-branch whose result only the branch reads, as one op:
+   * cell0 {op, d, x, y}; cell1 {p, q, c} (the compare's operands and its
+   * result, which only the tracing copy of the loop stores); cell2 ^t;
+   * cell3 ^f.  The add's width is the compare's. */
+#define HALI_X(name, base) HALI_OP_ADD_##name,
+  HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
   HALI_OP_INTERNAL_END
 };
 
@@ -128,6 +137,11 @@ static inline uint32_t hali_code_same_layout_op(uint32_t op) {
   default:
     return op;
   }
+}
+
+/* Is |op| an add fused with a compare-and-branch (HALI_OP_ADD_BR_*)? */
+static inline bool hali_code_is_add_br(uint32_t op) {
+  return op >= HALI_OP_ADD_BR_EQ_I32 && op <= HALI_OP_ADD_BR_GE_U_I64;
 }
 
 /* Number of cells for |n| packed 16-bit slots. */
@@ -163,6 +177,8 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
     break;
   }
   op = hali_code_same_layout_op(op);
+  if (hali_code_is_add_br(op)) /* the add, the compare's slots, targets */
+    return 4;
   if (op >= HALI_OP_COUNT) /* fused: the compare's cell and two targets */
     return 3;
   const hali_op_info_t *info = hali_op_info(op);

@@ -98,6 +98,33 @@ static int fused_nostore_op(int fused) {
   }
 }
 
+/* Does instruction |i| of |blk| (an add) fuse with the compare-and-branch
+ * after it?  The compare's result must be one only its branch reads
+ * (|dead|), and the add of the compare's width. */
+static bool adds_then_branches(const hali_ir_block_t *blk, uint32_t i,
+                               const bool *dead) {
+  if (i + 2 >= blk->insn_count || !fuses(blk, i + 1)) return false;
+  const hali_ir_insn_t *add = &blk->insns[i], *cmp = &blk->insns[i + 1];
+  if (add->op != HALI_OP_ADD_I32 && add->op != HALI_OP_ADD_I64) return false;
+  if (!dead[cmp->operands[0].v]) return false;
+  const hali_type_t want =
+      add->op == HALI_OP_ADD_I32 ? HALI_TYPE_I32 : HALI_TYPE_I64;
+  return hali_op_info(cmp->op)->operands[1].type == want;
+}
+
+/* The add-compare-branch op for the fused compare-and-branch |fused|. */
+static int add_fused_op(int fused) {
+  switch (fused) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_ADD_##name;
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return -1;
+  }
+}
+
 static uint32_t insn_cells(const hali_ir_insn_t *insn) {
   return hali_code_cells(insn->op, insn->operand_count -
                                        hali_op_info(insn->op)->operand_count);
@@ -128,15 +155,31 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     if (hali_type_is_ref(f->results[i])) out->scalar_results_only = false;
   out->plain_return = out->scalar_results_only && nr == 0;
 
+  /* dead[0, reg_count), then divisor[0, reg_count) (analyze_regs). */
+  bool *dead = hali_malloc(f->reg_count ? 2u * f->reg_count : 1);
+  if (!dead) goto oom;
+  const bool *divisor = dead + f->reg_count;
+  hali_status_t ds = analyze_regs(f, dead, dead + f->reg_count);
+  if (ds) {
+    hali_free(dead);
+    return hali_status_annotate(ds, "encoding @%s", f->name);
+  }
+
   /* Pass 1: where each block and instruction starts. */
   uint32_t *block_at = hali_malloc(f->block_count * sizeof(uint32_t));
   uint32_t total = 0, ninsns = 0;
-  if (!block_at) goto oom;
+  if (!block_at) {
+    hali_free(dead);
+    goto oom;
+  }
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     block_at[b] = total;
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      if (fuses(blk, i)) {
+      if (adds_then_branches(blk, i, dead)) {
+        total += hali_code_cells(HALI_OP_ADD_BR_EQ_I32, 0);
+        i += 2;
+      } else if (fuses(blk, i)) {
         total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
         ++i;
       } else {
@@ -144,19 +187,6 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       }
       ninsns++;
     }
-  }
-  /* dead[0, reg_count), then divisor[0, reg_count) (analyze_regs). */
-  bool *dead = hali_malloc(f->reg_count ? 2u * f->reg_count : 1);
-  if (!dead) {
-    hali_free(block_at);
-    goto oom;
-  }
-  const bool *divisor = dead + f->reg_count;
-  hali_status_t ds = analyze_regs(f, dead, dead + f->reg_count);
-  if (ds) {
-    hali_free(block_at);
-    hali_free(dead);
-    return hali_status_annotate(ds, "encoding @%s", f->name);
   }
   out->code = hali_calloc(total ? total : 1, sizeof(hali_cell_t));
   out->insn_offset = hali_malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
@@ -181,6 +211,21 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       out->insn_offset[n] = at;
       out->insn_ir[n++] = insn;
       const hali_ir_operand_t *o = insn->operands;
+      if (adds_then_branches(blk, i, dead)) {
+        const hali_ir_insn_t *cmp = &blk->insns[i + 1], *br = &blk->insns[i + 2];
+        c[0].i.op = (uint16_t)add_fused_op(fused_op_for(cmp->op));
+        c[0].i.a = out->slot[o[0].v];
+        c[0].i.b = out->slot[o[1].v];
+        c[0].i.c = out->slot[o[2].v];
+        c[1].r[0] = out->slot[cmp->operands[1].v];
+        c[1].r[1] = out->slot[cmp->operands[2].v];
+        c[1].r[2] = out->slot[cmp->operands[0].v];
+        c[2].target = &code[block_at[br->operands[1].v]];
+        c[3].target = &code[block_at[br->operands[2].v]];
+        at += hali_code_cells(c[0].i.op, 0);
+        i += 2;
+        continue;
+      }
       if (fuses(blk, i)) {
         const hali_ir_insn_t *br = &blk->insns[i + 1];
         const int fop = fused_op_for(insn->op);

@@ -210,6 +210,7 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
      * cells the encoder gave its instruction. */
     const unsigned op = prev->pc->i.op;
     const bool moves = op == HALI_OP_CALL || debug_is_fused(op) ||
+                       hali_code_is_add_br(op) ||
                        (op < HALI_OP_COUNT &&
                         (hali_op_info(op)->flags & HALI_OPF_TERM));
     const uint32_t was = debug_insn_at(fn, prev->pc);
@@ -222,6 +223,15 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
 
   /* A DIVK op is checked as the op it stands for (the same layout). */
   const unsigned op = hali_code_same_layout_op(pc->i.op);
+  if (hali_code_is_add_br(op)) { /* {op, d, x, y}, {p, q, c}, ^t, ^f */
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.a);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.c);
+    for (int k = 0; k < 3; ++k) debug_slot(fn, pc, HALI_TYPE_I64, pc[1].r[k]);
+    debug_target(fn, pc, pc[2].target);
+    debug_target(fn, pc, pc[3].target);
+    return;
+  }
   if (debug_is_fused(op)) { /* {op, c, a, b}, ^t, ^f: all scalars */
     debug_slot(fn, pc, HALI_TYPE_I32, pc->i.a);
     debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);

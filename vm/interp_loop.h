@@ -22,6 +22,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
       HALI_DIVK_OPS(HALI_X)
 #undef HALI_X
+#define HALI_X(name, base) [HALI_OP_ADD_##name] = &&L_ADD_##name,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
   };
 #if HALI_INTERP_INSTRUMENTED
   /* Every op goes through L_instrumented first (fuel, tracing). */
@@ -132,8 +135,25 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     vmbreak;                                                                   \
   }
 #endif
-#define FUSED_BR(name, F, EXPR)                                                \
-  FUSED_BR_STORE(name, F, EXPR) FUSED_BR_NOSTORE(name##_NS, F, EXPR)
+/* An add and the fused compare-and-branch after it (vm/code.h): |AF| the
+ * add's field.  The compare reads the registers after the add wrote. */
+#if HALI_INTERP_INSTRUMENTED
+#define ADD_BR_STORE_RESULT(t) (regs[pc[1].r[2]].i32 = (t))
+#else
+#define ADD_BR_STORE_RESULT(t) ((void)0)
+#endif
+#define ADD_FUSED_BR(name, AF, EXPR)                                           \
+  vmcase(ADD_##name) {                                                         \
+    regs[A].AF = regs[B].AF + regs[C].AF;                                      \
+    const hali_slot_t x = regs[pc[1].r[0]], y = regs[pc[1].r[1]];              \
+    const int32_t t = (EXPR);                                                  \
+    ADD_BR_STORE_RESULT(t);                                                    \
+    JUMP(t ? pc[2].target : pc[3].target);                                     \
+    vmbreak;                                                                   \
+  }
+#define FUSED_BR(name, F, EXPR, AF)                                            \
+  FUSED_BR_STORE(name, F, EXPR) FUSED_BR_NOSTORE(name##_NS, F, EXPR)           \
+  ADD_FUSED_BR(name, AF, EXPR)
 
 #define INT_OPS(T, S, U, BITS, MIN)                                            \
   BIN(ADD_##T, U, x.U + y.U)                                                   \
@@ -167,16 +187,16 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   BIN(LE_U_##T, i32, x.U <= y.U)                                               \
   BIN(GT_U_##T, i32, x.U > y.U)                                                \
   BIN(GE_U_##T, i32, x.U >= y.U)                                               \
-  FUSED_BR(BR_EQ_##T, U, x.U == y.U)                                           \
-  FUSED_BR(BR_NE_##T, U, x.U != y.U)                                           \
-  FUSED_BR(BR_LT_S_##T, S, x.S < y.S)                                          \
-  FUSED_BR(BR_LE_S_##T, S, x.S <= y.S)                                         \
-  FUSED_BR(BR_GT_S_##T, S, x.S > y.S)                                          \
-  FUSED_BR(BR_GE_S_##T, S, x.S >= y.S)                                         \
-  FUSED_BR(BR_LT_U_##T, U, x.U < y.U)                                          \
-  FUSED_BR(BR_LE_U_##T, U, x.U <= y.U)                                         \
-  FUSED_BR(BR_GT_U_##T, U, x.U > y.U)                                          \
-  FUSED_BR(BR_GE_U_##T, U, x.U >= y.U)                                         \
+  FUSED_BR(BR_EQ_##T, U, x.U == y.U, U)                                        \
+  FUSED_BR(BR_NE_##T, U, x.U != y.U, U)                                        \
+  FUSED_BR(BR_LT_S_##T, S, x.S < y.S, U)                                       \
+  FUSED_BR(BR_LE_S_##T, S, x.S <= y.S, U)                                      \
+  FUSED_BR(BR_GT_S_##T, S, x.S > y.S, U)                                       \
+  FUSED_BR(BR_GE_S_##T, S, x.S >= y.S, U)                                      \
+  FUSED_BR(BR_LT_U_##T, U, x.U < y.U, U)                                       \
+  FUSED_BR(BR_LE_U_##T, U, x.U <= y.U, U)                                      \
+  FUSED_BR(BR_GT_U_##T, U, x.U > y.U, U)                                       \
+  FUSED_BR(BR_GE_U_##T, U, x.U >= y.U, U)                                      \
   vmcase(SELECT_##T) {                                                         \
     regs[A] = regs[B].i32 ? regs[C] : regs[D];                                 \
     pc += HALI_CODE_CELLS_FIXED(4, 0);                                         \
@@ -775,6 +795,8 @@ fail:
 #undef FUSED_BR
 #undef FUSED_BR_STORE
 #undef FUSED_BR_NOSTORE
+#undef ADD_FUSED_BR
+#undef ADD_BR_STORE_RESULT
 #undef JUMP
 #undef INT_OPS
 #undef FLOAT_OPS
