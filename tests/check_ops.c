@@ -2478,6 +2478,43 @@ START_TEST(add_compare_branch_fused) {
 }
 END_TEST
 
+/* A time-slice yield at an add fused with its compare-and-branch resumes
+ * by running the op again, so the op polls before it adds: the sum is
+ * counted once.  The interrupt is raised before the run, so the first poll
+ * (the fused op: consts do not poll) yields. */
+START_TEST(add_compare_branch_yield_adds_once) {
+  hali_vm_module_t *m = load("func @f(%n: i64) -> i64 {\n"
+                             "^entry:\n"
+                             "  %i = const.i64 0\n"
+                             "  %one = const.i64 1\n"
+                             "  %i = add.i64 %i, %one\n"
+                             "  %more = lt.s.i64 %i, %n\n"
+                             "  cond_br %more, ^a, ^b\n"
+                             "^a:\n"
+                             "  return %i\n"
+                             "^b:\n"
+                             "  return %i\n"
+                             "}\n");
+  const hali_vm_func_t *f = lookup(m, "f");
+  ck_assert_ptr_null(first_op_cell(f, HALI_OP_ADD_I64)); /* it is fused */
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  hali_value_t arg = I64(5), res = {0};
+  ck_assert_ok(hali_vm_begin(st, m->unlinked, f, &arg, 1, &res, 1));
+  atomic_store(&st->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+  atomic_store(&st->interrupt, true);
+  ck_assert_ok(hali_vm_interpret(st, &res));
+  ck_assert(st->suspended && st->yielded);
+  st->suspended = false;
+  st->yielded = false;
+  ck_assert_ok(hali_vm_interpret(st, &res));
+  ck_assert(!st->suspended);
+  ck_assert_int_eq(res.i64, 1);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(control_cond_br) {
   static const char pick[] = "func @pick(%c: i32) -> i32 {\n"
                              "  cond_br %c, ^t, ^f\n"
@@ -3386,6 +3423,7 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, control_cond_br);
   tcase_add_test(tc, division_by_proven_constant);
   tcase_add_test(tc, add_compare_branch_fused);
+  tcase_add_test(tc, add_compare_branch_yield_adds_once);
   tcase_add_test(tc, control_switch);
   tcase_add_test(tc, control_switch_large_table);
   tcase_add_test(tc, control_call_recursion);

@@ -142,13 +142,18 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #else
 #define ADD_BR_STORE_RESULT(t) ((void)0)
 #endif
+/* The interrupt is polled before the add: a yield resumes by running the
+ * instruction again, which must not add twice. */
 #define ADD_FUSED_BR(name, AF, EXPR)                                           \
   vmcase(ADD_##name) {                                                         \
+    if (HALI_UNLIKELY(                                                         \
+            atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
+      goto interrupted;                                                        \
     regs[A].AF = regs[B].AF + regs[C].AF;                                      \
     const hali_slot_t x = regs[pc[1].r[0]], y = regs[pc[1].r[1]];              \
     const int32_t t = (EXPR);                                                  \
     ADD_BR_STORE_RESULT(t);                                                    \
-    JUMP(t ? pc[2].target : pc[3].target);                                     \
+    pc = t ? pc[2].target : pc[3].target;                                      \
     vmbreak;                                                                   \
   }
 #define FUSED_BR(name, F, EXPR, AF)                                            \
