@@ -5,47 +5,22 @@
 #include <string.h>
 
 #include "hal/buffer.h"
+#include "hal/buffer_impl.h"
 #include "hal/validate.h"
 #include "base/alloc.h"
 
-struct hali_hal_buffer_t {
-  hali_ref_t ref;
-  /* The allocated buffer underneath: |this| for an allocated buffer, else a
-   * retained reference (subspans of subspans point at the root directly). */
-  hali_hal_buffer_t *allocated;
-  /* Allocated buffers only: the allocator (retained) and the storage, NULL
-   * while uncommitted.  The storage pointer is published with release
-   * ordering by commit so a thread that sees it also sees the zeroed
-   * bytes. */
-  hali_hal_allocator_t *allocator;
-  _Atomic(uint8_t *) storage;
-  /* Wrapped host memory (hali_hal_buffer_wrap_host): |allocator| is NULL,
-   * |storage| is the caller's and |release| runs on destroy. */
-  void (*release)(void *user);
-  void *release_user;
-  const char *read_only; /* what the bytes are; NULL = writable */
-  /* Wrapped constant data only (hali_hal_buffer_wrap_constant): the
-   * allocator whose tracer it reports to (retained; NULL = none). */
-  hali_hal_allocator_t *traced_by;
-  hali_hal_device_size_t offset; /* within |allocated| */
-  hali_hal_device_size_t length;
-  hali_hal_memory_type_bits_t memory_types;
-  hali_hal_buffer_usage_bits_t usage;
-  /* Allocated buffers under validation only (hal/validate.h): in-flight
-   * accesses and written ranges, owned; NULL otherwise. */
-  void *validate_state;
-  /* Allocated buffers: which scalar accesses (hal.buffer.load/store) take
-   * the fast path, precomputed from the memory types, usage, |read_only|
-   * and |validate_state| so that the path tests one byte: bit 0 loads,
-   * bit 1 stores (hali_hal_buffer_scalar_ptr). */
-  uint8_t host_fast;
-};
-
-static void update_host_fast(hali_hal_buffer_t *root) {
-  bool host = (root->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE) &&
-              (root->usage & HALI_HAL_BUFFER_USAGE_MAPPING) &&
-              !root->validate_state;
-  root->host_fast = host ? (uint8_t)(root->read_only ? 1u : 3u) : 0u;
+/* What scalar loads and stores may do with |root|'s bytes without a call
+ * (hal/buffer_impl.h: the interpreter's inline path and
+ * hali_hal_buffer_scalar_ptr's first test): everything they check but the
+ * range and whether the storage is committed, decided when the root is made
+ * and again when validation attaches its state (a validated buffer always
+ * takes the slow path, which reports host accesses). */
+static uint8_t scalar_access(const hali_hal_buffer_t *root) {
+  if (!(root->memory_types & HALI_HAL_MEMORY_TYPE_HOST_VISIBLE) ||
+      !(root->usage & HALI_HAL_BUFFER_USAGE_MAPPING) || root->validate_state)
+    return 0;
+  return HALI_HAL_SCALAR_LOAD |
+         (root->read_only ? 0 : HALI_HAL_SCALAR_STORE);
 }
 
 void *hali_hal_buffer_validate_state(const hali_hal_buffer_t *buffer) {
@@ -56,8 +31,9 @@ void hali_hal_buffer_set_validate_state(hali_hal_buffer_t *buffer,
                                         void *state) {
   hali_hal_buffer_t *root = buffer->allocated;
   root->validate_state = state;
-  update_host_fast(root);
+  root->scalar_access = scalar_access(root);
 }
+
 
 static void hali_hal_buffer_destroy(hali_ref_t *ref) {
   hali_hal_buffer_t *buffer = (hali_hal_buffer_t *)ref;
@@ -106,7 +82,7 @@ hali_status_t hali_hal_buffer_create_uncommitted(
   buffer->length = size;
   buffer->memory_types = params.memory_types;
   buffer->usage = params.usage;
-  update_host_fast(buffer);
+  buffer->scalar_access = scalar_access(buffer);
   uint8_t validate = hali_hal_allocator_validate_mode(allocator);
   if (HALI_UNLIKELY(validate)) {
     hali_hal_buffer_set_validate_state(
@@ -145,7 +121,7 @@ hali_status_t hali_hal_buffer_wrap_host(hali_hal_buffer_params_t params,
   buffer->memory_types = params.memory_types;
   buffer->usage = params.usage;
   buffer->read_only = read_only;
-  update_host_fast(buffer);
+  buffer->scalar_access = scalar_access(buffer);
   buffer->release = release;
   buffer->release_user = user;
   *out_buffer = buffer;
@@ -179,7 +155,9 @@ hali_status_t hali_hal_buffer_scalar_ptr(hali_hal_buffer_t *buffer,
   if (HALI_LIKELY(offset >= 0 &&
                   hali_hal_range_fits(buffer->length,
                                       (hali_hal_device_size_t)offset, size) &&
-                  storage && (root->host_fast & (1u << (unsigned)write)))) {
+                  storage &&
+                  (root->scalar_access & (write ? HALI_HAL_SCALAR_STORE
+                                                : HALI_HAL_SCALAR_LOAD)))) {
     *out_ptr = storage + buffer->offset + (hali_hal_device_size_t)offset;
     return HALI_OK;
   }
@@ -275,6 +253,7 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
   span->length = length;
   span->memory_types = buffer->memory_types;
   span->usage = buffer->usage;
+  span->scalar_access = span->allocated->scalar_access;
   *out_buffer = span;
   hali_hal_tracer_printf(hali_hal_buffer_tracer(buffer),
                          "[hal] subspan !hal.buffer#%u [%" PRIu64 ", +%" PRIu64

@@ -644,6 +644,9 @@ hali_status_t hali_hal_command_buffer_finalize(hali_hal_command_buffer_t *cb) {
   if (cb->finalized)
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "command buffer is already finalized");
+  HALI_RETURN_IF_ERROR(hali_hal_command_list_check_dispatches(cb),
+                       "finalize");
+  cb->dispatches_checked = true;
   if (HALI_UNLIKELY(cb->validate))
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_report(
         (hali_hal_validate_mode_t)cb->validate,

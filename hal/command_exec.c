@@ -2,35 +2,114 @@
  *
  * Recording proved every range, usage bit and dispatch interface; what can
  * still fail here is storage that is not committed (queue_alloca not yet
- * executed, or queue_dealloca already executed) and kernels.  Dispatches
- * are re-validated against the export before any workgroup runs: cheap,
- * and it keeps a corrupt recording from reaching a kernel.
+ * executed, or queue_dealloca already executed) and kernels.  Finalize
+ * checks every dispatch again against the push state a replay will have
+ * (hali_hal_command_list_check_dispatches), so a corrupt recording never
+ * reaches a kernel, and replays skip the checks.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hal/command_list.h"
 #include "hal/validate.h"
 
+/* Fills at memset speed for every pattern (a fill's offset and length are
+ * multiples of the pattern's length, hal/command_buffer.c):
+ *   - a pattern whose bytes are all equal is a memset;
+ *   - any other is widened to a 32-byte chunk (the pattern repeated, 32
+ *     being a multiple of 1, 2 and 4); on x86-64 it is stored with `rep
+ *     stosq` below HALI_FILL_STREAM_MIN and with non-temporal AVX2 stores
+ *     past it when the CPU has AVX2 (checked at run time, so the build
+ *     needs no -mavx2), as memset does: both write whole lines without
+ *     reading them first.  Elsewhere, a plain 32-byte loop.
+ * Byte k of the fill is byte (k mod pattern_length) of the pattern, in
+ * little-endian order (pattern & 0xFF first) on every host. */
+enum { HALI_FILL_STREAM_MIN = 4u << 20 }; /* bytes; beyond a typical L2 */
+
+/* |chunk| = the pattern from its byte |phase| on, repeated to 32 bytes. */
+static void hali_hal_fill_chunk(uint8_t chunk[32], const uint8_t b[4],
+                                uint32_t pattern_length, uint32_t phase) {
+  for (uint32_t i = 0; i < 32; ++i) chunk[i] = b[(i + phase) % pattern_length];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HALI_FILL_X86 1
+/* |length| rounded down to 128 bytes of |chunk| from a 32-byte aligned
+ * |p|, with non-temporal stores; returns the bytes written (a multiple of
+ * 128, so the chunk's phase is unchanged after them). */
+__attribute__((target("avx2"))) static uint64_t hali_hal_fill_stream_avx2(
+    uint8_t *p, uint64_t length, const uint8_t chunk[32]) {
+  const __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)chunk);
+  const uint64_t n = length & ~(uint64_t)127;
+  for (uint64_t done = 0; done < n; done += 128) {
+    __m256i *q = (__m256i *)(void *)(p + done);
+    _mm256_stream_si256(q, v);
+    _mm256_stream_si256(q + 1, v);
+    _mm256_stream_si256(q + 2, v);
+    _mm256_stream_si256(q + 3, v);
+  }
+  _mm_sfence();
+  return n;
+}
+
+/* `rep stosq` of the chunk's first 8 bytes (8 is a multiple of every
+ * pattern length): what memset does at these sizes, and it writes whole
+ * lines without reading them first.  Returns the bytes written. */
+static uint64_t hali_hal_fill_stosq(uint8_t *p, uint64_t length,
+                                    const uint8_t chunk[32]) {
+  uint64_t v, n = length / 8;
+  memcpy(&v, chunk, 8);
+  __asm__ volatile("rep stosq" : "+D"(p), "+c"(n) : "a"(v) : "memory");
+  return length & ~(uint64_t)7;
+}
+
+static bool hali_hal_fill_has_avx2(void) {
+  /* A benign race: every thread computes the same value. */
+  static _Atomic int has = -1;
+  int h = atomic_load_explicit(&has, memory_order_relaxed);
+  if (h < 0) {
+    h = __builtin_cpu_supports("avx2") ? 1 : 0;
+    atomic_store_explicit(&has, h, memory_order_relaxed);
+  }
+  return h;
+}
+#endif
+
 static void hali_hal_fill_bytes(uint8_t *p, uint64_t length, uint32_t pattern,
                                 uint32_t pattern_length) {
-  switch (pattern_length) {
-    case 1:
-      memset(p, (int)(pattern & 0xFF), (size_t)length);
-      break;
-    case 2: {
-      uint8_t b[2] = {(uint8_t)pattern, (uint8_t)(pattern >> 8)};
-      for (uint64_t i = 0; i < length; i += 2) memcpy(p + i, b, 2);
-      break;
-    }
-    default: {
-      uint8_t b[4] = {(uint8_t)pattern, (uint8_t)(pattern >> 8),
-                      (uint8_t)(pattern >> 16), (uint8_t)(pattern >> 24)};
-      for (uint64_t i = 0; i < length; i += 4) memcpy(p + i, b, 4);
-      break;
-    }
+  const uint8_t b[4] = {(uint8_t)pattern, (uint8_t)(pattern >> 8),
+                        (uint8_t)(pattern >> 16), (uint8_t)(pattern >> 24)};
+  bool same = true;
+  for (uint32_t i = 1; i < pattern_length; ++i) same = same && b[i] == b[0];
+  if (same) {
+    memset(p, b[0], (size_t)length);
+    return;
   }
+  uint8_t chunk[32];
+  hali_hal_fill_chunk(chunk, b, pattern_length, 0);
+  uint64_t done = 0;
+#ifdef HALI_FILL_X86
+  if (length >= 256) {
+    /* Up to a 32-byte boundary with plain stores, then the chunk from the
+     * pattern byte the fill has reached. */
+    done = (32u - ((uintptr_t)p & 31u)) & 31u;
+    memcpy(p, chunk, (size_t)done);
+    hali_hal_fill_chunk(chunk, b, pattern_length,
+                        (uint32_t)(done % pattern_length));
+    if (length >= HALI_FILL_STREAM_MIN && hali_hal_fill_has_avx2())
+      done += hali_hal_fill_stream_avx2(p + done, length - done, chunk);
+    else
+      done += hali_hal_fill_stosq(p + done, length - done, chunk);
+  }
+#endif
+  /* The rest (all of it off x86-64): 32 bytes at a time, then the tail,
+   * from the chunk at the phase |done| is at. */
+  for (; length - done >= 32; done += 32) memcpy(p + done, chunk, 32);
+  memcpy(p + done, chunk, (size_t)(length - done));
 }
 
 hali_status_t hali_hal_dispatch_run_workgroups(
@@ -49,10 +128,24 @@ hali_status_t hali_hal_dispatch_run_workgroups(
    * workgroup runs under the fault handler; read once per chunk. */
   const bool guarded = HALI_UNLIKELY(atomic_load_explicit(
       &hali_hal_validate_guards_active, memory_order_relaxed) != 0);
+  /* The first workgroup's id by division, then stepped: x runs fastest,
+   * then y, then z (the order workgroup index i = x + cx * (y + cy * z)
+   * gives). */
+  const uint32_t cxu = dispatch->workgroup_count_x;
+  const uint32_t cyu = dispatch->workgroup_count_y;
+  if (begin < end) {
+    wg.workgroup_id_z = (uint32_t)(begin / cxy);
+    wg.workgroup_id_y = (uint32_t)((begin % cxy) / cx);
+    wg.workgroup_id_x = (uint32_t)(begin % cx);
+  }
   for (uint64_t i = begin; i < end; ++i) {
-    wg.workgroup_id_z = (uint32_t)(i / cxy);
-    wg.workgroup_id_y = (uint32_t)((i % cxy) / cx);
-    wg.workgroup_id_x = (uint32_t)(i % cx);
+    if (i != begin && ++wg.workgroup_id_x == cxu) {
+      wg.workgroup_id_x = 0;
+      if (++wg.workgroup_id_y == cyu) {
+        wg.workgroup_id_y = 0;
+        ++wg.workgroup_id_z;
+      }
+    }
     /* The workgroup boundary is where a native kernel can be stopped: one
      * relaxed load per workgroup (plus the clock with a deadline). */
     hali_status_code_t stopped = hali_hal_stop_check(stop);
@@ -90,10 +183,10 @@ static void trace_dispatch_line(const hali_hal_tracer_t *t,
                                 const hali_hal_command_dispatch_t *cmd,
                                 const hali_kernel_dispatch_state_t *d);
 
-static hali_status_t hali_hal_replay_dispatch(
-    hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
-    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
-    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+/* The checks of a dispatch against the replay state |state|. */
+static hali_status_t hali_hal_replay_check_dispatch(
+    const hali_hal_replay_state_t *state,
+    const hali_hal_command_dispatch_t *cmd) {
   hali_hal_dispatch_bindings_t check = {
       .constants_set = state->constants_set,
       .bindings_set = state->bindings_set,
@@ -101,9 +194,66 @@ static hali_status_t hali_hal_replay_dispatch(
   };
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_dispatch_validate(cmd->executable, cmd->ordinal, &check));
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_dispatch_validate_workgroup_count(
+  return hali_hal_dispatch_validate_workgroup_count(
       cmd->executable, cmd->ordinal, cmd->workgroup_count[0],
-      cmd->workgroup_count[1], cmd->workgroup_count[2]));
+      cmd->workgroup_count[1], cmd->workgroup_count[2]);
+}
+
+/* What push_constants / push_descriptor_set leave in the replay state
+ * (|values|: also copy the constants' values, which checks do not need). */
+static void hali_hal_replay_push(hali_hal_replay_state_t *state,
+                                 const hali_hal_command_header_t *h,
+                                 bool values) {
+  if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS) {
+    const hali_hal_command_push_constants_t *cmd = (const void *)h;
+    if (values)
+      memcpy(&state->constants[cmd->offset], cmd->values,
+             cmd->count * sizeof(uint32_t));
+    for (uint32_t i = 0; i < cmd->count; ++i)
+      state->constants_set |= (uint64_t)1 << (cmd->offset + i);
+  } else {
+    const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
+    for (uint32_t i = 0; i < cmd->count; ++i) {
+      const hali_hal_command_binding_t *b = &cmd->bindings[i];
+      state->bindings[b->ordinal] = *b;
+      state->bindings_set |= 1u << b->ordinal;
+    }
+  }
+}
+
+hali_status_t hali_hal_command_list_check_dispatches(
+    const hali_hal_command_buffer_t *cb) {
+  hali_hal_replay_state_t state;
+  state.constants_set = 0;
+  state.bindings_set = 0;
+  size_t index = 0;
+  for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
+       h = hali_hal_command_list_next(cb, h), ++index) {
+    switch ((hali_hal_command_type_t)h->type) {
+      case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
+        hali_hal_replay_push(&state, h, false);
+        break;
+      case HALI_HAL_COMMAND_DISPATCH:
+        HALI_RETURN_IF_ERROR(
+            hali_hal_replay_check_dispatch(
+                &state, (const hali_hal_command_dispatch_t *)(const void *)h),
+            "command %zu of %zu", index, cb->command_count);
+        break;
+      default:
+        break;
+    }
+  }
+  return HALI_OK;
+}
+
+static hali_status_t hali_hal_replay_dispatch(
+    hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
+    bool checked, hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  /* Finalize checked every dispatch against this same state already. */
+  if (HALI_UNLIKELY(!checked))
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_replay_check_dispatch(state, cmd));
   const hali_hal_executable_export_t *e =
       hali_hal_executable_export(cmd->executable, cmd->ordinal);
   void *ptrs[HALI_HAL_MAX_BINDINGS];
@@ -227,27 +377,14 @@ hali_status_t hali_hal_command_buffer_execute(
         if (!status && cmd->length) memcpy(p, cmd->data, (size_t)cmd->length);
         break;
       }
-      case HALI_HAL_COMMAND_PUSH_CONSTANTS: {
-        const hali_hal_command_push_constants_t *cmd = (const void *)h;
-        memcpy(&state.constants[cmd->offset], cmd->values,
-               cmd->count * sizeof(uint32_t));
-        for (uint32_t i = 0; i < cmd->count; ++i)
-          state.constants_set |= (uint64_t)1 << (cmd->offset + i);
+      case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
+        hali_hal_replay_push(&state, h, true);
         break;
-      }
-      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET: {
-        const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
-        for (uint32_t i = 0; i < cmd->count; ++i) {
-          const hali_hal_command_binding_t *b = &cmd->bindings[i];
-          state.bindings[b->ordinal] = *b;
-          state.bindings_set |= 1u << b->ordinal;
-        }
-        break;
-      }
       case HALI_HAL_COMMAND_DISPATCH:
         status = hali_hal_replay_dispatch(
             &state, (const hali_hal_command_dispatch_t *)(const void *)h,
-            run_dispatch, runner_self, tracer, stop);
+            cb->dispatches_checked, run_dispatch, runner_self, tracer, stop);
         break;
       case HALI_HAL_COMMAND_BARRIER:
         /* Commands already run one after another. */

@@ -106,6 +106,9 @@ struct hali_hal_command_buffer_t {
   hali_hal_command_buffer_mode_bits_t mode;
   hali_hal_command_category_bits_t categories;
   bool finalized;
+  /* Set by finalize once every dispatch passed the checks a replay would
+   * make (hali_hal_command_list_check_dispatches): replays skip them. */
+  bool dispatches_checked;
   atomic_bool submitted; /* one-shot: set by the first submission */
   /* The records. */
   uint8_t *data;
@@ -189,6 +192,12 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_begin_submit(
 typedef hali_status_t (*hali_hal_dispatch_runner_t)(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop);
+/* Runs, over the whole list, the checks a replay makes before each
+ * dispatch (interface: constants and bindings set, binding usage; the
+ * workgroup count), with the push state the replay would have: once, at
+ * finalize, so that replays need not (the list never changes after). */
+HALI_MUST_USE hali_status_t hali_hal_command_list_check_dispatches(
+    const hali_hal_command_buffer_t *cb);
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *command_buffer,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,

@@ -163,7 +163,23 @@ static void note_ops(const hali_vm_module_t *m) {
 /* The name of an encoded op, internal ones included. */
 static void op_display_name(unsigned op, char *buf, size_t n) {
   static const unsigned fused_base[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base)                                                     \
+  [HALI_OP_##name] = HALI_OP_##base, [HALI_OP_##name##_NS] = HALI_OP_##base,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  };
+  static const unsigned divk_base[HALI_OP_INTERNAL_END] = {
 #define HALI_X(name, base) [HALI_OP_##name] = HALI_OP_##base,
+      HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
+  };
+  static const unsigned add_base[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base) [HALI_OP_ADD_##name] = HALI_OP_##base,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  };
+  static const bool nostore[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base) [HALI_OP_##name##_NS] = true,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
@@ -171,9 +187,16 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
     snprintf(buf, n, "%s", hali_op_info(op)->name);
   else if (op == HALI_OP_CALL_IMPORT)
     snprintf(buf, n, "call of a host import");
+  else if (add_base[op])
+    snprintf(buf, n, "add then %s fused with cond_br",
+             hali_op_info(add_base[op])->name);
+  else if (divk_base[op])
+    snprintf(buf, n, "%s by a constant (neither 0 nor -1)",
+             hali_op_info(divk_base[op])->name);
   else
-    snprintf(buf, n, "%s fused with cond_br",
-             hali_op_info(fused_base[op])->name);
+    snprintf(buf, n, "%s fused with cond_br%s",
+             hali_op_info(fused_base[op])->name,
+             nostore[op] ? " (result read by the branch only)" : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -248,6 +271,9 @@ static void check_run(const char *file, int line, const char *text,
 typedef enum {
   PROG_PLAIN,  /* %r = OP ...; return %r */
   PROG_BRANCH, /* %r = OP ...; cond_br %r: returns (branch taken, %r) */
+  /* %r = OP ...; cond_br %r: returns (branch taken, 7), so that only the
+   * branch reads %r (the encoder's no-store form, vm/encode.c) */
+  PROG_BRANCH_ONLY,
   PROG_KIND_COUNT
 } prog_kind_t;
 
@@ -307,18 +333,20 @@ static const op_prog_t *op_prog(const char *name, prog_kind_t kind) {
              params, rtype, name, uses);
   } else {
     ck_assert_int_eq(info->operands[0].type, HALI_TYPE_I32);
+    const char *r = kind == PROG_BRANCH ? "%r" : "%seven";
     snprintf(text, sizeof text,
              "func @f(%s) -> (i32, i32) {\n"
+             "  %%seven = const.i32 7\n"
              "  %%r = %s %s\n"
              "  cond_br %%r, ^yes, ^no\n"
              "^yes:\n"
              "  %%t = const.i32 1\n"
-             "  return %%t, %%r\n"
+             "  return %%t, %s\n"
              "^no:\n"
              "  %%e = const.i32 0\n"
-             "  return %%e, %%r\n"
+             "  return %%e, %s\n"
              "}\n",
-             params, name, uses);
+             params, name, uses, r, r);
   }
   p->module = load(text);
   p->fn = lookup(p->module, "f");
@@ -394,6 +422,15 @@ static void check_branch(const char *file, int line, const char *op,
                 "%s:%d: %s; cond_br: took %s branch and wrote %d, expected %d",
                 file, line, call, got[0].i32 ? "true" : "false", got[1].i32,
                 want);
+  /* The same compare when only the branch reads the result. */
+  p = op_prog(op, PROG_BRANCH_ONLY);
+  s = hali_vm_invoke(p->stack, p->module, p->fn, args, nargs, got, 2);
+  if (s) abort_with_status(file, line, call, s);
+  ck_assert_msg(got[0].i32 == want && got[1].i32 == 7,
+                "%s:%d: %s; cond_br (result read by the branch only): took "
+                "%s branch (expected %s), second result %d (expected 7)",
+                file, line, call, got[0].i32 ? "true" : "false",
+                want ? "true" : "false", got[1].i32);
 }
 
 /* Tables of cases.  Operands are narrowed to the types in the op's
@@ -2237,6 +2274,247 @@ START_TEST(control_br_loops) {
 }
 END_TEST
 
+/* Division and remainder by a register written once by a const other than
+ * 0 and -1 run in the encoder's check-free form (vm/code.h, DIVK): the
+ * same results as C, for every op and width, over signed and unsigned
+ * extremes; a divisor of 0 or -1, or a register written twice, keeps the
+ * checked op, which still fails. */
+static const hali_cell_t *first_op_cell(const hali_vm_func_t *f,
+                                        unsigned op) {
+  for (uint32_t i = 0; i < f->insn_count; ++i)
+    if (f->code[f->insn_offset[i]].i.op == op)
+      return &f->code[f->insn_offset[i]];
+  return NULL;
+}
+
+START_TEST(division_by_proven_constant) {
+  static const char *const names[4] = {"div.s", "div.u", "rem.s", "rem.u"};
+  static const int64_t divisors[] = {7,         -7,        2,  1, -2,
+                                     INT32_MAX, INT32_MIN, 3,  INT64_MAX,
+                                     INT64_MIN, 65536,     -65537};
+  static const int64_t dividends[] = {0,  1,         -1,        6,
+                                      7,  -8,        100,       INT32_MIN,
+                                      INT32_MAX, INT64_MIN, INT64_MAX, 12345678901};
+  for (int wide = 0; wide < 2; ++wide)
+    for (int k = 0; k < 4; ++k)
+      for (size_t d = 0; d < COUNT_OF(divisors); ++d) {
+        const int64_t dv = wide ? divisors[d] : (int64_t)(int32_t)divisors[d];
+        if (dv == 0 || dv == -1) continue;
+        const char *t = wide ? "i64" : "i32";
+        char text[512];
+        snprintf(text, sizeof text,
+                 "func @f(%%x: %s) -> %s {\n"
+                 "  %%k = const.%s %" PRId64 "\n"
+                 "  %%r = %s.%s %%x, %%k\n"
+                 "  return %%r\n"
+                 "}\n",
+                 t, t, t, dv, names[k], t);
+        hali_vm_module_t *m = load(text);
+        const hali_vm_func_t *f = lookup(m, "f");
+        char opname[16];
+        snprintf(opname, sizeof opname, "%s.%s", names[k], t);
+        const int op = hali_op_lookup(opname, strlen(opname));
+        ck_assert_int_ge(op, 0);
+        ck_assert_msg(first_op_cell(f, (unsigned)op) == NULL,
+                      "%s by const %" PRId64 " kept the checked op", opname,
+                      dv);
+        hali_vm_stack_t *st = NULL;
+        ck_assert_ok(hali_vm_stack_create(0, &st));
+        for (size_t x = 0; x < COUNT_OF(dividends); ++x) {
+          int64_t want;
+          const int64_t xv = dividends[x];
+          if (wide) {
+            if (k == 0) want = xv / dv;
+            else if (k == 1) want = (int64_t)((uint64_t)xv / (uint64_t)dv);
+            else if (k == 2) want = xv % dv;
+            else want = (int64_t)((uint64_t)xv % (uint64_t)dv);
+          } else {
+            const int32_t a = (int32_t)xv, b = (int32_t)dv;
+            if (k == 0) want = a / b;
+            else if (k == 1) want = (int32_t)((uint32_t)a / (uint32_t)b);
+            else if (k == 2) want = a % b;
+            else want = (int32_t)((uint32_t)a % (uint32_t)b);
+          }
+          hali_value_t arg = wide ? I64(xv) : I32(xv), got = {0};
+          hali_status_t s = hali_vm_invoke(st, m, f, &arg, 1, &got, 1);
+          if (s) abort_with_status(__FILE__, __LINE__, opname, s);
+          const int64_t g = wide ? got.i64 : got.i32;
+          ck_assert_msg(g == want,
+                        "%s %" PRId64 ", const %" PRId64 " = %" PRId64
+                        ", expected %" PRId64,
+                        opname, xv, dv, g, want);
+        }
+        hali_vm_stack_free(st);
+        hali_vm_module_release(m);
+      }
+  /* 0 and -1, and a register written twice, keep the checks. */
+  static const char *const kept[] = {
+      "func @f(%x: i32) -> i32 {\n  %k = const.i32 0\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+      "func @f(%x: i32) -> i32 {\n  %k = const.i32 -1\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+      "func @f(%x: i32) -> i32 {\n  %k = const.i32 5\n  %k = const.i32 0\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+      "func @f(%x: i32, %k: i32) -> i32 {\n"
+      "  %r = div.s.i32 %x, %k\n  return %r\n}\n",
+  };
+  static const char *const why[] = {"integer division by zero",
+                                    "signed overflow",
+                                    "integer division by zero",
+                                    "integer division by zero"};
+  for (size_t i = 0; i < COUNT_OF(kept); ++i) {
+    hali_vm_module_t *m = load(kept[i]);
+    const hali_vm_func_t *f = lookup(m, "f");
+    ck_assert_msg(first_op_cell(f, HALI_OP_DIV_S_I32) != NULL,
+                  "case %zu lost the checks", i);
+    hali_vm_stack_t *st = NULL;
+    ck_assert_ok(hali_vm_stack_create(0, &st));
+    hali_value_t args[2] = {I32(INT32_MIN), I32(0)}, got = {0};
+    hali_status_t s = hali_vm_invoke(st, m, f, args, i == 3 ? 2 : 1, &got, 1);
+    ck_assert_msg(s != NULL, "case %zu did not fail", i);
+    char *text = hali_status_to_string(s);
+    ck_assert_msg(text && strstr(text, why[i]), "case %zu: %s", i,
+                  text ? text : "");
+    free(text);
+    hali_status_free(s);
+    hali_vm_stack_free(st);
+    hali_vm_module_release(m);
+  }
+}
+END_TEST
+
+/* An add directly followed by a compare-and-branch whose result only the
+ * branch reads is one internal op (vm/code.h, ADD_BR_*): for every compare
+ * and width, the branch taken and the sum match C over boundary values
+ * (the compare sees the wrapped sum), and the plain add is gone; when the
+ * compare's result is read later the add stays separate. */
+START_TEST(add_compare_branch_fused) {
+  static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
+                                     "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
+  static const int64_t vals[] = {0, 1, -1, 7, -7, INT32_MAX, INT32_MIN,
+                                 INT64_MAX, INT64_MIN};
+  for (int wide = 0; wide < 2; ++wide)
+    for (size_t k = 0; k < COUNT_OF(cmps); ++k) {
+      const char *t = wide ? "i64" : "i32";
+      char text[768];
+      snprintf(text, sizeof text,
+               "func @f(%%x: %s, %%y: %s, %%z: %s) -> (i32, %s) {\n"
+               "  %%s = add.%s %%x, %%y\n"
+               "  %%c = %s.%s %%s, %%z\n"
+               "  cond_br %%c, ^yes, ^no\n"
+               "^yes:\n"
+               "  %%t = const.i32 1\n"
+               "  return %%t, %%s\n"
+               "^no:\n"
+               "  %%e = const.i32 0\n"
+               "  return %%e, %%s\n"
+               "}\n",
+               t, t, t, t, t, cmps[k], t);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      ck_assert_msg(first_op_cell(f, wide ? HALI_OP_ADD_I64 : HALI_OP_ADD_I32)
+                        == NULL,
+                    "add + %s.%s + cond_br was not fused", cmps[k], t);
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      for (size_t a = 0; a < COUNT_OF(vals); ++a)
+        for (size_t b = 0; b < COUNT_OF(vals); ++b)
+          for (size_t c = 0; c < COUNT_OF(vals); ++c) {
+            /* The reference: the sum wraps in the type, then compares. */
+            uint64_t us, uz;
+            int64_t ss, sz;
+            if (wide) {
+              us = (uint64_t)vals[a] + (uint64_t)vals[b];
+              uz = (uint64_t)vals[c];
+              ss = (int64_t)us;
+              sz = vals[c];
+            } else {
+              us = (uint32_t)((uint32_t)vals[a] + (uint32_t)vals[b]);
+              uz = (uint32_t)vals[c];
+              ss = (int32_t)(uint32_t)us;
+              sz = (int32_t)(uint32_t)uz;
+            }
+            const bool want[] = {us == uz, us != uz, ss < sz,  ss <= sz,
+                                 ss > sz,  ss >= sz, us < uz,  us <= uz,
+                                 us > uz,  us >= uz};
+            hali_value_t args[3], got[2] = {{0}, {0}};
+            for (int i = 0; i < 3; ++i) {
+              const int64_t v = vals[i == 0 ? a : i == 1 ? b : c];
+              args[i] = wide ? I64(v) : I32(v);
+            }
+            got[1].type = wide ? HALI_TYPE_I64 : HALI_TYPE_I32;
+            hali_status_t s = hali_vm_invoke(st, m, f, args, 3, got, 2);
+            if (s) abort_with_status(__FILE__, __LINE__, cmps[k], s);
+            const uint64_t sum = wide ? (uint64_t)got[1].i64
+                                      : (uint32_t)got[1].i32;
+            ck_assert_msg(got[0].i32 == (int32_t)want[k] && sum == us,
+                          "add.%s %" PRId64 ", %" PRId64 " then %s.%s with "
+                          "%" PRId64 ": took %d (expected %d), sum %" PRIu64
+                          " (expected %" PRIu64 ")",
+                          t, vals[a], vals[b], cmps[k], t, vals[c],
+                          got[0].i32, want[k], sum, us);
+          }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+  /* The compare's result read after the branch: the add is not fused. */
+  hali_vm_module_t *m = load("func @f(%x: i32, %y: i32) -> i32 {\n"
+                             "  %s = add.i32 %x, %y\n"
+                             "  %c = lt.s.i32 %s, %y\n"
+                             "  cond_br %c, ^a, ^b\n"
+                             "^a:\n"
+                             "  return %c\n"
+                             "^b:\n"
+                             "  return %s\n"
+                             "}\n");
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "f"), HALI_OP_ADD_I32));
+  hali_value_t args[2] = {I32(-5), I32(3)}, got = {0};
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 2, &got, 1));
+  ck_assert_int_eq(got.i32, 1); /* -2 < 3: the compare's stored result */
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
+/* A time-slice yield at an add fused with its compare-and-branch resumes
+ * by running the op again, so the op polls before it adds: the sum is
+ * counted once.  The interrupt is raised before the run, so the first poll
+ * (the fused op: consts do not poll) yields. */
+START_TEST(add_compare_branch_yield_adds_once) {
+  hali_vm_module_t *m = load("func @f(%n: i64) -> i64 {\n"
+                             "^entry:\n"
+                             "  %i = const.i64 0\n"
+                             "  %one = const.i64 1\n"
+                             "  %i = add.i64 %i, %one\n"
+                             "  %more = lt.s.i64 %i, %n\n"
+                             "  cond_br %more, ^a, ^b\n"
+                             "^a:\n"
+                             "  return %i\n"
+                             "^b:\n"
+                             "  return %i\n"
+                             "}\n");
+  const hali_vm_func_t *f = lookup(m, "f");
+  ck_assert_ptr_null(first_op_cell(f, HALI_OP_ADD_I64)); /* it is fused */
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  hali_value_t arg = I64(5), res = {0};
+  ck_assert_ok(hali_vm_begin(st, m->unlinked, f, &arg, 1, &res, 1));
+  atomic_store(&st->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+  atomic_store(&st->interrupt, true);
+  ck_assert_ok(hali_vm_interpret(st, &res));
+  ck_assert(st->suspended && st->yielded);
+  st->suspended = false;
+  st->yielded = false;
+  ck_assert_ok(hali_vm_interpret(st, &res));
+  ck_assert(!st->suspended);
+  ck_assert_int_eq(res.i64, 1);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(control_cond_br) {
   static const char pick[] = "func @pick(%c: i32) -> i32 {\n"
                              "  cond_br %c, ^t, ^f\n"
@@ -3143,6 +3421,9 @@ static Suite *suite_ops(bool with_coverage) {
   tc = tcase_create("control");
   tcase_add_test(tc, control_br_loops);
   tcase_add_test(tc, control_cond_br);
+  tcase_add_test(tc, division_by_proven_constant);
+  tcase_add_test(tc, add_compare_branch_fused);
+  tcase_add_test(tc, add_compare_branch_yield_adds_once);
   tcase_add_test(tc, control_switch);
   tcase_add_test(tc, control_switch_large_table);
   tcase_add_test(tc, control_call_recursion);

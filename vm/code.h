@@ -16,7 +16,9 @@
  * refs), not IR register numbers.  Variadic ops:
  *
  *   switch:  cell0 {op, index, n}; cell1 default; cells 2..n+1 targets
- *   call:    cell0 {op, -, nargs, nresults}; cell1 callee;
+ *   call:    cell0 {op, cells, nargs, nresults}; cell1 callee;
+ *            (cells: the instruction's length, for return; call.import,
+ *            fiber.spawn and fiber.join leave it 0)
  *            then the argument slots and result slots, 4 per cell
  *   return:  cell0 {op, -, nvalues}; then the value slots, 4 per cell
  *   others with a register tail: the generic cells, then one cell holding
@@ -28,6 +30,7 @@
 #ifndef HALI_VM_CODE_H
 #define HALI_VM_CODE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef union hali_cell_u {
@@ -83,6 +86,16 @@ typedef struct hali_vm_string_s {
   FUSED(BR_LT_U_I64, LT_U_I64) FUSED(BR_LE_U_I64, LE_U_I64)                    \
   FUSED(BR_GT_U_I64, GT_U_I64) FUSED(BR_GE_U_I64, GE_U_I64)
 
+/* Division and remainder by a register the encoder proved holds one
+ * constant that is neither 0 nor -1 (written once, by a const; see
+ * vm/encode.c): the same layout as the op, without its two checks.
+ * DIVK(internal name, the op it replaces) */
+#define HALI_DIVK_OPS(DIVK)                                                    \
+  DIVK(DIV_S_I32_K, DIV_S_I32) DIVK(DIV_U_I32_K, DIV_U_I32)                    \
+  DIVK(REM_S_I32_K, REM_S_I32) DIVK(REM_U_I32_K, REM_U_I32)                    \
+  DIVK(DIV_S_I64_K, DIV_S_I64) DIVK(DIV_U_I64_K, DIV_U_I64)                    \
+  DIVK(REM_S_I64_K, REM_S_I64) DIVK(REM_U_I64_K, REM_U_I64)
+
 #include "vm/ops.h"
 
 enum {
@@ -92,8 +105,44 @@ enum {
 #undef HALI_X
   /* A call whose callee is a host import (same layout as call). */
   HALI_OP_CALL_IMPORT,
+  /* The fused compare-and-branch ops again, for a compare whose result
+   * nothing but its branch reads: the same layout, no store (cell0's
+   * register a is kept for the tracing copy of the loop, which stores). */
+#define HALI_X(name, base) HALI_OP_##name##_NS,
+  HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+#define HALI_X(name, base) HALI_OP_##name,
+  HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
+  /* Counted loops: `%d = add %x, %y` directly followed by a fused compare-
+   * and-branch whose result only the branch reads, as one op:
+   * cell0 {op, d, x, y}; cell1 {p, q, c} (the compare's operands and its
+   * result, which only the tracing copy of the loop stores); cell2 ^t;
+   * cell3 ^f.  The add's width is the compare's. */
+#define HALI_X(name, base) HALI_OP_ADD_##name,
+  HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
   HALI_OP_INTERNAL_END
 };
+
+/* The public op an internal op stands for when their layouts agree (a
+ * DIVK op), else |op| itself. */
+static inline uint32_t hali_code_same_layout_op(uint32_t op) {
+  switch (op) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_##base;
+    HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return op;
+  }
+}
+
+/* Is |op| an add fused with a compare-and-branch (HALI_OP_ADD_BR_*)? */
+static inline bool hali_code_is_add_br(uint32_t op) {
+  return op >= HALI_OP_ADD_BR_EQ_I32 && op <= HALI_OP_ADD_BR_GE_U_I64;
+}
 
 /* Number of cells for |n| packed 16-bit slots. */
 #define HALI_CELLS_FOR_SLOTS(n) (((n) + 3u) / 4u)
@@ -127,6 +176,9 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   default:
     break;
   }
+  op = hali_code_same_layout_op(op);
+  if (hali_code_is_add_br(op)) /* the add, the compare's slots, targets */
+    return 4;
   if (op >= HALI_OP_COUNT) /* fused: the compare's cell and two targets */
     return 3;
   const hali_op_info_t *info = hali_op_info(op);

@@ -26,6 +26,105 @@ static bool fuses(const hali_ir_block_t *blk, uint32_t i) {
          br->operands[0].v == cmp->operands[0].v;
 }
 
+/* What the encoder proves about each register of |f| (f->reg_count
+ * entries each):
+ *   dead[r]: every read of r is a cond_br fused with the compare before
+ *     it, so its value is never observed (the verifier's definite
+ *     assignment means no read precedes a write) and the fused op need not
+ *     store it;
+ *   divisor[r]: r is written exactly once, by a const that is neither 0
+ *     nor -1, so every read of it (after that write, by definite
+ *     assignment) sees that constant and a division by it cannot fail.
+ * Parameters are excluded from both (the host writes them); any register
+ * operand that is not a write counts as a read. */
+static hali_status_t analyze_regs(const hali_ir_func_t *f, bool *dead,
+                                  bool *divisor) {
+  uint32_t *count = hali_calloc(f->reg_count ? 3u * f->reg_count : 1,
+                                sizeof(uint32_t));
+  if (!count) return hali_status_oom();
+  uint32_t *reads = count, *fused = count + f->reg_count,
+           *writes = count + 2u * f->reg_count;
+  for (uint32_t r = 0; r < f->reg_count; ++r) divisor[r] = false;
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      const hali_ir_insn_t *insn = &blk->insns[i];
+      for (uint32_t k = 0; k < insn->operand_count; ++k) {
+        const hali_ir_operand_t *o = &insn->operands[k];
+        if (o->kind != HALI_IR_REG || o->v >= f->reg_count) continue;
+        if (hali_ir_operand_is_write(insn, k)) writes[o->v]++;
+        else reads[o->v]++;
+      }
+      if (fuses(blk, i)) fused[insn->operands[0].v]++;
+      if ((insn->op == HALI_OP_CONST_I32 || insn->op == HALI_OP_CONST_I64) &&
+          insn->operand_count == 2 && insn->operands[0].kind == HALI_IR_REG &&
+          insn->operands[0].v < f->reg_count) {
+        /* const.i32 immediates are stored sign-extended (vm/ir.h). */
+        const int64_t v = insn->operands[1].imm;
+        divisor[insn->operands[0].v] = v != 0 && v != -1;
+      }
+    }
+  }
+  for (uint32_t r = 0; r < f->reg_count; ++r) {
+    dead[r] = r >= f->param_count && reads[r] == fused[r];
+    divisor[r] = divisor[r] && r >= f->param_count && writes[r] == 1;
+  }
+  hali_free(count);
+  return HALI_OK;
+}
+
+/* The check-free form of a division or remainder (code.h), or -1. */
+static int divk_op_for(uint16_t op) {
+  switch (op) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##base:                                                         \
+    return HALI_OP_##name;
+    HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return -1;
+  }
+}
+
+static int fused_nostore_op(int fused) {
+  switch (fused) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_##name##_NS;
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return fused;
+  }
+}
+
+/* Does instruction |i| of |blk| (an add) fuse with the compare-and-branch
+ * after it?  The compare's result must be one only its branch reads
+ * (|dead|), and the add of the compare's width. */
+static bool adds_then_branches(const hali_ir_block_t *blk, uint32_t i,
+                               const bool *dead) {
+  if (i + 2 >= blk->insn_count || !fuses(blk, i + 1)) return false;
+  const hali_ir_insn_t *add = &blk->insns[i], *cmp = &blk->insns[i + 1];
+  if (add->op != HALI_OP_ADD_I32 && add->op != HALI_OP_ADD_I64) return false;
+  if (!dead[cmp->operands[0].v]) return false;
+  const hali_type_t want =
+      add->op == HALI_OP_ADD_I32 ? HALI_TYPE_I32 : HALI_TYPE_I64;
+  return hali_op_info(cmp->op)->operands[1].type == want;
+}
+
+/* The add-compare-branch op for the fused compare-and-branch |fused|. */
+static int add_fused_op(int fused) {
+  switch (fused) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_ADD_##name;
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return -1;
+  }
+}
+
 static uint32_t insn_cells(const hali_ir_insn_t *insn) {
   return hali_code_cells(insn->op, insn->operand_count -
                                        hali_op_info(insn->op)->operand_count);
@@ -54,16 +153,33 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
   out->scalar_results_only = true;
   for (uint32_t i = 0; i < f->result_count; ++i)
     if (hali_type_is_ref(f->results[i])) out->scalar_results_only = false;
+  out->plain_return = out->scalar_results_only && nr == 0;
+
+  /* dead[0, reg_count), then divisor[0, reg_count) (analyze_regs). */
+  bool *dead = hali_malloc(f->reg_count ? 2u * f->reg_count : 1);
+  if (!dead) goto oom;
+  const bool *divisor = dead + f->reg_count;
+  hali_status_t ds = analyze_regs(f, dead, dead + f->reg_count);
+  if (ds) {
+    hali_free(dead);
+    return hali_status_annotate(ds, "encoding @%s", f->name);
+  }
 
   /* Pass 1: where each block and instruction starts. */
   uint32_t *block_at = hali_malloc(f->block_count * sizeof(uint32_t));
   uint32_t total = 0, ninsns = 0;
-  if (!block_at) goto oom;
+  if (!block_at) {
+    hali_free(dead);
+    goto oom;
+  }
   for (uint32_t b = 0; b < f->block_count; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     block_at[b] = total;
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      if (fuses(blk, i)) {
+      if (adds_then_branches(blk, i, dead)) {
+        total += hali_code_cells(HALI_OP_ADD_BR_EQ_I32, 0);
+        i += 2;
+      } else if (fuses(blk, i)) {
         total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
         ++i;
       } else {
@@ -77,6 +193,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
   out->insn_ir = hali_malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
   if (!out->code || !out->insn_offset || !out->insn_ir) {
     hali_free(block_at);
+    hali_free(dead);
     goto oom;
   }
   out->code_size = total;
@@ -94,9 +211,25 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       out->insn_offset[n] = at;
       out->insn_ir[n++] = insn;
       const hali_ir_operand_t *o = insn->operands;
+      if (adds_then_branches(blk, i, dead)) {
+        const hali_ir_insn_t *cmp = &blk->insns[i + 1], *br = &blk->insns[i + 2];
+        c[0].i.op = (uint16_t)add_fused_op(fused_op_for(cmp->op));
+        c[0].i.a = out->slot[o[0].v];
+        c[0].i.b = out->slot[o[1].v];
+        c[0].i.c = out->slot[o[2].v];
+        c[1].r[0] = out->slot[cmp->operands[1].v];
+        c[1].r[1] = out->slot[cmp->operands[2].v];
+        c[1].r[2] = out->slot[cmp->operands[0].v];
+        c[2].target = &code[block_at[br->operands[1].v]];
+        c[3].target = &code[block_at[br->operands[2].v]];
+        at += hali_code_cells(c[0].i.op, 0);
+        i += 2;
+        continue;
+      }
       if (fuses(blk, i)) {
         const hali_ir_insn_t *br = &blk->insns[i + 1];
-        c[0].i.op = (uint16_t)fused_op_for(insn->op);
+        const int fop = fused_op_for(insn->op);
+        c[0].i.op = (uint16_t)(dead[o[0].v] ? fused_nostore_op(fop) : fop);
         c[0].i.a = out->slot[o[0].v];
         c[0].i.b = out->slot[o[1].v];
         c[0].i.c = out->slot[o[2].v];
@@ -128,6 +261,9 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         c[1].ptr = &vm->funcs[o[0].v];
         if (insn->op == HALI_OP_CALL && (cf->flags & HALI_FUNC_IMPORT))
           c[0].i.op = HALI_OP_CALL_IMPORT;
+        /* call: cell0's a = the instruction's length in cells, so that a
+         * return finds the next instruction with one add. */
+        if (c[0].i.op == HALI_OP_CALL) c[0].i.a = (uint16_t)insn_cells(insn);
         uint32_t k = 0;
         for (uint32_t a = 1; a < insn->operand_count; ++a)
           put_slots(&c[2], &k, out->slot[o[a].v]);
@@ -141,6 +277,11 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         break;
       }
       default: {
+        /* A division by a proven constant divisor (operand 2). */
+        const int divk = divk_op_for(insn->op);
+        if (divk >= 0 && insn->operand_count == 3 &&
+            o[2].kind == HALI_IR_REG && divisor[o[2].v])
+          c[0].i.op = (uint16_t)divk;
         uint32_t regs = 0;
         uint32_t extra = 1 + (info->reg_count > 3
                                   ? HALI_CELLS_FOR_SLOTS(info->reg_count - 3u)
@@ -183,6 +324,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     }
   }
   hali_free(block_at);
+  hali_free(dead);
   return HALI_OK;
 oom:
   return hali_status_annotate(hali_status_oom(), "encoding @%s", f->name);

@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "hal/buffer.h"
+#include "hal/buffer_impl.h"
 #include "vm/fiber.h"
 #include "vm/hal_ops.h"
 #include "vm/trace.h"
@@ -185,7 +186,7 @@ static void debug_call(const hali_vm_func_t *fn, const hali_cell_t *pc) {
 
 static bool debug_is_fused(unsigned op) {
   switch (op) {
-#define HALI_X(name, base) case HALI_OP_##name:
+#define HALI_X(name, base) case HALI_OP_##name: case HALI_OP_##name##_NS:
     HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
     return true;
@@ -209,6 +210,7 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
      * cells the encoder gave its instruction. */
     const unsigned op = prev->pc->i.op;
     const bool moves = op == HALI_OP_CALL || debug_is_fused(op) ||
+                       hali_code_is_add_br(op) ||
                        (op < HALI_OP_COUNT &&
                         (hali_op_info(op)->flags & HALI_OPF_TERM));
     const uint32_t was = debug_insn_at(fn, prev->pc);
@@ -219,7 +221,17 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
   prev->fn = fn;
   prev->pc = pc;
 
-  const unsigned op = pc->i.op;
+  /* A DIVK op is checked as the op it stands for (the same layout). */
+  const unsigned op = hali_code_same_layout_op(pc->i.op);
+  if (hali_code_is_add_br(op)) { /* {op, d, x, y}, {p, q, c}, ^t, ^f */
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.a);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.c);
+    for (int k = 0; k < 3; ++k) debug_slot(fn, pc, HALI_TYPE_I64, pc[1].r[k]);
+    debug_target(fn, pc, pc[2].target);
+    debug_target(fn, pc, pc[3].target);
+    return;
+  }
   if (debug_is_fused(op)) { /* {op, c, a, b}, ^t, ^f: all scalars */
     debug_slot(fn, pc, HALI_TYPE_I32, pc->i.a);
     debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);
@@ -285,6 +297,69 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
 #endif
 
 /* ------------------------------------------------------------------------ */
+
+/* The scalar load or store at |pc| whose inline checks (hal/buffer_impl.h)
+ * did not pass: through hali_hal_buffer_scalar_ptr, which makes the same
+ * checks and names the one that failed, or succeeds for a buffer under
+ * validation (its accesses are reported there, hal/validate.h); then the
+ * access itself.  Out of line: only errors and validated buffers come
+ * here. */
+static hali_status_t __attribute__((noinline, cold))
+hali_vm_scalar_access_slow(const hali_cell_t *pc, hali_slot_t *regs,
+                           hali_ref_t *const *refs) {
+  uint32_t size = 0;
+  bool store = false;
+  switch (pc->i.op) {
+  case HALI_OP_HAL_BUFFER_LOAD_I8_S: case HALI_OP_HAL_BUFFER_LOAD_I8_U:
+    size = 1; break;
+  case HALI_OP_HAL_BUFFER_LOAD_I16_S: case HALI_OP_HAL_BUFFER_LOAD_I16_U:
+    size = 2; break;
+  case HALI_OP_HAL_BUFFER_LOAD_I32: case HALI_OP_HAL_BUFFER_LOAD_F32:
+    size = 4; break;
+  case HALI_OP_HAL_BUFFER_LOAD_I64: case HALI_OP_HAL_BUFFER_LOAD_F64:
+    size = 8; break;
+  case HALI_OP_HAL_BUFFER_STORE_I8: size = 1, store = true; break;
+  case HALI_OP_HAL_BUFFER_STORE_I16: size = 2, store = true; break;
+  case HALI_OP_HAL_BUFFER_STORE_I32: case HALI_OP_HAL_BUFFER_STORE_F32:
+    size = 4, store = true; break;
+  case HALI_OP_HAL_BUFFER_STORE_I64: case HALI_OP_HAL_BUFFER_STORE_F64:
+    size = 8, store = true; break;
+  default:
+    return hali_status_make(HALI_STATUS_INTERNAL,
+                            "%s is not a scalar buffer access",
+                            hali_op_info(pc->i.op)->name);
+  }
+  /* load: {op, result, buffer, offset}; store: {op, buffer, offset, value} */
+  hali_hal_buffer_t *b = (hali_hal_buffer_t *)refs[store ? pc->i.a : pc->i.b];
+  int64_t offset = regs[store ? pc->i.b : pc->i.c].i64;
+  uint8_t *p = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_buffer_scalar_ptr(b, offset, size, store, &p));
+  if (store) {
+    const hali_slot_t v = regs[pc->i.c];
+    switch (pc->i.op) {
+    case HALI_OP_HAL_BUFFER_STORE_I8: { uint8_t x = (uint8_t)v.u32; memcpy(p, &x, 1); break; }
+    case HALI_OP_HAL_BUFFER_STORE_I16: { uint16_t x = (uint16_t)v.u32; memcpy(p, &x, 2); break; }
+    case HALI_OP_HAL_BUFFER_STORE_I32: memcpy(p, &v.u32, 4); break;
+    case HALI_OP_HAL_BUFFER_STORE_F32: memcpy(p, &v.f32, 4); break;
+    case HALI_OP_HAL_BUFFER_STORE_I64: memcpy(p, &v.u64, 8); break;
+    default: memcpy(p, &v.f64, 8); break; /* F64 */
+    }
+    return HALI_OK;
+  }
+  hali_slot_t *r = &regs[pc->i.a];
+  switch (pc->i.op) {
+  case HALI_OP_HAL_BUFFER_LOAD_I8_S: { int8_t x; memcpy(&x, p, 1); r->i32 = x; break; }
+  case HALI_OP_HAL_BUFFER_LOAD_I8_U: { uint8_t x; memcpy(&x, p, 1); r->i32 = x; break; }
+  case HALI_OP_HAL_BUFFER_LOAD_I16_S: { int16_t x; memcpy(&x, p, 2); r->i32 = x; break; }
+  case HALI_OP_HAL_BUFFER_LOAD_I16_U: { uint16_t x; memcpy(&x, p, 2); r->i32 = x; break; }
+  case HALI_OP_HAL_BUFFER_LOAD_I32: { int32_t x; memcpy(&x, p, 4); r->i32 = x; break; }
+  case HALI_OP_HAL_BUFFER_LOAD_F32: { float x; memcpy(&x, p, 4); r->f32 = x; break; }
+  case HALI_OP_HAL_BUFFER_LOAD_I64: { int64_t x; memcpy(&x, p, 8); r->i64 = x; break; }
+  default: { double x; memcpy(&x, p, 8); r->f64 = x; break; } /* F64 */
+  }
+  return HALI_OK;
+}
 
 /* The two copies of the loop (see vm/interp_loop.h). */
 #define HALI_INTERP_NAME hali_vm_interpret_plain

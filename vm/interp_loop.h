@@ -14,10 +14,17 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #include "vm/ops.def"
 #undef OP_TENSOR
 #undef OP
-#define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
+#define HALI_X(name, base)                                                     \
+  [HALI_OP_##name] = &&L_##name, [HALI_OP_##name##_NS] = &&L_##name##_NS,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
       [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
+#define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
+      HALI_DIVK_OPS(HALI_X)
+#undef HALI_X
+#define HALI_X(name, base) [HALI_OP_ADD_##name] = &&L_ADD_##name,
+      HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
   };
 #if HALI_INTERP_INSTRUMENTED
   /* Every op goes through L_instrumented first (fuel, tracing). */
@@ -107,7 +114,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     pc = (target);                                                             \
   } while (0)
 /* A compare fused with the cond_br that consumes it. */
-#define FUSED_BR(name, F, EXPR)                                                \
+#define FUSED_BR_STORE(name, F, EXPR)                                          \
   vmcase(name) {                                                               \
     const hali_slot_t x = regs[B], y = regs[C];                                \
     const int32_t t = (EXPR);                                                  \
@@ -115,6 +122,43 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     JUMP(t ? pc[1].target : pc[2].target);                                     \
     vmbreak;                                                                   \
   }
+/* The same when nothing but the branch reads the compare's result
+ * (vm/encode.c proves it): no store.  The instrumented copy stores
+ * anyway, so that a trace shows the result. */
+#if HALI_INTERP_INSTRUMENTED
+#define FUSED_BR_NOSTORE(name, F, EXPR) FUSED_BR_STORE(name, F, EXPR)
+#else
+#define FUSED_BR_NOSTORE(name, F, EXPR)                                        \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B], y = regs[C];                                \
+    JUMP((EXPR) ? pc[1].target : pc[2].target);                                \
+    vmbreak;                                                                   \
+  }
+#endif
+/* An add and the fused compare-and-branch after it (vm/code.h): |AF| the
+ * add's field.  The compare reads the registers after the add wrote. */
+#if HALI_INTERP_INSTRUMENTED
+#define ADD_BR_STORE_RESULT(t) (regs[pc[1].r[2]].i32 = (t))
+#else
+#define ADD_BR_STORE_RESULT(t) ((void)0)
+#endif
+/* The interrupt is polled before the add: a yield resumes by running the
+ * instruction again, which must not add twice. */
+#define ADD_FUSED_BR(name, AF, EXPR)                                           \
+  vmcase(ADD_##name) {                                                         \
+    if (HALI_UNLIKELY(                                                         \
+            atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
+      goto interrupted;                                                        \
+    regs[A].AF = regs[B].AF + regs[C].AF;                                      \
+    const hali_slot_t x = regs[pc[1].r[0]], y = regs[pc[1].r[1]];              \
+    const int32_t t = (EXPR);                                                  \
+    ADD_BR_STORE_RESULT(t);                                                    \
+    pc = t ? pc[2].target : pc[3].target;                                      \
+    vmbreak;                                                                   \
+  }
+#define FUSED_BR(name, F, EXPR, AF)                                            \
+  FUSED_BR_STORE(name, F, EXPR) FUSED_BR_NOSTORE(name##_NS, F, EXPR)           \
+  ADD_FUSED_BR(name, AF, EXPR)
 
 #define INT_OPS(T, S, U, BITS, MIN)                                            \
   BIN(ADD_##T, U, x.U + y.U)                                                   \
@@ -148,16 +192,16 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   BIN(LE_U_##T, i32, x.U <= y.U)                                               \
   BIN(GT_U_##T, i32, x.U > y.U)                                                \
   BIN(GE_U_##T, i32, x.U >= y.U)                                               \
-  FUSED_BR(BR_EQ_##T, U, x.U == y.U)                                           \
-  FUSED_BR(BR_NE_##T, U, x.U != y.U)                                           \
-  FUSED_BR(BR_LT_S_##T, S, x.S < y.S)                                          \
-  FUSED_BR(BR_LE_S_##T, S, x.S <= y.S)                                         \
-  FUSED_BR(BR_GT_S_##T, S, x.S > y.S)                                          \
-  FUSED_BR(BR_GE_S_##T, S, x.S >= y.S)                                         \
-  FUSED_BR(BR_LT_U_##T, U, x.U < y.U)                                          \
-  FUSED_BR(BR_LE_U_##T, U, x.U <= y.U)                                         \
-  FUSED_BR(BR_GT_U_##T, U, x.U > y.U)                                          \
-  FUSED_BR(BR_GE_U_##T, U, x.U >= y.U)                                         \
+  FUSED_BR(BR_EQ_##T, U, x.U == y.U, U)                                        \
+  FUSED_BR(BR_NE_##T, U, x.U != y.U, U)                                        \
+  FUSED_BR(BR_LT_S_##T, S, x.S < y.S, U)                                       \
+  FUSED_BR(BR_LE_S_##T, S, x.S <= y.S, U)                                      \
+  FUSED_BR(BR_GT_S_##T, S, x.S > y.S, U)                                       \
+  FUSED_BR(BR_GE_S_##T, S, x.S >= y.S, U)                                      \
+  FUSED_BR(BR_LT_U_##T, U, x.U < y.U, U)                                       \
+  FUSED_BR(BR_LE_U_##T, U, x.U <= y.U, U)                                      \
+  FUSED_BR(BR_GT_U_##T, U, x.U > y.U, U)                                       \
+  FUSED_BR(BR_GE_U_##T, U, x.U >= y.U, U)                                      \
   vmcase(SELECT_##T) {                                                         \
     regs[A] = regs[B].i32 ? regs[C] : regs[D];                                 \
     pc += HALI_CODE_CELLS_FIXED(4, 0);                                         \
@@ -259,6 +303,15 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 
     INT_OPS(I32, i32, u32, 32, INT32_MIN)
     INT_OPS(I64, i64, u64, 64, INT64_MIN)
+    /* By a constant the encoder proved is neither 0 nor -1. */
+    BIN(DIV_S_I32_K, i32, x.i32 / y.i32)
+    BIN(DIV_U_I32_K, u32, x.u32 / y.u32)
+    BIN(REM_S_I32_K, i32, x.i32 % y.i32)
+    BIN(REM_U_I32_K, u32, x.u32 % y.u32)
+    BIN(DIV_S_I64_K, i64, x.i64 / y.i64)
+    BIN(DIV_U_I64_K, u64, x.u64 / y.u64)
+    BIN(REM_S_I64_K, i64, x.i64 % y.i64)
+    BIN(REM_U_I64_K, u64, x.u64 % y.u64)
     FLOAT_OPS(F32, f32, f, fmin32, fmax32)
     FLOAT_OPS(F64, f64, , fmin64, fmax64)
 
@@ -338,32 +391,36 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       const hali_vm_func_t *callee = pc[1].ptr;
       const uint16_t *list = hali_cell_slots(&pc[2]);
       const uint32_t nargs = B;
-      const uint32_t sbase = frame->scalar_base + fn->scalar_count;
-      const uint32_t rbase = frame->ref_base + fn->ref_count;
-      if (HALI_UNLIKELY(sbase + callee->scalar_count > st->scalar_capacity ||
-                        rbase + callee->ref_count > st->ref_capacity)) {
-        status = hali_vm_stack_reserve(st, sbase + callee->scalar_count,
-                                       rbase + callee->ref_count);
+      /* The callee's banks start at this frame's tops (kept in the frame:
+       * no look at |fn|). */
+      const uint32_t sbase = frame->scalar_top, rbase = frame->ref_top;
+      const uint32_t stop = sbase + callee->scalar_count;
+      const uint32_t rtop = rbase + callee->ref_count;
+      /* frame_limit = min(frame capacity, max depth, link depth).  Below it
+       * the callee's frame already carries this module's link table
+       * (hali_vm_stack_push_frame writes it the first time a depth is
+       * reached with a link), so a warm call does not store it. */
+      if (HALI_UNLIKELY(stop > st->scalar_capacity ||
+                        rtop > st->ref_capacity ||
+                        st->depth >= st->frame_limit)) {
+        status = hali_vm_stack_reserve(st, stop, rtop);
         if (status) goto fail;
+        if (st->depth >= st->frame_limit) {
+          status = hali_vm_stack_push_frame(st);
+          if (status) goto fail;
+          st->depth--;
+          frame = &st->frames[st->depth - 1]; /* frames may have moved */
+        }
         /* The banks may have moved: reload the window pointers. */
         regs = st->scalars + frame->scalar_base;
         refs = st->refs + frame->ref_base;
-      }
-      /* frame_limit = min(frame capacity, max depth, link depth): one test.
-       * Below it the callee's frame already carries this module's link
-       * table (hali_vm_stack_push_frame writes it the first time a depth
-       * is reached with a link), so a warm call does not store it. */
-      if (HALI_UNLIKELY(st->depth >= st->frame_limit)) {
-        status = hali_vm_stack_push_frame(st);
-        if (status) goto fail;
-        st->depth--;
-        frame = &st->frames[st->depth - 1]; /* frames may have moved */
       }
       frame->pc = pc;
       hali_slot_t *nregs = st->scalars + sbase;
       hali_ref_t **nrefs = st->refs + rbase;
       if (HALI_LIKELY(callee->scalar_params_only)) {
-        for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];
+        if (nargs == 1) nregs[0] = regs[list[0]];
+        else for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];
       } else {
         const hali_type_t *types = callee->ir->reg_types;
         for (uint32_t i = 0; i < nargs; ++i) {
@@ -381,6 +438,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       frame->fn = callee;
       frame->scalar_base = sbase;
       frame->ref_base = rbase;
+      frame->scalar_top = stop;
+      frame->ref_top = rtop;
 #if HALI_INTERP_INSTRUMENTED
       frame->trace_pending = NULL; /* only the tracing copy reads it */
 #endif
@@ -450,6 +509,18 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;
       hali_slot_t *cregs = st->scalars + caller->scalar_base;
       hali_ref_t **crefs = st->refs + caller->ref_base;
+      if (HALI_LIKELY(fn->plain_return)) {
+        /* Scalars only, nothing to release. */
+        if (n == 1) cregs[out[0]] = regs[list[0]];
+        else for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
+        st->depth--;
+        frame = caller;
+        fn = caller->fn;
+        regs = cregs;
+        refs = crefs;
+        pc = call + call->i.a; /* the call's length (vm/encode.c) */
+        vmbreak;
+      }
       if (HALI_LIKELY(fn->scalar_results_only)) {
         for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
       } else {
@@ -475,8 +546,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       regs = cregs;
       refs = crefs;
       /* Frames are pushed only by call: |call| is one. */
-      pc = call + hali_code_cells(HALI_OP_CALL,
-                                  (uint32_t)call->i.b + call->i.c);
+      pc = call + call->i.a;
       vmbreak;
     }
 
@@ -589,13 +659,23 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
-    /* Scalar buffer access (bounds and permissions checked by the HAL). */
+    /* Scalar buffer access: bounds, permissions and commitment checked
+     * inline against the buffer's fields (hal/buffer_impl.h). */
+    /* Inline checks not passed: the HAL's checks say why, or (a buffer
+     * under validation) the HAL reports the access and it is made there. */
+#define SCALAR_SLOW()                                                          \
+  {                                                                            \
+    status = hali_vm_scalar_access_slow(pc, regs, refs);                       \
+    if (HALI_UNLIKELY(status)) goto scalar_access_failed;                      \
+    pc += HALI_CODE_CELLS_FIXED(3, 0);                                         \
+    vmbreak;                                                                   \
+  }
 #define LOAD(name, T, F)                                                       \
   vmcase(name) {                                                               \
-    uint8_t *p;                                                                \
-    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[B],          \
-                                        regs[C].i64, sizeof(T), false, &p);    \
-    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    const uint8_t *p = hali_hal_buffer_scalar_fast(                            \
+        (const hali_hal_buffer_t *)refs[B], regs[C].i64, sizeof(T),            \
+        HALI_HAL_SCALAR_LOAD);                                                 \
+    if (HALI_UNLIKELY(!p)) SCALAR_SLOW();                                      \
     T v;                                                                       \
     memcpy(&v, p, sizeof(T));                                                  \
     regs[A].F = v;                                                             \
@@ -604,10 +684,10 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
   }
 #define STORE(name, T, F)                                                      \
   vmcase(name) {                                                               \
-    uint8_t *p;                                                                \
-    status = hali_hal_buffer_scalar_ptr((hali_hal_buffer_t *)refs[A],          \
-                                        regs[B].i64, sizeof(T), true, &p);     \
-    if (HALI_UNLIKELY(status)) goto fail;                                      \
+    uint8_t *p = hali_hal_buffer_scalar_fast(                                  \
+        (const hali_hal_buffer_t *)refs[A], regs[B].i64, sizeof(T),            \
+        HALI_HAL_SCALAR_STORE);                                                \
+    if (HALI_UNLIKELY(!p)) SCALAR_SLOW();                                      \
     const T v = (T)regs[C].F;                                                  \
     memcpy(p, &v, sizeof(T));                                                  \
     pc += HALI_CODE_CELLS_FIXED(3, 0);                                         \
@@ -629,6 +709,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     STORE(HAL_BUFFER_STORE_F64, double, f64)
 #undef LOAD
 #undef STORE
+#undef SCALAR_SLOW
 
     /* The HAL family: one out-of-line handler.  It advances pc itself (the
      * length of these instructions varies) and leaves pc at the instruction
@@ -698,6 +779,10 @@ interrupted:
   }
   goto fail;
 
+scalar_access_failed:
+  /* An inline load or store's checks did not pass and the HAL's did not
+   * either: the status says which failed. */
+  goto fail;
 div_by_zero:
   status = hali_status_make(HALI_STATUS_OUT_OF_RANGE,
                             "%s: integer division by zero",
@@ -724,6 +809,10 @@ fail:
 #undef UN
 #undef DIVOP
 #undef FUSED_BR
+#undef FUSED_BR_STORE
+#undef FUSED_BR_NOSTORE
+#undef ADD_FUSED_BR
+#undef ADD_BR_STORE_RESULT
 #undef JUMP
 #undef INT_OPS
 #undef FLOAT_OPS

@@ -327,6 +327,14 @@ static bool traced(const hali_trace_t *t, const hali_vm_func_t *fn) {
 
 hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   if (st->fuel_enabled) {
+    /* An add fused with a compare-and-branch costs what the add and the
+     * fused compare-and-branch cost apart (2), so that budgets do not
+     * depend on what the encoder fused: one unit here, one below (with a
+     * single unit left it runs on that one). */
+    if (hali_code_is_add_br(pc->i.op) && st->fuel > 1) {
+      st->fuel--;
+      st->fuel_used++;
+    }
     /* A kernel draws its fuel from its invocation's pool a chunk at a
      * time (several workgroups draw at once). */
     if (st->fuel == 0 && st->fuel_pool)
@@ -371,6 +379,11 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
     const hali_ir_insn_t *prev = hali_vm_func_insn(fr->fn, fr->trace_pending);
     hali_strbuf_t out = {0};
     if (prev) format_operands(t, st, fr, prev, true, &out);
+    /* An add fused with a compare-and-branch: the compare's result too. */
+    if (prev && hali_code_is_add_br(fr->trace_pending->i.op)) {
+      if (out.len) hali_strbuf_append(&out, " ", 1);
+      format_operands(t, st, fr, &prev[1], true, &out);
+    }
     char *o = hali_strbuf_take(&out);
     if (o && o[0]) hali_trace_printf(t, "[vm] %s  -> %s", ind, o);
     hali_free(o);
@@ -391,14 +404,21 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   char *line = hali_strbuf_take(&sb);
   if (line) hali_trace_printf(t, "%s", line);
   hali_free(line);
-  if (pc->i.op >= HALI_OP_COUNT) {
-    /* A compare fused with its cond_br: the branch is the next IR
-     * instruction of the block. */
+  /* A compare fused with its cond_br: the branch is the next IR
+   * instruction of the block; an add fused with both: the next two (a DIVK
+   * op stands for one instruction). */
+  const uint32_t more =
+      hali_code_is_add_br(pc->i.op) ? 2
+      : pc->i.op >= HALI_OP_COUNT &&
+              hali_code_same_layout_op(pc->i.op) == pc->i.op
+          ? 1
+          : 0;
+  for (uint32_t k = 1; k <= more; ++k) {
     hali_strbuf_t br = {0};
-    hali_strbuf_printf(&br, "[vm] %s@%s@%u", ind, fr->fn->ir->name, ipc + 1);
-    if (insn[1].line) hali_strbuf_printf(&br, " (line %u)", insn[1].line);
+    hali_strbuf_printf(&br, "[vm] %s@%s@%u", ind, fr->fn->ir->name, ipc + k);
+    if (insn[k].line) hali_strbuf_printf(&br, " (line %u)", insn[k].line);
     hali_strbuf_append(&br, " ", 1);
-    hali_ir_print_insn(&br, m->ir, fr->fn->ir, &insn[1]);
+    hali_ir_print_insn(&br, m->ir, fr->fn->ir, &insn[k]);
     char *b = hali_strbuf_take(&br);
     if (b) hali_trace_printf(t, "%s", b);
     hali_free(b);

@@ -309,6 +309,8 @@ hali_status_t hali_vm_begin(hali_vm_stack_t *st, const hali_vm_link_t *link,
   fr->pc = fn->code;
   fr->scalar_base = 0;
   fr->ref_base = 0;
+  fr->scalar_top = fn->scalar_count;
+  fr->ref_top = fn->ref_count;
   fr->trace_pending = NULL;
   st->suspended = false;
   st->await_timed_out = false;

@@ -28,6 +28,9 @@ typedef struct hali_vm_func_s {
   uint16_t ref_count;       /* slots in the ref bank */
   bool scalar_params_only;  /* every parameter is a scalar */
   bool scalar_results_only; /* every result is a scalar */
+  /* scalar_results_only and no ref slots: a return copies scalars and
+   * releases nothing (one test in the interpreter's return). */
+  bool plain_return;
   /* attributes ["blocking"]: awaits in this function block the thread
    * even on a fiber (for code that must not be interleaved). */
   bool may_block;
@@ -191,6 +194,10 @@ typedef struct hali_vm_frame_s {
   const hali_cell_t *pc;   /* for callers: the call instruction */
   uint32_t scalar_base;    /* offsets of the frame's banks in the stack */
   uint32_t ref_base;
+  /* scalar_base + fn->scalar_count, ref_base + fn->ref_count: where a
+   * callee's banks start (the interpreter's call reads them, not |fn|). */
+  uint32_t scalar_top;
+  uint32_t ref_top;
   /* Tracing: the instruction whose results are still to be printed. */
   const hali_cell_t *trace_pending;
   /* The link table of |fn|'s module in the running context: set by

@@ -200,6 +200,80 @@ START_TEST(test_fill_patterns) {
 }
 END_TEST
 
+/* Fills of every pattern length, against a byte-at-a-time reference:
+ * patterns with equal and unequal bytes, start offsets of every phase
+ * against 16-byte alignment, lengths around the 32-byte chunk and around
+ * the size where fills switch to streaming stores (4 MiB), in aligned
+ * and unaligned memory. */
+START_TEST(test_fill_widened_matches_reference) {
+  hali_hal_device_t *device = cts_device(_i);
+  static const struct {
+    uint32_t pattern, length;
+  } patterns[] = {{0x5C, 1},       {0x0707, 2},     {0xBEEF, 2},
+                  {0x12345678, 4}, {0xABABABAB, 4}, {0x00FF00FF, 4},
+                  {0x01000000, 4}};
+  static const uint64_t lengths[] = {4, 28, 32, 36, 60, 64, 100, 4096,
+                                     (4u << 20) - 4, 4u << 20,
+                                     (4u << 20) + 68};
+  static const uint64_t small_starts[] = {0, 2, 4, 6, 8, 10, 12, 14, 16, 20};
+  static const uint64_t big_starts[] = {0, 6};
+  const char *label = cts_configs[_i].label;
+  for (size_t k = 0; k < sizeof patterns / sizeof patterns[0]; ++k)
+    for (size_t l = 0; l < sizeof lengths / sizeof lengths[0]; ++l) {
+      const bool big = lengths[l] > 4096;
+      /* Past 4 KiB only the unequal 2- and 4-byte patterns (the others
+       * are memsets), to keep the test fast. */
+      if (big && k != 2 && k != 3) continue;
+      const size_t nstarts = big ? 2 : sizeof small_starts / sizeof(uint64_t);
+      for (size_t t = 0; t < nstarts; ++t) {
+        const uint32_t plen = patterns[k].length;
+        const uint64_t start = big ? big_starts[t] : small_starts[t];
+        const uint64_t len = lengths[l] - lengths[l] % plen;
+        const uint64_t off = start - start % plen;
+        const size_t size = (size_t)(off + len + 40);
+        /* skew 0: the allocator's (aligned) memory; 1, 2: host memory
+         * wrapped at an odd and an even unaligned address, so that the
+         * fill reaches its aligned part at every phase of the pattern. */
+        const int skew = (int)((k + l + t) % 3);
+        uint8_t *host = NULL;
+        hali_hal_buffer_t *buffer = NULL;
+        if (skew == 0) {
+          buffer = cts_buffer(device, size);
+        } else {
+          host = malloc(size + 64);
+          ck_assert_ptr_nonnull(host);
+          HALI_CK_OK(hali_hal_buffer_wrap_host(
+              hali_test_host_params(), host + 32 + skew, size, NULL, NULL,
+              NULL, &buffer));
+        }
+        uint8_t *want = malloc(size), *got = malloc(size);
+        ck_assert_ptr_nonnull(want);
+        ck_assert_ptr_nonnull(got);
+        cts_set_bytes(buffer, 0xAA);
+        memset(want, 0xAA, size);
+        for (uint64_t i = 0; i < len; ++i)
+          want[off + i] = (uint8_t)(patterns[k].pattern >> (8 * (i % plen)));
+        hali_hal_command_buffer_t *cb = cts_command_buffer();
+        HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, off, len,
+                                                patterns[k].pattern, plen));
+        HALI_CK_OK(cts_run(device, cb));
+        HALI_CK_OK(hali_hal_buffer_read(buffer, 0, got, size));
+        for (size_t i = 0; i < size; ++i)
+          if (got[i] != want[i])
+            ck_abort_msg("%s: fill of %" PRIu64 " bytes at %" PRIu64
+                         " with 0x%x/%u: byte %zu is 0x%02x, expected 0x%02x",
+                         label, len, off, patterns[k].pattern, plen, i,
+                         got[i], want[i]);
+        free(want);
+        free(got);
+        hali_hal_buffer_release(buffer);
+        free(host);
+      }
+    }
+  hali_hal_device_release(device);
+}
+END_TEST
+
 START_TEST(test_fill_copy_subspans) {
   hali_hal_device_t *device = cts_device(_i);
   hali_hal_buffer_t *buffer = cts_buffer(device, 64);
@@ -1334,6 +1408,7 @@ static Suite *hal_cts_suite(void) {
   Suite *s = suite_create("hal-cts (local-sync, local-task/1,2,4)");
   TCase *tc = tcase_create("transfer");
   add_device_tests(tc, test_fill_patterns);
+  add_device_tests(tc, test_fill_widened_matches_reference);
   add_device_tests(tc, test_fill_copy_subspans);
   add_device_tests(tc, test_update_copies_at_record_time);
   add_device_tests(tc, test_submission_rules);

@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "tests/hal/hal_testutil.h"
+#include "hal/buffer_impl.h"
+#include "hal/command_list.h"
 
 /* ---- allocator ---- */
 
@@ -262,6 +264,77 @@ START_TEST(test_buffer_uncommitted) {
 }
 END_TEST
 
+/* The interpreter's inline scalar check (hal/buffer_impl.h) admits exactly
+ * what hali_hal_buffer_scalar_ptr admits, at the same address: every size,
+ * offsets around both ends and far out, over allocated, subspan,
+ * uncommitted, read-only, device-only and unmappable buffers. */
+START_TEST(test_buffer_scalar_fast_agrees) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  static uint8_t ro_bytes[24];
+  hali_hal_buffer_t *b[8] = {0};
+  b[0] = hali_test_allocate(allocator, 16);
+  HALI_CK_OK(hali_hal_buffer_subspan(b[0], 3, 9, &b[1]));
+  HALI_CK_OK(hali_hal_buffer_subspan(b[1], 2, HALI_HAL_WHOLE_BUFFER, &b[2]));
+  HALI_CK_OK(hali_hal_buffer_create_uncommitted(
+      allocator, hali_test_host_params(), 8, &b[3]));
+  HALI_CK_OK(hali_hal_buffer_wrap_host(hali_test_host_params(), ro_bytes, 24,
+                                       "test constants", NULL, NULL, &b[4]));
+  HALI_CK_OK(hali_hal_buffer_subspan(b[4], 8, 8, &b[5]));
+  hali_hal_buffer_params_t device_only = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL,
+      .usage = HALI_HAL_BUFFER_USAGE_ALL};
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(allocator, device_only, 8, &b[6]));
+  hali_hal_buffer_params_t no_mapping = {
+      .memory_types = HALI_HAL_MEMORY_TYPE_HOST_VISIBLE,
+      .usage = HALI_HAL_BUFFER_USAGE_TRANSFER};
+  HALI_CK_OK(
+      hali_hal_allocator_allocate_buffer(allocator, no_mapping, 8, &b[7]));
+  const int64_t offsets[] = {INT64_MIN, -9, -8, -1, 0, 1, 2, 5, 6, 7, 8,
+                             9, 12, 15, 16, 17, 23, 24, 25, INT64_MAX - 7,
+                             INT64_MAX};
+  const uint32_t sizes[] = {1, 2, 4, 8};
+  unsigned admitted = 0, refused = 0;
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; ++i)
+    for (size_t o = 0; o < sizeof offsets / sizeof offsets[0]; ++o)
+      for (size_t z = 0; z < 4; ++z)
+        for (int w = 0; w < 2; ++w) {
+          uint8_t *slow = NULL;
+          hali_status_t s = hali_hal_buffer_scalar_ptr(b[i], offsets[o],
+                                                       sizes[z], w, &slow);
+          uint8_t *fast = hali_hal_buffer_scalar_fast(
+              b[i], offsets[o], sizes[z],
+              w ? HALI_HAL_SCALAR_STORE : HALI_HAL_SCALAR_LOAD);
+          if (s) {
+            ck_assert_msg(!fast, "buffer %zu offset %" PRId64 " size %u %s: "
+                          "the inline check admits what the HAL refuses",
+                          i, offsets[o], sizes[z], w ? "store" : "load");
+            hali_status_free(s);
+            refused++;
+          } else {
+            ck_assert_msg(fast == slow, "buffer %zu offset %" PRId64
+                          " size %u %s: %p, the HAL says %p", i, offsets[o],
+                          sizes[z], w ? "store" : "load", (void *)fast,
+                          (void *)slow);
+            admitted++;
+          }
+        }
+  /* Both outcomes were exercised (the grid is not all one kind). */
+  ck_assert_uint_gt(admitted, 100);
+  ck_assert_uint_gt(refused, 100);
+  /* Committing the uncommitted buffer admits it from then on. */
+  ck_assert_ptr_null(hali_hal_buffer_scalar_fast(b[3], 0, 1,
+                                                 HALI_HAL_SCALAR_LOAD));
+  HALI_CK_OK(hali_hal_buffer_commit(b[3]));
+  ck_assert_ptr_nonnull(hali_hal_buffer_scalar_fast(b[3], 7, 1,
+                                                    HALI_HAL_SCALAR_STORE));
+  for (size_t i = 0; i < sizeof b / sizeof b[0]; ++i)
+    hali_hal_buffer_release(b[i]);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
 /* ---- buffer views ---- */
 
 START_TEST(test_element_types) {
@@ -448,6 +521,45 @@ static const hali_kernel_export_t test_exports[] = {
     {"first", noop_kernel, 2, 1, {4, 1, 1}, 0},
     {"second", noop_kernel, 0, 0, {1, 1, 1}, 128},
 };
+
+/* Finalize runs the dispatch checks a replay would (so replays skip
+ * them): a recording corrupted after the record-time checks is refused
+ * at finalize, naming the command. */
+START_TEST(test_finalize_checks_dispatches) {
+  hali_kernel_library_t library = {HALI_KERNEL_ABI_VERSION, "lib", 2,
+                                   test_exports};
+  hali_hal_executable_t *exe = NULL;
+  HALI_CK_OK(hali_hal_executable_create_from_library(&library, NULL, &exe));
+  for (int corrupt = 0; corrupt < 2; ++corrupt) {
+    hali_hal_command_buffer_t *cb = NULL;
+    HALI_CK_OK(hali_hal_command_buffer_create(
+        HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+        &cb));
+    HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+    HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 1, 2, 3, 4));
+    if (corrupt) {
+      /* The second record (after the barrier's header) is the dispatch;
+       * reach it through the list's own bytes (the test owns |cb|). */
+      const hali_hal_command_header_t *h = hali_hal_command_list_first(cb);
+      ck_assert_ptr_nonnull(h);
+      hali_hal_command_dispatch_t *d =
+          (hali_hal_command_dispatch_t *)(void *)(cb->data + h->size);
+      ck_assert_uint_eq(d->header.type, HALI_HAL_COMMAND_DISPATCH);
+      d->workgroup_count[0] = UINT32_MAX;
+      HALI_CK_STATUS(hali_hal_command_buffer_finalize(cb),
+                     HALI_STATUS_OUT_OF_RANGE, "finalize",
+                     "command 1 of 2", "exceeds the maximum");
+      ck_assert(!cb->dispatches_checked);
+      ck_assert(!hali_hal_command_buffer_is_finalized(cb));
+    } else {
+      HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+      ck_assert(cb->dispatches_checked);
+    }
+    hali_hal_command_buffer_release(cb);
+  }
+  hali_hal_executable_release(exe);
+}
+END_TEST
 
 START_TEST(test_executable_from_library) {
   hali_kernel_library_t library = {HALI_KERNEL_ABI_VERSION, "lib", 2,
@@ -1353,6 +1465,8 @@ static Suite *hal_objects_suite(void) {
   Suite *s = suite_create("hal-objects");
   TCase *tc = tcase_create("allocator");
   tcase_add_test(tc, test_allocator_statistics);
+  tcase_add_test(tc, test_buffer_scalar_fast_agrees);
+  tcase_add_test(tc, test_finalize_checks_dispatches);
   tcase_add_test(tc, test_allocator_limit);
   tcase_add_test(tc, test_allocator_size_boundaries);
   tcase_add_test(tc, test_allocator_bits);
