@@ -903,10 +903,15 @@ static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
     SET_SHAPE(w, r, &o[2], true);
   } else {
     r = o[0].v, s = o[1].v;
-    const hali_ir_xtype_t *x = &f->reg_xtypes[r];
+    /* The result's dims, copied: emitting registers (hali_pass_reg) may
+     * move f->reg_xtypes. */
+    const uint32_t xrank = f->reg_xtypes[r].rank;
+    int64_t xdims[HALI_HAL_MAX_RANK];
+    for (uint32_t d = 0; d < xrank && d < HALI_HAL_MAX_RANK; ++d)
+      xdims[d] = f->reg_xtypes[r].dims[d];
     hali_ir_operand_t dyn[HALI_HAL_MAX_RANK];
     uint32_t k = 0;
-    for (uint32_t d = 0; d < x->rank; ++d) {
+    for (uint32_t d = 0; d < xrank && d < HALI_HAL_MAX_RANK; ++d) {
       if (d == 0 && (op == HALI_OP_TENSOR_ALL_GATHER ||
                      op == HALI_OP_TENSOR_REDUCE_SCATTER)) {
         /* Dimension 0: the operand's times (gather) or over (scatter) the
@@ -944,10 +949,10 @@ static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
           hali_pass_emit(&w->pre, w->line, HALI_OP_DIV_S_I64, 3, hali_pr(d0),
                          hali_pr(sd), hali_pr(ranks));
         }
-        if (x->dims[0] < 0) {
+        if (xdims[0] < 0) {
           dyn[k++] = hali_pr(d0);
         } else {
-          uint32_t want = hali_s2h_c64(w, x->dims[0]);
+          uint32_t want = hali_s2h_c64(w, xdims[0]);
           uint32_t bad = hali_pass_reg(f, HALI_TYPE_I32, "mismatch");
           hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(bad),
                          hali_pr(d0), hali_pr(want));
@@ -955,9 +960,9 @@ static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
                            "%s of %s: the result's dimension 0 is %lld, which "
                            "is not what the rank count gives",
                            name, hali_s2h_rname(w, s),
-                           (long long)x->dims[0]);
+                           (long long)xdims[0]);
         }
-      } else if (x->dims[d] < 0) {
+      } else if (xdims[d] < 0) {
         dyn[k++] = hali_pr(w->t[s].dims[d]);
       }
     }
