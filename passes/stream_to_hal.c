@@ -994,10 +994,14 @@ static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
   uint32_t rb = r != UINT32_MAX ? hali_s2h_root(w, r) : hali_s2h_root(w, s);
   uint32_t sl = s != UINT32_MAX ? w->t[s].size : zero;
   uint32_t rl = r != UINT32_MAX ? w->t[r].size : zero;
+  /* One at a time: the order of a call's arguments is unspecified, and the
+   * constants' registers must be made in the same order by every compiler. */
+  uint32_t kind_reg = hali_s2h_c32(w, kind);
+  uint32_t red_reg = hali_s2h_c32(w, red);
   begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
   hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COLLECTIVE, 13,
-                 hali_pr(w->cmd), hali_pr(ch), hali_pr(hali_s2h_c32(w, kind)),
-                 hali_pr(hali_s2h_c32(w, red)), hali_pr(et), hali_pr(peer),
+                 hali_pr(w->cmd), hali_pr(ch), hali_pr(kind_reg),
+                 hali_pr(red_reg), hali_pr(et), hali_pr(peer),
                  hali_pr(count), hali_pr(sb), hali_pr(zero), hali_pr(sl),
                  hali_pr(rb), hali_pr(zero), hali_pr(rl));
   if (s != UINT32_MAX) touch(w, s, false);
