@@ -426,6 +426,13 @@ HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
  * "verify structure: @f, block ^b, instruction N (op), file:line: ...".
  * Everything it rejects hali_ir_verify rejects too. */
 HALI_MUST_USE hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m);
+/* The loader's fast path: true when |m| passes both hali_ir_verify_structure
+ * and hali_ir_verify and holds no tensor-level function (so the passes
+ * leave its functions as they are), checked in one walk, a block at a time
+ * while it is in cache.  False says nothing about why: the caller runs the
+ * two checks (and the passes between them) as usual, which then give the
+ * message.  Read-only, like both checks. */
+bool hali_ir_verify_fused(const hali_ir_module_t *m);
 
 /* Prints |m| as .hasm text that reassembles to the same module.  With
  * |with_locs|, each instruction carries its line as `loc(N)`. Returns a
