@@ -86,6 +86,14 @@ typedef struct {
   uint32_t strings_cap;     /* allocated entries of m->strings */
   hali_strmap_t regs;       /* the current function's register names */
   hali_strmap_t blocks;     /* the current function's block labels */
+  /* Room the assembler made (geometric growth, so that a function of N
+   * registers or blocks and a module of N functions cost O(log N)
+   * reallocations, not N): entries of m->funcs, and of the reg_types /
+   * reg_names and blocks arrays of function |cap_func| (UINT32_MAX: none;
+   * other code sizes its arrays exactly, so room is only known for the
+   * function the assembler is filling). */
+  uint32_t funcs_cap;
+  uint32_t cap_func, regs_cap, blocks_cap;
 } parser_t;
 
 typedef struct {

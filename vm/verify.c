@@ -110,9 +110,9 @@ static hali_status_t check_global(const vctx_t *v, const hali_op_info_t *info,
   return HALI_OK;
 }
 
-static hali_status_t verify_insn(const vctx_t *v) {
+/* |info| is hali_op_info(v->insn->op), the caller's. */
+static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
   const hali_ir_insn_t *insn = v->insn;
-  const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info) return hali_verr(v, "unknown opcode %u", insn->op);
   if (info->flags & HALI_OPF_TENSOR)
     return hali_verr(v,
@@ -300,9 +300,10 @@ hali_status_t hali_verify_globals(const vctx_t *vp, bool tensor_ok) {
 }
 
 /* The registers |insn| reads and writes: calls |fn| on each. */
-static void for_each_reg(const hali_ir_insn_t *insn, bool writes,
-                         void (*fn)(void *, uint32_t, uint32_t), void *u) {
-  const hali_op_info_t *info = hali_op_info(insn->op);
+static inline void for_each_reg(const hali_ir_insn_t *insn,
+                                const hali_op_info_t *info, bool writes,
+                                void (*fn)(void *, uint32_t, uint32_t),
+                                void *u) {
   if (hali_op_is_call(insn->op)) {
     uint32_t nargs = insn->aux;
     for (uint32_t i = 1; i < insn->operand_count; ++i)
@@ -482,6 +483,23 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   size_t words = (f->reg_count + 63) / 64;
   if (!words) return HALI_OK;
   uint32_t nb = f->block_count;
+  if (nb == 1) {
+    /* One block (most small functions): it starts with the parameters
+     * written and nothing else, so a read before a write must read one. */
+    for (uint32_t k = l->exposed_start[0]; k < l->exposed_start[1]; ++k) {
+      const da_read_t *x = &l->exposed[k];
+      if (x->reg < f->param_count) continue;
+      v->block = 0;
+      v->index = x->index;
+      v->insn = &f->blocks[0].insns[x->index];
+      char buf[64];
+      return hali_verr(v,
+                       "operand %u: register %s may be read before it is "
+                       "written",
+                       x->operand, hali_ir_reg_name(f, x->reg, buf, sizeof(buf)));
+    }
+    return HALI_OK;
+  }
   if ((uint64_t)nb * words * sizeof(uint64_t) > HALI_VERIFY_MAX_BITSET_BYTES)
     return hali_verr(v,
                      "%u blocks x %u registers is too large to verify (limit "
@@ -735,13 +753,14 @@ static hali_status_t verify_block(vctx_t *v, da_lists_t *l, uint32_t b) {
   for (uint32_t i = 0; i < blk->insn_count; ++i) {
     v->index = i;
     v->insn = &blk->insns[i];
-    HALI_RETURN_IF_ERROR_PLAIN(verify_insn(v));
+    const hali_op_info_t *info = hali_op_info(v->insn->op);
+    HALI_RETURN_IF_ERROR_PLAIN(verify_insn(v, info));
     /* Operands are proven registers in range: collect (reads first, as
      * an instruction reads its operands before it writes). */
     l->index = i;
-    for_each_reg(v->insn, false, da_collect_read, l);
-    for_each_reg(v->insn, true, da_collect_write, l);
-    bool term = (hali_op_info(v->insn->op)->flags & HALI_OPF_TERM) != 0;
+    for_each_reg(v->insn, info, false, da_collect_read, l);
+    for_each_reg(v->insn, info, true, da_collect_write, l);
+    bool term = (info->flags & HALI_OPF_TERM) != 0;
     bool last = i + 1 == blk->insn_count;
     if (term && !last)
       return hali_verr(v,
@@ -864,6 +883,7 @@ static bool verify_fused(vctx_t *sv, vctx_t *v) {
   da_lists_t *l = &v->scratch->lists;
   for (uint32_t i = 0; !s && i < m->func_count; ++i) {
     const hali_ir_func_t *f = &m->funcs[i];
+    hali_ir_prefetch_func(m, i + 1);
     v->f = sv->f = f;
     v->insn = sv->insn = NULL;
     s = verify_names(v);
@@ -871,6 +891,7 @@ static bool verify_fused(vctx_t *sv, vctx_t *v) {
     if (!da_lists_begin(l, f)) return false;
     /* A block at a time, while it is in cache. */
     for (uint32_t b = 0; !s && b < f->block_count; ++b) {
+      if (b + 1 < f->block_count) hali_ir_prefetch_block(&f->blocks[b + 1]);
       s = hali_verify_s_block(sv, b);
       if (!s) s = verify_block(v, l, b);
     }
