@@ -198,7 +198,10 @@ static bool parse_block_ref(body_t *b, hali_ir_operand_t *out) {
 
 /* The function the `@name` token |t| names, or -1. */
 static int32_t find_func(parser_t *p, const tok_t *t) {
-  uint32_t i = hali_strmap_find(&p->funcs, t->text + 1, t->len - 1);
+  uint32_t i = t->kind == T_SYM ? hali_strmap_find_hashed(&p->funcs, t->text + 1,
+                                                         t->len - 1, t->hash)
+                                : hali_strmap_find(&p->funcs, t->text + 1,
+                                                   t->len - 1);
   return i == HALI_STRMAP_NONE ? -1 : (int32_t)i;
 }
 
@@ -1122,7 +1125,8 @@ static bool parse_header(parser_t *p, func_header_t *h) {
   if (!hali_asm_expect_kind(p, T_SYM, "a function name (@name)", &name))
     return false;
   uint32_t fi = p->m->func_count;
-  uint32_t got = hali_strmap_insert(&p->funcs, name->text + 1, name->len - 1, fi);
+  uint32_t got = hali_strmap_insert_hashed(&p->funcs, name->text + 1,
+                                           name->len - 1, name->hash, fi);
   if (got != fi) {
     if (got == HALI_STRMAP_NONE)
       hali_asm_oom(p, name);

@@ -33,7 +33,8 @@ typedef struct {
   const char *text; /* into the source */
   uint32_t len;
   uint32_t line, col;
-  uint32_t hash; /* T_REG: hali_strmap_hash of the name (after '%') */
+  /* T_REG and T_SYM: hali_strmap_hash of the name (after '%' or '@') */
+  uint32_t hash;
 } tok_t;
 
 /* Tokens per chunk of the token window. */
