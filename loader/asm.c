@@ -19,6 +19,7 @@
 #include "loader/asm_int.h"
 #include "base/alloc.h"
 #include "base/hal_names.h"
+#include "base/checked.h"
 
 /* A register type in a function header or locals: a scalar, a !hal type,
  * or (tensor level) tensor<...>, whose shape goes to |x|. */
@@ -45,9 +46,82 @@ int32_t hali_asm_find_reg(parser_t *p, const tok_t *t) {
 
 /* Adds register `%name` (token |t|) of |type| to |f| and to p->regs;
  * UINT32_MAX (with an error) on OOM. */
+/* Function |f| (of p->m) is the one whose room p->regs_cap / blocks_cap
+ * count; its arrays are exactly as long as their counts when it becomes
+ * so. */
+static void cap_for(parser_t *p, const hali_ir_func_t *f) {
+  uint32_t fi = (uint32_t)(f - p->m->funcs);
+  if (p->cap_func == fi) return;
+  p->cap_func = fi;
+  p->regs_cap = f->reg_count;
+  p->blocks_cap = f->block_count;
+}
+
+/* Grows |*a| (of |size|-byte entries, room for |*cap|) to hold |need|. */
+static bool grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
+  if (need <= *cap) return true;
+  uint64_t n = *cap < 8 ? 8 : 2 * (uint64_t)*cap;
+  if (n < need) n = need;
+  if (n > UINT32_MAX) n = UINT32_MAX;
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(n, size, &bytes) || bytes > SIZE_MAX) return false;
+  void *q = hali_realloc(*a, (size_t)bytes);
+  if (!q) return false;
+  *a = q;
+  *cap = (uint32_t)n;
+  return true;
+}
+
+/* hali_ir_func_add_reg for a named register, in the room the assembler
+ * keeps (tensor-level functions, with shapes per register, take the
+ * general path). */
+static uint32_t func_add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
+                             const char *name, size_t len) {
+  if (f->reg_xtypes || (f->reg_count && !f->reg_names) ||
+      f->reg_count == UINT32_MAX) {
+    p->cap_func = UINT32_MAX; /* its arrays are exact again */
+    return hali_ir_func_add_reg(f, type, name, len);
+  }
+  cap_for(p, f);
+  uint32_t need = f->reg_count + 1, names_cap = p->regs_cap;
+  char *copy = NULL;
+  /* Both arrays have the same room and grow to the same; after a failure
+   * only the counts are known to fit. */
+  if (!grow((void **)&f->reg_types, &p->regs_cap, need, sizeof(hali_type_t)) ||
+      !grow((void **)&f->reg_names, &names_cap, p->regs_cap, sizeof(char *)) ||
+      !(copy = hali_malloc(len + 1))) {
+    p->cap_func = UINT32_MAX;
+    return UINT32_MAX;
+  }
+  memcpy(copy, name, len);
+  copy[len] = 0;
+  f->reg_types[f->reg_count] = type;
+  f->reg_names[f->reg_count] = copy;
+  return f->reg_count++;
+}
+
+/* hali_ir_func_add_block, in the room the assembler keeps. */
+static hali_ir_block_t *func_add_block(parser_t *p, hali_ir_func_t *f,
+                                       const char *name, size_t len) {
+  cap_for(p, f);
+  if (f->block_count == UINT32_MAX ||
+      !grow((void **)&f->blocks, &p->blocks_cap, f->block_count + 1,
+            sizeof(hali_ir_block_t))) {
+    p->cap_func = UINT32_MAX;
+    return NULL;
+  }
+  hali_ir_block_t *b = &f->blocks[f->block_count];
+  memset(b, 0, sizeof(*b));
+  if (!(b->name = hali_malloc(len + 1))) return NULL;
+  memcpy(b->name, name, len);
+  b->name[len] = 0;
+  f->block_count++;
+  return b;
+}
+
 static uint32_t add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
                         const tok_t *t) {
-  uint32_t r = hali_ir_func_add_reg(f, type, t->text + 1, t->len - 1);
+  uint32_t r = func_add_reg(p, f, type, t->text + 1, t->len - 1);
   if (r == UINT32_MAX ||
       (t->kind == T_REG
            ? hali_strmap_insert_hashed(&p->regs, f->reg_names[r], t->len - 1,
@@ -125,7 +199,10 @@ static bool parse_block_ref(body_t *b, hali_ir_operand_t *out) {
 
 /* The function the `@name` token |t| names, or -1. */
 static int32_t find_func(parser_t *p, const tok_t *t) {
-  uint32_t i = hali_strmap_find(&p->funcs, t->text + 1, t->len - 1);
+  uint32_t i = t->kind == T_SYM ? hali_strmap_find_hashed(&p->funcs, t->text + 1,
+                                                         t->len - 1, t->hash)
+                                : hali_strmap_find(&p->funcs, t->text + 1,
+                                                   t->len - 1);
   return i == HALI_STRMAP_NONE ? -1 : (int32_t)i;
 }
 
@@ -617,7 +694,7 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
   hali_strmap_clear(&p->blocks);
   if (!index_regs(p, f) ||
       (implicit_entry &&
-       (!hali_ir_func_add_block(f, "entry", 5) ||
+       (!func_add_block(p, f, "entry", 5) ||
         hali_strmap_insert(&p->blocks, f->blocks[0].name, 5, 0) != 0)))
     return hali_asm_oom(p, peek(p)); /* keeps index_regs' own error */
   for (size_t i = 0; i < h->nlabels; ++i) {
@@ -630,7 +707,7 @@ static bool parse_body(parser_t *p, hali_ir_func_t *f,
       hali_asm_error(p, t, "block label defined twice");
       return false;
     }
-    if (!hali_ir_func_add_block(f, t->text + 1, t->len - 1))
+    if (!func_add_block(p, f, t->text + 1, t->len - 1))
       return hali_asm_oom(p, t);
   }
   int32_t cur = implicit_entry ? 0 : -1;
@@ -1269,7 +1346,8 @@ static bool parse_header(parser_t *p, func_header_t *h) {
   if (!hali_asm_expect_kind(p, T_SYM, "a function name (@name)", &name))
     return false;
   uint32_t fi = p->m->func_count;
-  uint32_t got = hali_strmap_insert(&p->funcs, name->text + 1, name->len - 1, fi);
+  uint32_t got = hali_strmap_insert_hashed(&p->funcs, name->text + 1,
+                                           name->len - 1, name->hash, fi);
   if (got != fi) {
     if (got == HALI_STRMAP_NONE)
       hali_asm_oom(p, name);
@@ -1278,7 +1356,22 @@ static bool parse_header(parser_t *p, func_header_t *h) {
     return false;
   }
   hali_strmap_clear(&p->regs);
-  hali_ir_func_t *f = hali_ir_module_add_func(p->m, name->text + 1, name->len - 1);
+  /* hali_ir_module_add_func, in the room the assembler keeps (|funcs_cap|;
+   * p->m->funcs moves, so p->cap_func is an index). */
+  hali_ir_func_t *f = NULL;
+  if (fi < UINT32_MAX &&
+      grow((void **)&p->m->funcs, &p->funcs_cap, fi + 1,
+           sizeof(hali_ir_func_t))) {
+    f = &p->m->funcs[fi];
+    memset(f, 0, sizeof(*f));
+    if ((f->name = hali_malloc(name->len))) {
+      memcpy(f->name, name->text + 1, name->len - 1);
+      f->name[name->len - 1] = 0;
+      p->m->func_count++;
+    } else {
+      f = NULL;
+    }
+  }
   if (!f) {
     hali_asm_oom(p, name);
     return false;
@@ -1476,6 +1569,7 @@ hali_status_t hali_asm_parse_measured(const char *text, size_t len,
   *out_module = NULL;
   if (out_token_chunks) *out_token_chunks = 0;
   parser_t p = {0};
+  p.cap_func = UINT32_MAX;
   p.file = filename ? filename : "<input>";
   p.src = text;
   p.src_len = len;

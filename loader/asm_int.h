@@ -33,7 +33,8 @@ typedef struct {
   const char *text; /* into the source */
   uint32_t len;
   uint32_t line, col;
-  uint32_t hash; /* T_REG: hali_strmap_hash of the name (after '%') */
+  /* T_REG and T_SYM: hali_strmap_hash of the name (after '%' or '@') */
+  uint32_t hash;
 } tok_t;
 
 /* Tokens per chunk of the token window. */
@@ -92,6 +93,14 @@ typedef struct {
   hali_strmap_t stub_names; /* "f$async" -> k; keys owned by the stubs */
   hali_ir_func_t **stubs;
   uint32_t nstubs;
+  /* Room the assembler made (geometric growth, so that a function of N
+   * registers or blocks and a module of N functions cost O(log N)
+   * reallocations, not N): entries of m->funcs, and of the reg_types /
+   * reg_names and blocks arrays of function |cap_func| (UINT32_MAX: none;
+   * other code sizes its arrays exactly, so room is only known for the
+   * function the assembler is filling). */
+  uint32_t funcs_cap;
+  uint32_t cap_func, regs_cap, blocks_cap;
 } parser_t;
 
 typedef struct {

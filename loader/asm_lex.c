@@ -202,6 +202,11 @@ static void lex_token(parser_t *p, tok_t *t) {
      * cache, and the misses of many lookups overlap. */
     t->hash = hali_strmap_hash(start + 1, t->len - 1);
     hali_strmap_prefetch(&p->regs, t->hash);
+  } else if (t->kind == T_SYM) {
+    /* Likewise a callee's name: in a module of many functions their map
+     * is large, and a call's lookup would otherwise miss. */
+    t->hash = hali_strmap_hash(start + 1, t->len - 1);
+    hali_strmap_prefetch(&p->funcs, t->hash);
   }
 }
 

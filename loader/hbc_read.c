@@ -27,7 +27,39 @@ typedef struct {
   const char *section;
   hali_status_t error;
   uint16_t minor; /* the format minor version the module declares */
+  struct strings_s *strs; /* FUNCTIONS: the string table's compaction */
 } cur_t;
+
+/* The string table is compacted (compact_strings) in order of first use,
+ * and the functions are read in that order: string operands are renumbered
+ * as they are read, so that the compaction needs no walk over the
+ * instructions afterwards.  |map| takes an index of the table as read to
+ * its new one; |order| lists the strings kept, in their new order. */
+typedef struct strings_s {
+  const hali_ir_module_t *m;
+  uint32_t n;
+  uint32_t *map, *order;
+  uint32_t kept;
+  hali_strmap_t seen; /* contents kept so far (duplicates fold) */
+  bool oom;
+} strings_t;
+
+/* The new index of string operand |v| (|m|'s table as read). */
+static uint32_t string_use(strings_t *t, uint32_t v) {
+  const hali_ir_module_t *m = t->m;
+  if (v >= t->n || t->oom) return v;
+  if (t->map[v] == UINT32_MAX) {
+    uint32_t k = hali_strmap_insert(&t->seen, m->strings[v],
+                                    m->string_lengths[v], t->kept);
+    if (k == HALI_STRMAP_NONE) {
+      t->oom = true;
+      return v;
+    }
+    if (k == t->kept) t->order[t->kept++] = v;
+    t->map[v] = k;
+  }
+  return t->map[v];
+}
 
 static void rerr(cur_t *c, const char *fmt, ...) HALI_PRINTF(2, 3);
 static void rerr(cur_t *c, const char *fmt, ...) {
@@ -214,6 +246,8 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
       }
       insn->operands[i].kind = kind;
       if (kind == HALI_IR_IMM) insn->operands[i].imm = (int64_t)v;
+      else if (kind == HALI_IR_STRING) /* tensor.trace's label */
+        insn->operands[i].v = string_use(c->strs, (uint32_t)v);
       else insn->operands[i].v = (uint32_t)v;
     }
     return;
@@ -249,6 +283,7 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
       case HALI_ROLE_STRING:
         o->kind = HALI_IR_STRING;
         o->v = get_u32(c, "string");
+        if (!c->error) o->v = string_use(c->strs, o->v);
         break;
       case HALI_ROLE_FUNC:
         o->kind = HALI_IR_FUNC;
@@ -798,51 +833,21 @@ static uint32_t le32(const uint8_t *p) {
  * (hali dis | hali asm writes the same bytes), and a stripped write of it
  * carries no names.  Out-of-range operands stay out of range (the
  * verifier names them).  False on OOM. */
-static bool compact_strings(hali_ir_module_t *m) {
-  uint32_t n = m->string_count;
-  uint32_t *map = hali_malloc((n ? n : 1) * sizeof(uint32_t));
-  char **strings = hali_calloc(n ? n : 1, sizeof(char *));
-  uint32_t *lengths = hali_calloc(n ? n : 1, sizeof(uint32_t));
-  hali_strmap_t seen = {0};
-  bool ok = map && strings && lengths;
-  uint32_t kept = 0;
-  for (uint32_t i = 0; ok && i < n; ++i) map[i] = UINT32_MAX;
-  for (uint32_t fi = 0; ok && fi < m->func_count; ++fi) {
-    const hali_ir_func_t *f = &m->funcs[fi];
-    for (uint32_t b = 0; ok && b < f->block_count; ++b)
-      for (uint32_t k = 0; ok && k < f->blocks[b].insn_count; ++k) {
-        hali_ir_insn_t *insn = &f->blocks[b].insns[k];
-        for (uint32_t j = 0; j < insn->operand_count; ++j) {
-          hali_ir_operand_t *o = &insn->operands[j];
-          if (o->kind != HALI_IR_STRING || o->v >= n) continue;
-          if (map[o->v] == UINT32_MAX) {
-            uint32_t v = hali_strmap_insert(&seen, m->strings[o->v],
-                                            m->string_lengths[o->v], kept);
-            if (v == HALI_STRMAP_NONE) {
-              ok = false;
-              break;
-            }
-            if (v == kept) {
-              strings[kept] = m->strings[o->v];
-              lengths[kept] = m->string_lengths[o->v];
-              m->strings[o->v] = NULL;
-              ++kept;
-            }
-            map[o->v] = v;
-          }
-          o->v = map[o->v];
-        }
-      }
-  }
-  hali_strmap_free(&seen);
-  if (!ok) {
-    /* The module is about to be freed: each string has one owner, the
-     * new table or (NULL where moved) the old. */
-    for (uint32_t i = 0; strings && i < kept; ++i) hali_free(strings[i]);
-    hali_free(map);
+static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
+  /* The operands were renumbered as they were read (string_use). */
+  if (t->oom || t->n != m->string_count) return false;
+  uint32_t n = m->string_count, kept = t->kept;
+  char **strings = hali_calloc(kept ? kept : 1, sizeof(char *));
+  uint32_t *lengths = hali_calloc(kept ? kept : 1, sizeof(uint32_t));
+  if (!strings || !lengths) {
     hali_free(strings);
     hali_free(lengths);
     return false;
+  }
+  for (uint32_t k = 0; k < kept; ++k) {
+    strings[k] = m->strings[t->order[k]];
+    lengths[k] = m->string_lengths[t->order[k]];
+    m->strings[t->order[k]] = NULL;
   }
   for (uint32_t i = 0; i < n; ++i) hali_free(m->strings[i]);
   hali_free(m->strings);
@@ -850,8 +855,26 @@ static bool compact_strings(hali_ir_module_t *m) {
   m->strings = strings;
   m->string_lengths = lengths;
   m->string_count = kept;
-  hali_free(map);
   return true;
+}
+
+/* Readies |t| for the functions of |m| (its strings are read). */
+static void strings_begin(strings_t *t, const hali_ir_module_t *m) {
+  t->m = m;
+  t->n = m->string_count;
+  t->map = hali_malloc((t->n ? t->n : 1) * sizeof(uint32_t));
+  t->order = hali_malloc((t->n ? t->n : 1) * sizeof(uint32_t));
+  if (!t->map || !t->order) {
+    t->oom = true;
+    return;
+  }
+  for (uint32_t i = 0; i < t->n; ++i) t->map[i] = UINT32_MAX;
+}
+
+static void strings_free(strings_t *t) {
+  hali_free(t->map);
+  hali_free(t->order);
+  hali_strmap_free(&t->seen);
 }
 
 hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
@@ -896,14 +919,15 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_oom();
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL,
-               minor};
+               minor, NULL};
   bool seen[HALI_HBC_SECTION_LAST + 1] = {0};
+  strings_t strs = {0};
   uint32_t module_name = HALI_HBC_NONE;
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
     uint32_t len = get_u32(&top, "section length");
     if (!need(&top, len, "section")) break;
-    cur_t c = {data, top.p, top.p + len, "?", NULL, minor};
+    cur_t c = {data, top.p, top.p + len, "?", NULL, minor, NULL};
     top.p += len;
     if (id >= 1 && id <= HALI_HBC_SECTION_LAST) {
       if (seen[id]) {
@@ -926,10 +950,13 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       break;
     case HALI_HBC_SECTION_FUNCTIONS:
       c.section = "FUNCTIONS";
-      if (!seen[HALI_HBC_SECTION_STRINGS])
+      if (!seen[HALI_HBC_SECTION_STRINGS]) {
         rerr(&c, "FUNCTIONS must follow STRINGS");
-      else
+      } else {
+        strings_begin(&strs, m);
+        c.strs = &strs;
         read_functions(&c, m);
+      }
       break;
     case HALI_HBC_SECTION_RODATA:
       c.section = "RODATA";
@@ -1011,9 +1038,10 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   }
   if (!top.error) mark_async_stubs(m);
   if (!top.error) top.error = check_names(m);
-  if (!top.error && !compact_strings(m))
+  if (!top.error && !compact_strings(m, &strs))
     top.error = hali_status_annotate(hali_status_oom(),
                                      "compacting the string table");
+  strings_free(&strs);
   if (top.error) {
     hali_ir_module_free(m);
     return top.error;

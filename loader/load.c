@@ -74,9 +74,17 @@ hali_status_t hali_load_module(hali_ir_module_t *m, const char *name,
    * nothing runs from a module a pass rejected.  They run on unverified
    * input, so its structure is proved first (vm/verify.c), whatever the
    * options: the printer relies on it too. */
-  hali_status_t s = hali_ir_verify_structure(m);
-  if (!s) s = hali_passes_run(m, o ? o->passes : NULL);
-  if (!s && !(o && o->no_verify)) s = hali_ir_verify(m);
+  hali_status_t s;
+  if (!(o && o->no_verify) && hali_ir_verify_fused(m)) {
+    /* Both checks passed and nothing is at the tensor level: what the
+     * passes do then (exports' layouts) leaves the verified functions as
+     * they are.  Otherwise the usual order, which names the first error. */
+    s = hali_passes_run_hal_level(m, o ? o->passes : NULL);
+  } else {
+    s = hali_ir_verify_structure(m);
+    if (!s) s = hali_passes_run(m, o ? o->passes : NULL);
+    if (!s && !(o && o->no_verify)) s = hali_ir_verify(m);
+  }
   if (s) {
     hali_ir_module_free(m);
     return hali_status_annotate(s, "while loading %s", name);

@@ -134,13 +134,14 @@ static hali_status_t canonical_strings(hali_ir_module_t *m) {
   return HALI_OK;
 }
 
-hali_status_t hali_passes_run(hali_ir_module_t *m,
-                              const hali_pass_options_t *o) {
+static hali_status_t run(hali_ir_module_t *m, const hali_pass_options_t *o,
+                         int tensor_known) {
   uint32_t set;
   HALI_RETURN_IF_ERROR_PLAIN(selected(o, &set));
   /* A module with nothing at the tensor level is left exactly as read
    * (materialize-interfaces still records layouts on its exports). */
-  bool tensor = hali_ir_module_is_tensor_level(m);
+  bool tensor = tensor_known >= 0 ? tensor_known != 0
+                                  : hali_ir_module_is_tensor_level(m);
   for (uint32_t i = 0; i < HALI_PASS_COUNT; ++i) {
     if (!(set & (1u << i))) continue;
     /* Without tensor-level code func-conversion and stream-to-hal have
@@ -155,4 +156,14 @@ hali_status_t hali_passes_run(hali_ir_module_t *m,
   }
   if (tensor && set) HALI_RETURN_IF_ERROR_PLAIN(canonical_strings(m));
   return HALI_OK;
+}
+
+hali_status_t hali_passes_run(hali_ir_module_t *m,
+                              const hali_pass_options_t *o) {
+  return run(m, o, -1);
+}
+
+hali_status_t hali_passes_run_hal_level(hali_ir_module_t *m,
+                                        const hali_pass_options_t *o) {
+  return run(m, o, 0);
 }

@@ -42,6 +42,12 @@ HALI_MUST_USE hali_status_t hali_pass_options_check(const hali_pass_options_t *o
 HALI_MUST_USE hali_status_t hali_passes_run(hali_ir_module_t *m,
                                             const hali_pass_options_t *o);
 
+/* hali_passes_run for a module known to hold no tensor-level function
+ * (hali_ir_module_is_tensor_level is false; hali_ir_verify_fused proves
+ * it): the same, without the walk over every instruction that finds out. */
+HALI_MUST_USE hali_status_t hali_passes_run_hal_level(
+    hali_ir_module_t *m, const hali_pass_options_t *o);
+
 /* The passes (one file each under passes/). */
 HALI_MUST_USE hali_status_t hali_pass_func_conversion(hali_ir_module_t *m);
 HALI_MUST_USE hali_status_t hali_pass_materialize_interfaces(hali_ir_module_t *m);

@@ -291,12 +291,64 @@ START_TEST(allocator_changes_only_when_nothing_is_live) {
 }
 END_TEST
 
+/* Loading costs about one allocation per register name, whatever the
+ * function's size: the assembler grows a function's register and block
+ * arrays geometrically (it used to reallocate them once per register, three
+ * allocations a register in all, and a function of N blocks copied its
+ * block array N times). */
+START_TEST(assembling_allocates_once_per_name) {
+  enum { NREGS = 4000, NBLOCKS = 400 };
+  size_t cap = 64 * (size_t)(NREGS + NBLOCKS) + 256, len = 0;
+  char *text = malloc(cap);
+  ck_assert_ptr_nonnull(text);
+  len += (size_t)snprintf(text + len, cap - len,
+                          "func @f(%%a: i64) -> i64 {\n");
+  for (int b = 0; b < NBLOCKS; ++b) {
+    len += (size_t)snprintf(text + len, cap - len, "^b%d:\n", b);
+    for (int k = 0; k < NREGS / NBLOCKS; ++k) {
+      int r = b * (NREGS / NBLOCKS) + k;
+      if (r == 0)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "  %%r0 = add.i64 %%a, %%a\n");
+      else
+        len += (size_t)snprintf(text + len, cap - len,
+                                "  %%r%d = add.i64 %%r%d, %%a\n", r, r - 1);
+    }
+    if (b + 1 < NBLOCKS)
+      len += (size_t)snprintf(text + len, cap - len, "  br ^b%d\n", b + 1);
+  }
+  len += (size_t)snprintf(text + len, cap - len, "  return %%r%d\n}\n",
+                          NREGS - 1);
+  ck_assert_uint_lt(len, cap);
+  install();
+  hali_instance_t *in = NULL;
+  ck_assert(hali_instance_create(NULL, &in) == NULL);
+  long before = calls;
+  hali_module_t *m = NULL;
+  hali_status_t s = hali_module_load_bytes(in, text, len, "big", &m);
+  long used = calls - before;
+  ck_assert_msg(s == NULL, "the module did not load");
+  hali_module_release(m);
+  hali_instance_release(in);
+  free(text);
+  expect_nothing_live("assembling", 0);
+  /* The register names, one each; per block its name, its instruction
+   * array and operand chunks as they double (6 for these ten
+   * instructions); and a few that grow with the logarithm of the size.
+   * Before, 3 per register: about 14,800 in all. */
+  ck_assert_msg(used < NREGS + 8 * NBLOCKS + 200,
+                "%ld allocations to load %d registers in %d blocks", used,
+                NREGS, NBLOCKS);
+}
+END_TEST
+
 int main(void) {
   Suite *suite = suite_create("alloc");
   TCase *tc = tcase_create("host allocator");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, every_block_goes_through_the_hook);
   tcase_add_test(tc, allocator_changes_only_when_nothing_is_live);
+  tcase_add_test(tc, assembling_allocates_once_per_name);
   tcase_add_loop_test(tc, every_allocation_fails_cleanly, 0,
                       (int)(sizeof(k_runs) / sizeof(k_runs[0])));
   tcase_add_loop_test(tc, memory_that_stays_short_fails_cleanly, 0,

@@ -1287,6 +1287,53 @@ START_TEST(hbc_roundtrip_test_modules) {
 END_TEST
 
 /* Writing is deterministic, and --strip only drops DEBUG. */
+/* The reader renumbers the string table in order of first use (as the
+ * assembler interns) and drops what no instruction uses, renumbering string
+ * operands as it reads them: a table written as [x, y, unused] whose code
+ * uses y, then x twice, reads back as [y, x]. */
+START_TEST(hbc_strings_in_order_of_first_use) {
+  static const char text[] =
+      "func @f(%c: i32) {\n"
+      "  assert %c, \"x\"\n"
+      "  assert %c, \"y\"\n"
+      "  assert %c, \"x\"\n"
+      "  return\n"
+      "}\n";
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_asm_parse(text, strlen(text), "s.hasm", &m));
+  ck_assert_uint_eq(m->string_count, 2); /* x, y */
+  /* A table of three: x, y and one nothing uses. */
+  char **strings = realloc(m->strings, 3 * sizeof(char *));
+  uint32_t *lengths = realloc(m->string_lengths, 3 * sizeof(uint32_t));
+  ck_assert(strings && lengths);
+  m->strings = strings;
+  m->string_lengths = lengths;
+  strings[2] = strdup("unused");
+  lengths[2] = 6;
+  m->string_count = 3;
+  hali_ir_insn_t *in = m->funcs[0].blocks[0].insns;
+  ck_assert_uint_eq(in[0].operands[1].kind, HALI_IR_STRING);
+  in[0].operands[1].v = 1; /* y */
+  in[1].operands[1].v = 0; /* x */
+  in[2].operands[1].v = 0;
+  bytes_t b = {0};
+  hali_status_t s = hali_hbc_write(m, NULL, &b.d, &b.n);
+  hali_ir_module_free(m);
+  expect_ok(s);
+  expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+  free(b.d);
+  ck_assert_uint_eq(m->string_count, 2);
+  ck_assert_str_eq(m->strings[0], "y");
+  ck_assert_str_eq(m->strings[1], "x");
+  in = m->funcs[0].blocks[0].insns;
+  ck_assert_uint_eq(in[0].operands[1].v, 0);
+  ck_assert_uint_eq(in[1].operands[1].v, 1);
+  ck_assert_uint_eq(in[2].operands[1].v, 1);
+  expect_ok(hali_ir_verify(m));
+  hali_ir_module_free(m);
+}
+END_TEST
+
 START_TEST(hbc_write_is_deterministic) {
   bytes_t a = bin_module(false), b = bin_module(false), s = bin_module(true);
   ck_assert(same_bytes(&a, &b));
@@ -1539,6 +1586,7 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_roundtrip_every_scalar_op);
   tcase_add_test(tc, hbc_roundtrip_test_modules);
   tcase_add_test(tc, hbc_write_is_deterministic);
+  tcase_add_test(tc, hbc_strings_in_order_of_first_use);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("known_bugs");

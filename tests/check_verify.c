@@ -59,6 +59,10 @@ static void expect_invalid(int line, hali_status_t s,
 /* Verifies (and frees) |m|, expecting a rejection with |needles|. */
 static void verify_rejects(int line, hali_ir_module_t *m,
                            const char *const *needles) {
+  /* The loader's one-walk check turns down whatever the verifier rejects
+   * (it then runs the two checks in order for the message). */
+  ck_assert_msg(!hali_ir_verify_fused(m),
+                "line %d: hali_ir_verify_fused accepted the module", line);
   hali_status_t s = hali_ir_verify(m);
   hali_ir_module_free(m);
   expect_invalid(line, s, needles);
@@ -123,6 +127,7 @@ static hali_ir_module_t *base(void) {
   hali_ir_module_t *m = NULL;
   expect_ok(hali_asm_parse(base_text, strlen(base_text), "v.hasm", &m));
   expect_ok(hali_ir_verify(m));
+  ck_assert(hali_ir_verify_fused(m));
   return m;
 }
 
@@ -775,6 +780,59 @@ START_TEST(bug_verify_time_is_not_quadratic) {
 }
 END_TEST
 
+/* hali_ir_verify_fused (the loader's fast path) accepts exactly the
+ * modules that pass the structural check and the verifier and hold no
+ * tensor-level code; what it turns down, hali_load_module checks in the
+ * documented order, so a structural error in a later function is still
+ * the one reported over a type error in an earlier one. */
+START_TEST(verify_fused_agrees_with_the_two_checks) {
+  hali_ir_module_t *m = base();
+  ck_assert(hali_ir_verify_fused(m));
+  expect_ok(hali_ir_verify_structure(m));
+  hali_ir_module_free(m);
+  /* Valid at the tensor level: the passes have work to do. */
+  static const char tensor_text[] =
+      "func @f(%v: i32) -> tensor<4xi32> {\n"
+      "  %t = tensor.splat %v : tensor<4xi32>\n"
+      "  return %t\n"
+      "}\n";
+  expect_ok(hali_asm_parse(tensor_text, strlen(tensor_text), "t.hasm", &m));
+  expect_ok(hali_ir_verify_structure(m));
+  ck_assert(!hali_ir_verify_fused(m));
+  hali_ir_module_t *out = NULL;
+  expect_ok(hali_load_module(m, "t.hasm", NULL, &out));
+  hali_ir_module_free(out);
+  /* Only the structural check sees this (the verifier would read through
+   * the missing types): turned down, not crashed on. */
+  m = base();
+  hali_type_t *types = m->funcs[G].reg_types;
+  m->funcs[G].reg_types = NULL;
+  ck_assert(!hali_ir_verify_fused(m));
+  m->funcs[G].reg_types = types;
+  hali_ir_module_free(m);
+  /* A type error in @f (the verifier's) and a bad operand kind in @g (the
+   * structure's): the load names @g, as the structural check runs first. */
+  m = base();
+  m->funcs[F].reg_types[3] = HALI_TYPE_F64; /* %b, read by cond_br */
+  insn(m, G, G_ONE, 0)->operands[0].kind = 99;
+  ck_assert(!hali_ir_verify_fused(m));
+  hali_status_t s = hali_load_module(m, "v.hasm", NULL, &out);
+  ck_assert_ptr_null(out);
+  expect_invalid(__LINE__, s,
+                 (const char *const[]){"verify structure: @g, block ^one",
+                                       "operand 0 has unknown kind 99",
+                                       NULL});
+  /* With @g intact the verifier's error in @f is the one. */
+  m = base();
+  m->funcs[F].reg_types[3] = HALI_TYPE_F64;
+  s = hali_load_module(m, "v.hasm", NULL, &out);
+  ck_assert_ptr_null(out);
+  expect_invalid(__LINE__, s,
+                 (const char *const[]){"verify: @f, block ^entry",
+                                       "register %b is f64", NULL});
+}
+END_TEST
+
 /* Debug names are unique per function; the message names both holders. */
 START_TEST(verify_duplicate_debug_names) {
   hali_ir_module_t *m = base();
@@ -1113,6 +1171,7 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, bug_callee_signature_checked_before_use);
   tcase_add_test(tc, bug_empty_stripped_block_is_named);
   tcase_add_test(tc, bug_verify_time_is_not_quadratic);
+  tcase_add_test(tc, verify_fused_agrees_with_the_two_checks);
   suite_add_tcase(s, tc);
   return s;
 }

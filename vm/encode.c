@@ -382,6 +382,7 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
     m->strings[i].data = ir->strings[i];
   }
   for (uint32_t i = 0; i < ir->func_count; ++i) {
+    hali_ir_prefetch_func(ir, i + 1);
     m->funcs[i].index = i;
     hali_status_t s = encode_func(m, &m->funcs[i], &ir->funcs[i]);
     if (s) {

@@ -433,6 +433,27 @@ bool hali_ir_insn_resize(hali_ir_block_t *b, hali_ir_insn_t *insn, uint32_t n);
 /* How many operand chunks |b| holds (the tests bound the allocations). */
 uint32_t hali_ir_block_chunk_count(const hali_ir_block_t *b);
 
+/* Hints for a walk over the module (the loader's checks, the encoder):
+ * the memory of block |b| (its instructions and newest operands), and of
+ * function |i| of |m| (its registers, blocks and first block) and the
+ * blocks array of the one after it, are about to be read.  A module of
+ * many small functions is scattered over the heap; asking for the next
+ * function while checking this one overlaps the cache misses.  Nothing
+ * is read through them, so any index is fine. */
+static inline void hali_ir_prefetch_block(const hali_ir_block_t *b) {
+  __builtin_prefetch(b->insns);
+  if (b->operand_chunks) __builtin_prefetch(b->operand_chunks);
+}
+static inline void hali_ir_prefetch_func(const hali_ir_module_t *m,
+                                         uint32_t i) {
+  if (i + 1 < m->func_count) __builtin_prefetch(m->funcs[i + 1].blocks);
+  if (i >= m->func_count) return;
+  const hali_ir_func_t *f = &m->funcs[i];
+  __builtin_prefetch(f->reg_types);
+  if (f->reg_names) __builtin_prefetch(f->reg_names);
+  if (f->block_count) hali_ir_prefetch_block(&f->blocks[0]);
+}
+
 /* The parameter types of |f| (its first param_count registers). */
 static inline hali_type_t hali_ir_func_param(const hali_ir_func_t *f,
                                              uint32_t i) {
@@ -463,6 +484,13 @@ HALI_MUST_USE hali_status_t hali_ir_verify(const hali_ir_module_t *m);
  * "verify structure: @f, block ^b, instruction N (op), file:line: ...".
  * Everything it rejects hali_ir_verify rejects too. */
 HALI_MUST_USE hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m);
+/* The loader's fast path: true when |m| passes both hali_ir_verify_structure
+ * and hali_ir_verify and holds no tensor-level function (so the passes
+ * leave its functions as they are), checked in one walk, a block at a time
+ * while it is in cache.  False says nothing about why: the caller runs the
+ * two checks (and the passes between them) as usual, which then give the
+ * message.  Read-only, like both checks. */
+bool hali_ir_verify_fused(const hali_ir_module_t *m);
 
 /* Prints |m| as .hasm text that reassembles to the same module.  With
  * |with_locs|, each instruction carries its line as `loc(N)`. Returns a

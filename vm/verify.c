@@ -110,9 +110,9 @@ static hali_status_t check_global(const vctx_t *v, const hali_op_info_t *info,
   return HALI_OK;
 }
 
-static hali_status_t verify_insn(const vctx_t *v) {
+/* |info| is hali_op_info(v->insn->op), the caller's. */
+static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
   const hali_ir_insn_t *insn = v->insn;
-  const hali_op_info_t *info = hali_op_info(insn->op);
   if (!info) return hali_verr(v, "unknown opcode %u", insn->op);
   if (info->flags & HALI_OPF_TENSOR)
     return hali_verr(v,
@@ -300,9 +300,10 @@ hali_status_t hali_verify_globals(const vctx_t *vp, bool tensor_ok) {
 }
 
 /* The registers |insn| reads and writes: calls |fn| on each. */
-static void for_each_reg(const hali_ir_insn_t *insn, bool writes,
-                         void (*fn)(void *, uint32_t, uint32_t), void *u) {
-  const hali_op_info_t *info = hali_op_info(insn->op);
+static inline void for_each_reg(const hali_ir_insn_t *insn,
+                                const hali_op_info_t *info, bool writes,
+                                void (*fn)(void *, uint32_t, uint32_t),
+                                void *u) {
   if (hali_op_is_call(insn->op)) {
     uint32_t nargs = insn->aux;
     for (uint32_t i = 1; i < insn->operand_count; ++i)
@@ -482,6 +483,23 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   size_t words = (f->reg_count + 63) / 64;
   if (!words) return HALI_OK;
   uint32_t nb = f->block_count;
+  if (nb == 1) {
+    /* One block (most small functions): it starts with the parameters
+     * written and nothing else, so a read before a write must read one. */
+    for (uint32_t k = l->exposed_start[0]; k < l->exposed_start[1]; ++k) {
+      const da_read_t *x = &l->exposed[k];
+      if (x->reg < f->param_count) continue;
+      v->block = 0;
+      v->index = x->index;
+      v->insn = &f->blocks[0].insns[x->index];
+      char buf[64];
+      return hali_verr(v,
+                       "operand %u: register %s may be read before it is "
+                       "written",
+                       x->operand, hali_ir_reg_name(f, x->reg, buf, sizeof(buf)));
+    }
+    return HALI_OK;
+  }
   if ((uint64_t)nb * words * sizeof(uint64_t) > HALI_VERIFY_MAX_BITSET_BYTES)
     return hali_verr(v,
                      "%u blocks x %u registers is too large to verify (limit "
@@ -710,57 +728,70 @@ static hali_status_t verify_func(vctx_t *v) {
   return s;
 }
 
-/* Every instruction of |v->f|, then definite assignment over what |l|
- * collected on the way. */
-static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
+/* The instructions of block |b| of |v->f|, collecting what definite
+ * assignment needs into |l|. */
+static hali_status_t verify_block(vctx_t *v, da_lists_t *l, uint32_t b) {
   const hali_ir_func_t *f = v->f;
-  for (uint32_t b = 0; b < f->block_count; ++b) {
-    l->block = b;
-    l->gen_start[b] = (uint32_t)l->ngen;
-    l->exposed_start[b] = (uint32_t)l->nexposed;
-    const hali_ir_block_t *blk = &f->blocks[b];
-    v->block = b;
-    v->insn = NULL;
-    if (blk->insn_count == 0) {
-      hali_strbuf_t sb = {0};
-      hali_ir_print_block(&sb, f, b);
-      char *bn = hali_strbuf_take(&sb);
-      hali_status_t s = hali_verr(
-          v,
-          "block %s is empty: every block must end in a terminator (br, "
-          "cond_br, switch, return or fail)",
-          bn ? bn : "?");
-      hali_free(bn);
-      return s;
-    }
-    for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      v->index = i;
-      v->insn = &blk->insns[i];
-      HALI_RETURN_IF_ERROR_PLAIN(verify_insn(v));
-      /* Operands are proven registers in range: collect (reads first, as
-       * an instruction reads its operands before it writes). */
-      l->index = i;
-      for_each_reg(v->insn, false, da_collect_read, l);
-      for_each_reg(v->insn, true, da_collect_write, l);
-      bool term = (hali_op_info(v->insn->op)->flags & HALI_OPF_TERM) != 0;
-      bool last = i + 1 == blk->insn_count;
-      if (term && !last)
-        return hali_verr(v,
-                         "terminator in the middle of a block (%u more "
-                         "instruction(s) follow it)",
-                         blk->insn_count - 1 - i);
-      if (!term && last)
-        return hali_verr(v, "block does not end in a terminator (br, cond_br, "
-                            "switch, return or fail): execution would fall off "
-                            "its end");
-    }
+  l->block = b;
+  l->gen_start[b] = (uint32_t)l->ngen;
+  l->exposed_start[b] = (uint32_t)l->nexposed;
+  const hali_ir_block_t *blk = &f->blocks[b];
+  v->block = b;
+  v->insn = NULL;
+  if (blk->insn_count == 0) {
+    hali_strbuf_t sb = {0};
+    hali_ir_print_block(&sb, f, b);
+    char *bn = hali_strbuf_take(&sb);
+    hali_status_t s = hali_verr(
+        v,
+        "block %s is empty: every block must end in a terminator (br, "
+        "cond_br, switch, return or fail)",
+        bn ? bn : "?");
+    hali_free(bn);
+    return s;
   }
+  for (uint32_t i = 0; i < blk->insn_count; ++i) {
+    v->index = i;
+    v->insn = &blk->insns[i];
+    const hali_op_info_t *info = hali_op_info(v->insn->op);
+    HALI_RETURN_IF_ERROR_PLAIN(verify_insn(v, info));
+    /* Operands are proven registers in range: collect (reads first, as
+     * an instruction reads its operands before it writes). */
+    l->index = i;
+    for_each_reg(v->insn, info, false, da_collect_read, l);
+    for_each_reg(v->insn, info, true, da_collect_write, l);
+    bool term = (info->flags & HALI_OPF_TERM) != 0;
+    bool last = i + 1 == blk->insn_count;
+    if (term && !last)
+      return hali_verr(v,
+                       "terminator in the middle of a block (%u more "
+                       "instruction(s) follow it)",
+                       blk->insn_count - 1 - i);
+    if (!term && last)
+      return hali_verr(v, "block does not end in a terminator (br, cond_br, "
+                          "switch, return or fail): execution would fall off "
+                          "its end");
+  }
+  return HALI_OK;
+}
+
+/* After the last block: definite assignment over what |l| collected. */
+static hali_status_t verify_body_end(vctx_t *v, da_lists_t *l) {
+  const hali_ir_func_t *f = v->f;
   l->gen_start[f->block_count] = (uint32_t)l->ngen;
   l->exposed_start[f->block_count] = (uint32_t)l->nexposed;
   v->insn = NULL;
   if (l->oom || l->ngen > UINT32_MAX || l->nexposed > UINT32_MAX)
     return hali_status_annotate(hali_status_oom(), "verifying the module");
   return verify_assignment(v, l);
+}
+
+/* Every instruction of |v->f|, then definite assignment over what |l|
+ * collected on the way. */
+static hali_status_t verify_body(vctx_t *v, da_lists_t *l) {
+  for (uint32_t b = 0; b < v->f->block_count; ++b)
+    HALI_RETURN_IF_ERROR_PLAIN(verify_block(v, l, b));
+  return verify_body_end(v, l);
 }
 
 static hali_status_t verify_module(vctx_t *v);
@@ -775,7 +806,8 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   return s;
 }
 
-static hali_status_t verify_module(vctx_t *vp) {
+/* Everything verify_module checks before the functions' bodies. */
+static hali_status_t verify_module_headers(vctx_t *vp) {
   vctx_t v = *vp;
   const hali_ir_module_t *m = v.m;
   for (uint32_t i = 0; i < m->executable_count; ++i) {
@@ -816,10 +848,67 @@ static hali_status_t verify_module(vctx_t *vp) {
       return hali_status_annotate(hali_status_oom(), "verifying the module");
     if (j != i) return hali_verr(&v, "function defined twice");
   }
+  return HALI_OK;
+}
+
+static hali_status_t verify_module(vctx_t *vp) {
+  HALI_RETURN_IF_ERROR_PLAIN(verify_module_headers(vp));
+  vctx_t v = *vp;
+  const hali_ir_module_t *m = v.m;
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_func(&v));
   }
   return HALI_OK;
+}
+
+/* The structural check and the verifier in one walk (hali_ir_verify_fused
+ * in vm/ir.h).  Both are read-only and deterministic, so the order in which
+ * their checks run changes nothing when they all pass; when one fails, the
+ * caller runs them again in the documented order for the message. */
+static bool verify_fused(vctx_t *sv, vctx_t *v) {
+  const hali_ir_module_t *m = v->m;
+  hali_status_t s = hali_verify_s_module(sv);
+  /* Headers first: verify_module_headers reads every function's types, and
+   * the structural check proves them present.  Register names are left to
+   * verify_names, whose check is the structural one and more. */
+  for (uint32_t i = 0; !s && i < m->func_count; ++i) {
+    sv->f = &m->funcs[i];
+    sv->insn = NULL;
+    sv->block = 0;
+    s = hali_verify_s_header(sv, false);
+  }
+  if (!s) s = verify_module_headers(v);
+  da_lists_t *l = &v->scratch->lists;
+  for (uint32_t i = 0; !s && i < m->func_count; ++i) {
+    const hali_ir_func_t *f = &m->funcs[i];
+    hali_ir_prefetch_func(m, i + 1);
+    v->f = sv->f = f;
+    v->insn = sv->insn = NULL;
+    s = verify_names(v);
+    if (s || (f->flags & HALI_FUNC_IMPORT)) continue;
+    if (!da_lists_begin(l, f)) return false;
+    /* A block at a time, while it is in cache. */
+    for (uint32_t b = 0; !s && b < f->block_count; ++b) {
+      if (b + 1 < f->block_count) hali_ir_prefetch_block(&f->blocks[b + 1]);
+      s = hali_verify_s_block(sv, b);
+      if (!s) s = verify_block(v, l, b);
+    }
+    if (!s) s = verify_body_end(v, l);
+    da_lists_end(l, f);
+  }
+  hali_status_free(s);
+  return !s;
+}
+
+bool hali_ir_verify_fused(const hali_ir_module_t *m) {
+  hali_strmap_t names = {0};
+  verify_scratch_t scratch = {0};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify", &names, &scratch};
+  vctx_t sv = {m, NULL, 0, 0, NULL, "verify structure", &names, NULL};
+  bool ok = verify_fused(&sv, &v);
+  hali_strmap_free(&names);
+  verify_scratch_free(&scratch);
+  return ok;
 }

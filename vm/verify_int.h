@@ -39,4 +39,12 @@ HALI_MUST_USE hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
 HALI_MUST_USE hali_status_t hali_verify_globals(const vctx_t *v,
                                                 bool tensor_ok);
 
+/* Parts of the structural check (vm/verify_structure.c), for
+ * hali_ir_verify_fused: what it proves of the module outside functions;
+ * of |v->f| outside its body (its register names too when |names|); and
+ * of block |b| of |v->f|.  hali_ir_verify_structure is these in turn. */
+HALI_MUST_USE hali_status_t hali_verify_s_module(vctx_t *v);
+HALI_MUST_USE hali_status_t hali_verify_s_header(vctx_t *v, bool names);
+HALI_MUST_USE hali_status_t hali_verify_s_block(vctx_t *v, uint32_t b);
+
 #endif /* HALI_VM_VERIFY_INT_H */

@@ -433,25 +433,24 @@ static hali_status_t s_plain_insn(const vctx_t *v) {
 static hali_status_t s_reg_names(vctx_t *v) {
   const hali_ir_func_t *f = v->f;
   if (!f->reg_names) return HALI_OK;
-  hali_strmap_t seen = {0};
-  hali_status_t s = HALI_OK;
-  for (uint32_t r = 0; !s && r < f->reg_count; ++r) {
+  /* One map for every function of the module (hali_ir_verify_structure). */
+  hali_strmap_clear(v->names);
+  for (uint32_t r = 0; r < f->reg_count; ++r) {
     const char *n = f->reg_names[r];
     if (!n) continue;
-    uint32_t k = hali_strmap_insert(&seen, n, strlen(n), r);
+    uint32_t k = hali_strmap_insert(v->names, n, strlen(n), r);
     if (k == HALI_STRMAP_NONE)
-      s = hali_status_annotate(hali_status_oom(), "checking register names");
-    else if (k != r)
-      s = hali_verr(v, "registers %u and %u are both named %%%s", k, r, n);
+      return hali_status_annotate(hali_status_oom(), "checking register names");
+    if (k != r)
+      return hali_verr(v, "registers %u and %u are both named %%%s", k, r, n);
   }
-  hali_strmap_free(&seen);
-  return s;
+  return HALI_OK;
 }
 
-static hali_status_t s_func(vctx_t *v) {
+hali_status_t hali_verify_s_header(vctx_t *v, bool names) {
   const hali_ir_func_t *f = v->f;
   if (!f->name || !f->name[0]) return hali_verr(v, "function has no name");
-  HALI_RETURN_IF_ERROR_PLAIN(s_reg_names(v));
+  if (names) HALI_RETURN_IF_ERROR_PLAIN(s_reg_names(v));
   if (f->param_count > f->reg_count)
     return hali_verr(v, "%u parameters but only %u registers", f->param_count,
                      f->reg_count);
@@ -497,39 +496,49 @@ static hali_status_t s_func(vctx_t *v) {
   if ((f->block_count && !f->blocks) ||
       ((f->flags & HALI_FUNC_IMPORT) && f->block_count))
     return hali_verr(v, "malformed body");
-  for (uint32_t b = 0; b < f->block_count; ++b) {
-    const hali_ir_block_t *blk = &f->blocks[b];
-    v->block = b;
-    uint32_t depth = 0;
-    for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      v->index = i;
-      v->insn = &blk->insns[i];
-      const hali_op_info_t *info = hali_op_info(v->insn->op);
-      if (!info) return hali_verr(v, "unknown opcode %u", v->insn->op);
-      if (v->insn->operand_count && !v->insn->operands)
-        return hali_verr(v, "operands missing");
-      if (!(info->flags & HALI_OPF_TENSOR)) {
-        HALI_RETURN_IF_ERROR_PLAIN(s_plain_insn(v));
-        continue;
-      }
-      HALI_RETURN_IF_ERROR_PLAIN(s_tensor_insn(v, info));
-      if (v->insn->op == HALI_OP_TENSOR_EXECUTE ||
-          v->insn->op == HALI_OP_TENSOR_CONCURRENT)
-        depth++;
-      else if (v->insn->op == HALI_OP_TENSOR_END && depth-- == 0)
-        return hali_verr(v, "`}` closes no execute or concurrent group");
+  return HALI_OK;
+}
+
+hali_status_t hali_verify_s_block(vctx_t *v, uint32_t b) {
+  const hali_ir_block_t *blk = &v->f->blocks[b];
+  v->block = b;
+  uint32_t depth = 0;
+  for (uint32_t i = 0; i < blk->insn_count; ++i) {
+    v->index = i;
+    v->insn = &blk->insns[i];
+    const hali_op_info_t *info = hali_op_info(v->insn->op);
+    if (!info) return hali_verr(v, "unknown opcode %u", v->insn->op);
+    if (v->insn->operand_count && !v->insn->operands)
+      return hali_verr(v, "operands missing");
+    if (!(info->flags & HALI_OPF_TENSOR)) {
+      HALI_RETURN_IF_ERROR_PLAIN(s_plain_insn(v));
+      continue;
     }
-    v->insn = NULL;
-    if (depth)
-      return hali_verr(v, "block %u leaves %u execute/concurrent group(s) open",
-                       b, depth);
+    HALI_RETURN_IF_ERROR_PLAIN(s_tensor_insn(v, info));
+    if (v->insn->op == HALI_OP_TENSOR_EXECUTE ||
+        v->insn->op == HALI_OP_TENSOR_CONCURRENT)
+      depth++;
+    else if (v->insn->op == HALI_OP_TENSOR_END && depth-- == 0)
+      return hali_verr(v, "`}` closes no execute or concurrent group");
   }
+  v->insn = NULL;
+  if (depth)
+    return hali_verr(v, "block %u leaves %u execute/concurrent group(s) open",
+                     b, depth);
+  return HALI_OK;
+}
+
+static hali_status_t s_func(vctx_t *v) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_verify_s_header(v, true));
+  for (uint32_t b = 0; b < v->f->block_count; ++b)
+    HALI_RETURN_IF_ERROR_PLAIN(hali_verify_s_block(v, b));
   v->insn = NULL;
   return HALI_OK;
 }
 
-hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
-  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure", NULL, NULL};
+hali_status_t hali_verify_s_module(vctx_t *vp) {
+  vctx_t v = *vp;
+  const hali_ir_module_t *m = v.m;
   if (m->string_count && (!m->strings || !m->string_lengths))
     return hali_verr(&v, "malformed string table");
   for (uint32_t i = 0; i < m->rodata_count; ++i)
@@ -561,19 +570,20 @@ hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
     if (g->type == HALI_TYPE_TENSOR || (g->flags & HALI_GLOBAL_PARAMETER))
       HALI_RETURN_IF_ERROR_PLAIN(check_xtype(&v, &g->xtype, "global", i));
   }
-  if (m->global_count) {
-    hali_strmap_t names = {0};
-    v.names = &names;
-    hali_status_t s = hali_verify_globals(&v, true);
-    hali_strmap_free(&names);
-    v.names = NULL;
-    if (s) return s;
-  }
-  for (uint32_t i = 0; i < m->func_count; ++i) {
+  if (m->global_count) HALI_RETURN_IF_ERROR_PLAIN(hali_verify_globals(&v, true));
+  return HALI_OK;
+}
+
+hali_status_t hali_ir_verify_structure(const hali_ir_module_t *m) {
+  hali_strmap_t names = {0};
+  vctx_t v = {m, NULL, 0, 0, NULL, "verify structure", &names, NULL};
+  hali_status_t s = hali_verify_s_module(&v);
+  for (uint32_t i = 0; !s && i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
     v.block = 0;
-    HALI_RETURN_IF_ERROR_PLAIN(s_func(&v));
+    s = s_func(&v);
   }
-  return HALI_OK;
+  hali_strmap_free(&names);
+  return s;
 }
