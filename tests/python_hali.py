@@ -188,6 +188,21 @@ class TestFlagship(unittest.TestCase):
         ref = mlp_reference(np.linspace(-1, 1, 64, dtype=np.float32))
         self.assertIn("async: " + str(ref.astype(np.float32))[:20], out)
 
+    def test_gpt_example_matches_numpy(self):
+        gpt = os.path.join(BUILD, "examples", "gpt")
+        weights = os.path.join(gpt, "gpt.safetensors")
+        if not os.path.exists(weights) or not os.path.exists(
+                os.path.join(gpt, "kernels.so")):
+            self.skipTest("the GPT example's weights and kernels are not built")
+        out = subprocess.run(
+            [sys.executable, os.path.join(SRC, "examples", "python",
+                                          "gpt.py"),
+             "--weights=" + weights, "--kernels=" + gpt, "--check"],
+            capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr + out.stdout)
+        self.assertIn("matches the numpy reference (16 rows)", out.stdout)
+        self.assertIn("@generate: [", out.stdout)
+
     def test_rodata_variant(self):
         ctx = hali.Context(hali.load(MLP_RODATA))
         ref = mlp_context().main()
@@ -256,6 +271,82 @@ class TestScalarsAndArguments(unittest.TestCase):
             hali.Context([hali.load(SCALARS, instance=inst)], instance=inst,
                          imports={"env": {"add": ("(i32) -> i32", abs)}})
         self.assertIn("(i32) -> (i32)", str(e.exception))
+
+
+IMPORT_VIEWS = b"""module @iv
+func @env.make(%n: i32) -> !hal.buffer_view import
+func @env.total(%v: !hal.buffer_view) -> f64 import
+func @roundtrip(%n: i32) -> f64 {
+  %v = call @env.make(%n)
+  %s = call @env.total(%v)
+  return %s
+}
+func @made(%n: i32) -> !hal.buffer_view {
+  %v = call @env.make(%n)
+  return %v
+}
+"""
+
+FFI = b"""module @ffi
+func @c.imp_add3(%a: i32, %b: i32, %c: i32) -> i32 import
+func @c.imp_mix(%a: f64, %b: f32) -> f64 import
+func @run(%x: i32, %y: f64) -> (i32, f64) {
+  %r = call @c.imp_add3(%x, %x, %x)
+  %f = const.f32 3.0
+  %m = call @c.imp_mix(%y, %f)
+  return %r, %m
+}
+"""
+
+
+class TestHostImports(unittest.TestCase):
+    def test_views_in_and_out_of_python_imports(self):
+        seen = []
+
+        def make(n):
+            return np.arange(n, dtype=np.float32) * 2
+
+        def total(a):
+            seen.append(a)
+            return float(a.sum())
+        inst = hali.Instance()
+        ctx = hali.Context(hali.load(IMPORT_VIEWS, instance=inst),
+                           instance=inst,
+                           imports={"env": {"make": make, "total": total}})
+        self.assertEqual(ctx.roundtrip(5), 20.0)
+        self.assertIsInstance(seen[0], np.ndarray)
+        self.assertEqual(seen[0].tolist(), [0, 2, 4, 6, 8])
+        np.testing.assert_array_equal(ctx.made(3), [0, 2, 4])
+
+    def test_import_returning_the_wrong_type(self):
+        inst = hali.Instance()
+        ctx = hali.Context(hali.load(IMPORT_VIEWS, instance=inst),
+                           instance=inst,
+                           imports={"env": {"make": lambda n: "nope",
+                                            "total": lambda a: 0.0}})
+        with self.assertRaises(hali.Error) as e:
+            ctx.made(1)
+        self.assertIn("import @env.make: python TypeError", str(e.exception))
+        self.assertIn("expected !hal.buffer_view, got str", str(e.exception))
+
+    def test_frozen_instance(self):
+        inst = hali.Instance()
+        hali.Context(hali.load(VIEWS, instance=inst), instance=inst)
+        with self.assertRaises(hali.Error) as e:
+            inst.register_imports("late", {"f": abs})
+        self.assertEqual(e.exception.code_name, "FAILED_PRECONDITION")
+
+    def test_ffi_library(self):
+        so = os.path.join(BUILD, "tests", "kernels", "test_imports.so")
+        if not os.path.exists(so):
+            self.skipTest("tests/kernels/test_imports.so is not built")
+        inst = hali.Instance()
+        inst.register_ffi_library("c", so)
+        with self.assertRaises(hali.AlreadyExistsError):
+            inst.register_ffi_library("c", so)
+        ctx = hali.Context(hali.load(FFI, instance=inst), instance=inst)
+        # ctx.run is the Context method: such names go through ctx[...].
+        self.assertEqual(ctx["run"](5, 1.25), (15, 5.5))
 
 
 class TestZeroCopy(unittest.TestCase):
@@ -400,6 +491,29 @@ class TestLimits(unittest.TestCase):
 
 
 class TestThreads(unittest.TestCase):
+    def test_gil_released_while_hali_runs(self):
+        inst = hali.Instance()
+        inst.register_imports("env", {"add": lambda a, b: a + b})
+        ctx = hali.Context(hali.load(SCALARS, instance=inst), instance=inst,
+                           deadline=0.3)
+        ticks = [0]
+        stop = threading.Event()
+
+        def count():
+            while not stop.is_set():
+                ticks[0] += 1
+                time.sleep(0.001)
+        th = threading.Thread(target=count)
+        th.start()
+        time.sleep(0.01)
+        before = ticks[0]
+        with self.assertRaises(hali.DeadlineExceededError):
+            ctx.spin()   # 0.3 s in hali
+        during = ticks[0] - before
+        stop.set()
+        th.join()
+        self.assertGreater(during, 20)
+
     def test_contexts_on_threads(self):
         x = np.random.default_rng(5).standard_normal(64).astype(np.float32)
         ref = mlp_context().mlp(x)
