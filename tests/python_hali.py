@@ -263,6 +263,9 @@ class TestScalarsAndArguments(unittest.TestCase):
             ctx.twice_add(1)
         self.assertIn("import @env.add: python ValueError: no adding today",
                       str(e.exception))
+        # The Python traceback's innermost frame is one of the annotations.
+        self.assertTrue(any("in bad" in f and "python_hali.py" in f
+                            for f in e.exception.frames), e.exception.frames)
         self.assertTrue(any("twice_add" in f for f in e.exception.frames))
 
     def test_import_signature_mismatch(self):
@@ -432,6 +435,41 @@ class TestZeroCopy(unittest.TestCase):
         del x
         gc.collect()
         self.assertEqual(np.asarray(v).tolist(), [0, 1, 2, 3])
+
+
+class TestLeaks(unittest.TestCase):
+    def test_everything_released(self):
+        """hali's own count of live host blocks returns to where it was once
+        the binding's objects are gone: no handle leaks a reference."""
+        hali.load(VIEWS)  # the default instance exists before the count
+        gc.collect()
+        base = _hali.host_allocations_live()
+
+        def work():
+            ctx = mlp_context(device=hali.Device("local-task", workers=2))
+            x = np.ones(64, np.float32)
+            y = ctx.mlp(x)
+            go = hali.Fence()
+            r, f = ctx.mlp.async_(x, wait=go)
+            go.signal()
+            f.wait()
+            z = np.asarray(r[0])
+            np.testing.assert_array_equal(y, z)
+            inv = ctx.main.invoke_async()
+            inv.wait()
+            inv.results()
+            with self.assertRaises(ValueError):
+                ctx.mlp(np.ones(3, np.float32))
+            views = hali.Context(hali.load(VIEWS))
+            views.same(np.arange(4, dtype=np.int32))
+            views.splat_into(np.zeros(4, np.int32), 1)
+        work()
+        gc.collect()
+        for _ in range(100):  # a queue thread may still drop a reference
+            if _hali.host_allocations_live() <= base:
+                break
+            time.sleep(0.01)
+        self.assertLessEqual(_hali.host_allocations_live(), base)
 
 
 class TestLimits(unittest.TestCase):

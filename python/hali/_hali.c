@@ -110,6 +110,44 @@ static hali_status_t status_from_python_error(const char *where) {
   }
   hali_status_t status =
       hali_status_make(code, "%s: python %s: %s", where, tname, msg);
+  /* The innermost Python frames (up to 3), innermost first, as
+   * annotations: the backtrace then reads from the Python line that raised
+   * out through the VM's frames. */
+  PyObject *last[3] = {NULL, NULL, NULL};
+  int depth = 0;
+  for (PyObject *t = tb; t && t != Py_None && depth < 1000; depth++) {
+    last[depth % 3] = t;
+    PyObject *next = PyObject_GetAttrString(t, "tb_next");
+    if (!next) {
+      PyErr_Clear();
+      break;
+    }
+    Py_DECREF(next); /* the chain keeps it alive */
+    t = next;
+  }
+  for (int i = 0; i < 3 && i < depth; i++) {
+    PyObject *t = last[(depth - 1 - i) % 3];
+    PyObject *line = PyObject_GetAttrString(t, "tb_lineno");
+    PyObject *frame = PyObject_GetAttrString(t, "tb_frame");
+    PyObject *code_obj = frame ? PyObject_GetAttrString(frame, "f_code")
+                               : NULL;
+    PyObject *file =
+        code_obj ? PyObject_GetAttrString(code_obj, "co_filename") : NULL;
+    PyObject *fn = code_obj ? PyObject_GetAttrString(code_obj, "co_name")
+                            : NULL;
+    const char *fs = file ? PyUnicode_AsUTF8(file) : NULL;
+    const char *ns = fn ? PyUnicode_AsUTF8(fn) : NULL;
+    long ln = line ? PyLong_AsLong(line) : -1;
+    if (fs && ns)
+      status = hali_status_annotate(
+          status, "python: File \"%s\", line %ld, in %s", fs, ln, ns);
+    PyErr_Clear();
+    Py_XDECREF(line);
+    Py_XDECREF(frame);
+    Py_XDECREF(code_obj);
+    Py_XDECREF(file);
+    Py_XDECREF(fn);
+  }
   Py_XDECREF(s);
   Py_XDECREF(type);
   Py_XDECREF(value);
