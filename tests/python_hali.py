@@ -268,6 +268,17 @@ class TestScalarsAndArguments(unittest.TestCase):
                             for f in e.exception.frames), e.exception.frames)
         self.assertTrue(any("twice_add" in f for f in e.exception.frames))
 
+    def test_import_raising_a_hali_error_keeps_its_code(self):
+        inst = hali.Instance()
+
+        def missing(a, b):
+            raise hali.NotFoundError("no such thing")
+        ctx = hali.Context([hali.load(SCALARS, instance=inst)],
+                           instance=inst, imports={"env": {"add": missing}})
+        with self.assertRaises(hali.NotFoundError) as e:
+            ctx.twice_add(1)
+        self.assertIn("no such thing", e.exception.message)
+
     def test_import_signature_mismatch(self):
         inst = hali.Instance()
         with self.assertRaises(hali.InvalidArgumentError) as e:

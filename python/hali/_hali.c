@@ -100,6 +100,12 @@ static hali_status_t status_from_python_error(const char *where) {
     }
     Py_XDECREF(c);
     PyErr_Clear();
+    /* One the host made (raise hali.NotFoundError("...")): its class. */
+    for (int k = 1; code == HALI_STATUS_UNKNOWN && k < HALI_STATUS_CODE_COUNT;
+         k++)
+      if (g_error_by_code[k] &&
+          PyObject_IsInstance(value, g_error_by_code[k]) == 1)
+        code = (hali_status_code_t)k;
   }
   const char *tname = type ? ((PyTypeObject *)type)->tp_name : "?";
   PyObject *s = value ? PyObject_Str(value) : NULL;
