@@ -666,6 +666,26 @@ class TestAsync(unittest.TestCase):
         r3, f3 = ctx.mlp.async_(x, wait=[f1, f2])
         np.testing.assert_array_equal(np.asarray(r3[0]), np.asarray(r2[0]))
 
+    def test_tensor_arguments_wait_for_their_writer(self):
+        ctx = hali.Context([hali.load(VIEWS), hali.load(MLP)],
+                           parameters={"model": WEIGHTS},
+                           device=hali.Device("local-task", workers=2))
+        x = np.random.default_rng(4).standard_normal(64).astype(np.float32)
+        ref = mlp_reference(x)
+        go = hali.Fence()
+        r1, f1 = ctx.copy64.async_(x, wait=go)
+        # No wait= given: the Tensor's own fence is waited for.
+        r2, f2 = ctx.mlp.async_(r1[0])
+        self.assertFalse(f2.wait(timeout=0.05))
+        threading.Timer(0.05, go.signal).start()
+        np.testing.assert_allclose(np.asarray(r2[0]), ref, rtol=1e-5,
+                                   atol=1e-5)
+        # A synchronous call given a pending Tensor waits for it first.
+        go2 = hali.Fence()
+        r3, f3 = ctx.copy64.async_(x, wait=go2)
+        threading.Timer(0.05, go2.signal).start()
+        np.testing.assert_allclose(ctx.mlp(r3[0]), ref, rtol=1e-5, atol=1e-5)
+
     def test_array_freed_while_in_flight(self):
         ctx = mlp_context(device=hali.Device("local-task", workers=2))
         x = np.random.default_rng(3).standard_normal(64).astype(np.float32)

@@ -554,6 +554,8 @@ class Function:
                     where, low))
             if isinstance(ptype, TensorType):
                 _check_shape(where, ptype, a.shape, a.element_type)
+            if a.fence is not None:
+                keep.append(a.fence)  # the call must come after its writer
             return a._view
         if isinstance(a, Fence):
             return a._c
@@ -635,6 +637,9 @@ class Function:
         result is returned as is, several as a tuple, none as None."""
         keep = []
         conv = self._convert(args, keep)
+        for f in keep:
+            if isinstance(f, Fence):
+                f.wait()  # a Tensor an async call is still writing
         res = self._results(self._c.invoke(conv), None, copy)
         if not res:
             return None
@@ -655,13 +660,22 @@ class Function:
         if self._async is None:
             raise TypeError("@%s has no f$async form (it is not a "
                             "tensor-level function)" % self.name)
-        if isinstance(wait, (list, tuple)):
-            wait = Fence.join(*wait)
-        if wait is None:
-            wait = Fence(signaled=True)
-        signal = Fence()
         keep = []
         conv = self._convert(args, keep)
+        # Tensors other async calls are still writing: wait for them too.
+        waits = list(wait) if isinstance(wait, (list, tuple)) else [wait]
+        for f in keep:
+            if isinstance(f, Fence) and all(f is not w for w in waits) and \
+                    not f.ready:
+                waits.append(f)
+        waits = [w for w in waits if w is not None]
+        if not waits:
+            wait = Fence(signaled=True)
+        elif len(waits) == 1:
+            wait = waits[0]
+        else:
+            wait = Fence.join(*waits)
+        signal = Fence()
         inv = self._async.invoke_async(conv + [wait._c, signal._c])
         invocation = Invocation(self, inv, keep)
         self.context._c.run()

@@ -1512,17 +1512,21 @@ static PyObject *Invocation_done(InvocationObject *self, PyObject *unused) {
 }
 
 static PyObject *Invocation_status(InvocationObject *self, PyObject *unused) {
-  CHECK_STATUS(hali_invocation_status(self->invocation));
+  context_lock(self->context);
+  hali_status_t s = hali_invocation_status(self->invocation);
+  context_unlock(self->context);
+  CHECK_STATUS(s);
   Py_RETURN_NONE;
 }
 
 static PyObject *Invocation_results(InvocationObject *self,
                                     PyObject *unused) {
-  hali_status_t s = hali_invocation_status(self->invocation);
-  if (s) return raise_status(s);
   hali_variant_t *r = calloc(self->result_count + 1, sizeof *r);
   if (!r) return PyErr_NoMemory();
-  s = hali_invocation_results(self->invocation, r, self->result_count);
+  context_lock(self->context);
+  hali_status_t s = hali_invocation_status(self->invocation);
+  if (!s) s = hali_invocation_results(self->invocation, r, self->result_count);
+  context_unlock(self->context);
   if (s) {
     free(r);
     return raise_status(s);
