@@ -22,6 +22,10 @@ from hali import _hali
 
 SRC = os.environ.get("HALI_TOP_SRCDIR", ".")
 BUILD = os.environ.get("HALI_TOP_BUILDDIR", ".")
+# The tool is an ordinary program: under a sanitizer build it carries its
+# own ASan runtime, so the one tests/python.test preloads for python must
+# not reach it.
+CLI_ENV = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
 MLP = os.path.join(SRC, "examples", "mlp_tensor.hasm")
 MLP_RODATA = os.path.join(SRC, "examples", "mlp_tensor_rodata.hasm")
 WEIGHTS = os.path.join(BUILD, "examples", "mlp.safetensors")
@@ -163,7 +167,8 @@ class TestFlagship(unittest.TestCase):
         out = subprocess.run(
             [os.path.join(BUILD, "tools", "hali"), "run", MLP,
              "--parameters=model=" + WEIGHTS],
-            check=True, capture_output=True, text=True).stdout
+            check=True, capture_output=True, text=True,
+            env=CLI_ENV).stdout
         line = [ln for ln in out.splitlines() if ln.startswith("10xf32=")][0]
         cli = np.array([float(v) for v in line[7:].split()], np.float32)
         for dev in (hali.Device("local-sync"),
