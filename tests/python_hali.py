@@ -524,6 +524,14 @@ class TestLimits(unittest.TestCase):
         self.assertEqual(r.shape, (1048576,))
         self.assertTrue((r == 3).all())
 
+    def test_device_memory_limit_and_fiber_threads(self):
+        dev = hali.Device("local-task", workers=1, max_memory=1 << 20)
+        with self.assertRaises(hali.ResourceExhaustedError):
+            hali.Context(hali.load(VIEWS), device=dev).big(1)
+        ctx = hali.Context(hali.load(VIEWS), fiber_threads=2)
+        np.testing.assert_array_equal(ctx.copy(np.arange(4, dtype=np.int32)),
+                                      [0, 1, 2, 3])
+
     def test_cancel_from_another_thread(self):
         started = threading.Event()
         inst = hali.Instance()
@@ -775,7 +783,20 @@ class TestTracing(unittest.TestCase):
             gc.collect()
             with open(txt) as f:
                 text = f.read()
-            self.assertIn("copy", text)
+            self.assertIn("enter @copy", text)
+            # trace_filter limits VM lines to the functions it matches.
+            flt = os.path.join(d, "f.txt")
+            ctx = hali.Context(hali.load(VIEWS), trace=(flt, "vm"),
+                               trace_filter="spl*")
+            ctx.copy(np.zeros(4, np.int32))
+            ctx.splat_into(np.zeros(4, np.int32), 2)
+            ctx.close()
+            del ctx
+            gc.collect()
+            with open(flt) as f:
+                text = f.read()
+            self.assertIn("splat_into", text)
+            self.assertNotIn("enter @copy", text)
             js = os.path.join(d, "t.json")
             ctx = mlp_context(trace=js)
             ctx.main()
