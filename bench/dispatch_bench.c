@@ -18,6 +18,9 @@
 
 #include "bench/dispatch_kernel.h"
 #include "hal/hal.h"
+
+#define BENCH_NAME "dispatch_bench"
+#include "bench/bench_util.h"
 #include "loader/executables.h"
 #include "loader/loader.h"
 #include "vm/vm.h"
@@ -51,32 +54,12 @@ static const hali_kernel_export_t static_exports[] = {
 static const hali_kernel_library_t static_library = {
     HALI_KERNEL_ABI_VERSION, "bench_static", 1, static_exports};
 
-static int check(hali_status_t s, const char *what) {
-  if (!s) return 0;
-  char *text = hali_status_to_string(s);
-  fprintf(stderr, "dispatch_bench: %s: %s\n", what, text ? text : "?");
-  free(text);
-  hali_status_free(s);
-  exit(1);
-}
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int compare(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct {
   double median, min;
 } timing_t;
 
 static timing_t summarize(double *v, int n) {
-  qsort(v, (size_t)n, sizeof(double), compare);
+  qsort(v, (size_t)n, sizeof(double), bench_cmp_double);
   timing_t t = {n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2, v[0]};
   free(v);
   return t;
@@ -94,9 +77,9 @@ static timing_t direct_ns(int reps, int dispatches) {
   hali_kernel_fn_t volatile fn = bench_bump;
   double *t = calloc((size_t)reps, sizeof(double));
   for (int r = -1; r < reps; ++r) { /* r = -1 warms up */
-    double start = now_ns();
+    double start = bench_now_ns();
     for (int i = 0; i < dispatches; ++i) fn(&d, &w);
-    double ns = now_ns() - start;
+    double ns = bench_now_ns() - start;
     if (r >= 0) t[r] = ns / dispatches;
   }
   if (out != 3 * dispatches * (reps + 1)) {
@@ -115,36 +98,36 @@ static timing_t replay_ns(hali_hal_device_t *dev, hali_hal_executable_t *exe,
       HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH |
           HALI_HAL_BUFFER_USAGE_MAPPING};
   hali_hal_buffer_t *out = NULL;
-  check(hali_hal_allocator_allocate_buffer(hali_hal_device_allocator(dev),
+  bench_check(hali_hal_allocator_allocate_buffer(hali_hal_device_allocator(dev),
                                            params, 4, &out),
         "allocate");
   int32_t zero = 0;
-  check(hali_hal_buffer_write(out, 0, &zero, 4), "write");
+  bench_check(hali_hal_buffer_write(out, 0, &zero, 4), "write");
   hali_hal_command_buffer_t *cb = NULL;
-  check(hali_hal_command_buffer_create(HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+  bench_check(hali_hal_command_buffer_create(HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
                                        HALI_HAL_COMMAND_CATEGORY_DISPATCH, &cb),
         "command buffer");
   const uint32_t c = 3;
-  check(hali_hal_command_buffer_push_constants(cb, 0, &c, 1), "constants");
+  bench_check(hali_hal_command_buffer_push_constants(cb, 0, &c, 1), "constants");
   const hali_hal_buffer_binding_t binding = {0, out, 0, 4};
-  check(hali_hal_command_buffer_push_descriptor_set(cb, &binding, 1),
+  bench_check(hali_hal_command_buffer_push_descriptor_set(cb, &binding, 1),
         "bindings");
   for (int i = 0; i < dispatches; ++i)
-    check(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1), "dispatch");
-  check(hali_hal_command_buffer_finalize(cb), "finalize");
+    bench_check(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1), "dispatch");
+  bench_check(hali_hal_command_buffer_finalize(cb), "finalize");
   double *t = calloc((size_t)reps, sizeof(double));
   for (int r = -1; r < reps; ++r) { /* r = -1 warms up */
     hali_hal_fence_t *done = NULL;
-    check(hali_hal_fence_create_pending(&done), "fence");
-    double start = now_ns();
-    check(hali_hal_device_queue_execute(dev, NULL, done, &cb, 1), "execute");
-    check(hali_hal_fence_await(done, HALI_INFINITE), "replay");
-    double ns = now_ns() - start;
+    bench_check(hali_hal_fence_create_pending(&done), "fence");
+    double start = bench_now_ns();
+    bench_check(hali_hal_device_queue_execute(dev, NULL, done, &cb, 1), "execute");
+    bench_check(hali_hal_fence_await(done, HALI_INFINITE), "replay");
+    double ns = bench_now_ns() - start;
     hali_hal_fence_release(done);
     if (r >= 0) t[r] = ns / dispatches;
   }
   int32_t result = 0;
-  check(hali_hal_buffer_read(out, 0, &result, 4), "read");
+  bench_check(hali_hal_buffer_read(out, 0, &result, 4), "read");
   if (result != 3 * dispatches * (reps + 1)) {
     fprintf(stderr, "dispatch_bench: %s computed %d, expected %d\n",
             hali_hal_executable_format(exe), result,
@@ -176,19 +159,19 @@ int main(int argc, char **argv) {
   }
 
   hali_ir_module_t *ir = NULL;
-  check(hali_load_bytes((const uint8_t *)module_text, strlen(module_text),
+  bench_check(hali_load_bytes((const uint8_t *)module_text, strlen(module_text),
                         "dispatch_bench.hasm", &ir),
         "assembling the module");
   hali_vm_module_t *m = NULL;
-  check(hali_vm_module_create(ir, &m), "module");
+  bench_check(hali_vm_module_create(ir, &m), "module");
   hali_executable_registry_t *registry = NULL;
-  check(hali_executable_registry_create(&registry), "registry");
-  check(hali_executable_registry_register_static(registry, &static_library),
+  bench_check(hali_executable_registry_create(&registry), "registry");
+  bench_check(hali_executable_registry_register_static(registry, &static_library),
         "static kernels");
   const char *paths[] = {dir};
   hali_vm_link_t *link = NULL;
-  check(hali_vm_link_create(m, &link), "link");
-  check(hali_executable_registry_load_link(registry, link, NULL, paths, 1),
+  bench_check(hali_vm_link_create(m, &link), "link");
+  bench_check(hali_executable_registry_load_link(registry, link, NULL, paths, 1),
         "loading the executables");
 
   static const struct {
@@ -205,7 +188,7 @@ int main(int argc, char **argv) {
     p.kind = devices[d].kind;
     p.worker_count = 1;
     hali_hal_device_t *dev = NULL;
-    check(hali_hal_device_create(&p, &dev), "device");
+    bench_check(hali_hal_device_create(&p, &dev), "device");
     /* The baseline is measured beside each device's runs, so both see the
      * same machine state. */
     direct[d] = direct_ns(reps, dispatches);

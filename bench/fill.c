@@ -18,36 +18,19 @@
 
 #include "hal/hal.h"
 
-static int check(hali_status_t s, const char *what) {
-  if (!s) return 0;
-  char *text = hali_status_to_string(s);
-  fprintf(stderr, "fill: %s: %s\n", what, text ? text : "?");
-  free(text);
-  hali_status_free(s);
-  exit(1);
-}
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#define BENCH_NAME "fill"
+#include "bench/bench_util.h"
 
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 static void run_cb(hali_hal_device_t *device, hali_hal_command_buffer_t *cb) {
   hali_hal_fence_t *signal = NULL;
-  check(hali_hal_fence_create_pending(&signal), "fence");
-  check(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1), "execute");
-  check(hali_hal_fence_await(signal, HALI_INFINITE), "await");
+  bench_check(hali_hal_fence_create_pending(&signal), "fence");
+  bench_check(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1), "execute");
+  bench_check(hali_hal_fence_await(signal, HALI_INFINITE), "await");
   hali_hal_fence_release(signal);
 }
 
@@ -71,7 +54,7 @@ int main(int argc, char **argv) {
   hali_hal_device_params_t dp;
   hali_hal_device_params_initialize(&dp);
   dp.kind = HALI_HAL_DEVICE_LOCAL_SYNC;
-  check(hali_hal_device_create(&dp, &device), "device");
+  bench_check(hali_hal_device_create(&dp, &device), "device");
   hali_hal_allocator_t *allocator = hali_hal_device_allocator(device);
   hali_hal_buffer_params_t params = {
       .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL |
@@ -89,37 +72,37 @@ int main(int argc, char **argv) {
     int r = reps > 0 ? reps : (int)(n >= (50u << 20) ? 11 : (50u << 20) / n);
     if (r > 20000) r = 20000;
     hali_hal_buffer_t *a = NULL, *b = NULL;
-    check(hali_hal_allocator_allocate_buffer(allocator, params, n, &a), "a");
-    check(hali_hal_allocator_allocate_buffer(allocator, params, n, &b), "b");
+    bench_check(hali_hal_allocator_allocate_buffer(allocator, params, n, &a), "a");
+    bench_check(hali_hal_allocator_allocate_buffer(allocator, params, n, &b), "b");
     void *pa = NULL, *pb = NULL;
-    check(hali_hal_buffer_map_range(a, 0, n, &pa), "map");
-    check(hali_hal_buffer_map_range(b, 0, n, &pb), "map");
+    bench_check(hali_hal_buffer_map_range(a, 0, n, &pa), "map");
+    bench_check(hali_hal_buffer_map_range(b, 0, n, &pb), "map");
     memset(pb, 1, n);
     /* op 0..2: fill with a pattern of 1 << op bytes; op 3: copy b -> a. */
     static const uint32_t pattern[3] = {0x5C, 0xBEEF, 0x12345678};
     for (int op = 0; op < 4; ++op) {
       hali_hal_command_buffer_t *cb = NULL;
-      check(hali_hal_command_buffer_create(
+      bench_check(hali_hal_command_buffer_create(
                 HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
                 HALI_HAL_COMMAND_CATEGORY_ANY, &cb), "cb");
       if (op < 3)
-        check(hali_hal_command_buffer_fill(cb, a, 0, n, pattern[op], 1u << op),
+        bench_check(hali_hal_command_buffer_fill(cb, a, 0, n, pattern[op], 1u << op),
               "fill");
       else
-        check(hali_hal_command_buffer_copy(cb, b, 0, a, 0, n), "copy");
-      check(hali_hal_command_buffer_finalize(cb), "finalize");
+        bench_check(hali_hal_command_buffer_copy(cb, b, 0, a, 0, n), "copy");
+      bench_check(hali_hal_command_buffer_finalize(cb), "finalize");
       run_cb(device, cb); /* warm: pages touched */
       double *th = malloc(sizeof(double) * (size_t)r),
              *tl = malloc(sizeof(double) * (size_t)r);
       if (!th || !tl) return 1;
       for (int i = 0; i < r; ++i) {
-        double t0 = now_ns();
+        double t0 = bench_now_ns();
         run_cb(device, cb);
-        double t1 = now_ns();
+        double t1 = bench_now_ns();
         /* The same bytes of the same buffer, so both see the same pages. */
         if (op < 3) memset(pa, 0x5C, n);
         else memcpy(pa, pb, n);
-        double t2 = now_ns();
+        double t2 = bench_now_ns();
         g_sink ^= ((volatile uint8_t *)pa)[i % n];
         th[i] = t1 - t0;
         tl[i] = t2 - t1;

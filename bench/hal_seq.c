@@ -14,41 +14,24 @@
 
 #include "hal/hal.h"
 
-static void check(hali_status_t s, const char *what) {
-  if (!s) return;
-  char *text = hali_status_to_string(s);
-  fprintf(stderr, "hal: %s: %s\n", what, text ? text : "?");
-  free(text);
-  hali_status_free(s);
-  exit(1);
-}
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#define BENCH_NAME "hal_seq"
+#include "bench/bench_util.h"
 
 /* One sequence: the work a host does for one small submission. */
 static void sequence(hali_hal_device_t *device, hali_hal_buffer_t *buffer,
                      uint32_t pattern) {
   hali_hal_command_buffer_t *cb = NULL;
-  check(hali_hal_command_buffer_create(HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+  bench_check(hali_hal_command_buffer_create(HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
                                        HALI_HAL_COMMAND_CATEGORY_ANY, &cb),
         "create");
-  check(hali_hal_command_buffer_fill(cb, buffer, 0, 4096, pattern, 4), "fill");
-  check(hali_hal_command_buffer_finalize(cb), "finalize");
+  bench_check(hali_hal_command_buffer_fill(cb, buffer, 0, 4096, pattern, 4), "fill");
+  bench_check(hali_hal_command_buffer_finalize(cb), "finalize");
   hali_hal_fence_t *signal = NULL;
-  check(hali_hal_fence_create_pending(&signal), "fence");
-  check(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1),
+  bench_check(hali_hal_fence_create_pending(&signal), "fence");
+  bench_check(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1),
         "execute");
   hali_hal_command_buffer_release(cb);
-  check(hali_hal_fence_await(signal, HALI_INFINITE), "await");
+  bench_check(hali_hal_fence_await(signal, HALI_INFINITE), "await");
   hali_hal_fence_release(signal);
 }
 
@@ -86,35 +69,35 @@ int main(int argc, char **argv) {
     p.kind = devices[d].kind;
     p.worker_count = 1;
     hali_hal_device_t *device = NULL;
-    check(hali_hal_device_create(&p, &device), "device");
+    bench_check(hali_hal_device_create(&p, &device), "device");
     hali_hal_buffer_params_t bp = {
         .memory_types = HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL |
                         HALI_HAL_MEMORY_TYPE_HOST_VISIBLE |
                         HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE,
         .usage = HALI_HAL_BUFFER_USAGE_ALL};
     hali_hal_buffer_t *buffer = NULL;
-    check(hali_hal_allocator_allocate_buffer(hali_hal_device_allocator(device),
+    bench_check(hali_hal_allocator_allocate_buffer(hali_hal_device_allocator(device),
                                              bp, 4096, &buffer),
           "buffer");
     sequence(device, buffer, 0x01020304u); /* warm */
     uint32_t last = 0;
     for (int r = 0; r < reps; ++r) {
-      double t0 = now_ns();
+      double t0 = bench_now_ns();
       for (int i = 0; i < sequences; ++i) {
         last = 0x01020304u + (uint32_t)i;
         sequence(device, buffer, last);
       }
-      t[r] = (now_ns() - t0) / sequences / 1000.0;
+      t[r] = (bench_now_ns() - t0) / sequences / 1000.0;
     }
     uint32_t got = 0;
-    check(hali_hal_buffer_read(buffer, 4092, &got, 4), "read");
+    bench_check(hali_hal_buffer_read(buffer, 4092, &got, 4), "read");
     uint8_t want[4] = {(uint8_t)last, (uint8_t)(last >> 8),
                        (uint8_t)(last >> 16), (uint8_t)(last >> 24)};
     if (memcmp(&got, want, 4) != 0) {
       fprintf(stderr, "hal: the last fill did not land\n");
       return 1;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    qsort(t, (size_t)reps, sizeof *t, bench_cmp_double);
     const double median = t[reps / 2];
     printf("%-16s %10.2f %10.2f %8.1f  %s\n", devices[d].name, median, t[0],
            devices[d].goal_us, median <= devices[d].goal_us ? "met" : "not met");

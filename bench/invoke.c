@@ -15,25 +15,8 @@
 
 #include "hali/hali.h"
 
-static void check(hali_status_t s, const char *what) {
-  if (!s) return;
-  char *t = hali_status_to_string(s);
-  fprintf(stderr, "invoke: %s: %s\n", what, t ? t : "?");
-  free(t);
-  hali_status_free(s);
-  exit(1);
-}
-
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#define BENCH_NAME "invoke"
+#include "bench/bench_util.h"
 
 static const char module_text[] =
     "module @invoke_bench\n"
@@ -56,35 +39,35 @@ int main(int argc, char **argv) {
     return 2;
   }
   hali_instance_t *in = NULL;
-  check(hali_instance_create(NULL, &in), "instance");
+  bench_check(hali_instance_create(NULL, &in), "instance");
   hali_device_params_t dp;
   hali_device_params_initialize(&dp);
   dp.kind = HALI_DEVICE_LOCAL_SYNC;
   hali_device_t *d = NULL;
-  check(hali_device_create(in, &dp, &d), "device");
+  bench_check(hali_device_create(in, &dp, &d), "device");
   hali_module_t *m = NULL;
-  check(hali_module_load_bytes(in, module_text, sizeof module_text - 1,
+  bench_check(hali_module_load_bytes(in, module_text, sizeof module_text - 1,
                                "invoke_bench", &m),
         "module");
   hali_context_t *c = NULL;
-  check(hali_context_create(in, d, &m, 1, NULL, &c), "context");
+  bench_check(hali_context_create(in, d, &m, 1, NULL, &c), "context");
   hali_function_t *f = NULL;
-  check(hali_context_lookup_function(c, "id", &f), "@id");
+  bench_check(hali_context_lookup_function(c, "id", &f), "@id");
   double *t = malloc(sizeof(double) * (size_t)rounds);
   if (!t) return 1;
   for (int r = -1; r < rounds; ++r) { /* round -1 warms up */
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (int k = 0; k < calls; ++k) {
       hali_variant_t arg = hali_variant_i32(k), res;
-      check(hali_context_invoke(c, f, &arg, 1, &res, 1), "@id");
+      bench_check(hali_context_invoke(c, f, &arg, 1, &res, 1), "@id");
       if (res.type != HALI_VARIANT_I32 || res.u.i32 != k) {
         fprintf(stderr, "invoke: @id(%d) returned %d\n", k, res.u.i32);
         return 1;
       }
     }
-    if (r >= 0) t[r] = (now_ns() - t0) / calls;
+    if (r >= 0) t[r] = (bench_now_ns() - t0) / calls;
   }
-  qsort(t, (size_t)rounds, sizeof *t, cmp_double);
+  qsort(t, (size_t)rounds, sizeof *t, bench_cmp_double);
   printf("host -> VM invoke of @id(i32) -> i32 (hali_context_invoke, "
          "local-sync): ns per call, %d rounds of %d\n",
          rounds, calls);

@@ -868,6 +868,25 @@ static uint32_t numel_reg(lw_t *w, uint32_t t) {
   return n;
 }
 
+/* Emits the run-time check that |dim| (an i64 register) splits evenly over
+ * |ranks|: OUT_OF_RANGE "@f: OP of T: dimension 0 does not split evenly
+ * over the ranks" otherwise. */
+static void check_splits(lw_t *w, uint32_t dim, uint32_t ranks,
+                         const char *op, uint32_t t) {
+  hali_ir_func_t *f = w->f;
+  uint32_t rem = hali_pass_reg(f, HALI_TYPE_I64, "rem");
+  uint32_t zero = hali_s2h_c64(w, 0);
+  uint32_t bad = hali_pass_reg(f, HALI_TYPE_I32, "uneven");
+  hali_pass_emit(&w->pre, w->line, HALI_OP_REM_S_I64, 3, hali_pr(rem),
+                 hali_pr(dim), hali_pr(ranks));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(bad),
+                 hali_pr(rem), hali_pr(zero));
+  hali_s2h_fail_if(w, bad,
+                   "%s of %s: dimension 0 does not split evenly over the "
+                   "ranks",
+                   op, hali_s2h_rname(w, t));
+}
+
 /* A tensor collective: the default channel (one per op: the device caches
  * it, so every op gets the same one), the result's shape from the
  * operand's and the rank count, then one collective command in the open
@@ -936,16 +955,7 @@ static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
                            "rank count overflows",
                            hali_s2h_rname(w, s));
         } else {
-          uint32_t rem = hali_pass_reg(f, HALI_TYPE_I64, "rem");
-          uint32_t zero = hali_s2h_c64(w, 0), bad = hali_pass_reg(f, HALI_TYPE_I32, "uneven");
-          hali_pass_emit(&w->pre, w->line, HALI_OP_REM_S_I64, 3, hali_pr(rem),
-                         hali_pr(sd), hali_pr(ranks));
-          hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(bad),
-                         hali_pr(rem), hali_pr(zero));
-          hali_s2h_fail_if(w, bad,
-                           "%s of %s: dimension 0 does not split evenly over "
-                           "the ranks",
-                           name, hali_s2h_rname(w, s));
+          check_splits(w, sd, ranks, name, s);
           hali_pass_emit(&w->pre, w->line, HALI_OP_DIV_S_I64, 3, hali_pr(d0),
                          hali_pr(sd), hali_pr(ranks));
         }
@@ -966,18 +976,8 @@ static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
         dyn[k++] = hali_pr(w->t[s].dims[d]);
       }
     }
-    if (op == HALI_OP_TENSOR_ALL_TO_ALL) {
-      uint32_t rem = hali_pass_reg(f, HALI_TYPE_I64, "rem");
-      uint32_t zero = hali_s2h_c64(w, 0), bad = hali_pass_reg(f, HALI_TYPE_I32, "uneven");
-      hali_pass_emit(&w->pre, w->line, HALI_OP_REM_S_I64, 3, hali_pr(rem),
-                     hali_pr(w->t[s].dims[0]), hali_pr(ranks));
-      hali_pass_emit(&w->pre, w->line, HALI_OP_NE_I64, 3, hali_pr(bad),
-                     hali_pr(rem), hali_pr(zero));
-      hali_s2h_fail_if(w, bad,
-                       "tensor.all_to_all of %s: dimension 0 does not split "
-                       "evenly over the ranks",
-                       hali_s2h_rname(w, s));
-    }
+    if (op == HALI_OP_TENSOR_ALL_TO_ALL)
+      check_splits(w, w->t[s].dims[0], ranks, name, s);
     SET_SHAPE(w, r, dyn, true);
   }
   if (r != UINT32_MAX) hali_s2h_allocate(w, r);
