@@ -99,6 +99,7 @@ static env_t env_open_on(const char *text, hali_hal_device_t *dev) {
 static env_t env_open(const char *text) {
   return env_open_on(text, device(HALI_HAL_DEVICE_LOCAL_SYNC, 0));
 }
+static env_t env_open_threads(const char *text, uint32_t threads);
 static void env_close(env_t *e) {
   hali_vm_scheduler_free(e->s);
   hali_vm_module_release(e->m);
@@ -1392,9 +1393,11 @@ static hali_value_t buffer_arg(hali_hal_buffer_t *b) {
   return v;
 }
 
+/* The fairness tests log through plain loads and stores of one counter:
+ * one fiber thread, where fibers run one at a time (doc/fibers.md). */
 START_TEST(fairness_fifo_wakeups) {
   enum { FIBERS = 4, ROUNDS = 100 };
-  env_t e = env_open(ticker);
+  env_t e = env_open_threads(ticker, 1);
   hali_vm_scheduler_allow_external_signals(e.s, true);
   hali_hal_semaphore_t *sem = NULL;
   ck_assert_ok(hali_hal_semaphore_create(0, &sem));
@@ -1445,7 +1448,7 @@ END_TEST
 
 START_TEST(fairness_baton_alternates) {
   enum { N = 1000 };
-  env_t e = env_open(ticker);
+  env_t e = env_open_threads(ticker, 1);
   hali_hal_fence_t *a = NULL, *b = NULL;
   ck_assert_ok(hali_hal_fence_create_pending(&a));
   ck_assert_ok(hali_hal_fence_create_pending(&b));
@@ -2590,6 +2593,9 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, cancel_spinning_loop_latency);
   tcase_add_test(tc, cancel_ready);
   tcase_add_test(tc, cancel_while_switching_stress);
+  /* A hang bound: the stress test makes 100 schedulers (each with its
+   * fiber threads), which takes seconds on loaded cores. */
+  tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("deadlock");

@@ -34,7 +34,7 @@ if [ ! -f Makefile ] || [ configure.ac -nt Makefile ]; then
 fi
 make -s -j"$jobs" >/dev/null
 rm -f "$dir"/tsan.*
-TSAN_OPTIONS="halt_on_error=1 exitcode=66 log_path=$dir/tsan second_deadlock_stack=1"
+TSAN_OPTIONS="halt_on_error=1:exitcode=66:log_path=$dir/tsan:second_deadlock_stack=1:allocator_may_return_null=1"
 export TSAN_OPTIONS
 start=$(date +%s)
 if [ "${TSAN_FULL:-1}" != 0 ]; then
@@ -59,6 +59,7 @@ while [ "$i" -le "$reps" ]; do
       cp "$dir/last-$t.log" "$dir/failed-$i-$t.log"
     fi
   done
+  echo "tsan-loop: run $i of $reps done, $fails failed so far ($(( $(date +%s) - start )) s)"
   i=$((i + 1))
 done
 reports=$(ls "$dir"/tsan.* 2>/dev/null | wc -l)

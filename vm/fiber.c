@@ -98,6 +98,7 @@ typedef struct {
   hali_vm_fiber_t *running; /* inside resume() on this thread */
   int64_t running_since;
   bool idle;        /* asleep until woken (it found nothing to run) */
+  bool waking;      /* woken, not yet back: it will look for work */
   bool on_main;     /* asleep on the scheduler's |cond| (inside run()),
                      * else on |cond| below (a worker's own loop) */
   pthread_cond_t cond;
@@ -112,6 +113,7 @@ struct hali_vm_scheduler_s {
   fiber_thread_t th[HALI_VM_MAX_FIBER_THREADS];
   size_t ready;
   uint32_t idle;   /* threads asleep with th[k].idle */
+  uint32_t waking; /* threads with th[k].waking */
   uint64_t steals; /* fibers a thread took from another's queue */
   hali_vm_fiber_t *all;
   size_t live, suspended;
@@ -171,7 +173,11 @@ static uint32_t my_slot(const hali_vm_scheduler_t *s) {
   return tls_worker.s == s ? tls_worker.slot : NO_SLOT;
 }
 
-#define FIBER_POOL_MAX 64
+/* Finished fibers kept for reuse: enough that a fan-out that recycles its
+ * children as it spawns allocates (almost) nothing for them; each costs
+ * ~1 KiB while pooled (record, stack bookkeeping, frames, first banks). */
+#define FIBER_POOL_MAX 1024
+#define INVOCATION_POOL_MAX 64
 
 static int64_t now_ns(void) { return hali_clock_now_ns(); }
 
@@ -188,6 +194,8 @@ static void wake_thread(hali_vm_scheduler_t *s, uint32_t k) {
   if (!t->idle) return;
   t->idle = false;
   s->idle--;
+  t->waking = true;
+  s->waking++;
   if (t->on_main) pthread_cond_broadcast(&s->cond);
   else pthread_cond_signal(&t->cond);
 }
@@ -202,6 +210,8 @@ static void wake_one_idle(hali_vm_scheduler_t *s, uint32_t not) {
 }
 
 typedef enum { PUSH_WAKE, PUSH_SPAWN, PUSH_YIELD } push_kind_t;
+
+static void start_worker(hali_vm_scheduler_t *s);
 
 /* Makes |f| ready (the mutex is held): on the queue of the fiber thread
  * that calls (it ran the spawner, the signaller or |f| itself), or, from
@@ -224,13 +234,14 @@ static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   t->tail = f;
   t->count++;
   s->ready++;
-  if (!s->idle) return;
   if (t->idle) {
     wake_thread(s, q);
     return;
   }
   if (!s->runs) return; /* no fiber runs until the next run() */
-  if (kind != PUSH_WAKE || me != q || t->count >= 2) wake_one_idle(s, q);
+  if (kind == PUSH_WAKE && me == q && t->count < 2) return;
+  if (s->idle) wake_one_idle(s, q);
+  else if (!s->waking) start_worker(s); /* none to spare: one more */
 }
 
 static hali_vm_fiber_t *queue_pop(hali_vm_scheduler_t *s, uint32_t k) {
@@ -408,8 +419,10 @@ static void *watchdog_main(void *arg) {
     int64_t now = now_ns();
     if (s->timed) enforce_deadlines(s, now);
     /* Ready fibers wait on a busy thread's queue while others sleep: wake
-     * those (they steal) rather than preempt anyone. */
-    bool stealers = s->idle && s->runs;
+     * those (they steal) rather than preempt anyone; nor preempt while a
+     * woken thread is on its way to steal. */
+    if (s->runs && s->ready && !s->idle && !s->waking) start_worker(s);
+    bool stealers = (s->idle || s->waking) && s->runs;
     if (stealers && s->ready)
       for (uint32_t k = 0; k < s->threads; ++k) wake_thread(s, k);
     for (uint32_t k = 0; k < s->threads; ++k) {
@@ -498,7 +511,7 @@ static void invocation_unref(hali_vm_scheduler_t *s, invocation_t *inv) {
   if (!inv || --inv->refs) return;
   hali_hal_stop_release(inv->stop);
   inv->stop = NULL;
-  if (s->inv_pool_count >= FIBER_POOL_MAX) {
+  if (s->inv_pool_count >= INVOCATION_POOL_MAX) {
     hali_free(inv);
     return;
   }
@@ -882,6 +895,12 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   int64_t outer_since = t->running_since;
   t->running = f;
   t->running_since = now_ns();
+  /* A worker that took |f| just before the last run returned: that run
+   * found no fiber to ask to yield here yet. */
+  if (slot != 0 && !s->runs && !atomic_load(&st->interrupt)) {
+    atomic_store(&st->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+    atomic_store(&st->interrupt, true);
+  }
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
@@ -1054,6 +1073,31 @@ typedef struct {
   uint32_t slot;
 } worker_arg_t;
 
+static void *worker_main(void *arg);
+
+/* Starts one more worker, if the scheduler has fewer than it may (the
+ * mutex is held); it looks for work as soon as it runs.  Out of memory
+ * or threads: it runs with the threads it has (still correct). */
+static void start_worker(hali_vm_scheduler_t *s) {
+  if (s->workers_started + 1 >= s->threads) return;
+  worker_arg_t *a = hali_malloc(sizeof(*a));
+  if (!a) return;
+  uint32_t slot = s->workers_started + 1;
+  a->s = s;
+  a->slot = slot;
+  /* |a| is the worker's from here; the mutex keeps it from reading th[]
+   * before this is done. */
+  if (pthread_create(&s->workers[s->workers_started], NULL, worker_main,
+                     a) != 0) {
+    hali_free(a);
+    s->threads = slot; /* fewer threads from now on */
+    return;
+  }
+  s->th[slot].waking = true;
+  s->waking++;
+  s->workers_started++;
+}
+
 static void *worker_main(void *arg) {
   worker_arg_t a = *(worker_arg_t *)arg;
   hali_free(arg);
@@ -1063,6 +1107,10 @@ static void *worker_main(void *arg) {
   fiber_thread_t *t = &s->th[a.slot];
   pthread_mutex_lock(&s->mutex);
   while (!s->workers_stop) {
+    if (t->waking) { /* back: looking for work now */
+      t->waking = false;
+      s->waking--;
+    }
     hali_vm_fiber_t *f = s->runs ? take_ready(s, a.slot) : NULL;
     if (!f) {
       t->idle = true;
@@ -1105,18 +1153,14 @@ static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
   }
   pthread_mutex_lock(&s->mutex);
   s->runs++;
-  while (s->workers_started + 1 < s->threads) {
-    worker_arg_t *a = hali_malloc(sizeof(*a));
-    if (!a) break;
-    a->s = s;
-    a->slot = s->workers_started + 1;
-    if (pthread_create(&s->workers[s->workers_started], NULL, worker_main,
-                       a) != 0) {
-      hali_free(a);
-      s->threads = s->workers_started + 1; /* fewer threads, still correct */
-      break;
-    }
-    s->workers_started++;
+  /* Workers start when there is work for them (here: more fibers ready
+   * than this thread takes; later: a spawn or a wake-up that finds no
+   * thread idle), so a run that never spawns starts no thread. */
+  for (size_t want = s->ready; want > 1 + s->workers_started &&
+                               s->workers_started + 1 < s->threads;) {
+    uint32_t before = s->workers_started;
+    start_worker(s);
+    if (s->workers_started == before) break;
   }
   /* Fibers left on the workers' queues by the last run (or woken since):
    * their threads run them again. */
@@ -1162,6 +1206,10 @@ static void run_sleep(hali_vm_scheduler_t *s, uint32_t me, int64_t wake_at) {
   if (t->idle) {
     t->idle = false;
     s->idle--;
+  }
+  if (t->waking) {
+    t->waking = false;
+    s->waking--;
   }
 }
 

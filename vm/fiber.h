@@ -63,7 +63,8 @@ typedef struct hali_vm_scheduler_options_s {
   uint64_t max_duration_ns;
   /* Threads that run fibers while a thread is inside
    * hali_vm_scheduler_run*: that thread plus |threads| - 1 workers of the
-   * scheduler, started at the first run and kept until it is freed, each
+   * scheduler, started when work finds no thread idle and kept until it
+   * is freed, each
    * with its own ready queue (idle ones steal).  0 = one per core
    * (hali_vm_default_fiber_threads); 1 = the running thread alone (every
    * fiber on it, one at a time). */
