@@ -36,6 +36,11 @@ make -s -j"$jobs" >/dev/null
 rm -f "$dir"/tsan.*
 TSAN_OPTIONS="halt_on_error=1:exitcode=66:log_path=$dir/tsan:second_deadlock_stack=1:allocator_may_return_null=1"
 export TSAN_OPTIONS
+# Everything runs 5-15x slower under TSan, and more on loaded cores: the
+# suites' timeouts (hang bounds) and latency bounds stretch with it.
+CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10}
+HALI_TEST_SLOW=${HALI_TEST_SLOW:-20}
+export CK_TIMEOUT_MULTIPLIER HALI_TEST_SLOW
 start=$(date +%s)
 if [ "${TSAN_FULL:-1}" != 0 ]; then
   echo "tsan-loop: the whole suite under TSan"
