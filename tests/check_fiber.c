@@ -1766,9 +1766,11 @@ static const char group_failures[] =
     "  %code = const.i32 10\n"
     "  fail %code, \"early failure\"\n"
     "}\n"
+    /* Waits for @early to have failed (not a poll: with fiber threads
+     * @early may not have run yet), then lets @late fail. */
     "func @release(%go: !hal.fence, %after: !hal.fence) {\n"
-    "  %zero = const.i64 0\n"
-    "  %q = hal.fence.await_status %after, %zero\n"
+    "  %forever = const.i64 -1\n"
+    "  %q = hal.fence.await_status %after, %forever\n"
     "  hal.fence.signal %go\n"
     "  return\n"
     "}\n"
