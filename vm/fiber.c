@@ -80,6 +80,11 @@ struct hali_vm_fiber_s {
   uint64_t wait_epoch;
   size_t wait_registered, wait_fired;
   bool wait_counting; /* registration finished: wait_registered is final */
+  /* A point failed while the fiber was still SUSPENDING: resume(), which
+   * is registering its wake-ups on the awaited fence, queues it when done
+   * (queued at once, another thread could resume it and free that fence
+   * under the registration). */
+  bool wait_failed;
   bool host_owned;          /* started by the host (else by fiber.spawn) */
   bool released;            /* the host released it */
   atomic_bool cancel_requested;
@@ -115,6 +120,9 @@ struct hali_vm_scheduler_s {
   uint32_t idle;   /* threads asleep with th[k].idle */
   uint32_t waking; /* threads with th[k].waking */
   uint64_t steals; /* fibers a thread took from another's queue */
+  /* Counts pushes and finishes: the run loop, which drops the mutex to
+   * ask the device and the fences, sees whether anything happened. */
+  uint64_t events;
   hali_vm_fiber_t *all;
   size_t live, suspended;
   size_t waiters_live; /* callback references not yet dropped */
@@ -234,6 +242,7 @@ static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   t->tail = f;
   t->count++;
   s->ready++;
+  s->events++;
   if (t->idle) {
     wake_thread(s, q);
     return;
@@ -315,7 +324,8 @@ static void wake(void *user, hali_status_t status) {
       f->wait_fired++;
       last = f->wait_counting && f->wait_fired >= f->wait_registered;
     }
-    if (status || last) wake_fiber(s, f);
+    if (status && f->state == FIBER_SUSPENDING) f->wait_failed = true;
+    else if (status || last) wake_fiber(s, f);
   }
   s->waiters_live--;
   pthread_cond_broadcast(&s->cond);
@@ -844,6 +854,7 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     hali_hal_fence_release(fence);
   }
   pthread_mutex_lock(&s->mutex);
+  s->events++;
   s->live--;
   f->inv->live--;
   /* The deadline holds until the invocation's last fiber ends, also for
@@ -940,6 +951,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   f->wait_fired = 0;
   f->wait_registered = 0;
   f->wait_counting = false;
+  f->wait_failed = false;
   pthread_mutex_unlock(&s->mutex);
   size_t registered = 0;
   bool ready = register_wait(s, f, st->awaiting, &registered);
@@ -947,7 +959,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   f->wait_registered = registered;
   f->wait_counting = true;
   if (f->state == FIBER_SUSPENDING) {
-    if (ready || atomic_load(&f->cancel_requested) ||
+    if (ready || atomic_load(&f->cancel_requested) || f->wait_failed ||
         f->wait_fired >= registered) {
       wake_fiber(s, f);
     } else {
@@ -1262,10 +1274,11 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
       run_sleep(s, me, wake_at);
       continue;
     }
+    uint64_t events = s->events;
     pthread_mutex_unlock(&s->mutex);
     bool queue = s->device && hali_hal_device_queue_can_progress(s->device);
     pthread_mutex_lock(&s->mutex);
-    if (s->ready || s->running_count) continue;
+    if (s->events != events || s->ready || s->running_count) continue;
     /* With external signals allowed, the host may still wake a fiber
      * when it holds a fence that one awaits or that queue work waits on;
      * waiting for anything else (the program's own fences, queue work
@@ -1273,7 +1286,8 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
     bool host = s->allow_external &&
                 (!until || !queue_stuck_for_host(s) ||
                  host_may_wake_suspended(s));
-    if (s->ready || s->running_count) continue;
+    /* (Anything that happened meanwhile: decide again.) */
+    if (s->events != events || s->ready || s->running_count) continue;
     if (!queue && deadline == INT64_MAX && !host) {
       if (!until && !s->suspended) break;
       hali_status_t d = deadlock(s);
