@@ -540,9 +540,12 @@ static const char independent_failures[] =
     "  %code = const.i32 15\n"
     "  fail %code, \"second failure\"\n"
     "}\n"
+    /* Waits for @first to have failed (await_status: a plain await
+     * would fail us; a query would not wait, and with fiber threads
+     * @first may not have run yet). */
     "func @release(%go: !hal.fence, %after: !hal.fence) {\n"
     "  %forever = const.i64 -1\n"
-    "  %q = hal.fence.query %after\n" /* no await: it would fail us */
+    "  %q = hal.fence.await_status %after, %forever\n"
     "  hal.fence.signal %go\n"
     "  return\n"
     "}\n"
@@ -695,8 +698,11 @@ static const char handled[] =
     "  return %r\n" /* 9 14 00 09 04 */
     "}\n";
 
+/* Both on one fiber thread: @main relies on its children running while
+ * it naps 1 ms, and @main_status's join on @a failing before @b (spawn
+ * order is start order only there). */
 START_TEST(query_handles_failure) {
-  env_t e = env_open(handled);
+  env_t e = env_open_threads(handled, 1);
   hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
   run_until(&e, f);
   /* The invocation succeeded although both children failed. */
@@ -707,7 +713,7 @@ START_TEST(query_handles_failure) {
 END_TEST
 
 START_TEST(await_status_handles_failure) {
-  env_t e = env_open(handled);
+  env_t e = env_open_threads(handled, 1);
   hali_vm_fiber_t *f = start(&e, "main_status", NULL, 0);
   run_until(&e, f);
   ck_assert_ptr_null(hali_vm_fiber_status(f));
@@ -1216,8 +1222,10 @@ static const char timeout_then_signal[] =
     "  return %r\n"
     "}\n";
 
+/* On one fiber thread, where the two timeouts end in deadline order (on
+ * several, a loaded core could resume @main after @later signalled). */
 START_TEST(await_timeout_then_signal) {
-  env_t e = env_open(timeout_then_signal);
+  env_t e = env_open_threads(timeout_then_signal, 1);
   hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
   run_until(&e, f);
   ck_assert_int_eq(result_i32(f), 40);
@@ -1281,7 +1289,8 @@ static const char stale_timeout[] =
     "}\n";
 
 START_TEST(await_after_stale_timeout) {
-  env_t e = env_open(stale_timeout);
+  /* One fiber thread: the scenario is one thread's order (above). */
+  env_t e = env_open_threads(stale_timeout, 1);
   /* Enough iterations to keep the thread busy for a few ms. */
   hali_value_t args[] = {hali_value_i64(3000000)};
   hali_vm_fiber_t *f = start(&e, "main", args, 1);
