@@ -1,8 +1,10 @@
 /* bench/async_hali — the four workloads of bench/async, in hali (issue 17).
  *
- *   bench/async_hali [n] [reps] [threads]
+ *   bench/async_hali [n] [reps] [threads] [workload]
  *                                     defaults 10000, 5 and 1 (fiber
- *                                     threads of the scheduler)
+ *                                     threads of the scheduler); with a
+ *                                     workload (fanout, chain, pingpong)
+ *                                     only that one, for a profiler
  *   bench/async_hali --rss n          fan-out of n live fibers; prints the
  *                                     peak RSS in KiB (ru_maxrss)
  *
@@ -224,6 +226,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   hali_value_t a[] = {hali_value_i64(n)};
+  if (argc > 4) { /* one workload alone (for a profiler) */
+    int64_t t = median(argv[4], a, 1, reps);
+    printf("%s %" PRId64 " %.1f\n", argv[4], t, (double)t / (double)n);
+    hali_hal_device_release(device);
+    hali_vm_module_release(module);
+    return 0;
+  }
   run("fanout", a, 1); /* warm up */
   int64_t t = median("fanout", a, 1, reps);
   printf("fanout %" PRId64 " %.1f\n", t, (double)t / (double)n);

@@ -203,13 +203,16 @@ static const char k_spawn[] =
     "}\n";
 
 /* Runs @fn(arg) as a fiber on a fresh scheduler and device. */
-static hali_status_t run_fiber(hali_vm_module_t *m, const char *fn,
-                               hali_value_t arg, hali_value_t *out) {
+/* On |threads| fiber threads (0: the default, one per core). */
+static hali_status_t run_fiber_on(hali_vm_module_t *m, const char *fn,
+                                  hali_value_t arg, hali_value_t *out,
+                                  uint32_t threads) {
   hali_hal_device_t *dev = NULL;
   hali_vm_scheduler_t *s = NULL;
   hali_vm_fiber_t *f = NULL;
+  hali_vm_scheduler_options_t o = {.threads = threads};
   hali_status_t st = hali_hal_device_create(NULL, &dev);
-  if (!st) st = hali_vm_scheduler_create(dev, NULL, &s);
+  if (!st) st = hali_vm_scheduler_create(dev, &o, &s);
   if (!st)
     st = hali_vm_scheduler_start(s, m, hali_vm_module_lookup(m, fn), &arg, 1,
                                  &f);
@@ -223,6 +226,11 @@ static hali_status_t run_fiber(hali_vm_module_t *m, const char *fn,
   hali_vm_scheduler_free(s);
   hali_hal_device_release(dev);
   return st;
+}
+
+static hali_status_t run_fiber(hali_vm_module_t *m, const char *fn,
+                               hali_value_t arg, hali_value_t *out) {
+  return run_fiber_on(m, fn, arg, out, 0);
 }
 
 START_TEST(spawn_runs_and_joins) {
@@ -314,7 +322,8 @@ START_TEST(blocking_functions_block) {
       "}\n";
   hali_vm_module_t *m = hali_test_module(text);
   hali_value_t r = {0};
-  ck_assert_ok(run_fiber(m, "outer_blocking", hali_value_i32(0), &r));
+  /* On one fiber thread (with more, another thread runs the child). */
+  ck_assert_ok(run_fiber_on(m, "outer_blocking", hali_value_i32(0), &r, 1));
   ck_assert_int_eq(r.i32, 0); /* the child had not run yet */
   ck_assert_ok(run_fiber(m, "outer_suspending", hali_value_i32(0), &r));
   ck_assert_int_eq(r.i32, 1); /* the child ran while @wait_suspending waited */
@@ -323,7 +332,7 @@ START_TEST(blocking_functions_block) {
 END_TEST
 
 /* Fairness without awaits: @spin loops until @setter (spawned after it)
- * stores a flag; only preemption lets @setter run. */
+ * stores a flag; on one fiber thread only preemption lets @setter run. */
 START_TEST(busy_fibers_are_preempted) {
   static const char text[] =
       "func @setter(%b: !hal.buffer) {\n"
@@ -362,7 +371,8 @@ START_TEST(busy_fibers_are_preempted) {
   hali_hal_device_t *dev = NULL;
   ck_assert_ok(hali_hal_device_create(NULL, &dev));
   hali_vm_scheduler_t *s = NULL;
-  ck_assert_ok(hali_vm_scheduler_create(dev, NULL, &s));
+  hali_vm_scheduler_options_t one_thread = {.threads = 1};
+  ck_assert_ok(hali_vm_scheduler_create(dev, &one_thread, &s));
   hali_vm_fiber_t *f = NULL;
   ck_assert_ok(hali_vm_scheduler_start(s, m, hali_vm_module_lookup(m, "main"),
                                        NULL, 0, &f));

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hal/hal.h"
 #include "tests/ping_pong.h"
@@ -38,8 +39,14 @@ static void sleep_ms(int ms) {
 
 /* Under valgrind or a sanitizer everything is many times slower: latency
  * bounds (not lower bounds) are relaxed by this factor. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define HALI_TEST_SANITIZED 1 /* clang's spelling */
+#endif
+#endif
 static int64_t slow_factor(void) {
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) || \
+    defined(HALI_TEST_SANITIZED)
   return 20;
 #endif
   const char *p = getenv("LD_PRELOAD");
@@ -98,6 +105,7 @@ static env_t env_open_on(const char *text, hali_hal_device_t *dev) {
 static env_t env_open(const char *text) {
   return env_open_on(text, device(HALI_HAL_DEVICE_LOCAL_SYNC, 0));
 }
+static env_t env_open_threads(const char *text, uint32_t threads);
 static void env_close(env_t *e) {
   hali_vm_scheduler_free(e->s);
   hali_vm_module_release(e->m);
@@ -532,9 +540,12 @@ static const char independent_failures[] =
     "  %code = const.i32 15\n"
     "  fail %code, \"second failure\"\n"
     "}\n"
+    /* Waits for @first to have failed (await_status: a plain await
+     * would fail us; a query would not wait, and with fiber threads
+     * @first may not have run yet). */
     "func @release(%go: !hal.fence, %after: !hal.fence) {\n"
     "  %forever = const.i64 -1\n"
-    "  %q = hal.fence.query %after\n" /* no await: it would fail us */
+    "  %q = hal.fence.await_status %after, %forever\n"
     "  hal.fence.signal %go\n"
     "  return\n"
     "}\n"
@@ -687,8 +698,11 @@ static const char handled[] =
     "  return %r\n" /* 9 14 00 09 04 */
     "}\n";
 
+/* Both on one fiber thread: @main relies on its children running while
+ * it naps 1 ms, and @main_status's join on @a failing before @b (spawn
+ * order is start order only there). */
 START_TEST(query_handles_failure) {
-  env_t e = env_open(handled);
+  env_t e = env_open_threads(handled, 1);
   hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
   run_until(&e, f);
   /* The invocation succeeded although both children failed. */
@@ -699,7 +713,7 @@ START_TEST(query_handles_failure) {
 END_TEST
 
 START_TEST(await_status_handles_failure) {
-  env_t e = env_open(handled);
+  env_t e = env_open_threads(handled, 1);
   hali_vm_fiber_t *f = start(&e, "main_status", NULL, 0);
   run_until(&e, f);
   ck_assert_ptr_null(hali_vm_fiber_status(f));
@@ -1208,8 +1222,10 @@ static const char timeout_then_signal[] =
     "  return %r\n"
     "}\n";
 
+/* On one fiber thread, where the two timeouts end in deadline order (on
+ * several, a loaded core could resume @main after @later signalled). */
 START_TEST(await_timeout_then_signal) {
-  env_t e = env_open(timeout_then_signal);
+  env_t e = env_open_threads(timeout_then_signal, 1);
   hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
   run_until(&e, f);
   ck_assert_int_eq(result_i32(f), 40);
@@ -1273,7 +1289,8 @@ static const char stale_timeout[] =
     "}\n";
 
 START_TEST(await_after_stale_timeout) {
-  env_t e = env_open(stale_timeout);
+  /* One fiber thread: the scenario is one thread's order (above). */
+  env_t e = env_open_threads(stale_timeout, 1);
   /* Enough iterations to keep the thread busy for a few ms. */
   hali_value_t args[] = {hali_value_i64(3000000)};
   hali_vm_fiber_t *f = start(&e, "main", args, 1);
@@ -1391,9 +1408,11 @@ static hali_value_t buffer_arg(hali_hal_buffer_t *b) {
   return v;
 }
 
+/* The fairness tests log through plain loads and stores of one counter:
+ * one fiber thread, where fibers run one at a time (doc/fibers.md). */
 START_TEST(fairness_fifo_wakeups) {
   enum { FIBERS = 4, ROUNDS = 100 };
-  env_t e = env_open(ticker);
+  env_t e = env_open_threads(ticker, 1);
   hali_vm_scheduler_allow_external_signals(e.s, true);
   hali_hal_semaphore_t *sem = NULL;
   ck_assert_ok(hali_hal_semaphore_create(0, &sem));
@@ -1444,7 +1463,7 @@ END_TEST
 
 START_TEST(fairness_baton_alternates) {
   enum { N = 1000 };
-  env_t e = env_open(ticker);
+  env_t e = env_open_threads(ticker, 1);
   hali_hal_fence_t *a = NULL, *b = NULL;
   ck_assert_ok(hali_hal_fence_create_pending(&a));
   ck_assert_ok(hali_hal_fence_create_pending(&b));
@@ -1577,8 +1596,14 @@ static const char mixed[] =
     "  return %acc\n"
     "}\n";
 
+/* On one fiber thread: the parts submit their queue work in the order
+ * they start, which is spawn order only there (with several threads a
+ * later part may submit first, and its work, waiting at the head of the
+ * in-order queue for a fence behind it, is the deadlock reported). */
 static int64_t run_mixed(hali_hal_device_kind_t kind, uint32_t workers) {
-  env_t e = env_open_on(mixed, device(kind, workers));
+  env_t e = {.m = hali_test_module(mixed), .dev = device(kind, workers)};
+  hali_vm_scheduler_options_t o = {.threads = 1};
+  ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
   hali_value_t args[] = {hali_value_i64(8), hali_value_i64(1000)};
   hali_vm_fiber_t *f = start(&e, "main", args, 2);
   run_until(&e, f);
@@ -1750,9 +1775,11 @@ static const char group_failures[] =
     "  %code = const.i32 10\n"
     "  fail %code, \"early failure\"\n"
     "}\n"
+    /* Waits for @early to have failed (not a poll: with fiber threads
+     * @early may not have run yet), then lets @late fail. */
     "func @release(%go: !hal.fence, %after: !hal.fence) {\n"
-    "  %zero = const.i64 0\n"
-    "  %q = hal.fence.await_status %after, %zero\n"
+    "  %forever = const.i64 -1\n"
+    "  %q = hal.fence.await_status %after, %forever\n"
     "  hal.fence.signal %go\n"
     "  return\n"
     "}\n"
@@ -2142,10 +2169,17 @@ static const char spin_forever[] =
 typedef struct {
   hali_vm_fiber_t *f[2];
   int64_t cancelled_at[2];
+  hali_vm_scheduler_t *s;
 } spin_cancel_t;
 
 static void *cancel_spinners(void *arg) {
   spin_cancel_t *c = arg;
+  /* Until a worker has taken one of them (a thread just started may wait
+   * tens of ms for a core when the machine is loaded): then one of the
+   * two cancels is of a fiber running on another thread. */
+  for (int64_t t0 = now_ns();
+       !hali_vm_scheduler_worker_runs(c->s) && now_ns() - t0 < 20000 * MS;)
+    sleep_ms(1);
   for (int i = 0; i < 2; ++i) {
     sleep_ms(30);
     c->cancelled_at[i] = now_ns();
@@ -2159,7 +2193,8 @@ START_TEST(threads_cancel_running_elsewhere) {
    * on the worker), and each stops when another thread cancels it. */
   env_t e = env_open_threads(spin_forever, 2);
   spin_cancel_t c = {{start(&e, "spin", NULL, 0), start(&e, "spin", NULL, 0)},
-                     {0, 0}};
+                     {0, 0},
+                     e.s};
   pthread_t th;
   ck_assert_int_eq(pthread_create(&th, NULL, cancel_spinners, &c), 0);
   ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
@@ -2180,6 +2215,374 @@ START_TEST(threads_cancel_running_elsewhere) {
   ck_assert_uint_gt(hali_vm_scheduler_worker_runs(e.s), 0);
   for (int i = 0; i < 2; ++i) hali_vm_fiber_release(c.f[i]);
   env_close(&e);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------ */
+/* Per-thread run queues and stealing (the default: one fiber thread per
+ * core). */
+
+static uint32_t cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) return 1;
+  return n > (long)HALI_VM_MAX_FIBER_THREADS ? HALI_VM_MAX_FIBER_THREADS
+                                             : (uint32_t)n;
+}
+
+/* Starts the workers and lets them go idle: a first run of a trivial
+ * fiber, so that what follows finds every thread asleep and waiting. */
+static void warm_up(env_t *e, hali_vm_module_t *m) {
+  hali_vm_fiber_t *f = NULL;
+  ck_assert_ok(hali_vm_scheduler_start(e->s, m, lookup(m, "nothing"), NULL,
+                                       0, &f));
+  run_until(e, f);
+  hali_vm_fiber_release(f);
+}
+
+START_TEST(threads_default_is_one_per_core) {
+  ck_assert_uint_eq(hali_vm_default_fiber_threads(), cores());
+  env_t e = env_open(ping_pong); /* no options: the default */
+  ck_assert_uint_eq(hali_vm_scheduler_threads(e.s), cores());
+  hali_value_t arg = hali_value_i64(2000);
+  hali_vm_fiber_t *f = start(&e, "main", &arg, 1);
+  run_until(&e, f);
+  ck_assert_int_eq(result_i32(f), 0);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+  /* threads = 1 is still one thread. */
+  e = env_open_threads(ping_pong, 1);
+  ck_assert_uint_eq(hali_vm_scheduler_threads(e.s), 1);
+  env_close(&e);
+}
+END_TEST
+
+/* @main spawns @child and then spins (never awaits) until the child has
+ * signalled: only another thread can run the child without preempting
+ * @main, and it must do so at once (the spawn wakes an idle thread). */
+static const char spawn_then_spin[] =
+    "func @nothing() {\n  return\n}\n"
+    "func @child(%f: !hal.fence) {\n"
+    "  hal.fence.signal %f\n"
+    "  return\n"
+    "}\n"
+    "func @main() -> i64 {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %c = fiber.spawn @child(%f)\n"
+    "  %n = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %four = const.i32 4\n"
+    "  br ^poll\n"
+    "^poll:\n"
+    "  %n = add.i64 %n, %one\n"
+    "  %q = hal.fence.query %f\n"
+    "  %pending = eq.i32 %q, %four\n"
+    "  cond_br %pending, ^poll, ^out\n"
+    "^out:\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %c, %forever\n"
+    "  return %n\n"
+    "}\n";
+
+START_TEST(threads_spawn_runs_on_an_idle_thread) {
+  env_t e = env_open_threads(spawn_then_spin, 2);
+  warm_up(&e, e.m);
+  uint64_t before = hali_vm_scheduler_worker_runs(e.s);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  printf("threads: @main polled %" PRId64 " times before the child ran\n",
+         result_i64(f));
+  ck_assert_int_ge(result_i64(f), 1);
+  /* The child ran on the worker (stolen from @main's queue), not after a
+   * preemption of @main. */
+  ck_assert_uint_eq(hali_vm_scheduler_preemptions(e.s), 0);
+  ck_assert_uint_gt(hali_vm_scheduler_worker_runs(e.s), before);
+  ck_assert_uint_ge(hali_vm_scheduler_steals(e.s), 1);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* Steal-heavy: @main spawns n children onto its own queue and then spins
+ * until all have finished (polling their joined fence, never awaiting),
+ * so every child is run by a thread that stole it (or, when every worker
+ * is busy, after @main's slice ends); then it joins each child's result.
+ * Each child sums k * j for j < 200. */
+static const char steal_heavy[] =
+    "func @nothing() {\n  return\n}\n"
+    "func @child(%k: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %j = const.i64 0\n"
+    "  %sum = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %m = const.i64 200\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %x = mul.i64 %k, %j\n"
+    "  %sum = add.i64 %sum, %x\n"
+    "  %j = add.i64 %j, %one\n"
+    "  %more = lt.s.i64 %j, %m\n"
+    "  cond_br %more, ^loop, ^out\n"
+    "^out:\n"
+    "  return %sum\n"
+    "}\n"
+    "func @main(%n: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %allocator = hal.device.allocator %device\n"
+    "  %memory = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %eight = const.i64 8\n"
+    "  %one = const.i64 1\n"
+    "  %four = const.i32 4\n"
+    "  %bytes = mul.i64 %n, %eight\n"
+    "  %fences = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"
+    "  %g = hal.fence.null\n"
+    "  %k = const.i64 0\n"
+    "  br ^spawn\n"
+    "^spawn:\n"
+    "  %f = fiber.spawn @child(%k)\n"
+    "  %g = hal.fence.join %g, %f\n"
+    "  %k = add.i64 %k, %one\n"
+    "  %more = lt.s.i64 %k, %n\n"
+    "  cond_br %more, ^spawn, ^poll\n"
+    "^poll:\n"
+    "  %q = hal.fence.query %g\n"
+    "  %pending = eq.i32 %q, %four\n"
+    "  cond_br %pending, ^poll, ^done\n"
+    "^done:\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %g, %forever\n"
+    "  return %n\n"
+    "}\n";
+
+START_TEST(threads_steal_heavy) {
+  const int64_t n = 3000;
+  uint32_t threads = cores() > 4 ? cores() : 4;
+  env_t e = env_open_threads(steal_heavy, threads);
+  warm_up(&e, e.m);
+  hali_value_t arg = hali_value_i64(n);
+  hali_vm_fiber_t *f = start(&e, "main", &arg, 1);
+  run_until(&e, f);
+  ck_assert_int_eq(result_i64(f), n);
+  uint64_t steals = hali_vm_scheduler_steals(e.s);
+  printf("threads: %" PRIu64 " of %" PRId64 " children stolen, %" PRIu64
+         " preemptions, %u threads\n",
+         steals, n, hali_vm_scheduler_preemptions(e.s), threads);
+  ck_assert_uint_ge(steals, 1);
+  ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
+/* The results of stolen children: a tree of fiber.join on every thread
+ * count, against the count of nodes; then the same children's sums. */
+static const char steal_sums[] =
+    "func @child(%k: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %j = const.i64 0\n"
+    "  %sum = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  %m = const.i64 200\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %x = mul.i64 %k, %j\n"
+    "  %sum = add.i64 %sum, %x\n"
+    "  %j = add.i64 %j, %one\n"
+    "  %more = lt.s.i64 %j, %m\n"
+    "  cond_br %more, ^loop, ^out\n"
+    "^out:\n"
+    "  return %sum\n"
+    "}\n"
+    "func @range(%lo: i64, %hi: i64) -> i64 {\n"
+    "^entry:\n"
+    "  %one = const.i64 1\n"
+    "  %two = const.i64 2\n"
+    "  %w = sub.i64 %hi, %lo\n"
+    "  %leaf = le.s.i64 %w, %one\n"
+    "  cond_br %leaf, ^leaf, ^split\n"
+    "^leaf:\n"
+    "  %c = fiber.spawn @child(%lo)\n"
+    "  %v = fiber.join @child(%c)\n"
+    "  return %v\n"
+    "^split:\n"
+    "  %h = div.s.i64 %w, %two\n"
+    "  %mid = add.i64 %lo, %h\n"
+    "  %a = fiber.spawn @range(%lo, %mid)\n"
+    "  %b = fiber.spawn @range(%mid, %hi)\n"
+    "  %x = fiber.join @range(%a)\n"
+    "  %y = fiber.join @range(%b)\n"
+    "  %s = add.i64 %x, %y\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(threads_stolen_results_sum) {
+  const int64_t n = 1500;
+  int64_t want = 0; /* the same sums, a plain C loop */
+  for (int64_t k = 0; k < n; ++k)
+    for (int64_t j = 0; j < 200; ++j) want += k * j;
+  for (uint32_t threads = 1; threads <= 4; ++threads) {
+    env_t e = env_open_threads(steal_sums, threads);
+    hali_value_t args[] = {hali_value_i64(0), hali_value_i64(n)};
+    hali_vm_fiber_t *f = start(&e, "range", args, 2);
+    run_until(&e, f);
+    ck_assert_int_eq(result_i64(f), want);
+    ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0);
+    if (threads == 1) ck_assert_uint_eq(hali_vm_scheduler_steals(e.s), 0);
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+START_TEST(threads_join_of_failed_fiber) {
+  for (uint32_t threads = 2; threads <= 4; threads += 2) {
+    env_t e = env_open_threads(join_failed, threads);
+    hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+    run_until(&e, f);
+    char *t = failure_text(f, HALI_STATUS_OUT_OF_RANGE);
+    assert_contains(t, "division by zero");
+    assert_contains(t, "at @divide@0");
+    assert_contains(t, "awaited fence #");
+    assert_contains(t, "at @main@3");
+    free(t);
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+/* An invocation's deadline also stops the fibers it spawned that are still
+ * running after the host-started fiber returned. */
+static const char spawn_spinner_and_return[] =
+    "func @spin() {\n"
+    "^entry:\n"
+    "  %i = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  %i = add.i64 %i, %one\n"
+    "  br ^loop\n"
+    "}\n"
+    "func @main() -> !hal.fence {\n"
+    "  %c = fiber.spawn @spin()\n"
+    "  return %c\n"
+    "}\n";
+
+START_TEST(deadline_reaches_fibers_after_the_host_fiber) {
+  for (uint32_t threads = 1; threads <= 2; ++threads) {
+    env_t e = {.m = hali_test_module(spawn_spinner_and_return),
+               .dev = device(HALI_HAL_DEVICE_LOCAL_SYNC, 0)};
+    hali_vm_scheduler_options_t o = {0};
+    o.threads = threads;
+    o.max_duration_ns = 40 * MS;
+    ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
+    int64_t t0 = now_ns();
+    hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+    run_until(&e, f);
+    size_t count = 0;
+    const hali_value_t *r = hali_vm_fiber_results(f, &count);
+    ck_assert_uint_eq(count, 1);
+    hali_hal_fence_t *child = (hali_hal_fence_t *)r[0].ref;
+    /* The spinner outlives @main; running what is left ends it at the
+     * invocation's deadline instead of spinning forever. */
+    ck_assert_ok(hali_vm_scheduler_run(e.s, NULL));
+    int64_t took = now_ns() - t0;
+    ck_assert_uint_eq(hali_vm_scheduler_live(e.s), 0);
+    bool ready = false;
+    hali_status_t st = hali_hal_fence_query(child, &ready);
+    ck_assert_int_eq(hali_status_code(st), HALI_STATUS_DEADLINE_EXCEEDED);
+    char *t = hali_status_to_string(st);
+    assert_contains(t, "exceeded its deadline");
+    free(t);
+    hali_status_free(st);
+    ck_assert_int_ge(took, 40 * MS);
+    ck_assert_int_lt(took, 2000 * MS * slow_factor()); /* a hang bound */
+    hali_vm_fiber_release(f);
+    env_close(&e);
+  }
+}
+END_TEST
+
+/* Queue work that waits on its own signal fence can never run: with
+ * external signals allowed (the C API's asynchronous awaits) the run still
+ * reports the deadlock, since the host never held that fence. */
+static const char await_own_signal[] =
+    "func @main() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %mode = const.i32 1\n"
+    "  %cmd = hal.command_buffer.create %device, %mode, %mode\n"
+    "  hal.command_buffer.finalize %cmd\n"
+    "  hal.device.queue.execute %device, %f, %f, [%cmd]\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %s\n"
+    "}\n"
+    /* The same behind a fence the host holds: not a deadlock. */
+    "func @behind(%gate: !hal.fence) -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %f = hal.fence.create %device\n"
+    "  %mode = const.i32 1\n"
+    "  %cmd = hal.command_buffer.create %device, %mode, %mode\n"
+    "  hal.command_buffer.finalize %cmd\n"
+    "  hal.device.queue.execute %device, %gate, %f, [%cmd]\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %f, %forever\n"
+    "  return %s\n"
+    "}\n";
+
+START_TEST(deadlock_own_signal_fence_with_external_signals) {
+  hali_hal_device_kind_t kinds[] = {HALI_HAL_DEVICE_LOCAL_SYNC,
+                                    HALI_HAL_DEVICE_LOCAL_TASK};
+  for (size_t i = 0; i < COUNT_OF(kinds); ++i)
+    for (int external = 0; external <= 1; ++external) {
+      env_t e = env_open_on(await_own_signal, device(kinds[i], 1));
+      hali_vm_scheduler_allow_external_signals(e.s, external);
+      hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+      int64_t t0 = now_ns();
+      hali_status_t st =
+          hali_vm_scheduler_run_until(e.s, f, now_ns() + 5000 * MS);
+      int64_t took = now_ns() - t0;
+      char *t = hali_status_to_string(st);
+      ck_assert_msg(hali_status_code(st) == HALI_STATUS_FAILED_PRECONDITION,
+                    "device %zu, external %d: %s", i, external, t);
+      assert_contains(t, "deadlock: all 1 fiber(s) are suspended");
+      assert_contains(t, "fiber 1 (@main) awaits fence #");
+      ck_assert_int_lt(took, 1000 * MS * slow_factor()); /* not the 5 s */
+      free(t);
+      hali_status_free(st);
+      hali_vm_fiber_release(f);
+      env_close(&e);
+    }
+}
+END_TEST
+
+START_TEST(queue_behind_host_fence_no_deadlock) {
+  hali_hal_device_kind_t kinds[] = {HALI_HAL_DEVICE_LOCAL_SYNC,
+                                    HALI_HAL_DEVICE_LOCAL_TASK};
+  for (size_t i = 0; i < COUNT_OF(kinds); ++i) {
+    env_t e = env_open_on(await_own_signal, device(kinds[i], 1));
+    hali_vm_scheduler_allow_external_signals(e.s, true);
+    hali_hal_fence_t *gate = NULL;
+    ck_assert_ok(hali_hal_fence_create_pending(&gate));
+    hali_value_t arg = fence_arg(gate);
+    hali_vm_fiber_t *f = start(&e, "behind", &arg, 1);
+    signaller_t sg = {gate, 20};
+    pthread_t th;
+    int64_t t0 = now_ns();
+    ck_assert_int_eq(pthread_create(&th, NULL, signal_later, &sg), 0);
+    run_until(&e, f);
+    int64_t t1 = now_ns();
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(result_i32(f), 0);
+    ck_assert_int_ge(t1 - t0, 20 * MS);
+    hali_vm_fiber_release(f);
+    hali_hal_fence_release(gate);
+    env_close(&e);
+  }
 }
 END_TEST
 
@@ -2215,6 +2618,9 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, cancel_spinning_loop_latency);
   tcase_add_test(tc, cancel_ready);
   tcase_add_test(tc, cancel_while_switching_stress);
+  /* A hang bound: the stress test makes 100 schedulers (each with its
+   * fiber threads), which takes seconds on loaded cores. */
+  tcase_set_timeout(tc, 60);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("deadlock");
@@ -2247,6 +2653,14 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, threads_spawn_tree);
   tcase_add_test(tc, threads_deadlock_names_every_fiber);
   tcase_add_test(tc, threads_cancel_running_elsewhere);
+  tcase_add_test(tc, threads_default_is_one_per_core);
+  tcase_add_test(tc, threads_spawn_runs_on_an_idle_thread);
+  tcase_add_test(tc, threads_steal_heavy);
+  tcase_add_test(tc, threads_stolen_results_sum);
+  tcase_add_test(tc, threads_join_of_failed_fiber);
+  tcase_add_test(tc, deadline_reaches_fibers_after_the_host_fiber);
+  tcase_add_test(tc, deadlock_own_signal_fence_with_external_signals);
+  tcase_add_test(tc, queue_behind_host_fence_no_deadlock);
   tcase_set_timeout(tc, 120);
   suite_add_tcase(s, tc);
 

@@ -252,7 +252,7 @@ const tool_flag_t tool_run_flags[] = {
     {"--max_depth", "--max-depth", 0, "N",
      "call depth limit (default 4096)", flag_max_depth},
     {"--fiber_threads", "--fiber-threads", 0, "N",
-     "threads running fibers (1..64, default 1)", flag_fiber_threads},
+     "threads running fibers (1..64, default one per core)", flag_fiber_threads},
     {"--fuel", NULL, 0, "N",
      "instruction budget of the invocation (RESOURCE_EXHAUSTED beyond)",
      flag_fuel},

@@ -30,7 +30,7 @@ typedef struct run_options_s {
   hali_module_load_options_t load; /* --passes=, --no-passes */
   /* Context limits (0 = none). */
   uint32_t max_depth;
-  uint32_t fiber_threads; /* 0: the default (1) */
+  uint32_t fiber_threads; /* 0: the default (one per core) */
   uint64_t fuel, max_memory;
   int64_t timeout_ns;
   bool list_devices;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hal/fence.h"
 #include "hal/semaphore.h"
@@ -79,19 +80,49 @@ struct hali_vm_fiber_s {
   uint64_t wait_epoch;
   size_t wait_registered, wait_fired;
   bool wait_counting; /* registration finished: wait_registered is final */
+  /* A point failed while the fiber was still SUSPENDING: resume(), which
+   * is registering its wake-ups on the awaited fence, queues it when done
+   * (queued at once, another thread could resume it and free that fence
+   * under the registration). */
+  bool wait_failed;
   bool host_owned;          /* started by the host (else by fiber.spawn) */
   bool released;            /* the host released it */
   atomic_bool cancel_requested;
   hali_vm_fiber_t *next_ready;
+  uint32_t home; /* the fiber thread whose queue it was last put on */
   hali_vm_fiber_t *prev, *next; /* all fibers */
 };
+
+/* One fiber thread: slot 0 is the thread inside run(), 1.. the workers.
+ * Each has its own FIFO ready queue; a thread runs its own queue first
+ * and steals the oldest fiber of another's when its own is empty.  All of
+ * it is guarded by the scheduler mutex. */
+typedef struct {
+  hali_vm_fiber_t *head, *tail;
+  size_t count;
+  hali_vm_fiber_t *running; /* inside resume() on this thread */
+  int64_t running_since;
+  bool idle;        /* asleep until woken (it found nothing to run) */
+  bool waking;      /* woken, not yet back: it will look for work */
+  bool on_main;     /* asleep on the scheduler's |cond| (inside run()),
+                     * else on |cond| below (a worker's own loop) */
+  pthread_cond_t cond;
+} fiber_thread_t;
 
 struct hali_vm_scheduler_s {
   pthread_mutex_t mutex;
   pthread_cond_t cond; /* a fiber became ready, or a wake-up finished */
   hali_hal_device_t *device;
   hali_vm_scheduler_options_t options;
-  hali_vm_fiber_t *ready_head, *ready_tail;
+  /* Ready fibers: one queue per fiber thread (th[k]), |ready| in all. */
+  fiber_thread_t th[HALI_VM_MAX_FIBER_THREADS];
+  size_t ready;
+  uint32_t idle;   /* threads asleep with th[k].idle */
+  uint32_t waking; /* threads with th[k].waking */
+  uint64_t steals; /* fibers a thread took from another's queue */
+  /* Counts pushes and finishes: the run loop, which drops the mutex to
+   * ask the device and the fences, sees whether anything happened. */
+  uint64_t events;
   hali_vm_fiber_t *all;
   size_t live, suspended;
   size_t waiters_live; /* callback references not yet dropped */
@@ -108,21 +139,16 @@ struct hali_vm_scheduler_s {
   /* Fairness: while a fiber runs longer than its slice and others are
    * ready, a watchdog thread interrupts it (it yields at its next call or
    * branch).  Started when a second fiber appears. */
-  /* What runs on each fiber thread: slot 0 for the thread inside run(),
-   * 1.. for the workers. */
-  hali_vm_fiber_t *running[HALI_VM_MAX_FIBER_THREADS];
-  int64_t running_since[HALI_VM_MAX_FIBER_THREADS];
   uint32_t threads;     /* slots in use */
   size_t running_count; /* fibers inside resume() on any thread */
-  /* Workers (threads - 1 of them): they pop ready fibers while |runs| > 0
-   * (a thread is inside run()); |work_cond| wakes idle ones. */
+  /* Workers (threads - 1 of them): they run ready fibers while |runs| > 0
+   * (a thread is inside run()), each asleep on its own th[k].cond when it
+   * finds none. */
   pthread_t workers[HALI_VM_MAX_FIBER_THREADS];
   uint32_t workers_started;
-  uint32_t idle_workers;
   uint32_t runs;
   uint64_t worker_runs; /* resumes on worker threads */
   bool workers_stop;
-  pthread_cond_t work_cond;
   bool watchdog_started, watchdog_stop;
   /* The watchdog's own condition: scheduler events (spawn, wake, finish)
    * broadcast |cond| and never wake it.  It ticks every half slice while
@@ -141,17 +167,25 @@ struct hali_vm_scheduler_s {
 
 #define FIBER_SLICE_NS 10000000 /* 10 ms */
 
-/* The worker slot of this thread in its scheduler (0 elsewhere). */
-static _Thread_local struct {
+/* The fiber thread this thread is in its scheduler: a worker's slot, or
+ * 0 while the thread is inside run().  Any other thread (the host outside
+ * a run, queue threads, the watchdog) is none. */
+typedef struct {
   const hali_vm_scheduler_t *s;
   uint32_t slot;
-} tls_worker;
+} tls_slot_t;
+static _Thread_local tls_slot_t tls_worker;
 
+#define NO_SLOT UINT32_MAX
 static uint32_t my_slot(const hali_vm_scheduler_t *s) {
-  return tls_worker.s == s ? tls_worker.slot : 0;
+  return tls_worker.s == s ? tls_worker.slot : NO_SLOT;
 }
 
-#define FIBER_POOL_MAX 64
+/* Finished fibers kept for reuse: enough that a fan-out that recycles its
+ * children as it spawns allocates (almost) nothing for them; each costs
+ * ~1 KiB while pooled (record, stack bookkeeping, frames, first banks). */
+#define FIBER_POOL_MAX 1024
+#define INVOCATION_POOL_MAX 64
 
 static int64_t now_ns(void) { return hali_clock_now_ns(); }
 
@@ -162,23 +196,90 @@ static void waiter_release(waiter_t *w) {
   }
 }
 
-/* Callers hold the mutex. */
-static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
-  f->state = FIBER_READY;
-  f->next_ready = NULL;
-  if (s->ready_tail) s->ready_tail->next_ready = f;
-  else s->ready_head = f;
-  s->ready_tail = f;
-  pthread_cond_broadcast(&s->cond);
-  if (s->idle_workers && s->runs) pthread_cond_signal(&s->work_cond);
+/* Wakes fiber thread |k| asleep for want of work (mutex held). */
+static void wake_thread(hali_vm_scheduler_t *s, uint32_t k) {
+  fiber_thread_t *t = &s->th[k];
+  if (!t->idle) return;
+  t->idle = false;
+  s->idle--;
+  t->waking = true;
+  s->waking++;
+  if (t->on_main) pthread_cond_broadcast(&s->cond);
+  else pthread_cond_signal(&t->cond);
 }
 
-static hali_vm_fiber_t *pop_ready(hali_vm_scheduler_t *s) {
-  hali_vm_fiber_t *f = s->ready_head;
+/* Wakes one idle fiber thread other than |not| (mutex held). */
+static void wake_one_idle(hali_vm_scheduler_t *s, uint32_t not) {
+  for (uint32_t k = 0; s->idle && k < s->threads; ++k)
+    if (k != not && s->th[k].idle) {
+      wake_thread(s, k);
+      return;
+    }
+}
+
+typedef enum { PUSH_WAKE, PUSH_SPAWN, PUSH_YIELD } push_kind_t;
+
+static void start_worker(hali_vm_scheduler_t *s);
+
+/* Makes |f| ready (the mutex is held): on the queue of the fiber thread
+ * that calls (it ran the spawner, the signaller or |f| itself), or, from
+ * any other thread, on the queue it was last put on.  Wakes a thread to
+ * run it: the queue's own when it sleeps; else an idle one (it steals) for
+ * a spawn, a yield, or when the queue already holds work, or the push
+ * comes from outside; a fiber woken by the running one otherwise waits
+ * for it to await or end (a hand-off stays on one thread). */
+static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                       push_kind_t kind) {
+  uint32_t me = my_slot(s);
+  uint32_t q = me != NO_SLOT ? me : f->home;
+  if (q >= s->threads) q = 0;
+  fiber_thread_t *t = &s->th[q];
+  f->state = FIBER_READY;
+  f->home = q;
+  f->next_ready = NULL;
+  if (t->tail) t->tail->next_ready = f;
+  else t->head = f;
+  t->tail = f;
+  t->count++;
+  s->ready++;
+  s->events++;
+  if (t->idle) {
+    wake_thread(s, q);
+    return;
+  }
+  if (!s->runs) return; /* no fiber runs until the next run() */
+  if (kind == PUSH_WAKE && me == q && t->count < 2) return;
+  if (s->idle) wake_one_idle(s, q);
+  else if (!s->waking) start_worker(s); /* none to spare: one more */
+}
+
+static hali_vm_fiber_t *queue_pop(hali_vm_scheduler_t *s, uint32_t k) {
+  fiber_thread_t *t = &s->th[k];
+  hali_vm_fiber_t *f = t->head;
   if (!f) return NULL;
-  s->ready_head = f->next_ready;
-  if (!s->ready_head) s->ready_tail = NULL;
+  t->head = f->next_ready;
+  if (!t->head) t->tail = NULL;
+  t->count--;
+  s->ready--;
   return f;
+}
+
+/* The next fiber for thread |me| (mutex held): its own queue's oldest,
+ * else the oldest of the fullest other queue (a steal); NULL when none
+ * is ready. */
+static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me) {
+  if (s->th[me].count) return queue_pop(s, me);
+  if (!s->ready) return NULL;
+  uint32_t victim = NO_SLOT;
+  size_t most = 0;
+  for (uint32_t k = 0; k < s->threads; ++k)
+    if (k != me && s->th[k].count > most) {
+      most = s->th[k].count;
+      victim = k;
+    }
+  if (victim == NO_SLOT) return NULL;
+  s->steals++;
+  return queue_pop(s, victim);
 }
 
 /* Stops waiting (the mutex is held): every registration of |f| is
@@ -204,7 +305,7 @@ static void detach_waiters(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
 static void wake_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   detach_waiters(s, f);
   if (f->state == FIBER_SUSPENDED) s->suspended--;
-  push_ready(s, f);
+  push_ready(s, f, PUSH_WAKE);
 }
 
 /* A semaphore reached a point's value or failed: the fiber is ready (the
@@ -223,7 +324,8 @@ static void wake(void *user, hali_status_t status) {
       f->wait_fired++;
       last = f->wait_counting && f->wait_fired >= f->wait_registered;
     }
-    if (status || last) wake_fiber(s, f);
+    if (status && f->state == FIBER_SUSPENDING) f->wait_failed = true;
+    else if (status || last) wake_fiber(s, f);
   }
   s->waiters_live--;
   pthread_cond_broadcast(&s->cond);
@@ -326,10 +428,17 @@ static void *watchdog_main(void *arg) {
     }
     int64_t now = now_ns();
     if (s->timed) enforce_deadlines(s, now);
+    /* Ready fibers wait on a busy thread's queue while others sleep: wake
+     * those (they steal) rather than preempt anyone; nor preempt while a
+     * woken thread is on its way to steal. */
+    if (s->runs && s->ready && !s->idle && !s->waking) start_worker(s);
+    bool stealers = (s->idle || s->waking) && s->runs;
+    if (stealers && s->ready)
+      for (uint32_t k = 0; k < s->threads; ++k) wake_thread(s, k);
     for (uint32_t k = 0; k < s->threads; ++k) {
-      hali_vm_fiber_t *r = s->running[k];
-      bool slice_over =
-          s->ready_head && now - s->running_since[k] >= FIBER_SLICE_NS;
+      hali_vm_fiber_t *r = s->th[k].running;
+      bool slice_over = s->ready && !stealers &&
+                        now - s->th[k].running_since >= FIBER_SLICE_NS;
       if (r && (slice_over || now >= s->run_deadline) &&
           !atomic_load(&r->stack->interrupt)) {
         atomic_store(&r->stack->interrupt_code, HALI_VM_INTERRUPT_YIELD);
@@ -346,8 +455,11 @@ static void *watchdog_main(void *arg) {
   return NULL;
 }
 
-uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s) {
-  return s->preemptions;
+uint64_t hali_vm_scheduler_preemptions(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint64_t n = s->preemptions;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
 }
 
 uint64_t hali_vm_scheduler_worker_runs(hali_vm_scheduler_t *s) {
@@ -377,10 +489,12 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&s->cond, &ca);
   pthread_cond_init(&s->watchdog_cond, &ca);
-  pthread_cond_init(&s->work_cond, &ca);
+  for (uint32_t k = 0; k < HALI_VM_MAX_FIBER_THREADS; ++k)
+    pthread_cond_init(&s->th[k].cond, &ca);
   pthread_condattr_destroy(&ca);
   if (o) s->options = *o;
-  s->threads = s->options.threads ? s->options.threads : 1;
+  s->threads =
+      s->options.threads ? s->options.threads : hali_vm_default_fiber_threads();
   if (s->threads > HALI_VM_MAX_FIBER_THREADS)
     s->threads = HALI_VM_MAX_FIBER_THREADS;
   s->device = device;
@@ -407,7 +521,7 @@ static void invocation_unref(hali_vm_scheduler_t *s, invocation_t *inv) {
   if (!inv || --inv->refs) return;
   hali_hal_stop_release(inv->stop);
   inv->stop = NULL;
-  if (s->inv_pool_count >= FIBER_POOL_MAX) {
+  if (s->inv_pool_count >= INVOCATION_POOL_MAX) {
     hali_free(inv);
     return;
   }
@@ -662,7 +776,7 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
     s->timed++;
     watchdog_poke(s);
   }
-  push_ready(s, f);
+  push_ready(s, f, parent ? PUSH_SPAWN : PUSH_WAKE);
   if ((s->live >= 2 || s->timed) && !s->watchdog_started &&
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
     s->watchdog_started = true;
@@ -740,9 +854,12 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     hali_hal_fence_release(fence);
   }
   pthread_mutex_lock(&s->mutex);
+  s->events++;
   s->live--;
   f->inv->live--;
-  if (f->root && f->inv->deadline_ns != INT64_MAX) s->timed--;
+  /* The deadline holds until the invocation's last fiber ends, also for
+   * fibers still running after the host-started one returned. */
+  if (!f->inv->live && f->inv->deadline_ns != INT64_MAX) s->timed--;
   /* An invocation stopped (cancelled, out of time) stops its device work
    * too: nobody will await it any more. */
   hali_status_code_t code = hali_status_code(status);
@@ -782,17 +899,25 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
    * awaits another invocation): the outer fiber is running again after
    * this one, and the watchdog must still see it. */
   uint32_t slot = my_slot(s);
+  if (slot == NO_SLOT) slot = 0;
+  fiber_thread_t *t = &s->th[slot];
   pthread_mutex_lock(&s->mutex);
-  hali_vm_fiber_t *outer = s->running[slot];
-  int64_t outer_since = s->running_since[slot];
-  s->running[slot] = f;
-  s->running_since[slot] = now_ns();
+  hali_vm_fiber_t *outer = t->running;
+  int64_t outer_since = t->running_since;
+  t->running = f;
+  t->running_since = now_ns();
+  /* A worker that took |f| just before the last run returned: that run
+   * found no fiber to ask to yield here yet. */
+  if (slot != 0 && !s->runs && !atomic_load(&st->interrupt)) {
+    atomic_store(&st->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+    atomic_store(&st->interrupt, true);
+  }
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
   pthread_mutex_lock(&s->mutex);
-  s->running[slot] = outer;
-  s->running_since[slot] = outer_since;
+  t->running = outer;
+  t->running_since = outer_since;
   /* A yield request that came too late to be seen is dropped. */
   if (atomic_load(&st->interrupt_code) == HALI_VM_INTERRUPT_YIELD) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);
@@ -813,7 +938,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     st->yielded = false;
     st->suspended = false;
     pthread_mutex_lock(&s->mutex);
-    push_ready(s, f);
+    push_ready(s, f, PUSH_YIELD);
     pthread_mutex_unlock(&s->mutex);
     return;
   }
@@ -826,6 +951,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   f->wait_fired = 0;
   f->wait_registered = 0;
   f->wait_counting = false;
+  f->wait_failed = false;
   pthread_mutex_unlock(&s->mutex);
   size_t registered = 0;
   bool ready = register_wait(s, f, st->awaiting, &registered);
@@ -833,7 +959,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   f->wait_registered = registered;
   f->wait_counting = true;
   if (f->state == FIBER_SUSPENDING) {
-    if (ready || atomic_load(&f->cancel_requested) ||
+    if (ready || atomic_load(&f->cancel_requested) || f->wait_failed ||
         f->wait_fired >= registered) {
       wake_fiber(s, f);
     } else {
@@ -871,6 +997,49 @@ static hali_status_t deadlock(hali_vm_scheduler_t *s) {
                                       text ? text : "deadlock");
   hali_free(text);
   return st;
+}
+
+/* Whether the host can get the device queue going (mutex held; dropped
+ * meanwhile): false when nothing is queued, or when what runs next waits
+ * on a fence the host never held (e.g. the submission's own signal
+ * fence). */
+static bool queue_stuck_for_host(hali_vm_scheduler_t *s) {
+  if (!s->device) return true;
+  pthread_mutex_unlock(&s->mutex);
+  bool pending = false;
+  hali_hal_fence_t *blocked = NULL;
+  hali_hal_device_queue_state(s->device, &pending, &blocked);
+  bool stuck = !pending || (blocked && !hali_hal_fence_host_may_signal(blocked));
+  hali_hal_fence_release(blocked);
+  pthread_mutex_lock(&s->mutex);
+  return stuck;
+}
+
+/* Whether some suspended fiber awaits a fence the host may signal (mutex
+ * held; dropped while the fences are looked at: their locks come before
+ * the scheduler's). */
+static bool host_may_wake_suspended(hali_vm_scheduler_t *s) {
+  size_t n = 0;
+  for (hali_vm_fiber_t *g = s->all; g; g = g->next)
+    n += g->state == FIBER_SUSPENDED && g->stack->awaiting;
+  if (!n) return false;
+  hali_hal_fence_t **fences = hali_malloc(n * sizeof(*fences));
+  if (!fences) return true; /* cannot tell: never a false report */
+  size_t k = 0;
+  for (hali_vm_fiber_t *g = s->all; g && k < n; g = g->next)
+    if (g->state == FIBER_SUSPENDED && g->stack->awaiting) {
+      fences[k] = g->stack->awaiting;
+      hali_hal_fence_retain(fences[k++]);
+    }
+  pthread_mutex_unlock(&s->mutex);
+  bool may = false;
+  for (size_t i = 0; i < k; ++i) {
+    if (!may) may = hali_hal_fence_host_may_signal(fences[i]);
+    hali_hal_fence_release(fences[i]);
+  }
+  hali_free(fences);
+  pthread_mutex_lock(&s->mutex);
+  return may;
 }
 
 hali_status_t hali_vm_scheduler_run(hali_vm_scheduler_t *s,
@@ -916,19 +1085,55 @@ typedef struct {
   uint32_t slot;
 } worker_arg_t;
 
+static void *worker_main(void *arg);
+
+/* Starts one more worker, if the scheduler has fewer than it may (the
+ * mutex is held); it looks for work as soon as it runs.  Out of memory
+ * or threads: it runs with the threads it has (still correct). */
+static void start_worker(hali_vm_scheduler_t *s) {
+  if (s->workers_started + 1 >= s->threads) return;
+  worker_arg_t *a = hali_malloc(sizeof(*a));
+  if (!a) return;
+  uint32_t slot = s->workers_started + 1;
+  a->s = s;
+  a->slot = slot;
+  /* |a| is the worker's from here; the mutex keeps it from reading th[]
+   * before this is done. */
+  if (pthread_create(&s->workers[s->workers_started], NULL, worker_main,
+                     a) != 0) {
+    hali_free(a);
+    s->threads = slot; /* fewer threads from now on */
+    return;
+  }
+  s->th[slot].waking = true;
+  s->waking++;
+  s->workers_started++;
+}
+
 static void *worker_main(void *arg) {
   worker_arg_t a = *(worker_arg_t *)arg;
   hali_free(arg);
   hali_vm_scheduler_t *s = a.s;
   tls_worker.s = s;
   tls_worker.slot = a.slot;
+  fiber_thread_t *t = &s->th[a.slot];
   pthread_mutex_lock(&s->mutex);
   while (!s->workers_stop) {
-    hali_vm_fiber_t *f = s->runs ? pop_ready(s) : NULL;
+    if (t->waking) { /* back: looking for work now */
+      t->waking = false;
+      s->waking--;
+    }
+    hali_vm_fiber_t *f = s->runs ? take_ready(s, a.slot) : NULL;
     if (!f) {
-      s->idle_workers++;
-      pthread_cond_wait(&s->work_cond, &s->mutex);
-      s->idle_workers--;
+      t->idle = true;
+      t->on_main = false;
+      s->idle++;
+      while (t->idle && !s->workers_stop)
+        pthread_cond_wait(&t->cond, &s->mutex);
+      if (t->idle) { /* stopping */
+        t->idle = false;
+        s->idle--;
+      }
       continue;
     }
     f->state = FIBER_RUNNING;
@@ -953,22 +1158,27 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
  * between runs no fiber runs, as with one thread. */
 static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
                          int64_t run_deadline) {
+  tls_slot_t saved = tls_worker;
+  if (tls_worker.s != s) { /* this thread is fiber thread 0 meanwhile */
+    tls_worker.s = s;
+    tls_worker.slot = 0;
+  }
   pthread_mutex_lock(&s->mutex);
   s->runs++;
-  while (s->workers_started + 1 < s->threads) {
-    worker_arg_t *a = hali_malloc(sizeof(*a));
-    if (!a) break;
-    a->s = s;
-    a->slot = s->workers_started + 1;
-    if (pthread_create(&s->workers[s->workers_started], NULL, worker_main,
-                       a) != 0) {
-      hali_free(a);
-      s->threads = s->workers_started + 1; /* fewer threads, still correct */
-      break;
-    }
-    s->workers_started++;
+  /* Workers start when there is work for them (here: more fibers ready
+   * than this thread takes; later: a spawn or a wake-up that finds no
+   * thread idle), so a run that never spawns starts no thread. */
+  for (size_t want = s->ready; want > 1 + s->workers_started &&
+                               s->workers_started + 1 < s->threads;) {
+    uint32_t before = s->workers_started;
+    start_worker(s);
+    if (s->workers_started == before) break;
   }
-  if (s->idle_workers && s->ready_head) pthread_cond_broadcast(&s->work_cond);
+  /* Fibers left on the workers' queues by the last run (or woken since):
+   * their threads run them again. */
+  for (uint32_t k = 1; s->ready && k < s->threads; ++k)
+    if (s->th[k].count) wake_thread(s, k);
+  if (s->ready > s->th[0].count) wake_one_idle(s, 0);
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = run_loop(s, until, run_deadline);
   pthread_mutex_lock(&s->mutex);
@@ -976,7 +1186,7 @@ static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
     for (;;) {
       bool any = false;
       for (uint32_t k = 1; k < s->threads; ++k) {
-        hali_vm_fiber_t *r = s->running[k];
+        hali_vm_fiber_t *r = s->th[k].running;
         if (!r) continue;
         any = true;
         if (!atomic_load(&r->stack->interrupt)) {
@@ -989,15 +1199,39 @@ static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
     }
   }
   pthread_mutex_unlock(&s->mutex);
+  tls_worker = saved;
   return status;
+}
+
+/* The thread inside run() waits (mutex held) until |wake_at|, or until a
+ * fiber is queued for it, a fiber finishes or a wake-up fires. */
+static void run_sleep(hali_vm_scheduler_t *s, uint32_t me, int64_t wake_at) {
+  fiber_thread_t *t = &s->th[me];
+  if (!t->idle) {
+    t->idle = true;
+    t->on_main = true;
+    s->idle++;
+  }
+  struct timespec ts = {(time_t)(wake_at / 1000000000),
+                        (long)(wake_at % 1000000000)};
+  pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+  if (t->idle) {
+    t->idle = false;
+    s->idle--;
+  }
+  if (t->waking) {
+    t->waking = false;
+    s->waking--;
+  }
 }
 
 static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
                               int64_t run_deadline) {
+  uint32_t me = my_slot(s);
   pthread_mutex_lock(&s->mutex);
   for (;;) {
     if (until && until->state == FIBER_DONE) break;
-    hali_vm_fiber_t *f = pop_ready(s);
+    hali_vm_fiber_t *f = take_ready(s, me);
     if (f) {
       f->state = FIBER_RUNNING;
       s->running_count++;
@@ -1037,16 +1271,24 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
       int64_t wake_at = now + 10000000;
       if (deadline < wake_at) wake_at = deadline;
       if (run_deadline < wake_at) wake_at = run_deadline;
-      struct timespec ts = {(time_t)(wake_at / 1000000000),
-                            (long)(wake_at % 1000000000)};
-      pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+      run_sleep(s, me, wake_at);
       continue;
     }
+    uint64_t events = s->events;
     pthread_mutex_unlock(&s->mutex);
     bool queue = s->device && hali_hal_device_queue_can_progress(s->device);
     pthread_mutex_lock(&s->mutex);
-    if (s->ready_head) continue;
-    if (!queue && deadline == INT64_MAX && !s->allow_external) {
+    if (s->events != events || s->ready || s->running_count) continue;
+    /* With external signals allowed, the host may still wake a fiber
+     * when it holds a fence that one awaits or that queue work waits on;
+     * waiting for anything else (the program's own fences, queue work
+     * that waits on its own signal fence) is the deadlock reported. */
+    bool host = s->allow_external &&
+                (!until || !queue_stuck_for_host(s) ||
+                 host_may_wake_suspended(s));
+    /* (Anything that happened meanwhile: decide again.) */
+    if (s->events != events || s->ready || s->running_count) continue;
+    if (!queue && deadline == INT64_MAX && !host) {
       if (!until && !s->suspended) break;
       hali_status_t d = deadlock(s);
       pthread_mutex_unlock(&s->mutex);
@@ -1060,17 +1302,44 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
     if (queue || s->allow_external)
       wake_at = now + 10000000 < wake_at ? now + 10000000 : wake_at;
     if (run_deadline < wake_at) wake_at = run_deadline;
-    struct timespec ts = {(time_t)(wake_at / 1000000000),
-                          (long)(wake_at % 1000000000)};
-    pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+    run_sleep(s, me, wake_at);
   }
   pthread_mutex_unlock(&s->mutex);
   return HALI_OK;
 }
 
-size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s) { return s->live; }
-size_t hali_vm_scheduler_suspended(const hali_vm_scheduler_t *s) {
-  return s->suspended;
+size_t hali_vm_scheduler_live(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  size_t n = s->live;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
+}
+size_t hali_vm_scheduler_suspended(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  size_t n = s->suspended;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
+}
+
+uint64_t hali_vm_scheduler_steals(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint64_t n = s->steals;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
+}
+
+uint32_t hali_vm_scheduler_threads(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint32_t n = s->threads;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
+}
+
+uint32_t hali_vm_default_fiber_threads(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  if (n < 1) return 1;
+  return n > (long)HALI_VM_MAX_FIBER_THREADS ? HALI_VM_MAX_FIBER_THREADS
+                                             : (uint32_t)n;
 }
 
 bool hali_vm_fiber_done(const hali_vm_fiber_t *f) {
@@ -1099,10 +1368,12 @@ hali_hal_fence_t *hali_vm_fiber_fence(hali_vm_fiber_t *f) {
   return fence;
 }
 
-void hali_vm_scheduler_stats(const hali_vm_scheduler_t *s,
+void hali_vm_scheduler_stats(hali_vm_scheduler_t *s,
                              uint64_t *out_created, uint64_t *out_reused) {
+  pthread_mutex_lock(&s->mutex);
   *out_created = s->created;
   *out_reused = s->reused;
+  pthread_mutex_unlock(&s->mutex);
 }
 hali_status_t hali_vm_fiber_status(const hali_vm_fiber_t *f) {
   return f->status;
@@ -1179,7 +1450,8 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (s->workers_started) {
     pthread_mutex_lock(&s->mutex);
     s->workers_stop = true;
-    pthread_cond_broadcast(&s->work_cond);
+    for (uint32_t k = 1; k < s->threads; ++k)
+      pthread_cond_signal(&s->th[k].cond);
     pthread_mutex_unlock(&s->mutex);
     for (uint32_t k = 0; k < s->workers_started; ++k)
       pthread_join(s->workers[k], NULL);
@@ -1234,7 +1506,8 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   if (s->device) hali_hal_device_release(s->device);
   pthread_cond_destroy(&s->cond);
   pthread_cond_destroy(&s->watchdog_cond);
-  pthread_cond_destroy(&s->work_cond);
+  for (uint32_t k = 0; k < HALI_VM_MAX_FIBER_THREADS; ++k)
+    pthread_cond_destroy(&s->th[k].cond);
   pthread_mutex_destroy(&s->mutex);
   hali_free(s);
 }
@@ -1307,7 +1580,7 @@ static bool nobody_can_signal(hali_vm_stack_t *st, hali_hal_fence_t *fence,
   bool host = s->allow_external;
   /* With fiber threads, another fiber ready or running elsewhere may
    * still signal the fence. */
-  bool others = s->threads > 1 && (s->ready_head || s->running_count > 1);
+  bool others = s->threads > 1 && (s->ready || s->running_count > 1);
   pthread_mutex_unlock(&s->mutex);
   *out_host_allowed = host;
   if (others) return false;

@@ -9,9 +9,10 @@
  * with its status if it fails).
  *
  * Threads: a scheduler is run by one thread at a time; with
- * options.threads > 1 its workers run ready fibers too while that thread
- * is inside a run, and a fiber resumes on whichever thread pops it (one
- * shared FIFO queue; doc/fibers.md, "Threading model").  Fences may be
+ * options.threads > 1 (the default: one per core) its workers run ready
+ * fibers too while that thread is inside a run.  Each fiber thread has its
+ * own ready queue; one that runs dry steals from the others, so a fiber
+ * resumes on any thread (doc/fibers.md, "Threading model").  Fences may be
  * signalled from any thread (queue threads, workers, the host) and wake
  * fibers safely.  Cancellation may come from any thread.
  *
@@ -62,8 +63,11 @@ typedef struct hali_vm_scheduler_options_s {
   uint64_t max_duration_ns;
   /* Threads that run fibers while a thread is inside
    * hali_vm_scheduler_run*: that thread plus |threads| - 1 workers of the
-   * scheduler, started at the first run and kept until it is freed.
-   * 0 or 1 = the running thread alone (every fiber on it). */
+   * scheduler, started when work finds no thread idle and kept until it
+   * is freed, each
+   * with its own ready queue (idle ones steal).  0 = one per core
+   * (hali_vm_default_fiber_threads); 1 = the running thread alone (every
+   * fiber on it, one at a time). */
   uint32_t threads;
 } hali_vm_scheduler_options_t;
 
@@ -111,17 +115,24 @@ HALI_MUST_USE hali_status_t hali_vm_scheduler_run_until(
 
 /* How often a fiber was preempted (ran past its 10 ms slice while others
  * were ready): fibers that never await still take turns. */
-uint64_t hali_vm_scheduler_preemptions(const hali_vm_scheduler_t *s);
+uint64_t hali_vm_scheduler_preemptions(hali_vm_scheduler_t *s);
 /* How often the watchdog thread woke up: scheduler events (spawns,
  * wake-ups, finishes) do not wake it; it ticks every 5 ms while a fiber
  * runs or a deadline is pending, and sleeps otherwise. */
 uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s);
 /* How many times a worker thread (options.threads > 1) resumed a fiber. */
 uint64_t hali_vm_scheduler_worker_runs(hali_vm_scheduler_t *s);
+/* How many fibers a fiber thread took from another thread's queue. */
+uint64_t hali_vm_scheduler_steals(hali_vm_scheduler_t *s);
+/* The fiber threads of |s| (options.threads, or the default). */
+uint32_t hali_vm_scheduler_threads(hali_vm_scheduler_t *s);
+/* The default number of fiber threads: one per online core (at most
+ * HALI_VM_MAX_FIBER_THREADS). */
+uint32_t hali_vm_default_fiber_threads(void);
 
 /* Fibers alive (not finished), and of those suspended. */
-size_t hali_vm_scheduler_live(const hali_vm_scheduler_t *s);
-size_t hali_vm_scheduler_suspended(const hali_vm_scheduler_t *s);
+size_t hali_vm_scheduler_live(hali_vm_scheduler_t *s);
+size_t hali_vm_scheduler_suspended(hali_vm_scheduler_t *s);
 
 bool hali_vm_fiber_done(const hali_vm_fiber_t *f);
 /* The fence signalled when the fiber returns (failed if it fails);
@@ -130,7 +141,7 @@ bool hali_vm_fiber_done(const hali_vm_fiber_t *f);
 struct hali_hal_fence_t *hali_vm_fiber_fence(hali_vm_fiber_t *f);
 /* How many fiber records were allocated and how many came from the pool
  * of finished ones (a warm invocation allocates nothing). */
-void hali_vm_scheduler_stats(const hali_vm_scheduler_t *s,
+void hali_vm_scheduler_stats(hali_vm_scheduler_t *s,
                              uint64_t *out_created, uint64_t *out_reused);
 /* Its final status (borrowed; NULL = OK) once done. */
 hali_status_t hali_vm_fiber_status(const hali_vm_fiber_t *f);

@@ -253,9 +253,10 @@ typedef struct hali_context_params_s {
   /* Threads that run the context's fibers while the host is inside
    * hali_context_run, hali_invocation_await* or hali_context_invoke: the
    * host's thread plus |fiber_threads| - 1 workers of the context (started
-   * at its first run, at most 64).  0 or 1 = the host's thread alone, the
-   * default: fibers then take turns in 10 ms slices.  With workers, import
-   * callbacks may run on a worker (doc/embedding.md, "Threads"). */
+   * when fibers wait for a thread, at most 64).  0 = one per core, the
+   * default; 1 = the host's thread alone (fibers then take turns in 10 ms
+   * slices).  With workers, import callbacks may run on a worker
+   * (doc/embedding.md, "Threads"). */
   uint32_t fiber_threads;
   /* Where the trace goes, by path, when neither |trace_callback| nor
    * |trace_file| is set: the context creates (or truncates) the file when
