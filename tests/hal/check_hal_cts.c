@@ -733,12 +733,16 @@ END_TEST
 START_TEST(test_dispatch_uncommitted_binding) {
   hali_hal_device_t *device = cts_device(_i);
   hali_hal_buffer_t *buffer = NULL;
-  hali_hal_fence_t *freed = NULL;
+  hali_hal_fence_t *freed = NULL, *made = NULL;
   HALI_CK_OK(hali_hal_fence_create_pending(&freed));
-  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, NULL,
+  HALI_CK_OK(hali_hal_fence_create_pending(&made));
+  /* On local-task only fences order submissions (doc/hal.md, "Queue
+   * order"): the dealloca waits for the alloca. */
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, made,
                                           hali_test_host_params(), N * 4,
                                           &buffer));
-  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, freed, buffer));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, made, freed, buffer));
+  hali_hal_fence_release(made);
   HALI_CK_OK(hali_hal_fence_await(freed, HALI_INFINITE));
   dispatch_buffers_t b;
   memset(&b, 0, sizeof(b));
