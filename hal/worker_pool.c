@@ -246,7 +246,25 @@ hali_status_t hali_hal_worker_pool_dispatch(
   if (pool->jobs_tail) pool->jobs_tail->next_job = &job;
   else pool->jobs = &job;
   pool->jobs_tail = &job;
-  pthread_cond_broadcast(&pool->work_cond);
+  /* The dispatching thread works too, as an idle worker it borrows (its id
+   * and scratch; that worker keeps sleeping): with one worker the dispatch
+   * then needs no wake-up at all, and with N the other N - 1 join it.  It
+   * wakes the others only when there is more than one chunk to share. */
+  for (uint32_t i = 0; !idle && i < pool->worker_count; ++i)
+    if (pool->workers[i].idle && !pool->workers[i].borrowed)
+      idle = &pool->workers[i];
+  if (!idle || job.total > job.chunk) pthread_cond_broadcast(&pool->work_cond);
+  if (idle) {
+    idle->borrowed = true;
+    job.active++;
+    pthread_mutex_unlock(&pool->mutex);
+    hali_hal_worker_run_job(idle, &job);
+    pthread_mutex_lock(&pool->mutex);
+    hali_hal_pool_unlist(pool, &job);
+    job.active--;
+    idle->borrowed = false;
+    if (pool->jobs) pthread_cond_broadcast(&pool->work_cond);
+  }
   /* Done when no worker can join any more and none is still inside. */
   while (job.listed || job.active > 0)
     pthread_cond_wait(&pool->done_cond, &pool->mutex);
