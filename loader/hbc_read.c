@@ -711,6 +711,13 @@ static void mark_async_stubs(hali_ir_module_t *m) {
       if (k != i && strlen(m->funcs[k].name) == n - 6 &&
           memcmp(m->funcs[k].name, f->name, n - 6) == 0) {
         f->flags = HALI_FUNC_ASYNC_STUB;
+        /* Its registers have no names (the assembler gives none; the
+         * debug reader named them rN): as written, so that `dis | asm`
+         * gives the same bytes. */
+        for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r) {
+          hali_free(f->reg_names[r]);
+          f->reg_names[r] = NULL;
+        }
         break;
       }
   }
