@@ -392,6 +392,14 @@ START_TEST(mutations_are_named) {
        "operand 12: register %s is f32, expected i64"},
       {"f", HALI_OP_TENSOR_DISPATCH, NONE, 0, 0, 0, -1,
        "has 12 operand(s); its layout needs 13"},
+      /* Half an interface declaration (found by the round-trip fuzz check:
+       * it printed as none, so dis | asm changed the bytes). */
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_CONSTANTS, HALI_IR_IMM, 0, 0, 0,
+       "declares only the constants of its interface (bindings -1, "
+       "constants 0): an interface declares both counts or neither"},
+      {"f", HALI_OP_TENSOR_DISPATCH, HALI_TD_BINDINGS, HALI_IR_IMM, 0, 3, 0,
+       "declares only the bindings of its interface (bindings 3, constants "
+       "-1)"},
       {"f", HALI_OP_TENSOR_SPLAT, 0, HALI_IR_REG, 2, 0, 0,
        "operand 0: register %s is f32, expected tensor"},
       {"f", HALI_OP_TENSOR_SPLAT, NONE, 0, 0, 0, -1,

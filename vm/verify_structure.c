@@ -151,6 +151,16 @@ static hali_status_t s_dispatch(const vctx_t *v) {
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_NRESULTS, 0, n, "result count"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_BINDINGS, -1, UINT32_MAX, "bindings"));
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_CONSTANTS, -1, UINT32_MAX, "constants"));
+  /* `interface(bindings N, constants M)` declares both or neither (the
+   * text can say nothing else: a half-declared one would print as none). */
+  if ((o[HALI_TD_BINDINGS].imm < 0) != (o[HALI_TD_CONSTANTS].imm < 0))
+    return hali_verr(v,
+                     "declares %s of its interface (bindings %lld, constants "
+                     "%lld): an interface declares both counts or neither",
+                     o[HALI_TD_BINDINGS].imm < 0 ? "only the constants"
+                                                 : "only the bindings",
+                     (long long)o[HALI_TD_BINDINGS].imm,
+                     (long long)o[HALI_TD_CONSTANTS].imm);
   /* The counts are in range, so the lists are filled even when they do
    * not fit (dl.dims says how many operands they need; only past 2^32
    * operands, which no memory holds, would it stay 0). */
