@@ -28,6 +28,9 @@
 #include "vm/fiber.h"
 #include "vm/vm.h"
 
+#define BENCH_NAME "bench/async_hali"
+#include "bench/bench_util.h"
+
 static const char program[] =
     "func @nothing() {\n"
     "  return\n"
@@ -152,19 +155,6 @@ static const char program[] =
     "  return\n"
     "}\n";
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void check(hali_status_t s, const char *what) {
-  if (!s) return;
-  char *text = hali_status_to_string(s);
-  fprintf(stderr, "bench/async_hali: %s: %s\n", what, text ? text : "?");
-  exit(1);
-}
-
 static hali_vm_module_t *module;
 static hali_hal_device_t *device;
 static uint32_t threads = 1;
@@ -175,15 +165,15 @@ static int64_t run(const char *fn, const hali_value_t *args, size_t nargs) {
   o.max_invocation_fibers = 1u << 22;
   o.threads = threads;
   hali_vm_scheduler_t *s = NULL;
-  check(hali_vm_scheduler_create(device, &o, &s), "scheduler");
+  bench_check(hali_vm_scheduler_create(device, &o, &s), "scheduler");
   const hali_vm_func_t *f = hali_vm_module_lookup(module, fn);
-  if (!f) check(hali_status_make(HALI_STATUS_NOT_FOUND, "@%s", fn), "");
+  if (!f) bench_check(hali_status_make(HALI_STATUS_NOT_FOUND, "@%s", fn), "");
   hali_vm_fiber_t *fiber = NULL;
-  int64_t t0 = now_ns();
-  check(hali_vm_scheduler_start(s, module, f, args, nargs, &fiber), "start");
-  check(hali_vm_scheduler_run(s, fiber), "run");
-  int64_t t1 = now_ns();
-  check(hali_status_clone(hali_vm_fiber_status(fiber)), fn);
+  int64_t t0 = (int64_t)bench_now_ns();
+  bench_check(hali_vm_scheduler_start(s, module, f, args, nargs, &fiber), "start");
+  bench_check(hali_vm_scheduler_run(s, fiber), "run");
+  int64_t t1 = (int64_t)bench_now_ns();
+  bench_check(hali_status_clone(hali_vm_fiber_status(fiber)), fn);
   hali_vm_fiber_release(fiber);
   hali_vm_scheduler_free(s);
   return t1 - t0;
@@ -205,11 +195,11 @@ static int64_t median(const char *fn, const hali_value_t *args, size_t nargs,
 
 int main(int argc, char **argv) {
   hali_ir_module_t *ir = NULL;
-  check(hali_load_bytes((const uint8_t *)program, strlen(program),
+  bench_check(hali_load_bytes((const uint8_t *)program, strlen(program),
                         "async_bench.hasm", &ir),
         "load");
-  check(hali_vm_module_create(ir, &module), "module");
-  check(hali_hal_device_create(NULL, &device), "device");
+  bench_check(hali_vm_module_create(ir, &module), "module");
+  bench_check(hali_hal_device_create(NULL, &device), "device");
   if (argc > 2 && strcmp(argv[1], "--rss") == 0) {
     hali_value_t a[] = {hali_value_i64(atoll(argv[2]))};
     run("fanout", a, 1);

@@ -27,6 +27,9 @@
 #include "vm/fiber.h"
 #include "vm/vm.h"
 
+#define BENCH_NAME "bench/fiber"
+#include "bench/bench_util.h"
+
 static const char program[] =
     /* Baseline: the loop alone (with the fence.offset the switch case
      * needs, so that the difference is the await and the signal). */
@@ -96,19 +99,6 @@ static const char program[] =
     "  return\n"
     "}\n";
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void check(hali_status_t s, const char *what) {
-  if (!s) return;
-  char *text = hali_status_to_string(s);
-  fprintf(stderr, "bench/fiber: %s: %s\n", what, text ? text : "?");
-  exit(1);
-}
-
 static hali_vm_module_t *module;
 static hali_hal_device_t *device;
 
@@ -123,16 +113,16 @@ static hali_value_t fence_value(hali_hal_fence_t *f) {
 static int64_t run(const char *const *fns, size_t count, int64_t n,
                    bool pair) {
   hali_vm_scheduler_t *s = NULL;
-  check(hali_vm_scheduler_create(device, NULL, &s), "scheduler");
+  bench_check(hali_vm_scheduler_create(device, NULL, &s), "scheduler");
   hali_hal_fence_t *a = NULL, *b = NULL;
-  check(hali_hal_fence_create_pending(&a), "fence");
-  check(hali_hal_fence_create_pending(&b), "fence");
-  if (!pair) check(hali_hal_fence_signal(b), "signal"); /* ready fence */
+  bench_check(hali_hal_fence_create_pending(&a), "fence");
+  bench_check(hali_hal_fence_create_pending(&b), "fence");
+  if (!pair) bench_check(hali_hal_fence_signal(b), "signal"); /* ready fence */
   hali_vm_fiber_t *f[2] = {NULL, NULL};
-  int64_t t0 = now_ns();
+  int64_t t0 = (int64_t)bench_now_ns();
   for (size_t i = 0; i < count; ++i) {
     const hali_vm_func_t *fn = hali_vm_module_lookup(module, fns[i]);
-    if (!fn) check(hali_status_make(HALI_STATUS_NOT_FOUND, "@%s", fns[i]), "");
+    if (!fn) bench_check(hali_status_make(HALI_STATUS_NOT_FOUND, "@%s", fns[i]), "");
     hali_value_t args[3];
     size_t nargs = 0;
     if (pair) {
@@ -142,13 +132,13 @@ static int64_t run(const char *const *fns, size_t count, int64_t n,
       args[nargs++] = fence_value(strcmp(fns[i], "solo") == 0 ? a : b);
     }
     args[nargs++] = hali_value_i64(n);
-    check(hali_vm_scheduler_start(s, module, fn, args, nargs, &f[i]),
+    bench_check(hali_vm_scheduler_start(s, module, fn, args, nargs, &f[i]),
           "start");
   }
-  check(hali_vm_scheduler_run(s, NULL), "run");
-  int64_t t1 = now_ns();
+  bench_check(hali_vm_scheduler_run(s, NULL), "run");
+  int64_t t1 = (int64_t)bench_now_ns();
   for (size_t i = 0; i < count; ++i) {
-    check(hali_status_clone(hali_vm_fiber_status(f[i])), fns[i]);
+    bench_check(hali_status_clone(hali_vm_fiber_status(f[i])), fns[i]);
     hali_vm_fiber_release(f[i]);
   }
   hali_hal_fence_release(a);
@@ -179,11 +169,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   hali_ir_module_t *ir = NULL;
-  check(hali_load_bytes((const uint8_t *)program, strlen(program),
+  bench_check(hali_load_bytes((const uint8_t *)program, strlen(program),
                         "fiber_bench.hasm", &ir),
         "load");
-  check(hali_vm_module_create(ir, &module), "module");
-  check(hali_hal_device_create(NULL, &device), "device");
+  bench_check(hali_vm_module_create(ir, &module), "module");
+  bench_check(hali_hal_device_create(NULL, &device), "device");
 
   static const char *const empty[] = {"empty"}, *const ready[] = {"ready"},
                            *const solo[] = {"solo"},
