@@ -253,7 +253,6 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
   span->length = length;
   span->memory_types = buffer->memory_types;
   span->usage = buffer->usage;
-  span->scalar_access = span->allocated->scalar_access;
   *out_buffer = span;
   hali_hal_tracer_printf(hali_hal_buffer_tracer(buffer),
                          "[hal] subspan !hal.buffer#%u [%" PRIu64 ", +%" PRIu64

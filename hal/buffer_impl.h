@@ -40,7 +40,8 @@ struct hali_hal_buffer_t {
   /* Allocated buffers under validation only (hal/validate.h): in-flight
    * accesses and written ranges, owned; NULL otherwise. */
   void *validate_state;
-  /* HALI_HAL_SCALAR_* bits of the root (the ones the fast paths read),
+  /* HALI_HAL_SCALAR_* bits; set and read on the root only (a subspan's
+   * accesses read its root's, so validation attaching later is seen),
    * decided at creation from the memory types, usage and read-only (which
    * never change) and cleared when validation attaches its state, so that a
    * validated buffer's scalar accesses take the reporting slow path. */
