@@ -36,6 +36,7 @@
 #include "passes/pass_util.h"
 #include "base/alloc.h"
 #include "passes/pipeline.h"
+#include "passes/tensor_cfg.h"
 
 #define PASS "stream-to-hal"
 
@@ -53,6 +54,7 @@ typedef struct {
   uint32_t *maxby;   /* per root: the member with that read */
   uint8_t *force;    /* per register: its tie must copy */
   uint32_t *global;  /* per root of CLASS_GLOBAL: the global loaded */
+  const hali_tcfg_t *cfg; /* across blocks: what enters and outlives each */
 } cow_t;
 
 /* Is |r|, the result of the dispatch at |i|, the value the block next
@@ -117,7 +119,8 @@ static bool read_nearby(const cow_t *c, const hali_ir_block_t *blk, uint32_t i,
 /* One forward walk over |blk| deciding which ties copy (|copy|, per
  * register).  Returns true when an overwrite forced another tie to copy
  * (walk again). */
-static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
+static bool decide(cow_t *c, uint32_t b, const hali_ir_block_t *blk,
+                   uint8_t *copy) {
   const hali_ir_func_t *f = c->f;
   for (uint32_t r = 0; r < c->n; ++r) {
     c->root[r] = UINT32_MAX;
@@ -125,6 +128,25 @@ static bool decide(cow_t *c, const hali_ir_block_t *blk, uint8_t *copy) {
     c->maxby[r] = UINT32_MAX;
     c->origin[r] = CLASS_OWNED;
     copy[r] = 0;
+  }
+  /* Tensors written in an earlier block start their own class here: a
+   * variable's buffers are the function's own; an import or a constant
+   * keeps its class. */
+  const hali_tcfg_t *g = c->cfg;
+  for (uint32_t k = g && g->multi ? g->in_at[b] : 0;
+       g && g->multi && k < g->in_at[b + 1]; ++k) {
+    uint32_t r = g->in[k];
+    if (r >= c->n) continue;
+    join(c, r, r, 0);
+    if (g->is_var[r]) continue;
+    if (g->def_op[r] == HALI_OP_TENSOR_CONSTANT) {
+      c->origin[r] = CLASS_CONSTANT;
+    } else if (g->def_op[r] == HALI_OP_TENSOR_IMPORT) {
+      uint32_t p = g->def_arg[r];
+      bool mut = p < f->param_count && f->param_flags &&
+                 (f->param_flags[p] & HALI_PARAM_MUTABLE);
+      c->origin[r] = mut ? CLASS_OWNED : CLASS_ARGUMENT;
+    }
   }
   uint32_t g0 = 0, g1 = 0; /* the concurrent group around i, if any */
   for (uint32_t i = 0; i < blk->insn_count; ++i) {
@@ -368,8 +390,9 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
   return HALI_OK;
 }
 
-hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
-  cow_t c = {.m = m, .f = f, .n = f->reg_count};
+hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f,
+                                      const hali_tcfg_t *cfg) {
+  cow_t c = {.m = m, .f = f, .n = f->reg_count, .cfg = cfg};
   size_t n = (size_t)c.n + 1;
   c.root = hali_malloc(n * sizeof(uint32_t));
   c.last = hali_malloc(n * sizeof(uint32_t));
@@ -400,9 +423,13 @@ hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f) {
       }
       any_tie |= insn->op == HALI_OP_TENSOR_UPDATE;
     }
+    /* A value a later block reads is read after every op of this one. */
+    for (uint32_t k = cfg && cfg->multi ? cfg->end_at[b] : 0;
+         cfg && cfg->multi && k < cfg->end_at[b + 1]; ++k)
+      if (cfg->end[k] < c.n) c.last[cfg->end[k]] = blk->insn_count + 1;
     if (!any_tie) continue;
     memset(c.force, 0, n);
-    while (decide(&c, blk, copy)) {
+    while (decide(&c, b, blk, copy)) {
     }
     bool any_copy = false;
     for (uint32_t r = 0; r < c.n; ++r) any_copy |= copy[r] != 0;

@@ -58,8 +58,10 @@ HALI_MUST_USE hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m);
 
 /* Part of stream-to-hal (passes/copy_on_write.c): ties that would write
  * storage |f| does not own, or a value still read, get a tensor.clone to
- * write instead. */
-HALI_MUST_USE hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m,
-                                                    hali_ir_func_t *f);
+ * write instead.  |cfg| (passes/tensor_cfg.h; NULL or one block: none)
+ * says which tensors enter each block and which outlive it. */
+struct hali_tcfg_s;
+HALI_MUST_USE hali_status_t hali_pass_copy_on_write(
+    hali_ir_module_t *m, hali_ir_func_t *f, const struct hali_tcfg_s *cfg);
 
 #endif /* HALI_PASSES_PIPELINE_H */

@@ -149,6 +149,10 @@ void hali_s2h_allocate(lw_t *w, uint32_t r) {
     mem = HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE | HALI_HAL_MEMORY_TYPE_HOST_VISIBLE;
     use = HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH | HALI_HAL_BUFFER_USAGE_MAPPING;
     break;
+  case LT_CARRY:
+    /* The variable's spare buffer when it fits, else a fresh one. */
+    hali_s2h_reuse(w, r, w->spare[t->carry], t->size);
+    return;
   default:
     /* Static-size transients wait for the region's slab (pack). */
     if (t->static_bytes >= 0) {
@@ -160,6 +164,19 @@ void hali_s2h_allocate(lw_t *w, uint32_t r) {
     break;
   }
   own_buffer(w, r, mem, use);
+}
+
+/* Buffer register |r| = |spare| when it is exactly |size| bytes, else a
+ * fresh buffer: the storage of a variable (memory the caller may map). */
+void hali_s2h_reuse(lw_t *w, uint32_t r, uint32_t spare, uint32_t size) {
+  uint32_t cm = hali_s2h_c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
+                                    HALI_HAL_MEMORY_TYPE_HOST_VISIBLE),
+           cu = hali_s2h_c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER |
+                                    HALI_HAL_BUFFER_USAGE_DISPATCH |
+                                    HALI_HAL_BUFFER_USAGE_MAPPING);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_REUSE, 6, hali_pr(r),
+                 hali_pr(w->allocator), hali_pr(spare), hali_pr(cm),
+                 hali_pr(cu), hali_pr(size));
 }
 
 static void own_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use) {
@@ -348,10 +365,38 @@ static bool slice_is_view(const lw_t *w, const hali_ir_block_t *blk,
   return true;
 }
 
-/* Lifetimes, single assignment, one block. */
+/* How each block's last version of a variable becomes its value: in place
+ * (the version lives in the variable's buffer already), carried (a fresh
+ * value of the block, made in the spare buffer instead), or a copy into
+ * the spare buffer (any other storage: an import, a constant, a view, a
+ * call's result, another variable's buffer). */
+static void decide_fins(lw_t *w) {
+  const hali_tcfg_t *g = w->cfg;
+  for (uint32_t b = 0; b < g->nblocks; ++b)
+    for (uint32_t k = g->fin_at[b]; k < g->fin_at[b + 1]; ++k) {
+      uint32_t v = g->fin[k][0], last = g->fin[k][1];
+      uint32_t root = hali_s2h_root(w, last);
+      tinfo_t *t = &w->t[root];
+      if (root == v) {
+        w->fin_kind[k] = FIN_IN_PLACE;
+      } else if (root >= g->nregs || g->is_var[root] ||
+                 (t->lifetime != LT_TRANSIENT && t->lifetime != LT_RETURNED)) {
+        w->fin_kind[k] = FIN_COPY;
+      } else {
+        t->lifetime = LT_CARRY;
+        t->carry = v;
+        w->fin_kind[k] = FIN_CARRY;
+      }
+    }
+}
+
+/* Lifetimes and single assignment (variables were renamed into versions
+ * by passes/tensor_cfg.c). */
 hali_status_t hali_s2h_analyse(lw_t *w) {
   hali_ir_func_t *f = w->f;
-  int32_t tensor_block = -1;
+  for (uint32_t r = 0; w->cfg && w->cfg->multi && r < w->nregs &&
+                       r < w->cfg->nregs; ++r)
+    if (w->cfg->is_var[r]) w->t[r].lifetime = LT_VAR;
   for (uint32_t b = 0; b < f->block_count; ++b)
     for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
       const hali_ir_insn_t *insn = &f->blocks[b].insns[i];
@@ -362,11 +407,6 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
          * its tensor results are single-assignment values in the storage
          * the callee returns (imported), or, tied to a mutable parameter,
          * in the argument's storage. */
-        if (tensor_block >= 0 && (uint32_t)tensor_block != b)
-          return hali_pass_error(PASS, w->m, f, insn, i,
-                                 "tensor ops in more than one block: the "
-                                 "lowering chains fences within one block");
-        tensor_block = (int32_t)b;
         const hali_ir_func_t *c = &w->m->funcs[insn->operands[0].v];
         for (uint32_t k = 1 + insn->aux; k < insn->operand_count; ++k) {
           uint32_t r = insn->operands[k].v;
@@ -400,11 +440,6 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
                                    info->name);
         continue;
       }
-      if (tensor_block >= 0 && (uint32_t)tensor_block != b)
-        return hali_pass_error(PASS, w->m, f, insn, i,
-                               "tensor ops in more than one block: the "
-                               "lowering chains fences within one block");
-      tensor_block = (int32_t)b;
       const hali_ir_operand_t *o = insn->operands;
       for (uint32_t k = 0; k < insn->operand_count; ++k) {
         if (!hali_ir_operand_is_write(insn, k)) continue;
@@ -500,6 +535,7 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
         w->t[insn->operands[0].v].alias = insn->operands[1].v;
       }
     }
+  if (w->cfg && w->cfg->multi) decide_fins(w);
   return HALI_OK;
 }
 

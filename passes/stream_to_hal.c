@@ -1650,6 +1650,148 @@ typedef struct {
   uint64_t pool_size;
 } module_state_t;
 
+/* ---- Control flow (doc/passes.md, "Control flow"). */
+
+static bool has_successor(const hali_ir_insn_t *insn) {
+  for (uint32_t k = 0; k < insn->operand_count; ++k)
+    if (insn->operands[k].kind == HALI_IR_BLOCK) return true;
+  return false;
+}
+
+/* Variable |v|'s fixed registers, set in the entry block's setup: its
+ * buffer and spare buffer (empty until a value needs them: the first
+ * write allocates, later ones reuse), its dims and size. */
+static void setup_var(lw_t *w, uint32_t v) {
+  hali_ir_func_t *f = w->f;
+  tinfo_t *t = &w->t[v];
+  const char *n = hali_s2h_rname(w, v);
+  hali_ir_xtype_t xs = f->reg_xtypes[v]; /* rank and dims only, read now */
+  uint32_t rank = xs.rank > HALI_HAL_MAX_RANK ? HALI_HAL_MAX_RANK : xs.rank;
+  bool all_static = true;
+  for (uint32_t d = 0; d < rank; ++d) {
+    int64_t dim = f->reg_xtypes[v].dims[d];
+    if (dim >= 0) {
+      t->dims[d] = hali_s2h_c64(w, dim);
+      continue;
+    }
+    all_static = false;
+    t->dims[d] = hali_pass_reg(f, HALI_TYPE_I64, "%s.dim%u", n, d);
+    hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->dims[d]),
+                   hali_pk(0));
+  }
+  uint64_t sb = 0;
+  uint32_t at = 0;
+  if (!hali_ir_xtype_static_bytes(&f->reg_xtypes[v], &sb, &at) ||
+      sb > INT64_MAX)
+    sb = 0; /* the lowering of its first write reports the size */
+  t->static_bytes = all_static ? (int64_t)sb : -1;
+  t->size = hali_pass_reg(f, HALI_TYPE_I64, "%s.size", n);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->size),
+                 hali_pk(all_static ? (int64_t)sb : 0));
+  t->defined = true;
+  uint32_t empty = hali_s2h_c64(w, 0);
+  uint32_t cm = hali_s2h_c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
+                                    HALI_HAL_MEMORY_TYPE_HOST_VISIBLE),
+           cu = hali_s2h_c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER |
+                                    HALI_HAL_BUFFER_USAGE_DISPATCH |
+                                    HALI_HAL_BUFFER_USAGE_MAPPING);
+  w->spare[v] = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.spare", n);
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(v),
+                 hali_pr(w->allocator), hali_pr(cm), hali_pr(cu), hali_pr(empty));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
+                 hali_pr(w->spare[v]), hali_pr(w->allocator), hali_pr(cm),
+                 hali_pr(cu), hali_pr(empty));
+}
+
+/* A block after the entry starts from %timeline: everything before it
+ * (its regions wait for that; within the block they wait only for what
+ * they read, as in one block). */
+static void enter_block(lw_t *w) {
+  for (uint32_t k = 0; k < w->nkeys; ++k) w->wf[k] = UINT32_MAX;
+  w->rd.n = 0;
+  w->tips.n = 0;
+  w->fb.n = 0;
+  pairs_push(w, &w->tips, w->tl, 0);
+  w->base = w->tl;
+  w->cur = w->tl;
+  w->nconst = 0; /* constants made in another block may not have run */
+  w->pool = UINT32_MAX;
+  w->pool_fence = UINT32_MAX;
+  w->sealed = false;
+  for (uint32_t r = 0; r < w->nregs; ++r)
+    if (w->t[r].lifetime == LT_GLOBAL) w->t[r].defined = false;
+}
+
+/* Before a branch: each variable the successors read takes its last
+ * version's value (in place, carried in the spare buffer, or copied into
+ * it), then %timeline joins every fence no later one waits on. */
+static void leave_block(lw_t *w, uint32_t b) {
+  const hali_tcfg_t *g = w->cfg;
+  hali_ir_func_t *f = w->f;
+  uint32_t k0 = g->fin_at[b], nf = g->fin_at[b + 1] - k0;
+  uint32_t *next = hali_calloc((size_t)nf + 1, sizeof(uint32_t));
+  if (!next) {
+    w->pre.oom = true;
+    return;
+  }
+  for (uint32_t k = 0; k < nf; ++k) {
+    if (w->fin_kind[k0 + k] != FIN_COPY) continue;
+    uint32_t v = g->fin[k0 + k][0], last = g->fin[k0 + k][1];
+    next[k] = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.next", hali_s2h_rname(w, v));
+    hali_s2h_reuse(w, next[k], w->spare[v], w->t[last].size);
+    uint32_t zero = hali_s2h_c64(w, 0);
+    begin_cmd(w, HALI_HAL_COMMAND_CATEGORY_TRANSFER);
+    hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_COPY, 6,
+                   hali_pr(w->cmd), hali_pr(hali_s2h_root(w, last)),
+                   hali_pr(zero), hali_pr(next[k]), hali_pr(zero),
+                   hali_pr(w->t[last].size));
+    touch(w, last, false);
+    end_cmd(w);
+  }
+  close_region(w, UINT32_MAX);
+  for (uint32_t k = 0; k < nf; ++k) {
+    uint32_t v = g->fin[k0 + k][0], last = g->fin[k0 + k][1];
+    uint8_t kind = w->fin_kind[k0 + k];
+    if (kind != FIN_IN_PLACE) {
+      uint32_t from = kind == FIN_COPY ? next[k] : hali_s2h_root(w, last);
+      hali_pass_emit(&w->out, w->line, HALI_OP_MOV_REF, 2, hali_pr(w->spare[v]),
+                     hali_pr(v));
+      hali_pass_emit(&w->out, w->line, HALI_OP_MOV_REF, 2, hali_pr(v),
+                     hali_pr(from));
+    }
+    const hali_ir_xtype_t *x = &f->reg_xtypes[v];
+    for (uint32_t d = 0; d < x->rank && d < HALI_HAL_MAX_RANK; ++d)
+      if (x->dims[d] < 0 && w->t[v].dims[d] != w->t[last].dims[d])
+        hali_pass_emit(&w->out, w->line, HALI_OP_MOV_I64, 2,
+                       hali_pr(w->t[v].dims[d]), hali_pr(w->t[last].dims[d]));
+    if (w->t[v].static_bytes < 0 && w->t[v].size != w->t[last].size)
+      hali_pass_emit(&w->out, w->line, HALI_OP_MOV_I64, 2, hali_pr(w->t[v].size),
+                     hali_pr(w->t[last].size));
+  }
+  hali_free(next);
+  /* The fences no later one waits on, and the last store of each tensor
+   * global loaded here (a later block's load of it reads %timeline). */
+  uint32_t n = 0;
+  uint32_t *fs = hali_malloc(((size_t)w->tips.n + w->m->global_count + 1) *
+                             sizeof(uint32_t));
+  if (!fs) {
+    w->pre.oom = true;
+    return;
+  }
+  for (uint32_t k = 0; k < w->tips.n; ++k) add_unique(fs, &n, w->tips.v[k][0]);
+  for (uint32_t gi = 0; gi < w->m->global_count; ++gi) {
+    uint32_t key = w->nregs + gi;
+    if (key < w->nkeys && w->wf[key] != UINT32_MAX)
+      add_unique(fs, &n, w->wf[key]);
+  }
+  uint32_t j = join_fences(w, fs, n);
+  hali_free(fs);
+  hali_pass_splice(&w->out, &w->pre);
+  if (j != w->tl)
+    hali_pass_emit(&w->out, w->line, HALI_OP_MOV_REF, 2, hali_pr(w->tl),
+                   hali_pr(j));
+}
+
 static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
                                 const module_state_t *ms) {
   hali_ir_func_t *f = &m->funcs[fi];
@@ -1659,10 +1801,17 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
                              "parameter %u is a tensor: run func-conversion "
                              "first",
                              p);
-  HALI_RETURN_IF_ERROR_PLAIN(hali_pass_copy_on_write(m, f));
-  lw_t *wp = hali_calloc(1, sizeof(lw_t));
-  if (!wp) return hali_status_oom();
+  hali_tcfg_t cfg;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_tcfg_build(m, f, &cfg));
+  hali_status_t cs = hali_pass_copy_on_write(m, f, &cfg);
+  lw_t *wp = cs ? NULL : hali_calloc(1, sizeof(lw_t));
+  if (!wp) {
+    hali_tcfg_free(&cfg);
+    return cs ? cs : hali_status_oom();
+  }
 #define w (*wp)
+  w.cfg = &cfg;
+  w.tl = UINT32_MAX;
   w.m = m;
   w.f = f;
   w.nregs = f->reg_count;
@@ -1681,7 +1830,13 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   w.wf = hali_malloc(((size_t)w.nkeys + 1) * sizeof(uint32_t));
   w.acc = hali_malloc(((size_t)w.nkeys + 1) * sizeof(uint32_t));
   w.accw = hali_calloc((size_t)w.nkeys + 1, 1);
-  if (!w.t || !w.exes || !w.pending || !w.wf || !w.acc || !w.accw) {
+  w.spare = hali_malloc(((size_t)w.nregs + 1) * sizeof(uint32_t));
+  w.fin_kind = hali_calloc(cfg.multi ? cfg.fin_at[cfg.nblocks] + 1 : 1, 1);
+  if (!w.t || !w.exes || !w.pending || !w.wf || !w.acc || !w.accw ||
+      !w.spare || !w.fin_kind) {
+    hali_free(w.spare);
+    hali_free(w.fin_kind);
+    hali_tcfg_free(&cfg);
     hali_free(w.t);
     hali_free(w.exes);
     hali_free(w.pending);
@@ -1692,6 +1847,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
     return hali_status_oom();
   }
   for (uint32_t k = 0; k < w.nkeys; ++k) w.wf[k] = UINT32_MAX;
+  for (uint32_t r = 0; r <= w.nregs; ++r) w.spare[r] = UINT32_MAX;
   hali_status_t s = hali_s2h_analyse(&w);
   if (!s) hali_s2h_liveness(&w);
   /* Prologue: the device, its allocator and the executables used. */
@@ -1717,8 +1873,16 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
           }
     }
   }
-  for (uint32_t b = 0; b < f->block_count && !s; ++b) {
+  if (!s && cfg.multi) {
+    w.tl = hali_pass_reg(f, HALI_TYPE_FENCE, "timeline");
+    for (uint32_t r = 0; r < w.nregs && r < cfg.nregs; ++r)
+      if (cfg.is_var[r]) setup_var(&w, r);
+  }
+  for (uint32_t oi = 0; oi < f->block_count && !s; ++oi) {
+    uint32_t b = cfg.multi ? cfg.order[oi] : oi;
     hali_ir_block_t *blk = &f->blocks[b];
+    w.block = b;
+    if (cfg.multi && b != 0) enter_block(&w);
     for (uint32_t i = 0; i < blk->insn_count && !s; ++i) {
       const hali_ir_insn_t *insn = &blk->insns[i];
       w.index = i;
@@ -1747,7 +1911,10 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
         hali_pass_copy_insn(&w.pre, insn, NULL);
         continue;
       }
-      close_region(&w, UINT32_MAX);
+      if (cfg.multi && (fl & HALI_OPF_TERM) && has_successor(insn))
+        leave_block(&w, b);
+      else
+        close_region(&w, UINT32_MAX);
       hali_pass_copy_insn(&w.out, insn, NULL);
       if (w.err) {
         s = w.err;
@@ -1785,6 +1952,9 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   hali_free(w.rd.v);
   hali_free(w.tips.v);
   hali_free(w.fb.v);
+  hali_free(w.spare);
+  hali_free(w.fin_kind);
+  hali_tcfg_free(&cfg);
 #undef w
   hali_free(wp);
   return s;

@@ -8,6 +8,7 @@
 
 #include "base/hal_bits.h"
 #include "passes/pass_util.h"
+#include "passes/tensor_cfg.h"
 
 #define PASS "stream-to-hal"
 
@@ -25,7 +26,16 @@ typedef enum {
    * register (bindings and copies use it); fences are |alias|'s
    * (doc/passes.md, "Slices, updates and traces"). */
   LT_VIEW,
+  /* A variable (passes/tensor_cfg.h): a tensor carried across blocks in
+   * fixed registers; its storage is one of its two own buffers. */
+  LT_VAR,
+  /* The last version of variable |carry| in its block, made in place in
+   * the variable's spare buffer (hal.allocator.reuse). */
+  LT_CARRY,
 } lifetime_t;
+
+/* How a block's last version of a variable becomes its value (lw_t.fin). */
+enum { FIN_IN_PLACE = 0, FIN_CARRY, FIN_COPY };
 
 typedef struct {
   uint8_t lifetime;
@@ -38,6 +48,7 @@ typedef struct {
   bool defined;
   bool const_returned; /* a constant's storage is returned to the caller */
   uint32_t global;     /* LT_GLOBAL: the global's index */
+  uint32_t carry;      /* LT_CARRY: the variable */
 } tinfo_t;
 
 /* Transients are packed into one slab per region by liveness (see pack). */
@@ -88,6 +99,15 @@ typedef struct {
   uint32_t pool_fence; /* the constant pool's upload fence register */
   uint32_t *pending;    /* static-size transients awaiting the region's slab */
   uint32_t npending;
+  /* Control flow (doc/passes.md, "Control flow"): the analysis, the
+   * fence every block after the entry starts from (the join of all work
+   * before it), each variable's spare buffer register (per register,
+   * UINT32_MAX: none), and per fin entry how it lands (FIN_*). */
+  const hali_tcfg_t *cfg;
+  uint32_t tl;
+  uint32_t *spare;
+  uint8_t *fin_kind;
+  uint32_t block; /* the block being lowered */
   /* Constants already materialized (registers are never rewritten). */
   uint32_t nconst;
   struct {
@@ -135,6 +155,9 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
     }                                                                          \
   } while (0)
 
+/* Buffer register |r| = variable buffer |spare| when it is exactly |size|
+ * bytes (an i64 register), else a fresh one (hal.allocator.reuse). */
+void hali_s2h_reuse(lw_t *w, uint32_t r, uint32_t spare, uint32_t size);
 /* Gives tensor |r| storage according to its lifetime. */
 void hali_s2h_allocate(lw_t *w, uint32_t r);
 /* Storage for the transients of the region being closed at w->index. */

@@ -138,6 +138,30 @@ HAL_OP(HAL_ALLOCATOR_ALLOCATE) {
   return HALI_OK;
 }
 
+/* hal.allocator.reuse: the carried tensor's spare buffer when it fits
+ * exactly, else a fresh one (the spare is then released by the register's
+ * next write).  No bytes move either way. */
+HAL_OP(HAL_ALLOCATOR_REUSE) {
+  hali_hal_device_size_t size = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(5), "allocation size", &size));
+  hali_hal_buffer_params_t params = {U32(3), U32(4)};
+  hali_hal_buffer_t *have = REF(hali_hal_buffer_t, 2);
+  if (hali_hal_buffer_length(have) == size &&
+      hali_hal_buffer_byte_offset(have) == 0 &&
+      (hali_hal_buffer_memory_types(have) & params.memory_types) ==
+          params.memory_types &&
+      (hali_hal_buffer_usage(have) & params.usage) == params.usage) {
+    hali_hal_buffer_retain(have);
+    set_ref(refs, d->reg[0], have);
+    return HALI_OK;
+  }
+  hali_hal_buffer_t *b = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_allocator_allocate_buffer(
+      REF(hali_hal_allocator_t, 1), params, size, &b));
+  set_ref(refs, d->reg[0], b);
+  return HALI_OK;
+}
+
 HAL_OP(HAL_BUFFER_CONSTANT) {
   /* The module's bytes, no copy; the buffer keeps the module alive. */
   const hali_ir_rodata_t *r = d->x[0].ptr;
@@ -644,36 +668,16 @@ HAL_OP(HAL_COMMAND_BUFFER_COLLECTIVE) {
 typedef hali_status_t (*hal_op_fn_t)(hali_vm_stack_t *st, const decoded_t *d,
                                      hali_slot_t *regs, hali_ref_t **refs);
 
-/* Two runs of consecutive opcodes: vm/ops_hal.def (format 1.0) and
- * vm/ops_hal_channel.def (format 1.5, at the end of the op table). */
-#define HAL_OP_FIRST HALI_OP_HAL_DEVICE_GET
-#define HAL_OP2_FIRST HALI_OP_HAL_CHANNEL_DEFAULT
-enum {
-#define OP(e, n, f, s, y) +1
-  HAL_OP_COUNT = 0
+/* Indexed by opcode: the rows of vm/ops_hal.def (format 1.0) and of the
+ * later runs at the end of the op table (vm/ops_hal_channel.def,
+ * vm/ops_hal_flow.def; format 1.5).  Other opcodes hold NULL. */
+static const hal_op_fn_t hal_op_table[HALI_OP_COUNT] = {
+#define OP(e, n, f, s, y) [HALI_OP_##e] = op_##e,
 #include "vm/ops_hal.def"
-  , HAL_OP2_COUNT = 0
 #include "vm/ops_hal_channel.def"
+#include "vm/ops_hal_flow.def"
 #undef OP
 };
-
-static const hal_op_fn_t hal_op_table[] = {
-#define OP(e, n, f, s, y) [HALI_OP_##e - HAL_OP_FIRST] = op_##e,
-#include "vm/ops_hal.def"
-#undef OP
-};
-static const hal_op_fn_t hal_op2_table[] = {
-#define OP(e, n, f, s, y) [HALI_OP_##e - HAL_OP2_FIRST] = op_##e,
-#include "vm/ops_hal_channel.def"
-#undef OP
-};
-/* Each run's rows are consecutive opcodes: a gap or a row out of order
- * would make its table longer than the run. */
-_Static_assert(sizeof(hal_op_table) / sizeof(hal_op_table[0]) == HAL_OP_COUNT,
-               "vm/ops_hal.def rows must be consecutive opcodes");
-_Static_assert(sizeof(hal_op2_table) / sizeof(hal_op2_table[0]) ==
-                   HAL_OP2_COUNT,
-               "vm/ops_hal_channel.def rows must be consecutive opcodes");
 
 hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
                              hali_slot_t *regs, hali_ref_t **refs) {
@@ -681,10 +685,8 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
   /* Only the interpreter calls this, from the case labels it makes of the
    * same vm/ops_hal.def rows: |k| is in range (asserted in debug builds). */
   const uint32_t op = pc->i.op;
-  const bool second = op >= (uint32_t)HAL_OP2_FIRST;
-  const uint32_t k = op - (uint32_t)(second ? HAL_OP2_FIRST : HAL_OP_FIRST);
 #ifdef HALI_DEBUG
-  if (k >= (second ? (uint32_t)HAL_OP2_COUNT : (uint32_t)HAL_OP_COUNT)) {
+  if (op >= (uint32_t)HALI_OP_COUNT || !hal_op_table[op]) {
     fprintf(stderr, "hali: debug assertion failed: op %u is not a HAL op\n",
             pc->i.op);
     abort();
@@ -692,8 +694,7 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
 #endif
   decoded_t d;
   decode(pc, &d);
-  hali_status_t s = (second ? hal_op2_table : hal_op_table)[k](st, &d, regs,
-                                                            refs);
+  hali_status_t s = hal_op_table[op](st, &d, regs, refs);
   if (s) return s; /* pc stays at the instruction (backtrace, resume) */
   *ppc = d.next;
   return HALI_OK;

@@ -635,6 +635,14 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       pc += HALI_CODE_CELLS_FIXED(1, 1);
       vmbreak;
     }
+    vmcase(MOV_REF) {
+      hali_ref_t *r = refs[B], *old = refs[A];
+      hali_ref_retain(r);
+      refs[A] = r;
+      hali_ref_release(old);
+      pc += HALI_CODE_CELLS_FIXED(2, 0);
+      vmbreak;
+    }
     vmcase(GLOBAL_STORE_REF) {
       hali_vm_globals_t *g = link->globals;
       hali_ref_t *r = refs[A];
@@ -717,6 +725,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #define OP(e, n, f, sig, syn) vmcase(e)
 #include "vm/ops_hal.def"
 #include "vm/ops_hal_channel.def"
+#include "vm/ops_hal_flow.def"
 #undef OP
     {
       /* Through a copy: taking pc's address would keep it in memory for

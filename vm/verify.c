@@ -207,6 +207,16 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
     default: return hali_verr(v, "internal: bad operand role '%c'", d->role);
     }
   }
+  if (insn->op == HALI_OP_MOV_REF &&
+      v->f->reg_types[insn->operands[0].v] !=
+          v->f->reg_types[insn->operands[1].v]) {
+    char a[64], b[64];
+    return hali_verr(v, "mov.ref moves %s (%s) into %s (%s): the types differ",
+                     hali_ir_reg_name(v->f, insn->operands[1].v, b, sizeof(b)),
+                     hali_type_name(v->f->reg_types[insn->operands[1].v]),
+                     hali_ir_reg_name(v->f, insn->operands[0].v, a, sizeof(a)),
+                     hali_type_name(v->f->reg_types[insn->operands[0].v]));
+  }
   if (info->tail) {
     if (insn->operand_count - info->operand_count > 0xfffe)
       return hali_verr(v, "list of %u entries is too long",
