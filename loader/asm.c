@@ -555,6 +555,12 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
           if (gi >= 0 && hali_type_is_ref(p->m->globals[gi].type))
             wt = p->m->globals[gi].type;
         }
+        /* mov.ref: the register takes the moved register's type. */
+        if (op == HALI_OP_MOV_REF) {
+          int32_t ri = hali_asm_find_reg(p, peek(p));
+          if (ri >= 0 && hali_type_is_ref(b->f->reg_types[ri]))
+            wt = b->f->reg_types[ri];
+        }
         if (!hali_asm_parse_reg(b, defs[ndef_used++], wt, true, o))
           return false;
         continue;

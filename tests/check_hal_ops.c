@@ -376,6 +376,80 @@ START_TEST(device_get_and_allocate) {
 }
 END_TEST
 
+/* hal.allocator.reuse (format 1.5, tensor control flow): the buffer
+ * itself when it is exactly the size asked with the bits asked, else a
+ * fresh one; mov.ref copies a ref between registers. */
+static const char reuse_text[] =
+    "func @reuse(%n: i64, %m: i32, %off: i64) -> (i64, i32) {\n" PRELUDE
+    "  %whole = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %a = hal.buffer.subspan %whole, %off, %n\n"
+    "  %v = const.i32 42\n"
+    "  hal.buffer.store.i32 %a, %z, %v\n"
+    "  %b = hal.allocator.reuse %allocator, %a, %m, %use, %n\n"
+    "  %seven = const.i32 7\n"
+    "  hal.buffer.store.i32 %b, %z, %seven\n"
+    "  %got = hal.buffer.load.i32 %a, %z\n"
+    "  %len = hal.buffer.length %b\n"
+    "  return %len, %got\n"
+    "}\n"
+    "func @grow(%n: i64) -> i64 {\n" PRELUDE
+    "  %a = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %b = hal.allocator.reuse %allocator, %a, %mem, %use, %n\n"
+    "  %len = hal.buffer.length %b\n"
+    "  return %len\n"
+    "}\n"
+    "func @mov() -> i32 {\n" PRELUDE
+    "  %a = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %b = mov.ref %a\n"
+    "  %v = const.i32 5\n"
+    "  hal.buffer.store.i32 %b, %z, %v\n"
+    "  %a = hal.allocator.allocate %allocator, %mem, %use, %c16\n"
+    "  %got = hal.buffer.load.i32 %b, %z\n"
+    "  %other = hal.buffer.load.i32 %a, %z\n"
+    "  %got = add.i32 %got, %other\n"
+    "  return %got\n"
+    "}\n";
+
+static void reuse_case(int64_t n, int32_t m, int64_t off, int64_t want_len,
+                       int32_t want_got) {
+  hali_value_t r[2] = {{0}};
+  ck_assert_ok(invoke_on(&k_devices[0], false, reuse_text, "reuse",
+                         ARGS(I64(n), I32(m), I64(off)), r, 2));
+  ck_assert_int_eq(r[0].i64, want_len);
+  ck_assert_int_eq(r[1].i32, want_got);
+}
+
+START_TEST(allocator_reuse_and_mov_ref) {
+  reuse_case(16, 19, 0, 16, 7); /* same size and bits: the same buffer */
+  reuse_case(16, 3, 0, 16, 7);  /* fewer bits asked: still fits */
+  reuse_case(8, 19, 0, 8, 7);   /* a subspan at offset 0 is reused */
+  reuse_case(8, 19, 4, 8, 42);  /* at an offset: a fresh buffer */
+  reuse_case(12, 19 | 8, 0, 12, 42); /* a bit it lacks: a fresh buffer */
+  EXPECT_I64(reuse_text, "grow", 64, I64(64));
+  EXPECT_I64(reuse_text, "grow", 0, I64(0));
+  EXPECT_ERROR(reuse_text, "grow", HALI_STATUS_OUT_OF_RANGE,
+               "allocation size -1 is negative", I64(-1));
+  hali_value_t r = RUN1_NOARGS(reuse_text, "mov");
+  ck_assert_int_eq(r.i32, 5); /* %b kept the first buffer; the new one is 0 */
+  hali_vm_module_t *m = NULL;
+  ck_assert_status(
+      hali_test_try_module("func @f() {\n"
+                           "  %device = hal.device.get\n"
+                           "  %allocator = hal.device.allocator %device\n"
+                           "  %n = const.i64 4\n"
+                           "  %t = const.i32 19\n"
+                           "  %u = const.i32 7\n"
+                           "  %d = hal.allocator.allocate %allocator, %t, %u, %n\n"
+                           "  %e = hal.fence.create %device\n"
+                           "  %d = mov.ref %e\n"
+                           "  return\n"
+                           "}\n",
+                           &m),
+      HALI_STATUS_INVALID_ARGUMENT,
+      "register is !hal.buffer but this operand must be !hal.fence");
+}
+END_TEST
+
 START_TEST(device_get_without_device) {
   hali_value_t r = {0};
   check_error(__FILE__, __LINE__,
@@ -2189,6 +2263,7 @@ void check_hal_ops_add_tcases(Suite *s) {
   TCase *tc = tcase_create("hal_buffers");
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, device_get_and_allocate);
+  tcase_add_test(tc, allocator_reuse_and_mov_ref);
   tcase_add_test(tc, device_get_without_device);
   tcase_add_test(tc, load_store_widths_and_extension);
   tcase_add_test(tc, load_store_bounds);
