@@ -179,12 +179,48 @@ void hali_s2h_reuse(lw_t *w, uint32_t r, uint32_t spare, uint32_t size) {
                  hali_pr(cu), hali_pr(size));
 }
 
-static void own_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use) {
-  tinfo_t *t = &w->t[r];
+/* Buffer register |r| = |size| (an i64 register) bytes of |mem| / |use|.
+ * A transient made in a block after the entry (which may run many times:
+ * a loop body) reuses the buffer its site made last time when the size is
+ * the same: every region of such a block waits for %timeline, all the
+ * work before it, so the last use of that buffer is done (doc/passes.md,
+ * "Control flow").  The site's register starts empty, at the entry's end. */
+static void alloc_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use,
+                         uint32_t size) {
   uint32_t cm = hali_s2h_c32(w, mem), cu = hali_s2h_c32(w, use);
-  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(r),
-                 hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
-                 hali_pr(t->size));
+  if (!(mem & HALI_HAL_MEMORY_TYPE_TRANSIENT) || !w->cfg || !w->cfg->multi ||
+      w->block == 0) {
+    hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
+                   hali_pr(r), hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
+                   hali_pr(size));
+    return;
+  }
+  uint32_t keep = hali_pass_reg(w->f, HALI_TYPE_BUFFER, "%s.kept",
+                                hali_s2h_rname(w, r));
+  uint32_t im = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.kept_memory",
+                              hali_s2h_rname(w, r)),
+           iu = hali_pass_reg(w->f, HALI_TYPE_I32, "%s.kept_usage",
+                              hali_s2h_rname(w, r)),
+           iz = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.kept_size",
+                              hali_s2h_rname(w, r));
+  hali_pass_emit(&w->init, w->line, HALI_OP_CONST_I32, 2, hali_pr(im),
+                 hali_pk(mem));
+  hali_pass_emit(&w->init, w->line, HALI_OP_CONST_I32, 2, hali_pr(iu),
+                 hali_pk(use));
+  hali_pass_emit(&w->init, w->line, HALI_OP_CONST_I64, 2, hali_pr(iz),
+                 hali_pk(0));
+  hali_pass_emit(&w->init, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
+                 hali_pr(keep), hali_pr(w->allocator), hali_pr(im),
+                 hali_pr(iu), hali_pr(iz));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_REUSE, 6, hali_pr(r),
+                 hali_pr(w->allocator), hali_pr(keep), hali_pr(cm), hali_pr(cu),
+                 hali_pr(size));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_MOV_REF, 2, hali_pr(keep),
+                 hali_pr(r));
+}
+
+static void own_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use) {
+  alloc_buffer(w, r, mem, use, w->t[r].size);
 }
 
 static bool intervals_overlap(const tinfo_t *a, const tinfo_t *b) {
@@ -264,9 +300,12 @@ void hali_s2h_pack(lw_t *w) {
   uint32_t cu = hali_s2h_c32(w, HALI_HAL_BUFFER_USAGE_TRANSFER |
                                     HALI_HAL_BUFFER_USAGE_DISPATCH);
   uint32_t size = hali_s2h_c64(w, total);
-  hali_pass_emit(&w->pre, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
-                 hali_pr(slab), hali_pr(w->allocator), hali_pr(cm), hali_pr(cu),
-                 hali_pr(size));
+  (void)cm;
+  (void)cu;
+  alloc_buffer(w, slab,
+               HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL | HALI_HAL_MEMORY_TYPE_TRANSIENT,
+               HALI_HAL_BUFFER_USAGE_TRANSFER | HALI_HAL_BUFFER_USAGE_DISPATCH,
+               size);
   /* Subspans in order of definition (pending order). */
   for (uint32_t k = 0; k < n; ++k) {
     uint32_t r = w->pending[k], j = 0;

@@ -1926,7 +1926,17 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
       hali_ir_block_take(blk, &w.out.b);
     }
   }
-  bool oom = w.out.oom || w.pre.oom || w.cmds.oom;
+  if (!s && w.init.b.insn_count && f->blocks[0].insn_count) {
+    /* The entry's end (before its branch) starts the kept buffers. */
+    hali_ir_block_t *e = &f->blocks[0];
+    for (uint32_t i = 0; i + 1 < e->insn_count; ++i)
+      hali_pass_copy_insn(&w.out, &e->insns[i], NULL);
+    hali_pass_splice(&w.out, &w.init);
+    hali_pass_copy_insn(&w.out, &e->insns[e->insn_count - 1], NULL);
+    if (!w.out.oom) hali_ir_block_take(e, &w.out.b);
+  }
+  bool oom = w.out.oom || w.pre.oom || w.cmds.oom || w.init.oom;
+  hali_pass_list_free(&w.init);
   hali_pass_list_free(&w.out);
   hali_pass_list_free(&w.pre);
   hali_pass_list_free(&w.cmds);

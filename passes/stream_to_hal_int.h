@@ -108,6 +108,7 @@ typedef struct {
   uint32_t *spare;
   uint8_t *fin_kind;
   uint32_t block; /* the block being lowered */
+  hali_insn_list_t init; /* set-up the entry's end runs for later blocks */
   /* Constants already materialized (registers are never rewritten). */
   uint32_t nconst;
   struct {

@@ -11,7 +11,8 @@
  *   a clone of it).
  * - A diamond takes each arm (tests/passes/sh_cf_diamond.hasm) and a body
  *   that ties a result to a tensor the next iteration reads gets a copy
- *   (sh_cf_cow_live_out.hasm), checked against C loops. */
+ *   (sh_cf_cow_live_out.hasm), checked against C loops; that copy, a
+ *   transient of the loop body, reuses its buffer every iteration. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,9 +159,14 @@ START_TEST(diamond_and_live_out_tie) {
   }
   env_close(&e);
   env_open(&e, _i, "sh_cf_cow_live_out.hasm");
-  for (int64_t n = 0; n < 5; ++n) {
+  uint64_t allocs[41] = {0};
+  for (int64_t n = 0; n <= 40; n += (n < 4 ? 1 : 36)) {
     float got[4];
+    hali_device_memory_statistics_t st0, st1;
+    OK(hali_device_query_memory_statistics(e.dev, &st0));
     run_view(&e, "acc", x, hali_variant_i64(n), got);
+    OK(hali_device_query_memory_statistics(e.dev, &st1));
+    allocs[n] = st1.allocation_count - st0.allocation_count;
     for (int k = 0; k < 4; ++k) {
       float acc = x[k]; /* acc += 2y each iteration; y stays x */
       for (int64_t i = 0; i < n; ++i) acc += 2 * x[k];
@@ -168,6 +174,9 @@ START_TEST(diamond_and_live_out_tie) {
                     k, got[k], acc);
     }
   }
+  /* The body's copy of %y (a transient) reuses its buffer from the second
+   * iteration on: 40 iterations allocate what 2 do. */
+  ck_assert_uint_eq(allocs[40], allocs[2]);
   env_close(&e);
 }
 END_TEST
