@@ -227,8 +227,9 @@ static hali_status_t no_cycle(const hali_ir_module_t *m, uint32_t fi,
         hali_status_t e = hali_pass_error(
             PASS, m, f, insn, i,
             "recursive call (%s): tensor-level functions may call each other "
-            "but not recursively (a call chains the callee's work by fences "
-            "within one block; write the recursion as host code around "
+            "but not recursively (a call records the callee's work when it "
+            "is reached, with no host wait, so a recursion could not decide "
+            "when to stop; write it as a loop, or as host code around "
             "@%s$async)",
             cyc ? cyc : "?", m->funcs[c].name);
         hali_free(cyc);
