@@ -61,7 +61,11 @@ uint32_t hali_s2h_c64(lw_t *w, int64_t v) {
 }
 
 const char *hali_s2h_rname(const lw_t *w, uint32_t r) {
-  return w->f->reg_names && w->f->reg_names[r] ? w->f->reg_names[r] : "t";
+  /* |r| may be UINT32_MAX: a register that could not be added (out of
+   * memory; the emission that uses it marks the list). */
+  return r < w->f->reg_count && w->f->reg_names && w->f->reg_names[r]
+             ? w->f->reg_names[r]
+             : "t";
 }
 
 /* Emits `cond_fail %cond, OUT_OF_RANGE, "@f: message"`. */
@@ -1769,20 +1773,23 @@ static void leave_block(lw_t *w, uint32_t b) {
                      hali_pr(w->t[last].size));
   }
   hali_free(next);
-  /* The fences no later one waits on, and the last store of each tensor
-   * global loaded here (a later block's load of it reads %timeline). */
+  /* The fences no later one waits on, and every other fence a storage
+   * waits for that is not a region's (the last store of a tensor global
+   * loaded here, the constant pool's upload): a later block reads those
+   * values after %timeline only. */
   uint32_t n = 0;
-  uint32_t *fs = hali_malloc(((size_t)w->tips.n + w->m->global_count + 1) *
+  uint32_t *fs = hali_malloc(((size_t)w->tips.n + w->nkeys + 1) *
                              sizeof(uint32_t));
   if (!fs) {
     w->pre.oom = true;
     return;
   }
   for (uint32_t k = 0; k < w->tips.n; ++k) add_unique(fs, &n, w->tips.v[k][0]);
-  for (uint32_t gi = 0; gi < w->m->global_count; ++gi) {
-    uint32_t key = w->nregs + gi;
-    if (key < w->nkeys && w->wf[key] != UINT32_MAX)
-      add_unique(fs, &n, w->wf[key]);
+  for (uint32_t key = 0; key < w->nkeys; ++key) {
+    uint32_t wf = w->wf[key];
+    bool region = wf == UINT32_MAX;
+    for (uint32_t j = 0; j < w->fb.n && !region; ++j) region = w->fb.v[j][0] == wf;
+    if (!region) add_unique(fs, &n, wf);
   }
   uint32_t j = join_fences(w, fs, n);
   hali_free(fs);
