@@ -1654,6 +1654,27 @@ typedef struct {
   uint64_t pool_size;
 } module_state_t;
 
+/* Does |insn| write a register that a command recorded in |cmds| reads?
+ * The region's commands are emitted after its setup, so host code joining
+ * the setup must not change what they read (`%i = add.i32 %i, %one` after
+ * a dispatch that pushes %i as a constant: the loop counter of a loop). */
+static bool rewrites_recorded(const hali_insn_list_t *cmds,
+                              const hali_ir_insn_t *insn) {
+  for (uint32_t k = 0; k < insn->operand_count; ++k) {
+    if (insn->operands[k].kind != HALI_IR_REG ||
+        !hali_ir_operand_is_write(insn, k))
+      continue;
+    uint32_t r = insn->operands[k].v;
+    for (uint32_t i = 0; i < cmds->b.insn_count; ++i) {
+      const hali_ir_insn_t *c = &cmds->b.insns[i];
+      for (uint32_t j = 0; j < c->operand_count; ++j)
+        if (c->operands[j].kind == HALI_IR_REG && c->operands[j].v == r)
+          return true;
+    }
+  }
+  return false;
+}
+
 /* ---- Control flow (doc/passes.md, "Control flow"). */
 
 static bool has_successor(const hali_ir_insn_t *insn) {
@@ -1914,7 +1935,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
        * the region's results: tensors are not visible to it). */
       uint32_t fl = hali_op_info(insn->op)->flags;
       if (w.open && !(fl & (HALI_OPF_TERM | HALI_OPF_SUSPEND)) &&
-          insn->op != HALI_OP_CALL) {
+          insn->op != HALI_OP_CALL && !rewrites_recorded(&w.cmds, insn)) {
         hali_pass_copy_insn(&w.pre, insn, NULL);
         continue;
       }

@@ -167,6 +167,63 @@ START_TEST(entry_points_agree) {
 }
 END_TEST
 
+/* @generate_n(prompt, n): the same loop in hali for n tokens (tensor
+ * control flow: the argmax and the ids carried from block to block): n =
+ * GENERATED gives @generate's ids, a larger n extends them, n = 1 is the
+ * prefill's token, on local-sync and on local-task with 2 workers; n out
+ * of range is an error naming it. */
+static void generate_n(gpt_t *g, const int32_t *ids, size_t nids, int64_t n,
+                       int32_t *out) {
+  hali_buffer_view_t *v = ids_view(g, ids, nids);
+  hali_variant_t a[2] = {hali_variant_view(v), hali_variant_i64(n)}, res;
+  ok(call(g, "generate_n", a, 2, &res, 1));
+  ck_assert_int_eq(hali_buffer_view_element_count(res.u.view), n);
+  ok(hali_buffer_view_read(res.u.view, out, (size_t)n * sizeof(int32_t)));
+  hali_variant_release(&res);
+  hali_buffer_view_release(v);
+}
+
+START_TEST(generate_n_loop) {
+  for (int dev = 0; dev < 2; ++dev) {
+    gpt_t g;
+    ok(gpt_open(&g, dev ? HALI_DEVICE_LOCAL_TASK : HALI_DEVICE_LOCAL_SYNC,
+                dev ? 2 : 0, WEIGHTS));
+    hali_buffer_view_t *pv = ids_view(&g, prompt, NPROMPT);
+    hali_variant_t a = hali_variant_view(pv), res;
+    ok(call(&g, "generate", &a, 1, &res, 1));
+    int32_t gen[GENERATED], more[GENERATED + 4], one[1];
+    ok(hali_buffer_view_read(res.u.view, gen, sizeof(gen)));
+    hali_variant_release(&res);
+    hali_buffer_view_release(pv);
+    generate_n(&g, prompt, NPROMPT, GENERATED + 4, more);
+    for (int k = 0; k < GENERATED; ++k) ck_assert_int_eq(more[k], gen[k]);
+    generate_n(&g, prompt, NPROMPT, 1, one);
+    ck_assert_int_eq(one[0], gen[0]);
+    /* The four extra tokens are what a host loop of @decode gives. */
+    int32_t tok = gen[GENERATED - 1];
+    for (int k = GENERATED; k < GENERATED + 4; ++k) {
+      hali_variant_t d[2] = {hali_variant_i64(tok),
+                             hali_variant_i64((int64_t)NPROMPT + k - 1)};
+      ok(step(&g, "decode", d, 2, NULL, &tok));
+      ck_assert_int_eq(more[k], tok);
+    }
+    pv = ids_view(&g, prompt, NPROMPT);
+    hali_variant_t bad[2] = {hali_variant_view(pv), hali_variant_i64(0)};
+    hali_variant_t r2;
+    expect(call(&g, "generate_n", bad, 2, &r2, 1),
+           HALI_STATUS_FAILED_PRECONDITION,
+           "@generate_n: argument 1 (n) must be at least 1");
+    bad[1] = hali_variant_i64(CONTEXT - (int64_t)NPROMPT + 2);
+    expect(call(&g, "generate_n", bad, 2, &r2, 1),
+           HALI_STATUS_FAILED_PRECONDITION,
+           "@generate_n: the prompt and n - 1 generated tokens do not fit in "
+           "the context (128 tokens)");
+    hali_buffer_view_release(pv);
+    gpt_close(&g);
+  }
+}
+END_TEST
+
 START_TEST(prompt_too_long) {
   gpt_t g;
   ok(gpt_open(&g, HALI_DEVICE_LOCAL_SYNC, 0, WEIGHTS));
@@ -303,6 +360,7 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, entry_points_agree);
   tcase_add_test(tc, prompt_too_long);
+  tcase_add_test(tc, generate_n_loop);
   tcase_add_test(tc, token_outside_vocab);
   tcase_add_test(tc, position_past_cache);
   tcase_add_test(tc, weights_missing_tensor);

@@ -315,6 +315,7 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "#   @decode(token, position)  one token -> (logits, argmax)\n"
           "#   @generate(prompt)         prefill, then %d greedy tokens -> "
           "their ids\n"
+          "#   @generate_n(prompt, n)    the same for n tokens (a loop in hali)\n"
           "#\n"
           "# The weights are parameters of the scope \"model\"; the KV cache "
           "is one\n"
@@ -434,12 +435,16 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "}\n\n",
           V, V, C, V, C, one);
 
-  /* generate */
+  /* generate: a loop in hali (doc/passes.md, "Control flow"): %next and
+   * %ids are carried from block to block; each iteration's step chains on
+   * the device through the fences, with no host round trip. */
   fprintf(o,
-          "# Prefill, then %d greedy decode steps, each fed the previous "
-          "step's argmax\n"
-          "# on the device (no host round trip): the generated ids.\n"
+          "# Prefill, then %d greedy decode steps in a loop, each fed the "
+          "previous\n"
+          "# step's argmax on the device (no host round trip): the generated "
+          "ids.\n"
           "func @generate(%%prompt: tensor<?xi32>) -> tensor<%dxi32> {\n"
+          "^entry:\n"
           "  %%T = tensor.dim %%prompt, 0\n"
           "  %%one = const.i64 1\n"
           "  %%room = const.i64 %d\n"
@@ -449,24 +454,72 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "  assert %%fits, \"@generate: argument 0 (prompt) is longer than %d "
           "tokens (the context is %d and %d generated tokens are fed back)\"\n"
           "  %%zero = const.i32 0\n"
-          "  %%l0, %%n0 = call @forward(%%prompt, %%zero)\n"
-          "  %%s0 = tensor.splat %%zero : tensor<%dxi32>\n"
-          "  %%s1 = tensor.dispatch @gpt::@put[1](%%n0, %%s0, %%zero) -> "
-          "%%s0 as tensor<%dxi32>\n"
-          "  %%p0 = trunc.i64.i32 %%T\n"
-          "  %%one32 = const.i32 1\n",
-          G, G, C - G + 1, C - G + 1, C, G - 1, G, G);
-  for (int i = 1; i < G; ++i) {
-    fprintf(o, "  %%l%d, %%n%d = call @step(%%n%d, %%p%d)\n", i, i, i - 1,
-            i - 1);
-    fprintf(o, "  %%i%d = const.i32 %d\n", i, i);
-    fprintf(o,
-            "  %%s%d = tensor.dispatch @gpt::@put[1](%%n%d, %%s%d, %%i%d) -> "
-            "%%s%d as tensor<%dxi32>\n",
-            i + 1, i, i, i, i, G);
-    if (i + 1 < G) fprintf(o, "  %%p%d = add.i32 %%p%d, %%one32\n", i, i - 1);
-  }
-  fprintf(o, "  return %%s%d\n}\n", G);
+          "  %%first, %%next = call @forward(%%prompt, %%zero)\n"
+          "  %%empty = tensor.splat %%zero : tensor<%dxi32>\n"
+          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%empty, %%zero) -> "
+          "%%empty as tensor<%dxi32>\n"
+          "  %%p = trunc.i64.i32 %%T\n"
+          "  %%i = const.i32 1\n"
+          "  %%count = const.i32 %d\n"
+          "  %%one32 = const.i32 1\n"
+          "  br ^head\n"
+          "^head:\n"
+          "  %%more = lt.s.i32 %%i, %%count\n"
+          "  cond_br %%more, ^body, ^done\n"
+          "^body:\n"
+          "  %%logits, %%next = call @step(%%next, %%p)\n"
+          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%ids, %%i) -> %%ids "
+          "as tensor<%dxi32>\n"
+          "  %%p = add.i32 %%p, %%one32\n"
+          "  %%i = add.i32 %%i, %%one32\n"
+          "  br ^head\n"
+          "^done:\n"
+          "  return %%ids\n"
+          "}\n\n",
+          G, G, C - G + 1, C - G + 1, C, G - 1, G, G, G, G);
+  /* generate_n: the same loop for n tokens, n an argument. */
+  fprintf(o,
+          "# The same for |n| tokens: prefill, then n - 1 decode steps.\n"
+          "func @generate_n(%%prompt: tensor<?xi32>, %%n: i64) -> "
+          "tensor<?xi32> {\n"
+          "^entry:\n"
+          "  %%T = tensor.dim %%prompt, 0\n"
+          "  %%one = const.i64 1\n"
+          "  %%C = const.i64 %d\n"
+          "  %%nonempty = ge.s.i64 %%T, %%one\n"
+          "  assert %%nonempty, \"@generate_n: argument 0 (prompt) is empty\"\n"
+          "  %%some = ge.s.i64 %%n, %%one\n"
+          "  assert %%some, \"@generate_n: argument 1 (n) must be at least "
+          "1\"\n"
+          "  %%room = sub.i64 %%C, %%T\n"
+          "  %%room = add.i64 %%room, %%one\n"
+          "  %%fits = le.s.i64 %%n, %%room\n"
+          "  assert %%fits, \"@generate_n: the prompt and n - 1 generated "
+          "tokens do not fit in the context (%d tokens)\"\n"
+          "  %%zero = const.i32 0\n"
+          "  %%first, %%next = call @forward(%%prompt, %%zero)\n"
+          "  %%empty = tensor.splat %%zero : tensor<?xi32>{%%n}\n"
+          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%empty, %%zero) -> "
+          "%%empty as tensor<?xi32>{%%n}\n"
+          "  %%p = trunc.i64.i32 %%T\n"
+          "  %%i = const.i32 1\n"
+          "  %%count = trunc.i64.i32 %%n\n"
+          "  %%one32 = const.i32 1\n"
+          "  br ^head\n"
+          "^head:\n"
+          "  %%more = lt.s.i32 %%i, %%count\n"
+          "  cond_br %%more, ^body, ^done\n"
+          "^body:\n"
+          "  %%logits, %%next = call @step(%%next, %%p)\n"
+          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%ids, %%i) -> %%ids "
+          "as tensor<?xi32>{%%n}\n"
+          "  %%p = add.i32 %%p, %%one32\n"
+          "  %%i = add.i32 %%i, %%one32\n"
+          "  br ^head\n"
+          "^done:\n"
+          "  return %%ids\n"
+          "}\n",
+          C, C);
   free(dyn);
   free(one);
   if (fclose(o) != 0) {
