@@ -20,16 +20,10 @@
 
 #include "config.h"
 #include "hali/hali.h"
+#include "tests/settle.h"
 #include "tests/testutil.h"
 
-#define OK(s)                                                                  \
-  do {                                                                         \
-    hali_status_t s_ = (s);                                                    \
-    if (s_) {                                                                  \
-      char *t_ = hali_status_to_string(s_);                                    \
-      ck_abort_msg("%s", t_);                                                  \
-    }                                                                          \
-  } while (0)
+#define OK MEM_OK
 
 typedef struct {
   hali_instance_t *in;
@@ -57,20 +51,6 @@ static void env_close(env_t *e) {
   hali_context_release(e->ctx);
   hali_device_release(e->dev);
   hali_instance_release(e->in);
-}
-
-/* local-task drops a submission's command buffer (and the buffers it
- * retains) just after signalling its fence: wait until the live bytes are
- * |base| again (at most 5 s). */
-static void settle(hali_device_t *dev, uint64_t base) {
-  hali_device_memory_statistics_t st;
-  for (int k = 0; k < 5000; ++k) {
-    OK(hali_device_query_memory_statistics(dev, &st));
-    if (st.bytes_live == base) return;
-    usleep(1000);
-  }
-  ck_abort_msg("%llu bytes live, %llu before the call",
-               (unsigned long long)st.bytes_live, (unsigned long long)base);
 }
 
 /* @iterate(x, s, n) of sh_cf_loop; checks the result against a C loop and
@@ -103,7 +83,7 @@ static void iterate(env_t *e, int64_t n, uint64_t *peak, uint64_t *allocs) {
   }
   hali_variant_release(&r);
   hali_buffer_view_release(v);
-  settle(e->dev, st0.bytes_live);
+  hali_test_settle(e->dev, st0.bytes_live);
   OK(hali_device_query_memory_statistics(e->dev, &st1));
   *peak = st1.bytes_peak - st0.bytes_live;
   *allocs = st1.allocation_count - st0.allocation_count;

@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "hali/hali.h"
+#include "tests/settle.h"
 #include "tests/testutil.h"
 
 typedef struct {
@@ -260,30 +261,6 @@ END_TEST
  * "schedule-execution") and its 16-byte result, and nothing more; every
  * call frees what it allocated (the live bytes go back to where they
  * were), so the peak after 10 calls is the peak after 1. */
-#define MEM_OK(s)                                                              \
-  do {                                                                         \
-    hali_status_t s_ = (s);                                                    \
-    if (s_) {                                                                  \
-      char *t_ = hali_status_to_string(s_);                                    \
-      ck_abort_msg("%s", t_);                                                  \
-    }                                                                          \
-  } while (0)
-
-/* local-task's queue thread drops a submission's command buffer (and the
- * slab it retains) just after signalling its fence, so the bytes of a
- * call come back shortly after the call returns: wait (at most 5 s) until
- * the live bytes are |base| again. */
-static void settle(hali_device_t *dev, uint64_t base) {
-  hali_device_memory_statistics_t st;
-  for (int k = 0; k < 5000; ++k) {
-    MEM_OK(hali_device_query_memory_statistics(dev, &st));
-    if (st.bytes_live == base) return;
-    usleep(1000);
-  }
-  ck_abort_msg("%llu bytes live, %llu before the call",
-               (unsigned long long)st.bytes_live, (unsigned long long)base);
-}
-
 static void pack_share_calls(hali_context_t *ctx, hali_device_t *dev, int n,
                              uint64_t base) {
   hali_function_t *f = NULL;
@@ -301,7 +278,7 @@ static void pack_share_calls(hali_context_t *ctx, hali_device_t *dev, int n,
     ck_assert(got[0] == 31 && got[1] == 47 && got[2] == 63 && got[3] == 79);
     hali_variant_release(&r);
     hali_buffer_view_release(v);
-    settle(dev, base);
+    hali_test_settle(dev, base);
   }
 }
 

@@ -293,6 +293,36 @@ static char *static_body(const char *dyn) {
   return out;
 }
 
+/* The rest of @generate / @generate_n after their checks (which set
+ * %T, the prompt's length, and %count, the tokens to make): prefill, then
+ * a loop of decode steps; |ids| is the result's type. */
+static void emit_generate_loop(FILE *o, const char *ids) {
+  fprintf(o,
+          "  %%zero = const.i32 0\n"
+          "  %%first, %%next = call @forward(%%prompt, %%zero)\n"
+          "  %%empty = tensor.splat %%zero : %s\n"
+          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%empty, %%zero) -> "
+          "%%empty as %s\n"
+          "  %%p = trunc.i64.i32 %%T\n"
+          "  %%i = const.i32 1\n"
+          "  %%one32 = const.i32 1\n"
+          "  br ^head\n"
+          "^head:\n"
+          "  %%more = lt.s.i32 %%i, %%count\n"
+          "  cond_br %%more, ^body, ^done\n"
+          "^body:\n"
+          "  %%logits, %%next = call @step(%%next, %%p)\n"
+          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%ids, %%i) -> %%ids "
+          "as %s\n"
+          "  %%p = add.i32 %%p, %%one32\n"
+          "  %%i = add.i32 %%i, %%one32\n"
+          "  br ^head\n"
+          "^done:\n"
+          "  return %%ids\n"
+          "}\n\n",
+          ids, ids, ids);
+}
+
 static int write_hasm(const char *path, const gpt_config_t *c) {
   FILE *o = fopen(path, "w");
   if (!o) {
@@ -453,30 +483,11 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "  %%fits = le.s.i64 %%T, %%room\n"
           "  assert %%fits, \"@generate: argument 0 (prompt) is longer than %d "
           "tokens (the context is %d and %d generated tokens are fed back)\"\n"
-          "  %%zero = const.i32 0\n"
-          "  %%first, %%next = call @forward(%%prompt, %%zero)\n"
-          "  %%empty = tensor.splat %%zero : tensor<%dxi32>\n"
-          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%empty, %%zero) -> "
-          "%%empty as tensor<%dxi32>\n"
-          "  %%p = trunc.i64.i32 %%T\n"
-          "  %%i = const.i32 1\n"
-          "  %%count = const.i32 %d\n"
-          "  %%one32 = const.i32 1\n"
-          "  br ^head\n"
-          "^head:\n"
-          "  %%more = lt.s.i32 %%i, %%count\n"
-          "  cond_br %%more, ^body, ^done\n"
-          "^body:\n"
-          "  %%logits, %%next = call @step(%%next, %%p)\n"
-          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%ids, %%i) -> %%ids "
-          "as tensor<%dxi32>\n"
-          "  %%p = add.i32 %%p, %%one32\n"
-          "  %%i = add.i32 %%i, %%one32\n"
-          "  br ^head\n"
-          "^done:\n"
-          "  return %%ids\n"
-          "}\n\n",
-          G, G, C - G + 1, C - G + 1, C, G - 1, G, G, G, G);
+          "  %%count = const.i32 %d\n",
+          G, G, C - G + 1, C - G + 1, C, G - 1, G);
+  char ids_type[64];
+  snprintf(ids_type, sizeof(ids_type), "tensor<%dxi32>", G);
+  emit_generate_loop(o, ids_type);
   /* generate_n: the same loop for n tokens, n an argument. */
   fprintf(o,
           "# The same for |n| tokens: prefill, then n - 1 decode steps.\n"
@@ -496,30 +507,9 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "  %%fits = le.s.i64 %%n, %%room\n"
           "  assert %%fits, \"@generate_n: the prompt and n - 1 generated "
           "tokens do not fit in the context (%d tokens)\"\n"
-          "  %%zero = const.i32 0\n"
-          "  %%first, %%next = call @forward(%%prompt, %%zero)\n"
-          "  %%empty = tensor.splat %%zero : tensor<?xi32>{%%n}\n"
-          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%empty, %%zero) -> "
-          "%%empty as tensor<?xi32>{%%n}\n"
-          "  %%p = trunc.i64.i32 %%T\n"
-          "  %%i = const.i32 1\n"
-          "  %%count = trunc.i64.i32 %%n\n"
-          "  %%one32 = const.i32 1\n"
-          "  br ^head\n"
-          "^head:\n"
-          "  %%more = lt.s.i32 %%i, %%count\n"
-          "  cond_br %%more, ^body, ^done\n"
-          "^body:\n"
-          "  %%logits, %%next = call @step(%%next, %%p)\n"
-          "  %%ids = tensor.dispatch @gpt::@put[1](%%next, %%ids, %%i) -> %%ids "
-          "as tensor<?xi32>{%%n}\n"
-          "  %%p = add.i32 %%p, %%one32\n"
-          "  %%i = add.i32 %%i, %%one32\n"
-          "  br ^head\n"
-          "^done:\n"
-          "  return %%ids\n"
-          "}\n",
+          "  %%count = trunc.i64.i32 %%n\n",
           C, C);
+  emit_generate_loop(o, "tensor<?xi32>{%n}");
   free(dyn);
   free(one);
   if (fclose(o) != 0) {
