@@ -5,6 +5,7 @@
 
 #include "base/hal_bits.h"
 #include "base/alloc.h"
+#include "vm/strmap.h"
 #include "passes/pass_util.h"
 
 /* A register, string, block ... index of UINT32_MAX is what the IR's
@@ -88,7 +89,37 @@ void hali_pass_list_free(hali_insn_list_t *l) {
   memset(&l->b, 0, sizeof(l->b));
 }
 
-static bool reg_named(const hali_ir_func_t *f, const char *n) {
+/* Brings |f|'s register-name index up to date (the registers added since
+ * it was last used: registers are only ever appended).  False when it
+ * could not (out of memory): the caller scans instead. */
+static bool index_regs(hali_ir_func_t *f) {
+  if (!f->reg_index) {
+    f->reg_index = hali_calloc(1, sizeof(hali_strmap_t));
+    if (!f->reg_index) return false;
+    f->reg_index_count = 0;
+  }
+  if (f->reg_index_count > f->reg_count) {
+    hali_strmap_clear(f->reg_index);
+    f->reg_index_count = 0;
+  }
+  for (uint32_t r = f->reg_index_count; r < f->reg_count; ++r) {
+    const char *n = f->reg_names[r];
+    if (n && hali_strmap_insert(f->reg_index, n, strlen(n), r) ==
+                 HALI_STRMAP_NONE) {
+      hali_strmap_clear(f->reg_index);
+      f->reg_index_count = 0;
+      return false;
+    }
+    f->reg_index_count = r + 1;
+  }
+  return true;
+}
+
+/* Is a register of |f| named |n|?  Through the index (linear in the
+ * registers over a pass, not per new register), else by a scan. */
+static bool reg_named(hali_ir_func_t *f, const char *n) {
+  if (index_regs(f))
+    return hali_strmap_find(f->reg_index, n, strlen(n)) != HALI_STRMAP_NONE;
   for (uint32_t r = 0; r < f->reg_count; ++r)
     if (f->reg_names[r] && strcmp(f->reg_names[r], n) == 0) return true;
   return false;
@@ -108,7 +139,9 @@ uint32_t hali_pass_reg(hali_ir_func_t *f, hali_type_t type, const char *fmt,
   snprintf(name, sizeof(name), "%s", base);
   for (unsigned k = 1; f->reg_names && reg_named(f, name); ++k)
     snprintf(name, sizeof(name), "%s.%u", base, k);
-  return hali_ir_func_add_reg(f, type, name, strlen(name));
+  uint32_t r = hali_ir_func_add_reg(f, type, name, strlen(name));
+  if (r != UINT32_MAX && f->reg_names) (void)index_regs(f);
+  return r;
 }
 
 /* The block of |f| whose instruction |index| is |insn|, or

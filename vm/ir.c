@@ -10,6 +10,7 @@
 #include "hal/buffer_view.h"
 #include "base/alloc.h"
 #include "vm/ir.h"
+#include "vm/strmap.h"
 
 static char *dup_bytes(const char *s, size_t len) {
   char *d = hali_malloc(len + 1);
@@ -89,6 +90,8 @@ static void hali_ir_func_free_all(hali_ir_func_t *f) {
   hali_free(f->param_flags);
   for (uint32_t i = 0; i < f->attr_count; ++i) hali_free(f->attrs[i]);
   hali_free(f->attrs);
+  if (f->reg_index) hali_strmap_free(f->reg_index);
+  hali_free(f->reg_index);
 }
 
 void hali_ir_module_free(hali_ir_module_t *m) {

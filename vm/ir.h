@@ -132,6 +132,11 @@ typedef struct hali_ir_func_s {
    * to the functions it derives from this one. */
   uint32_t attr_count;
   char **attrs;
+  /* The names of registers 0 .. reg_index_count-1, for hali_pass_reg's
+   * check that a new name is unused (passes/pass_util.c; NULL until its
+   * first use).  Keys are reg_names' strings. */
+  struct hali_strmap_s *reg_index;
+  uint32_t reg_index_count;
 } hali_ir_func_t;
 
 /* Is |f| written at the tensor level (tensor types or tensor ops)? */
