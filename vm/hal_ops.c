@@ -11,6 +11,8 @@
  * written before it is read, no HAL op writes NULL, and the host's invoke
  * rejects NULL ref arguments.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,23 +38,17 @@ typedef struct {
   const hali_cell_t *pc; /* the instruction (validation labels) */
 } decoded_t;
 
-static inline void decode(const hali_cell_t *pc, decoded_t *d) {
-  const hali_op_info_t *info = hali_op_info(pc->i.op);
-  uint32_t nregs = info->reg_count;
-  d->reg = hali_cell_slots(pc) + 1;
-  uint32_t at = 1 + (nregs > 3 ? HALI_CELLS_FOR_SLOTS(nregs - 3) : 0);
-  d->x = pc + at;
-  at += info->operand_count - nregs;
-  if (info->tail) {
-    d->tail_count = (uint32_t)pc[at].imm;
-    d->tail = hali_cell_slots(&pc[at + 1]);
-  } else {
-    d->tail_count = 0;
-    d->tail = NULL;
-  }
-  d->next = pc + hali_code_cells(pc->i.op, d->tail_count);
-  d->pc = pc;
-}
+/* Each HAL op's layout, from its op table row: where the other operands
+ * and the tail count start, and the cells without a tail.  Built once (the
+ * op table's signatures are parsed at run time), so decoding an
+ * instruction is a table read instead of two op-table look-ups and
+ * hali_code_cells' switch per instruction. */
+typedef struct {
+  uint8_t x_at;        /* cell of the first non-register operand */
+  uint8_t tail_at;     /* cell of the tail count (when |tail|) */
+  uint8_t fixed_cells; /* cells of the instruction without its tail slots */
+  uint8_t tail;        /* has a variadic register tail */
+} hal_layout_t;
 
 /* Validation (hal/validate.h): names the instruction recording the next
  * command of |cb| in the messages about it. */
@@ -675,6 +671,56 @@ _Static_assert(sizeof(hal_op2_table) / sizeof(hal_op2_table[0]) ==
                    HAL_OP2_COUNT,
                "vm/ops_hal_channel.def rows must be consecutive opcodes");
 
+static hal_layout_t hal_layouts[HAL_OP_COUNT];
+static hal_layout_t hal_layouts2[HAL_OP2_COUNT];
+static atomic_bool hal_layouts_ready;
+static pthread_once_t hal_layouts_once = PTHREAD_ONCE_INIT;
+
+static hal_layout_t layout_of(uint32_t op) {
+  const hali_op_info_t *info = hali_op_info(op);
+  uint32_t nregs = info->reg_count;
+  hal_layout_t l;
+  l.x_at = (uint8_t)(1 + (nregs > 3 ? HALI_CELLS_FOR_SLOTS(nregs - 3) : 0));
+  l.tail_at = (uint8_t)(l.x_at + info->operand_count - nregs);
+  l.tail = info->tail != 0;
+  /* hali_code_cells is the one definition of an instruction's size. */
+  l.fixed_cells = (uint8_t)(hali_code_cells(op, 0) -
+                            (l.tail ? 1 + HALI_CELLS_FOR_SLOTS(0) : 0));
+  return l;
+}
+
+static void hal_layouts_init(void) {
+  for (uint32_t k = 0; k < (uint32_t)HAL_OP_COUNT; ++k)
+    hal_layouts[k] = layout_of(HAL_OP_FIRST + k);
+  for (uint32_t k = 0; k < (uint32_t)HAL_OP2_COUNT; ++k)
+    hal_layouts2[k] = layout_of(HAL_OP2_FIRST + k);
+  atomic_store_explicit(&hal_layouts_ready, true, memory_order_release);
+}
+
+/* |pc|'s operands through its op's layout |l|. */
+static inline void decode(const hali_cell_t *pc, const hal_layout_t *l,
+                          decoded_t *d) {
+  d->reg = hali_cell_slots(pc) + 1;
+  d->x = pc + l->x_at;
+  if (l->tail) {
+    d->tail_count = (uint32_t)pc[l->tail_at].imm;
+    d->tail = hali_cell_slots(&pc[l->tail_at + 1]);
+    d->next = pc + l->fixed_cells + 1 + HALI_CELLS_FOR_SLOTS(d->tail_count);
+  } else {
+    d->tail_count = 0;
+    d->tail = NULL;
+    d->next = pc + l->fixed_cells;
+  }
+  d->pc = pc;
+#ifdef HALI_DEBUG
+  if (d->next != pc + hali_code_cells(pc->i.op, d->tail_count)) {
+    fprintf(stderr, "hali: debug assertion failed: HAL op %u's layout\n",
+            pc->i.op);
+    abort();
+  }
+#endif
+}
+
 hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
                              hali_slot_t *regs, hali_ref_t **refs) {
   const hali_cell_t *pc = *ppc;
@@ -690,8 +736,11 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     abort();
   }
 #endif
+  if (HALI_UNLIKELY(!atomic_load_explicit(&hal_layouts_ready,
+                                          memory_order_acquire)))
+    pthread_once(&hal_layouts_once, hal_layouts_init);
   decoded_t d;
-  decode(pc, &d);
+  decode(pc, second ? &hal_layouts2[k] : &hal_layouts[k], &d);
   hali_status_t s = (second ? hal_op2_table : hal_op_table)[k](st, &d, regs,
                                                             refs);
   if (s) return s; /* pc stays at the instruction (backtrace, resume) */
