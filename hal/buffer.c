@@ -242,9 +242,12 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
       hali_hal_buffer_resolve_whole(buffer, offset, &length, "subspan"));
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_validate_range(buffer, offset, length, "subspan"));
-  hali_hal_buffer_t *span = hali_calloc(1, sizeof(*span));
+  /* malloc and a zeroing store: glibc's calloc skips its per-thread cache,
+   * and a program makes many subspans (one per tensor of a step). */
+  hali_hal_buffer_t *span = hali_malloc(sizeof(*span));
   if (!span)
     return hali_status_annotate(hali_status_oom(), "creating a subspan");
+  *span = (hali_hal_buffer_t){0};
   hali_ref_init(&span->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
   span->allocated = buffer->allocated;
   hali_hal_buffer_retain(span->allocated);

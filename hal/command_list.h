@@ -126,6 +126,9 @@ struct hali_hal_command_buffer_t {
   hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
   /* Where recorded commands are reported ([hal] lines); |line| NULL = off. */
   hali_hal_tracer_t tracer;
+  /* Where this command buffer goes when it is destroyed (retained; NULL:
+   * freed). */
+  hali_hal_command_buffer_cache_t *cache;
   /* Validation mode (hal/validate.h; 0 = off) and its per-command-buffer
    * state (labels, access list), owned. */
   uint8_t validate;

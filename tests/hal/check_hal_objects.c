@@ -1059,6 +1059,120 @@ START_TEST(test_record_state_errors) {
 }
 END_TEST
 
+/* A command buffer cache keeps one destroyed command buffer and hands it
+ * out again reset: a new id, mode and categories, no records, no push
+ * state, not finalized, its old resources released; arrays past the cap
+ * are freed instead; a device's command buffers go through its cache. */
+START_TEST(test_command_buffer_cache) {
+  hali_hal_command_buffer_cache_t *cache = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_cache_create(&cache));
+  ck_assert(!hali_hal_command_buffer_cache_has_spare(cache));
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  const uint_fast32_t refs = atomic_load(&rf.buffer->ref.count);
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, rf.buffer, 0, 8, 7, 4));
+  hali_hal_buffer_binding_t b[2] = {{0, rf.buffer, 0, 16},
+                                    {1, rf.buffer, 16, 16}};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, b, 2));
+  uint32_t c[1] = {5};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, c, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, rf.exe, 0, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  HALI_CK_OK(hali_hal_command_buffer_begin_submit(cb));
+  ck_assert_uint_eq(atomic_load(&rf.buffer->ref.count), refs + 1);
+  const hali_hal_command_buffer_t *first = cb;
+  const uint32_t first_id = hali_hal_trace_id(cb);
+  hali_hal_command_buffer_release(cb);
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+  ck_assert_uint_eq(atomic_load(&rf.buffer->ref.count), refs);
+  /* A failed create leaves the spare where it is. */
+  HALI_CK_STATUS(hali_hal_command_buffer_create_cached(
+                     cache, 8, HALI_HAL_COMMAND_CATEGORY_ANY, &cb),
+                 HALI_STATUS_INVALID_ARGUMENT, "mode bits 0x8");
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+      HALI_HAL_COMMAND_CATEGORY_DISPATCH, &cb));
+  ck_assert_ptr_eq(cb, first);
+  ck_assert(!hali_hal_command_buffer_cache_has_spare(cache));
+  ck_assert_uint_ne(hali_hal_trace_id(cb), first_id);
+  ck_assert(!hali_hal_command_buffer_is_finalized(cb));
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(cb), 0);
+  ck_assert_uint_eq(hali_hal_command_buffer_mode(cb),
+                    HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE);
+  ck_assert_uint_eq(hali_hal_command_buffer_categories(cb),
+                    HALI_HAL_COMMAND_CATEGORY_DISPATCH);
+  ck_assert_ptr_null(hali_hal_command_list_first(cb));
+  ck_assert_uint_eq(cb->resource_count, 0);
+  ck_assert(!cb->dispatches_checked);
+  /* The pushes of the first recording are gone. */
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(cb, rf.exe, 0, 1, 1, 1),
+                 HALI_STATUS_FAILED_PRECONDITION,
+                 "needs 1 push constants but constant 0 was never pushed");
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, c, 1));
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(cb, rf.exe, 0, 1, 1, 1),
+                 HALI_STATUS_FAILED_PRECONDITION,
+                 "needs 2 bindings but binding 0 was never pushed");
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(cb, rf.buffer, 0, 4, 0, 4),
+                 HALI_STATUS_PERMISSION_DENIED, "TRANSFER category");
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  /* Reusable now: submitted twice. */
+  HALI_CK_OK(hali_hal_command_buffer_begin_submit(cb));
+  HALI_CK_OK(hali_hal_command_buffer_begin_submit(cb));
+  hali_hal_command_buffer_release(cb);
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+
+  /* Past the cap: freed, and the older spare stays. */
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  ck_assert_ptr_eq(cb, first);
+  hali_hal_command_buffer_t *big = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &big));
+  ck_assert_ptr_ne(big, first);
+  hali_hal_buffer_t *large = hali_test_allocate(rf.allocator, 64);
+  static uint8_t bytes[64];
+  for (int i = 0; i < HALI_HAL_COMMAND_CACHE_MAX_BYTES / 64 + 1; ++i)
+    HALI_CK_OK(hali_hal_command_buffer_update(big, bytes, large, 0, 56));
+  ck_assert_uint_gt(big->capacity, HALI_HAL_COMMAND_CACHE_MAX_BYTES);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_command_buffer_release(big);
+  hali_hal_buffer_release(large);
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  ck_assert_ptr_eq(cb, first);
+  /* The cache goes before the command buffer made from it: the command
+   * buffer keeps it alive and frees both (leak-checked by the suite's
+   * valgrind and ASan runs). */
+  hali_hal_command_buffer_cache_release(cache);
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+  hali_hal_command_buffer_release(cb);
+
+  /* A device's command buffers are recycled through its cache. */
+  hali_hal_device_params_t dp;
+  hali_hal_device_params_initialize(&dp);
+  hali_hal_device_t *device = NULL;
+  HALI_CK_OK(hali_hal_device_create(&dp, &device));
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  first = cb;
+  hali_hal_command_buffer_release(cb);
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  ck_assert_ptr_eq(cb, first);
+  hali_hal_device_release(device); /* before its command buffer */
+  hali_hal_command_buffer_release(cb);
+}
+END_TEST
+
 /* ---- semaphores ---- */
 
 START_TEST(test_semaphore_signal_query_wait) {
@@ -1493,6 +1607,7 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_record_dispatch_workgroup_limits);
   tcase_add_test(tc, test_record_interface_boundaries);
   tcase_add_test(tc, test_record_state_errors);
+  tcase_add_test(tc, test_command_buffer_cache);
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
   tcase_add_test(tc, test_semaphore_signal_query_wait);
