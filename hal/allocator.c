@@ -18,6 +18,22 @@ struct hali_hal_allocator_t {
   uint8_t validate; /* hal/validate.h mode of the device; set before use */
   /* Guarded by |mutex|. */
   hali_hal_allocator_statistics_t stats;
+  /* Storage freed without hooks or validation, kept for the next
+   * allocation of the same rounded size (which zeroes it again): a program
+   * allocating the same few buffers every step (a decode loop's slab and
+   * results) reaches the host allocator once.  At most
+   * HALI_HAL_STORAGE_CACHE_SLOTS blocks of HALI_HAL_STORAGE_CACHE_MAX bytes
+   * or less; freed with the allocator. */
+  struct {
+    void *storage;
+    size_t size; /* storage_size() of the allocation */
+  } cached[4];
+  size_t cached_count;
+};
+
+enum {
+  HALI_HAL_STORAGE_CACHE_SLOTS = 4,
+  HALI_HAL_STORAGE_CACHE_MAX = 64 << 10,
 };
 
 /* Storage is handed out in whole alignment units. */
@@ -29,6 +45,8 @@ static size_t storage_size(hali_hal_device_size_t size) {
 
 static void hali_hal_allocator_destroy(hali_ref_t *ref) {
   hali_hal_allocator_t *allocator = (hali_hal_allocator_t *)ref;
+  for (size_t i = 0; i < allocator->cached_count; ++i)
+    hali_aligned_free(allocator->cached[i].storage);
   pthread_mutex_destroy(&allocator->mutex);
   hali_free(allocator);
 }
@@ -179,13 +197,19 @@ hali_status_t hali_hal_allocator_allocate_storage(
   if (st->bytes_live > st->bytes_peak) st->bytes_peak = st->bytes_live;
   st->allocation_count++;
   st->allocations_live++;
-  pthread_mutex_unlock(&allocator->mutex);
-
   size_t rounded = storage_size(size);
   void *p = NULL;
-  if (allocator->hooks.alloc)
+  for (size_t i = allocator->cached_count; i-- > 0;)
+    if (allocator->cached[i].size == rounded) {
+      p = allocator->cached[i].storage;
+      allocator->cached[i] = allocator->cached[--allocator->cached_count];
+      break;
+    }
+  pthread_mutex_unlock(&allocator->mutex);
+
+  if (!p && allocator->hooks.alloc) /* (a cached block is zeroed below) */
     p = allocator->hooks.alloc(allocator->hooks.user, rounded, (size_t)align);
-  else
+  else if (!p)
     p = hali_aligned_alloc((size_t)align, rounded);
   if (!p) {
     hali_hal_allocator_free_storage(allocator, NULL, size);
@@ -203,8 +227,23 @@ hali_status_t hali_hal_allocator_allocate_storage(
 void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
                                      uint8_t *storage,
                                      hali_hal_device_size_t size) {
+  const size_t rounded = storage_size(size);
+  if (storage && !allocator->hooks.free && !allocator->validate &&
+      rounded <= HALI_HAL_STORAGE_CACHE_MAX) {
+    pthread_mutex_lock(&allocator->mutex);
+    bool kept = allocator->cached_count < HALI_HAL_STORAGE_CACHE_SLOTS;
+    if (kept) {
+      allocator->cached[allocator->cached_count].storage = storage;
+      allocator->cached[allocator->cached_count++].size = rounded;
+    }
+    allocator->stats.bytes_live -= size;
+    allocator->stats.allocations_live--;
+    pthread_mutex_unlock(&allocator->mutex);
+    if (!kept) hali_aligned_free(storage);
+    return;
+  }
   if (storage && allocator->hooks.free)
-    allocator->hooks.free(allocator->hooks.user, storage, storage_size(size));
+    allocator->hooks.free(allocator->hooks.user, storage, rounded);
   else
     hali_aligned_free(storage);
   pthread_mutex_lock(&allocator->mutex);

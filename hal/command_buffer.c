@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
 #include "base/alloc.h"
@@ -218,8 +219,8 @@ static inline hali_status_t hali_hal_command_buffer_reserve_resources(
 
 /* Retains |ref| into the (reserved) resource list; skips a repeat of the
  * last one, the common case of consecutive commands on one buffer. */
-static void hali_hal_command_buffer_add_resource(hali_hal_command_buffer_t *cb,
-                                                 hali_ref_t *ref) {
+static inline void hali_hal_command_buffer_add_resource(
+    hali_hal_command_buffer_t *cb, hali_ref_t *ref) {
   if (cb->resource_count && cb->resources[cb->resource_count - 1] == ref)
     return;
   hali_ref_retain(ref);
@@ -509,6 +510,45 @@ hali_status_t hali_hal_command_buffer_push_descriptor_set(
              ", +%" PRIu64 ")",
              b->ordinal, hali_hal_trace_id(b->buffer), b->offset, b->length);
   }
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_push_binding(
+    hali_hal_command_buffer_t *cb, uint32_t ordinal, hali_hal_buffer_t *buffer,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length) {
+  /* The common case, checked inline: recording, DISPATCH category, an
+   * explicit range that fits a buffer with DISPATCH usage, room for the
+   * resource and the record, no tracer.  Anything else takes the general
+   * path, which gives the errors (and trace lines) it always gave. */
+  enum { RECORD = (sizeof(hali_hal_command_push_descriptor_set_t) +
+                   sizeof(hali_hal_command_binding_t) + 7) & ~7u };
+  if (HALI_UNLIKELY(
+          cb->finalized || !(cb->categories & HALI_HAL_COMMAND_CATEGORY_DISPATCH) ||
+          ordinal >= HALI_HAL_MAX_BINDINGS || !buffer ||
+          length == HALI_HAL_WHOLE_BUFFER ||
+          !hali_hal_range_fits(buffer->length, offset, length) ||
+          !(buffer->usage & HALI_HAL_BUFFER_USAGE_DISPATCH) || cb->validate ||
+          cb->tracer.line != NULL || cb->resource_count >= cb->resource_capacity ||
+          cb->capacity - cb->size < RECORD)) {
+    const hali_hal_buffer_binding_t b = {ordinal, buffer, offset, length};
+    return hali_hal_command_buffer_push_descriptor_set(cb, &b, 1);
+  }
+  hali_hal_command_push_descriptor_set_t *cmd = (void *)(cb->data + cb->size);
+  /* Every byte of the record, padding included, as append leaves it. */
+  memset(cmd, 0, RECORD);
+  cmd->header.type = HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET;
+  cmd->header.size = RECORD;
+  cmd->count = 1;
+  hali_hal_command_binding_t *out = &cmd->bindings[0];
+  out->ordinal = ordinal;
+  out->buffer = buffer;
+  out->offset = offset;
+  out->length = length;
+  cb->size += RECORD;
+  cb->command_count++;
+  cb->bindings[ordinal] = *out;
+  cb->bindings_set |= 1u << ordinal;
+  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)buffer);
   return HALI_OK;
 }
 

@@ -143,6 +143,13 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_constants(
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_descriptor_set(
     hali_hal_command_buffer_t *command_buffer,
     const hali_hal_buffer_binding_t *bindings, uint32_t count);
+/* push_descriptor_set of the one binding |ordinal| = [offset, offset +
+ * length) of |buffer|: the same record, checks and errors, with the
+ * common case (what the VM records for every binding) done inline. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_binding(
+    hali_hal_command_buffer_t *command_buffer, uint32_t ordinal,
+    hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length);
 /* Dispatches export |ordinal| of |executable| over a grid of
  * x * y * z workgroups (a zero count dispatches nothing).  The export's
  * bindings 0..binding_count-1 and constants 0..constant_count-1 must have

@@ -201,16 +201,20 @@ static hali_status_t hali_hal_replay_check_dispatch(
 
 /* What push_constants / push_descriptor_set leave in the replay state
  * (|values|: also copy the constants' values, which checks do not need). */
-static void hali_hal_replay_push(hali_hal_replay_state_t *state,
-                                 const hali_hal_command_header_t *h,
-                                 bool values) {
+static inline __attribute__((always_inline)) void hali_hal_replay_push(
+    hali_hal_replay_state_t *state, const hali_hal_command_header_t *h,
+    bool values) {
   if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS) {
     const hali_hal_command_push_constants_t *cmd = (const void *)h;
+    /* Recording proved offset + count <= HALI_HAL_MAX_PUSH_CONSTANTS (64). */
     if (values)
-      memcpy(&state->constants[cmd->offset], cmd->values,
-             cmd->count * sizeof(uint32_t));
-    for (uint32_t i = 0; i < cmd->count; ++i)
-      state->constants_set |= (uint64_t)1 << (cmd->offset + i);
+      for (uint32_t i = 0; i < cmd->count; ++i)
+        state->constants[cmd->offset + i] = cmd->values[i];
+    if (cmd->count)
+      state->constants_set |=
+          (cmd->count >= 64 ? ~(uint64_t)0
+                            : (((uint64_t)1 << cmd->count) - 1))
+          << cmd->offset;
   } else {
     const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
     for (uint32_t i = 0; i < cmd->count; ++i) {

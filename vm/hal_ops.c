@@ -381,11 +381,12 @@ HAL_OP(HAL_COMMAND_BUFFER_PUSH_CONSTANTS) {
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET) {
-  hali_hal_buffer_binding_t b = {U32(1), REF(hali_hal_buffer_t, 2), 0, 0};
-  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &b.offset));
-  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &b.length));
-  return hali_hal_command_buffer_push_descriptor_set(
-      REF(hali_hal_command_buffer_t, 0), &b, 1);
+  hali_hal_device_size_t offset = 0, length = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &offset));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &length));
+  return hali_hal_command_buffer_push_binding(REF(hali_hal_command_buffer_t, 0),
+                                              U32(1), REF(hali_hal_buffer_t, 2),
+                                              offset, length);
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_DISPATCH) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tests/hal/hal_testutil.h"
+#include "base/alloc.h"
 #include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 
@@ -71,6 +72,66 @@ START_TEST(test_allocator_limit) {
   c = hali_test_allocate(allocator, 5000);
   hali_hal_buffer_release(c);
   hali_hal_buffer_release(a);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+/* Hook-counting memory for test_allocator_storage_cache. */
+static int storage_hook_allocs, storage_hook_frees;
+static void *storage_hook_alloc(void *user, size_t size, size_t alignment) {
+  (void)user;
+  ++storage_hook_allocs;
+  return hali_aligned_alloc(alignment, size);
+}
+static void storage_hook_free(void *user, void *ptr, size_t size) {
+  (void)user, (void)size;
+  ++storage_hook_frees;
+  hali_aligned_free(ptr);
+}
+
+/* Freed storage of up to 64 KiB is kept (4 blocks) for the next
+ * allocation of the same rounded size, which sees it zeroed again; the
+ * statistics count it freed; hooks and bigger blocks always go back. */
+START_TEST(test_allocator_storage_cache) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_t *a = hali_test_allocate(allocator, 100);
+  uint8_t *first = atomic_load(&a->storage);
+  ck_assert_ptr_nonnull(first);
+  memset(first, 0xAB, 100);
+  hali_hal_buffer_release(a);
+  hali_hal_allocator_statistics_t st;
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 0);
+  ck_assert_uint_eq(st.allocations_live, 0);
+  /* Another size does not take it; the same rounded size does, zeroed. */
+  hali_hal_buffer_t *other = hali_test_allocate(allocator, 5000);
+  ck_assert_ptr_ne(atomic_load(&other->storage), first);
+  a = hali_test_allocate(allocator, 90);
+  ck_assert_ptr_eq(atomic_load(&a->storage), first);
+  for (int i = 0; i < 90; ++i) ck_assert_uint_eq(hali_test_byte(a, i), 0);
+  for (int i = 90; i < 100; ++i) ck_assert_uint_eq(first[i], 0);
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 5090);
+  ck_assert_uint_eq(st.allocation_count, 3);
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(other);
+  /* More than the slots: the rest are freed (the leak checks see it). */
+  hali_hal_buffer_t *many[6];
+  for (int i = 0; i < 6; ++i) many[i] = hali_test_allocate(allocator, 64);
+  for (int i = 0; i < 6; ++i) hali_hal_buffer_release(many[i]);
+  hali_hal_buffer_t *big = hali_test_allocate(allocator, (64 << 10) + 1);
+  hali_hal_buffer_release(big);
+  hali_hal_allocator_release(allocator);
+
+  hali_hal_allocator_params_t params = {
+      .hooks = {storage_hook_alloc, storage_hook_free, NULL}};
+  HALI_CK_OK(hali_hal_allocator_create(&params, &allocator));
+  storage_hook_allocs = storage_hook_frees = 0;
+  for (int i = 0; i < 3; ++i)
+    hali_hal_buffer_release(hali_test_allocate(allocator, 100));
+  ck_assert_int_eq(storage_hook_allocs, 3);
+  ck_assert_int_eq(storage_hook_frees, 3);
   hali_hal_allocator_release(allocator);
 }
 END_TEST
@@ -1059,6 +1120,68 @@ START_TEST(test_record_state_errors) {
 }
 END_TEST
 
+/* push_binding records exactly what push_descriptor_set of one binding
+ * records (every byte, with the record arrays full or not) and refuses
+ * what it refuses, with the same errors. */
+START_TEST(test_record_push_binding) {
+  hali_hal_command_buffer_t *one = NULL, *general = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &one));
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &general));
+  /* 40 bindings: past the first record array and resource list (the
+   * general path grows them), then inline. */
+  for (uint32_t i = 0; i < 40; ++i) {
+    const hali_hal_device_size_t off = i % 8, len = 64 - off - (i % 3);
+    HALI_CK_OK(hali_hal_command_buffer_push_binding(one, i % 4, rf.buffer,
+                                                    off, len));
+    hali_hal_buffer_binding_t b = {i % 4, rf.buffer, off, len};
+    HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(general, &b, 1));
+  }
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 5, rf.buffer, 8,
+                                                  HALI_HAL_WHOLE_BUFFER));
+  hali_hal_buffer_binding_t whole = {5, rf.buffer, 8, HALI_HAL_WHOLE_BUFFER};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(general, &whole, 1));
+  ck_assert_uint_eq(one->size, general->size);
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(one), 41);
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(general), 41);
+  ck_assert_int_eq(memcmp(one->data, general->data, one->size), 0);
+  ck_assert_uint_eq(one->bindings_set, general->bindings_set);
+  ck_assert_uint_eq(one->bindings[5].length, 56);
+  ck_assert_uint_eq(one->resource_count, general->resource_count);
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 32, rf.buffer, 0, 4),
+      HALI_STATUS_OUT_OF_RANGE, "binding ordinal 32 exceeds the maximum of 31");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 1, NULL, 0, 4),
+      HALI_STATUS_INVALID_ARGUMENT, "binding 1 has no buffer");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 1, rf.buffer, 60, 8),
+      HALI_STATUS_OUT_OF_RANGE, "binding 1");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 1, rf.buffer, 65,
+                                           HALI_HAL_WHOLE_BUFFER),
+      HALI_STATUS_OUT_OF_RANGE, "binding 1");
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(one), 41);
+  HALI_CK_OK(hali_hal_command_buffer_finalize(one));
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 0, rf.buffer, 0, 4),
+      HALI_STATUS_FAILED_PRECONDITION, "cannot record push_descriptor_set",
+      "finalized");
+  hali_hal_command_buffer_release(one);
+  hali_hal_command_buffer_release(general);
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_TRANSFER, &one));
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 0, rf.buffer, 0, 4),
+      HALI_STATUS_PERMISSION_DENIED, "push_descriptor_set", "DISPATCH");
+  hali_hal_command_buffer_release(one);
+}
+END_TEST
+
 /* A command buffer cache keeps one destroyed command buffer and hands it
  * out again reset: a new id, mode and categories, no records, no push
  * state, not finalized, its old resources released; arrays past the cap
@@ -1582,6 +1705,7 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_buffer_scalar_fast_agrees);
   tcase_add_test(tc, test_finalize_checks_dispatches);
   tcase_add_test(tc, test_allocator_limit);
+  tcase_add_test(tc, test_allocator_storage_cache);
   tcase_add_test(tc, test_allocator_size_boundaries);
   tcase_add_test(tc, test_allocator_bits);
   suite_add_tcase(s, tc);
@@ -1608,6 +1732,7 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_record_interface_boundaries);
   tcase_add_test(tc, test_record_state_errors);
   tcase_add_test(tc, test_command_buffer_cache);
+  tcase_add_test(tc, test_record_push_binding);
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
   tcase_add_test(tc, test_semaphore_signal_query_wait);
