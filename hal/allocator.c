@@ -23,7 +23,8 @@ struct hali_hal_allocator_t {
    * allocating the same few buffers every step (a decode loop's slab and
    * results) reaches the host allocator once.  At most
    * HALI_HAL_STORAGE_CACHE_SLOTS blocks of HALI_HAL_STORAGE_CACHE_MAX bytes
-   * or less; freed with the allocator. */
+   * or less, oldest first (a free into a full cache evicts the oldest);
+   * freed with the allocator. */
   struct {
     void *storage;
     size_t size; /* storage_size() of the allocation */
@@ -199,10 +200,11 @@ hali_status_t hali_hal_allocator_allocate_storage(
   st->allocations_live++;
   size_t rounded = storage_size(size);
   void *p = NULL;
-  for (size_t i = allocator->cached_count; i-- > 0;)
+  for (size_t i = allocator->cached_count; i-- > 0;) /* newest first */
     if (allocator->cached[i].size == rounded) {
       p = allocator->cached[i].storage;
-      allocator->cached[i] = allocator->cached[--allocator->cached_count];
+      memmove(&allocator->cached[i], &allocator->cached[i + 1],
+              (--allocator->cached_count - i) * sizeof(allocator->cached[0]));
       break;
     }
   pthread_mutex_unlock(&allocator->mutex);
@@ -230,16 +232,22 @@ void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
   const size_t rounded = storage_size(size);
   if (storage && !allocator->hooks.free && !allocator->validate &&
       rounded <= HALI_HAL_STORAGE_CACHE_MAX) {
+    /* Full: the oldest block goes (sizes a program stopped using, say a
+     * prefill's, give way to the ones it allocates every step). */
+    void *evicted = NULL;
     pthread_mutex_lock(&allocator->mutex);
-    bool kept = allocator->cached_count < HALI_HAL_STORAGE_CACHE_SLOTS;
-    if (kept) {
-      allocator->cached[allocator->cached_count].storage = storage;
-      allocator->cached[allocator->cached_count++].size = rounded;
+    if (allocator->cached_count == HALI_HAL_STORAGE_CACHE_SLOTS) {
+      evicted = allocator->cached[0].storage;
+      memmove(&allocator->cached[0], &allocator->cached[1],
+              (HALI_HAL_STORAGE_CACHE_SLOTS - 1) * sizeof(allocator->cached[0]));
+      --allocator->cached_count;
     }
+    allocator->cached[allocator->cached_count].storage = storage;
+    allocator->cached[allocator->cached_count++].size = rounded;
     allocator->stats.bytes_live -= size;
     allocator->stats.allocations_live--;
     pthread_mutex_unlock(&allocator->mutex);
-    if (!kept) hali_aligned_free(storage);
+    hali_aligned_free(evicted);
     return;
   }
   if (storage && allocator->hooks.free)

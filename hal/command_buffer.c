@@ -608,10 +608,9 @@ static hali_status_t hali_hal_dispatch_validate_ex(
     const hali_hal_command_binding_t *b = &state->bindings[i];
     /* The common case costs two tests; the label is only formatted for
      * the error (this runs for every binding of every dispatch). */
-    if (HALI_LIKELY(hali_hal_range_fits(hali_hal_buffer_length(b->buffer),
-                                        b->offset, b->length) &&
-                    (hali_hal_buffer_usage(b->buffer) &
-                     HALI_HAL_BUFFER_USAGE_DISPATCH)))
+    if (HALI_LIKELY(hali_hal_range_fits(b->buffer->length, b->offset,
+                                        b->length) &&
+                    (b->buffer->usage & HALI_HAL_BUFFER_USAGE_DISPATCH)))
       continue;
     char what[64];
     snprintf(what, sizeof(what), "binding %u", i);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
 
@@ -217,6 +218,12 @@ static inline __attribute__((always_inline)) void hali_hal_replay_push(
           << cmd->offset;
   } else {
     const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
+    if (HALI_LIKELY(cmd->count == 1)) { /* what the VM records */
+      const hali_hal_command_binding_t *b = &cmd->bindings[0];
+      state->bindings[b->ordinal] = *b;
+      state->bindings_set |= 1u << b->ordinal;
+      return;
+    }
     for (uint32_t i = 0; i < cmd->count; ++i) {
       const hali_hal_command_binding_t *b = &cmd->bindings[i];
       state->bindings[b->ordinal] = *b;
@@ -264,6 +271,18 @@ static hali_status_t hali_hal_replay_dispatch(
   size_t lengths[HALI_HAL_MAX_BINDINGS];
   for (uint32_t i = 0; i < e->binding_count; ++i) {
     const hali_hal_command_binding_t *b = &state->bindings[i];
+    /* The common case inline: committed storage (the range was proven at
+     * record time and checked again at finalize). */
+    const hali_hal_buffer_t *buffer = b->buffer;
+    uint8_t *storage = atomic_load_explicit(&buffer->allocated->storage,
+                                            memory_order_acquire);
+    if (HALI_LIKELY(storage != NULL &&
+                    hali_hal_range_fits(buffer->length, b->offset,
+                                        b->length))) {
+      ptrs[i] = storage + buffer->offset + b->offset;
+      lengths[i] = (size_t)b->length;
+      continue;
+    }
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
         hali_hal_buffer_resolve(b->buffer, b->offset, b->length, &p),

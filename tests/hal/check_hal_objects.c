@@ -116,8 +116,22 @@ START_TEST(test_allocator_storage_cache) {
   ck_assert_uint_eq(st.allocation_count, 3);
   hali_hal_buffer_release(a);
   hali_hal_buffer_release(other);
-  /* More than the slots: the rest are freed (the leak checks see it). */
   hali_hal_buffer_t *many[6];
+  /* A free into a full cache evicts the oldest block: the newer ones are
+   * still handed out. */
+  uint8_t *kept[5];
+  for (int i = 0; i < 5; ++i) {
+    hali_hal_buffer_t *x = hali_test_allocate(allocator, 256 * (i + 1));
+    kept[i] = atomic_load(&x->storage);
+    hali_hal_buffer_release(x);
+  }
+  for (int i = 4; i >= 1; --i) {
+    hali_hal_buffer_t *x = hali_test_allocate(allocator, 256 * (i + 1));
+    ck_assert_ptr_eq(atomic_load(&x->storage), kept[i]);
+    many[i] = x;
+  }
+  for (int i = 1; i < 5; ++i) hali_hal_buffer_release(many[i]);
+  /* More than the slots: the rest are freed (the leak checks see it). */
   for (int i = 0; i < 6; ++i) many[i] = hali_test_allocate(allocator, 64);
   for (int i = 0; i < 6; ++i) hali_hal_buffer_release(many[i]);
   hali_hal_buffer_t *big = hali_test_allocate(allocator, (64 << 10) + 1);
