@@ -257,11 +257,13 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
   span->memory_types = buffer->memory_types;
   span->usage = buffer->usage;
   *out_buffer = span;
-  hali_hal_tracer_printf(hali_hal_buffer_tracer(buffer),
-                         "[hal] subspan !hal.buffer#%u [%" PRIu64 ", +%" PRIu64
-                         ") -> !hal.buffer#%u",
-                         hali_hal_trace_id(buffer), offset, length,
-                         hali_hal_trace_id(span));
+  const hali_hal_tracer_t *tracer = hali_hal_buffer_tracer(buffer);
+  if (HALI_UNLIKELY(tracer != NULL))
+    hali_hal_tracer_printf(tracer,
+                           "[hal] subspan !hal.buffer#%u [%" PRIu64
+                           ", +%" PRIu64 ") -> !hal.buffer#%u",
+                           hali_hal_trace_id(buffer), offset, length,
+                           hali_hal_trace_id(span));
   return HALI_OK;
 }
 

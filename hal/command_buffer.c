@@ -429,9 +429,11 @@ hali_status_t hali_hal_command_buffer_push_constants(
       sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
   cmd->offset = offset;
   cmd->count = count;
-  if (count) memcpy(cmd->values, values, count * sizeof(uint32_t));
-  for (uint32_t i = 0; i < count; ++i)
-    cb->constants_set |= (uint64_t)1 << (offset + i);
+  for (uint32_t i = 0; i < count; ++i) cmd->values[i] = values[i];
+  /* offset + count <= 64 (checked above). */
+  if (count)
+    cb->constants_set |=
+        (count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << count) - 1) << offset;
   if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
     char list[512];
     size_t n = 0;
@@ -633,7 +635,7 @@ hali_status_t hali_hal_dispatch_validate(
   return hali_hal_dispatch_validate_ex(executable, ordinal, state, true);
 }
 
-hali_status_t hali_hal_dispatch_validate_workgroup_count(
+hali_status_t hali_hal_dispatch_validate_workgroup_count_slow(
     const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
     uint32_t y, uint32_t z) {
   uint64_t total;

@@ -129,6 +129,10 @@ hali_status_t hali_hal_dispatch_run_workgroups(
    * workgroup runs under the fault handler; read once per chunk. */
   const bool guarded = HALI_UNLIKELY(atomic_load_explicit(
       &hali_hal_validate_guards_active, memory_order_relaxed) != 0);
+  /* A C kernel is called here directly (one call per workgroup instead of
+   * three); guarded runs keep their own path. */
+  const hali_kernel_fn_t fn =
+      guarded ? NULL : hali_hal_executable_direct_kernel(executable, ordinal);
   /* The first workgroup's id by division, then stepped: x runs fastest,
    * then y, then z (the order workgroup index i = x + cx * (y + cy * z)
    * gives). */
@@ -150,10 +154,16 @@ hali_status_t hali_hal_dispatch_run_workgroups(
     /* The workgroup boundary is where a native kernel can be stopped: one
      * relaxed load per workgroup (plus the clock with a deadline). */
     hali_status_code_t stopped = hali_hal_stop_check(stop);
+    int code = 0;
     hali_status_t status =
         HALI_UNLIKELY(stopped != HALI_STATUS_OK)
             ? hali_status_annotate(hali_hal_stop_status(stopped),
                                    "abandoned before its next workgroup")
+        : HALI_LIKELY(fn != NULL)
+            ? (HALI_LIKELY((code = fn(dispatch, &wg)) == 0)
+                   ? HALI_OK
+                   : hali_hal_executable_kernel_error(executable, ordinal,
+                                                      code, &wg))
         : HALI_UNLIKELY(guarded)
             ? hali_hal_validate_guarded_workgroup(executable, ordinal,
                                                   dispatch, &wg, stop)

@@ -168,9 +168,21 @@ HALI_MUST_USE hali_status_t hali_hal_dispatch_validate(
  * HALI_HAL_MAX_WORKGROUP_COUNT and HALI_HAL_MAX_WORKGROUPS; OUT_OF_RANGE
  * naming the executable, the export (|ordinal| must be valid) and the
  * dimension or product that is too large (or overflows 64 bits). */
-HALI_MUST_USE hali_status_t hali_hal_dispatch_validate_workgroup_count(
+HALI_MUST_USE hali_status_t hali_hal_dispatch_validate_workgroup_count_slow(
     const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
     uint32_t y, uint32_t z);
+static inline HALI_MUST_USE hali_status_t
+hali_hal_dispatch_validate_workgroup_count(
+    const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
+    uint32_t y, uint32_t z) {
+  /* Inline when every dimension is below 2^16 (the product cannot wrap and
+   * only its bound is left to compare). */
+  if (HALI_LIKELY((x | y | z) < 65536u &&
+                  (uint64_t)x * y * z <= HALI_HAL_MAX_WORKGROUPS))
+    return HALI_OK;
+  return hali_hal_dispatch_validate_workgroup_count_slow(executable, ordinal,
+                                                         x, y, z);
+}
 
 /* Workgroups in the grid of a dispatch that passed
  * hali_hal_dispatch_validate_workgroup_count: at most

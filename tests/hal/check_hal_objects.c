@@ -647,6 +647,14 @@ START_TEST(test_executable_from_library) {
   ck_assert_str_eq(hali_hal_executable_export(exe, 1)->name, "second");
   ck_assert_uint_eq(hali_hal_executable_export(exe, 0)->binding_count, 2);
   ck_assert_ptr_null(hali_hal_executable_export(exe, 2));
+  /* The queue calls a table's kernels directly. */
+  ck_assert_ptr_eq(hali_hal_executable_direct_kernel(exe, 1), noop_kernel);
+  ck_assert_ptr_null(hali_hal_executable_direct_kernel(exe, 2));
+  hali_kernel_workgroup_state_t wg = {.workgroup_id_x = 3};
+  HALI_CK_STATUS(hali_hal_executable_kernel_error(exe, 1, 7, &wg),
+                 HALI_STATUS_INTERNAL,
+                 "kernel returned error code 7: executable 'lib' export 1 "
+                 "'second' workgroup (3,0,0)");
   uint32_t ordinal = 9;
   HALI_CK_OK(hali_hal_executable_lookup_export(exe, "second", &ordinal));
   ck_assert_uint_eq(ordinal, 1);
