@@ -103,6 +103,20 @@ static void release_module(void *m) { hali_vm_module_release(m); }
       hali_slot_t *regs __attribute__((unused)),                               \
       hali_ref_t **refs __attribute__((unused)))
 
+/* The hot ops (hali_vm_hal_op calls them inline). */
+#define HOT_HAL_OPS(X)                                                         \
+  X(HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET)                                    \
+  X(HAL_COMMAND_BUFFER_DISPATCH)                                               \
+  X(HAL_COMMAND_BUFFER_PUSH_CONSTANTS)                                         \
+  X(HAL_COMMAND_BUFFER_EXECUTION_BARRIER)                                      \
+  X(HAL_BUFFER_SUBSPAN)
+#define HOT_DECL(e)                                                            \
+  static inline __attribute__((always_inline)) hali_status_t op_##e(          \
+      hali_vm_stack_t *st, const decoded_t *d, hali_slot_t *regs,              \
+      hali_ref_t **refs);
+HOT_HAL_OPS(HOT_DECL)
+#undef HOT_DECL
+
 /* ---- devices, allocators, buffers */
 
 HAL_OP(HAL_DEVICE_GET) {
@@ -742,8 +756,20 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     pthread_once(&hal_layouts_once, hal_layouts_init);
   decoded_t d;
   decode(pc, second ? &hal_layouts2[k] : &hal_layouts[k], &d);
-  hali_status_t s = (second ? hal_op2_table : hal_op_table)[k](st, &d, regs,
-                                                            refs);
+  /* The ops a program runs most (what it records per dispatch) are called
+   * from here, inlined; the rest through the table. */
+  hali_status_t s;
+  switch (op) {
+#define HOT(e)                                                                 \
+  case HALI_OP_##e:                                                            \
+    s = op_##e(st, &d, regs, refs);                                            \
+    break;
+    HOT_HAL_OPS(HOT)
+#undef HOT
+    default:
+      s = (second ? hal_op2_table : hal_op_table)[k](st, &d, regs, refs);
+      break;
+  }
   if (s) return s; /* pc stays at the instruction (backtrace, resume) */
   *ppc = d.next;
   return HALI_OK;
