@@ -114,6 +114,8 @@ hali_status_t hali_hal_command_buffer_create_cached(
     cb->resource_count = 0;
     cb->constants_set = 0;
     cb->bindings_set = 0;
+    cb->last_executable = NULL;
+    cb->last_root = NULL;
     memset(&cb->tracer, 0, sizeof(cb->tracer));
     cb->validate = 0;
   } else {
@@ -497,15 +499,19 @@ hali_status_t hali_hal_command_buffer_push_descriptor_set(
   for (uint32_t i = 0; i < count; ++i) {
     const hali_hal_buffer_binding_t *b = &bindings[i];
     hali_hal_command_binding_t *out = &cmd->bindings[i];
+    /* A subspan is recorded as the range of its root: the same bytes (a
+     * replay resolves through the root either way), and the recording
+     * retains the root instead of every subspan of it. */
+    hali_hal_buffer_t *root = b->buffer->allocated;
     out->ordinal = b->ordinal;
-    out->buffer = b->buffer;
-    out->offset = b->offset;
+    out->buffer = root;
+    out->offset = b->buffer->offset + b->offset; /* within root->length */
     out->length = b->length == HALI_HAL_WHOLE_BUFFER
                       ? hali_hal_buffer_length(b->buffer) - b->offset
                       : b->length;
     cb->bindings[b->ordinal] = *out;
     cb->bindings_set |= 1u << b->ordinal;
-    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)b->buffer);
+    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)root);
     /* The range as given (HALI_HAL_WHOLE_BUFFER stays as such). */
     CB_TRACE(cb,
              "push_descriptor_set binding %u = !hal.buffer#%u [%" PRIu64
@@ -519,38 +525,42 @@ hali_status_t hali_hal_command_buffer_push_binding(
     hali_hal_command_buffer_t *cb, uint32_t ordinal, hali_hal_buffer_t *buffer,
     hali_hal_device_size_t offset, hali_hal_device_size_t length) {
   /* The common case, checked inline: recording, DISPATCH category, an
-   * explicit range that fits a buffer with DISPATCH usage, room for the
-   * resource and the record, no tracer.  Anything else takes the general
-   * path, which gives the errors (and trace lines) it always gave. */
+   * explicit range that fits a buffer with DISPATCH usage, no validation
+   * or tracer.  Anything else takes the general path, which gives the
+   * errors (and trace lines) it always gave and records the same. */
   enum { RECORD = (sizeof(hali_hal_command_push_descriptor_set_t) +
                    sizeof(hali_hal_command_binding_t) + 7) & ~7u };
   if (HALI_UNLIKELY(
-          cb->finalized || !(cb->categories & HALI_HAL_COMMAND_CATEGORY_DISPATCH) ||
+          cb->finalized ||
+          !(cb->categories & HALI_HAL_COMMAND_CATEGORY_DISPATCH) ||
           ordinal >= HALI_HAL_MAX_BINDINGS || !buffer ||
           length == HALI_HAL_WHOLE_BUFFER ||
           !hali_hal_range_fits(buffer->length, offset, length) ||
           !(buffer->usage & HALI_HAL_BUFFER_USAGE_DISPATCH) || cb->validate ||
-          cb->tracer.line != NULL || cb->resource_count >= cb->resource_capacity ||
-          cb->capacity - cb->size < RECORD)) {
+          cb->tracer.line != NULL)) {
     const hali_hal_buffer_binding_t b = {ordinal, buffer, offset, length};
     return hali_hal_command_buffer_push_descriptor_set(cb, &b, 1);
   }
-  hali_hal_command_push_descriptor_set_t *cmd = (void *)(cb->data + cb->size);
-  /* Every byte of the record, padding included, as append leaves it. */
-  memset(cmd, 0, RECORD);
-  cmd->header.type = HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET;
-  cmd->header.size = RECORD;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 1));
+  hali_hal_command_push_descriptor_set_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET, RECORD, (void **)&cmd));
   cmd->count = 1;
   hali_hal_command_binding_t *out = &cmd->bindings[0];
+  /* As push_descriptor_set records it: the root's range. */
+  hali_hal_buffer_t *root = buffer->allocated;
   out->ordinal = ordinal;
-  out->buffer = buffer;
-  out->offset = offset;
+  out->buffer = root;
+  out->offset = buffer->offset + offset; /* within root->length */
   out->length = length;
-  cb->size += RECORD;
-  cb->command_count++;
   cb->bindings[ordinal] = *out;
   cb->bindings_set |= 1u << ordinal;
-  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)buffer);
+  /* The subspans of one allocation pushed in a row of dispatches (a
+   * step's slab) retain it once. */
+  if (root != cb->last_root) {
+    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)root);
+    if (root != buffer) cb->last_root = root;
+  }
   return HALI_OK;
 }
 
@@ -701,7 +711,13 @@ hali_status_t hali_hal_command_buffer_dispatch(
   cmd->workgroup_count[0] = workgroup_count_x;
   cmd->workgroup_count[1] = workgroup_count_y;
   cmd->workgroup_count[2] = workgroup_count_z;
-  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)executable);
+  /* A program's dispatches mostly name one executable, between pushes of
+   * other buffers: retained once (a retain and a release are two atomic
+   * read-modify-writes per dispatch otherwise). */
+  if (executable != cb->last_executable) {
+    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)executable);
+    cb->last_executable = executable;
+  }
   if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
     const hali_hal_executable_export_t *e =
         hali_hal_executable_export(executable, ordinal);

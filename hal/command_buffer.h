@@ -139,7 +139,8 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_constants(
 /* Binds |count| buffer ranges for subsequent dispatches.  Each ordinal must
  * be < HALI_HAL_MAX_BINDINGS (OUT_OF_RANGE), each range must fit its buffer
  * and each buffer needs DISPATCH usage (PERMISSION_DENIED naming the
- * binding). */
+ * binding).  A subspan's range is recorded (and retained) as the range of
+ * its root: the same bytes. */
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_descriptor_set(
     hali_hal_command_buffer_t *command_buffer,
     const hali_hal_buffer_binding_t *bindings, uint32_t count);

@@ -120,6 +120,10 @@ struct hali_hal_command_buffer_t {
   hali_ref_t **resources;
   size_t resource_count;
   size_t resource_capacity;
+  /* The executable of the last dispatch recorded, and the root of the last
+   * subspan push_binding recorded (both among the resources). */
+  const hali_hal_executable_t *last_executable;
+  const hali_hal_buffer_t *last_root;
   /* Recording-time view of the dispatch state, to validate dispatches. */
   uint64_t constants_set;   /* bit i: constant i pushed */
   uint32_t bindings_set;    /* bit i: binding i pushed */

@@ -1143,8 +1143,8 @@ START_TEST(test_record_state_errors) {
 END_TEST
 
 /* push_binding records exactly what push_descriptor_set of one binding
- * records (every byte, with the record arrays full or not) and refuses
- * what it refuses, with the same errors. */
+ * records (every byte, with the record arrays full or not; a subspan as
+ * its root's range) and refuses what it refuses, with the same errors. */
 START_TEST(test_record_push_binding) {
   hali_hal_command_buffer_t *one = NULL, *general = NULL;
   HALI_CK_OK(hali_hal_command_buffer_create(
@@ -1187,6 +1187,42 @@ START_TEST(test_record_push_binding) {
                                            HALI_HAL_WHOLE_BUFFER),
       HALI_STATUS_OUT_OF_RANGE, "binding 1");
   ck_assert_uint_eq(hali_hal_command_buffer_command_count(one), 41);
+  /* A subspan is recorded as its root's range, and the root retained once
+   * for the subspans of it pushed in a row (not the subspans). */
+  hali_hal_buffer_t *s1 = NULL, *s2 = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(rf.buffer, 16, 32, &s1));
+  HALI_CK_OK(hali_hal_buffer_subspan(s1, 8, 16, &s2)); /* bytes [24, 40) */
+  const uint_fast32_t root_refs = atomic_load(&rf.buffer->ref.count);
+  const size_t resources = one->resource_count;
+  const size_t size = one->size;
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 2, s2, 4, 8));
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 3, s1, 0, 32));
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 4, s2, 0, 16));
+  for (int i = 0; i < 3; ++i) {
+    hali_hal_buffer_binding_t sb = {2 + i, i == 1 ? s1 : s2, i == 0 ? 4 : 0,
+                                    i == 0 ? 8 : i == 1 ? 32 : 16};
+    HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(general, &sb, 1));
+  }
+  ck_assert_uint_eq(one->size, general->size);
+  ck_assert_int_eq(memcmp(one->data, general->data, one->size), 0);
+  const hali_hal_command_push_descriptor_set_t *rec =
+      (const void *)(one->data + size);
+  ck_assert_uint_eq(rec->count, 1);
+  ck_assert_ptr_eq(rec->bindings[0].buffer, rf.buffer);
+  ck_assert_uint_eq(rec->bindings[0].offset, 28);
+  ck_assert_uint_eq(rec->bindings[0].length, 8);
+  ck_assert_ptr_eq(one->bindings[3].buffer, rf.buffer);
+  ck_assert_uint_eq(one->bindings[3].offset, 16);
+  ck_assert_uint_eq(one->bindings[4].offset, 24);
+  ck_assert_uint_eq(atomic_load(&s1->ref.count), 1); /* neither retained */
+  ck_assert_uint_eq(atomic_load(&s2->ref.count), 1);
+  ck_assert_uint_le(one->resource_count, resources + 1);
+  ck_assert_uint_le(atomic_load(&rf.buffer->ref.count), root_refs + 1);
+  HALI_CK_STATUS(hali_hal_command_buffer_push_binding(one, 2, s2, 4, 13),
+                 HALI_STATUS_OUT_OF_RANGE, "binding 2");
+  hali_hal_buffer_release(s2);
+  hali_hal_buffer_release(s1);
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(one), 44);
   HALI_CK_OK(hali_hal_command_buffer_finalize(one));
   HALI_CK_STATUS(
       hali_hal_command_buffer_push_binding(one, 0, rf.buffer, 0, 4),
@@ -1201,6 +1237,30 @@ START_TEST(test_record_push_binding) {
       hali_hal_command_buffer_push_binding(one, 0, rf.buffer, 0, 4),
       HALI_STATUS_PERMISSION_DENIED, "push_descriptor_set", "DISPATCH");
   hali_hal_command_buffer_release(one);
+}
+END_TEST
+
+/* A recording retains each executable once however many dispatches name
+ * it (pushes in between), and releases it with the recording. */
+START_TEST(test_record_retains_executable_once) {
+  hali_hal_executable_t *other = NULL;
+  HALI_CK_OK(hali_hal_executable_create_from_library(&test_library, NULL,
+                                                     &other));
+  const uint_fast32_t refs = atomic_load(&rf.exe->ref.count);
+  for (int i = 0; i < 3; ++i) {
+    HALI_CK_OK(hali_hal_command_buffer_push_binding(rf.cb, 0, rf.buffer, 0, 8));
+    HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 1, 1, 1, 1));
+  }
+  ck_assert_uint_eq(atomic_load(&rf.exe->ref.count), refs + 1);
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, other, 1, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 1, 1, 1, 1));
+  ck_assert_uint_eq(atomic_load(&rf.exe->ref.count), refs + 2);
+  ck_assert_uint_eq(atomic_load(&other->ref.count), 2);
+  hali_hal_command_buffer_release(rf.cb);
+  rf.cb = NULL;
+  ck_assert_uint_eq(atomic_load(&rf.exe->ref.count), refs);
+  ck_assert_uint_eq(atomic_load(&other->ref.count), 1);
+  hali_hal_executable_release(other);
 }
 END_TEST
 
@@ -1755,6 +1815,7 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_record_state_errors);
   tcase_add_test(tc, test_command_buffer_cache);
   tcase_add_test(tc, test_record_push_binding);
+  tcase_add_test(tc, test_record_retains_executable_once);
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
   tcase_add_test(tc, test_semaphore_signal_query_wait);
