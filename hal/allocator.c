@@ -18,6 +18,23 @@ struct hali_hal_allocator_t {
   uint8_t validate; /* hal/validate.h mode of the device; set before use */
   /* Guarded by |mutex|. */
   hali_hal_allocator_statistics_t stats;
+  /* Storage freed without hooks or validation, kept for the next
+   * allocation of the same rounded size (which zeroes it again): a program
+   * allocating the same few buffers every step (a decode loop's slab and
+   * results) reaches the host allocator once.  At most
+   * HALI_HAL_STORAGE_CACHE_SLOTS blocks of HALI_HAL_STORAGE_CACHE_MAX bytes
+   * or less, oldest first (a free into a full cache evicts the oldest);
+   * freed with the allocator. */
+  struct {
+    void *storage;
+    size_t size; /* storage_size() of the allocation */
+  } cached[4];
+  size_t cached_count;
+};
+
+enum {
+  HALI_HAL_STORAGE_CACHE_SLOTS = 4,
+  HALI_HAL_STORAGE_CACHE_MAX = 64 << 10,
 };
 
 /* Storage is handed out in whole alignment units. */
@@ -29,6 +46,8 @@ static size_t storage_size(hali_hal_device_size_t size) {
 
 static void hali_hal_allocator_destroy(hali_ref_t *ref) {
   hali_hal_allocator_t *allocator = (hali_hal_allocator_t *)ref;
+  for (size_t i = 0; i < allocator->cached_count; ++i)
+    hali_aligned_free(allocator->cached[i].storage);
   pthread_mutex_destroy(&allocator->mutex);
   hali_free(allocator);
 }
@@ -179,13 +198,20 @@ hali_status_t hali_hal_allocator_allocate_storage(
   if (st->bytes_live > st->bytes_peak) st->bytes_peak = st->bytes_live;
   st->allocation_count++;
   st->allocations_live++;
-  pthread_mutex_unlock(&allocator->mutex);
-
   size_t rounded = storage_size(size);
   void *p = NULL;
-  if (allocator->hooks.alloc)
+  for (size_t i = allocator->cached_count; i-- > 0;) /* newest first */
+    if (allocator->cached[i].size == rounded) {
+      p = allocator->cached[i].storage;
+      memmove(&allocator->cached[i], &allocator->cached[i + 1],
+              (--allocator->cached_count - i) * sizeof(allocator->cached[0]));
+      break;
+    }
+  pthread_mutex_unlock(&allocator->mutex);
+
+  if (!p && allocator->hooks.alloc) /* (a cached block is zeroed below) */
     p = allocator->hooks.alloc(allocator->hooks.user, rounded, (size_t)align);
-  else
+  else if (!p)
     p = hali_aligned_alloc((size_t)align, rounded);
   if (!p) {
     hali_hal_allocator_free_storage(allocator, NULL, size);
@@ -203,8 +229,29 @@ hali_status_t hali_hal_allocator_allocate_storage(
 void hali_hal_allocator_free_storage(hali_hal_allocator_t *allocator,
                                      uint8_t *storage,
                                      hali_hal_device_size_t size) {
+  const size_t rounded = storage_size(size);
+  if (storage && !allocator->hooks.free && !allocator->validate &&
+      rounded <= HALI_HAL_STORAGE_CACHE_MAX) {
+    /* Full: the oldest block goes (sizes a program stopped using, say a
+     * prefill's, give way to the ones it allocates every step). */
+    void *evicted = NULL;
+    pthread_mutex_lock(&allocator->mutex);
+    if (allocator->cached_count == HALI_HAL_STORAGE_CACHE_SLOTS) {
+      evicted = allocator->cached[0].storage;
+      memmove(&allocator->cached[0], &allocator->cached[1],
+              (HALI_HAL_STORAGE_CACHE_SLOTS - 1) * sizeof(allocator->cached[0]));
+      --allocator->cached_count;
+    }
+    allocator->cached[allocator->cached_count].storage = storage;
+    allocator->cached[allocator->cached_count++].size = rounded;
+    allocator->stats.bytes_live -= size;
+    allocator->stats.allocations_live--;
+    pthread_mutex_unlock(&allocator->mutex);
+    hali_aligned_free(evicted);
+    return;
+  }
   if (storage && allocator->hooks.free)
-    allocator->hooks.free(allocator->hooks.user, storage, storage_size(size));
+    allocator->hooks.free(allocator->hooks.user, storage, rounded);
   else
     hali_aligned_free(storage);
   pthread_mutex_lock(&allocator->mutex);

@@ -242,9 +242,12 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
       hali_hal_buffer_resolve_whole(buffer, offset, &length, "subspan"));
   HALI_RETURN_IF_ERROR_PLAIN(
       hali_hal_buffer_validate_range(buffer, offset, length, "subspan"));
-  hali_hal_buffer_t *span = hali_calloc(1, sizeof(*span));
+  /* malloc and a zeroing store: glibc's calloc skips its per-thread cache,
+   * and a program makes many subspans (one per tensor of a step). */
+  hali_hal_buffer_t *span = hali_malloc(sizeof(*span));
   if (!span)
     return hali_status_annotate(hali_status_oom(), "creating a subspan");
+  *span = (hali_hal_buffer_t){0};
   hali_ref_init(&span->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
   span->allocated = buffer->allocated;
   hali_hal_buffer_retain(span->allocated);
@@ -254,11 +257,13 @@ hali_status_t hali_hal_buffer_subspan(hali_hal_buffer_t *buffer,
   span->memory_types = buffer->memory_types;
   span->usage = buffer->usage;
   *out_buffer = span;
-  hali_hal_tracer_printf(hali_hal_buffer_tracer(buffer),
-                         "[hal] subspan !hal.buffer#%u [%" PRIu64 ", +%" PRIu64
-                         ") -> !hal.buffer#%u",
-                         hali_hal_trace_id(buffer), offset, length,
-                         hali_hal_trace_id(span));
+  const hali_hal_tracer_t *tracer = hali_hal_buffer_tracer(buffer);
+  if (HALI_UNLIKELY(tracer != NULL))
+    hali_hal_tracer_printf(tracer,
+                           "[hal] subspan !hal.buffer#%u [%" PRIu64
+                           ", +%" PRIu64 ") -> !hal.buffer#%u",
+                           hali_hal_trace_id(buffer), offset, length,
+                           hali_hal_trace_id(span));
   return HALI_OK;
 }
 

@@ -5,19 +5,73 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
 #include "base/alloc.h"
+
+struct hali_hal_command_buffer_cache_t {
+  atomic_uint refs;
+  _Atomic(hali_hal_command_buffer_t *) spare;
+};
+
+/* Frees |cb|'s storage (its resources are released already). */
+static void hali_hal_command_buffer_free(hali_hal_command_buffer_t *cb) {
+  hali_free(cb->resources);
+  hali_free(cb->data);
+  hali_free(cb);
+}
+
+hali_status_t hali_hal_command_buffer_cache_create(
+    hali_hal_command_buffer_cache_t **out_cache) {
+  *out_cache = hali_calloc(1, sizeof(**out_cache));
+  if (!*out_cache)
+    return hali_status_annotate(hali_status_oom(),
+                                "creating a command buffer cache");
+  atomic_init(&(*out_cache)->refs, 1);
+  atomic_init(&(*out_cache)->spare, NULL);
+  return HALI_OK;
+}
+
+static void hali_hal_command_buffer_cache_retain(
+    hali_hal_command_buffer_cache_t *cache) {
+  atomic_fetch_add_explicit(&cache->refs, 1, memory_order_relaxed);
+}
+
+void hali_hal_command_buffer_cache_release(
+    hali_hal_command_buffer_cache_t *cache) {
+  if (!cache ||
+      atomic_fetch_sub_explicit(&cache->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  hali_hal_command_buffer_t *spare = atomic_load(&cache->spare);
+  if (spare) hali_hal_command_buffer_free(spare);
+  hali_free(cache);
+}
+
+bool hali_hal_command_buffer_cache_has_spare(
+    hali_hal_command_buffer_cache_t *cache) {
+  return atomic_load(&cache->spare) !=
+         NULL;
+}
 
 static void hali_hal_command_buffer_destroy(hali_ref_t *ref) {
   hali_hal_command_buffer_t *cb = (hali_hal_command_buffer_t *)ref;
   for (size_t i = 0; i < cb->resource_count; ++i)
     hali_ref_release(cb->resources[i]);
-  hali_free(cb->resources);
-  hali_free(cb->data);
   if (HALI_UNLIKELY(cb->validate_state != NULL))
     hali_hal_validate_command_buffer_free(cb);
-  hali_free(cb);
+  hali_hal_command_buffer_cache_t *cache = cb->cache;
+  if (cache && cb->capacity <= HALI_HAL_COMMAND_CACHE_MAX_BYTES &&
+      cb->resource_capacity * sizeof(*cb->resources) <=
+          HALI_HAL_COMMAND_CACHE_MAX_BYTES) {
+    /* Kept with its arrays; create_cached resets the rest. */
+    cb->cache = NULL;
+    hali_hal_command_buffer_t *old = atomic_exchange(&cache->spare, cb);
+    if (old) hali_hal_command_buffer_free(old);
+  } else {
+    hali_hal_command_buffer_free(cb);
+  }
+  hali_hal_command_buffer_cache_release(cache);
 }
 
 static const hali_ref_vtable_t hali_hal_command_buffer_vtable = {
@@ -25,6 +79,15 @@ static const hali_ref_vtable_t hali_hal_command_buffer_vtable = {
 };
 
 hali_status_t hali_hal_command_buffer_create(
+    hali_hal_command_buffer_mode_bits_t mode,
+    hali_hal_command_category_bits_t categories,
+    hali_hal_command_buffer_t **out_command_buffer) {
+  return hali_hal_command_buffer_create_cached(NULL, mode, categories,
+                                               out_command_buffer);
+}
+
+hali_status_t hali_hal_command_buffer_create_cached(
+    hali_hal_command_buffer_cache_t *cache,
     hali_hal_command_buffer_mode_bits_t mode,
     hali_hal_command_category_bits_t categories,
     hali_hal_command_buffer_t **out_command_buffer) {
@@ -37,14 +100,37 @@ hali_status_t hali_hal_command_buffer_create(
                             "invalid command categories 0x%x (need TRANSFER "
                             "and/or DISPATCH)",
                             categories);
-  hali_hal_command_buffer_t *cb = hali_calloc(1, sizeof(*cb));
-  if (!cb)
-    return hali_status_annotate(hali_status_oom(), "creating a command buffer");
+  hali_hal_command_buffer_t *cb =
+      cache ? atomic_exchange(&cache->spare, NULL) : NULL;
+  if (cb) {
+    /* A destroyed one: everything but its arrays back to the state
+     * calloc gives (the bindings are read only where |bindings_set| says
+     * they were pushed). */
+    cb->finalized = false;
+    cb->dispatches_checked = false;
+    cb->size = 0;
+    cb->command_count = 0;
+    cb->collective_count = 0;
+    cb->resource_count = 0;
+    cb->constants_set = 0;
+    cb->bindings_set = 0;
+    cb->last_executable = NULL;
+    cb->last_root = NULL;
+    memset(&cb->tracer, 0, sizeof(cb->tracer));
+    cb->validate = 0;
+  } else {
+    cb = hali_calloc(1, sizeof(*cb));
+    if (!cb)
+      return hali_status_annotate(hali_status_oom(),
+                                  "creating a command buffer");
+  }
   hali_ref_init(&cb->ref, HALI_TYPE_COMMAND_BUFFER,
                 &hali_hal_command_buffer_vtable);
   cb->mode = mode;
   cb->categories = categories;
   atomic_init(&cb->submitted, false);
+  if (cache) hali_hal_command_buffer_cache_retain(cache);
+  cb->cache = cache;
   *out_command_buffer = cb;
   return HALI_OK;
 }
@@ -114,9 +200,8 @@ static hali_status_t hali_hal_command_buffer_check_recording(
 
 /* Reserves room for the resources a record will add, so that appending
  * them after the record is built cannot fail. */
-static hali_status_t hali_hal_command_buffer_reserve_resources(
+static hali_status_t hali_hal_command_buffer_grow_resources(
     hali_hal_command_buffer_t *cb, size_t extra) {
-  if (cb->resource_count + extra <= cb->resource_capacity) return HALI_OK;
   size_t capacity = cb->resource_capacity ? cb->resource_capacity : 8;
   while (capacity < cb->resource_count + extra) capacity *= 2;
   hali_ref_t **grown = hali_realloc(cb->resources, capacity * sizeof(*grown));
@@ -127,10 +212,17 @@ static hali_status_t hali_hal_command_buffer_reserve_resources(
   return HALI_OK;
 }
 
+static inline hali_status_t hali_hal_command_buffer_reserve_resources(
+    hali_hal_command_buffer_t *cb, size_t extra) {
+  if (HALI_LIKELY(cb->resource_count + extra <= cb->resource_capacity))
+    return HALI_OK;
+  return hali_hal_command_buffer_grow_resources(cb, extra);
+}
+
 /* Retains |ref| into the (reserved) resource list; skips a repeat of the
  * last one, the common case of consecutive commands on one buffer. */
-static void hali_hal_command_buffer_add_resource(hali_hal_command_buffer_t *cb,
-                                                 hali_ref_t *ref) {
+static inline void hali_hal_command_buffer_add_resource(
+    hali_hal_command_buffer_t *cb, hali_ref_t *ref) {
   if (cb->resource_count && cb->resources[cb->resource_count - 1] == ref)
     return;
   hali_ref_retain(ref);
@@ -140,7 +232,7 @@ static void hali_hal_command_buffer_add_resource(hali_hal_command_buffer_t *cb,
 /* Appends a zeroed record of |size| bytes (rounded up to 8); returns it via
  * |out_record|.  Resources for it must be reserved before, so nothing after
  * this call fails. */
-static hali_status_t hali_hal_command_buffer_append(
+static hali_status_t hali_hal_command_buffer_append_slow(
     hali_hal_command_buffer_t *cb, hali_hal_command_type_t type, size_t size,
     void **out_record) {
   *out_record = NULL;
@@ -172,6 +264,25 @@ static hali_status_t hali_hal_command_buffer_append(
   cb->command_count++;
   *out_record = h;
   return HALI_OK;
+}
+
+/* The common case inline: no validation, room in the array. */
+static inline hali_status_t hali_hal_command_buffer_append(
+    hali_hal_command_buffer_t *cb, hali_hal_command_type_t type, size_t size,
+    void **out_record) {
+  const size_t rounded = (size + 7) & ~(size_t)7;
+  if (HALI_LIKELY(size <= 4096 && !cb->validate &&
+                  cb->capacity - cb->size >= rounded)) {
+    hali_hal_command_header_t *h = (void *)(cb->data + cb->size);
+    memset(h, 0, rounded);
+    h->type = type;
+    h->size = (uint32_t)rounded;
+    cb->size += rounded;
+    cb->command_count++;
+    *out_record = h;
+    return HALI_OK;
+  }
+  return hali_hal_command_buffer_append_slow(cb, type, size, out_record);
 }
 
 /* ---- Transfer commands. ---- */
@@ -320,9 +431,11 @@ hali_status_t hali_hal_command_buffer_push_constants(
       sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
   cmd->offset = offset;
   cmd->count = count;
-  if (count) memcpy(cmd->values, values, count * sizeof(uint32_t));
-  for (uint32_t i = 0; i < count; ++i)
-    cb->constants_set |= (uint64_t)1 << (offset + i);
+  for (uint32_t i = 0; i < count; ++i) cmd->values[i] = values[i];
+  /* offset + count <= 64 (checked above). */
+  if (count)
+    cb->constants_set |=
+        (count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << count) - 1) << offset;
   if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
     char list[512];
     size_t n = 0;
@@ -386,15 +499,19 @@ hali_status_t hali_hal_command_buffer_push_descriptor_set(
   for (uint32_t i = 0; i < count; ++i) {
     const hali_hal_buffer_binding_t *b = &bindings[i];
     hali_hal_command_binding_t *out = &cmd->bindings[i];
+    /* A subspan is recorded as the range of its root: the same bytes (a
+     * replay resolves through the root either way), and the recording
+     * retains the root instead of every subspan of it. */
+    hali_hal_buffer_t *root = b->buffer->allocated;
     out->ordinal = b->ordinal;
-    out->buffer = b->buffer;
-    out->offset = b->offset;
+    out->buffer = root;
+    out->offset = b->buffer->offset + b->offset; /* within root->length */
     out->length = b->length == HALI_HAL_WHOLE_BUFFER
                       ? hali_hal_buffer_length(b->buffer) - b->offset
                       : b->length;
     cb->bindings[b->ordinal] = *out;
     cb->bindings_set |= 1u << b->ordinal;
-    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)b->buffer);
+    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)root);
     /* The range as given (HALI_HAL_WHOLE_BUFFER stays as such). */
     CB_TRACE(cb,
              "push_descriptor_set binding %u = !hal.buffer#%u [%" PRIu64
@@ -404,16 +521,60 @@ hali_status_t hali_hal_command_buffer_push_descriptor_set(
   return HALI_OK;
 }
 
-hali_status_t hali_hal_dispatch_validate(
+hali_status_t hali_hal_command_buffer_push_binding(
+    hali_hal_command_buffer_t *cb, uint32_t ordinal, hali_hal_buffer_t *buffer,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length) {
+  /* The common case, checked inline: recording, DISPATCH category, an
+   * explicit range that fits a buffer with DISPATCH usage, no validation
+   * or tracer.  Anything else takes the general path, which gives the
+   * errors (and trace lines) it always gave and records the same. */
+  enum { RECORD = (sizeof(hali_hal_command_push_descriptor_set_t) +
+                   sizeof(hali_hal_command_binding_t) + 7) & ~7u };
+  if (HALI_UNLIKELY(
+          cb->finalized ||
+          !(cb->categories & HALI_HAL_COMMAND_CATEGORY_DISPATCH) ||
+          ordinal >= HALI_HAL_MAX_BINDINGS || !buffer ||
+          length == HALI_HAL_WHOLE_BUFFER ||
+          !hali_hal_range_fits(buffer->length, offset, length) ||
+          !(buffer->usage & HALI_HAL_BUFFER_USAGE_DISPATCH) || cb->validate ||
+          cb->tracer.line != NULL)) {
+    const hali_hal_buffer_binding_t b = {ordinal, buffer, offset, length};
+    return hali_hal_command_buffer_push_descriptor_set(cb, &b, 1);
+  }
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_reserve_resources(cb, 1));
+  hali_hal_command_push_descriptor_set_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET, RECORD, (void **)&cmd));
+  cmd->count = 1;
+  hali_hal_command_binding_t *out = &cmd->bindings[0];
+  /* As push_descriptor_set records it: the root's range. */
+  hali_hal_buffer_t *root = buffer->allocated;
+  out->ordinal = ordinal;
+  out->buffer = root;
+  out->offset = buffer->offset + offset; /* within root->length */
+  out->length = length;
+  cb->bindings[ordinal] = *out;
+  cb->bindings_set |= 1u << ordinal;
+  /* The subspans of one allocation pushed in a row of dispatches (a
+   * step's slab) retain it once. */
+  if (root != cb->last_root) {
+    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)root);
+    if (root != buffer) cb->last_root = root;
+  }
+  return HALI_OK;
+}
+
+/* The mask of the first |n| bits of 64. */
+static inline uint64_t low_bits(uint32_t n) {
+  return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+}
+
+/* The error for a dispatch whose interface |e| is not all set in |state|
+ * (the first constant or binding missing). */
+static hali_status_t hali_hal_dispatch_missing(
     const hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_hal_executable_export_t *e,
     const hali_hal_dispatch_bindings_t *state) {
-  const hali_hal_executable_export_t *e =
-      hali_hal_executable_export(executable, ordinal);
-  if (!e)
-    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                            "executable '%s' has no export %u (it has %u)",
-                            hali_hal_executable_name(executable), ordinal,
-                            hali_hal_executable_export_count(executable));
   for (uint32_t i = 0; i < e->constant_count; ++i)
     if (!(state->constants_set & ((uint64_t)1 << i)))
       return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
@@ -422,7 +583,7 @@ hali_status_t hali_hal_dispatch_validate(
                               "never pushed",
                               hali_hal_executable_name(executable), ordinal,
                               e->name, e->constant_count, i);
-  for (uint32_t i = 0; i < e->binding_count; ++i) {
+  for (uint32_t i = 0; i < e->binding_count; ++i)
     if (!(state->bindings_set & (1u << i)))
       return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                               "dispatch of executable '%s' export %u '%s' "
@@ -430,13 +591,38 @@ hali_status_t hali_hal_dispatch_validate(
                               "pushed",
                               hali_hal_executable_name(executable), ordinal,
                               e->name, e->binding_count, i);
+  return hali_status_make(HALI_STATUS_INTERNAL, "dispatch interface check");
+}
+
+/* hali_hal_dispatch_validate; |ranges| false skips the per-binding range
+ * and usage checks, for state whose every binding passed them when it was
+ * pushed (the recording's own: push_descriptor_set checks each binding,
+ * and buffers' lengths and usage never change). */
+static hali_status_t hali_hal_dispatch_validate_ex(
+    const hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_hal_dispatch_bindings_t *state, bool ranges) {
+  const hali_hal_executable_export_t *e =
+      hali_hal_executable_export(executable, ordinal);
+  if (!e)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "executable '%s' has no export %u (it has %u)",
+                            hali_hal_executable_name(executable), ordinal,
+                            hali_hal_executable_export_count(executable));
+  /* Every declared constant and binding set: two mask tests (executables
+   * declare at most 64 constants and 32 bindings). */
+  const uint64_t need_c = low_bits(e->constant_count);
+  const uint32_t need_b = (uint32_t)low_bits(e->binding_count);
+  if (HALI_UNLIKELY((state->constants_set & need_c) != need_c ||
+                    (state->bindings_set & need_b) != need_b))
+    return hali_hal_dispatch_missing(executable, ordinal, e, state);
+  if (!ranges) return HALI_OK;
+  for (uint32_t i = 0; i < e->binding_count; ++i) {
     const hali_hal_command_binding_t *b = &state->bindings[i];
     /* The common case costs two tests; the label is only formatted for
      * the error (this runs for every binding of every dispatch). */
-    if (HALI_LIKELY(hali_hal_range_fits(hali_hal_buffer_length(b->buffer),
-                                        b->offset, b->length) &&
-                    (hali_hal_buffer_usage(b->buffer) &
-                     HALI_HAL_BUFFER_USAGE_DISPATCH)))
+    if (HALI_LIKELY(hali_hal_range_fits(b->buffer->length, b->offset,
+                                        b->length) &&
+                    (b->buffer->usage & HALI_HAL_BUFFER_USAGE_DISPATCH)))
       continue;
     char what[64];
     snprintf(what, sizeof(what), "binding %u", i);
@@ -453,7 +639,13 @@ hali_status_t hali_hal_dispatch_validate(
   return HALI_OK;
 }
 
-hali_status_t hali_hal_dispatch_validate_workgroup_count(
+hali_status_t hali_hal_dispatch_validate(
+    const hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_hal_dispatch_bindings_t *state) {
+  return hali_hal_dispatch_validate_ex(executable, ordinal, state, true);
+}
+
+hali_status_t hali_hal_dispatch_validate_workgroup_count_slow(
     const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
     uint32_t y, uint32_t z) {
   uint64_t total;
@@ -506,7 +698,7 @@ hali_status_t hali_hal_command_buffer_dispatch(
       .bindings = cb->bindings,
   };
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_dispatch_validate(executable, ordinal, &state));
+      hali_hal_dispatch_validate_ex(executable, ordinal, &state, false));
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_dispatch_validate_workgroup_count(
       executable, ordinal, workgroup_count_x, workgroup_count_y,
       workgroup_count_z));
@@ -519,7 +711,13 @@ hali_status_t hali_hal_command_buffer_dispatch(
   cmd->workgroup_count[0] = workgroup_count_x;
   cmd->workgroup_count[1] = workgroup_count_y;
   cmd->workgroup_count[2] = workgroup_count_z;
-  hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)executable);
+  /* A program's dispatches mostly name one executable, between pushes of
+   * other buffers: retained once (a retain and a release are two atomic
+   * read-modify-writes per dispatch otherwise). */
+  if (executable != cb->last_executable) {
+    hali_hal_command_buffer_add_resource(cb, (hali_ref_t *)executable);
+    cb->last_executable = executable;
+  }
   if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
     const hali_hal_executable_export_t *e =
         hali_hal_executable_export(executable, ordinal);

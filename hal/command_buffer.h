@@ -39,6 +39,30 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_create(
     hali_hal_command_buffer_mode_bits_t mode,
     hali_hal_command_category_bits_t categories,
     hali_hal_command_buffer_t **out_command_buffer);
+/* A device's cache of one destroyed command buffer, to record the next one
+ * in: the record and resource arrays keep their capacity, so a program
+ * that records one command buffer per step (a decode loop) allocates
+ * nothing for it after the first step.  Shared (counted) by the device and
+ * the command buffers made from it; lock-free (one atomic exchange per
+ * create and per destroy).  Arrays past HALI_HAL_COMMAND_CACHE_MAX_BYTES
+ * are freed, not kept. */
+typedef struct hali_hal_command_buffer_cache_t hali_hal_command_buffer_cache_t;
+enum { HALI_HAL_COMMAND_CACHE_MAX_BYTES = 1 << 20 };
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_cache_create(
+    hali_hal_command_buffer_cache_t **out_cache);
+void hali_hal_command_buffer_cache_release(
+    hali_hal_command_buffer_cache_t *cache);
+/* Whether |cache| holds a command buffer to reuse (tests). */
+bool hali_hal_command_buffer_cache_has_spare(
+    hali_hal_command_buffer_cache_t *cache);
+/* hali_hal_command_buffer_create, reusing |cache|'s spare (when it has
+ * one) and returning the command buffer to |cache| when it is destroyed
+ * (NULL |cache|: exactly hali_hal_command_buffer_create). */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_create_cached(
+    hali_hal_command_buffer_cache_t *cache,
+    hali_hal_command_buffer_mode_bits_t mode,
+    hali_hal_command_category_bits_t categories,
+    hali_hal_command_buffer_t **out_command_buffer);
 /* Reports each command recorded from now on to |tracer|'s line callback
  * (copied; NULL = off), one "[hal] command_buffer#ID ..." line per
  * successful record (doc/tracing.md) — all but update, whose line names the
@@ -115,10 +139,18 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_constants(
 /* Binds |count| buffer ranges for subsequent dispatches.  Each ordinal must
  * be < HALI_HAL_MAX_BINDINGS (OUT_OF_RANGE), each range must fit its buffer
  * and each buffer needs DISPATCH usage (PERMISSION_DENIED naming the
- * binding). */
+ * binding).  A subspan's range is recorded (and retained) as the range of
+ * its root: the same bytes. */
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_descriptor_set(
     hali_hal_command_buffer_t *command_buffer,
     const hali_hal_buffer_binding_t *bindings, uint32_t count);
+/* push_descriptor_set of the one binding |ordinal| = [offset, offset +
+ * length) of |buffer|: the same record, checks and errors, with the
+ * common case (what the VM records for every binding) done inline. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_binding(
+    hali_hal_command_buffer_t *command_buffer, uint32_t ordinal,
+    hali_hal_buffer_t *buffer, hali_hal_device_size_t offset,
+    hali_hal_device_size_t length);
 /* Dispatches export |ordinal| of |executable| over a grid of
  * x * y * z workgroups (a zero count dispatches nothing).  The export's
  * bindings 0..binding_count-1 and constants 0..constant_count-1 must have

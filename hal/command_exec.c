@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
 
@@ -128,6 +129,10 @@ hali_status_t hali_hal_dispatch_run_workgroups(
    * workgroup runs under the fault handler; read once per chunk. */
   const bool guarded = HALI_UNLIKELY(atomic_load_explicit(
       &hali_hal_validate_guards_active, memory_order_relaxed) != 0);
+  /* A C kernel is called here directly (one call per workgroup instead of
+   * three); guarded runs keep their own path. */
+  const hali_kernel_fn_t fn =
+      guarded ? NULL : hali_hal_executable_direct_kernel(executable, ordinal);
   /* The first workgroup's id by division, then stepped: x runs fastest,
    * then y, then z (the order workgroup index i = x + cx * (y + cy * z)
    * gives). */
@@ -149,10 +154,16 @@ hali_status_t hali_hal_dispatch_run_workgroups(
     /* The workgroup boundary is where a native kernel can be stopped: one
      * relaxed load per workgroup (plus the clock with a deadline). */
     hali_status_code_t stopped = hali_hal_stop_check(stop);
+    int code = 0;
     hali_status_t status =
         HALI_UNLIKELY(stopped != HALI_STATUS_OK)
             ? hali_status_annotate(hali_hal_stop_status(stopped),
                                    "abandoned before its next workgroup")
+        : HALI_LIKELY(fn != NULL)
+            ? (HALI_LIKELY((code = fn(dispatch, &wg)) == 0)
+                   ? HALI_OK
+                   : hali_hal_executable_kernel_error(executable, ordinal,
+                                                      code, &wg))
         : HALI_UNLIKELY(guarded)
             ? hali_hal_validate_guarded_workgroup(executable, ordinal,
                                                   dispatch, &wg, stop)
@@ -201,18 +212,28 @@ static hali_status_t hali_hal_replay_check_dispatch(
 
 /* What push_constants / push_descriptor_set leave in the replay state
  * (|values|: also copy the constants' values, which checks do not need). */
-static void hali_hal_replay_push(hali_hal_replay_state_t *state,
-                                 const hali_hal_command_header_t *h,
-                                 bool values) {
+static inline __attribute__((always_inline)) void hali_hal_replay_push(
+    hali_hal_replay_state_t *state, const hali_hal_command_header_t *h,
+    bool values) {
   if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS) {
     const hali_hal_command_push_constants_t *cmd = (const void *)h;
+    /* Recording proved offset + count <= HALI_HAL_MAX_PUSH_CONSTANTS (64). */
     if (values)
-      memcpy(&state->constants[cmd->offset], cmd->values,
-             cmd->count * sizeof(uint32_t));
-    for (uint32_t i = 0; i < cmd->count; ++i)
-      state->constants_set |= (uint64_t)1 << (cmd->offset + i);
+      for (uint32_t i = 0; i < cmd->count; ++i)
+        state->constants[cmd->offset + i] = cmd->values[i];
+    if (cmd->count)
+      state->constants_set |=
+          (cmd->count >= 64 ? ~(uint64_t)0
+                            : (((uint64_t)1 << cmd->count) - 1))
+          << cmd->offset;
   } else {
     const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
+    if (HALI_LIKELY(cmd->count == 1)) { /* what the VM records */
+      const hali_hal_command_binding_t *b = &cmd->bindings[0];
+      state->bindings[b->ordinal] = *b;
+      state->bindings_set |= 1u << b->ordinal;
+      return;
+    }
     for (uint32_t i = 0; i < cmd->count; ++i) {
       const hali_hal_command_binding_t *b = &cmd->bindings[i];
       state->bindings[b->ordinal] = *b;
@@ -260,6 +281,18 @@ static hali_status_t hali_hal_replay_dispatch(
   size_t lengths[HALI_HAL_MAX_BINDINGS];
   for (uint32_t i = 0; i < e->binding_count; ++i) {
     const hali_hal_command_binding_t *b = &state->bindings[i];
+    /* The common case inline: committed storage (the range was proven at
+     * record time and checked again at finalize). */
+    const hali_hal_buffer_t *buffer = b->buffer;
+    uint8_t *storage = atomic_load_explicit(&buffer->allocated->storage,
+                                            memory_order_acquire);
+    if (HALI_LIKELY(storage != NULL &&
+                    hali_hal_range_fits(buffer->length, b->offset,
+                                        b->length))) {
+      ptrs[i] = storage + buffer->offset + b->offset;
+      lengths[i] = (size_t)b->length;
+      continue;
+    }
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
         hali_hal_buffer_resolve(b->buffer, b->offset, b->length, &p),

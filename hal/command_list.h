@@ -120,12 +120,19 @@ struct hali_hal_command_buffer_t {
   hali_ref_t **resources;
   size_t resource_count;
   size_t resource_capacity;
+  /* The executable of the last dispatch recorded, and the root of the last
+   * subspan push_binding recorded (both among the resources). */
+  const hali_hal_executable_t *last_executable;
+  const hali_hal_buffer_t *last_root;
   /* Recording-time view of the dispatch state, to validate dispatches. */
   uint64_t constants_set;   /* bit i: constant i pushed */
   uint32_t bindings_set;    /* bit i: binding i pushed */
   hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
   /* Where recorded commands are reported ([hal] lines); |line| NULL = off. */
   hali_hal_tracer_t tracer;
+  /* Where this command buffer goes when it is destroyed (retained; NULL:
+   * freed). */
+  hali_hal_command_buffer_cache_t *cache;
   /* Validation mode (hal/validate.h; 0 = off) and its per-command-buffer
    * state (labels, access list), owned. */
   uint8_t validate;
@@ -165,9 +172,21 @@ HALI_MUST_USE hali_status_t hali_hal_dispatch_validate(
  * HALI_HAL_MAX_WORKGROUP_COUNT and HALI_HAL_MAX_WORKGROUPS; OUT_OF_RANGE
  * naming the executable, the export (|ordinal| must be valid) and the
  * dimension or product that is too large (or overflows 64 bits). */
-HALI_MUST_USE hali_status_t hali_hal_dispatch_validate_workgroup_count(
+HALI_MUST_USE hali_status_t hali_hal_dispatch_validate_workgroup_count_slow(
     const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
     uint32_t y, uint32_t z);
+static inline HALI_MUST_USE hali_status_t
+hali_hal_dispatch_validate_workgroup_count(
+    const hali_hal_executable_t *executable, uint32_t ordinal, uint32_t x,
+    uint32_t y, uint32_t z) {
+  /* Inline when every dimension is below 2^16 (the product cannot wrap and
+   * only its bound is left to compare). */
+  if (HALI_LIKELY((x | y | z) < 65536u &&
+                  (uint64_t)x * y * z <= HALI_HAL_MAX_WORKGROUPS))
+    return HALI_OK;
+  return hali_hal_dispatch_validate_workgroup_count_slow(executable, ordinal,
+                                                         x, y, z);
+}
 
 /* Workgroups in the grid of a dispatch that passed
  * hali_hal_dispatch_validate_workgroup_count: at most

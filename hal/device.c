@@ -83,6 +83,8 @@ struct hali_hal_device_t {
   hali_hal_device_kind_t kind;
   uint8_t validate; /* hali_hal_validate_mode_t; 0 = off */
   hali_hal_allocator_t *allocator; /* owned */
+  /* The command buffers it makes are recycled through this (owned). */
+  hali_hal_command_buffer_cache_t *command_cache;
   pthread_mutex_t mutex;
   pthread_cond_t cond; /* broadcast when a submission completes, when an arm
                           callback finishes and when work is queued */
@@ -694,7 +696,8 @@ hali_status_t hali_hal_device_create_command_buffer(
     hali_hal_command_category_bits_t categories,
     hali_hal_command_buffer_t **out_command_buffer) {
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_command_buffer_create(mode, categories, out_command_buffer));
+      hali_hal_command_buffer_create_cached(device->command_cache, mode,
+                                           categories, out_command_buffer));
   (*out_command_buffer)->validate = device->validate;
   if (HALI_UNLIKELY(device->tracer.line != NULL)) {
     hali_hal_command_buffer_set_tracer(*out_command_buffer, &device->tracer);
@@ -1070,6 +1073,7 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
   if (HALI_UNLIKELY(device->validate))
     hali_hal_validate_device_destroyed(device);
   hali_hal_allocator_release(device->allocator);
+  hali_hal_command_buffer_cache_release(device->command_cache);
   pthread_cond_destroy(&device->cond);
   pthread_mutex_destroy(&device->mutex);
   hali_free(device);
@@ -1111,6 +1115,8 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
                                                       params->max_bytes};
   hali_status_t status =
       hali_hal_allocator_create(&allocator_params, &device->allocator);
+  if (!status)
+    status = hali_hal_command_buffer_cache_create(&device->command_cache);
   if (!status && params->validate > HALI_HAL_VALIDATE_WARN)
     status = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                               "unknown validation mode %u", params->validate);

@@ -154,10 +154,17 @@ static hali_status_t hali_hal_library_executable_run_workgroup(
   const hali_kernel_export_t *e = &executable->library->exports[ordinal];
   int code = e->fn(dispatch, workgroup);
   if (HALI_LIKELY(code == 0)) return HALI_OK;
+  return hali_hal_executable_kernel_error(base, ordinal, code, workgroup);
+}
+
+hali_status_t hali_hal_executable_kernel_error(
+    const hali_hal_executable_t *executable, uint32_t ordinal, int code,
+    const hali_kernel_workgroup_state_t *workgroup) {
   return hali_status_make(HALI_STATUS_INTERNAL,
                           "kernel returned error code %d: executable '%s' "
                           "export %u '%s' workgroup (%u,%u,%u)",
-                          code, base->name, ordinal, base->exports[ordinal].name,
+                          code, executable->name, ordinal,
+                          executable->exports[ordinal].name,
                           workgroup->workgroup_id_x, workgroup->workgroup_id_y,
                           workgroup->workgroup_id_z);
 }
@@ -166,6 +173,16 @@ static const hali_hal_executable_vtable_t hali_hal_library_executable_vtable = {
     .base = {.destroy = hali_hal_library_executable_destroy},
     .run_workgroup = hali_hal_library_executable_run_workgroup,
 };
+
+hali_kernel_fn_t hali_hal_executable_direct_kernel(
+    const hali_hal_executable_t *executable, uint32_t ordinal) {
+  if (executable->ref.vtable != &hali_hal_library_executable_vtable.base ||
+      ordinal >= executable->export_count)
+    return NULL;
+  return ((const hali_hal_library_executable_t *)executable)
+      ->library->exports[ordinal]
+      .fn;
+}
 
 hali_status_t hali_hal_executable_create_from_library(
     const hali_kernel_library_t *library, const char *format,

@@ -104,6 +104,15 @@ HALI_MUST_USE hali_status_t hali_hal_executable_run_workgroup(
     hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch,
     const hali_kernel_workgroup_state_t *workgroup, hali_hal_stop_t *stop);
+/* The C function behind export |ordinal| of an executable made from a
+ * table of C kernels (below), else NULL: the queue calls it itself, the
+ * call run_workgroup would make, and turns a non-zero return into
+ * hali_hal_executable_kernel_error's status (run_workgroup's). */
+hali_kernel_fn_t hali_hal_executable_direct_kernel(
+    const hali_hal_executable_t *executable, uint32_t ordinal);
+HALI_MUST_USE hali_status_t hali_hal_executable_kernel_error(
+    const hali_hal_executable_t *executable, uint32_t ordinal, int code,
+    const hali_kernel_workgroup_state_t *workgroup);
 
 /* Makes an executable from a table of C kernels (kernel ABI): the helper
  * behind the "static" and "native" formats.  |library| (and the kernel

@@ -1,4 +1,5 @@
 /* hali HAL — stop requests (see hal/stop.h). */
+#include <stddef.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -8,6 +9,7 @@
 #include "hal/stop.h"
 
 struct hali_hal_stop_t {
+  /* hali_hal_stop_head_t (hal/stop.h), member for member. */
   atomic_uint refs;
   _Atomic(hali_status_code_t) code; /* 0 until requested */
   int64_t deadline_ns;              /* INT64_MAX: none */
@@ -57,7 +59,15 @@ void hali_hal_stop_request(hali_hal_stop_t *stop, hali_status_code_t code) {
   pthread_mutex_unlock(&stop->mutex);
 }
 
-hali_status_code_t hali_hal_stop_check(hali_hal_stop_t *stop) {
+_Static_assert(offsetof(struct hali_hal_stop_t, refs) ==
+                   offsetof(hali_hal_stop_head_t, refs) &&
+               offsetof(struct hali_hal_stop_t, code) ==
+                   offsetof(hali_hal_stop_head_t, code) &&
+               offsetof(struct hali_hal_stop_t, deadline_ns) ==
+                   offsetof(hali_hal_stop_head_t, deadline_ns),
+               "hal/stop.h's hali_hal_stop_head_t is the stop's first members");
+
+hali_status_code_t hali_hal_stop_check_slow(hali_hal_stop_t *stop) {
   if (!stop) return HALI_STATUS_OK;
   hali_status_code_t code =
       atomic_load_explicit(&stop->code, memory_order_acquire);

@@ -52,7 +52,24 @@ void hali_hal_stop_request(hali_hal_stop_t *stop, hali_status_code_t code);
  * passed (recorded as a request, so the watchers are told), or 0.  NULL
  * stop: 0.  One relaxed load when nothing is requested and there is no
  * deadline. */
-hali_status_code_t hali_hal_stop_check(hali_hal_stop_t *stop);
+hali_status_code_t hali_hal_stop_check_slow(hali_hal_stop_t *stop);
+/* The leading members of every stop (hal/stop.c's struct starts with
+ * them), so that the common check is inline: the queue makes it before
+ * every command and every workgroup. */
+typedef struct hali_hal_stop_head_t {
+  atomic_uint refs;
+  _Atomic(hali_status_code_t) code; /* 0 until requested */
+  int64_t deadline_ns;              /* INT64_MAX: none */
+} hali_hal_stop_head_t;
+static inline hali_status_code_t hali_hal_stop_check(hali_hal_stop_t *stop) {
+  if (!stop) return HALI_STATUS_OK;
+  hali_hal_stop_head_t *h = (hali_hal_stop_head_t *)(void *)stop;
+  if (HALI_LIKELY(atomic_load_explicit(&h->code, memory_order_acquire) ==
+                      HALI_STATUS_OK &&
+                  h->deadline_ns == INT64_MAX))
+    return HALI_STATUS_OK;
+  return hali_hal_stop_check_slow(stop);
+}
 /* The deadline given at creation (INT64_MAX: none). */
 int64_t hali_hal_stop_deadline(const hali_hal_stop_t *stop);
 /* A status for stop code |code| (from hali_hal_stop_check): "the

@@ -11,6 +11,8 @@
  * written before it is read, no HAL op writes NULL, and the host's invoke
  * rejects NULL ref arguments.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,23 +38,17 @@ typedef struct {
   const hali_cell_t *pc; /* the instruction (validation labels) */
 } decoded_t;
 
-static inline void decode(const hali_cell_t *pc, decoded_t *d) {
-  const hali_op_info_t *info = hali_op_info(pc->i.op);
-  uint32_t nregs = info->reg_count;
-  d->reg = hali_cell_slots(pc) + 1;
-  uint32_t at = 1 + (nregs > 3 ? HALI_CELLS_FOR_SLOTS(nregs - 3) : 0);
-  d->x = pc + at;
-  at += info->operand_count - nregs;
-  if (info->tail) {
-    d->tail_count = (uint32_t)pc[at].imm;
-    d->tail = hali_cell_slots(&pc[at + 1]);
-  } else {
-    d->tail_count = 0;
-    d->tail = NULL;
-  }
-  d->next = pc + hali_code_cells(pc->i.op, d->tail_count);
-  d->pc = pc;
-}
+/* Each HAL op's layout, from its op table row: where the other operands
+ * and the tail count start, and the cells without a tail.  Built once (the
+ * op table's signatures are parsed at run time), so decoding an
+ * instruction is a table read instead of two op-table look-ups and
+ * hali_code_cells' switch per instruction. */
+typedef struct {
+  uint8_t x_at;        /* cell of the first non-register operand */
+  uint8_t tail_at;     /* cell of the tail count (when |tail|) */
+  uint8_t fixed_cells; /* cells of the instruction without its tail slots */
+  uint8_t tail;        /* has a variadic register tail */
+} hal_layout_t;
 
 /* Validation (hal/validate.h): names the instruction recording the next
  * command of |cb| in the messages about it. */
@@ -106,6 +102,20 @@ static void release_module(void *m) { hali_vm_module_release(m); }
       hali_vm_stack_t *st __attribute__((unused)), const decoded_t *d,         \
       hali_slot_t *regs __attribute__((unused)),                               \
       hali_ref_t **refs __attribute__((unused)))
+
+/* The hot ops (hali_vm_hal_op calls them inline). */
+#define HOT_HAL_OPS(X)                                                         \
+  X(HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET)                                    \
+  X(HAL_COMMAND_BUFFER_DISPATCH)                                               \
+  X(HAL_COMMAND_BUFFER_PUSH_CONSTANTS)                                         \
+  X(HAL_COMMAND_BUFFER_EXECUTION_BARRIER)                                      \
+  X(HAL_BUFFER_SUBSPAN)
+#define HOT_DECL(e)                                                            \
+  static inline __attribute__((always_inline)) hali_status_t op_##e(          \
+      hali_vm_stack_t *st, const decoded_t *d, hali_slot_t *regs,              \
+      hali_ref_t **refs);
+HOT_HAL_OPS(HOT_DECL)
+#undef HOT_DECL
 
 /* ---- devices, allocators, buffers */
 
@@ -409,11 +419,12 @@ HAL_OP(HAL_COMMAND_BUFFER_PUSH_CONSTANTS) {
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_PUSH_DESCRIPTOR_SET) {
-  hali_hal_buffer_binding_t b = {U32(1), REF(hali_hal_buffer_t, 2), 0, 0};
-  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &b.offset));
-  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &b.length));
-  return hali_hal_command_buffer_push_descriptor_set(
-      REF(hali_hal_command_buffer_t, 0), &b, 1);
+  hali_hal_device_size_t offset = 0, length = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "binding offset", &offset));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(4), "binding length", &length));
+  return hali_hal_command_buffer_push_binding(REF(hali_hal_command_buffer_t, 0),
+                                              U32(1), REF(hali_hal_buffer_t, 2),
+                                              offset, length);
 }
 
 HAL_OP(HAL_COMMAND_BUFFER_DISPATCH) {
@@ -679,6 +690,54 @@ static const hal_op_fn_t hal_op_table[HALI_OP_COUNT] = {
 #undef OP
 };
 
+/* Per opcode, for the HAL rows (hal_op_table's non-NULL entries). */
+static hal_layout_t hal_layouts[HALI_OP_COUNT];
+static atomic_bool hal_layouts_ready;
+static pthread_once_t hal_layouts_once = PTHREAD_ONCE_INIT;
+
+static hal_layout_t layout_of(uint32_t op) {
+  const hali_op_info_t *info = hali_op_info(op);
+  uint32_t nregs = info->reg_count;
+  hal_layout_t l;
+  l.x_at = (uint8_t)(1 + (nregs > 3 ? HALI_CELLS_FOR_SLOTS(nregs - 3) : 0));
+  l.tail_at = (uint8_t)(l.x_at + info->operand_count - nregs);
+  l.tail = info->tail != 0;
+  /* hali_code_cells is the one definition of an instruction's size. */
+  l.fixed_cells = (uint8_t)(hali_code_cells(op, 0) -
+                            (l.tail ? 1 + HALI_CELLS_FOR_SLOTS(0) : 0));
+  return l;
+}
+
+static void hal_layouts_init(void) {
+  for (uint32_t op = 0; op < (uint32_t)HALI_OP_COUNT; ++op)
+    if (hal_op_table[op]) hal_layouts[op] = layout_of(op);
+  atomic_store_explicit(&hal_layouts_ready, true, memory_order_release);
+}
+
+/* |pc|'s operands through its op's layout |l|. */
+static inline void decode(const hali_cell_t *pc, const hal_layout_t *l,
+                          decoded_t *d) {
+  d->reg = hali_cell_slots(pc) + 1;
+  d->x = pc + l->x_at;
+  if (l->tail) {
+    d->tail_count = (uint32_t)pc[l->tail_at].imm;
+    d->tail = hali_cell_slots(&pc[l->tail_at + 1]);
+    d->next = pc + l->fixed_cells + 1 + HALI_CELLS_FOR_SLOTS(d->tail_count);
+  } else {
+    d->tail_count = 0;
+    d->tail = NULL;
+    d->next = pc + l->fixed_cells;
+  }
+  d->pc = pc;
+#ifdef HALI_DEBUG
+  if (d->next != pc + hali_code_cells(pc->i.op, d->tail_count)) {
+    fprintf(stderr, "hali: debug assertion failed: HAL op %u's layout\n",
+            pc->i.op);
+    abort();
+  }
+#endif
+}
+
 hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
                              hali_slot_t *regs, hali_ref_t **refs) {
   const hali_cell_t *pc = *ppc;
@@ -692,9 +751,25 @@ hali_status_t hali_vm_hal_op(hali_vm_stack_t *st, const hali_cell_t **ppc,
     abort();
   }
 #endif
+  if (HALI_UNLIKELY(!atomic_load_explicit(&hal_layouts_ready,
+                                          memory_order_acquire)))
+    pthread_once(&hal_layouts_once, hal_layouts_init);
   decoded_t d;
-  decode(pc, &d);
-  hali_status_t s = hal_op_table[op](st, &d, regs, refs);
+  decode(pc, &hal_layouts[op], &d);
+  /* The ops a program runs most (what it records per dispatch) are called
+   * from here, inlined; the rest through the table. */
+  hali_status_t s;
+  switch (op) {
+#define HOT(e)                                                                 \
+  case HALI_OP_##e:                                                            \
+    s = op_##e(st, &d, regs, refs);                                            \
+    break;
+    HOT_HAL_OPS(HOT)
+#undef HOT
+    default:
+      s = hal_op_table[op](st, &d, regs, refs);
+      break;
+  }
   if (s) return s; /* pc stays at the instruction (backtrace, resume) */
   *ppc = d.next;
   return HALI_OK;

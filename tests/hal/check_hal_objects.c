@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "tests/hal/hal_testutil.h"
+#include "base/alloc.h"
 #include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 
@@ -71,6 +72,80 @@ START_TEST(test_allocator_limit) {
   c = hali_test_allocate(allocator, 5000);
   hali_hal_buffer_release(c);
   hali_hal_buffer_release(a);
+  hali_hal_allocator_release(allocator);
+}
+END_TEST
+
+/* Hook-counting memory for test_allocator_storage_cache. */
+static int storage_hook_allocs, storage_hook_frees;
+static void *storage_hook_alloc(void *user, size_t size, size_t alignment) {
+  (void)user;
+  ++storage_hook_allocs;
+  return hali_aligned_alloc(alignment, size);
+}
+static void storage_hook_free(void *user, void *ptr, size_t size) {
+  (void)user, (void)size;
+  ++storage_hook_frees;
+  hali_aligned_free(ptr);
+}
+
+/* Freed storage of up to 64 KiB is kept (4 blocks) for the next
+ * allocation of the same rounded size, which sees it zeroed again; the
+ * statistics count it freed; hooks and bigger blocks always go back. */
+START_TEST(test_allocator_storage_cache) {
+  hali_hal_allocator_t *allocator = NULL;
+  HALI_CK_OK(hali_hal_allocator_create(NULL, &allocator));
+  hali_hal_buffer_t *a = hali_test_allocate(allocator, 100);
+  uint8_t *first = atomic_load(&a->storage);
+  ck_assert_ptr_nonnull(first);
+  memset(first, 0xAB, 100);
+  hali_hal_buffer_release(a);
+  hali_hal_allocator_statistics_t st;
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 0);
+  ck_assert_uint_eq(st.allocations_live, 0);
+  /* Another size does not take it; the same rounded size does, zeroed. */
+  hali_hal_buffer_t *other = hali_test_allocate(allocator, 5000);
+  ck_assert_ptr_ne(atomic_load(&other->storage), first);
+  a = hali_test_allocate(allocator, 90);
+  ck_assert_ptr_eq(atomic_load(&a->storage), first);
+  for (int i = 0; i < 90; ++i) ck_assert_uint_eq(hali_test_byte(a, i), 0);
+  for (int i = 90; i < 100; ++i) ck_assert_uint_eq(first[i], 0);
+  hali_hal_allocator_query_statistics(allocator, &st);
+  ck_assert_uint_eq(st.bytes_live, 5090);
+  ck_assert_uint_eq(st.allocation_count, 3);
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(other);
+  hali_hal_buffer_t *many[6];
+  /* A free into a full cache evicts the oldest block: the newer ones are
+   * still handed out. */
+  uint8_t *kept[5];
+  for (int i = 0; i < 5; ++i) {
+    hali_hal_buffer_t *x = hali_test_allocate(allocator, 256 * (i + 1));
+    kept[i] = atomic_load(&x->storage);
+    hali_hal_buffer_release(x);
+  }
+  for (int i = 4; i >= 1; --i) {
+    hali_hal_buffer_t *x = hali_test_allocate(allocator, 256 * (i + 1));
+    ck_assert_ptr_eq(atomic_load(&x->storage), kept[i]);
+    many[i] = x;
+  }
+  for (int i = 1; i < 5; ++i) hali_hal_buffer_release(many[i]);
+  /* More than the slots: the rest are freed (the leak checks see it). */
+  for (int i = 0; i < 6; ++i) many[i] = hali_test_allocate(allocator, 64);
+  for (int i = 0; i < 6; ++i) hali_hal_buffer_release(many[i]);
+  hali_hal_buffer_t *big = hali_test_allocate(allocator, (64 << 10) + 1);
+  hali_hal_buffer_release(big);
+  hali_hal_allocator_release(allocator);
+
+  hali_hal_allocator_params_t params = {
+      .hooks = {storage_hook_alloc, storage_hook_free, NULL}};
+  HALI_CK_OK(hali_hal_allocator_create(&params, &allocator));
+  storage_hook_allocs = storage_hook_frees = 0;
+  for (int i = 0; i < 3; ++i)
+    hali_hal_buffer_release(hali_test_allocate(allocator, 100));
+  ck_assert_int_eq(storage_hook_allocs, 3);
+  ck_assert_int_eq(storage_hook_frees, 3);
   hali_hal_allocator_release(allocator);
 }
 END_TEST
@@ -572,6 +647,14 @@ START_TEST(test_executable_from_library) {
   ck_assert_str_eq(hali_hal_executable_export(exe, 1)->name, "second");
   ck_assert_uint_eq(hali_hal_executable_export(exe, 0)->binding_count, 2);
   ck_assert_ptr_null(hali_hal_executable_export(exe, 2));
+  /* The queue calls a table's kernels directly. */
+  ck_assert_ptr_eq(hali_hal_executable_direct_kernel(exe, 1), noop_kernel);
+  ck_assert_ptr_null(hali_hal_executable_direct_kernel(exe, 2));
+  hali_kernel_workgroup_state_t wg = {.workgroup_id_x = 3};
+  HALI_CK_STATUS(hali_hal_executable_kernel_error(exe, 1, 7, &wg),
+                 HALI_STATUS_INTERNAL,
+                 "kernel returned error code 7: executable 'lib' export 1 "
+                 "'second' workgroup (3,0,0)");
   uint32_t ordinal = 9;
   HALI_CK_OK(hali_hal_executable_lookup_export(exe, "second", &ordinal));
   ck_assert_uint_eq(ordinal, 1);
@@ -1059,6 +1142,242 @@ START_TEST(test_record_state_errors) {
 }
 END_TEST
 
+/* push_binding records exactly what push_descriptor_set of one binding
+ * records (every byte, with the record arrays full or not; a subspan as
+ * its root's range) and refuses what it refuses, with the same errors. */
+START_TEST(test_record_push_binding) {
+  hali_hal_command_buffer_t *one = NULL, *general = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &one));
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &general));
+  /* 40 bindings: past the first record array and resource list (the
+   * general path grows them), then inline. */
+  for (uint32_t i = 0; i < 40; ++i) {
+    const hali_hal_device_size_t off = i % 8, len = 64 - off - (i % 3);
+    HALI_CK_OK(hali_hal_command_buffer_push_binding(one, i % 4, rf.buffer,
+                                                    off, len));
+    hali_hal_buffer_binding_t b = {i % 4, rf.buffer, off, len};
+    HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(general, &b, 1));
+  }
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 5, rf.buffer, 8,
+                                                  HALI_HAL_WHOLE_BUFFER));
+  hali_hal_buffer_binding_t whole = {5, rf.buffer, 8, HALI_HAL_WHOLE_BUFFER};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(general, &whole, 1));
+  ck_assert_uint_eq(one->size, general->size);
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(one), 41);
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(general), 41);
+  ck_assert_int_eq(memcmp(one->data, general->data, one->size), 0);
+  ck_assert_uint_eq(one->bindings_set, general->bindings_set);
+  ck_assert_uint_eq(one->bindings[5].length, 56);
+  ck_assert_uint_eq(one->resource_count, general->resource_count);
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 32, rf.buffer, 0, 4),
+      HALI_STATUS_OUT_OF_RANGE, "binding ordinal 32 exceeds the maximum of 31");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 1, NULL, 0, 4),
+      HALI_STATUS_INVALID_ARGUMENT, "binding 1 has no buffer");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 1, rf.buffer, 60, 8),
+      HALI_STATUS_OUT_OF_RANGE, "binding 1");
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 1, rf.buffer, 65,
+                                           HALI_HAL_WHOLE_BUFFER),
+      HALI_STATUS_OUT_OF_RANGE, "binding 1");
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(one), 41);
+  /* A subspan is recorded as its root's range, and the root retained once
+   * for the subspans of it pushed in a row (not the subspans). */
+  hali_hal_buffer_t *s1 = NULL, *s2 = NULL;
+  HALI_CK_OK(hali_hal_buffer_subspan(rf.buffer, 16, 32, &s1));
+  HALI_CK_OK(hali_hal_buffer_subspan(s1, 8, 16, &s2)); /* bytes [24, 40) */
+  const uint_fast32_t root_refs = atomic_load(&rf.buffer->ref.count);
+  const size_t resources = one->resource_count;
+  const size_t size = one->size;
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 2, s2, 4, 8));
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 3, s1, 0, 32));
+  HALI_CK_OK(hali_hal_command_buffer_push_binding(one, 4, s2, 0, 16));
+  for (int i = 0; i < 3; ++i) {
+    hali_hal_buffer_binding_t sb = {2 + i, i == 1 ? s1 : s2, i == 0 ? 4 : 0,
+                                    i == 0 ? 8 : i == 1 ? 32 : 16};
+    HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(general, &sb, 1));
+  }
+  ck_assert_uint_eq(one->size, general->size);
+  ck_assert_int_eq(memcmp(one->data, general->data, one->size), 0);
+  const hali_hal_command_push_descriptor_set_t *rec =
+      (const void *)(one->data + size);
+  ck_assert_uint_eq(rec->count, 1);
+  ck_assert_ptr_eq(rec->bindings[0].buffer, rf.buffer);
+  ck_assert_uint_eq(rec->bindings[0].offset, 28);
+  ck_assert_uint_eq(rec->bindings[0].length, 8);
+  ck_assert_ptr_eq(one->bindings[3].buffer, rf.buffer);
+  ck_assert_uint_eq(one->bindings[3].offset, 16);
+  ck_assert_uint_eq(one->bindings[4].offset, 24);
+  ck_assert_uint_eq(atomic_load(&s1->ref.count), 1); /* neither retained */
+  ck_assert_uint_eq(atomic_load(&s2->ref.count), 1);
+  ck_assert_uint_le(one->resource_count, resources + 1);
+  ck_assert_uint_le(atomic_load(&rf.buffer->ref.count), root_refs + 1);
+  HALI_CK_STATUS(hali_hal_command_buffer_push_binding(one, 2, s2, 4, 13),
+                 HALI_STATUS_OUT_OF_RANGE, "binding 2");
+  hali_hal_buffer_release(s2);
+  hali_hal_buffer_release(s1);
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(one), 44);
+  HALI_CK_OK(hali_hal_command_buffer_finalize(one));
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 0, rf.buffer, 0, 4),
+      HALI_STATUS_FAILED_PRECONDITION, "cannot record push_descriptor_set",
+      "finalized");
+  hali_hal_command_buffer_release(one);
+  hali_hal_command_buffer_release(general);
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_TRANSFER, &one));
+  HALI_CK_STATUS(
+      hali_hal_command_buffer_push_binding(one, 0, rf.buffer, 0, 4),
+      HALI_STATUS_PERMISSION_DENIED, "push_descriptor_set", "DISPATCH");
+  hali_hal_command_buffer_release(one);
+}
+END_TEST
+
+/* A recording retains each executable once however many dispatches name
+ * it (pushes in between), and releases it with the recording. */
+START_TEST(test_record_retains_executable_once) {
+  hali_hal_executable_t *other = NULL;
+  HALI_CK_OK(hali_hal_executable_create_from_library(&test_library, NULL,
+                                                     &other));
+  const uint_fast32_t refs = atomic_load(&rf.exe->ref.count);
+  for (int i = 0; i < 3; ++i) {
+    HALI_CK_OK(hali_hal_command_buffer_push_binding(rf.cb, 0, rf.buffer, 0, 8));
+    HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 1, 1, 1, 1));
+  }
+  ck_assert_uint_eq(atomic_load(&rf.exe->ref.count), refs + 1);
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, other, 1, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(rf.cb, rf.exe, 1, 1, 1, 1));
+  ck_assert_uint_eq(atomic_load(&rf.exe->ref.count), refs + 2);
+  ck_assert_uint_eq(atomic_load(&other->ref.count), 2);
+  hali_hal_command_buffer_release(rf.cb);
+  rf.cb = NULL;
+  ck_assert_uint_eq(atomic_load(&rf.exe->ref.count), refs);
+  ck_assert_uint_eq(atomic_load(&other->ref.count), 1);
+  hali_hal_executable_release(other);
+}
+END_TEST
+
+/* A command buffer cache keeps one destroyed command buffer and hands it
+ * out again reset: a new id, mode and categories, no records, no push
+ * state, not finalized, its old resources released; arrays past the cap
+ * are freed instead; a device's command buffers go through its cache. */
+START_TEST(test_command_buffer_cache) {
+  hali_hal_command_buffer_cache_t *cache = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_cache_create(&cache));
+  ck_assert(!hali_hal_command_buffer_cache_has_spare(cache));
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  const uint_fast32_t refs = atomic_load(&rf.buffer->ref.count);
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, rf.buffer, 0, 8, 7, 4));
+  hali_hal_buffer_binding_t b[2] = {{0, rf.buffer, 0, 16},
+                                    {1, rf.buffer, 16, 16}};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, b, 2));
+  uint32_t c[1] = {5};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, c, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, rf.exe, 0, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  HALI_CK_OK(hali_hal_command_buffer_begin_submit(cb));
+  ck_assert_uint_eq(atomic_load(&rf.buffer->ref.count), refs + 1);
+  const hali_hal_command_buffer_t *first = cb;
+  const uint32_t first_id = hali_hal_trace_id(cb);
+  hali_hal_command_buffer_release(cb);
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+  ck_assert_uint_eq(atomic_load(&rf.buffer->ref.count), refs);
+  /* A failed create leaves the spare where it is. */
+  HALI_CK_STATUS(hali_hal_command_buffer_create_cached(
+                     cache, 8, HALI_HAL_COMMAND_CATEGORY_ANY, &cb),
+                 HALI_STATUS_INVALID_ARGUMENT, "mode bits 0x8");
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+      HALI_HAL_COMMAND_CATEGORY_DISPATCH, &cb));
+  ck_assert_ptr_eq(cb, first);
+  ck_assert(!hali_hal_command_buffer_cache_has_spare(cache));
+  ck_assert_uint_ne(hali_hal_trace_id(cb), first_id);
+  ck_assert(!hali_hal_command_buffer_is_finalized(cb));
+  ck_assert_uint_eq(hali_hal_command_buffer_command_count(cb), 0);
+  ck_assert_uint_eq(hali_hal_command_buffer_mode(cb),
+                    HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE);
+  ck_assert_uint_eq(hali_hal_command_buffer_categories(cb),
+                    HALI_HAL_COMMAND_CATEGORY_DISPATCH);
+  ck_assert_ptr_null(hali_hal_command_list_first(cb));
+  ck_assert_uint_eq(cb->resource_count, 0);
+  ck_assert(!cb->dispatches_checked);
+  /* The pushes of the first recording are gone. */
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(cb, rf.exe, 0, 1, 1, 1),
+                 HALI_STATUS_FAILED_PRECONDITION,
+                 "needs 1 push constants but constant 0 was never pushed");
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, c, 1));
+  HALI_CK_STATUS(hali_hal_command_buffer_dispatch(cb, rf.exe, 0, 1, 1, 1),
+                 HALI_STATUS_FAILED_PRECONDITION,
+                 "needs 2 bindings but binding 0 was never pushed");
+  HALI_CK_STATUS(hali_hal_command_buffer_fill(cb, rf.buffer, 0, 4, 0, 4),
+                 HALI_STATUS_PERMISSION_DENIED, "TRANSFER category");
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  /* Reusable now: submitted twice. */
+  HALI_CK_OK(hali_hal_command_buffer_begin_submit(cb));
+  HALI_CK_OK(hali_hal_command_buffer_begin_submit(cb));
+  hali_hal_command_buffer_release(cb);
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+
+  /* Past the cap: freed, and the older spare stays. */
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  ck_assert_ptr_eq(cb, first);
+  hali_hal_command_buffer_t *big = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &big));
+  ck_assert_ptr_ne(big, first);
+  hali_hal_buffer_t *large = hali_test_allocate(rf.allocator, 64);
+  static uint8_t bytes[64];
+  for (int i = 0; i < HALI_HAL_COMMAND_CACHE_MAX_BYTES / 64 + 1; ++i)
+    HALI_CK_OK(hali_hal_command_buffer_update(big, bytes, large, 0, 56));
+  ck_assert_uint_gt(big->capacity, HALI_HAL_COMMAND_CACHE_MAX_BYTES);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_command_buffer_release(big);
+  hali_hal_buffer_release(large);
+  ck_assert(hali_hal_command_buffer_cache_has_spare(cache));
+  HALI_CK_OK(hali_hal_command_buffer_create_cached(
+      cache, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  ck_assert_ptr_eq(cb, first);
+  /* The cache goes before the command buffer made from it: the command
+   * buffer keeps it alive and frees both (leak-checked by the suite's
+   * valgrind and ASan runs). */
+  hali_hal_command_buffer_cache_release(cache);
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+  hali_hal_command_buffer_release(cb);
+
+  /* A device's command buffers are recycled through its cache. */
+  hali_hal_device_params_t dp;
+  hali_hal_device_params_initialize(&dp);
+  hali_hal_device_t *device = NULL;
+  HALI_CK_OK(hali_hal_device_create(&dp, &device));
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  first = cb;
+  hali_hal_command_buffer_release(cb);
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  ck_assert_ptr_eq(cb, first);
+  hali_hal_device_release(device); /* before its command buffer */
+  hali_hal_command_buffer_release(cb);
+}
+END_TEST
+
 /* ---- semaphores ---- */
 
 START_TEST(test_semaphore_signal_query_wait) {
@@ -1468,6 +1787,7 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_buffer_scalar_fast_agrees);
   tcase_add_test(tc, test_finalize_checks_dispatches);
   tcase_add_test(tc, test_allocator_limit);
+  tcase_add_test(tc, test_allocator_storage_cache);
   tcase_add_test(tc, test_allocator_size_boundaries);
   tcase_add_test(tc, test_allocator_bits);
   suite_add_tcase(s, tc);
@@ -1493,6 +1813,9 @@ static Suite *hal_objects_suite(void) {
   tcase_add_test(tc, test_record_dispatch_workgroup_limits);
   tcase_add_test(tc, test_record_interface_boundaries);
   tcase_add_test(tc, test_record_state_errors);
+  tcase_add_test(tc, test_command_buffer_cache);
+  tcase_add_test(tc, test_record_push_binding);
+  tcase_add_test(tc, test_record_retains_executable_once);
   suite_add_tcase(s, tc);
   tc = tcase_create("semaphore");
   tcase_add_test(tc, test_semaphore_signal_query_wait);
