@@ -24,7 +24,7 @@ struct hali_hal_fence_t {
   /* Guarded by |mutex|. */
   size_t count;
   size_t capacity;
-  hali_hal_fence_point_t *points;
+  hali_hal_fence_point_t *points; /* |first| until a second point */
   /* Past FENCE_INDEX_MIN points, an open-addressing index from semaphore
    * to point (slot = point + 1, 0 = empty; capacity a power of two at
    * least twice |count|), so adding a point costs O(1) however many the
@@ -38,31 +38,47 @@ struct hali_hal_fence_t {
   /* Whose tracer the fence reports to (retained; NULL = none): read at
    * each line, so clearing the allocator's tracer silences the fence. */
   hali_hal_allocator_t *traced_by;
+  /* The first point's storage: a fence of one point (most of them) makes
+   * no second allocation for it. */
+  hali_hal_fence_point_t first;
+  /* Set when the fence lives in its semaphore's allocation
+   * (hali_hal_fence_create_pending): that semaphore is points[0] for the
+   * fence's life (points are never removed), its reference is dropped
+   * last and frees the fence's memory with it. */
+  hali_hal_semaphore_t *host;
 };
 
 static void hali_hal_fence_destroy(hali_ref_t *ref) {
   hali_hal_fence_t *fence = (hali_hal_fence_t *)ref;
-  for (size_t i = 0; i < fence->count; ++i)
+  hali_hal_semaphore_t *host = fence->host;
+  for (size_t i = host ? 1 : 0; i < fence->count; ++i)
     hali_hal_semaphore_release(fence->points[i].semaphore);
-  hali_free(fence->points);
+  if (fence->points != &fence->first) hali_free(fence->points);
   hali_free(fence->index);
   if (fence->payload_free) fence->payload_free(fence->payload);
   hali_hal_allocator_release(fence->traced_by);
   pthread_mutex_destroy(&fence->mutex);
-  hali_free(fence);
+  if (host) hali_hal_semaphore_release(host); /* may free |fence| too */
+  else hali_free(fence);
 }
 
 static const hali_ref_vtable_t hali_hal_fence_vtable = {
     .destroy = hali_hal_fence_destroy,
 };
 
+static void fence_init(hali_hal_fence_t *fence) {
+  hali_ref_init(&fence->ref, HALI_TYPE_FENCE, &hali_hal_fence_vtable);
+  pthread_mutex_init(&fence->mutex, NULL);
+  fence->points = &fence->first;
+  fence->capacity = 1;
+}
+
 hali_status_t hali_hal_fence_create(hali_hal_fence_t **out_fence) {
   *out_fence = NULL;
   hali_hal_fence_t *fence = hali_calloc(1, sizeof(*fence));
   if (!fence)
     return hali_status_annotate(hali_status_oom(), "creating a fence");
-  hali_ref_init(&fence->ref, HALI_TYPE_FENCE, &hali_hal_fence_vtable);
-  pthread_mutex_init(&fence->mutex, NULL);
+  fence_init(fence);
   *out_fence = fence;
   return HALI_OK;
 }
@@ -84,11 +100,20 @@ hali_status_t hali_hal_fence_create_at(hali_hal_semaphore_t *semaphore,
 
 hali_status_t hali_hal_fence_create_pending(hali_hal_fence_t **out_fence) {
   *out_fence = NULL;
+  /* One allocation: the semaphore with the fence after it.  The fence's
+   * point holds the semaphore's creation reference. */
   hali_hal_semaphore_t *semaphore = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_semaphore_create(0, &semaphore));
-  hali_status_t status = hali_hal_fence_create_at(semaphore, 1, out_fence);
-  hali_hal_semaphore_release(semaphore);
-  return status;
+  void *extra = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_semaphore_create_with(
+      0, sizeof(hali_hal_fence_t), &extra, &semaphore));
+  hali_hal_fence_t *fence = extra;
+  fence_init(fence);
+  fence->first.semaphore = semaphore;
+  fence->first.value = 1;
+  fence->count = 1;
+  fence->host = semaphore;
+  *out_fence = fence;
+  return HALI_OK;
 }
 
 void hali_hal_fence_retain(hali_hal_fence_t *fence) {
@@ -142,17 +167,20 @@ static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
                             "a fence has %zu points, the most one can hold",
                             fence->count);
   if (fence->count == fence->capacity) {
-    size_t capacity = fence->capacity ? fence->capacity * 2 : 2;
+    size_t capacity = fence->capacity * 2;
     uint64_t bytes;
     if (hali_mul_overflows_u64(capacity, sizeof(hali_hal_fence_point_t),
                                &bytes) ||
         bytes > SIZE_MAX)
       return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                               "a fence of %zu points overflows", capacity);
-    hali_hal_fence_point_t *grown = hali_realloc(fence->points, (size_t)bytes);
+    bool inline_points = fence->points == &fence->first;
+    hali_hal_fence_point_t *grown = hali_realloc(
+        inline_points ? NULL : fence->points, (size_t)bytes);
     if (!grown)
       return hali_status_annotate(hali_status_oom(),
                                   "growing a fence to %zu points", capacity);
+    if (inline_points) grown[0] = fence->first;
     fence->points = grown;
     fence->capacity = capacity;
   }
@@ -299,9 +327,12 @@ bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence) {
 }
 
 /* Copies the points (retaining each semaphore) so the caller can block or
- * signal without holding the fence lock. Release with
- * hali_hal_fence_points_free. */
+ * signal without holding the fence lock: into |local| (SNAPSHOT_LOCAL
+ * points, the caller's) when they fit, else into an allocation.  Release
+ * with hali_hal_fence_points_free. */
+#define SNAPSHOT_LOCAL 4
 static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
+                                             hali_hal_fence_point_t *local,
                                              hali_hal_fence_point_t **out,
                                              size_t *out_count) {
   *out = NULL;
@@ -311,7 +342,8 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
   size_t count = fence->count;
   hali_hal_fence_point_t *points = NULL;
   if (count) {
-    points = hali_malloc(count * sizeof(*points));
+    points = count <= SNAPSHOT_LOCAL ? local
+                                     : hali_malloc(count * sizeof(*points));
     if (!points) {
       pthread_mutex_unlock(&fence->mutex);
       return hali_status_annotate(hali_status_oom(), "copying a fence");
@@ -327,17 +359,20 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
   return HALI_OK;
 }
 
-static void hali_hal_fence_points_free(hali_hal_fence_point_t *points,
+static void hali_hal_fence_points_free(hali_hal_fence_point_t *local,
+                                       hali_hal_fence_point_t *points,
                                        size_t count) {
   for (size_t i = 0; i < count; ++i)
     hali_hal_semaphore_release(points[i].semaphore);
-  hali_free(points);
+  if (points != local) hali_free(points);
 }
 
 hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
   hali_hal_fence_point_t *points;
   size_t count;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_snapshot(fence, &points, &count));
+  hali_hal_fence_point_t local[SNAPSHOT_LOCAL];
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_fence_snapshot(fence, local, &points, &count));
   hali_status_t first = HALI_OK;
   for (size_t i = 0; i < count; ++i) {
     uint64_t current = 0;
@@ -351,7 +386,7 @@ hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
     else
       hali_status_free(status);
   }
-  hali_hal_fence_points_free(points, count);
+  hali_hal_fence_points_free(local, points, count);
   return first;
 }
 
@@ -359,7 +394,9 @@ void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
                                   hali_status_t status) {
   hali_hal_fence_point_t *points;
   size_t count;
-  hali_status_t snapshot = hali_hal_fence_snapshot(fence, &points, &count);
+  hali_hal_fence_point_t local[SNAPSHOT_LOCAL];
+  hali_status_t snapshot =
+      hali_hal_fence_snapshot(fence, local, &points, &count);
   if (snapshot) {
     /* Out of memory: fail what we can see under the lock instead. */
     hali_status_free(snapshot);
@@ -368,7 +405,7 @@ void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
   }
   for (size_t i = 0; i < count; ++i)
     hali_hal_semaphore_fail(points[i].semaphore, hali_status_clone(status));
-  hali_hal_fence_points_free(points, count);
+  hali_hal_fence_points_free(local, points, count);
   hali_status_free(status);
 }
 
@@ -598,14 +635,14 @@ hali_status_t hali_hal_fence_await_all(hali_hal_fence_t *const *fences,
   } else {
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(fences, count, &joined));
   }
-  hali_hal_fence_point_t *points;
+  hali_hal_fence_point_t local[SNAPSHOT_LOCAL], *points;
   size_t point_count;
   hali_status_t status =
-      hali_hal_fence_snapshot(joined, &points, &point_count);
+      hali_hal_fence_snapshot(joined, local, &points, &point_count);
   hali_hal_fence_release(joined);
   if (status) return status;
   status = hali_hal_fence_await_points(points, point_count, timeout_ns);
-  hali_hal_fence_points_free(points, point_count);
+  hali_hal_fence_points_free(local, points, point_count);
   return status;
 }
 

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -52,10 +53,24 @@ static const hali_ref_vtable_t hali_hal_semaphore_vtable = {
     .destroy = hali_hal_semaphore_destroy,
 };
 
-hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
-                                        hali_hal_semaphore_t **out_semaphore) {
+/* The semaphore's own bytes, rounded up so that what follows it in
+ * hali_hal_semaphore_create_with is aligned for any type. */
+#define SEMAPHORE_SIZE                                                    \
+  ((sizeof(hali_hal_semaphore_t) + _Alignof(max_align_t) - 1) /           \
+   _Alignof(max_align_t) * _Alignof(max_align_t))
+
+hali_status_t hali_hal_semaphore_create_with(
+    uint64_t initial_value, size_t extra_size, void **out_extra,
+    hali_hal_semaphore_t **out_semaphore) {
   *out_semaphore = NULL;
-  hali_hal_semaphore_t *semaphore = hali_calloc(1, sizeof(*semaphore));
+  if (out_extra) *out_extra = NULL;
+  if (extra_size > SIZE_MAX - SEMAPHORE_SIZE)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "a semaphore with %zu more bytes overflows",
+                            extra_size);
+  hali_hal_semaphore_t *semaphore =
+      hali_calloc(1, extra_size ? SEMAPHORE_SIZE + extra_size
+                                : sizeof(*semaphore));
   if (!semaphore)
     return hali_status_annotate(hali_status_oom(), "creating a semaphore");
   hali_ref_init(&semaphore->ref, HALI_TYPE_NONE, &hali_hal_semaphore_vtable);
@@ -67,8 +82,16 @@ hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
   pthread_cond_init(&semaphore->cond, &attr);
   pthread_condattr_destroy(&attr);
   semaphore->value = initial_value;
+  if (out_extra && extra_size)
+    *out_extra = (char *)semaphore + SEMAPHORE_SIZE;
   *out_semaphore = semaphore;
   return HALI_OK;
+}
+
+hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
+                                        hali_hal_semaphore_t **out_semaphore) {
+  return hali_hal_semaphore_create_with(initial_value, 0, NULL,
+                                        out_semaphore);
 }
 
 void hali_hal_semaphore_retain(hali_hal_semaphore_t *semaphore) {
