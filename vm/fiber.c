@@ -17,6 +17,9 @@
 #include "hal/semaphore.h"
 #include "vm/trace.h"
 
+/* Register stacks of finished fibers kept for the next to start. */
+#define STACK_POOL_MAX 1024
+
 typedef enum {
   FIBER_READY,
   FIBER_RUNNING,
@@ -65,7 +68,19 @@ struct hali_vm_fiber_s {
   _Atomic(hali_status_code_t) cancel_code; /* set before cancel_requested */
   uint32_t id;
   fiber_state_t state;
+  /* A spawned fiber takes its register stack (from the scheduler's pool)
+   * when it first runs, and gives it back when it ends: a fan-out of N
+   * fibers that have not run yet holds N records, not N stacks.  Until
+   * then its function, link and arguments (refs retained) wait here;
+   * mutex held to attach or detach it (stop_fiber reads it). */
   hali_vm_stack_t *stack;
+  const hali_vm_link_t *start_link;
+  hali_value_t *args;       /* |args_inline| or allocated */
+  uint32_t arg_count;       /* held until the stack is set up */
+  uint32_t arg_capacity;    /* of an allocated |args| */
+  hali_value_t args_inline[4];
+  uint32_t start_depth_base;
+  uint64_t start_fuel;
   hali_vm_module_t *module; /* retained */
   const hali_vm_func_t *fn;
   hali_value_t *results;
@@ -126,12 +141,19 @@ struct hali_vm_scheduler_s {
   hali_vm_fiber_t *all;
   size_t live, suspended;
   size_t waiters_live; /* callback references not yet dropped */
+  /* Registrations whose references are all dropped, kept for the next
+   * suspension (a warm await allocates nothing); linked through |next|. */
+  waiter_t *waiter_pool;
+  size_t waiter_pool_count;
   uint32_t next_id;
   bool allow_external;
   /* Finished fibers kept for reuse (with their register stacks), so that a
    * warm invocation allocates nothing. */
   hali_vm_fiber_t *pool;
   size_t pool_count;
+  /* Register stacks of finished fibers, for the next fiber to start. */
+  hali_vm_stack_t *stack_pool[STACK_POOL_MAX];
+  size_t stack_pool_count;
   invocation_t *inv_pool;
   size_t inv_pool_count;
   size_t timed; /* live invocations with a deadline (the watchdog scans) */
@@ -185,15 +207,24 @@ static uint32_t my_slot(const hali_vm_scheduler_t *s) {
  * children as it spawns allocates (almost) nothing for them; each costs
  * ~1 KiB while pooled (record, stack bookkeeping, frames, first banks). */
 #define FIBER_POOL_MAX 1024
+#define WAITER_POOL_MAX 1024
 #define INVOCATION_POOL_MAX 64
 
 static int64_t now_ns(void) { return hali_clock_now_ns(); }
 
-static void waiter_release(waiter_t *w) {
-  if (atomic_fetch_sub(&w->refs, 1) == 1) {
-    hali_hal_semaphore_release(w->semaphore);
+/* Drops one reference to |w| (the scheduler mutex is held); the last
+ * puts it back in the pool. */
+static void waiter_release(hali_vm_scheduler_t *s, waiter_t *w) {
+  if (atomic_fetch_sub(&w->refs, 1) != 1) return;
+  hali_hal_semaphore_release(w->semaphore);
+  w->semaphore = NULL;
+  if (s->waiter_pool_count >= WAITER_POOL_MAX) {
     hali_free(w);
+    return;
   }
+  w->next = s->waiter_pool;
+  s->waiter_pool = w;
+  s->waiter_pool_count++;
 }
 
 /* Wakes fiber thread |k| asleep for want of work (mutex held). */
@@ -294,9 +325,9 @@ static void detach_waiters(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     if (hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
       /* It will never fire: drop the callback's reference for it. */
       s->waiters_live--;
-      waiter_release(w);
+      waiter_release(s, w);
     }
-    waiter_release(w); /* the list's */
+    waiter_release(s, w); /* the list's */
     w = next;
   }
 }
@@ -328,9 +359,11 @@ static void wake(void *user, hali_status_t status) {
     else if (status || last) wake_fiber(s, f);
   }
   s->waiters_live--;
+  /* Under the mutex: once |waiters_live| drops, the scheduler may be
+   * freed as soon as the mutex is. */
+  waiter_release(s, w);
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->mutex);
-  waiter_release(w);
 }
 
 /* Registers |f| to wake when any point of |fence| not yet reached is
@@ -351,7 +384,15 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
       return true;
     }
     if (now >= value) continue;
-    waiter_t *w = hali_calloc(1, sizeof(*w));
+    pthread_mutex_lock(&s->mutex);
+    waiter_t *w = s->waiter_pool;
+    if (w) {
+      s->waiter_pool = w->next;
+      s->waiter_pool_count--;
+    }
+    pthread_mutex_unlock(&s->mutex);
+    if (w) memset(w, 0, sizeof(*w));
+    else w = hali_calloc(1, sizeof(*w));
     if (!w) {
       /* Wake the fiber and fail its await: re-running the await would
        * only fail to register again (and spin while memory is short). */
@@ -377,8 +418,8 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     /* Reached (or failed) meanwhile: no callback will come. */
     pthread_mutex_lock(&s->mutex);
     s->waiters_live--;
+    waiter_release(s, w);
     pthread_mutex_unlock(&s->mutex);
-    waiter_release(w);
     q = hali_hal_semaphore_query(sem, &now);
     if (q) {
       hali_status_free(q);
@@ -510,10 +551,28 @@ void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
   pthread_mutex_unlock(&s->mutex);
 }
 
+static void release_args(hali_vm_fiber_t *f) {
+  for (uint32_t i = 0; i < f->arg_count; ++i) hali_value_release(&f->args[i]);
+  f->arg_count = 0;
+}
+
 static void fiber_destroy(hali_vm_fiber_t *f) {
+  release_args(f);
   hali_free(f->results);
+  if (f->args != f->args_inline) hali_free(f->args);
   hali_vm_stack_free(f->stack);
   hali_free(f);
+}
+
+/* Gives a finished fiber's stack back to the pool (mutex held). */
+static void stack_put(hali_vm_scheduler_t *s, hali_vm_stack_t *st) {
+  if (!st) return;
+  hali_vm_stack_reset(st);
+  if (s->stack_pool_count >= STACK_POOL_MAX) {
+    hali_vm_stack_free(st);
+    return;
+  }
+  s->stack_pool[s->stack_pool_count++] = st;
 }
 
 /* Drops a fiber's reference to its invocation record (mutex held). */
@@ -540,7 +599,9 @@ static void fiber_free(hali_vm_fiber_t *f) {
   if (f->next) f->next->prev = f->prev;
   for (uint32_t i = 0; i < f->result_count; ++i)
     hali_value_release(&f->results[i]);
-  hali_vm_stack_reset(f->stack);
+  release_args(f);
+  stack_put(s, f->stack);
+  f->stack = NULL;
   hali_hal_fence_release(f->fence);
   f->fence = NULL;
   hali_status_free(f->status);
@@ -558,9 +619,10 @@ static void fiber_free(hali_vm_fiber_t *f) {
   }
 }
 
-/* A fiber record for a new invocation: from the pool, or new. */
+/* A fiber record for a new invocation (without a stack): from the pool,
+ * or new. */
 static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
-                                      uint32_t results) {
+                                      uint32_t results, uint32_t args) {
   pthread_mutex_lock(&s->mutex);
   hali_vm_fiber_t *f = s->pool;
   if (f) {
@@ -574,12 +636,7 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   if (!f) {
     f = hali_calloc(1, sizeof(*f));
     if (!f) return NULL;
-    hali_status_t st = hali_vm_stack_create(s->options.max_depth, &f->stack);
-    if (st) {
-      hali_status_free(st);
-      hali_free(f);
-      return NULL;
-    }
+    f->args = f->args_inline;
   }
   if (results > f->result_capacity) {
     hali_value_t *r = hali_realloc(f->results, results * sizeof(hali_value_t));
@@ -590,20 +647,57 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
     f->results = r;
     f->result_capacity = results;
   }
-  hali_vm_stack_t *stack = f->stack;
-  hali_value_t *res = f->results;
-  uint32_t cap = f->result_capacity;
+  size_t inline_args = sizeof(f->args_inline) / sizeof(f->args_inline[0]);
+  if (args > inline_args && args > f->arg_capacity) {
+    hali_value_t *a = hali_malloc(args * sizeof(hali_value_t));
+    if (!a) {
+      fiber_destroy(f);
+      return NULL;
+    }
+    if (f->args != f->args_inline) hali_free(f->args);
+    f->args = a;
+    f->arg_capacity = args;
+  }
+  hali_value_t *res = f->results, *arg = f->args;
+  uint32_t cap = f->result_capacity, arg_cap = f->arg_capacity;
   memset(f, 0, sizeof(*f));
   atomic_init(&f->cancel_code, HALI_STATUS_OK);
-  stack->depth_base = 0;
-  stack->fiber = f;
-  f->stack = stack;
   f->results = res;
   f->result_capacity = cap;
+  f->args = arg == NULL ? f->args_inline : arg;
+  f->arg_capacity = arg_cap;
   memset(f->results, 0, cap * sizeof(hali_value_t));
-  atomic_store(&f->stack->interrupt, false);
-  atomic_store(&f->stack->interrupt_code, HALI_STATUS_OK);
   return f;
+}
+
+/* A register stack for |f|, from the pool or new, set up for the
+ * scheduler (not yet attached).  NULL when out of memory. */
+static hali_vm_stack_t *stack_take(hali_vm_scheduler_t *s,
+                                   hali_vm_fiber_t *f) {
+  pthread_mutex_lock(&s->mutex);
+  hali_vm_stack_t *st =
+      s->stack_pool_count ? s->stack_pool[--s->stack_pool_count] : NULL;
+  pthread_mutex_unlock(&s->mutex);
+  if (!st) {
+    hali_status_t e = hali_vm_stack_create(s->options.max_depth, &st);
+    if (e) {
+      hali_status_free(e);
+      return NULL;
+    }
+  }
+  st->fiber = f;
+  st->depth_base = f->start_depth_base;
+  st->can_suspend = true;
+  st->device = s->device;
+  st->scheduler = s;
+  st->trace = s->options.trace;
+  st->fuel_enabled = s->options.fuel_enabled;
+  st->fuel = f->start_fuel;
+  st->fuel_used = 0; /* pooled stacks carry the last count */
+  st->trace_tid = 1000 + f->id;
+  atomic_store(&st->interrupt, false);
+  atomic_store(&st->interrupt_code, HALI_STATUS_OK);
+  return st;
 }
 
 static hali_status_t start_fiber(hali_vm_scheduler_t *s,
@@ -634,7 +728,9 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
 
 /* Starts a fiber: for the host (|parent| NULL: a new invocation) or
  * spawned by the fiber running on |parent| (the same invocation: its
- * live-fiber count, its call depth and its stop). */
+ * live-fiber count, its call depth and its stop).  A host-started fiber
+ * is set up on its stack at once (its arguments are checked here); a
+ * spawned one, whose call the verifier checked, when it first runs. */
 static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                                  const hali_vm_link_t *link,
                                  const hali_vm_func_t *fn,
@@ -675,8 +771,13 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                             "@%s %u frames deep (counting the fibers that "
                             "spawned this one)",
                             max_depth, fn->ir->name, base);
+  if (arg_count > UINT32_MAX)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "cannot start @%s with %zu arguments",
+                            fn->ir->name, arg_count);
   hali_vm_fiber_t *f =
-      fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
+      fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1,
+                    parent ? (uint32_t)arg_count : 0);
   if (!f)
     return hali_status_annotate(hali_status_oom(),
                                 "starting a fiber for @%s",
@@ -686,13 +787,28 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   f->host_owned = true;
   f->result_count = fn->ir->result_count;
   atomic_init(&f->cancel_requested, false);
-  f->stack->depth_base = base;
-  /* Fences the host passes in are fences it may signal. */
-  for (size_t i = 0; !parent && i < arg_count; ++i)
-    if (args[i].type == HALI_TYPE_FENCE)
-      hali_hal_fence_mark_host_visible((hali_hal_fence_t *)args[i].ref);
-  hali_status_t st = hali_vm_begin(f->stack, link, fn, args, arg_count,
-                                   f->results, f->result_count);
+  f->start_depth_base = base;
+  f->start_fuel = s->options.fuel;
+  hali_status_t st = HALI_OK;
+  if (!parent) {
+    /* Fences the host passes in are fences it may signal. */
+    for (size_t i = 0; i < arg_count; ++i)
+      if (args[i].type == HALI_TYPE_FENCE)
+        hali_hal_fence_mark_host_visible((hali_hal_fence_t *)args[i].ref);
+    f->stack = stack_take(s, f);
+    st = f->stack ? hali_vm_begin(f->stack, link, fn, args, arg_count,
+                                  f->results, f->result_count)
+                  : hali_status_annotate(hali_status_oom(),
+                                         "starting a fiber for @%s",
+                                         fn->ir->name);
+  } else {
+    f->start_link = link;
+    for (size_t i = 0; i < arg_count; ++i) {
+      f->args[i] = args[i];
+      if (hali_type_is_ref(args[i].type)) hali_ref_retain(args[i].ref);
+    }
+    f->arg_count = (uint32_t)arg_count;
+  }
   if (!st && !inv) {
     pthread_mutex_lock(&s->mutex);
     inv = s->inv_pool;
@@ -727,13 +843,6 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   f->inv = inv;
   f->module = m;
   hali_vm_module_retain(m);
-  f->stack->can_suspend = true;
-  f->stack->device = s->device;
-  f->stack->scheduler = s;
-  f->stack->trace = s->options.trace;
-  f->stack->fuel_enabled = s->options.fuel_enabled;
-  f->stack->fuel = s->options.fuel;
-  f->stack->fuel_used = 0; /* pooled stacks carry the last count */
   if (parent) {
     /* Everything the spawner sets up happens before the fiber is ready:
      * with fiber threads another thread may run it (and finish and
@@ -744,15 +853,15 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
      * fence lives on in the spawner's register. */
     f->host_owned = false;
     if (parent->fuel_enabled) {
-      f->stack->fuel = parent->fuel / 2;
-      parent->fuel -= f->stack->fuel;
+      f->start_fuel = parent->fuel / 2;
+      parent->fuel -= f->start_fuel;
     }
     hali_status_t fs = hali_hal_fence_create_pending(&f->fence);
     if (fs) {
       f->fence = NULL;
       hali_vm_module_release(m);
       f->module = NULL;
-      if (inv && f->root) hali_free(inv);
+      if (parent->fuel_enabled) parent->fuel += f->start_fuel;
       fiber_destroy(f);
       return hali_status_annotate(fs, "creating the fence of a spawned "
                                       "fiber");
@@ -765,7 +874,7 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   uint32_t id = f->id;
   /* Awaits overlap the fiber slices on the scheduler's track: each fiber
    * gets a track of its own for them. */
-  f->stack->trace_tid = 1000 + f->id;
+  if (f->stack) f->stack->trace_tid = 1000 + f->id;
   f->next = s->all;
   if (s->all) s->all->prev = f;
   s->all = f;
@@ -824,7 +933,7 @@ static bool attach_results(hali_vm_fiber_t *f, hali_hal_fence_t *fence) {
  * (without the mutex: waking others takes it). */
 static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                    hali_status_t status) {
-  if (status) hali_vm_stack_reset(f->stack);
+  if (status && f->stack) hali_vm_stack_reset(f->stack);
   if (HALI_TRACE_ON(s->options.trace))
     hali_trace_printf(s->options.trace, "[fiber] %u %s%s%s", f->id,
                       status ? "failed: " : "done",
@@ -875,10 +984,12 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
 /* Runs |f| until it finishes or suspends. */
 static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   hali_vm_stack_t *st = f->stack;
-  st->suspended = false;
-  if (st->awaiting) {
-    hali_hal_fence_release(st->awaiting);
-    st->awaiting = NULL;
+  if (st) {
+    st->suspended = false;
+    if (st->awaiting) {
+      hali_hal_fence_release(st->awaiting);
+      st->awaiting = NULL;
+    }
   }
   if (atomic_load(&f->cancel_requested)) {
     hali_status_code_t code = atomic_load(&f->cancel_code);
@@ -893,6 +1004,24 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
                                   f->fn->ir->name));
     return;
   }
+  if (!st) {
+    /* A spawned fiber's first run: its stack, then its call. */
+    st = stack_take(s, f);
+    hali_status_t b =
+        st ? hali_vm_begin(st, f->start_link, f->fn, f->args, f->arg_count,
+                           f->results, f->result_count)
+           : hali_status_annotate(hali_status_oom(),
+                                  "starting a fiber for @%s",
+                                  f->fn->ir->name);
+    release_args(f); /* the stack holds its own references now */
+    if (b) {
+      pthread_mutex_lock(&s->mutex);
+      stack_put(s, st);
+      pthread_mutex_unlock(&s->mutex);
+      finish(s, f, b);
+      return;
+    }
+  }
   int64_t t0 =
       HALI_TRACE_ON(s->options.trace) ? hali_trace_now(s->options.trace) : 0;
   /* A host callback of a running fiber may run the scheduler again (it
@@ -902,6 +1031,15 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   if (slot == NO_SLOT) slot = 0;
   fiber_thread_t *t = &s->th[slot];
   pthread_mutex_lock(&s->mutex);
+  if (!f->stack) {
+    /* Attached under the mutex: a cancel from now on interrupts it (one
+     * before found no stack and only set the request). */
+    f->stack = st;
+    if (atomic_load(&f->cancel_requested)) {
+      atomic_store(&st->interrupt_code, atomic_load(&f->cancel_code));
+      atomic_store(&st->interrupt, true);
+    }
+  }
   hali_vm_fiber_t *outer = t->running;
   int64_t outer_since = t->running_since;
   t->running = f;
@@ -1391,8 +1529,10 @@ static void stop_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   if (f->state == FIBER_DONE) return;
   atomic_store(&f->cancel_code, code);
   atomic_store(&f->cancel_requested, true);
-  atomic_store(&f->stack->interrupt_code, code);
-  atomic_store(&f->stack->interrupt, true);
+  if (f->stack) { /* else it has not run yet: it stops when it would */
+    atomic_store(&f->stack->interrupt_code, code);
+    atomic_store(&f->stack->interrupt, true);
+  }
   /* A suspending fiber is woken by resume() once it sees the flag. */
   if (f->state == FIBER_SUSPENDED) wake_fiber(s, f);
   pthread_cond_broadcast(&s->cond);
@@ -1439,8 +1579,10 @@ void hali_vm_fiber_release(hali_vm_fiber_t *f) {
 }
 
 size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f) {
-  return sizeof(*f) + sizeof(*f->stack) +
-         f->stack->frame_capacity * sizeof(hali_vm_frame_t) +
+  return sizeof(*f) +
+         (f->stack ? sizeof(*f->stack) +
+                         f->stack->frame_capacity * sizeof(hali_vm_frame_t)
+                   : 0) +
          f->result_count * sizeof(hali_value_t) +
          (f->waiters ? sizeof(waiter_t) : 0);
 }
@@ -1501,6 +1643,13 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
     invocation_t *inv = s->inv_pool;
     s->inv_pool = inv->next;
     hali_free(inv);
+  }
+  while (s->stack_pool_count)
+    hali_vm_stack_free(s->stack_pool[--s->stack_pool_count]);
+  while (s->waiter_pool) {
+    waiter_t *w = s->waiter_pool;
+    s->waiter_pool = w->next;
+    hali_free(w);
   }
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
