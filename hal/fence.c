@@ -41,25 +41,18 @@ struct hali_hal_fence_t {
   /* The first point's storage: a fence of one point (most of them) makes
    * no second allocation for it. */
   hali_hal_fence_point_t first;
-  /* Set when the fence lives in its semaphore's allocation
-   * (hali_hal_fence_create_pending): that semaphore is points[0] for the
-   * fence's life (points are never removed), its reference is dropped
-   * last and frees the fence's memory with it. */
-  hali_hal_semaphore_t *host;
 };
 
 static void hali_hal_fence_destroy(hali_ref_t *ref) {
   hali_hal_fence_t *fence = (hali_hal_fence_t *)ref;
-  hali_hal_semaphore_t *host = fence->host;
-  for (size_t i = host ? 1 : 0; i < fence->count; ++i)
+  for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_release(fence->points[i].semaphore);
   if (fence->points != &fence->first) hali_free(fence->points);
   hali_free(fence->index);
   if (fence->payload_free) fence->payload_free(fence->payload);
   hali_hal_allocator_release(fence->traced_by);
   pthread_mutex_destroy(&fence->mutex);
-  if (host) hali_hal_semaphore_release(host); /* may free |fence| too */
-  else hali_free(fence);
+  hali_free(fence);
 }
 
 static const hali_ref_vtable_t hali_hal_fence_vtable = {
@@ -100,18 +93,20 @@ hali_status_t hali_hal_fence_create_at(hali_hal_semaphore_t *semaphore,
 
 hali_status_t hali_hal_fence_create_pending(hali_hal_fence_t **out_fence) {
   *out_fence = NULL;
-  /* One allocation: the semaphore with the fence after it.  The fence's
-   * point holds the semaphore's creation reference. */
+  /* Two allocations, not one: a group keeps each member's semaphore (a
+   * point) long after the member's fence is gone. */
   hali_hal_semaphore_t *semaphore = NULL;
-  void *extra = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_semaphore_create_with(
-      0, sizeof(hali_hal_fence_t), &extra, &semaphore));
-  hali_hal_fence_t *fence = extra;
-  fence_init(fence);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_semaphore_create(0, &semaphore));
+  hali_hal_fence_t *fence = NULL;
+  hali_status_t status = hali_hal_fence_create(&fence);
+  if (status) {
+    hali_hal_semaphore_release(semaphore);
+    return status;
+  }
+  /* Unshared yet: no lock.  The point takes the creation reference. */
   fence->first.semaphore = semaphore;
   fence->first.value = 1;
   fence->count = 1;
-  fence->host = semaphore;
   *out_fence = fence;
   return HALI_OK;
 }

@@ -13,7 +13,9 @@
 struct hali_hal_semaphore_t {
   hali_ref_t ref;
   pthread_mutex_t mutex;
-  pthread_cond_t cond; /* broadcast on every signal and on failure */
+  /* No condition variable: a blocking wait registers a timepoint of its
+   * own (hali_hal_semaphore_wait), so a semaphore is small and cheap to
+   * make (a group holds one per member). */
   /* Guarded by |mutex|. */
   uint64_t value;
   hali_status_t failure; /* first failure, owned; NULL while healthy */
@@ -44,7 +46,6 @@ uint64_t hali_hal_semaphore_failure_order(hali_hal_semaphore_t *semaphore) {
 static void hali_hal_semaphore_destroy(hali_ref_t *ref) {
   hali_hal_semaphore_t *semaphore = (hali_hal_semaphore_t *)ref;
   hali_status_free(semaphore->failure);
-  pthread_cond_destroy(&semaphore->cond);
   pthread_mutex_destroy(&semaphore->mutex);
   hali_free(semaphore);
 }
@@ -53,45 +54,17 @@ static const hali_ref_vtable_t hali_hal_semaphore_vtable = {
     .destroy = hali_hal_semaphore_destroy,
 };
 
-/* The semaphore's own bytes, rounded up so that what follows it in
- * hali_hal_semaphore_create_with is aligned for any type. */
-#define SEMAPHORE_SIZE                                                    \
-  ((sizeof(hali_hal_semaphore_t) + _Alignof(max_align_t) - 1) /           \
-   _Alignof(max_align_t) * _Alignof(max_align_t))
-
-hali_status_t hali_hal_semaphore_create_with(
-    uint64_t initial_value, size_t extra_size, void **out_extra,
-    hali_hal_semaphore_t **out_semaphore) {
+hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
+                                        hali_hal_semaphore_t **out_semaphore) {
   *out_semaphore = NULL;
-  if (out_extra) *out_extra = NULL;
-  if (extra_size > SIZE_MAX - SEMAPHORE_SIZE)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "a semaphore with %zu more bytes overflows",
-                            extra_size);
-  hali_hal_semaphore_t *semaphore =
-      hali_calloc(1, extra_size ? SEMAPHORE_SIZE + extra_size
-                                : sizeof(*semaphore));
+  hali_hal_semaphore_t *semaphore = hali_calloc(1, sizeof(*semaphore));
   if (!semaphore)
     return hali_status_annotate(hali_status_oom(), "creating a semaphore");
   hali_ref_init(&semaphore->ref, HALI_TYPE_NONE, &hali_hal_semaphore_vtable);
   pthread_mutex_init(&semaphore->mutex, NULL);
-  /* Deadlines are measured on the monotonic clock. */
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&semaphore->cond, &attr);
-  pthread_condattr_destroy(&attr);
   semaphore->value = initial_value;
-  if (out_extra && extra_size)
-    *out_extra = (char *)semaphore + SEMAPHORE_SIZE;
   *out_semaphore = semaphore;
   return HALI_OK;
-}
-
-hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
-                                        hali_hal_semaphore_t **out_semaphore) {
-  return hali_hal_semaphore_create_with(initial_value, 0, NULL,
-                                        out_semaphore);
 }
 
 void hali_hal_semaphore_retain(hali_hal_semaphore_t *semaphore) {
@@ -160,7 +133,6 @@ hali_status_t hali_hal_semaphore_signal(hali_hal_semaphore_t *semaphore,
   semaphore->value = value;
   bool has_timepoints = semaphore->timepoints != NULL;
   if (has_timepoints) hali_ref_retain(&semaphore->ref);
-  pthread_cond_broadcast(&semaphore->cond);
   pthread_mutex_unlock(&semaphore->mutex);
   if (has_timepoints) {
     hali_hal_semaphore_fire_ready(semaphore);
@@ -184,7 +156,6 @@ void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,
   semaphore->failure = status;
   semaphore->failure_order = atomic_fetch_add(&hali_hal_failure_clock, 1) + 1;
   hali_ref_retain(&semaphore->ref);
-  pthread_cond_broadcast(&semaphore->cond);
   pthread_mutex_unlock(&semaphore->mutex);
   hali_hal_semaphore_fire_ready(semaphore);
   hali_hal_semaphore_release(semaphore);
@@ -203,38 +174,86 @@ void hali_deadline_from_timeout(hali_timeout_ns_t timeout_ns,
   }
 }
 
+/* A blocked wait: its own timepoint, fired to this condition. */
+typedef struct {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  bool fired;
+} semaphore_waiter_t;
+
+static void semaphore_waiter_fire(void *user_data, hali_status_t status) {
+  (void)status; /* the waiter looks at the semaphore itself */
+  semaphore_waiter_t *w = user_data;
+  pthread_mutex_lock(&w->mutex);
+  w->fired = true;
+  pthread_cond_broadcast(&w->cond);
+  pthread_mutex_unlock(&w->mutex); /* the last touch of |w| */
+}
+
+/* The outcome of a wait for |value| (the lock is held). */
+static hali_status_t semaphore_wait_result_locked(
+    hali_hal_semaphore_t *semaphore, uint64_t value,
+    hali_timeout_ns_t timeout_ns) {
+  if (semaphore->failure) return hali_status_clone(semaphore->failure);
+  if (semaphore->value >= value) return HALI_OK;
+  return hali_status_make(HALI_STATUS_DEADLINE_EXCEEDED,
+                          "semaphore at value %" PRIu64
+                          " did not reach %" PRIu64 " within %" PRId64 " ns",
+                          semaphore->value, value, timeout_ns);
+}
+
 hali_status_t hali_hal_semaphore_wait(hali_hal_semaphore_t *semaphore,
                                       uint64_t value,
                                       hali_timeout_ns_t timeout_ns) {
+  pthread_mutex_lock(&semaphore->mutex);
+  if (semaphore->failure || semaphore->value >= value || timeout_ns == 0) {
+    hali_status_t status =
+        semaphore_wait_result_locked(semaphore, value, timeout_ns);
+    pthread_mutex_unlock(&semaphore->mutex);
+    return status;
+  }
   struct timespec deadline;
   bool forever = timeout_ns < 0;
-  if (!forever && timeout_ns > 0)
-    hali_deadline_from_timeout(timeout_ns, &deadline);
-  hali_status_t status = HALI_OK;
-  pthread_mutex_lock(&semaphore->mutex);
-  for (;;) {
-    if (semaphore->failure) {
-      status = hali_status_clone(semaphore->failure);
-      break;
-    }
-    if (semaphore->value >= value) break;
-    int rc = 0;
-    if (forever)
-      pthread_cond_wait(&semaphore->cond, &semaphore->mutex);
-    else if (timeout_ns > 0)
-      rc = pthread_cond_timedwait(&semaphore->cond, &semaphore->mutex,
-                                  &deadline);
-    else
-      rc = ETIMEDOUT;
-    if (rc == ETIMEDOUT && !semaphore->failure && semaphore->value < value) {
-      status = hali_status_make(HALI_STATUS_DEADLINE_EXCEEDED,
-                                "semaphore at value %" PRIu64
-                                " did not reach %" PRIu64 " within %" PRId64
-                                " ns",
-                                semaphore->value, value, timeout_ns);
+  if (!forever) hali_deadline_from_timeout(timeout_ns, &deadline);
+  semaphore_waiter_t w;
+  pthread_mutex_init(&w.mutex, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&w.cond, &attr);
+  pthread_condattr_destroy(&attr);
+  w.fired = false;
+  /* Registered under the lock the check above held: no signal between. */
+  hali_hal_semaphore_timepoint_t tp = {
+      .next = semaphore->timepoints,
+      .value = value,
+      .callback = semaphore_waiter_fire,
+      .user_data = &w,
+  };
+  semaphore->timepoints = &tp;
+  pthread_mutex_unlock(&semaphore->mutex);
+  pthread_mutex_lock(&w.mutex);
+  while (!w.fired) {
+    if (forever) {
+      pthread_cond_wait(&w.cond, &w.mutex);
+    } else if (pthread_cond_timedwait(&w.cond, &w.mutex, &deadline) ==
+               ETIMEDOUT) {
       break;
     }
   }
+  bool fired = w.fired;
+  pthread_mutex_unlock(&w.mutex);
+  /* Timed out: unregister; one firing right now still touches |w|. */
+  if (!fired && !hali_hal_semaphore_cancel(semaphore, &tp)) {
+    pthread_mutex_lock(&w.mutex);
+    while (!w.fired) pthread_cond_wait(&w.cond, &w.mutex);
+    pthread_mutex_unlock(&w.mutex);
+  }
+  pthread_cond_destroy(&w.cond);
+  pthread_mutex_destroy(&w.mutex);
+  pthread_mutex_lock(&semaphore->mutex);
+  hali_status_t status =
+      semaphore_wait_result_locked(semaphore, value, timeout_ns);
   pthread_mutex_unlock(&semaphore->mutex);
   return status;
 }

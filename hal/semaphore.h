@@ -23,16 +23,6 @@ HALI_MUST_USE hali_status_t hali_hal_semaphore_create(
     uint64_t initial_value, hali_hal_semaphore_t **out_semaphore);
 void hali_hal_semaphore_retain(hali_hal_semaphore_t *semaphore);
 void hali_hal_semaphore_release(hali_hal_semaphore_t *semaphore);
-/* Internal (hal/fence.c): hali_hal_semaphore_create with |extra_size|
- * zeroed bytes after the semaphore in the same allocation (|*out_extra|,
- * aligned for any type), freed with it when its last reference is
- * dropped: an object placed there must hold a reference to the semaphore
- * for as long as it lives (a pending fence and its one semaphore are one
- * allocation instead of two). */
-HALI_MUST_USE hali_status_t hali_hal_semaphore_create_with(
-    uint64_t initial_value, size_t extra_size, void **out_extra,
-    hali_hal_semaphore_t **out_semaphore);
-
 /* Whether the host may signal or fail the semaphore: it was created for
  * the host, or a fence holding it was handed to the host (the C API marks
  * them; hal/fence.h hali_hal_fence_mark_host_visible).  Never cleared.
