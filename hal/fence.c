@@ -285,6 +285,54 @@ size_t hali_hal_fence_point_count(hali_hal_fence_t *fence) {
   return count;
 }
 
+size_t hali_hal_fence_points_peek(hali_hal_fence_t *fence, size_t max,
+                                  hali_hal_semaphore_t **out_semaphores,
+                                  uint64_t *out_values) {
+  if (!fence) return 0;
+  pthread_mutex_lock(&fence->mutex);
+  size_t count = fence->count;
+  for (size_t i = 0; i < count && i < max; ++i) {
+    out_semaphores[i] = fence->points[i].semaphore;
+    out_values[i] = fence->points[i].value;
+  }
+  pthread_mutex_unlock(&fence->mutex);
+  return count;
+}
+
+hali_status_t hali_hal_fence_create_offset(hali_hal_fence_t *from,
+                                           uint64_t delta,
+                                           hali_hal_fence_t **out_fence,
+                                           size_t *out_overflow_point,
+                                           uint64_t *out_overflow_value) {
+  *out_fence = NULL;
+  *out_overflow_point = SIZE_MAX;
+  *out_overflow_value = 0;
+  hali_hal_fence_t *fence = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&fence));
+  hali_status_t status = HALI_OK;
+  if (from) {
+    /* |fence| is not shared yet: only |from|'s lock. */
+    pthread_mutex_lock(&from->mutex);
+    for (size_t i = 0; i < from->count && !status; ++i) {
+      uint64_t raised;
+      if (hali_add_overflows_u64(from->points[i].value, delta, &raised)) {
+        *out_overflow_point = i;
+        *out_overflow_value = from->points[i].value;
+        break;
+      }
+      status = hali_hal_fence_insert_locked(fence, from->points[i].semaphore,
+                                            raised);
+    }
+    pthread_mutex_unlock(&from->mutex);
+  }
+  if (status || *out_overflow_point != SIZE_MAX) {
+    hali_hal_fence_release(fence);
+    return status;
+  }
+  *out_fence = fence;
+  return HALI_OK;
+}
+
 void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
                           hali_hal_semaphore_t **out_semaphore,
                           uint64_t *out_value) {
@@ -370,11 +418,9 @@ hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
       hali_hal_fence_snapshot(fence, local, &points, &count));
   hali_status_t first = HALI_OK;
   for (size_t i = 0; i < count; ++i) {
-    uint64_t current = 0;
+    /* Points already reached are left alone. */
     hali_status_t status =
-        hali_hal_semaphore_query(points[i].semaphore, &current);
-    if (!status && current < points[i].value)
-      status = hali_hal_semaphore_signal(points[i].semaphore, points[i].value);
+        hali_hal_semaphore_advance(points[i].semaphore, points[i].value);
     if (status && !first)
       first = hali_status_annotate(status, "signalling fence point %zu of %zu",
                                    i, count);

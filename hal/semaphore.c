@@ -84,31 +84,65 @@ hali_status_t hali_hal_semaphore_query(hali_hal_semaphore_t *semaphore,
   return status;
 }
 
-/* Fires every timepoint that is ready (value reached, or any once failed),
- * one at a time: each is unlinked and its fields copied under the lock, and
- * the semaphore never touches it again.  So once hali_hal_semaphore_cancel
+/* Fires every timepoint that is ready (value reached, or any once failed):
+ * each is unlinked and its fields copied under the lock, and the
+ * semaphore never touches it again.  So once hali_hal_semaphore_cancel
  * returns false the owner may free the timepoint, and a callback may free
- * or re-register its own.  Called without the lock held, with a reference
- * held by the caller (a callback may drop the last outside one). */
+ * or re-register its own.  One pass under the lock takes every ready one
+ * (up to FIRE_BATCH at a time): a timepoint registered later is never
+ * ready (notify refuses those), and a later signal fires its own.  Called
+ * without the lock held, with a reference held by the caller (a callback
+ * may drop the last outside one). */
+#define FIRE_BATCH 16
 static void hali_hal_semaphore_fire_ready(hali_hal_semaphore_t *semaphore) {
   for (;;) {
+    hali_hal_semaphore_callback_t callbacks[FIRE_BATCH];
+    void *users[FIRE_BATCH];
+    size_t n = 0;
     pthread_mutex_lock(&semaphore->mutex);
     hali_hal_semaphore_timepoint_t **link = &semaphore->timepoints;
-    while (*link && !semaphore->failure && (*link)->value > semaphore->value)
-      link = &(*link)->next;
-    hali_hal_semaphore_timepoint_t *tp = *link;
-    if (!tp) {
-      pthread_mutex_unlock(&semaphore->mutex);
-      return;
+    while (*link && n < FIRE_BATCH) {
+      hali_hal_semaphore_timepoint_t *tp = *link;
+      if (!semaphore->failure && tp->value > semaphore->value) {
+        link = &tp->next;
+        continue;
+      }
+      *link = tp->next;
+      callbacks[n] = tp->callback;
+      users[n++] = tp->user_data;
     }
-    *link = tp->next;
-    hali_hal_semaphore_callback_t callback = tp->callback;
-    void *user_data = tp->user_data;
-    /* |failure| is immutable once set, so the callback can borrow it. */
+    /* |failure| is immutable once set, so the callbacks can borrow it. */
     hali_status_t status = semaphore->failure;
     pthread_mutex_unlock(&semaphore->mutex);
-    callback(user_data, status);
+    for (size_t i = 0; i < n; ++i) callbacks[i](users[i], status);
+    if (n < FIRE_BATCH) return;
   }
+}
+
+/* Raises the payload to |value| when it is lower (hal/fence.c: signalling
+ * a fence leaves points already reached alone); a clone of the failure
+ * when failed. */
+hali_status_t hali_hal_semaphore_advance(hali_hal_semaphore_t *semaphore,
+                                         uint64_t value) {
+  pthread_mutex_lock(&semaphore->mutex);
+  if (semaphore->failure) {
+    hali_status_t status = hali_status_clone(semaphore->failure);
+    pthread_mutex_unlock(&semaphore->mutex);
+    return status;
+  }
+  if (value <= semaphore->value) {
+    pthread_mutex_unlock(&semaphore->mutex);
+    return HALI_OK;
+  }
+  semaphore->value = value;
+  bool has_timepoints = semaphore->timepoints != NULL;
+  if (has_timepoints) hali_ref_retain(&semaphore->ref);
+  pthread_mutex_unlock(&semaphore->mutex);
+  if (has_timepoints) {
+    hali_hal_semaphore_fire_ready(semaphore);
+    hali_hal_semaphore_release(semaphore);
+  }
+  return HALI_OK;
 }
 
 hali_status_t hali_hal_semaphore_signal(hali_hal_semaphore_t *semaphore,

@@ -44,6 +44,12 @@ HALI_MUST_USE hali_status_t hali_hal_semaphore_query(
 HALI_MUST_USE hali_status_t hali_hal_semaphore_signal(
     hali_hal_semaphore_t *semaphore, uint64_t value);
 
+/* Internal (hal/fence.c): advances the payload to |value| when it is
+ * lower, waking as signal does; a payload already at or past |value| is
+ * left alone (OK).  A clone of the failure when the semaphore failed. */
+HALI_MUST_USE hali_status_t hali_hal_semaphore_advance(
+    hali_hal_semaphore_t *semaphore, uint64_t value);
+
 /* Fails the semaphore with |status| (consumed; must not be OK — OK is
  * turned into an UNKNOWN failure).  Only the first failure is kept. */
 void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,

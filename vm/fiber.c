@@ -41,6 +41,7 @@ typedef struct waiter_s {
   struct waiter_s *next;           /* the fiber's list */
   uint64_t epoch;                  /* the fiber's wait_epoch it counts for */
   bool detached;
+  bool fired; /* its callback runs (mutex held): nothing to cancel */
   atomic_int refs;
 } waiter_t;
 
@@ -102,6 +103,7 @@ struct hali_vm_fiber_s {
   bool wait_failed;
   bool host_owned;          /* started by the host (else by fiber.spawn) */
   bool released;            /* the host released it */
+  bool finishing;           /* DONE, finish_complete not through yet */
   atomic_bool cancel_requested;
   hali_vm_fiber_t *next_ready;
   uint32_t home; /* the fiber thread whose queue it was last put on */
@@ -322,7 +324,7 @@ static void detach_waiters(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   while (w) {
     waiter_t *next = w->next;
     w->detached = true;
-    if (hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
+    if (!w->fired && hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
       /* It will never fire: drop the callback's reference for it. */
       s->waiters_live--;
       waiter_release(s, w);
@@ -346,6 +348,7 @@ static void wake(void *user, hali_status_t status) {
   hali_vm_scheduler_t *s = w->scheduler;
   pthread_mutex_lock(&s->mutex);
   hali_vm_fiber_t *f = w->fiber;
+  w->fired = true;
   if (!w->detached &&
       (f->state == FIBER_SUSPENDED || f->state == FIBER_SUSPENDING)) {
     /* A failure wakes at once; a reached point only once it is the last
@@ -373,38 +376,51 @@ static void wake(void *user, hali_status_t status) {
 static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                           hali_hal_fence_t *fence, size_t *out_registered) {
   *out_registered = 0;
-  size_t n = hali_hal_fence_point_count(fence), registered = 0;
+  /* The first points in one look (most fences have one). */
+  enum { PEEK = 8 };
+  hali_hal_semaphore_t *sems[PEEK];
+  uint64_t values[PEEK];
+  size_t n = hali_hal_fence_points_peek(fence, PEEK, sems, values);
+  size_t registered = 0;
   for (size_t i = 0; i < n; ++i) {
     hali_hal_semaphore_t *sem;
     uint64_t value, now = 0;
-    hali_hal_fence_point(fence, i, &sem, &value);
+    if (i < PEEK) {
+      sem = sems[i];
+      value = values[i];
+    } else {
+      hali_hal_fence_point(fence, i, &sem, &value);
+    }
     hali_status_t q = hali_hal_semaphore_query(sem, &now);
     if (q) { /* failed: the await will see it */
       hali_status_free(q);
       return true;
     }
     if (now >= value) continue;
+    /* A pooled registration is taken and linked in one hold of the
+     * mutex; a new one is made outside it. */
     pthread_mutex_lock(&s->mutex);
     waiter_t *w = s->waiter_pool;
     if (w) {
       s->waiter_pool = w->next;
       s->waiter_pool_count--;
-    }
-    pthread_mutex_unlock(&s->mutex);
-    if (w) memset(w, 0, sizeof(*w));
-    else w = hali_calloc(1, sizeof(*w));
-    if (!w) {
-      /* Wake the fiber and fail its await: re-running the await would
-       * only fail to register again (and spin while memory is short). */
-      f->stack->await_oom = true;
-      return true;
+      memset(w, 0, sizeof(*w));
+    } else {
+      pthread_mutex_unlock(&s->mutex);
+      w = hali_calloc(1, sizeof(*w));
+      if (!w) {
+        /* Wake the fiber and fail its await: re-running the await would
+         * only fail to register again (and spin while memory is short). */
+        f->stack->await_oom = true;
+        return true;
+      }
+      pthread_mutex_lock(&s->mutex);
     }
     atomic_init(&w->refs, 2);
     w->scheduler = s;
     w->fiber = f;
     w->semaphore = sem;
     hali_hal_semaphore_retain(sem);
-    pthread_mutex_lock(&s->mutex);
     w->epoch = f->wait_epoch;
     w->next = f->waiters;
     f->waiters = w;
@@ -931,8 +947,8 @@ static bool attach_results(hali_vm_fiber_t *f, hali_hal_fence_t *fence) {
 
 /* |f| finished with |status| (owned): record it, signal or fail its fence
  * (without the mutex: waking others takes it). */
-static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
-                   hali_status_t status) {
+static void finish_trace(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                         hali_status_t status) {
   if (status && f->stack) hali_vm_stack_reset(f->stack);
   if (HALI_TRACE_ON(s->options.trace))
     hali_trace_printf(s->options.trace, "[fiber] %u %s%s%s", f->id,
@@ -940,14 +956,36 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                       status ? hali_status_code_name(hali_status_code(status))
                              : "",
                       "");
+}
+
+/* Publishes |f|'s end (mutex held) and returns its fence (retained; may
+ * be NULL) for finish_complete.  Until then the record stays: a host
+ * releasing the fiber meanwhile leaves the freeing to finish_complete. */
+static hali_hal_fence_t *finish_publish(hali_vm_fiber_t *f,
+                                        hali_status_t status) {
+  f->status = status;
+  f->state = FIBER_DONE;
+  f->finishing = true;
+  hali_hal_fence_retain(f->fence);
+  return f->fence;
+}
+
+static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                            hali_status_t status, hali_hal_fence_t *fence);
+
+static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                   hali_status_t status) {
+  finish_trace(s, f, status);
   /* Publish the result, then signal the fence outside the mutex (waking
    * others takes it).  A fence asked for later is made signalled. */
   pthread_mutex_lock(&s->mutex);
-  f->status = status;
-  f->state = FIBER_DONE;
-  hali_hal_fence_t *fence = f->fence;
-  hali_hal_fence_retain(fence);
+  hali_hal_fence_t *fence = finish_publish(f, status);
   pthread_mutex_unlock(&s->mutex);
+  finish_complete(s, f, status, fence);
+}
+
+static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                            hali_status_t status, hali_hal_fence_t *fence) {
   if (fence) {
     if (!status && !f->host_owned && !attach_results(f, fence))
       status = hali_status_annotate(hali_status_oom(),
@@ -975,6 +1013,7 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   if (f->root && (code == HALI_STATUS_CANCELLED ||
                   code == HALI_STATUS_DEADLINE_EXCEEDED))
     hali_hal_stop_request(f->inv->stop, code);
+  f->finishing = false;
   bool free_now = !f->host_owned || f->released;
   if (free_now) fiber_free(f);
   pthread_cond_broadcast(&s->cond);
@@ -1053,6 +1092,23 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_status_t status = hali_vm_interpret(st, f->results);
+  if (HALI_TRACE_ON(s->options.trace)) {
+    char name[96];
+    snprintf(name, sizeof(name), "fiber %u @%s", f->id, f->fn->ir->name);
+    hali_trace_slice(s->options.trace, name, "fiber", 0, t0,
+                     hali_trace_now(s->options.trace) - t0, NULL);
+  }
+  /* What happens next is decided in the same hold of the mutex that
+   * takes the fiber off this thread: it ended (published), its time slice
+   * is over (to the back of the queue), or it suspends on st->awaiting. */
+  bool done = status || !st->suspended;
+  bool yielded = !done && st->yielded;
+  if (yielded) {
+    st->yielded = false;
+    st->suspended = false;
+  }
+  if (done) finish_trace(s, f, status);
+  hali_hal_fence_t *fence = NULL;
   pthread_mutex_lock(&s->mutex);
   t->running = outer;
   t->running_since = outer_since;
@@ -1061,36 +1117,26 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);
     atomic_store(&st->interrupt, false);
   }
-  pthread_mutex_unlock(&s->mutex);
-  if (HALI_TRACE_ON(s->options.trace)) {
-    char name[96];
-    snprintf(name, sizeof(name), "fiber %u @%s", f->id, f->fn->ir->name);
-    hali_trace_slice(s->options.trace, name, "fiber", 0, t0,
-                     hali_trace_now(s->options.trace) - t0, NULL);
-  }
-  if (status || !st->suspended) {
-    finish(s, f, status);
-    return;
-  }
-  if (st->yielded) { /* time slice over: to the back of the queue */
-    st->yielded = false;
-    st->suspended = false;
-    pthread_mutex_lock(&s->mutex);
+  if (done) {
+    fence = finish_publish(f, status);
+  } else if (yielded) {
     push_ready(s, f, PUSH_YIELD);
-    pthread_mutex_unlock(&s->mutex);
+  } else {
+    f->state = FIBER_SUSPENDING;
+    f->wait_epoch++;
+    f->wait_fired = 0;
+    f->wait_registered = 0;
+    f->wait_counting = false;
+    f->wait_failed = false;
+  }
+  pthread_mutex_unlock(&s->mutex);
+  if (done) {
+    finish_complete(s, f, status, fence);
     return;
   }
-  /* Suspended on st->awaiting: register the wake-ups, then decide, under
-   * the mutex, whether the fiber sleeps (a wake-up or a cancel may have
-   * come meanwhile). */
-  pthread_mutex_lock(&s->mutex);
-  f->state = FIBER_SUSPENDING;
-  f->wait_epoch++;
-  f->wait_fired = 0;
-  f->wait_registered = 0;
-  f->wait_counting = false;
-  f->wait_failed = false;
-  pthread_mutex_unlock(&s->mutex);
+  if (yielded) return;
+  /* Register the wake-ups, then decide, under the mutex, whether the
+   * fiber sleeps (a wake-up or a cancel may have come meanwhile). */
   size_t registered = 0;
   bool ready = register_wait(s, f, st->awaiting, &registered);
   pthread_mutex_lock(&s->mutex);
@@ -1574,7 +1620,8 @@ void hali_vm_fiber_release(hali_vm_fiber_t *f) {
   hali_vm_scheduler_t *s = f->scheduler;
   pthread_mutex_lock(&s->mutex);
   f->released = true;
-  if (f->state == FIBER_DONE) fiber_free(f);
+  /* Still finishing on another thread: finish_complete frees it. */
+  if (f->state == FIBER_DONE && !f->finishing) fiber_free(f);
   pthread_mutex_unlock(&s->mutex);
 }
 
