@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "hal/fence.h"
+#include "hal/semaphore_lock.h"
 #include "base/alloc.h"
 
 #include <stdio.h>
@@ -20,8 +21,8 @@ typedef struct hali_hal_fence_point_t {
 
 struct hali_hal_fence_t {
   hali_ref_t ref;
-  pthread_mutex_t mutex;
-  /* Guarded by |mutex|. */
+  hali_small_lock_t lock; /* hal/semaphore_lock.h */
+  /* Guarded by |lock|. */
   size_t count;
   size_t capacity;
   hali_hal_fence_point_t *points; /* |first| until a second point */
@@ -51,7 +52,7 @@ static void hali_hal_fence_destroy(hali_ref_t *ref) {
   hali_free(fence->index);
   if (fence->payload_free) fence->payload_free(fence->payload);
   hali_hal_allocator_release(fence->traced_by);
-  pthread_mutex_destroy(&fence->mutex);
+  hali_small_lock_destroy(&fence->lock);
   hali_free(fence);
 }
 
@@ -61,7 +62,7 @@ static const hali_ref_vtable_t hali_hal_fence_vtable = {
 
 static void fence_init(hali_hal_fence_t *fence) {
   hali_ref_init(&fence->ref, HALI_TYPE_FENCE, &hali_hal_fence_vtable);
-  pthread_mutex_init(&fence->mutex, NULL);
+  hali_small_lock_init(&fence->lock);
   fence->points = &fence->first;
   fence->capacity = 1;
 }
@@ -129,7 +130,7 @@ static size_t fence_hash(const hali_hal_semaphore_t *semaphore, size_t mask) {
   return (size_t)h & mask;
 }
 
-/* The point on |semaphore|, or SIZE_MAX (caller holds |fence->mutex|). */
+/* The point on |semaphore|, or SIZE_MAX (caller holds |fence->lock|). */
 static size_t fence_find_locked(const hali_hal_fence_t *fence,
                                 const hali_hal_semaphore_t *semaphore) {
   if (!fence->index) {
@@ -155,7 +156,7 @@ static void fence_index_put(uint32_t *index, size_t capacity,
 }
 
 /* Makes room for one more point, in the array and in the index (caller
- * holds |fence->mutex|). */
+ * holds |fence->lock|). */
 static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
   if (fence->count >= UINT32_MAX - 1)
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
@@ -196,7 +197,7 @@ static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
   return HALI_OK;
 }
 
-/* Caller holds |fence->mutex|. */
+/* Caller holds |fence->lock|. */
 static hali_status_t hali_hal_fence_insert_locked(
     hali_hal_fence_t *fence, hali_hal_semaphore_t *semaphore, uint64_t value) {
   size_t at = fence_find_locked(fence, semaphore);
@@ -218,9 +219,9 @@ static hali_status_t hali_hal_fence_insert_locked(
 hali_status_t hali_hal_fence_insert(hali_hal_fence_t *fence,
                                     hali_hal_semaphore_t *semaphore,
                                     uint64_t value) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   hali_status_t status = hali_hal_fence_insert_locked(fence, semaphore, value);
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return status;
 }
 
@@ -247,12 +248,12 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
   for (size_t f = 0; f < count && !status; ++f) {
     hali_hal_fence_t *fence = fences[f];
     if (!fence) continue;
-    pthread_mutex_lock(&fence->mutex);
+    hali_small_lock(&fence->lock);
     /* |joined| is not shared yet: no lock needed for it. */
     for (size_t i = 0; i < fence->count && !status; ++i)
       status = hali_hal_fence_insert_locked(joined, fence->points[i].semaphore,
                                             fence->points[i].value);
-    pthread_mutex_unlock(&fence->mutex);
+    hali_small_unlock(&fence->lock);
   }
   if (status) {
     hali_hal_fence_release(joined);
@@ -279,9 +280,9 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
 
 size_t hali_hal_fence_point_count(hali_hal_fence_t *fence) {
   if (!fence) return 0;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   size_t count = fence->count;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return count;
 }
 
@@ -289,13 +290,13 @@ size_t hali_hal_fence_points_peek(hali_hal_fence_t *fence, size_t max,
                                   hali_hal_semaphore_t **out_semaphores,
                                   uint64_t *out_values) {
   if (!fence) return 0;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   size_t count = fence->count;
   for (size_t i = 0; i < count && i < max; ++i) {
     out_semaphores[i] = fence->points[i].semaphore;
     out_values[i] = fence->points[i].value;
   }
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return count;
 }
 
@@ -312,7 +313,7 @@ hali_status_t hali_hal_fence_create_offset(hali_hal_fence_t *from,
   hali_status_t status = HALI_OK;
   if (from) {
     /* |fence| is not shared yet: only |from|'s lock. */
-    pthread_mutex_lock(&from->mutex);
+    hali_small_lock(&from->lock);
     for (size_t i = 0; i < from->count && !status; ++i) {
       uint64_t raised;
       if (hali_add_overflows_u64(from->points[i].value, delta, &raised)) {
@@ -323,7 +324,7 @@ hali_status_t hali_hal_fence_create_offset(hali_hal_fence_t *from,
       status = hali_hal_fence_insert_locked(fence, from->points[i].semaphore,
                                             raised);
     }
-    pthread_mutex_unlock(&from->mutex);
+    hali_small_unlock(&from->lock);
   }
   if (status || *out_overflow_point != SIZE_MAX) {
     hali_hal_fence_release(fence);
@@ -336,24 +337,24 @@ hali_status_t hali_hal_fence_create_offset(hali_hal_fence_t *from,
 void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
                           hali_hal_semaphore_t **out_semaphore,
                           uint64_t *out_value) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   *out_semaphore = i < fence->count ? fence->points[i].semaphore : NULL;
   *out_value = i < fence->count ? fence->points[i].value : 0;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
 }
 
 void hali_hal_fence_mark_host_visible(hali_hal_fence_t *fence) {
   if (!fence) return;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_mark_host_visible(fence->points[i].semaphore);
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
 }
 
 bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence) {
   if (!fence) return false;
   bool may = false;
-  pthread_mutex_lock(&fence->mutex); /* lock order: fence -> semaphore */
+  hali_small_lock(&fence->lock); /* lock order: fence -> semaphore */
   for (size_t i = 0; i < fence->count && !may; ++i) {
     hali_hal_semaphore_t *sem = fence->points[i].semaphore;
     uint64_t now = 0;
@@ -365,7 +366,7 @@ bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence) {
       may = hali_hal_semaphore_host_visible(sem);
     }
   }
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return may;
 }
 
@@ -381,14 +382,14 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
   *out = NULL;
   *out_count = 0;
   if (!fence) return HALI_OK;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   size_t count = fence->count;
   hali_hal_fence_point_t *points = NULL;
   if (count) {
     points = count <= SNAPSHOT_LOCAL ? local
                                      : hali_malloc(count * sizeof(*points));
     if (!points) {
-      pthread_mutex_unlock(&fence->mutex);
+      hali_small_unlock(&fence->lock);
       return hali_status_annotate(hali_status_oom(), "copying a fence");
     }
     for (size_t i = 0; i < count; ++i) {
@@ -396,7 +397,7 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
       hali_hal_semaphore_retain(points[i].semaphore);
     }
   }
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   *out = points;
   *out_count = count;
   return HALI_OK;
@@ -454,7 +455,7 @@ hali_status_t hali_hal_fence_query_untraced(hali_hal_fence_t *fence,
                                            bool *out_ready) {
   *out_ready = true;
   if (!fence) return HALI_OK;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   /* The earliest failure among the points wins (first in time, not in
    * point order). */
   hali_status_t failure = HALI_OK;
@@ -478,7 +479,7 @@ hali_status_t hali_hal_fence_query_untraced(hali_hal_fence_t *fence,
     if (current < fence->points[i].value) *out_ready = false;
   }
   if (failure) *out_ready = true;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return failure;
 }
 
@@ -691,17 +692,17 @@ hali_status_t hali_hal_fence_join_into(hali_hal_fence_t *into,
                                        hali_hal_fence_t *from) {
   if (!from || from == into) return HALI_OK;
   /* Lock order: |into| (unshared by contract) before |from|. */
-  pthread_mutex_lock(&into->mutex);
+  hali_small_lock(&into->lock);
   if (into->payload_free) into->payload_free(into->payload);
   into->payload = NULL;
   into->payload_free = NULL;
-  pthread_mutex_lock(&from->mutex);
+  hali_small_lock(&from->lock);
   hali_status_t status = HALI_OK;
   for (size_t i = 0; i < from->count && !status; ++i)
     status = hali_hal_fence_insert_locked(into, from->points[i].semaphore,
                                           from->points[i].value);
-  pthread_mutex_unlock(&from->mutex);
-  pthread_mutex_unlock(&into->mutex);
+  hali_small_unlock(&from->lock);
+  hali_small_unlock(&into->lock);
   if (!status && !into->traced_by && from->traced_by)
     hali_hal_fence_trace_to(into, from->traced_by);
   const hali_hal_tracer_t *t = line_tracer(into);
@@ -720,19 +721,19 @@ bool hali_hal_fence_is_unshared(hali_hal_fence_t *fence) {
 
 void hali_hal_fence_set_payload(hali_hal_fence_t *fence, void *payload,
                                 void (*payload_free)(void *)) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   void *old = fence->payload;
   void (*old_free)(void *) = fence->payload_free;
   fence->payload = payload;
   fence->payload_free = payload_free;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   if (old_free) old_free(old);
 }
 
 void *hali_hal_fence_payload(hali_hal_fence_t *fence,
                              void (*payload_free)(void *)) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   void *p = fence->payload_free == payload_free ? fence->payload : NULL;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return p;
 }

@@ -8,15 +8,17 @@
 #include <time.h>
 
 #include "hal/semaphore.h"
+#include "hal/semaphore_lock.h"
 #include "base/alloc.h"
 
 struct hali_hal_semaphore_t {
   hali_ref_t ref;
-  pthread_mutex_t mutex;
-  /* No condition variable: a blocking wait registers a timepoint of its
-   * own (hali_hal_semaphore_wait), so a semaphore is small and cheap to
-   * make (a group holds one per member). */
-  /* Guarded by |mutex|. */
+  /* A 4-byte lock (hal/semaphore_lock.h) and no condition variable: a
+   * blocking wait registers a timepoint of its own
+   * (hali_hal_semaphore_wait), so a semaphore is small and cheap to make
+   * (a group holds one per member). */
+  hali_small_lock_t lock;
+  /* Guarded by |lock|. */
   uint64_t value;
   hali_status_t failure; /* first failure, owned; NULL while healthy */
   uint64_t failure_order; /* when it failed, process-wide order */
@@ -37,16 +39,16 @@ bool hali_hal_semaphore_host_visible(hali_hal_semaphore_t *semaphore) {
 static atomic_uint_fast64_t hali_hal_failure_clock;
 
 uint64_t hali_hal_semaphore_failure_order(hali_hal_semaphore_t *semaphore) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   uint64_t order = semaphore->failure ? semaphore->failure_order : 0;
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return order;
 }
 
 static void hali_hal_semaphore_destroy(hali_ref_t *ref) {
   hali_hal_semaphore_t *semaphore = (hali_hal_semaphore_t *)ref;
   hali_status_free(semaphore->failure);
-  pthread_mutex_destroy(&semaphore->mutex);
+  hali_small_lock_destroy(&semaphore->lock);
   hali_free(semaphore);
 }
 
@@ -61,7 +63,7 @@ hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
   if (!semaphore)
     return hali_status_annotate(hali_status_oom(), "creating a semaphore");
   hali_ref_init(&semaphore->ref, HALI_TYPE_NONE, &hali_hal_semaphore_vtable);
-  pthread_mutex_init(&semaphore->mutex, NULL);
+  hali_small_lock_init(&semaphore->lock);
   semaphore->value = initial_value;
   *out_semaphore = semaphore;
   return HALI_OK;
@@ -77,10 +79,10 @@ void hali_hal_semaphore_release(hali_hal_semaphore_t *semaphore) {
 
 hali_status_t hali_hal_semaphore_query(hali_hal_semaphore_t *semaphore,
                                        uint64_t *out_value) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   *out_value = semaphore->value;
   hali_status_t status = hali_status_clone(semaphore->failure);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return status;
 }
 
@@ -99,7 +101,7 @@ static void hali_hal_semaphore_fire_ready(hali_hal_semaphore_t *semaphore) {
     hali_hal_semaphore_callback_t callbacks[FIRE_BATCH];
     void *users[FIRE_BATCH];
     size_t n = 0;
-    pthread_mutex_lock(&semaphore->mutex);
+    hali_small_lock(&semaphore->lock);
     hali_hal_semaphore_timepoint_t **link = &semaphore->timepoints;
     while (*link && n < FIRE_BATCH) {
       hali_hal_semaphore_timepoint_t *tp = *link;
@@ -113,7 +115,7 @@ static void hali_hal_semaphore_fire_ready(hali_hal_semaphore_t *semaphore) {
     }
     /* |failure| is immutable once set, so the callbacks can borrow it. */
     hali_status_t status = semaphore->failure;
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     for (size_t i = 0; i < n; ++i) callbacks[i](users[i], status);
     if (n < FIRE_BATCH) return;
   }
@@ -124,20 +126,20 @@ static void hali_hal_semaphore_fire_ready(hali_hal_semaphore_t *semaphore) {
  * when failed. */
 hali_status_t hali_hal_semaphore_advance(hali_hal_semaphore_t *semaphore,
                                          uint64_t value) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   if (semaphore->failure) {
     hali_status_t status = hali_status_clone(semaphore->failure);
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     return status;
   }
   if (value <= semaphore->value) {
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     return HALI_OK;
   }
   semaphore->value = value;
   bool has_timepoints = semaphore->timepoints != NULL;
   if (has_timepoints) hali_ref_retain(&semaphore->ref);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   if (has_timepoints) {
     hali_hal_semaphore_fire_ready(semaphore);
     hali_hal_semaphore_release(semaphore);
@@ -147,17 +149,17 @@ hali_status_t hali_hal_semaphore_advance(hali_hal_semaphore_t *semaphore,
 
 hali_status_t hali_hal_semaphore_signal(hali_hal_semaphore_t *semaphore,
                                         uint64_t value) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   if (semaphore->failure) {
     hali_status_t status = hali_status_clone(semaphore->failure);
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     return hali_status_annotate(status,
                                 "signalling a failed semaphore to %" PRIu64,
                                 value);
   }
   if (value <= semaphore->value) {
     uint64_t current = semaphore->value;
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "semaphore signal to %" PRIu64
                             " does not advance the current value %" PRIu64
@@ -167,7 +169,7 @@ hali_status_t hali_hal_semaphore_signal(hali_hal_semaphore_t *semaphore,
   semaphore->value = value;
   bool has_timepoints = semaphore->timepoints != NULL;
   if (has_timepoints) hali_ref_retain(&semaphore->ref);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   if (has_timepoints) {
     hali_hal_semaphore_fire_ready(semaphore);
     hali_hal_semaphore_release(semaphore);
@@ -180,17 +182,17 @@ void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,
   if (!status)
     status = hali_status_make(HALI_STATUS_UNKNOWN,
                               "semaphore failed without a status");
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   if (semaphore->failure) {
     /* The first failure wins. */
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     hali_status_free(status);
     return;
   }
   semaphore->failure = status;
   semaphore->failure_order = atomic_fetch_add(&hali_hal_failure_clock, 1) + 1;
   hali_ref_retain(&semaphore->ref);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   hali_hal_semaphore_fire_ready(semaphore);
   hali_hal_semaphore_release(semaphore);
 }
@@ -239,11 +241,11 @@ static hali_status_t semaphore_wait_result_locked(
 hali_status_t hali_hal_semaphore_wait(hali_hal_semaphore_t *semaphore,
                                       uint64_t value,
                                       hali_timeout_ns_t timeout_ns) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   if (semaphore->failure || semaphore->value >= value || timeout_ns == 0) {
     hali_status_t status =
         semaphore_wait_result_locked(semaphore, value, timeout_ns);
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     return status;
   }
   struct timespec deadline;
@@ -265,7 +267,7 @@ hali_status_t hali_hal_semaphore_wait(hali_hal_semaphore_t *semaphore,
       .user_data = &w,
   };
   semaphore->timepoints = &tp;
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   pthread_mutex_lock(&w.mutex);
   while (!w.fired) {
     if (forever) {
@@ -285,10 +287,10 @@ hali_status_t hali_hal_semaphore_wait(hali_hal_semaphore_t *semaphore,
   }
   pthread_cond_destroy(&w.cond);
   pthread_mutex_destroy(&w.mutex);
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   hali_status_t status =
       semaphore_wait_result_locked(semaphore, value, timeout_ns);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return status;
 }
 
@@ -296,7 +298,7 @@ bool hali_hal_semaphore_notify(hali_hal_semaphore_t *semaphore, uint64_t value,
                                hali_hal_semaphore_timepoint_t *timepoint,
                                hali_hal_semaphore_callback_t callback,
                                void *user_data) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   bool pending = !semaphore->failure && semaphore->value < value;
   if (pending) {
     timepoint->value = value;
@@ -305,14 +307,14 @@ bool hali_hal_semaphore_notify(hali_hal_semaphore_t *semaphore, uint64_t value,
     timepoint->next = semaphore->timepoints;
     semaphore->timepoints = timepoint;
   }
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return pending;
 }
 
 bool hali_hal_semaphore_cancel(hali_hal_semaphore_t *semaphore,
                                hali_hal_semaphore_timepoint_t *timepoint) {
   bool found = false;
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   for (hali_hal_semaphore_timepoint_t **link = &semaphore->timepoints; *link;
        link = &(*link)->next) {
     if (*link == timepoint) {
@@ -321,6 +323,6 @@ bool hali_hal_semaphore_cancel(hali_hal_semaphore_t *semaphore,
       break;
     }
   }
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return found;
 }

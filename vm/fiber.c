@@ -638,8 +638,24 @@ static void fiber_free(hali_vm_fiber_t *f) {
 /* A fiber record for a new invocation (without a stack): from the pool,
  * or new. */
 static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
-                                      uint32_t results, uint32_t args) {
+                                      uint32_t results, uint32_t args,
+                                      const invocation_t *inv,
+                                      size_t *out_live,
+                                      uint32_t *out_inv_live) {
   pthread_mutex_lock(&s->mutex);
+  /* The limits are checked in the same hold: the caller fails when
+   * either count is at its cap (NULL). */
+  *out_live = s->live;
+  *out_inv_live = inv ? inv->live : 0;
+  size_t cap = s->options.max_fibers ? s->options.max_fibers
+                                     : HALI_VM_MAX_FIBERS;
+  uint32_t inv_cap = s->options.max_invocation_fibers
+                         ? s->options.max_invocation_fibers
+                         : HALI_VM_MAX_INVOCATION_FIBERS;
+  if (*out_live >= cap || (inv && *out_inv_live >= inv_cap)) {
+    pthread_mutex_unlock(&s->mutex);
+    return NULL;
+  }
   hali_vm_fiber_t *f = s->pool;
   if (f) {
     s->pool = f->next;
@@ -675,14 +691,14 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
     f->arg_capacity = args;
   }
   hali_value_t *res = f->results, *arg = f->args;
-  uint32_t cap = f->result_capacity, arg_cap = f->arg_capacity;
+  uint32_t res_cap = f->result_capacity, arg_cap = f->arg_capacity;
   memset(f, 0, sizeof(*f));
   atomic_init(&f->cancel_code, HALI_STATUS_OK);
   f->results = res;
-  f->result_capacity = cap;
+  f->result_capacity = res_cap;
   f->args = arg == NULL ? f->args_inline : arg;
   f->arg_capacity = arg_cap;
-  memset(f->results, 0, cap * sizeof(hali_value_t));
+  memset(f->results, 0, res_cap * sizeof(hali_value_t));
   return f;
 }
 
@@ -762,20 +778,6 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   uint32_t inv_cap = s->options.max_invocation_fibers
                          ? s->options.max_invocation_fibers
                          : HALI_VM_MAX_INVOCATION_FIBERS;
-  pthread_mutex_lock(&s->mutex);
-  size_t live = s->live;
-  uint32_t inv_live = inv ? inv->live : 0;
-  pthread_mutex_unlock(&s->mutex);
-  if (live >= cap)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "cannot start @%s: %zu fibers are live, the limit "
-                            "of one context",
-                            fn->ir->name, live);
-  if (inv && inv_live >= inv_cap)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "cannot spawn @%s: the invocation of @%s has %u "
-                            "live fibers, the limit of one invocation",
-                            fn->ir->name, inv->name, inv_live);
   /* A spawn is a call for the depth limit: the new fiber starts as deep
    * as its spawner is. */
   uint32_t base = parent ? parent->depth_base + parent->depth : 0;
@@ -791,9 +793,21 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
     return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
                             "cannot start @%s with %zu arguments",
                             fn->ir->name, arg_count);
+  size_t live = 0;
+  uint32_t inv_live = 0;
   hali_vm_fiber_t *f =
       fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1,
-                    parent ? (uint32_t)arg_count : 0);
+                    parent ? (uint32_t)arg_count : 0, inv, &live, &inv_live);
+  if (!f && live >= cap)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot start @%s: %zu fibers are live, the limit "
+                            "of one context",
+                            fn->ir->name, live);
+  if (!f && inv && inv_live >= inv_cap)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot spawn @%s: the invocation of @%s has %u "
+                            "live fibers, the limit of one invocation",
+                            fn->ir->name, inv->name, inv_live);
   if (!f)
     return hali_status_annotate(hali_status_oom(),
                                 "starting a fiber for @%s",
