@@ -407,7 +407,8 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
       memset(w, 0, sizeof(*w));
     } else {
       pthread_mutex_unlock(&s->mutex);
-      w = hali_calloc(1, sizeof(*w));
+      w = hali_malloc(sizeof(*w)); /* not calloc: see fiber_acquire */
+      if (w) memset(w, 0, sizeof(*w));
       if (!w) {
         /* Wake the fiber and fail its await: re-running the await would
          * only fail to register again (and spin while memory is short). */
@@ -666,8 +667,11 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   }
   pthread_mutex_unlock(&s->mutex);
   if (!f) {
-    f = hali_calloc(1, sizeof(*f));
+    /* malloc + memset, not calloc: glibc's calloc skips the per-thread
+     * cache of freed blocks. */
+    f = hali_malloc(sizeof(*f));
     if (!f) return NULL;
+    memset(f, 0, sizeof(*f));
     f->args = f->args_inline;
   }
   if (results > f->result_capacity) {
