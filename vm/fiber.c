@@ -667,11 +667,16 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   }
   pthread_mutex_unlock(&s->mutex);
   if (!f) {
-    /* malloc + memset, not calloc: glibc's calloc skips the per-thread
-     * cache of freed blocks. */
+    /* malloc, not calloc: glibc's calloc skips the per-thread cache of
+     * freed blocks.  The record is cleared below; only what survives the
+     * clearing is set here. */
     f = hali_malloc(sizeof(*f));
     if (!f) return NULL;
-    memset(f, 0, sizeof(*f));
+    f->results = NULL;
+    f->result_capacity = 0;
+    f->arg_capacity = 0;
+    f->arg_count = 0;
+    f->stack = NULL;
     f->args = f->args_inline;
   }
   if (results > f->result_capacity) {
