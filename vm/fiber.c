@@ -712,20 +712,26 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
 }
 
 /* A register stack for |f|, from the pool or new, set up for the
- * scheduler (not yet attached).  NULL when out of memory. */
-static hali_vm_stack_t *stack_take(hali_vm_scheduler_t *s,
-                                   hali_vm_fiber_t *f) {
-  pthread_mutex_lock(&s->mutex);
+ * scheduler (not yet attached).  NULL when out of memory.  With |locked|
+ * the caller holds the mutex (and still does on return; it is dropped
+ * while a new stack is made), else it does not. */
+static hali_vm_stack_t *stack_take_locked(hali_vm_scheduler_t *s,
+                                          hali_vm_fiber_t *f, bool locked) {
+  if (!locked) pthread_mutex_lock(&s->mutex);
   hali_vm_stack_t *st =
       s->stack_pool_count ? s->stack_pool[--s->stack_pool_count] : NULL;
-  pthread_mutex_unlock(&s->mutex);
-  if (!st) {
+  if (!st) { /* made without the mutex */
+    pthread_mutex_unlock(&s->mutex);
     hali_status_t e = hali_vm_stack_create(s->options.max_depth, &st);
     if (e) {
       hali_status_free(e);
-      return NULL;
+      st = NULL;
     }
+    if (locked) pthread_mutex_lock(&s->mutex);
+  } else if (!locked) {
+    pthread_mutex_unlock(&s->mutex);
   }
+  if (!st) return NULL;
   st->fiber = f;
   st->depth_base = f->start_depth_base;
   st->can_suspend = true;
@@ -834,7 +840,7 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
     for (size_t i = 0; i < arg_count; ++i)
       if (args[i].type == HALI_TYPE_FENCE)
         hali_hal_fence_mark_host_visible((hali_hal_fence_t *)args[i].ref);
-    f->stack = stack_take(s, f);
+    f->stack = stack_take_locked(s, f, false);
     st = f->stack ? hali_vm_begin(f->stack, link, fn, args, arg_count,
                                   f->results, f->result_count)
                   : hali_status_annotate(hali_status_oom(),
@@ -994,7 +1000,8 @@ static hali_hal_fence_t *finish_publish(hali_vm_fiber_t *f,
 }
 
 static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
-                            hali_status_t status, hali_hal_fence_t *fence);
+                            hali_status_t status, hali_hal_fence_t *fence,
+                            bool keep_locked);
 
 static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                    hali_status_t status) {
@@ -1004,11 +1011,14 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   pthread_mutex_lock(&s->mutex);
   hali_hal_fence_t *fence = finish_publish(f, status);
   pthread_mutex_unlock(&s->mutex);
-  finish_complete(s, f, status, fence);
+  finish_complete(s, f, status, fence, false);
 }
 
+/* Signals (or fails) the fence of a published end, then counts the end
+ * under the mutex, which it keeps on return with |keep_locked|. */
 static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
-                            hali_status_t status, hali_hal_fence_t *fence) {
+                            hali_status_t status, hali_hal_fence_t *fence,
+                            bool keep_locked) {
   if (fence) {
     if (!status && !f->host_owned && !attach_results(f, fence))
       status = hali_status_annotate(hali_status_oom(),
@@ -1040,20 +1050,24 @@ static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   bool free_now = !f->host_owned || f->released;
   if (free_now) fiber_free(f);
   pthread_cond_broadcast(&s->cond);
-  pthread_mutex_unlock(&s->mutex);
+  if (!keep_locked) pthread_mutex_unlock(&s->mutex);
 }
 
-/* Runs |f| until it finishes or suspends. */
+/* Runs |f| until it finishes or suspends.  Called with the mutex held
+ * (the caller took |f| from a queue in that hold) and returns with it
+ * held: it is dropped while the fiber runs and while its end or its
+ * wake-ups reach others. */
 static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   hali_vm_stack_t *st = f->stack;
+  hali_hal_fence_t *awaited = NULL; /* released without the mutex */
   if (st) {
     st->suspended = false;
-    if (st->awaiting) {
-      hali_hal_fence_release(st->awaiting);
-      st->awaiting = NULL;
-    }
+    awaited = st->awaiting;
+    st->awaiting = NULL;
   }
   if (atomic_load(&f->cancel_requested)) {
+    pthread_mutex_unlock(&s->mutex);
+    hali_hal_fence_release(awaited);
     hali_status_code_t code = atomic_load(&f->cancel_code);
     finish(s, f,
            code == HALI_STATUS_DEADLINE_EXCEEDED
@@ -1064,24 +1078,34 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
                : hali_status_make(HALI_STATUS_CANCELLED,
                                   "fiber %u (@%s) was cancelled", f->id,
                                   f->fn->ir->name));
+    pthread_mutex_lock(&s->mutex);
     return;
   }
-  if (!st) {
-    /* A spawned fiber's first run: its stack, then its call. */
-    st = stack_take(s, f);
+  bool first_run = !st;
+  if (first_run) {
+    /* A spawned fiber's first run: its stack, then its call (the stack
+     * is taken in this hold of the mutex when the pool has one). */
+    st = stack_take_locked(s, f, true);
     hali_status_t b =
         st ? hali_vm_begin(st, f->start_link, f->fn, f->args, f->arg_count,
                            f->results, f->result_count)
            : hali_status_annotate(hali_status_oom(),
                                   "starting a fiber for @%s",
                                   f->fn->ir->name);
-    release_args(f); /* the stack holds its own references now */
     if (b) {
-      pthread_mutex_lock(&s->mutex);
       stack_put(s, st);
       pthread_mutex_unlock(&s->mutex);
+      release_args(f);
       finish(s, f, b);
+      pthread_mutex_lock(&s->mutex);
       return;
+    }
+    /* Attached under the mutex: a cancel from now on interrupts it (one
+     * before found no stack and only set the request). */
+    f->stack = st;
+    if (atomic_load(&f->cancel_requested)) {
+      atomic_store(&st->interrupt_code, atomic_load(&f->cancel_code));
+      atomic_store(&st->interrupt, true);
     }
   }
   int64_t t0 =
@@ -1092,16 +1116,6 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   uint32_t slot = my_slot(s);
   if (slot == NO_SLOT) slot = 0;
   fiber_thread_t *t = &s->th[slot];
-  pthread_mutex_lock(&s->mutex);
-  if (!f->stack) {
-    /* Attached under the mutex: a cancel from now on interrupts it (one
-     * before found no stack and only set the request). */
-    f->stack = st;
-    if (atomic_load(&f->cancel_requested)) {
-      atomic_store(&st->interrupt_code, atomic_load(&f->cancel_code));
-      atomic_store(&st->interrupt, true);
-    }
-  }
   hali_vm_fiber_t *outer = t->running;
   int64_t outer_since = t->running_since;
   t->running = f;
@@ -1114,6 +1128,8 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   }
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
+  hali_hal_fence_release(awaited);
+  if (first_run) release_args(f); /* the stack holds its own references */
   hali_status_t status = hali_vm_interpret(st, f->results);
   if (HALI_TRACE_ON(s->options.trace)) {
     char name[96];
@@ -1142,22 +1158,21 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   }
   if (done) {
     fence = finish_publish(f, status);
-  } else if (yielded) {
-    push_ready(s, f, PUSH_YIELD);
-  } else {
-    f->state = FIBER_SUSPENDING;
-    f->wait_epoch++;
-    f->wait_fired = 0;
-    f->wait_registered = 0;
-    f->wait_counting = false;
-    f->wait_failed = false;
-  }
-  pthread_mutex_unlock(&s->mutex);
-  if (done) {
-    finish_complete(s, f, status, fence);
+    pthread_mutex_unlock(&s->mutex);
+    finish_complete(s, f, status, fence, true);
     return;
   }
-  if (yielded) return;
+  if (yielded) {
+    push_ready(s, f, PUSH_YIELD);
+    return;
+  }
+  f->state = FIBER_SUSPENDING;
+  f->wait_epoch++;
+  f->wait_fired = 0;
+  f->wait_registered = 0;
+  f->wait_counting = false;
+  f->wait_failed = false;
+  pthread_mutex_unlock(&s->mutex);
   /* Register the wake-ups, then decide, under the mutex, whether the
    * fiber sleeps (a wake-up or a cancel may have come meanwhile). */
   size_t registered = 0;
@@ -1174,7 +1189,6 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
       s->suspended++;
     }
   }
-  pthread_mutex_unlock(&s->mutex);
 }
 
 /* The deadlock report: every fiber, what it awaits and where. */
@@ -1346,9 +1360,7 @@ static void *worker_main(void *arg) {
     f->state = FIBER_RUNNING;
     s->running_count++;
     s->worker_runs++;
-    pthread_mutex_unlock(&s->mutex);
-    resume(s, f);
-    pthread_mutex_lock(&s->mutex);
+    resume(s, f); /* drops the mutex while the fiber runs */
     s->running_count--;
     pthread_cond_broadcast(&s->cond); /* run() re-decides */
   }
@@ -1442,9 +1454,7 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
     if (f) {
       f->state = FIBER_RUNNING;
       s->running_count++;
-      pthread_mutex_unlock(&s->mutex);
-      resume(s, f);
-      pthread_mutex_lock(&s->mutex);
+      resume(s, f); /* drops the mutex while the fiber runs */
       s->running_count--;
       if (run_deadline != INT64_MAX && until->state != FIBER_DONE &&
           now_ns() >= run_deadline)
