@@ -382,7 +382,7 @@ bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence) {
 static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
                                              hali_hal_fence_point_t *local,
                                              hali_hal_fence_point_t **out,
-                                             size_t *out_count) {
+                                             size_t *out_count, bool retain) {
   *out = NULL;
   *out_count = 0;
   if (!fence) return HALI_OK;
@@ -398,7 +398,7 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
     }
     for (size_t i = 0; i < count; ++i) {
       points[i] = fence->points[i];
-      hali_hal_semaphore_retain(points[i].semaphore);
+      if (retain) hali_hal_semaphore_retain(points[i].semaphore);
     }
   }
   hali_small_unlock(&fence->lock);
@@ -409,8 +409,8 @@ static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
 
 static void hali_hal_fence_points_free(hali_hal_fence_point_t *local,
                                        hali_hal_fence_point_t *points,
-                                       size_t count) {
-  for (size_t i = 0; i < count; ++i)
+                                       size_t count, bool retained) {
+  for (size_t i = 0; retained && i < count; ++i)
     hali_hal_semaphore_release(points[i].semaphore);
   if (points != local) hali_free(points);
 }
@@ -420,7 +420,9 @@ hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
   size_t count;
   hali_hal_fence_point_t local[SNAPSHOT_LOCAL];
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_fence_snapshot(fence, local, &points, &count));
+      hali_hal_fence_snapshot(fence, local, &points, &count, false));
+  /* Not retained: the caller's reference keeps the fence, and a fence
+   * keeps its points' semaphores (points are never removed). */
   hali_status_t first = HALI_OK;
   for (size_t i = 0; i < count; ++i) {
     /* Points already reached are left alone. */
@@ -432,7 +434,7 @@ hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
     else
       hali_status_free(status);
   }
-  hali_hal_fence_points_free(local, points, count);
+  hali_hal_fence_points_free(local, points, count, false);
   return first;
 }
 
@@ -442,7 +444,7 @@ void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
   size_t count;
   hali_hal_fence_point_t local[SNAPSHOT_LOCAL];
   hali_status_t snapshot =
-      hali_hal_fence_snapshot(fence, local, &points, &count);
+      hali_hal_fence_snapshot(fence, local, &points, &count, false);
   if (snapshot) {
     /* Out of memory: fail what we can see under the lock instead. */
     hali_status_free(snapshot);
@@ -451,7 +453,7 @@ void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
   }
   for (size_t i = 0; i < count; ++i)
     hali_hal_semaphore_fail(points[i].semaphore, hali_status_clone(status));
-  hali_hal_fence_points_free(local, points, count);
+  hali_hal_fence_points_free(local, points, count, false);
   hali_status_free(status);
 }
 
@@ -684,11 +686,11 @@ hali_status_t hali_hal_fence_await_all(hali_hal_fence_t *const *fences,
   hali_hal_fence_point_t local[SNAPSHOT_LOCAL], *points;
   size_t point_count;
   hali_status_t status =
-      hali_hal_fence_snapshot(joined, local, &points, &point_count);
+      hali_hal_fence_snapshot(joined, local, &points, &point_count, true);
   hali_hal_fence_release(joined);
   if (status) return status;
   status = hali_hal_fence_await_points(points, point_count, timeout_ns);
-  hali_hal_fence_points_free(local, points, point_count);
+  hali_hal_fence_points_free(local, points, point_count, true);
   return status;
 }
 

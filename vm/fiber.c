@@ -1896,8 +1896,13 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
                          : timeout_ms > INT64_MAX / 1000000
                              ? INT64_MAX
                              : timeout_ms * 1000000;
-  int64_t now = hali_clock_now_ns();
-  if (!st->await_started_ns) st->await_started_ns = now;
+  /* The clock is read only for what needs it: a trace's wait time, a
+   * finite timeout's deadline. */
+  int64_t now = 0;
+  if (HALI_TRACE_ON(st->trace)) {
+    now = hali_clock_now_ns();
+    if (!st->await_started_ns) st->await_started_ns = now;
+  }
   int32_t code = 0;
   bool ready = false;
   hali_status_t w = hali_hal_fence_query_untraced(fence, &ready);
@@ -1913,6 +1918,7 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
                !st->frames[st->depth - 1].fn->may_block) {
       hali_hal_fence_retain(fence);
       st->awaiting = fence;
+      if (ns >= 0 && !now) now = hali_clock_now_ns();
       st->await_deadline_ns =
           ns < 0 || ns > INT64_MAX - now ? INT64_MAX : now + ns;
       /* Not an error: pc stays, and resuming re-runs the await. */
