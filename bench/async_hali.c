@@ -9,7 +9,9 @@
  *                                     peak RSS in KiB (ru_maxrss)
  *
  * Each workload is a hali program run through the scheduler on local-sync;
- * the median of |reps| runs is printed as "name total_ns per_task_ns".
+ * the median of |reps| runs is printed as "name total_ns per_task_ns
+ * cpu_per_task_ns" (the last: the process's CPU time over the run, all
+ * threads, median of the runs: what a loaded machine's wall clock hides).
  *   fanout    spawn n trivial fibers into a group, then await the group
  *   chain     n fibers, each awaiting the previous one's fence
  *   pingpong  n round trips between two fibers (timeline fences)
@@ -156,6 +158,13 @@ static const char program[] =
     "}\n";
 
 static hali_vm_module_t *module;
+static int64_t last_cpu_ns; /* CPU time of the last run() */
+
+static int64_t cpu_now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 static hali_hal_device_t *device;
 static uint32_t threads = 1;
 
@@ -169,10 +178,12 @@ static int64_t run(const char *fn, const hali_value_t *args, size_t nargs) {
   const hali_vm_func_t *f = hali_vm_module_lookup(module, fn);
   if (!f) bench_check(hali_status_make(HALI_STATUS_NOT_FOUND, "@%s", fn), "");
   hali_vm_fiber_t *fiber = NULL;
+  int64_t c0 = cpu_now_ns();
   int64_t t0 = (int64_t)bench_now_ns();
   bench_check(hali_vm_scheduler_start(s, module, f, args, nargs, &fiber), "start");
   bench_check(hali_vm_scheduler_run(s, fiber), "run");
   int64_t t1 = (int64_t)bench_now_ns();
+  last_cpu_ns = cpu_now_ns() - c0;
   bench_check(hali_status_clone(hali_vm_fiber_status(fiber)), fn);
   hali_vm_fiber_release(fiber);
   hali_vm_scheduler_free(s);
@@ -184,13 +195,25 @@ static int cmp_i64(const void *x, const void *y) {
   return (a > b) - (a < b);
 }
 
+static int64_t median_cpu_ns; /* of the last median() */
+
 static int64_t median(const char *fn, const hali_value_t *args, size_t nargs,
                       int reps) {
-  int64_t t[64];
+  int64_t t[64], c[64];
   if (reps > 64) reps = 64;
-  for (int r = 0; r < reps; ++r) t[r] = run(fn, args, nargs);
+  for (int r = 0; r < reps; ++r) {
+    t[r] = run(fn, args, nargs);
+    c[r] = last_cpu_ns;
+  }
   qsort(t, (size_t)reps, sizeof(t[0]), cmp_i64);
+  qsort(c, (size_t)reps, sizeof(c[0]), cmp_i64);
+  median_cpu_ns = c[reps / 2];
   return t[reps / 2];
+}
+
+static void print_row(const char *name, int64_t t, int64_t n) {
+  printf("%s %" PRId64 " %.1f %.1f\n", name, t, (double)t / (double)n,
+         (double)median_cpu_ns / (double)n);
 }
 
 int main(int argc, char **argv) {
@@ -218,18 +241,18 @@ int main(int argc, char **argv) {
   hali_value_t a[] = {hali_value_i64(n)};
   if (argc > 4) { /* one workload alone (for a profiler) */
     int64_t t = median(argv[4], a, 1, reps);
-    printf("%s %" PRId64 " %.1f\n", argv[4], t, (double)t / (double)n);
+    print_row(argv[4], t, n);
     hali_hal_device_release(device);
     hali_vm_module_release(module);
     return 0;
   }
   run("fanout", a, 1); /* warm up */
   int64_t t = median("fanout", a, 1, reps);
-  printf("fanout %" PRId64 " %.1f\n", t, (double)t / (double)n);
+  print_row("fanout", t, n);
   t = median("chain", a, 1, reps);
-  printf("chain %" PRId64 " %.1f\n", t, (double)t / (double)n);
+  print_row("chain", t, n);
   t = median("pingpong", a, 1, reps);
-  printf("pingpong %" PRId64 " %.1f\n", t, (double)t / (double)n);
+  print_row("pingpong", t, n);
   /* ~50 ms of @spin: calibrated on one task. */
   int64_t iters = 1000000;
   hali_value_t one[] = {hali_value_i64(1), hali_value_i64(iters)};

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "hal/fence.h"
+#include "hal/semaphore_lock.h"
 #include "base/alloc.h"
 
 #include <stdio.h>
@@ -20,11 +21,11 @@ typedef struct hali_hal_fence_point_t {
 
 struct hali_hal_fence_t {
   hali_ref_t ref;
-  pthread_mutex_t mutex;
-  /* Guarded by |mutex|. */
+  hali_small_lock_t lock; /* hal/semaphore_lock.h */
+  /* Guarded by |lock|. */
   size_t count;
   size_t capacity;
-  hali_hal_fence_point_t *points;
+  hali_hal_fence_point_t *points; /* |first| until a second point */
   /* Past FENCE_INDEX_MIN points, an open-addressing index from semaphore
    * to point (slot = point + 1, 0 = empty; capacity a power of two at
    * least twice |count|), so adding a point costs O(1) however many the
@@ -38,17 +39,20 @@ struct hali_hal_fence_t {
   /* Whose tracer the fence reports to (retained; NULL = none): read at
    * each line, so clearing the allocator's tracer silences the fence. */
   hali_hal_allocator_t *traced_by;
+  /* The first point's storage: a fence of one point (most of them) makes
+   * no second allocation for it. */
+  hali_hal_fence_point_t first;
 };
 
 static void hali_hal_fence_destroy(hali_ref_t *ref) {
   hali_hal_fence_t *fence = (hali_hal_fence_t *)ref;
   for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_release(fence->points[i].semaphore);
-  hali_free(fence->points);
+  if (fence->points != &fence->first) hali_free(fence->points);
   hali_free(fence->index);
   if (fence->payload_free) fence->payload_free(fence->payload);
   hali_hal_allocator_release(fence->traced_by);
-  pthread_mutex_destroy(&fence->mutex);
+  hali_small_lock_destroy(&fence->lock);
   hali_free(fence);
 }
 
@@ -56,13 +60,23 @@ static const hali_ref_vtable_t hali_hal_fence_vtable = {
     .destroy = hali_hal_fence_destroy,
 };
 
+static void fence_init(hali_hal_fence_t *fence) {
+  hali_ref_init(&fence->ref, HALI_TYPE_FENCE, &hali_hal_fence_vtable);
+  hali_small_lock_init(&fence->lock);
+  fence->points = &fence->first;
+  fence->capacity = 1;
+}
+
 hali_status_t hali_hal_fence_create(hali_hal_fence_t **out_fence) {
   *out_fence = NULL;
-  hali_hal_fence_t *fence = hali_calloc(1, sizeof(*fence));
+  /* malloc + memset, not calloc: glibc's calloc skips the per-thread
+   * cache of freed blocks, and fences come and go at every spawn and
+   * hal.fence.offset. */
+  hali_hal_fence_t *fence = hali_malloc(sizeof(*fence));
   if (!fence)
     return hali_status_annotate(hali_status_oom(), "creating a fence");
-  hali_ref_init(&fence->ref, HALI_TYPE_FENCE, &hali_hal_fence_vtable);
-  pthread_mutex_init(&fence->mutex, NULL);
+  memset(fence, 0, sizeof(*fence));
+  fence_init(fence);
   *out_fence = fence;
   return HALI_OK;
 }
@@ -84,11 +98,22 @@ hali_status_t hali_hal_fence_create_at(hali_hal_semaphore_t *semaphore,
 
 hali_status_t hali_hal_fence_create_pending(hali_hal_fence_t **out_fence) {
   *out_fence = NULL;
+  /* Two allocations, not one: a group keeps each member's semaphore (a
+   * point) long after the member's fence is gone. */
   hali_hal_semaphore_t *semaphore = NULL;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_semaphore_create(0, &semaphore));
-  hali_status_t status = hali_hal_fence_create_at(semaphore, 1, out_fence);
-  hali_hal_semaphore_release(semaphore);
-  return status;
+  hali_hal_fence_t *fence = NULL;
+  hali_status_t status = hali_hal_fence_create(&fence);
+  if (status) {
+    hali_hal_semaphore_release(semaphore);
+    return status;
+  }
+  /* Unshared yet: no lock.  The point takes the creation reference. */
+  fence->first.semaphore = semaphore;
+  fence->first.value = 1;
+  fence->count = 1;
+  *out_fence = fence;
+  return HALI_OK;
 }
 
 void hali_hal_fence_retain(hali_hal_fence_t *fence) {
@@ -109,7 +134,7 @@ static size_t fence_hash(const hali_hal_semaphore_t *semaphore, size_t mask) {
   return (size_t)h & mask;
 }
 
-/* The point on |semaphore|, or SIZE_MAX (caller holds |fence->mutex|). */
+/* The point on |semaphore|, or SIZE_MAX (caller holds |fence->lock|). */
 static size_t fence_find_locked(const hali_hal_fence_t *fence,
                                 const hali_hal_semaphore_t *semaphore) {
   if (!fence->index) {
@@ -135,24 +160,27 @@ static void fence_index_put(uint32_t *index, size_t capacity,
 }
 
 /* Makes room for one more point, in the array and in the index (caller
- * holds |fence->mutex|). */
+ * holds |fence->lock|). */
 static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
   if (fence->count >= UINT32_MAX - 1)
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "a fence has %zu points, the most one can hold",
                             fence->count);
   if (fence->count == fence->capacity) {
-    size_t capacity = fence->capacity ? fence->capacity * 2 : 2;
+    size_t capacity = fence->capacity * 2;
     uint64_t bytes;
     if (hali_mul_overflows_u64(capacity, sizeof(hali_hal_fence_point_t),
                                &bytes) ||
         bytes > SIZE_MAX)
       return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                               "a fence of %zu points overflows", capacity);
-    hali_hal_fence_point_t *grown = hali_realloc(fence->points, (size_t)bytes);
+    bool inline_points = fence->points == &fence->first;
+    hali_hal_fence_point_t *grown = hali_realloc(
+        inline_points ? NULL : fence->points, (size_t)bytes);
     if (!grown)
       return hali_status_annotate(hali_status_oom(),
                                   "growing a fence to %zu points", capacity);
+    if (inline_points) grown[0] = fence->first;
     fence->points = grown;
     fence->capacity = capacity;
   }
@@ -173,7 +201,7 @@ static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
   return HALI_OK;
 }
 
-/* Caller holds |fence->mutex|. */
+/* Caller holds |fence->lock|. */
 static hali_status_t hali_hal_fence_insert_locked(
     hali_hal_fence_t *fence, hali_hal_semaphore_t *semaphore, uint64_t value) {
   size_t at = fence_find_locked(fence, semaphore);
@@ -195,9 +223,9 @@ static hali_status_t hali_hal_fence_insert_locked(
 hali_status_t hali_hal_fence_insert(hali_hal_fence_t *fence,
                                     hali_hal_semaphore_t *semaphore,
                                     uint64_t value) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   hali_status_t status = hali_hal_fence_insert_locked(fence, semaphore, value);
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return status;
 }
 
@@ -224,12 +252,12 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
   for (size_t f = 0; f < count && !status; ++f) {
     hali_hal_fence_t *fence = fences[f];
     if (!fence) continue;
-    pthread_mutex_lock(&fence->mutex);
+    hali_small_lock(&fence->lock);
     /* |joined| is not shared yet: no lock needed for it. */
     for (size_t i = 0; i < fence->count && !status; ++i)
       status = hali_hal_fence_insert_locked(joined, fence->points[i].semaphore,
                                             fence->points[i].value);
-    pthread_mutex_unlock(&fence->mutex);
+    hali_small_unlock(&fence->lock);
   }
   if (status) {
     hali_hal_fence_release(joined);
@@ -256,33 +284,81 @@ hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
 
 size_t hali_hal_fence_point_count(hali_hal_fence_t *fence) {
   if (!fence) return 0;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   size_t count = fence->count;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return count;
+}
+
+size_t hali_hal_fence_points_peek(hali_hal_fence_t *fence, size_t max,
+                                  hali_hal_semaphore_t **out_semaphores,
+                                  uint64_t *out_values) {
+  if (!fence) return 0;
+  hali_small_lock(&fence->lock);
+  size_t count = fence->count;
+  for (size_t i = 0; i < count && i < max; ++i) {
+    out_semaphores[i] = fence->points[i].semaphore;
+    out_values[i] = fence->points[i].value;
+  }
+  hali_small_unlock(&fence->lock);
+  return count;
+}
+
+hali_status_t hali_hal_fence_create_offset(hali_hal_fence_t *from,
+                                           uint64_t delta,
+                                           hali_hal_fence_t **out_fence,
+                                           size_t *out_overflow_point,
+                                           uint64_t *out_overflow_value) {
+  *out_fence = NULL;
+  *out_overflow_point = SIZE_MAX;
+  *out_overflow_value = 0;
+  hali_hal_fence_t *fence = NULL;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&fence));
+  hali_status_t status = HALI_OK;
+  if (from) {
+    /* |fence| is not shared yet: only |from|'s lock. */
+    hali_small_lock(&from->lock);
+    for (size_t i = 0; i < from->count && !status; ++i) {
+      uint64_t raised;
+      if (hali_add_overflows_u64(from->points[i].value, delta, &raised)) {
+        *out_overflow_point = i;
+        *out_overflow_value = from->points[i].value;
+        break;
+      }
+      status = hali_hal_fence_insert_locked(fence, from->points[i].semaphore,
+                                            raised);
+    }
+    hali_small_unlock(&from->lock);
+  }
+  if (status || *out_overflow_point != SIZE_MAX) {
+    hali_hal_fence_release(fence);
+    return status;
+  }
+  *out_fence = fence;
+  return HALI_OK;
 }
 
 void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
                           hali_hal_semaphore_t **out_semaphore,
                           uint64_t *out_value) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   *out_semaphore = i < fence->count ? fence->points[i].semaphore : NULL;
   *out_value = i < fence->count ? fence->points[i].value : 0;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
 }
 
 void hali_hal_fence_mark_host_visible(hali_hal_fence_t *fence) {
   if (!fence) return;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   for (size_t i = 0; i < fence->count; ++i)
     hali_hal_semaphore_mark_host_visible(fence->points[i].semaphore);
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
 }
 
 bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence) {
   if (!fence) return false;
   bool may = false;
-  pthread_mutex_lock(&fence->mutex); /* lock order: fence -> semaphore */
+  hali_small_lock(&fence->lock); /* lock order: fence -> semaphore */
   for (size_t i = 0; i < fence->count && !may; ++i) {
     hali_hal_semaphore_t *sem = fence->points[i].semaphore;
     uint64_t now = 0;
@@ -294,64 +370,71 @@ bool hali_hal_fence_host_may_signal(hali_hal_fence_t *fence) {
       may = hali_hal_semaphore_host_visible(sem);
     }
   }
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return may;
 }
 
 /* Copies the points (retaining each semaphore) so the caller can block or
- * signal without holding the fence lock. Release with
- * hali_hal_fence_points_free. */
+ * signal without holding the fence lock: into |local| (SNAPSHOT_LOCAL
+ * points, the caller's) when they fit, else into an allocation.  Release
+ * with hali_hal_fence_points_free. */
+#define SNAPSHOT_LOCAL 4
 static hali_status_t hali_hal_fence_snapshot(hali_hal_fence_t *fence,
+                                             hali_hal_fence_point_t *local,
                                              hali_hal_fence_point_t **out,
-                                             size_t *out_count) {
+                                             size_t *out_count, bool retain) {
   *out = NULL;
   *out_count = 0;
   if (!fence) return HALI_OK;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   size_t count = fence->count;
   hali_hal_fence_point_t *points = NULL;
   if (count) {
-    points = hali_malloc(count * sizeof(*points));
+    points = count <= SNAPSHOT_LOCAL ? local
+                                     : hali_malloc(count * sizeof(*points));
     if (!points) {
-      pthread_mutex_unlock(&fence->mutex);
+      hali_small_unlock(&fence->lock);
       return hali_status_annotate(hali_status_oom(), "copying a fence");
     }
     for (size_t i = 0; i < count; ++i) {
       points[i] = fence->points[i];
-      hali_hal_semaphore_retain(points[i].semaphore);
+      if (retain) hali_hal_semaphore_retain(points[i].semaphore);
     }
   }
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   *out = points;
   *out_count = count;
   return HALI_OK;
 }
 
-static void hali_hal_fence_points_free(hali_hal_fence_point_t *points,
-                                       size_t count) {
-  for (size_t i = 0; i < count; ++i)
+static void hali_hal_fence_points_free(hali_hal_fence_point_t *local,
+                                       hali_hal_fence_point_t *points,
+                                       size_t count, bool retained) {
+  for (size_t i = 0; retained && i < count; ++i)
     hali_hal_semaphore_release(points[i].semaphore);
-  hali_free(points);
+  if (points != local) hali_free(points);
 }
 
 hali_status_t hali_hal_fence_signal_untraced(hali_hal_fence_t *fence) {
   hali_hal_fence_point_t *points;
   size_t count;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_snapshot(fence, &points, &count));
+  hali_hal_fence_point_t local[SNAPSHOT_LOCAL];
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_fence_snapshot(fence, local, &points, &count, false));
+  /* Not retained: the caller's reference keeps the fence, and a fence
+   * keeps its points' semaphores (points are never removed). */
   hali_status_t first = HALI_OK;
   for (size_t i = 0; i < count; ++i) {
-    uint64_t current = 0;
+    /* Points already reached are left alone. */
     hali_status_t status =
-        hali_hal_semaphore_query(points[i].semaphore, &current);
-    if (!status && current < points[i].value)
-      status = hali_hal_semaphore_signal(points[i].semaphore, points[i].value);
+        hali_hal_semaphore_advance(points[i].semaphore, points[i].value);
     if (status && !first)
       first = hali_status_annotate(status, "signalling fence point %zu of %zu",
                                    i, count);
     else
       hali_status_free(status);
   }
-  hali_hal_fence_points_free(points, count);
+  hali_hal_fence_points_free(local, points, count, false);
   return first;
 }
 
@@ -359,7 +442,9 @@ void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
                                   hali_status_t status) {
   hali_hal_fence_point_t *points;
   size_t count;
-  hali_status_t snapshot = hali_hal_fence_snapshot(fence, &points, &count);
+  hali_hal_fence_point_t local[SNAPSHOT_LOCAL];
+  hali_status_t snapshot =
+      hali_hal_fence_snapshot(fence, local, &points, &count, false);
   if (snapshot) {
     /* Out of memory: fail what we can see under the lock instead. */
     hali_status_free(snapshot);
@@ -368,7 +453,7 @@ void hali_hal_fence_fail_untraced(hali_hal_fence_t *fence,
   }
   for (size_t i = 0; i < count; ++i)
     hali_hal_semaphore_fail(points[i].semaphore, hali_status_clone(status));
-  hali_hal_fence_points_free(points, count);
+  hali_hal_fence_points_free(local, points, count, false);
   hali_status_free(status);
 }
 
@@ -376,7 +461,7 @@ hali_status_t hali_hal_fence_query_untraced(hali_hal_fence_t *fence,
                                            bool *out_ready) {
   *out_ready = true;
   if (!fence) return HALI_OK;
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   /* The earliest failure among the points wins (first in time, not in
    * point order). */
   hali_status_t failure = HALI_OK;
@@ -400,7 +485,7 @@ hali_status_t hali_hal_fence_query_untraced(hali_hal_fence_t *fence,
     if (current < fence->points[i].value) *out_ready = false;
   }
   if (failure) *out_ready = true;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return failure;
 }
 
@@ -598,14 +683,14 @@ hali_status_t hali_hal_fence_await_all(hali_hal_fence_t *const *fences,
   } else {
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_join(fences, count, &joined));
   }
-  hali_hal_fence_point_t *points;
+  hali_hal_fence_point_t local[SNAPSHOT_LOCAL], *points;
   size_t point_count;
   hali_status_t status =
-      hali_hal_fence_snapshot(joined, &points, &point_count);
+      hali_hal_fence_snapshot(joined, local, &points, &point_count, true);
   hali_hal_fence_release(joined);
   if (status) return status;
   status = hali_hal_fence_await_points(points, point_count, timeout_ns);
-  hali_hal_fence_points_free(points, point_count);
+  hali_hal_fence_points_free(local, points, point_count, true);
   return status;
 }
 
@@ -613,17 +698,17 @@ hali_status_t hali_hal_fence_join_into(hali_hal_fence_t *into,
                                        hali_hal_fence_t *from) {
   if (!from || from == into) return HALI_OK;
   /* Lock order: |into| (unshared by contract) before |from|. */
-  pthread_mutex_lock(&into->mutex);
+  hali_small_lock(&into->lock);
   if (into->payload_free) into->payload_free(into->payload);
   into->payload = NULL;
   into->payload_free = NULL;
-  pthread_mutex_lock(&from->mutex);
+  hali_small_lock(&from->lock);
   hali_status_t status = HALI_OK;
   for (size_t i = 0; i < from->count && !status; ++i)
     status = hali_hal_fence_insert_locked(into, from->points[i].semaphore,
                                           from->points[i].value);
-  pthread_mutex_unlock(&from->mutex);
-  pthread_mutex_unlock(&into->mutex);
+  hali_small_unlock(&from->lock);
+  hali_small_unlock(&into->lock);
   if (!status && !into->traced_by && from->traced_by)
     hali_hal_fence_trace_to(into, from->traced_by);
   const hali_hal_tracer_t *t = line_tracer(into);
@@ -642,19 +727,19 @@ bool hali_hal_fence_is_unshared(hali_hal_fence_t *fence) {
 
 void hali_hal_fence_set_payload(hali_hal_fence_t *fence, void *payload,
                                 void (*payload_free)(void *)) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   void *old = fence->payload;
   void (*old_free)(void *) = fence->payload_free;
   fence->payload = payload;
   fence->payload_free = payload_free;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   if (old_free) old_free(old);
 }
 
 void *hali_hal_fence_payload(hali_hal_fence_t *fence,
                              void (*payload_free)(void *)) {
-  pthread_mutex_lock(&fence->mutex);
+  hali_small_lock(&fence->lock);
   void *p = fence->payload_free == payload_free ? fence->payload : NULL;
-  pthread_mutex_unlock(&fence->mutex);
+  hali_small_unlock(&fence->lock);
   return p;
 }

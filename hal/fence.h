@@ -63,6 +63,21 @@ void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
                           hali_hal_semaphore_t **out_semaphore,
                           uint64_t *out_value);
 
+/* Copies up to |max| points (semaphores borrowed: the fence holds them)
+ * under one lock and returns how many the fence has (more than |max|:
+ * read the rest with hali_hal_fence_point). */
+size_t hali_hal_fence_points_peek(hali_hal_fence_t *fence, size_t max,
+                                  hali_hal_semaphore_t **out_semaphores,
+                                  uint64_t *out_values);
+/* A new fence with every point of |from| (NULL: none) raised by |delta|
+ * (hal.fence.offset).  A value that would pass 2^64-1 makes no fence:
+ * OK with |*out_fence| NULL and that point's index and value in
+ * |*out_overflow_point| / |*out_overflow_value| (else SIZE_MAX), for the
+ * caller's message. */
+HALI_MUST_USE hali_status_t hali_hal_fence_create_offset(
+    hali_hal_fence_t *from, uint64_t delta, hali_hal_fence_t **out_fence,
+    size_t *out_overflow_point, uint64_t *out_overflow_value);
+
 /* Marks every point's semaphore host-visible (hal/semaphore.h): the host
  * holds this fence and may signal or fail it.  NULL: no-op. */
 void hali_hal_fence_mark_host_visible(hali_hal_fence_t *fence);

@@ -3,17 +3,23 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "hal/semaphore.h"
+#include "hal/semaphore_lock.h"
 #include "base/alloc.h"
 
 struct hali_hal_semaphore_t {
   hali_ref_t ref;
-  pthread_mutex_t mutex;
-  pthread_cond_t cond; /* broadcast on every signal and on failure */
-  /* Guarded by |mutex|. */
+  /* A 4-byte lock (hal/semaphore_lock.h) and no condition variable: a
+   * blocking wait registers a timepoint of its own
+   * (hali_hal_semaphore_wait), so a semaphore is small and cheap to make
+   * (a group holds one per member). */
+  hali_small_lock_t lock;
+  /* Guarded by |lock|. */
   uint64_t value;
   hali_status_t failure; /* first failure, owned; NULL while healthy */
   uint64_t failure_order; /* when it failed, process-wide order */
@@ -34,17 +40,16 @@ bool hali_hal_semaphore_host_visible(hali_hal_semaphore_t *semaphore) {
 static atomic_uint_fast64_t hali_hal_failure_clock;
 
 uint64_t hali_hal_semaphore_failure_order(hali_hal_semaphore_t *semaphore) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   uint64_t order = semaphore->failure ? semaphore->failure_order : 0;
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return order;
 }
 
 static void hali_hal_semaphore_destroy(hali_ref_t *ref) {
   hali_hal_semaphore_t *semaphore = (hali_hal_semaphore_t *)ref;
   hali_status_free(semaphore->failure);
-  pthread_cond_destroy(&semaphore->cond);
-  pthread_mutex_destroy(&semaphore->mutex);
+  hali_small_lock_destroy(&semaphore->lock);
   hali_free(semaphore);
 }
 
@@ -55,17 +60,14 @@ static const hali_ref_vtable_t hali_hal_semaphore_vtable = {
 hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
                                         hali_hal_semaphore_t **out_semaphore) {
   *out_semaphore = NULL;
-  hali_hal_semaphore_t *semaphore = hali_calloc(1, sizeof(*semaphore));
+  /* malloc + memset, not calloc: glibc's calloc skips the per-thread
+   * cache of freed blocks (one semaphore per spawn). */
+  hali_hal_semaphore_t *semaphore = hali_malloc(sizeof(*semaphore));
   if (!semaphore)
     return hali_status_annotate(hali_status_oom(), "creating a semaphore");
+  memset(semaphore, 0, sizeof(*semaphore));
   hali_ref_init(&semaphore->ref, HALI_TYPE_NONE, &hali_hal_semaphore_vtable);
-  pthread_mutex_init(&semaphore->mutex, NULL);
-  /* Deadlines are measured on the monotonic clock. */
-  pthread_condattr_t attr;
-  pthread_condattr_init(&attr);
-  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&semaphore->cond, &attr);
-  pthread_condattr_destroy(&attr);
+  hali_small_lock_init(&semaphore->lock);
   semaphore->value = initial_value;
   *out_semaphore = semaphore;
   return HALI_OK;
@@ -81,53 +83,87 @@ void hali_hal_semaphore_release(hali_hal_semaphore_t *semaphore) {
 
 hali_status_t hali_hal_semaphore_query(hali_hal_semaphore_t *semaphore,
                                        uint64_t *out_value) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   *out_value = semaphore->value;
   hali_status_t status = hali_status_clone(semaphore->failure);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return status;
 }
 
-/* Fires every timepoint that is ready (value reached, or any once failed),
- * one at a time: each is unlinked and its fields copied under the lock, and
- * the semaphore never touches it again.  So once hali_hal_semaphore_cancel
+/* Fires every timepoint that is ready (value reached, or any once failed):
+ * each is unlinked and its fields copied under the lock, and the
+ * semaphore never touches it again.  So once hali_hal_semaphore_cancel
  * returns false the owner may free the timepoint, and a callback may free
- * or re-register its own.  Called without the lock held, with a reference
- * held by the caller (a callback may drop the last outside one). */
+ * or re-register its own.  One pass under the lock takes every ready one
+ * (up to FIRE_BATCH at a time): a timepoint registered later is never
+ * ready (notify refuses those), and a later signal fires its own.  Called
+ * without the lock held, with a reference held by the caller (a callback
+ * may drop the last outside one). */
+#define FIRE_BATCH 16
 static void hali_hal_semaphore_fire_ready(hali_hal_semaphore_t *semaphore) {
   for (;;) {
-    pthread_mutex_lock(&semaphore->mutex);
+    hali_hal_semaphore_callback_t callbacks[FIRE_BATCH];
+    void *users[FIRE_BATCH];
+    size_t n = 0;
+    hali_small_lock(&semaphore->lock);
     hali_hal_semaphore_timepoint_t **link = &semaphore->timepoints;
-    while (*link && !semaphore->failure && (*link)->value > semaphore->value)
-      link = &(*link)->next;
-    hali_hal_semaphore_timepoint_t *tp = *link;
-    if (!tp) {
-      pthread_mutex_unlock(&semaphore->mutex);
-      return;
+    while (*link && n < FIRE_BATCH) {
+      hali_hal_semaphore_timepoint_t *tp = *link;
+      if (!semaphore->failure && tp->value > semaphore->value) {
+        link = &tp->next;
+        continue;
+      }
+      *link = tp->next;
+      callbacks[n] = tp->callback;
+      users[n++] = tp->user_data;
     }
-    *link = tp->next;
-    hali_hal_semaphore_callback_t callback = tp->callback;
-    void *user_data = tp->user_data;
-    /* |failure| is immutable once set, so the callback can borrow it. */
+    /* |failure| is immutable once set, so the callbacks can borrow it. */
     hali_status_t status = semaphore->failure;
-    pthread_mutex_unlock(&semaphore->mutex);
-    callback(user_data, status);
+    hali_small_unlock(&semaphore->lock);
+    for (size_t i = 0; i < n; ++i) callbacks[i](users[i], status);
+    if (n < FIRE_BATCH) return;
   }
+}
+
+/* Raises the payload to |value| when it is lower (hal/fence.c: signalling
+ * a fence leaves points already reached alone); a clone of the failure
+ * when failed. */
+hali_status_t hali_hal_semaphore_advance(hali_hal_semaphore_t *semaphore,
+                                         uint64_t value) {
+  hali_small_lock(&semaphore->lock);
+  if (semaphore->failure) {
+    hali_status_t status = hali_status_clone(semaphore->failure);
+    hali_small_unlock(&semaphore->lock);
+    return status;
+  }
+  if (value <= semaphore->value) {
+    hali_small_unlock(&semaphore->lock);
+    return HALI_OK;
+  }
+  semaphore->value = value;
+  bool has_timepoints = semaphore->timepoints != NULL;
+  if (has_timepoints) hali_ref_retain(&semaphore->ref);
+  hali_small_unlock(&semaphore->lock);
+  if (has_timepoints) {
+    hali_hal_semaphore_fire_ready(semaphore);
+    hali_hal_semaphore_release(semaphore);
+  }
+  return HALI_OK;
 }
 
 hali_status_t hali_hal_semaphore_signal(hali_hal_semaphore_t *semaphore,
                                         uint64_t value) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   if (semaphore->failure) {
     hali_status_t status = hali_status_clone(semaphore->failure);
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     return hali_status_annotate(status,
                                 "signalling a failed semaphore to %" PRIu64,
                                 value);
   }
   if (value <= semaphore->value) {
     uint64_t current = semaphore->value;
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
                             "semaphore signal to %" PRIu64
                             " does not advance the current value %" PRIu64
@@ -137,8 +173,7 @@ hali_status_t hali_hal_semaphore_signal(hali_hal_semaphore_t *semaphore,
   semaphore->value = value;
   bool has_timepoints = semaphore->timepoints != NULL;
   if (has_timepoints) hali_ref_retain(&semaphore->ref);
-  pthread_cond_broadcast(&semaphore->cond);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   if (has_timepoints) {
     hali_hal_semaphore_fire_ready(semaphore);
     hali_hal_semaphore_release(semaphore);
@@ -151,18 +186,17 @@ void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,
   if (!status)
     status = hali_status_make(HALI_STATUS_UNKNOWN,
                               "semaphore failed without a status");
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   if (semaphore->failure) {
     /* The first failure wins. */
-    pthread_mutex_unlock(&semaphore->mutex);
+    hali_small_unlock(&semaphore->lock);
     hali_status_free(status);
     return;
   }
   semaphore->failure = status;
   semaphore->failure_order = atomic_fetch_add(&hali_hal_failure_clock, 1) + 1;
   hali_ref_retain(&semaphore->ref);
-  pthread_cond_broadcast(&semaphore->cond);
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   hali_hal_semaphore_fire_ready(semaphore);
   hali_hal_semaphore_release(semaphore);
 }
@@ -180,39 +214,87 @@ void hali_deadline_from_timeout(hali_timeout_ns_t timeout_ns,
   }
 }
 
+/* A blocked wait: its own timepoint, fired to this condition. */
+typedef struct {
+  pthread_mutex_t mutex;
+  pthread_cond_t cond;
+  bool fired;
+} semaphore_waiter_t;
+
+static void semaphore_waiter_fire(void *user_data, hali_status_t status) {
+  (void)status; /* the waiter looks at the semaphore itself */
+  semaphore_waiter_t *w = user_data;
+  pthread_mutex_lock(&w->mutex);
+  w->fired = true;
+  pthread_cond_broadcast(&w->cond);
+  pthread_mutex_unlock(&w->mutex); /* the last touch of |w| */
+}
+
+/* The outcome of a wait for |value| (the lock is held). */
+static hali_status_t semaphore_wait_result_locked(
+    hali_hal_semaphore_t *semaphore, uint64_t value,
+    hali_timeout_ns_t timeout_ns) {
+  if (semaphore->failure) return hali_status_clone(semaphore->failure);
+  if (semaphore->value >= value) return HALI_OK;
+  return hali_status_make(HALI_STATUS_DEADLINE_EXCEEDED,
+                          "semaphore at value %" PRIu64
+                          " did not reach %" PRIu64 " within %" PRId64 " ns",
+                          semaphore->value, value, timeout_ns);
+}
+
 hali_status_t hali_hal_semaphore_wait(hali_hal_semaphore_t *semaphore,
                                       uint64_t value,
                                       hali_timeout_ns_t timeout_ns) {
+  hali_small_lock(&semaphore->lock);
+  if (semaphore->failure || semaphore->value >= value || timeout_ns == 0) {
+    hali_status_t status =
+        semaphore_wait_result_locked(semaphore, value, timeout_ns);
+    hali_small_unlock(&semaphore->lock);
+    return status;
+  }
   struct timespec deadline;
   bool forever = timeout_ns < 0;
-  if (!forever && timeout_ns > 0)
-    hali_deadline_from_timeout(timeout_ns, &deadline);
-  hali_status_t status = HALI_OK;
-  pthread_mutex_lock(&semaphore->mutex);
-  for (;;) {
-    if (semaphore->failure) {
-      status = hali_status_clone(semaphore->failure);
-      break;
-    }
-    if (semaphore->value >= value) break;
-    int rc = 0;
-    if (forever)
-      pthread_cond_wait(&semaphore->cond, &semaphore->mutex);
-    else if (timeout_ns > 0)
-      rc = pthread_cond_timedwait(&semaphore->cond, &semaphore->mutex,
-                                  &deadline);
-    else
-      rc = ETIMEDOUT;
-    if (rc == ETIMEDOUT && !semaphore->failure && semaphore->value < value) {
-      status = hali_status_make(HALI_STATUS_DEADLINE_EXCEEDED,
-                                "semaphore at value %" PRIu64
-                                " did not reach %" PRIu64 " within %" PRId64
-                                " ns",
-                                semaphore->value, value, timeout_ns);
+  if (!forever) hali_deadline_from_timeout(timeout_ns, &deadline);
+  semaphore_waiter_t w;
+  pthread_mutex_init(&w.mutex, NULL);
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&w.cond, &attr);
+  pthread_condattr_destroy(&attr);
+  w.fired = false;
+  /* Registered under the lock the check above held: no signal between. */
+  hali_hal_semaphore_timepoint_t tp = {
+      .next = semaphore->timepoints,
+      .value = value,
+      .callback = semaphore_waiter_fire,
+      .user_data = &w,
+  };
+  semaphore->timepoints = &tp;
+  hali_small_unlock(&semaphore->lock);
+  pthread_mutex_lock(&w.mutex);
+  while (!w.fired) {
+    if (forever) {
+      pthread_cond_wait(&w.cond, &w.mutex);
+    } else if (pthread_cond_timedwait(&w.cond, &w.mutex, &deadline) ==
+               ETIMEDOUT) {
       break;
     }
   }
-  pthread_mutex_unlock(&semaphore->mutex);
+  bool fired = w.fired;
+  pthread_mutex_unlock(&w.mutex);
+  /* Timed out: unregister; one firing right now still touches |w|. */
+  if (!fired && !hali_hal_semaphore_cancel(semaphore, &tp)) {
+    pthread_mutex_lock(&w.mutex);
+    while (!w.fired) pthread_cond_wait(&w.cond, &w.mutex);
+    pthread_mutex_unlock(&w.mutex);
+  }
+  pthread_cond_destroy(&w.cond);
+  pthread_mutex_destroy(&w.mutex);
+  hali_small_lock(&semaphore->lock);
+  hali_status_t status =
+      semaphore_wait_result_locked(semaphore, value, timeout_ns);
+  hali_small_unlock(&semaphore->lock);
   return status;
 }
 
@@ -220,7 +302,7 @@ bool hali_hal_semaphore_notify(hali_hal_semaphore_t *semaphore, uint64_t value,
                                hali_hal_semaphore_timepoint_t *timepoint,
                                hali_hal_semaphore_callback_t callback,
                                void *user_data) {
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   bool pending = !semaphore->failure && semaphore->value < value;
   if (pending) {
     timepoint->value = value;
@@ -229,14 +311,14 @@ bool hali_hal_semaphore_notify(hali_hal_semaphore_t *semaphore, uint64_t value,
     timepoint->next = semaphore->timepoints;
     semaphore->timepoints = timepoint;
   }
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return pending;
 }
 
 bool hali_hal_semaphore_cancel(hali_hal_semaphore_t *semaphore,
                                hali_hal_semaphore_timepoint_t *timepoint) {
   bool found = false;
-  pthread_mutex_lock(&semaphore->mutex);
+  hali_small_lock(&semaphore->lock);
   for (hali_hal_semaphore_timepoint_t **link = &semaphore->timepoints; *link;
        link = &(*link)->next) {
     if (*link == timepoint) {
@@ -245,6 +327,6 @@ bool hali_hal_semaphore_cancel(hali_hal_semaphore_t *semaphore,
       break;
     }
   }
-  pthread_mutex_unlock(&semaphore->mutex);
+  hali_small_unlock(&semaphore->lock);
   return found;
 }

@@ -23,7 +23,6 @@ HALI_MUST_USE hali_status_t hali_hal_semaphore_create(
     uint64_t initial_value, hali_hal_semaphore_t **out_semaphore);
 void hali_hal_semaphore_retain(hali_hal_semaphore_t *semaphore);
 void hali_hal_semaphore_release(hali_hal_semaphore_t *semaphore);
-
 /* Whether the host may signal or fail the semaphore: it was created for
  * the host, or a fence holding it was handed to the host (the C API marks
  * them; hal/fence.h hali_hal_fence_mark_host_visible).  Never cleared.
@@ -43,6 +42,12 @@ HALI_MUST_USE hali_status_t hali_hal_semaphore_query(
  * FAILED_PRECONDITION naming both values when |value| is not greater than
  * the current payload; a clone of the failure when the semaphore failed. */
 HALI_MUST_USE hali_status_t hali_hal_semaphore_signal(
+    hali_hal_semaphore_t *semaphore, uint64_t value);
+
+/* Internal (hal/fence.c): advances the payload to |value| when it is
+ * lower, waking as signal does; a payload already at or past |value| is
+ * left alone (OK).  A clone of the failure when the semaphore failed. */
+HALI_MUST_USE hali_status_t hali_hal_semaphore_advance(
     hali_hal_semaphore_t *semaphore, uint64_t value);
 
 /* Fails the semaphore with |status| (consumed; must not be OK — OK is

@@ -17,6 +17,9 @@
 #include "hal/semaphore.h"
 #include "vm/trace.h"
 
+/* Register stacks of finished fibers kept for the next to start. */
+#define STACK_POOL_MAX 1024
+
 typedef enum {
   FIBER_READY,
   FIBER_RUNNING,
@@ -38,6 +41,7 @@ typedef struct waiter_s {
   struct waiter_s *next;           /* the fiber's list */
   uint64_t epoch;                  /* the fiber's wait_epoch it counts for */
   bool detached;
+  bool fired; /* its callback runs (mutex held): nothing to cancel */
   atomic_int refs;
 } waiter_t;
 
@@ -55,6 +59,10 @@ typedef struct invocation_s {
    * invocation or its deadline abandons them (hal/stop.h).  Owned. */
   hali_hal_stop_t *stop;
   const char *name;         /* the host-started function, for messages */
+  /* The host-started fiber's module, retained while the invocation has
+   * fibers: the fibers it spawns (same module) borrow it, which saves two
+   * atomic operations per spawn. */
+  hali_vm_module_t *module;
   struct invocation_s *next; /* in the pool */
 } invocation_t;
 
@@ -65,8 +73,22 @@ struct hali_vm_fiber_s {
   _Atomic(hali_status_code_t) cancel_code; /* set before cancel_requested */
   uint32_t id;
   fiber_state_t state;
+  /* A spawned fiber takes its register stack (from the scheduler's pool)
+   * when it first runs, and gives it back when it ends: a fan-out of N
+   * fibers that have not run yet holds N records, not N stacks.  Until
+   * then its function, link and arguments (refs retained) wait here;
+   * mutex held to attach or detach it (stop_fiber reads it). */
   hali_vm_stack_t *stack;
-  hali_vm_module_t *module; /* retained */
+  const hali_vm_link_t *start_link;
+  hali_value_t *args;       /* |args_inline| or allocated */
+  uint32_t arg_count;       /* held until the stack is set up */
+  uint32_t arg_capacity;    /* of an allocated |args| */
+  hali_value_t args_inline[4];
+  uint32_t start_depth_base;
+  uint64_t start_fuel;
+  hali_vm_module_t *module; /* retained by |inv|, or by the fiber when
+                             * |owns_module| */
+  bool owns_module;
   const hali_vm_func_t *fn;
   hali_value_t *results;
   uint32_t result_count;
@@ -87,6 +109,7 @@ struct hali_vm_fiber_s {
   bool wait_failed;
   bool host_owned;          /* started by the host (else by fiber.spawn) */
   bool released;            /* the host released it */
+  bool finishing;           /* DONE, finish_complete not through yet */
   atomic_bool cancel_requested;
   hali_vm_fiber_t *next_ready;
   uint32_t home; /* the fiber thread whose queue it was last put on */
@@ -126,12 +149,19 @@ struct hali_vm_scheduler_s {
   hali_vm_fiber_t *all;
   size_t live, suspended;
   size_t waiters_live; /* callback references not yet dropped */
+  /* Registrations whose references are all dropped, kept for the next
+   * suspension (a warm await allocates nothing); linked through |next|. */
+  waiter_t *waiter_pool;
+  size_t waiter_pool_count;
   uint32_t next_id;
   bool allow_external;
   /* Finished fibers kept for reuse (with their register stacks), so that a
    * warm invocation allocates nothing. */
   hali_vm_fiber_t *pool;
   size_t pool_count;
+  /* Register stacks of finished fibers, for the next fiber to start. */
+  hali_vm_stack_t *stack_pool[STACK_POOL_MAX];
+  size_t stack_pool_count;
   invocation_t *inv_pool;
   size_t inv_pool_count;
   size_t timed; /* live invocations with a deadline (the watchdog scans) */
@@ -185,15 +215,24 @@ static uint32_t my_slot(const hali_vm_scheduler_t *s) {
  * children as it spawns allocates (almost) nothing for them; each costs
  * ~1 KiB while pooled (record, stack bookkeeping, frames, first banks). */
 #define FIBER_POOL_MAX 1024
+#define WAITER_POOL_MAX 1024
 #define INVOCATION_POOL_MAX 64
 
 static int64_t now_ns(void) { return hali_clock_now_ns(); }
 
-static void waiter_release(waiter_t *w) {
-  if (atomic_fetch_sub(&w->refs, 1) == 1) {
-    hali_hal_semaphore_release(w->semaphore);
+/* Drops one reference to |w| (the scheduler mutex is held); the last
+ * puts it back in the pool. */
+static void waiter_release(hali_vm_scheduler_t *s, waiter_t *w) {
+  if (atomic_fetch_sub(&w->refs, 1) != 1) return;
+  hali_hal_semaphore_release(w->semaphore);
+  w->semaphore = NULL;
+  if (s->waiter_pool_count >= WAITER_POOL_MAX) {
     hali_free(w);
+    return;
   }
+  w->next = s->waiter_pool;
+  s->waiter_pool = w;
+  s->waiter_pool_count++;
 }
 
 /* Wakes fiber thread |k| asleep for want of work (mutex held). */
@@ -291,12 +330,12 @@ static void detach_waiters(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   while (w) {
     waiter_t *next = w->next;
     w->detached = true;
-    if (hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
+    if (!w->fired && hali_hal_semaphore_cancel(w->semaphore, &w->timepoint)) {
       /* It will never fire: drop the callback's reference for it. */
       s->waiters_live--;
-      waiter_release(w);
+      waiter_release(s, w);
     }
-    waiter_release(w); /* the list's */
+    waiter_release(s, w); /* the list's */
     w = next;
   }
 }
@@ -315,6 +354,7 @@ static void wake(void *user, hali_status_t status) {
   hali_vm_scheduler_t *s = w->scheduler;
   pthread_mutex_lock(&s->mutex);
   hali_vm_fiber_t *f = w->fiber;
+  w->fired = true;
   if (!w->detached &&
       (f->state == FIBER_SUSPENDED || f->state == FIBER_SUSPENDING)) {
     /* A failure wakes at once; a reached point only once it is the last
@@ -328,9 +368,11 @@ static void wake(void *user, hali_status_t status) {
     else if (status || last) wake_fiber(s, f);
   }
   s->waiters_live--;
+  /* Under the mutex: once |waiters_live| drops, the scheduler may be
+   * freed as soon as the mutex is. */
+  waiter_release(s, w);
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->mutex);
-  waiter_release(w);
 }
 
 /* Registers |f| to wake when any point of |fence| not yet reached is
@@ -340,30 +382,52 @@ static void wake(void *user, hali_status_t status) {
 static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                           hali_hal_fence_t *fence, size_t *out_registered) {
   *out_registered = 0;
-  size_t n = hali_hal_fence_point_count(fence), registered = 0;
+  /* The first points in one look (most fences have one). */
+  enum { PEEK = 8 };
+  hali_hal_semaphore_t *sems[PEEK];
+  uint64_t values[PEEK];
+  size_t n = hali_hal_fence_points_peek(fence, PEEK, sems, values);
+  size_t registered = 0;
   for (size_t i = 0; i < n; ++i) {
     hali_hal_semaphore_t *sem;
     uint64_t value, now = 0;
-    hali_hal_fence_point(fence, i, &sem, &value);
+    if (i < PEEK) {
+      sem = sems[i];
+      value = values[i];
+    } else {
+      hali_hal_fence_point(fence, i, &sem, &value);
+    }
     hali_status_t q = hali_hal_semaphore_query(sem, &now);
     if (q) { /* failed: the await will see it */
       hali_status_free(q);
       return true;
     }
     if (now >= value) continue;
-    waiter_t *w = hali_calloc(1, sizeof(*w));
-    if (!w) {
-      /* Wake the fiber and fail its await: re-running the await would
-       * only fail to register again (and spin while memory is short). */
-      f->stack->await_oom = true;
-      return true;
+    /* A pooled registration is taken and linked in one hold of the
+     * mutex; a new one is made outside it. */
+    pthread_mutex_lock(&s->mutex);
+    waiter_t *w = s->waiter_pool;
+    if (w) {
+      s->waiter_pool = w->next;
+      s->waiter_pool_count--;
+      memset(w, 0, sizeof(*w));
+    } else {
+      pthread_mutex_unlock(&s->mutex);
+      w = hali_malloc(sizeof(*w)); /* not calloc: see fiber_acquire */
+      if (w) memset(w, 0, sizeof(*w));
+      if (!w) {
+        /* Wake the fiber and fail its await: re-running the await would
+         * only fail to register again (and spin while memory is short). */
+        f->stack->await_oom = true;
+        return true;
+      }
+      pthread_mutex_lock(&s->mutex);
     }
     atomic_init(&w->refs, 2);
     w->scheduler = s;
     w->fiber = f;
     w->semaphore = sem;
     hali_hal_semaphore_retain(sem);
-    pthread_mutex_lock(&s->mutex);
     w->epoch = f->wait_epoch;
     w->next = f->waiters;
     f->waiters = w;
@@ -377,8 +441,8 @@ static bool register_wait(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
     /* Reached (or failed) meanwhile: no callback will come. */
     pthread_mutex_lock(&s->mutex);
     s->waiters_live--;
+    waiter_release(s, w);
     pthread_mutex_unlock(&s->mutex);
-    waiter_release(w);
     q = hali_hal_semaphore_query(sem, &now);
     if (q) {
       hali_status_free(q);
@@ -510,10 +574,28 @@ void hali_vm_scheduler_allow_external_signals(hali_vm_scheduler_t *s,
   pthread_mutex_unlock(&s->mutex);
 }
 
+static void release_args(hali_vm_fiber_t *f) {
+  for (uint32_t i = 0; i < f->arg_count; ++i) hali_value_release(&f->args[i]);
+  f->arg_count = 0;
+}
+
 static void fiber_destroy(hali_vm_fiber_t *f) {
+  release_args(f);
   hali_free(f->results);
+  if (f->args != f->args_inline) hali_free(f->args);
   hali_vm_stack_free(f->stack);
   hali_free(f);
+}
+
+/* Gives a finished fiber's stack back to the pool (mutex held). */
+static void stack_put(hali_vm_scheduler_t *s, hali_vm_stack_t *st) {
+  if (!st) return;
+  hali_vm_stack_reset(st);
+  if (s->stack_pool_count >= STACK_POOL_MAX) {
+    hali_vm_stack_free(st);
+    return;
+  }
+  s->stack_pool[s->stack_pool_count++] = st;
 }
 
 /* Drops a fiber's reference to its invocation record (mutex held). */
@@ -521,6 +603,8 @@ static void invocation_unref(hali_vm_scheduler_t *s, invocation_t *inv) {
   if (!inv || --inv->refs) return;
   hali_hal_stop_release(inv->stop);
   inv->stop = NULL;
+  hali_vm_module_release(inv->module);
+  inv->module = NULL;
   if (s->inv_pool_count >= INVOCATION_POOL_MAX) {
     hali_free(inv);
     return;
@@ -540,12 +624,14 @@ static void fiber_free(hali_vm_fiber_t *f) {
   if (f->next) f->next->prev = f->prev;
   for (uint32_t i = 0; i < f->result_count; ++i)
     hali_value_release(&f->results[i]);
-  hali_vm_stack_reset(f->stack);
+  release_args(f);
+  stack_put(s, f->stack);
+  f->stack = NULL;
   hali_hal_fence_release(f->fence);
   f->fence = NULL;
   hali_status_free(f->status);
   f->status = NULL;
-  hali_vm_module_release(f->module);
+  if (f->owns_module) hali_vm_module_release(f->module);
   f->module = NULL;
   invocation_unref(s, f->inv);
   f->inv = NULL;
@@ -558,10 +644,27 @@ static void fiber_free(hali_vm_fiber_t *f) {
   }
 }
 
-/* A fiber record for a new invocation: from the pool, or new. */
+/* A fiber record for a new invocation (without a stack): from the pool,
+ * or new. */
 static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
-                                      uint32_t results) {
+                                      uint32_t results, uint32_t args,
+                                      const invocation_t *inv,
+                                      size_t *out_live,
+                                      uint32_t *out_inv_live) {
   pthread_mutex_lock(&s->mutex);
+  /* The limits are checked in the same hold: the caller fails when
+   * either count is at its cap (NULL). */
+  *out_live = s->live;
+  *out_inv_live = inv ? inv->live : 0;
+  size_t cap = s->options.max_fibers ? s->options.max_fibers
+                                     : HALI_VM_MAX_FIBERS;
+  uint32_t inv_cap = s->options.max_invocation_fibers
+                         ? s->options.max_invocation_fibers
+                         : HALI_VM_MAX_INVOCATION_FIBERS;
+  if (*out_live >= cap || (inv && *out_inv_live >= inv_cap)) {
+    pthread_mutex_unlock(&s->mutex);
+    return NULL;
+  }
   hali_vm_fiber_t *f = s->pool;
   if (f) {
     s->pool = f->next;
@@ -572,14 +675,17 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   }
   pthread_mutex_unlock(&s->mutex);
   if (!f) {
-    f = hali_calloc(1, sizeof(*f));
+    /* malloc, not calloc: glibc's calloc skips the per-thread cache of
+     * freed blocks.  The record is cleared below; only what survives the
+     * clearing is set here. */
+    f = hali_malloc(sizeof(*f));
     if (!f) return NULL;
-    hali_status_t st = hali_vm_stack_create(s->options.max_depth, &f->stack);
-    if (st) {
-      hali_status_free(st);
-      hali_free(f);
-      return NULL;
-    }
+    f->results = NULL;
+    f->result_capacity = 0;
+    f->arg_capacity = 0;
+    f->arg_count = 0;
+    f->stack = NULL;
+    f->args = f->args_inline;
   }
   if (results > f->result_capacity) {
     hali_value_t *r = hali_realloc(f->results, results * sizeof(hali_value_t));
@@ -590,20 +696,63 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
     f->results = r;
     f->result_capacity = results;
   }
-  hali_vm_stack_t *stack = f->stack;
-  hali_value_t *res = f->results;
-  uint32_t cap = f->result_capacity;
+  size_t inline_args = sizeof(f->args_inline) / sizeof(f->args_inline[0]);
+  if (args > inline_args && args > f->arg_capacity) {
+    hali_value_t *a = hali_malloc(args * sizeof(hali_value_t));
+    if (!a) {
+      fiber_destroy(f);
+      return NULL;
+    }
+    if (f->args != f->args_inline) hali_free(f->args);
+    f->args = a;
+    f->arg_capacity = args;
+  }
+  hali_value_t *res = f->results, *arg = f->args;
+  uint32_t res_cap = f->result_capacity, arg_cap = f->arg_capacity;
   memset(f, 0, sizeof(*f));
   atomic_init(&f->cancel_code, HALI_STATUS_OK);
-  stack->depth_base = 0;
-  stack->fiber = f;
-  f->stack = stack;
   f->results = res;
-  f->result_capacity = cap;
-  memset(f->results, 0, cap * sizeof(hali_value_t));
-  atomic_store(&f->stack->interrupt, false);
-  atomic_store(&f->stack->interrupt_code, HALI_STATUS_OK);
+  f->result_capacity = res_cap;
+  f->args = arg == NULL ? f->args_inline : arg;
+  f->arg_capacity = arg_cap;
+  memset(f->results, 0, res_cap * sizeof(hali_value_t));
   return f;
+}
+
+/* A register stack for |f|, from the pool or new, set up for the
+ * scheduler (not yet attached).  NULL when out of memory.  With |locked|
+ * the caller holds the mutex (and still does on return; it is dropped
+ * while a new stack is made), else it does not. */
+static hali_vm_stack_t *stack_take_locked(hali_vm_scheduler_t *s,
+                                          hali_vm_fiber_t *f, bool locked) {
+  if (!locked) pthread_mutex_lock(&s->mutex);
+  hali_vm_stack_t *st =
+      s->stack_pool_count ? s->stack_pool[--s->stack_pool_count] : NULL;
+  if (!st) { /* made without the mutex */
+    pthread_mutex_unlock(&s->mutex);
+    hali_status_t e = hali_vm_stack_create(s->options.max_depth, &st);
+    if (e) {
+      hali_status_free(e);
+      st = NULL;
+    }
+    if (locked) pthread_mutex_lock(&s->mutex);
+  } else if (!locked) {
+    pthread_mutex_unlock(&s->mutex);
+  }
+  if (!st) return NULL;
+  st->fiber = f;
+  st->depth_base = f->start_depth_base;
+  st->can_suspend = true;
+  st->device = s->device;
+  st->scheduler = s;
+  st->trace = s->options.trace;
+  st->fuel_enabled = s->options.fuel_enabled;
+  st->fuel = f->start_fuel;
+  st->fuel_used = 0; /* pooled stacks carry the last count */
+  st->trace_tid = 1000 + f->id;
+  atomic_store(&st->interrupt, false);
+  atomic_store(&st->interrupt_code, HALI_STATUS_OK);
+  return st;
 }
 
 static hali_status_t start_fiber(hali_vm_scheduler_t *s,
@@ -634,7 +783,9 @@ hali_status_t hali_vm_scheduler_start_link(hali_vm_scheduler_t *s,
 
 /* Starts a fiber: for the host (|parent| NULL: a new invocation) or
  * spawned by the fiber running on |parent| (the same invocation: its
- * live-fiber count, its call depth and its stop). */
+ * live-fiber count, its call depth and its stop).  A host-started fiber
+ * is set up on its stack at once (its arguments are checked here); a
+ * spawned one, whose call the verifier checked, when it first runs. */
 static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                                  const hali_vm_link_t *link,
                                  const hali_vm_func_t *fn,
@@ -650,20 +801,6 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   uint32_t inv_cap = s->options.max_invocation_fibers
                          ? s->options.max_invocation_fibers
                          : HALI_VM_MAX_INVOCATION_FIBERS;
-  pthread_mutex_lock(&s->mutex);
-  size_t live = s->live;
-  uint32_t inv_live = inv ? inv->live : 0;
-  pthread_mutex_unlock(&s->mutex);
-  if (live >= cap)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "cannot start @%s: %zu fibers are live, the limit "
-                            "of one context",
-                            fn->ir->name, live);
-  if (inv && inv_live >= inv_cap)
-    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
-                            "cannot spawn @%s: the invocation of @%s has %u "
-                            "live fibers, the limit of one invocation",
-                            fn->ir->name, inv->name, inv_live);
   /* A spawn is a call for the depth limit: the new fiber starts as deep
    * as its spawner is. */
   uint32_t base = parent ? parent->depth_base + parent->depth : 0;
@@ -675,8 +812,25 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                             "@%s %u frames deep (counting the fibers that "
                             "spawned this one)",
                             max_depth, fn->ir->name, base);
+  if (arg_count > UINT32_MAX)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "cannot start @%s with %zu arguments",
+                            fn->ir->name, arg_count);
+  size_t live = 0;
+  uint32_t inv_live = 0;
   hali_vm_fiber_t *f =
-      fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1);
+      fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1,
+                    parent ? (uint32_t)arg_count : 0, inv, &live, &inv_live);
+  if (!f && live >= cap)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot start @%s: %zu fibers are live, the limit "
+                            "of one context",
+                            fn->ir->name, live);
+  if (!f && inv && inv_live >= inv_cap)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot spawn @%s: the invocation of @%s has %u "
+                            "live fibers, the limit of one invocation",
+                            fn->ir->name, inv->name, inv_live);
   if (!f)
     return hali_status_annotate(hali_status_oom(),
                                 "starting a fiber for @%s",
@@ -686,13 +840,28 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   f->host_owned = true;
   f->result_count = fn->ir->result_count;
   atomic_init(&f->cancel_requested, false);
-  f->stack->depth_base = base;
-  /* Fences the host passes in are fences it may signal. */
-  for (size_t i = 0; !parent && i < arg_count; ++i)
-    if (args[i].type == HALI_TYPE_FENCE)
-      hali_hal_fence_mark_host_visible((hali_hal_fence_t *)args[i].ref);
-  hali_status_t st = hali_vm_begin(f->stack, link, fn, args, arg_count,
-                                   f->results, f->result_count);
+  f->start_depth_base = base;
+  f->start_fuel = s->options.fuel;
+  hali_status_t st = HALI_OK;
+  if (!parent) {
+    /* Fences the host passes in are fences it may signal. */
+    for (size_t i = 0; i < arg_count; ++i)
+      if (args[i].type == HALI_TYPE_FENCE)
+        hali_hal_fence_mark_host_visible((hali_hal_fence_t *)args[i].ref);
+    f->stack = stack_take_locked(s, f, false);
+    st = f->stack ? hali_vm_begin(f->stack, link, fn, args, arg_count,
+                                  f->results, f->result_count)
+                  : hali_status_annotate(hali_status_oom(),
+                                         "starting a fiber for @%s",
+                                         fn->ir->name);
+  } else {
+    f->start_link = link;
+    for (size_t i = 0; i < arg_count; ++i) {
+      f->args[i] = args[i];
+      if (hali_type_is_ref(args[i].type)) hali_ref_retain(args[i].ref);
+    }
+    f->arg_count = (uint32_t)arg_count;
+  }
   if (!st && !inv) {
     pthread_mutex_lock(&s->mutex);
     inv = s->inv_pool;
@@ -726,14 +895,13 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   }
   f->inv = inv;
   f->module = m;
-  hali_vm_module_retain(m);
-  f->stack->can_suspend = true;
-  f->stack->device = s->device;
-  f->stack->scheduler = s;
-  f->stack->trace = s->options.trace;
-  f->stack->fuel_enabled = s->options.fuel_enabled;
-  f->stack->fuel = s->options.fuel;
-  f->stack->fuel_used = 0; /* pooled stacks carry the last count */
+  if (f->root) {
+    inv->module = m;
+    hali_vm_module_retain(m);
+  } else if (inv->module != m) { /* not expected: a spawn stays in its module */
+    f->owns_module = true;
+    hali_vm_module_retain(m);
+  }
   if (parent) {
     /* Everything the spawner sets up happens before the fiber is ready:
      * with fiber threads another thread may run it (and finish and
@@ -744,15 +912,15 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
      * fence lives on in the spawner's register. */
     f->host_owned = false;
     if (parent->fuel_enabled) {
-      f->stack->fuel = parent->fuel / 2;
-      parent->fuel -= f->stack->fuel;
+      f->start_fuel = parent->fuel / 2;
+      parent->fuel -= f->start_fuel;
     }
     hali_status_t fs = hali_hal_fence_create_pending(&f->fence);
     if (fs) {
       f->fence = NULL;
-      hali_vm_module_release(m);
+      if (f->owns_module) hali_vm_module_release(m);
       f->module = NULL;
-      if (inv && f->root) hali_free(inv);
+      if (parent->fuel_enabled) parent->fuel += f->start_fuel;
       fiber_destroy(f);
       return hali_status_annotate(fs, "creating the fence of a spawned "
                                       "fiber");
@@ -765,7 +933,7 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   uint32_t id = f->id;
   /* Awaits overlap the fiber slices on the scheduler's track: each fiber
    * gets a track of its own for them. */
-  f->stack->trace_tid = 1000 + f->id;
+  if (f->stack) f->stack->trace_tid = 1000 + f->id;
   f->next = s->all;
   if (s->all) s->all->prev = f;
   s->all = f;
@@ -822,23 +990,49 @@ static bool attach_results(hali_vm_fiber_t *f, hali_hal_fence_t *fence) {
 
 /* |f| finished with |status| (owned): record it, signal or fail its fence
  * (without the mutex: waking others takes it). */
-static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
-                   hali_status_t status) {
-  if (status) hali_vm_stack_reset(f->stack);
+static void finish_trace(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                         hali_status_t status) {
+  if (status && f->stack) hali_vm_stack_reset(f->stack);
   if (HALI_TRACE_ON(s->options.trace))
     hali_trace_printf(s->options.trace, "[fiber] %u %s%s%s", f->id,
                       status ? "failed: " : "done",
                       status ? hali_status_code_name(hali_status_code(status))
                              : "",
                       "");
+}
+
+/* Publishes |f|'s end (mutex held) and returns its fence (retained; may
+ * be NULL) for finish_complete.  Until then the record stays: a host
+ * releasing the fiber meanwhile leaves the freeing to finish_complete. */
+static hali_hal_fence_t *finish_publish(hali_vm_fiber_t *f,
+                                        hali_status_t status) {
+  f->status = status;
+  f->state = FIBER_DONE;
+  f->finishing = true;
+  hali_hal_fence_retain(f->fence);
+  return f->fence;
+}
+
+static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                            hali_status_t status, hali_hal_fence_t *fence,
+                            bool keep_locked);
+
+static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                   hali_status_t status) {
+  finish_trace(s, f, status);
   /* Publish the result, then signal the fence outside the mutex (waking
    * others takes it).  A fence asked for later is made signalled. */
   pthread_mutex_lock(&s->mutex);
-  f->status = status;
-  f->state = FIBER_DONE;
-  hali_hal_fence_t *fence = f->fence;
-  hali_hal_fence_retain(fence);
+  hali_hal_fence_t *fence = finish_publish(f, status);
   pthread_mutex_unlock(&s->mutex);
+  finish_complete(s, f, status, fence, false);
+}
+
+/* Signals (or fails) the fence of a published end, then counts the end
+ * under the mutex, which it keeps on return with |keep_locked|. */
+static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                            hali_status_t status, hali_hal_fence_t *fence,
+                            bool keep_locked) {
   if (fence) {
     if (!status && !f->host_owned && !attach_results(f, fence))
       status = hali_status_annotate(hali_status_oom(),
@@ -866,21 +1060,28 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   if (f->root && (code == HALI_STATUS_CANCELLED ||
                   code == HALI_STATUS_DEADLINE_EXCEEDED))
     hali_hal_stop_request(f->inv->stop, code);
+  f->finishing = false;
   bool free_now = !f->host_owned || f->released;
   if (free_now) fiber_free(f);
   pthread_cond_broadcast(&s->cond);
-  pthread_mutex_unlock(&s->mutex);
+  if (!keep_locked) pthread_mutex_unlock(&s->mutex);
 }
 
-/* Runs |f| until it finishes or suspends. */
+/* Runs |f| until it finishes or suspends.  Called with the mutex held
+ * (the caller took |f| from a queue in that hold) and returns with it
+ * held: it is dropped while the fiber runs and while its end or its
+ * wake-ups reach others. */
 static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   hali_vm_stack_t *st = f->stack;
-  st->suspended = false;
-  if (st->awaiting) {
-    hali_hal_fence_release(st->awaiting);
+  hali_hal_fence_t *awaited = NULL; /* released without the mutex */
+  if (st) {
+    st->suspended = false;
+    awaited = st->awaiting;
     st->awaiting = NULL;
   }
   if (atomic_load(&f->cancel_requested)) {
+    pthread_mutex_unlock(&s->mutex);
+    hali_hal_fence_release(awaited);
     hali_status_code_t code = atomic_load(&f->cancel_code);
     finish(s, f,
            code == HALI_STATUS_DEADLINE_EXCEEDED
@@ -891,7 +1092,35 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
                : hali_status_make(HALI_STATUS_CANCELLED,
                                   "fiber %u (@%s) was cancelled", f->id,
                                   f->fn->ir->name));
+    pthread_mutex_lock(&s->mutex);
     return;
+  }
+  bool first_run = !st;
+  if (first_run) {
+    /* A spawned fiber's first run: its stack, then its call (the stack
+     * is taken in this hold of the mutex when the pool has one). */
+    st = stack_take_locked(s, f, true);
+    hali_status_t b =
+        st ? hali_vm_begin(st, f->start_link, f->fn, f->args, f->arg_count,
+                           f->results, f->result_count)
+           : hali_status_annotate(hali_status_oom(),
+                                  "starting a fiber for @%s",
+                                  f->fn->ir->name);
+    if (b) {
+      stack_put(s, st);
+      pthread_mutex_unlock(&s->mutex);
+      release_args(f);
+      finish(s, f, b);
+      pthread_mutex_lock(&s->mutex);
+      return;
+    }
+    /* Attached under the mutex: a cancel from now on interrupts it (one
+     * before found no stack and only set the request). */
+    f->stack = st;
+    if (atomic_load(&f->cancel_requested)) {
+      atomic_store(&st->interrupt_code, atomic_load(&f->cancel_code));
+      atomic_store(&st->interrupt, true);
+    }
   }
   int64_t t0 =
       HALI_TRACE_ON(s->options.trace) ? hali_trace_now(s->options.trace) : 0;
@@ -901,7 +1130,6 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   uint32_t slot = my_slot(s);
   if (slot == NO_SLOT) slot = 0;
   fiber_thread_t *t = &s->th[slot];
-  pthread_mutex_lock(&s->mutex);
   hali_vm_fiber_t *outer = t->running;
   int64_t outer_since = t->running_since;
   t->running = f;
@@ -914,7 +1142,26 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   }
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
+  hali_hal_fence_release(awaited);
+  if (first_run) release_args(f); /* the stack holds its own references */
   hali_status_t status = hali_vm_interpret(st, f->results);
+  if (HALI_TRACE_ON(s->options.trace)) {
+    char name[96];
+    snprintf(name, sizeof(name), "fiber %u @%s", f->id, f->fn->ir->name);
+    hali_trace_slice(s->options.trace, name, "fiber", 0, t0,
+                     hali_trace_now(s->options.trace) - t0, NULL);
+  }
+  /* What happens next is decided in the same hold of the mutex that
+   * takes the fiber off this thread: it ended (published), its time slice
+   * is over (to the back of the queue), or it suspends on st->awaiting. */
+  bool done = status || !st->suspended;
+  bool yielded = !done && st->yielded;
+  if (yielded) {
+    st->yielded = false;
+    st->suspended = false;
+  }
+  if (done) finish_trace(s, f, status);
+  hali_hal_fence_t *fence = NULL;
   pthread_mutex_lock(&s->mutex);
   t->running = outer;
   t->running_since = outer_since;
@@ -923,29 +1170,16 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);
     atomic_store(&st->interrupt, false);
   }
-  pthread_mutex_unlock(&s->mutex);
-  if (HALI_TRACE_ON(s->options.trace)) {
-    char name[96];
-    snprintf(name, sizeof(name), "fiber %u @%s", f->id, f->fn->ir->name);
-    hali_trace_slice(s->options.trace, name, "fiber", 0, t0,
-                     hali_trace_now(s->options.trace) - t0, NULL);
-  }
-  if (status || !st->suspended) {
-    finish(s, f, status);
-    return;
-  }
-  if (st->yielded) { /* time slice over: to the back of the queue */
-    st->yielded = false;
-    st->suspended = false;
-    pthread_mutex_lock(&s->mutex);
-    push_ready(s, f, PUSH_YIELD);
+  if (done) {
+    fence = finish_publish(f, status);
     pthread_mutex_unlock(&s->mutex);
+    finish_complete(s, f, status, fence, true);
     return;
   }
-  /* Suspended on st->awaiting: register the wake-ups, then decide, under
-   * the mutex, whether the fiber sleeps (a wake-up or a cancel may have
-   * come meanwhile). */
-  pthread_mutex_lock(&s->mutex);
+  if (yielded) {
+    push_ready(s, f, PUSH_YIELD);
+    return;
+  }
   f->state = FIBER_SUSPENDING;
   f->wait_epoch++;
   f->wait_fired = 0;
@@ -953,6 +1187,8 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   f->wait_counting = false;
   f->wait_failed = false;
   pthread_mutex_unlock(&s->mutex);
+  /* Register the wake-ups, then decide, under the mutex, whether the
+   * fiber sleeps (a wake-up or a cancel may have come meanwhile). */
   size_t registered = 0;
   bool ready = register_wait(s, f, st->awaiting, &registered);
   pthread_mutex_lock(&s->mutex);
@@ -967,7 +1203,6 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
       s->suspended++;
     }
   }
-  pthread_mutex_unlock(&s->mutex);
 }
 
 /* The deadlock report: every fiber, what it awaits and where. */
@@ -1139,9 +1374,7 @@ static void *worker_main(void *arg) {
     f->state = FIBER_RUNNING;
     s->running_count++;
     s->worker_runs++;
-    pthread_mutex_unlock(&s->mutex);
-    resume(s, f);
-    pthread_mutex_lock(&s->mutex);
+    resume(s, f); /* drops the mutex while the fiber runs */
     s->running_count--;
     pthread_cond_broadcast(&s->cond); /* run() re-decides */
   }
@@ -1235,9 +1468,7 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
     if (f) {
       f->state = FIBER_RUNNING;
       s->running_count++;
-      pthread_mutex_unlock(&s->mutex);
-      resume(s, f);
-      pthread_mutex_lock(&s->mutex);
+      resume(s, f); /* drops the mutex while the fiber runs */
       s->running_count--;
       if (run_deadline != INT64_MAX && until->state != FIBER_DONE &&
           now_ns() >= run_deadline)
@@ -1391,8 +1622,10 @@ static void stop_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   if (f->state == FIBER_DONE) return;
   atomic_store(&f->cancel_code, code);
   atomic_store(&f->cancel_requested, true);
-  atomic_store(&f->stack->interrupt_code, code);
-  atomic_store(&f->stack->interrupt, true);
+  if (f->stack) { /* else it has not run yet: it stops when it would */
+    atomic_store(&f->stack->interrupt_code, code);
+    atomic_store(&f->stack->interrupt, true);
+  }
   /* A suspending fiber is woken by resume() once it sees the flag. */
   if (f->state == FIBER_SUSPENDED) wake_fiber(s, f);
   pthread_cond_broadcast(&s->cond);
@@ -1434,13 +1667,16 @@ void hali_vm_fiber_release(hali_vm_fiber_t *f) {
   hali_vm_scheduler_t *s = f->scheduler;
   pthread_mutex_lock(&s->mutex);
   f->released = true;
-  if (f->state == FIBER_DONE) fiber_free(f);
+  /* Still finishing on another thread: finish_complete frees it. */
+  if (f->state == FIBER_DONE && !f->finishing) fiber_free(f);
   pthread_mutex_unlock(&s->mutex);
 }
 
 size_t hali_vm_fiber_overhead_bytes(const hali_vm_fiber_t *f) {
-  return sizeof(*f) + sizeof(*f->stack) +
-         f->stack->frame_capacity * sizeof(hali_vm_frame_t) +
+  return sizeof(*f) +
+         (f->stack ? sizeof(*f->stack) +
+                         f->stack->frame_capacity * sizeof(hali_vm_frame_t)
+                   : 0) +
          f->result_count * sizeof(hali_value_t) +
          (f->waiters ? sizeof(waiter_t) : 0);
 }
@@ -1501,6 +1737,13 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
     invocation_t *inv = s->inv_pool;
     s->inv_pool = inv->next;
     hali_free(inv);
+  }
+  while (s->stack_pool_count)
+    hali_vm_stack_free(s->stack_pool[--s->stack_pool_count]);
+  while (s->waiter_pool) {
+    waiter_t *w = s->waiter_pool;
+    s->waiter_pool = w->next;
+    hali_free(w);
   }
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
@@ -1667,8 +1910,13 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
                          : timeout_ms > INT64_MAX / 1000000
                              ? INT64_MAX
                              : timeout_ms * 1000000;
-  int64_t now = hali_clock_now_ns();
-  if (!st->await_started_ns) st->await_started_ns = now;
+  /* The clock is read only for what needs it: a trace's wait time, a
+   * finite timeout's deadline. */
+  int64_t now = 0;
+  if (HALI_TRACE_ON(st->trace)) {
+    now = hali_clock_now_ns();
+    if (!st->await_started_ns) st->await_started_ns = now;
+  }
   int32_t code = 0;
   bool ready = false;
   hali_status_t w = hali_hal_fence_query_untraced(fence, &ready);
@@ -1684,6 +1932,7 @@ hali_status_t hali_vm_fiber_await(hali_vm_stack_t *st,
                !st->frames[st->depth - 1].fn->may_block) {
       hali_hal_fence_retain(fence);
       st->awaiting = fence;
+      if (ns >= 0 && !now) now = hali_clock_now_ns();
       st->await_deadline_ns =
           ns < 0 || ns > INT64_MAX - now ? INT64_MAX : now + ns;
       /* Not an error: pc stays, and resuming re-runs the await. */

@@ -551,28 +551,19 @@ HAL_OP(HAL_FENCE_OFFSET) {
                             "only move forward",
                             (long long)delta);
   hali_hal_fence_t *f = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&f));
+  size_t bad = SIZE_MAX;
+  uint64_t value = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_fence_create_offset(from, (uint64_t)delta, &f, &bad, &value));
+  if (!f)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "hal.fence.offset of fence #%u: point %zu "
+                            "value %llu + offset %lld is past 2^64-1 "
+                            "(timeline values never wrap)",
+                            ((hali_ref_t *)from)->id, bad,
+                            (unsigned long long)value, (long long)delta);
   if (st->device)
     hali_hal_fence_trace_to(f, hali_hal_device_allocator(st->device));
-  for (size_t i = 0; i < hali_hal_fence_point_count(from); ++i) {
-    hali_hal_semaphore_t *sem;
-    uint64_t value;
-    hali_hal_fence_point(from, i, &sem, &value);
-    uint64_t raised;
-    hali_status_t s2 =
-        hali_add_overflows_u64(value, (uint64_t)delta, &raised)
-            ? hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                               "hal.fence.offset of fence #%u: point %zu "
-                               "value %llu + offset %lld is past 2^64-1 "
-                               "(timeline values never wrap)",
-                               ((hali_ref_t *)from)->id, i,
-                               (unsigned long long)value, (long long)delta)
-            : hali_hal_fence_insert(f, sem, raised);
-    if (s2) {
-      hali_hal_fence_release(f);
-      return s2;
-    }
-  }
   set_ref(refs, d->reg[0], f);
   return HALI_OK;
 }
