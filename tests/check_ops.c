@@ -2388,6 +2388,105 @@ END_TEST
  * and width, the branch taken and the sum match C over boundary values
  * (the compare sees the wrapped sum), and the plain add is gone; when the
  * compare's result is read later the add stays separate. */
+/* The same with the sum as the compare's second operand (`cmp %z, %s`):
+ * the encoder fuses it as the swapped compare of the sum first (vm/code.h),
+ * so for every compare and width the branch taken and the sum still match
+ * C over boundary values; an add whose sum the compare does not read is
+ * not fused with it, and the program's result is unchanged. */
+START_TEST(add_compare_branch_fused_sum_second) {
+  static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
+                                     "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
+  static const int64_t vals[] = {0, 1, -1, 7, -7, INT32_MAX, INT32_MIN,
+                                 INT64_MAX, INT64_MIN};
+  for (int wide = 0; wide < 2; ++wide)
+    for (size_t k = 0; k < COUNT_OF(cmps); ++k) {
+      const char *t = wide ? "i64" : "i32";
+      char text[768];
+      snprintf(text, sizeof text,
+               "func @f(%%x: %s, %%y: %s, %%z: %s) -> (i32, %s) {\n"
+               "  %%s = add.%s %%x, %%y\n"
+               "  %%c = %s.%s %%z, %%s\n"
+               "  cond_br %%c, ^yes, ^no\n"
+               "^yes:\n"
+               "  %%t = const.i32 1\n"
+               "  return %%t, %%s\n"
+               "^no:\n"
+               "  %%e = const.i32 0\n"
+               "  return %%e, %%s\n"
+               "}\n",
+               t, t, t, t, t, cmps[k], t);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      ck_assert_msg(first_op_cell(f, wide ? HALI_OP_ADD_I64 : HALI_OP_ADD_I32)
+                        == NULL,
+                    "add + %s.%s (sum second) + cond_br was not fused",
+                    cmps[k], t);
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      for (size_t a = 0; a < COUNT_OF(vals); ++a)
+        for (size_t b = 0; b < COUNT_OF(vals); ++b)
+          for (size_t c = 0; c < COUNT_OF(vals); ++c) {
+            /* The reference: the sum wraps in the type; z compares to it. */
+            uint64_t us, uz;
+            int64_t ss, sz;
+            if (wide) {
+              us = (uint64_t)vals[a] + (uint64_t)vals[b];
+              uz = (uint64_t)vals[c];
+              ss = (int64_t)us;
+              sz = vals[c];
+            } else {
+              us = (uint32_t)((uint32_t)vals[a] + (uint32_t)vals[b]);
+              uz = (uint32_t)vals[c];
+              ss = (int32_t)(uint32_t)us;
+              sz = (int32_t)(uint32_t)uz;
+            }
+            const bool want[] = {uz == us, uz != us, sz < ss,  sz <= ss,
+                                 sz > ss,  sz >= ss, uz < us,  uz <= us,
+                                 uz > us,  uz >= us};
+            hali_value_t args[3], got[2] = {{0}, {0}};
+            for (int i = 0; i < 3; ++i) {
+              const int64_t v = vals[i == 0 ? a : i == 1 ? b : c];
+              args[i] = wide ? I64(v) : I32(v);
+            }
+            got[1].type = wide ? HALI_TYPE_I64 : HALI_TYPE_I32;
+            hali_status_t s = hali_vm_invoke(st, m, f, args, 3, got, 2);
+            if (s) abort_with_status(__FILE__, __LINE__, cmps[k], s);
+            const uint64_t sum = wide ? (uint64_t)got[1].i64
+                                      : (uint32_t)got[1].i32;
+            ck_assert_msg(got[0].i32 == (int32_t)want[k] && sum == us,
+                          "add.%s %" PRId64 ", %" PRId64 " then %s.%s of "
+                          "%" PRId64 " and the sum: took %d (expected %d), "
+                          "sum %" PRIu64 " (expected %" PRIu64 ")",
+                          t, vals[a], vals[b], cmps[k], t, vals[c],
+                          got[0].i32, want[k], sum, us);
+          }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+  /* The compare does not read the sum: the add stays separate. */
+  hali_vm_module_t *m = load("func @f(%x: i64, %y: i64) -> i64 {\n"
+                             "  %s = add.i64 %x, %y\n"
+                             "  %c = lt.s.i64 %x, %y\n"
+                             "  cond_br %c, ^a, ^b\n"
+                             "^a:\n"
+                             "  return %s\n"
+                             "^b:\n"
+                             "  return %x\n"
+                             "}\n");
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "f"), HALI_OP_ADD_I64));
+  hali_value_t args[2] = {I64(-5), I64(3)}, got = {0};
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 2, &got, 1));
+  ck_assert_int_eq(got.i64, -2); /* -5 < 3: the sum */
+  args[0] = I64(5);
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 2, &got, 1));
+  ck_assert_int_eq(got.i64, 5);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(add_compare_branch_fused) {
   static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
                                      "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
@@ -3423,6 +3522,7 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, control_cond_br);
   tcase_add_test(tc, division_by_proven_constant);
   tcase_add_test(tc, add_compare_branch_fused);
+  tcase_add_test(tc, add_compare_branch_fused_sum_second);
   tcase_add_test(tc, add_compare_branch_yield_adds_once);
   tcase_add_test(tc, control_switch);
   tcase_add_test(tc, control_switch_large_table);

@@ -118,7 +118,9 @@ enum {
    * and-branch whose result only the branch reads, as one op:
    * cell0 {op, d, x, y}; cell1 {p, q, c} (the compare's operands and its
    * result, which only the tracing copy of the loop stores); cell2 ^t;
-   * cell3 ^f.  The add's width is the compare's. */
+   * cell3 ^f.  The add's width is the compare's, and p is d: the compare
+   * reads the sum first (the encoder swaps a compare that reads it
+   * second, and fuses no add whose sum the compare does not read). */
 #define HALI_X(name, base) HALI_OP_ADD_##name,
   HALI_FUSED_OPS(HALI_X)
 #undef HALI_X

@@ -98,15 +98,40 @@ static int fused_nostore_op(int fused) {
   }
 }
 
+/* The integer compare that gives the same result with its operands
+ * swapped (a < b is b > a). */
+static uint16_t swapped_compare(uint16_t cmp) {
+  switch (cmp) {
+#define HALI_SWAP(T)                                                           \
+  case HALI_OP_LT_S_##T: return HALI_OP_GT_S_##T;                              \
+  case HALI_OP_GT_S_##T: return HALI_OP_LT_S_##T;                              \
+  case HALI_OP_LE_S_##T: return HALI_OP_GE_S_##T;                              \
+  case HALI_OP_GE_S_##T: return HALI_OP_LE_S_##T;                              \
+  case HALI_OP_LT_U_##T: return HALI_OP_GT_U_##T;                              \
+  case HALI_OP_GT_U_##T: return HALI_OP_LT_U_##T;                              \
+  case HALI_OP_LE_U_##T: return HALI_OP_GE_U_##T;                              \
+  case HALI_OP_GE_U_##T: return HALI_OP_LE_U_##T;
+    HALI_SWAP(I32)
+    HALI_SWAP(I64)
+#undef HALI_SWAP
+  default: /* eq, ne */
+    return cmp;
+  }
+}
+
 /* Does instruction |i| of |blk| (an add) fuse with the compare-and-branch
  * after it?  The compare's result must be one only its branch reads
- * (|dead|), and the add of the compare's width. */
+ * (|dead|), the add of the compare's width, and the sum one of the
+ * compare's operands (the op compares it from a machine register). */
 static bool adds_then_branches(const hali_ir_block_t *blk, uint32_t i,
                                const bool *dead) {
   if (i + 2 >= blk->insn_count || !fuses(blk, i + 1)) return false;
   const hali_ir_insn_t *add = &blk->insns[i], *cmp = &blk->insns[i + 1];
   if (add->op != HALI_OP_ADD_I32 && add->op != HALI_OP_ADD_I64) return false;
   if (!dead[cmp->operands[0].v]) return false;
+  if (cmp->operands[1].v != add->operands[0].v &&
+      cmp->operands[2].v != add->operands[0].v)
+    return false;
   const hali_type_t want =
       add->op == HALI_OP_ADD_I32 ? HALI_TYPE_I32 : HALI_TYPE_I64;
   return hali_op_info(cmp->op)->operands[1].type == want;
@@ -213,12 +238,15 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       const hali_ir_operand_t *o = insn->operands;
       if (adds_then_branches(blk, i, dead)) {
         const hali_ir_insn_t *cmp = &blk->insns[i + 1], *br = &blk->insns[i + 2];
-        c[0].i.op = (uint16_t)add_fused_op(fused_op_for(cmp->op));
+        /* The sum first: `cmp %z, %sum` is `swapped-cmp %sum, %z`. */
+        const bool first = cmp->operands[1].v == o[0].v;
+        const uint16_t cop = first ? cmp->op : swapped_compare(cmp->op);
+        c[0].i.op = (uint16_t)add_fused_op(fused_op_for(cop));
         c[0].i.a = out->slot[o[0].v];
         c[0].i.b = out->slot[o[1].v];
         c[0].i.c = out->slot[o[2].v];
-        c[1].r[0] = out->slot[cmp->operands[1].v];
-        c[1].r[1] = out->slot[cmp->operands[2].v];
+        c[1].r[0] = out->slot[o[0].v];
+        c[1].r[1] = out->slot[cmp->operands[first ? 2 : 1].v];
         c[1].r[2] = out->slot[cmp->operands[0].v];
         c[2].target = &code[block_at[br->operands[1].v]];
         c[3].target = &code[block_at[br->operands[2].v]];

@@ -143,14 +143,18 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #define ADD_BR_STORE_RESULT(t) ((void)0)
 #endif
 /* The interrupt is polled before the add: a yield resumes by running the
- * instruction again, which must not add twice. */
+ * instruction again, which must not add twice.  The compare's first
+ * operand is the sum (vm/encode.c swaps the compare when the IR has it
+ * second), so it is compared from a machine register, not reloaded. */
 #define ADD_FUSED_BR(name, AF, EXPR)                                           \
   vmcase(ADD_##name) {                                                         \
     if (HALI_UNLIKELY(                                                         \
             atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
       goto interrupted;                                                        \
-    regs[A].AF = regs[B].AF + regs[C].AF;                                      \
-    const hali_slot_t x = regs[pc[1].r[0]], y = regs[pc[1].r[1]];              \
+    hali_slot_t x;                                                             \
+    x.AF = regs[B].AF + regs[C].AF;                                            \
+    regs[A].AF = x.AF;                                                         \
+    const hali_slot_t y = regs[pc[1].r[1]];                                    \
     const int32_t t = (EXPR);                                                  \
     ADD_BR_STORE_RESULT(t);                                                    \
     pc = t ? pc[2].target : pc[3].target;                                      \
