@@ -183,8 +183,16 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
+  static const unsigned mul_add_base[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, mul, add) [HALI_OP_##name] = HALI_OP_##mul,
+      HALI_MUL_ADD_OPS(HALI_X)
+#undef HALI_X
+  };
   if (op < HALI_OP_COUNT)
     snprintf(buf, n, "%s", hali_op_info(op)->name);
+  else if (mul_add_base[op])
+    snprintf(buf, n, "%s fused with the add of its product",
+             hali_op_info(mul_add_base[op])->name);
   else if (op == HALI_OP_CALL_IMPORT)
     snprintf(buf, n, "call of a host import");
   else if (add_base[op])
@@ -2487,6 +2495,140 @@ START_TEST(add_compare_branch_fused_sum_second) {
 }
 END_TEST
 
+/* A mul directly followed by the add of its product is one internal op
+ * (vm/code.h, MUL_ADD_*): for every width, the product and the sum match
+ * C over boundary values (wrapping integers; floats rounded twice, not an
+ * fma), with the product as the add's first or (integers) second operand
+ * and with the registers aliased every way the op must survive: the add
+ * of the product to itself, the sum into the product's or a factor's
+ * register.  A float add with the product second keeps both ops. */
+START_TEST(mul_add_fused) {
+  static const char *const types[] = {"i32", "i64", "f32", "f64"};
+  /* %p the product, %s the sum; the results are (%p, %s, %a). */
+  static const char *const bodies[] = {
+      "  %p = mul.T %a, %b\n  %s = add.T %p, %c\n",
+      "  %p = mul.T %a, %b\n  %s = add.T %c, %p\n", /* ints only */
+      "  %p = mul.T %a, %b\n  %s = add.T %p, %p\n",
+      "  %p = mul.T %a, %b\n  %p = add.T %p, %c\n  %s = mov.T %p\n",
+      "  %p = mul.T %a, %b\n  %a = add.T %p, %c\n  %s = mov.T %a\n",
+  };
+  static const int64_t ivals[] = {0, 1, -1, 3, INT32_MAX, INT32_MIN,
+                                  INT64_MAX, INT64_MIN};
+  static const double fvals[] = {0.0, -0.0, 1.0000001, 0.5, -3.25, 1e300,
+                                 1e-30, 16777217.0};
+  for (int ti = 0; ti < 4; ++ti)
+    for (size_t bi = 0; bi < COUNT_OF(bodies); ++bi) {
+      const char *t = types[ti];
+      const bool fl = ti >= 2, wide = ti == 1 || ti == 3;
+      if (fl && bi == 1) continue; /* checked below */
+      char body[256], text[768];
+      size_t k = 0;
+      for (const char *c = bodies[bi]; *c && k + 4 < sizeof body; ++c) {
+        if (*c == 'T') {
+          memcpy(body + k, t, 3);
+          k += 3;
+        } else {
+          body[k++] = *c;
+        }
+      }
+      body[k] = 0;
+      snprintf(text, sizeof text,
+               "func @f(%%a: %s, %%b: %s, %%c: %s) -> (%s, %s, %s) {\n"
+               "%s  return %%p, %%s, %%a\n}\n",
+               t, t, t, t, t, t, body);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      const unsigned mul = ti == 0 ? HALI_OP_MUL_I32 : ti == 1 ? HALI_OP_MUL_I64
+                           : ti == 2 ? HALI_OP_MUL_F32 : HALI_OP_MUL_F64;
+      const unsigned fused = ti == 0   ? HALI_OP_MUL_ADD_I32
+                             : ti == 1 ? HALI_OP_MUL_ADD_I64
+                             : ti == 2 ? HALI_OP_MUL_ADD_F32
+                                       : HALI_OP_MUL_ADD_F64;
+      ck_assert_msg(first_op_cell(f, mul) == NULL &&
+                        first_op_cell(f, fused) != NULL,
+                    "mul.%s and add (body %zu) were not fused", t, bi);
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      const size_t nv = fl ? COUNT_OF(fvals) : COUNT_OF(ivals);
+      for (size_t x = 0; x < nv; ++x)
+        for (size_t y = 0; y < nv; ++y)
+          for (size_t z = 0; z < nv; ++z) {
+            hali_value_t args[3], got[3];
+            const size_t idx[3] = {x, y, z};
+            for (int i = 0; i < 3; ++i) {
+              if (ti == 0) args[i] = I32(ivals[idx[i]]);
+              else if (ti == 1) args[i] = I64(ivals[idx[i]]);
+              else if (ti == 2) args[i] = hali_value_f32((float)fvals[idx[i]]);
+              else args[i] = hali_value_f64(fvals[idx[i]]);
+              got[i] = (hali_value_t){.type = args[i].type};
+            }
+            hali_status_t s = hali_vm_invoke(st, m, f, args, 3, got, 3);
+            if (s) abort_with_status(__FILE__, __LINE__, t, s);
+            /* The reference, in C: a mul, then an add, each rounded. */
+            bool ok;
+            if (!fl) {
+              const uint64_t mask = wide ? UINT64_MAX : UINT32_MAX;
+              const uint64_t a = (uint64_t)ivals[x] & mask,
+                             b = (uint64_t)ivals[y] & mask,
+                             c = (uint64_t)ivals[z] & mask;
+              const uint64_t p = (a * b) & mask;
+              const uint64_t sum = (bi == 2 ? p + p : p + c) & mask;
+              const uint64_t gp = wide ? (uint64_t)got[0].i64
+                                       : (uint32_t)got[0].i32;
+              const uint64_t gs = wide ? (uint64_t)got[1].i64
+                                       : (uint32_t)got[1].i32;
+              const uint64_t ga = wide ? (uint64_t)got[2].i64
+                                       : (uint32_t)got[2].i32;
+              const uint64_t want_p = bi == 3 ? sum : p;
+              const uint64_t want_a = bi == 4 ? sum : a;
+              ok = gp == want_p && gs == sum && ga == want_a;
+            } else if (ti == 2) {
+              volatile float a = (float)fvals[x], b = (float)fvals[y],
+                             c = (float)fvals[z];
+              volatile float p = a * b;
+              volatile float vsum = bi == 2 ? p + p : p + c;
+              const float sum = vsum;
+              const float want_p = bi == 3 ? sum : p;
+              const float want_a = bi == 4 ? sum : a;
+              ok = memcmp(&got[0].f32, &want_p, 4) == 0 &&
+                   memcmp(&got[1].f32, &sum, 4) == 0 &&
+                   memcmp(&got[2].f32, &want_a, 4) == 0;
+            } else {
+              volatile double a = fvals[x], b = fvals[y], c = fvals[z];
+              volatile double p = a * b;
+              volatile double vsum = bi == 2 ? p + p : p + c;
+              const double sum = vsum;
+              const double want_p = bi == 3 ? sum : p;
+              const double want_a = bi == 4 ? sum : a;
+              ok = memcmp(&got[0].f64, &want_p, 8) == 0 &&
+                   memcmp(&got[1].f64, &sum, 8) == 0 &&
+                   memcmp(&got[2].f64, &want_a, 8) == 0;
+            }
+            ck_assert_msg(ok, "mul-add.%s body %zu, inputs %zu %zu %zu: "
+                          "results differ from C", t, bi, x, y, z);
+          }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+  /* The float product as the add's second operand: not fused. */
+  hali_vm_module_t *m = load("func @f(%a: f64, %b: f64, %c: f64) -> f64 {\n"
+                             "  %p = mul.f64 %a, %b\n"
+                             "  %s = add.f64 %c, %p\n"
+                             "  return %s\n}\n");
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "f"), HALI_OP_MUL_F64));
+  ck_assert_ptr_null(first_op_cell(lookup(m, "f"), HALI_OP_MUL_ADD_F64));
+  hali_value_t args[3] = {hali_value_f64(1.5), hali_value_f64(2.0),
+                          hali_value_f64(0.25)},
+               got = {.type = HALI_TYPE_F64};
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 3, &got, 1));
+  ck_assert(got.f64 == 3.25);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(add_compare_branch_fused) {
   static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
                                      "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
@@ -3522,6 +3664,7 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, control_cond_br);
   tcase_add_test(tc, division_by_proven_constant);
   tcase_add_test(tc, add_compare_branch_fused);
+  tcase_add_test(tc, mul_add_fused);
   tcase_add_test(tc, add_compare_branch_fused_sum_second);
   tcase_add_test(tc, add_compare_branch_yield_adds_once);
   tcase_add_test(tc, control_switch);

@@ -96,6 +96,18 @@ typedef struct hali_vm_string_s {
   DIVK(DIV_S_I64_K, DIV_S_I64) DIVK(DIV_U_I64_K, DIV_U_I64)                    \
   DIVK(REM_S_I64_K, REM_S_I64) DIVK(REM_U_I64_K, REM_U_I64)
 
+/* Multiply-add: `%t = mul %a, %b` directly followed by `%d = add %p, %q`
+ * that reads the product first (%p is %t; for integers, whose add
+ * commutes, %q may be %t instead and %p is then the other operand), as
+ * one op: cell0 {op, t, a, b}; cell1 {d, o} (o the add's other operand).
+ * Both results are stored (%t may be read later); the add takes the
+ * product from a machine register.  The float ones round twice, as the
+ * mul and the add do apart (not an fma).
+ * MULADD(internal name, the mul, the add) */
+#define HALI_MUL_ADD_OPS(MULADD)                                               \
+  MULADD(MUL_ADD_I32, MUL_I32, ADD_I32) MULADD(MUL_ADD_I64, MUL_I64, ADD_I64)  \
+  MULADD(MUL_ADD_F32, MUL_F32, ADD_F32) MULADD(MUL_ADD_F64, MUL_F64, ADD_F64)
+
 #include "vm/ops.h"
 
 enum {
@@ -124,6 +136,10 @@ enum {
 #define HALI_X(name, base) HALI_OP_ADD_##name,
   HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
+  /* A multiply and the add that reads its product (HALI_MUL_ADD_OPS). */
+#define HALI_X(name, mul, add) HALI_OP_##name,
+  HALI_MUL_ADD_OPS(HALI_X)
+#undef HALI_X
   HALI_OP_INTERNAL_END
 };
 
@@ -144,6 +160,11 @@ static inline uint32_t hali_code_same_layout_op(uint32_t op) {
 /* Is |op| an add fused with a compare-and-branch (HALI_OP_ADD_BR_*)? */
 static inline bool hali_code_is_add_br(uint32_t op) {
   return op >= HALI_OP_ADD_BR_EQ_I32 && op <= HALI_OP_ADD_BR_GE_U_I64;
+}
+
+/* Is |op| a multiply fused with the add after it (HALI_OP_MUL_ADD_*)? */
+static inline bool hali_code_is_mul_add(uint32_t op) {
+  return op >= HALI_OP_MUL_ADD_I32 && op <= HALI_OP_MUL_ADD_F64;
 }
 
 /* Number of cells for |n| packed 16-bit slots. */
@@ -181,6 +202,8 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   op = hali_code_same_layout_op(op);
   if (hali_code_is_add_br(op)) /* the add, the compare's slots, targets */
     return 4;
+  if (hali_code_is_mul_add(op)) /* the mul, the add's slots */
+    return 2;
   if (op >= HALI_OP_COUNT) /* fused: the compare's cell and two targets */
     return 3;
   const hali_op_info_t *info = hali_op_info(op);

@@ -150,6 +150,39 @@ static int add_fused_op(int fused) {
   }
 }
 
+/* The multiply-add op (vm/code.h) for instruction |i| of |blk| and the
+ * add after it, or -1; |*other| the add's operand that is not the
+ * product.  Not when the add begins an add-compare-branch (that fuses
+ * three instructions). */
+static int mul_add_op(const hali_ir_block_t *blk, uint32_t i, const bool *dead,
+                      uint32_t *other) {
+  if (i + 1 >= blk->insn_count) return -1;
+  const hali_ir_insn_t *mul = &blk->insns[i], *add = &blk->insns[i + 1];
+  int op = -1;
+  uint16_t want = 0;
+  bool commutes = true;
+  switch (mul->op) {
+#define HALI_X(name, m, a)                                                     \
+  case HALI_OP_##m:                                                            \
+    op = HALI_OP_##name, want = HALI_OP_##a;                                   \
+    break;
+    HALI_MUL_ADD_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return -1;
+  }
+  if (mul->op == HALI_OP_MUL_F32 || mul->op == HALI_OP_MUL_F64)
+    commutes = false; /* keep the float add's operand order */
+  if (add->op != want || mul->operand_count != 3 || add->operand_count != 3)
+    return -1;
+  const uint32_t t = mul->operands[0].v;
+  if (add->operands[1].v == t) *other = add->operands[2].v;
+  else if (commutes && add->operands[2].v == t) *other = add->operands[1].v;
+  else return -1;
+  if (adds_then_branches(blk, i + 1, dead)) return -1;
+  return op;
+}
+
 static uint32_t insn_cells(const hali_ir_insn_t *insn) {
   return hali_code_cells(insn->op, insn->operand_count -
                                        hali_op_info(insn->op)->operand_count);
@@ -207,6 +240,9 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       } else if (fuses(blk, i)) {
         total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
         ++i;
+      } else if (mul_add_op(blk, i, dead, &(uint32_t){0}) >= 0) {
+        total += hali_code_cells(HALI_OP_MUL_ADD_I32, 0);
+        ++i;
       } else {
         total += insn_cells(&blk->insns[i]);
       }
@@ -263,6 +299,20 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         c[0].i.c = out->slot[o[2].v];
         c[1].target = &code[block_at[br->operands[1].v]];
         c[2].target = &code[block_at[br->operands[2].v]];
+        at += hali_code_cells(c[0].i.op, 0);
+        ++i;
+        continue;
+      }
+      uint32_t other = 0;
+      const int mop = mul_add_op(blk, i, dead, &other);
+      if (mop >= 0) {
+        const hali_ir_insn_t *add = &blk->insns[i + 1];
+        c[0].i.op = (uint16_t)mop;
+        c[0].i.a = out->slot[o[0].v];
+        c[0].i.b = out->slot[o[1].v];
+        c[0].i.c = out->slot[o[2].v];
+        c[1].r[0] = out->slot[add->operands[0].v];
+        c[1].r[1] = out->slot[other];
         at += hali_code_cells(c[0].i.op, 0);
         ++i;
         continue;

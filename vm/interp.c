@@ -232,6 +232,13 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
     debug_target(fn, pc, pc[3].target);
     return;
   }
+  if (hali_code_is_mul_add(op)) { /* {op, t, a, b}, {d, o}: all scalars */
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.a);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.c);
+    for (int k = 0; k < 2; ++k) debug_slot(fn, pc, HALI_TYPE_I64, pc[1].r[k]);
+    return;
+  }
   if (debug_is_fused(op)) { /* {op, c, a, b}, ^t, ^f: all scalars */
     debug_slot(fn, pc, HALI_TYPE_I32, pc->i.a);
     debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);

@@ -25,6 +25,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #define HALI_X(name, base) [HALI_OP_ADD_##name] = &&L_ADD_##name,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
+#define HALI_X(name, mul, add) [HALI_OP_##name] = &&L_##name,
+      HALI_MUL_ADD_OPS(HALI_X)
+#undef HALI_X
   };
 #if HALI_INTERP_INSTRUMENTED
   /* Every op goes through L_instrumented first (fuel, tracing). */
@@ -318,6 +321,25 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     BIN(REM_U_I64_K, u64, x.u64 % y.u64)
     FLOAT_OPS(F32, f32, f, fmin32, fmax32)
     FLOAT_OPS(F64, f64, , fmin64, fmax64)
+
+    /* A mul and the add that reads its product (vm/code.h): the product
+     * is stored, then added from a register to the other operand, read
+     * after the store (it may be the product's register).  The store
+     * keeps the product a separate rounding: no fma contraction. */
+#define MUL_ADD(name, F)                                                       \
+  vmcase(name) {                                                               \
+    hali_slot_t m;                                                             \
+    m.F = regs[B].F * regs[C].F;                                               \
+    regs[A].F = m.F;                                                           \
+    regs[pc[1].r[0]].F = m.F + regs[pc[1].r[1]].F;                             \
+    pc += 2;                                                                   \
+    vmbreak;                                                                   \
+  }
+    MUL_ADD(MUL_ADD_I32, u32)
+    MUL_ADD(MUL_ADD_I64, u64)
+    MUL_ADD(MUL_ADD_F32, f32)
+    MUL_ADD(MUL_ADD_F64, f64)
+#undef MUL_ADD
 
     UN(TRUNC_I64_I32, u32, (uint32_t)x.u64)
     UN(EXT_S_I32_I64, i64, (int64_t)x.i32)
