@@ -3363,6 +3363,171 @@ static hali_status_t down(hali_vm_stack_t *st, hali_vm_module_t *m,
   return s;
 }
 
+/* Calls check the stack's room once per frame of the module's largest
+ * size (vm/interp.c, hali_vm_call_limit): a small recursive function whose
+ * innermost call is to one with 81 registers, and one that passes a ref
+ * down and returns it (call and return of refs), run on one stack at
+ * depths rising through every growth of the banks and the frames, then
+ * falling, then rising again; every result matches C's, and the depth
+ * limit still fails exactly one frame past it. */
+static const char k_room[] =
+"func @wide(%n: i32) -> i32 {\n"
+"  %a0 = const.i32 1\n"
+"  %a1 = const.i32 2\n"
+"  %a2 = const.i32 3\n"
+"  %a3 = const.i32 4\n"
+"  %a4 = const.i32 5\n"
+"  %a5 = const.i32 6\n"
+"  %a6 = const.i32 7\n"
+"  %a7 = const.i32 8\n"
+"  %a8 = const.i32 9\n"
+"  %a9 = const.i32 10\n"
+"  %a10 = const.i32 11\n"
+"  %a11 = const.i32 12\n"
+"  %a12 = const.i32 13\n"
+"  %a13 = const.i32 14\n"
+"  %a14 = const.i32 15\n"
+"  %a15 = const.i32 16\n"
+"  %a16 = const.i32 17\n"
+"  %a17 = const.i32 18\n"
+"  %a18 = const.i32 19\n"
+"  %a19 = const.i32 20\n"
+"  %a20 = const.i32 21\n"
+"  %a21 = const.i32 22\n"
+"  %a22 = const.i32 23\n"
+"  %a23 = const.i32 24\n"
+"  %a24 = const.i32 25\n"
+"  %a25 = const.i32 26\n"
+"  %a26 = const.i32 27\n"
+"  %a27 = const.i32 28\n"
+"  %a28 = const.i32 29\n"
+"  %a29 = const.i32 30\n"
+"  %a30 = const.i32 31\n"
+"  %a31 = const.i32 32\n"
+"  %a32 = const.i32 33\n"
+"  %a33 = const.i32 34\n"
+"  %a34 = const.i32 35\n"
+"  %a35 = const.i32 36\n"
+"  %a36 = const.i32 37\n"
+"  %a37 = const.i32 38\n"
+"  %a38 = const.i32 39\n"
+"  %a39 = const.i32 40\n"
+"  %s0 = add.i32 %n, %a0\n"
+"  %s1 = add.i32 %s0, %a1\n"
+"  %s2 = add.i32 %s1, %a2\n"
+"  %s3 = add.i32 %s2, %a3\n"
+"  %s4 = add.i32 %s3, %a4\n"
+"  %s5 = add.i32 %s4, %a5\n"
+"  %s6 = add.i32 %s5, %a6\n"
+"  %s7 = add.i32 %s6, %a7\n"
+"  %s8 = add.i32 %s7, %a8\n"
+"  %s9 = add.i32 %s8, %a9\n"
+"  %s10 = add.i32 %s9, %a10\n"
+"  %s11 = add.i32 %s10, %a11\n"
+"  %s12 = add.i32 %s11, %a12\n"
+"  %s13 = add.i32 %s12, %a13\n"
+"  %s14 = add.i32 %s13, %a14\n"
+"  %s15 = add.i32 %s14, %a15\n"
+"  %s16 = add.i32 %s15, %a16\n"
+"  %s17 = add.i32 %s16, %a17\n"
+"  %s18 = add.i32 %s17, %a18\n"
+"  %s19 = add.i32 %s18, %a19\n"
+"  %s20 = add.i32 %s19, %a20\n"
+"  %s21 = add.i32 %s20, %a21\n"
+"  %s22 = add.i32 %s21, %a22\n"
+"  %s23 = add.i32 %s22, %a23\n"
+"  %s24 = add.i32 %s23, %a24\n"
+"  %s25 = add.i32 %s24, %a25\n"
+"  %s26 = add.i32 %s25, %a26\n"
+"  %s27 = add.i32 %s26, %a27\n"
+"  %s28 = add.i32 %s27, %a28\n"
+"  %s29 = add.i32 %s28, %a29\n"
+"  %s30 = add.i32 %s29, %a30\n"
+"  %s31 = add.i32 %s30, %a31\n"
+"  %s32 = add.i32 %s31, %a32\n"
+"  %s33 = add.i32 %s32, %a33\n"
+"  %s34 = add.i32 %s33, %a34\n"
+"  %s35 = add.i32 %s34, %a35\n"
+"  %s36 = add.i32 %s35, %a36\n"
+"  %s37 = add.i32 %s36, %a37\n"
+"  %s38 = add.i32 %s37, %a38\n"
+"  %s39 = add.i32 %s38, %a39\n"
+"  return %s39\n"
+"}\n"
+    "func @deep(%n: i32) -> i32 {\n"
+    "  %zero = const.i32 0\n"
+    "  %done = le.s.i32 %n, %zero\n"
+    "  cond_br %done, ^leaf, ^more\n"
+    "^leaf:\n"
+    "  %r = call @wide(%n)\n"
+    "  return %r\n"
+    "^more:\n"
+    "  %one = const.i32 1\n"
+    "  %m = sub.i32 %n, %one\n"
+    "  %x = call @deep(%m)\n"
+    "  %y = add.i32 %x, %one\n"
+    "  return %y\n"
+    "}\n"
+    "func @refs(%f: !hal.fence, %n: i32) -> (!hal.fence, i32) {\n"
+    "  %zero = const.i32 0\n"
+    "  %done = le.s.i32 %n, %zero\n"
+    "  cond_br %done, ^leaf, ^more\n"
+    "^leaf:\n"
+    "  %w = call @wide(%n)\n"
+    "  return %f, %w\n"
+    "^more:\n"
+    "  %one = const.i32 1\n"
+    "  %m = sub.i32 %n, %one\n"
+    "  %g, %x = call @refs(%f, %m)\n"
+    "  %y = add.i32 %x, %one\n"
+    "  return %g, %y\n"
+    "}\n"
+    "func @start(%n: i32) -> i32 {\n"
+    "  %f = hal.fence.null\n"
+    "  %g, %r = call @refs(%f, %n)\n"
+    "  return %r\n"
+    "}\n";
+
+START_TEST(calls_check_room_per_largest_frame) {
+  hali_vm_module_t *m = load(k_room);
+  const int32_t wide0 = 40 * 41 / 2; /* @wide(0): 1 + 2 + ... + 40 */
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  static const int32_t order[] = {0, 1, 2, 3, 5, 8, 13, 31, 32, 33, 63, 64,
+                                  65, 200, 511, 700, 64, 3, 0, 1000, 7};
+  for (size_t i = 0; i < COUNT_OF(order); ++i)
+    for (int which = 0; which < 2; ++which) {
+      hali_value_t arg = I32(order[i]), res = {.type = HALI_TYPE_I32};
+      ck_assert_ok(hali_vm_invoke(st, m, lookup(m, which ? "start" : "deep"),
+                                  &arg, 1, &res, 1));
+      ck_assert_msg(res.i32 == wide0 + order[i], "%s(%d) = %d, expected %d",
+                    which ? "start" : "deep", order[i], res.i32,
+                    wide0 + order[i]);
+    }
+  hali_vm_stack_free(st);
+  /* The depth limit: @deep(n) takes n + 2 frames (n + 1 of @deep, one of
+   * @wide); @start(n) n + 3. */
+  enum { MAX_DEPTH = 40 };
+  ck_assert_ok(hali_vm_stack_create(MAX_DEPTH, &st));
+  for (int32_t n = MAX_DEPTH - 4; n <= MAX_DEPTH; ++n)
+    for (int which = 0; which < 2; ++which) {
+      hali_value_t arg = I32(n), res = {.type = HALI_TYPE_I32};
+      hali_status_t s = hali_vm_invoke(
+          st, m, lookup(m, which ? "start" : "deep"), &arg, 1, &res, 1);
+      if (n + 2 + which <= MAX_DEPTH) {
+        ck_assert_msg(s == HALI_OK, "depth %d of %d failed", n + 2 + which,
+                      MAX_DEPTH);
+        ck_assert_int_eq(res.i32, wide0 + n);
+      } else {
+        ck_assert_status(s, HALI_STATUS_RESOURCE_EXHAUSTED,
+                         "call depth limit of 40 exceeded");
+      }
+    }
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(invoke_call_depth_limit) {
   enum { MAX_DEPTH = 32 };
   hali_vm_module_t *m = load(k_down);
@@ -3685,6 +3850,7 @@ static Suite *suite_ops(bool with_coverage) {
 
   tc = tcase_create("invoke");
   tcase_add_test(tc, invoke_call_depth_limit);
+  tcase_add_test(tc, calls_check_room_per_largest_frame);
   tcase_add_test(tc, invoke_unbounded_recursion_default_stack);
   tcase_add_test(tc, invoke_argument_errors);
   tcase_add_test(tc, globals_load_and_store_every_type);

@@ -140,13 +140,24 @@ enum {
 #define HALI_X(name, mul, add) HALI_OP_##name,
   HALI_MUL_ADD_OPS(HALI_X)
 #undef HALI_X
+  /* A call of a bytecode function whose parameters are all scalars: the
+   * layout of call, and no test of the parameters' kinds. */
+  HALI_OP_CALL_S,
+  /* The return of a function with scalar results only and no ref slots
+   * (hali_vm_func_t.plain_return): the layout of return, and nothing to
+   * release or test. */
+  HALI_OP_RETURN_PLAIN,
   HALI_OP_INTERNAL_END
 };
 
 /* The public op an internal op stands for when their layouts agree (a
- * DIVK op), else |op| itself. */
+ * DIVK op, call.s, return.plain), else |op| itself. */
 static inline uint32_t hali_code_same_layout_op(uint32_t op) {
   switch (op) {
+  case HALI_OP_CALL_S:
+    return HALI_OP_CALL;
+  case HALI_OP_RETURN_PLAIN:
+    return HALI_OP_RETURN;
 #define HALI_X(name, base)                                                     \
   case HALI_OP_##name:                                                         \
     return HALI_OP_##base;
@@ -190,11 +201,13 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   case HALI_OP_SWITCH: /* cell0, default, one cell per target */
     return 2 + tail;
   case HALI_OP_CALL:
+  case HALI_OP_CALL_S:
   case HALI_OP_CALL_IMPORT:
   case HALI_OP_FIBER_SPAWN: /* cell0, callee, argument and result slots */
   case HALI_OP_FIBER_JOIN:
     return 2 + HALI_CELLS_FOR_SLOTS(tail);
   case HALI_OP_RETURN: /* cell0, value slots */
+  case HALI_OP_RETURN_PLAIN:
     return 1 + HALI_CELLS_FOR_SLOTS(tail);
   default:
     break;

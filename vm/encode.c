@@ -203,6 +203,10 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     out->slot[r] = (uint16_t)(hali_type_is_ref(f->reg_types[r]) ? nr++ : ns++);
   out->scalar_count = (uint16_t)ns;
   out->ref_count = (uint16_t)nr;
+  out->bank_scalars = ns;
+  out->bank_refs = nr;
+  if (ns > vm->max_scalar_count) vm->max_scalar_count = (uint16_t)ns;
+  if (nr > vm->max_ref_count) vm->max_ref_count = (uint16_t)nr;
   out->scalar_params_only = true;
   for (uint32_t i = 0; i < f->param_count; ++i)
     if (hali_type_is_ref(f->reg_types[i])) out->scalar_params_only = false;
@@ -341,13 +345,20 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           c[0].i.op = HALI_OP_CALL_IMPORT;
         /* call: cell0's a = the instruction's length in cells, so that a
          * return finds the next instruction with one add. */
-        if (c[0].i.op == HALI_OP_CALL) c[0].i.a = (uint16_t)insn_cells(insn);
+        if (c[0].i.op == HALI_OP_CALL) {
+          c[0].i.a = (uint16_t)insn_cells(insn);
+          bool scalars = true;
+          for (uint32_t p = 0; p < nparams; ++p)
+            if (hali_type_is_ref(ptypes[p])) scalars = false;
+          if (scalars) c[0].i.op = HALI_OP_CALL_S;
+        }
         uint32_t k = 0;
         for (uint32_t a = 1; a < insn->operand_count; ++a)
           put_slots(&c[2], &k, out->slot[o[a].v]);
         break;
       }
       case HALI_OP_RETURN: {
+        if (out->plain_return) c[0].i.op = HALI_OP_RETURN_PLAIN;
         c[0].i.b = (uint16_t)insn->operand_count;
         uint32_t k = 0;
         for (uint32_t a = 0; a < insn->operand_count; ++a)

@@ -19,6 +19,7 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
       [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
+      [HALI_OP_CALL_S] = &&L_CALL_S, [HALI_OP_RETURN_PLAIN] = &&L_RETURN_PLAIN,
 #define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
       HALI_DIVK_OPS(HALI_X)
 #undef HALI_X
@@ -65,13 +66,14 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #endif
 
   hali_vm_frame_t *frame = &st->frames[st->depth - 1];
-  const hali_vm_func_t *fn = frame->fn;
   const hali_cell_t *pc = frame->pc; /* the start, or where it suspended */
   hali_slot_t *regs = st->scalars + frame->scalar_base;
   hali_ref_t **refs = st->refs + frame->ref_base;
   /* The running frame's link table.  Calls stay inside their module, so
    * every frame this loop pushes has the same one. */
   const hali_vm_link_t *const link = frame->link;
+  /* Calls from frames below this one need no room checks (CALL_BODY). */
+  const hali_vm_frame_t *call_limit = hali_vm_call_limit(st, link->module);
   hali_status_t status = NULL;
 #ifdef HALI_DEBUG
   hali_vm_debug_t hali_debug_prev = {NULL, NULL}; /* vm/interp.c */
@@ -410,71 +412,67 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
-    vmcase(CALL) {
-      if (HALI_UNLIKELY(
-              atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
-        goto interrupted;
-      const hali_vm_func_t *callee = pc[1].ptr;
-      const uint16_t *list = hali_cell_slots(&pc[2]);
-      const uint32_t nargs = B;
-      /* The callee's banks start at this frame's tops (kept in the frame:
-       * no look at |fn|). */
-      const uint32_t sbase = frame->scalar_top, rbase = frame->ref_top;
-      const uint32_t stop = sbase + callee->scalar_count;
-      const uint32_t rtop = rbase + callee->ref_count;
-      /* frame_limit = min(frame capacity, max depth, link depth).  Below it
-       * the callee's frame already carries this module's link table
-       * (hali_vm_stack_push_frame writes it the first time a depth is
-       * reached with a link), so a warm call does not store it. */
-      if (HALI_UNLIKELY(stop > st->scalar_capacity ||
-                        rtop > st->ref_capacity ||
-                        st->depth >= st->frame_limit)) {
-        status = hali_vm_stack_reserve(st, stop, rtop);
-        if (status) goto fail;
-        if (st->depth >= st->frame_limit) {
-          status = hali_vm_stack_push_frame(st);
-          if (status) goto fail;
-          st->depth--;
-          frame = &st->frames[st->depth - 1]; /* frames may have moved */
-        }
-        /* The banks may have moved: reload the window pointers. */
-        regs = st->scalars + frame->scalar_base;
-        refs = st->refs + frame->ref_base;
-      }
-      frame->pc = pc;
-      hali_slot_t *nregs = st->scalars + sbase;
-      hali_ref_t **nrefs = st->refs + rbase;
-      if (HALI_LIKELY(callee->scalar_params_only)) {
-        if (nargs == 1) nregs[0] = regs[list[0]];
-        else for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];
-      } else {
-        const hali_type_t *types = callee->ir->reg_types;
-        for (uint32_t i = 0; i < nargs; ++i) {
-          const uint16_t s = callee->slot[i];
-          if (hali_type_is_ref(types[i])) {
-            hali_ref_retain(refs[list[i]]);
-            nrefs[s] = refs[list[i]];
-          } else {
-            nregs[s] = regs[list[i]];
-          }
-        }
-      }
-      ++frame; /* frames[depth]: the callee's */
-      st->depth++;
-      frame->fn = callee;
-      frame->scalar_base = sbase;
-      frame->ref_base = rbase;
-      frame->scalar_top = stop;
-      frame->ref_top = rtop;
+    /* Calls.  Below |call_limit| the stack has room for the callee's
+     * frame and banks (hali_vm_call_limit, vm/interp.c): one compare.  At
+     * it, hali_vm_call_room makes room or fails (depth limit, memory). */
+#define CALL_BODY(SCALARS_ONLY)                                                \
+  {                                                                            \
+    if (HALI_UNLIKELY(                                                         \
+            atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
+      goto interrupted;                                                        \
+    const hali_vm_func_t *callee = pc[1].ptr;                                  \
+    const uint16_t *list = hali_cell_slots(&pc[2]);                            \
+    const uint32_t nargs = B;                                                  \
+    if (HALI_UNLIKELY(frame >= call_limit)) {                                  \
+      status = hali_vm_call_room(st, link->module, callee, &call_limit);       \
+      if (status) goto fail;                                                   \
+      /* The frames and the banks may have moved. */                           \
+      frame = &st->frames[st->depth - 1];                                      \
+      regs = st->scalars + frame->scalar_base;                                 \
+      refs = st->refs + frame->ref_base;                                       \
+    }                                                                          \
+    frame->pc = pc;                                                            \
+    /* The callee's banks start at this frame's tops. */                       \
+    const uint64_t bases = frame->tops;                                        \
+    ++frame; /* frames[depth]: the callee's */                                 \
+    st->depth++;                                                               \
+    frame->fn = callee;                                                        \
+    frame->bases = bases;                                                      \
+    frame->tops = bases + callee->bank_sizes;                                  \
+    CALL_TRACE_RESET();                                                        \
+    hali_slot_t *nregs = st->scalars + frame->scalar_base;                     \
+    hali_ref_t **nrefs = st->refs + frame->ref_base;                           \
+    if (SCALARS_ONLY) {                                                        \
+      if (nargs == 1) nregs[0] = regs[list[0]];                                \
+      else for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];      \
+    } else {                                                                   \
+      const hali_type_t *types = callee->ir->reg_types;                        \
+      for (uint32_t i = 0; i < nargs; ++i) {                                   \
+        const uint16_t s = callee->slot[i];                                    \
+        if (hali_type_is_ref(types[i])) {                                      \
+          hali_ref_retain(refs[list[i]]);                                      \
+          nrefs[s] = refs[list[i]];                                            \
+        } else {                                                               \
+          nregs[s] = regs[list[i]];                                            \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
+    regs = nregs;                                                              \
+    refs = nrefs;                                                              \
+    pc = callee->code;                                                         \
+    vmbreak;                                                                   \
+  }
 #if HALI_INTERP_INSTRUMENTED
-      frame->trace_pending = NULL; /* only the tracing copy reads it */
+#define CALL_TRACE_RESET() (frame->trace_pending = NULL)
+#else
+#define CALL_TRACE_RESET() ((void)0) /* only the tracing copy reads it */
 #endif
-      fn = callee;
-      regs = nregs;
-      refs = nrefs;
-      pc = callee->code;
-      vmbreak;
-    }
+    /* The parameters' slots are 0..nargs-1 of the scalar bank when every
+     * one is a scalar (vm/encode.c numbers each bank in register order). */
+    vmcase(CALL_S) CALL_BODY(1)
+    vmcase(CALL) CALL_BODY(0)
+#undef CALL_BODY
+#undef CALL_TRACE_RESET
 
     vmcase(CALL_IMPORT) {
       if (HALI_UNLIKELY(
@@ -506,47 +504,38 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
-    vmcase(RETURN) {
+    /* Returns.  The caller's frame is a call (only calls push frames):
+     * its results go to the call's result slots, and the caller resumes
+     * after the call (its length is cell0's a, vm/encode.c). */
+    vmcase(RETURN_PLAIN) {
+      /* Scalar results, no ref slots (vm/encode.c): nothing to release. */
+      if (HALI_UNLIKELY(st->depth == 1)) goto return_to_host;
       const uint16_t *list = hali_cell_slots(&pc[1]);
       const uint32_t n = B;
-      if (HALI_UNLIKELY(st->depth == 1)) {
-        /* The invocation's own frame: results go to the host. */
-        for (uint32_t i = 0; i < n; ++i) {
-          hali_value_t *v = &results[i];
-          switch (v->type) {
-          case HALI_TYPE_I32: v->i32 = regs[list[i]].i32; break;
-          case HALI_TYPE_I64: v->i64 = regs[list[i]].i64; break;
-          case HALI_TYPE_F32: v->f32 = regs[list[i]].f32; break;
-          case HALI_TYPE_F64: v->f64 = regs[list[i]].f64; break;
-          default:
-            v->ref = refs[list[i]];
-            hali_ref_retain(v->ref);
-          }
-        }
-        for (uint32_t i = 0; i < fn->ref_count; ++i) {
-          hali_ref_release(refs[i]);
-          refs[i] = NULL;
-        }
-        st->depth = 0;
-        return HALI_OK;
-      }
+      hali_vm_frame_t *caller = frame - 1;
+      const hali_cell_t *call = caller->pc;
+      const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;
+      hali_slot_t *cregs = st->scalars + caller->scalar_base;
+      if (n == 1) cregs[out[0]] = regs[list[0]];
+      else for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
+      st->depth--;
+      frame = caller;
+      regs = cregs;
+      refs = st->refs + caller->ref_base;
+      pc = call + call->i.a;
+      vmbreak;
+    }
+
+    vmcase(RETURN) {
+      if (HALI_UNLIKELY(st->depth == 1)) goto return_to_host;
+      const hali_vm_func_t *fn = frame->fn;
+      const uint16_t *list = hali_cell_slots(&pc[1]);
+      const uint32_t n = B;
       hali_vm_frame_t *caller = frame - 1;
       const hali_cell_t *call = caller->pc;
       const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;
       hali_slot_t *cregs = st->scalars + caller->scalar_base;
       hali_ref_t **crefs = st->refs + caller->ref_base;
-      if (HALI_LIKELY(fn->plain_return)) {
-        /* Scalars only, nothing to release. */
-        if (n == 1) cregs[out[0]] = regs[list[0]];
-        else for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
-        st->depth--;
-        frame = caller;
-        fn = caller->fn;
-        regs = cregs;
-        refs = crefs;
-        pc = call + call->i.a; /* the call's length (vm/encode.c) */
-        vmbreak;
-      }
       if (HALI_LIKELY(fn->scalar_results_only)) {
         for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
       } else {
@@ -568,10 +557,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       }
       st->depth--;
       frame = caller;
-      fn = caller->fn;
       regs = cregs;
       refs = crefs;
-      /* Frames are pushed only by call: |call| is one. */
       pc = call + call->i.a;
       vmbreak;
     }
@@ -804,6 +791,33 @@ interrupted:
                                   : "cancelled");
   }
   goto fail;
+
+return_to_host:
+  {
+    /* The invocation's own frame (either return op): results go to the
+     * host. */
+    const hali_vm_func_t *fn = frame->fn;
+    const uint16_t *list = hali_cell_slots(&pc[1]);
+    const uint32_t n = B;
+    for (uint32_t i = 0; i < n; ++i) {
+      hali_value_t *v = &results[i];
+      switch (v->type) {
+      case HALI_TYPE_I32: v->i32 = regs[list[i]].i32; break;
+      case HALI_TYPE_I64: v->i64 = regs[list[i]].i64; break;
+      case HALI_TYPE_F32: v->f32 = regs[list[i]].f32; break;
+      case HALI_TYPE_F64: v->f64 = regs[list[i]].f64; break;
+      default:
+        v->ref = refs[list[i]];
+        hali_ref_retain(v->ref);
+      }
+    }
+    for (uint32_t i = 0; i < fn->ref_count; ++i) {
+      hali_ref_release(refs[i]);
+      refs[i] = NULL;
+    }
+    st->depth = 0;
+    return HALI_OK;
+  }
 
 scalar_access_failed:
   /* An inline load or store's checks did not pass and the HAL's did not
