@@ -188,8 +188,17 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
       HALI_MUL_ADD_OPS(HALI_X)
 #undef HALI_X
   };
+  static const char *const call_forms[HALI_OP_INTERNAL_END] = {
+      [HALI_OP_CALL_S] = "call of a function with scalar parameters",
+      [HALI_OP_CALL_P] = "call of a plain function",
+      [HALI_OP_CALL_P1] = "call of a plain function with one argument",
+      [HALI_OP_RETURN_PLAIN] = "return of a plain function",
+      [HALI_OP_RETURN_PLAIN1] = "return of a plain function with one result",
+  };
   if (op < HALI_OP_COUNT)
     snprintf(buf, n, "%s", hali_op_info(op)->name);
+  else if (call_forms[op])
+    snprintf(buf, n, "%s", call_forms[op]);
   else if (mul_add_base[op])
     snprintf(buf, n, "%s fused with the add of its product",
              hali_op_info(mul_add_base[op])->name);
@@ -3528,6 +3537,81 @@ START_TEST(calls_check_room_per_largest_frame) {
 }
 END_TEST
 
+/* The encoder picks a call's and a return's form from the callee
+ * (vm/code.h): call.p / call.p1 and return.plain / return.plain1 for a
+ * plain function (scalar results, no ref registers), call.s for scalar
+ * parameters, call for a ref parameter; every form passes its arguments
+ * and results, and a caller's refs survive calls of plain functions that
+ * leave the ref window alone (the fence is awaited after them). */
+static const char k_call_forms[] =
+    "func @p2(%a: i32, %b: i64) -> (i64, i32) {\n"
+    "  %c = ext.s.i32.i64 %a\n"
+    "  %d = sub.i64 %b, %c\n"
+    "  %e = mul.i32 %a, %a\n"
+    "  return %d, %e\n"
+    "}\n"
+    "func @p1(%a: i32) -> i32 {\n"
+    "  %k = const.i32 3\n"
+    "  %r = mul.i32 %a, %k\n"
+    "  return %r\n"
+    "}\n"
+    "func @s(%a: i32) -> i32 {\n"
+    "  %f = hal.fence.null\n"
+    "  %r = call @p1(%a)\n"
+    "  return %r\n"
+    "}\n"
+    "func @r(%f: !hal.fence, %a: i32) -> (!hal.fence, i32) {\n"
+    "  %x = call @s(%a)\n"
+    "  return %f, %x\n"
+    "}\n"
+    "func @main(%a: i32, %b: i64) -> (i64, i32, i32, i32) {\n"
+    "  %f = hal.fence.null\n"
+    "  %d, %e = call @p2(%a, %b)\n"
+    "  %x = call @p1(%a)\n"
+    "  %y = call @s(%a)\n"
+    "  %g, %z = call @r(%f, %a)\n"
+    "  %never = const.i64 0\n"
+    "  %st = hal.fence.await %f, %never\n"
+    "  %st2 = hal.fence.await %g, %never\n"
+    "  %w = add.i32 %z, %st\n"
+    "  %w2 = add.i32 %w, %st2\n"
+    "  return %d, %e, %x, %w2\n"
+    "}\n";
+
+START_TEST(call_and_return_forms) {
+  hali_vm_module_t *m = load(k_call_forms);
+  const hali_vm_func_t *main_fn = lookup(m, "main");
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL_P));
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL_P1));
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL_S));
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL));
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "p2"), HALI_OP_RETURN_PLAIN));
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "p1"), HALI_OP_RETURN_PLAIN1));
+  /* @s has a ref register: its return is the general one. */
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "s"), HALI_OP_RETURN));
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "r"), HALI_OP_RETURN));
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  static const int32_t as[] = {0, 1, -7, 46341, INT32_MIN};
+  static const int64_t bs[] = {0, 5, -1, INT64_MAX};
+  for (size_t i = 0; i < COUNT_OF(as); ++i)
+    for (size_t j = 0; j < COUNT_OF(bs); ++j) {
+      hali_value_t args[2] = {I32(as[i]), I64(bs[j])};
+      hali_value_t got[4] = {{.type = HALI_TYPE_I64}, {.type = HALI_TYPE_I32},
+                             {.type = HALI_TYPE_I32}, {.type = HALI_TYPE_I32}};
+      ck_assert_ok(hali_vm_invoke(st, m, main_fn, args, 2, got, 4));
+      const uint32_t ua = (uint32_t)as[i];
+      ck_assert_int_eq(got[0].i64,
+                       (int64_t)((uint64_t)bs[j] - (uint64_t)(int64_t)as[i]));
+      ck_assert_int_eq(got[1].i32, (int32_t)(ua * ua));
+      ck_assert_int_eq(got[2].i32, (int32_t)(ua * 3u));
+      ck_assert_int_eq(got[3].i32, (int32_t)(ua * 3u)); /* both awaits 0 */
+    }
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(invoke_call_depth_limit) {
   enum { MAX_DEPTH = 32 };
   hali_vm_module_t *m = load(k_down);
@@ -3850,6 +3934,7 @@ static Suite *suite_ops(bool with_coverage) {
 
   tc = tcase_create("invoke");
   tcase_add_test(tc, invoke_call_depth_limit);
+  tcase_add_test(tc, call_and_return_forms);
   tcase_add_test(tc, calls_check_room_per_largest_frame);
   tcase_add_test(tc, invoke_unbounded_recursion_default_stack);
   tcase_add_test(tc, invoke_argument_errors);

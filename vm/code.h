@@ -145,18 +145,28 @@ enum {
   HALI_OP_CALL_S,
   /* The return of a function with scalar results only and no ref slots
    * (hali_vm_func_t.plain_return): the layout of return, and nothing to
-   * release or test. */
+   * release or test.  Such a function ("plain") never reads its frame's
+   * ref bank, so the calls into it (call.p) leave the loop's ref window
+   * at the caller's and its returns do not restore it. */
   HALI_OP_RETURN_PLAIN,
+  /* A call of a plain function (above): call.s without a ref window. */
+  HALI_OP_CALL_P,
+  /* call.p and return.plain with exactly one argument / one result. */
+  HALI_OP_CALL_P1,
+  HALI_OP_RETURN_PLAIN1,
   HALI_OP_INTERNAL_END
 };
 
 /* The public op an internal op stands for when their layouts agree (a
- * DIVK op, call.s, return.plain), else |op| itself. */
+ * DIVK op, the call and return forms), else |op| itself. */
 static inline uint32_t hali_code_same_layout_op(uint32_t op) {
   switch (op) {
   case HALI_OP_CALL_S:
+  case HALI_OP_CALL_P:
+  case HALI_OP_CALL_P1:
     return HALI_OP_CALL;
   case HALI_OP_RETURN_PLAIN:
+  case HALI_OP_RETURN_PLAIN1:
     return HALI_OP_RETURN;
 #define HALI_X(name, base)                                                     \
   case HALI_OP_##name:                                                         \
@@ -202,12 +212,15 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
     return 2 + tail;
   case HALI_OP_CALL:
   case HALI_OP_CALL_S:
+  case HALI_OP_CALL_P:
+  case HALI_OP_CALL_P1:
   case HALI_OP_CALL_IMPORT:
   case HALI_OP_FIBER_SPAWN: /* cell0, callee, argument and result slots */
   case HALI_OP_FIBER_JOIN:
     return 2 + HALI_CELLS_FOR_SLOTS(tail);
   case HALI_OP_RETURN: /* cell0, value slots */
   case HALI_OP_RETURN_PLAIN:
+  case HALI_OP_RETURN_PLAIN1:
     return 1 + HALI_CELLS_FOR_SLOTS(tail);
   default:
     break;

@@ -183,6 +183,17 @@ static int mul_add_op(const hali_ir_block_t *blk, uint32_t i, const bool *dead,
   return op;
 }
 
+/* Is |f| plain (vm/code.h, return.plain): scalar results, no ref
+ * registers?  What encode_func records as plain_return, from the IR, for
+ * a callee not encoded yet. */
+static bool ir_func_plain(const hali_ir_func_t *f) {
+  for (uint32_t i = 0; i < f->result_count; ++i)
+    if (hali_type_is_ref(f->results[i])) return false;
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    if (hali_type_is_ref(f->reg_types[r])) return false;
+  return true;
+}
+
 static uint32_t insn_cells(const hali_ir_insn_t *insn) {
   return hali_code_cells(insn->op, insn->operand_count -
                                        hali_op_info(insn->op)->operand_count);
@@ -350,7 +361,11 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           bool scalars = true;
           for (uint32_t p = 0; p < nparams; ++p)
             if (hali_type_is_ref(ptypes[p])) scalars = false;
-          if (scalars) c[0].i.op = HALI_OP_CALL_S;
+          const hali_vm_func_t *callee = &vm->funcs[o[0].v];
+          const bool plain =
+              callee->code ? callee->plain_return : ir_func_plain(cf);
+          if (plain) c[0].i.op = nparams == 1 ? HALI_OP_CALL_P1 : HALI_OP_CALL_P;
+          else if (scalars) c[0].i.op = HALI_OP_CALL_S;
         }
         uint32_t k = 0;
         for (uint32_t a = 1; a < insn->operand_count; ++a)
@@ -358,7 +373,9 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         break;
       }
       case HALI_OP_RETURN: {
-        if (out->plain_return) c[0].i.op = HALI_OP_RETURN_PLAIN;
+        if (out->plain_return)
+          c[0].i.op = insn->operand_count == 1 ? HALI_OP_RETURN_PLAIN1
+                                               : HALI_OP_RETURN_PLAIN;
         c[0].i.b = (uint16_t)insn->operand_count;
         uint32_t k = 0;
         for (uint32_t a = 0; a < insn->operand_count; ++a)

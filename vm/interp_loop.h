@@ -20,6 +20,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #undef HALI_X
       [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
       [HALI_OP_CALL_S] = &&L_CALL_S, [HALI_OP_RETURN_PLAIN] = &&L_RETURN_PLAIN,
+      [HALI_OP_CALL_P] = &&L_CALL_P, [HALI_OP_CALL_P1] = &&L_CALL_P1,
+      [HALI_OP_RETURN_PLAIN1] = &&L_RETURN_PLAIN1,
 #define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
       HALI_DIVK_OPS(HALI_X)
 #undef HALI_X
@@ -415,14 +417,16 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     /* Calls.  Below |call_limit| the stack has room for the callee's
      * frame and banks (hali_vm_call_limit, vm/interp.c): one compare.  At
      * it, hali_vm_call_room makes room or fails (depth limit, memory). */
-#define CALL_BODY(SCALARS_ONLY)                                                \
+/* SCALARS: the parameters are scalars; PLAIN: the callee never reads a ref
+ * window (vm/code.h, call.p), so the loop's stays the caller's; ONE: one
+ * argument. */
+#define CALL_BODY(SCALARS, PLAIN, ONE)                                         \
   {                                                                            \
     if (HALI_UNLIKELY(                                                         \
             atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
       goto interrupted;                                                        \
     const hali_vm_func_t *callee = pc[1].ptr;                                  \
     const uint16_t *list = hali_cell_slots(&pc[2]);                            \
-    const uint32_t nargs = B;                                                  \
     if (HALI_UNLIKELY(frame >= call_limit)) {                                  \
       status = hali_vm_call_room(st, link->module, callee, &call_limit);       \
       if (status) goto fail;                                                   \
@@ -435,17 +439,22 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     /* The callee's banks start at this frame's tops. */                       \
     const uint64_t bases = frame->tops;                                        \
     ++frame; /* frames[depth]: the callee's */                                 \
-    st->depth++;                                                               \
     frame->fn = callee;                                                        \
     frame->bases = bases;                                                      \
+    /* Two plain 64-bit stores: without the barrier GCC packs them into  \
+     * one SSE store, four instructions longer. */                             \
+    __asm__ volatile("" ::: "memory");                                         \
     frame->tops = bases + callee->bank_sizes;                                  \
     CALL_TRACE_RESET();                                                        \
     hali_slot_t *nregs = st->scalars + frame->scalar_base;                     \
-    hali_ref_t **nrefs = st->refs + frame->ref_base;                           \
-    if (SCALARS_ONLY) {                                                        \
-      if (nargs == 1) nregs[0] = regs[list[0]];                                \
-      else for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];      \
+    if (ONE) {                                                                 \
+      nregs[0] = regs[list[0]];                                                \
+    } else if (SCALARS) {                                                      \
+      const uint32_t nargs = B;                                                \
+      for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];           \
     } else {                                                                   \
+      const uint32_t nargs = B;                                                \
+      hali_ref_t **nrefs = st->refs + frame->ref_base;                         \
       const hali_type_t *types = callee->ir->reg_types;                        \
       for (uint32_t i = 0; i < nargs; ++i) {                                   \
         const uint16_t s = callee->slot[i];                                    \
@@ -457,8 +466,9 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
         }                                                                      \
       }                                                                        \
     }                                                                          \
+    if (!PLAIN) refs = st->refs + frame->ref_base;                             \
+    st->depth++;                                                               \
     regs = nregs;                                                              \
-    refs = nrefs;                                                              \
     pc = callee->code;                                                         \
     vmbreak;                                                                   \
   }
@@ -469,8 +479,10 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #endif
     /* The parameters' slots are 0..nargs-1 of the scalar bank when every
      * one is a scalar (vm/encode.c numbers each bank in register order). */
-    vmcase(CALL_S) CALL_BODY(1)
-    vmcase(CALL) CALL_BODY(0)
+    vmcase(CALL_P1) CALL_BODY(1, 1, 1)
+    vmcase(CALL_P) CALL_BODY(1, 1, 0)
+    vmcase(CALL_S) CALL_BODY(1, 0, 0)
+    vmcase(CALL) CALL_BODY(0, 0, 0)
 #undef CALL_BODY
 #undef CALL_TRACE_RESET
 
@@ -507,24 +519,31 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     /* Returns.  The caller's frame is a call (only calls push frames):
      * its results go to the call's result slots, and the caller resumes
      * after the call (its length is cell0's a, vm/encode.c). */
-    vmcase(RETURN_PLAIN) {
-      /* Scalar results, no ref slots (vm/encode.c): nothing to release. */
-      if (HALI_UNLIKELY(st->depth == 1)) goto return_to_host;
-      const uint16_t *list = hali_cell_slots(&pc[1]);
-      const uint32_t n = B;
-      hali_vm_frame_t *caller = frame - 1;
-      const hali_cell_t *call = caller->pc;
-      const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;
-      hali_slot_t *cregs = st->scalars + caller->scalar_base;
-      if (n == 1) cregs[out[0]] = regs[list[0]];
-      else for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
-      st->depth--;
-      frame = caller;
-      regs = cregs;
-      refs = st->refs + caller->ref_base;
-      pc = call + call->i.a;
-      vmbreak;
-    }
+    /* A plain function's (vm/encode.c): scalar results, no ref slots,
+     * called by call.p (the loop's ref window is still the caller's). */
+#define RETURN_PLAIN_BODY(ONE)                                                 \
+  {                                                                            \
+    if (HALI_UNLIKELY(frame == st->frames)) goto return_to_host;               \
+    const uint16_t *list = hali_cell_slots(&pc[1]);                            \
+    hali_vm_frame_t *caller = frame - 1;                                       \
+    const hali_cell_t *call = caller->pc;                                      \
+    const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;               \
+    hali_slot_t *cregs = st->scalars + caller->scalar_base;                    \
+    if (ONE) {                                                                 \
+      cregs[out[0]] = regs[list[0]];                                           \
+    } else {                                                                   \
+      const uint32_t n = B;                                                    \
+      for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];          \
+    }                                                                          \
+    st->depth--;                                                               \
+    frame = caller;                                                            \
+    regs = cregs;                                                              \
+    pc = call + call->i.a;                                                     \
+    vmbreak;                                                                   \
+  }
+    vmcase(RETURN_PLAIN1) RETURN_PLAIN_BODY(1)
+    vmcase(RETURN_PLAIN) RETURN_PLAIN_BODY(0)
+#undef RETURN_PLAIN_BODY
 
     vmcase(RETURN) {
       if (HALI_UNLIKELY(st->depth == 1)) goto return_to_host;
