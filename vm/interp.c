@@ -208,9 +208,9 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
   if (prev->pc && prev->fn == fn) {
     /* Straight-line code: the previous handler advanced pc by exactly the
      * cells the encoder gave its instruction. */
-    const unsigned op = prev->pc->i.op;
-    const bool moves = hali_code_same_layout_op(op) == HALI_OP_CALL ||
-                       debug_is_fused(op) ||
+    /* The forms of call and return count as call and return. */
+    const unsigned op = hali_code_same_layout_op(prev->pc->i.op);
+    const bool moves = op == HALI_OP_CALL || debug_is_fused(op) ||
                        hali_code_is_add_br(op) ||
                        (op < HALI_OP_COUNT &&
                         (hali_op_info(op)->flags & HALI_OPF_TERM));
