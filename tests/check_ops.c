@@ -164,7 +164,8 @@ static void note_ops(const hali_vm_module_t *m) {
 static void op_display_name(unsigned op, char *buf, size_t n) {
   static const unsigned fused_base[HALI_OP_INTERNAL_END] = {
 #define HALI_X(name, base)                                                     \
-  [HALI_OP_##name] = HALI_OP_##base, [HALI_OP_##name##_NS] = HALI_OP_##base,
+  [HALI_OP_##name] = HALI_OP_##base, [HALI_OP_##name##_NS] = HALI_OP_##base,  \
+  [HALI_OP_##name##_NSF] = HALI_OP_##base,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
@@ -178,8 +179,9 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
-  static const bool nostore[HALI_OP_INTERNAL_END] = {
-#define HALI_X(name, base) [HALI_OP_##name##_NS] = true,
+  static const unsigned char nostore[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base)                                                     \
+  [HALI_OP_##name##_NS] = 1, [HALI_OP_##name##_NSF] = 2,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
@@ -213,7 +215,10 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
   else
     snprintf(buf, n, "%s fused with cond_br%s",
              hali_op_info(fused_base[op])->name,
-             nostore[op] ? " (result read by the branch only)" : "");
+             nostore[op] == 2 ? " (result read by the branch only, both "
+                                "targets ahead)"
+             : nostore[op]    ? " (result read by the branch only)"
+                              : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2638,6 +2643,96 @@ START_TEST(mul_add_fused) {
 }
 END_TEST
 
+/* A no-store fused compare-and-branch polls for an interrupt only when a
+ * target lies behind it (vm/code.h, the _NSF forms have both ahead): for
+ * every compare and width, a loop whose back edge is the compare's branch
+ * (the polling form) goes back exactly when C's compare is true, a
+ * branch with both targets ahead is the form without the poll, and an
+ * interrupt raised before the run is reported. */
+START_TEST(fused_branch_polls_only_backward) {
+  static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
+                                     "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
+  static const int64_t vals[] = {0, 1, -1, 7, INT32_MAX, INT32_MIN,
+                                 INT64_MAX, INT64_MIN};
+  for (int wide = 0; wide < 2; ++wide)
+    for (size_t k = 0; k < COUNT_OF(cmps); ++k) {
+      const char *t = wide ? "i64" : "i32";
+      char text[768];
+      snprintf(text, sizeof text,
+               "func @f(%%x: %s, %%y: %s) -> i32 {\n"
+               "^entry:\n"
+               "  %%k = const.i32 0\n"
+               "  %%zero = const.i32 0\n"
+               "  %%one = const.i32 1\n"
+               "  br ^loop\n"
+               "^loop:\n"
+               "  %%first = eq.i32 %%k, %%zero\n"
+               "  cond_br %%first, ^test, ^done\n"
+               "^test:\n"
+               "  %%k = add.i32 %%k, %%one\n"
+               "  %%again = %s.%s %%x, %%y\n"
+               "  cond_br %%again, ^loop, ^out\n"
+               "^out:\n"
+               "  %%k = add.i32 %%k, %%one\n"
+               "  br ^done\n"
+               "^done:\n"
+               "  return %%k\n"
+               "}\n",
+               t, t, cmps[k], t);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      /* The back edge polls (_NS), the forward branch does not (_NSF). */
+      ck_assert_ptr_nonnull(first_op_cell(f, HALI_OP_BR_EQ_I32_NSF));
+      const unsigned base = (unsigned)(wide ? HALI_OP_BR_EQ_I64_NS
+                                            : HALI_OP_BR_EQ_I32_NS) +
+                            (unsigned)k;
+      ck_assert_ptr_nonnull(first_op_cell(f, base));
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      for (size_t a = 0; a < COUNT_OF(vals); ++a)
+        for (size_t b = 0; b < COUNT_OF(vals); ++b) {
+          uint64_t ux, uy;
+          int64_t sx, sy;
+          if (wide) {
+            ux = (uint64_t)vals[a], uy = (uint64_t)vals[b];
+            sx = vals[a], sy = vals[b];
+          } else {
+            ux = (uint32_t)vals[a], uy = (uint32_t)vals[b];
+            sx = (int32_t)(uint32_t)ux, sy = (int32_t)(uint32_t)uy;
+          }
+          const bool want[] = {ux == uy, ux != uy, sx < sy,  sx <= sy,
+                               sx > sy,  sx >= sy, ux < uy,  ux <= uy,
+                               ux > uy,  ux >= uy};
+          hali_value_t args[2] = {wide ? I64(vals[a]) : I32(vals[a]),
+                                  wide ? I64(vals[b]) : I32(vals[b])};
+          hali_value_t res = {.type = HALI_TYPE_I32};
+          hali_status_t s = hali_vm_invoke(st, m, f, args, 2, &res, 1);
+          if (s) abort_with_status(__FILE__, __LINE__, cmps[k], s);
+          /* True: back to ^loop, out with k = 1; false: k = 2. */
+          ck_assert_msg(res.i32 == (want[k] ? 1 : 2),
+                        "%s.%s %" PRId64 ", %" PRId64 ": k = %d, "
+                        "expected %d",
+                        cmps[k], t, vals[a], vals[b], res.i32,
+                        want[k] ? 1 : 2);
+        }
+      /* Cancelled before the run: reported (a loop is cancellable). */
+      {
+        hali_value_t args[2] = {wide ? I64(7) : I32(7), wide ? I64(7) : I32(7)};
+        hali_value_t res = {.type = HALI_TYPE_I32};
+        ck_assert_ok(hali_vm_begin(st, m->unlinked, f, args, 2, &res, 1));
+        atomic_store(&st->interrupt_code, HALI_STATUS_CANCELLED);
+        atomic_store(&st->interrupt, true);
+        hali_status_t s = hali_vm_interpret(st, &res);
+        ck_assert_status(s, HALI_STATUS_CANCELLED, "cancelled");
+        atomic_store(&st->interrupt, false);
+        atomic_store(&st->interrupt_code, HALI_STATUS_OK);
+      }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+}
+END_TEST
+
 START_TEST(add_compare_branch_fused) {
   static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
                                      "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
@@ -3802,7 +3897,7 @@ START_TEST(every_op_exercised) {
      * tests/passes covers them). */
     if (op < HALI_OP_COUNT && (hali_op_info(op)->flags & HALI_OPF_TENSOR))
       continue;
-    char name[64];
+    char name[128];
     op_display_name(op, name, sizeof name);
     const size_t len = strlen(missing);
     snprintf(missing + len, sizeof missing - len, "%s%s", count ? ", " : "",
@@ -3913,6 +4008,7 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, control_cond_br);
   tcase_add_test(tc, division_by_proven_constant);
   tcase_add_test(tc, add_compare_branch_fused);
+  tcase_add_test(tc, fused_branch_polls_only_backward);
   tcase_add_test(tc, mul_add_fused);
   tcase_add_test(tc, add_compare_branch_fused_sum_second);
   tcase_add_test(tc, add_compare_branch_yield_adds_once);

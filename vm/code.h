@@ -154,6 +154,12 @@ enum {
   /* call.p and return.plain with exactly one argument / one result. */
   HALI_OP_CALL_P1,
   HALI_OP_RETURN_PLAIN1,
+  /* The no-store fused compare-and-branch ops again, for a branch whose
+   * two targets both lie after it: no interrupt poll (only a backward
+   * branch or a call can repeat code, and those poll). */
+#define HALI_X(name, base) HALI_OP_##name##_NSF,
+  HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
   HALI_OP_INTERNAL_END
 };
 

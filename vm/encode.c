@@ -119,6 +119,18 @@ static uint16_t swapped_compare(uint16_t cmp) {
   }
 }
 
+static int fused_forward_op(int fused) {
+  switch (fused) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_##name##_NSF;
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return fused;
+  }
+}
+
 /* Does instruction |i| of |blk| (an add) fuse with the compare-and-branch
  * after it?  The compare's result must be one only its branch reads
  * (|dead|), the add of the compare's width, and the sum one of the
@@ -309,6 +321,10 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         const hali_ir_insn_t *br = &blk->insns[i + 1];
         const int fop = fused_op_for(insn->op);
         c[0].i.op = (uint16_t)(dead[o[0].v] ? fused_nostore_op(fop) : fop);
+        /* Both targets after the branch: the form without the poll. */
+        if (dead[o[0].v] && block_at[br->operands[1].v] > at &&
+            block_at[br->operands[2].v] > at)
+          c[0].i.op = (uint16_t)fused_forward_op(fop);
         c[0].i.a = out->slot[o[0].v];
         c[0].i.b = out->slot[o[1].v];
         c[0].i.c = out->slot[o[2].v];

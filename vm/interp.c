@@ -186,7 +186,8 @@ static void debug_call(const hali_vm_func_t *fn, const hali_cell_t *pc) {
 
 static bool debug_is_fused(unsigned op) {
   switch (op) {
-#define HALI_X(name, base) case HALI_OP_##name: case HALI_OP_##name##_NS:
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name: case HALI_OP_##name##_NS: case HALI_OP_##name##_NSF:
     HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
     return true;

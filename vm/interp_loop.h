@@ -15,7 +15,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #undef OP_TENSOR
 #undef OP
 #define HALI_X(name, base)                                                     \
-  [HALI_OP_##name] = &&L_##name, [HALI_OP_##name##_NS] = &&L_##name##_NS,
+  [HALI_OP_##name] = &&L_##name, [HALI_OP_##name##_NS] = &&L_##name##_NS,   \
+  [HALI_OP_##name##_NSF] = &&L_##name##_NSF,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
       [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
@@ -167,8 +168,21 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     pc = t ? pc[2].target : pc[3].target;                                      \
     vmbreak;                                                                   \
   }
+/* The no-store form whose targets both lie ahead (vm/encode.c): no poll.
+ * The instrumented copy stores and polls, as the store form does. */
+#if HALI_INTERP_INSTRUMENTED
+#define FUSED_BR_FORWARD(name, F, EXPR) FUSED_BR_STORE(name, F, EXPR)
+#else
+#define FUSED_BR_FORWARD(name, F, EXPR)                                        \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B], y = regs[C];                                \
+    pc = (EXPR) ? pc[1].target : pc[2].target;                                 \
+    vmbreak;                                                                   \
+  }
+#endif
 #define FUSED_BR(name, F, EXPR, AF)                                            \
   FUSED_BR_STORE(name, F, EXPR) FUSED_BR_NOSTORE(name##_NS, F, EXPR)           \
+  FUSED_BR_FORWARD(name##_NSF, F, EXPR)                                        \
   ADD_FUSED_BR(name, AF, EXPR)
 
 #define INT_OPS(T, S, U, BITS, MIN)                                            \
@@ -870,6 +884,7 @@ fail:
 #undef FUSED_BR
 #undef FUSED_BR_STORE
 #undef FUSED_BR_NOSTORE
+#undef FUSED_BR_FORWARD
 #undef ADD_FUSED_BR
 #undef ADD_BR_STORE_RESULT
 #undef JUMP
