@@ -164,7 +164,8 @@ static void note_ops(const hali_vm_module_t *m) {
 static void op_display_name(unsigned op, char *buf, size_t n) {
   static const unsigned fused_base[HALI_OP_INTERNAL_END] = {
 #define HALI_X(name, base)                                                     \
-  [HALI_OP_##name] = HALI_OP_##base, [HALI_OP_##name##_NS] = HALI_OP_##base,
+  [HALI_OP_##name] = HALI_OP_##base, [HALI_OP_##name##_NS] = HALI_OP_##base,  \
+  [HALI_OP_##name##_NSF] = HALI_OP_##base,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
@@ -178,13 +179,31 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
-  static const bool nostore[HALI_OP_INTERNAL_END] = {
-#define HALI_X(name, base) [HALI_OP_##name##_NS] = true,
+  static const unsigned char nostore[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, base)                                                     \
+  [HALI_OP_##name##_NS] = 1, [HALI_OP_##name##_NSF] = 2,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   };
+  static const unsigned mul_add_base[HALI_OP_INTERNAL_END] = {
+#define HALI_X(name, mul, add) [HALI_OP_##name] = HALI_OP_##mul,
+      HALI_MUL_ADD_OPS(HALI_X)
+#undef HALI_X
+  };
+  static const char *const call_forms[HALI_OP_INTERNAL_END] = {
+      [HALI_OP_CALL_S] = "call of a function with scalar parameters",
+      [HALI_OP_CALL_P] = "call of a plain function",
+      [HALI_OP_CALL_P1] = "call of a plain function with one argument",
+      [HALI_OP_RETURN_PLAIN] = "return of a plain function",
+      [HALI_OP_RETURN_PLAIN1] = "return of a plain function with one result",
+  };
   if (op < HALI_OP_COUNT)
     snprintf(buf, n, "%s", hali_op_info(op)->name);
+  else if (call_forms[op])
+    snprintf(buf, n, "%s", call_forms[op]);
+  else if (mul_add_base[op])
+    snprintf(buf, n, "%s fused with the add of its product",
+             hali_op_info(mul_add_base[op])->name);
   else if (op == HALI_OP_CALL_IMPORT)
     snprintf(buf, n, "call of a host import");
   else if (add_base[op])
@@ -196,7 +215,10 @@ static void op_display_name(unsigned op, char *buf, size_t n) {
   else
     snprintf(buf, n, "%s fused with cond_br%s",
              hali_op_info(fused_base[op])->name,
-             nostore[op] ? " (result read by the branch only)" : "");
+             nostore[op] == 2 ? " (result read by the branch only, both "
+                                "targets ahead)"
+             : nostore[op]    ? " (result read by the branch only)"
+                              : "");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2388,6 +2410,329 @@ END_TEST
  * and width, the branch taken and the sum match C over boundary values
  * (the compare sees the wrapped sum), and the plain add is gone; when the
  * compare's result is read later the add stays separate. */
+/* The same with the sum as the compare's second operand (`cmp %z, %s`):
+ * the encoder fuses it as the swapped compare of the sum first (vm/code.h),
+ * so for every compare and width the branch taken and the sum still match
+ * C over boundary values; an add whose sum the compare does not read is
+ * not fused with it, and the program's result is unchanged. */
+START_TEST(add_compare_branch_fused_sum_second) {
+  static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
+                                     "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
+  static const int64_t vals[] = {0, 1, -1, 7, -7, INT32_MAX, INT32_MIN,
+                                 INT64_MAX, INT64_MIN};
+  for (int wide = 0; wide < 2; ++wide)
+    for (size_t k = 0; k < COUNT_OF(cmps); ++k) {
+      const char *t = wide ? "i64" : "i32";
+      char text[768];
+      snprintf(text, sizeof text,
+               "func @f(%%x: %s, %%y: %s, %%z: %s) -> (i32, %s) {\n"
+               "  %%s = add.%s %%x, %%y\n"
+               "  %%c = %s.%s %%z, %%s\n"
+               "  cond_br %%c, ^yes, ^no\n"
+               "^yes:\n"
+               "  %%t = const.i32 1\n"
+               "  return %%t, %%s\n"
+               "^no:\n"
+               "  %%e = const.i32 0\n"
+               "  return %%e, %%s\n"
+               "}\n",
+               t, t, t, t, t, cmps[k], t);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      ck_assert_msg(first_op_cell(f, wide ? HALI_OP_ADD_I64 : HALI_OP_ADD_I32)
+                        == NULL,
+                    "add + %s.%s (sum second) + cond_br was not fused",
+                    cmps[k], t);
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      for (size_t a = 0; a < COUNT_OF(vals); ++a)
+        for (size_t b = 0; b < COUNT_OF(vals); ++b)
+          for (size_t c = 0; c < COUNT_OF(vals); ++c) {
+            /* The reference: the sum wraps in the type; z compares to it. */
+            uint64_t us, uz;
+            int64_t ss, sz;
+            if (wide) {
+              us = (uint64_t)vals[a] + (uint64_t)vals[b];
+              uz = (uint64_t)vals[c];
+              ss = (int64_t)us;
+              sz = vals[c];
+            } else {
+              us = (uint32_t)((uint32_t)vals[a] + (uint32_t)vals[b]);
+              uz = (uint32_t)vals[c];
+              ss = (int32_t)(uint32_t)us;
+              sz = (int32_t)(uint32_t)uz;
+            }
+            const bool want[] = {uz == us, uz != us, sz < ss,  sz <= ss,
+                                 sz > ss,  sz >= ss, uz < us,  uz <= us,
+                                 uz > us,  uz >= us};
+            hali_value_t args[3], got[2] = {{0}, {0}};
+            for (int i = 0; i < 3; ++i) {
+              const int64_t v = vals[i == 0 ? a : i == 1 ? b : c];
+              args[i] = wide ? I64(v) : I32(v);
+            }
+            got[1].type = wide ? HALI_TYPE_I64 : HALI_TYPE_I32;
+            hali_status_t s = hali_vm_invoke(st, m, f, args, 3, got, 2);
+            if (s) abort_with_status(__FILE__, __LINE__, cmps[k], s);
+            const uint64_t sum = wide ? (uint64_t)got[1].i64
+                                      : (uint32_t)got[1].i32;
+            ck_assert_msg(got[0].i32 == (int32_t)want[k] && sum == us,
+                          "add.%s %" PRId64 ", %" PRId64 " then %s.%s of "
+                          "%" PRId64 " and the sum: took %d (expected %d), "
+                          "sum %" PRIu64 " (expected %" PRIu64 ")",
+                          t, vals[a], vals[b], cmps[k], t, vals[c],
+                          got[0].i32, want[k], sum, us);
+          }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+  /* The compare does not read the sum: the add stays separate. */
+  hali_vm_module_t *m = load("func @f(%x: i64, %y: i64) -> i64 {\n"
+                             "  %s = add.i64 %x, %y\n"
+                             "  %c = lt.s.i64 %x, %y\n"
+                             "  cond_br %c, ^a, ^b\n"
+                             "^a:\n"
+                             "  return %s\n"
+                             "^b:\n"
+                             "  return %x\n"
+                             "}\n");
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "f"), HALI_OP_ADD_I64));
+  hali_value_t args[2] = {I64(-5), I64(3)}, got = {0};
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 2, &got, 1));
+  ck_assert_int_eq(got.i64, -2); /* -5 < 3: the sum */
+  args[0] = I64(5);
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 2, &got, 1));
+  ck_assert_int_eq(got.i64, 5);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
+/* A mul directly followed by the add of its product is one internal op
+ * (vm/code.h, MUL_ADD_*): for every width, the product and the sum match
+ * C over boundary values (wrapping integers; floats rounded twice, not an
+ * fma), with the product as the add's first or (integers) second operand
+ * and with the registers aliased every way the op must survive: the add
+ * of the product to itself, the sum into the product's or a factor's
+ * register.  A float add with the product second keeps both ops. */
+START_TEST(mul_add_fused) {
+  static const char *const types[] = {"i32", "i64", "f32", "f64"};
+  /* %p the product, %s the sum; the results are (%p, %s, %a). */
+  static const char *const bodies[] = {
+      "  %p = mul.T %a, %b\n  %s = add.T %p, %c\n",
+      "  %p = mul.T %a, %b\n  %s = add.T %c, %p\n", /* ints only */
+      "  %p = mul.T %a, %b\n  %s = add.T %p, %p\n",
+      "  %p = mul.T %a, %b\n  %p = add.T %p, %c\n  %s = mov.T %p\n",
+      "  %p = mul.T %a, %b\n  %a = add.T %p, %c\n  %s = mov.T %a\n",
+  };
+  static const int64_t ivals[] = {0, 1, -1, 3, INT32_MAX, INT32_MIN,
+                                  INT64_MAX, INT64_MIN};
+  static const double fvals[] = {0.0, -0.0, 1.0000001, 0.5, -3.25, 1e300,
+                                 1e-30, 16777217.0};
+  for (int ti = 0; ti < 4; ++ti)
+    for (size_t bi = 0; bi < COUNT_OF(bodies); ++bi) {
+      const char *t = types[ti];
+      const bool fl = ti >= 2, wide = ti == 1 || ti == 3;
+      if (fl && bi == 1) continue; /* checked below */
+      char body[256], text[768];
+      size_t k = 0;
+      for (const char *c = bodies[bi]; *c && k + 4 < sizeof body; ++c) {
+        if (*c == 'T') {
+          memcpy(body + k, t, 3);
+          k += 3;
+        } else {
+          body[k++] = *c;
+        }
+      }
+      body[k] = 0;
+      snprintf(text, sizeof text,
+               "func @f(%%a: %s, %%b: %s, %%c: %s) -> (%s, %s, %s) {\n"
+               "%s  return %%p, %%s, %%a\n}\n",
+               t, t, t, t, t, t, body);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      const unsigned mul = ti == 0 ? HALI_OP_MUL_I32 : ti == 1 ? HALI_OP_MUL_I64
+                           : ti == 2 ? HALI_OP_MUL_F32 : HALI_OP_MUL_F64;
+      const unsigned fused = ti == 0   ? HALI_OP_MUL_ADD_I32
+                             : ti == 1 ? HALI_OP_MUL_ADD_I64
+                             : ti == 2 ? HALI_OP_MUL_ADD_F32
+                                       : HALI_OP_MUL_ADD_F64;
+      ck_assert_msg(first_op_cell(f, mul) == NULL &&
+                        first_op_cell(f, fused) != NULL,
+                    "mul.%s and add (body %zu) were not fused", t, bi);
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      const size_t nv = fl ? COUNT_OF(fvals) : COUNT_OF(ivals);
+      for (size_t x = 0; x < nv; ++x)
+        for (size_t y = 0; y < nv; ++y)
+          for (size_t z = 0; z < nv; ++z) {
+            hali_value_t args[3], got[3];
+            const size_t idx[3] = {x, y, z};
+            for (int i = 0; i < 3; ++i) {
+              if (ti == 0) args[i] = I32(ivals[idx[i]]);
+              else if (ti == 1) args[i] = I64(ivals[idx[i]]);
+              else if (ti == 2) args[i] = hali_value_f32((float)fvals[idx[i]]);
+              else args[i] = hali_value_f64(fvals[idx[i]]);
+              got[i] = (hali_value_t){.type = args[i].type};
+            }
+            hali_status_t s = hali_vm_invoke(st, m, f, args, 3, got, 3);
+            if (s) abort_with_status(__FILE__, __LINE__, t, s);
+            /* The reference, in C: a mul, then an add, each rounded. */
+            bool ok;
+            if (!fl) {
+              const uint64_t mask = wide ? UINT64_MAX : UINT32_MAX;
+              const uint64_t a = (uint64_t)ivals[x] & mask,
+                             b = (uint64_t)ivals[y] & mask,
+                             c = (uint64_t)ivals[z] & mask;
+              const uint64_t p = (a * b) & mask;
+              const uint64_t sum = (bi == 2 ? p + p : p + c) & mask;
+              const uint64_t gp = wide ? (uint64_t)got[0].i64
+                                       : (uint32_t)got[0].i32;
+              const uint64_t gs = wide ? (uint64_t)got[1].i64
+                                       : (uint32_t)got[1].i32;
+              const uint64_t ga = wide ? (uint64_t)got[2].i64
+                                       : (uint32_t)got[2].i32;
+              const uint64_t want_p = bi == 3 ? sum : p;
+              const uint64_t want_a = bi == 4 ? sum : a;
+              ok = gp == want_p && gs == sum && ga == want_a;
+            } else if (ti == 2) {
+              volatile float a = (float)fvals[x], b = (float)fvals[y],
+                             c = (float)fvals[z];
+              volatile float p = a * b;
+              volatile float vsum = bi == 2 ? p + p : p + c;
+              const float sum = vsum;
+              const float want_p = bi == 3 ? sum : p;
+              const float want_a = bi == 4 ? sum : a;
+              ok = memcmp(&got[0].f32, &want_p, 4) == 0 &&
+                   memcmp(&got[1].f32, &sum, 4) == 0 &&
+                   memcmp(&got[2].f32, &want_a, 4) == 0;
+            } else {
+              volatile double a = fvals[x], b = fvals[y], c = fvals[z];
+              volatile double p = a * b;
+              volatile double vsum = bi == 2 ? p + p : p + c;
+              const double sum = vsum;
+              const double want_p = bi == 3 ? sum : p;
+              const double want_a = bi == 4 ? sum : a;
+              ok = memcmp(&got[0].f64, &want_p, 8) == 0 &&
+                   memcmp(&got[1].f64, &sum, 8) == 0 &&
+                   memcmp(&got[2].f64, &want_a, 8) == 0;
+            }
+            ck_assert_msg(ok, "mul-add.%s body %zu, inputs %zu %zu %zu: "
+                          "results differ from C", t, bi, x, y, z);
+          }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+  /* The float product as the add's second operand: not fused. */
+  hali_vm_module_t *m = load("func @f(%a: f64, %b: f64, %c: f64) -> f64 {\n"
+                             "  %p = mul.f64 %a, %b\n"
+                             "  %s = add.f64 %c, %p\n"
+                             "  return %s\n}\n");
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "f"), HALI_OP_MUL_F64));
+  ck_assert_ptr_null(first_op_cell(lookup(m, "f"), HALI_OP_MUL_ADD_F64));
+  hali_value_t args[3] = {hali_value_f64(1.5), hali_value_f64(2.0),
+                          hali_value_f64(0.25)},
+               got = {.type = HALI_TYPE_F64};
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  ck_assert_ok(hali_vm_invoke(st, m, lookup(m, "f"), args, 3, &got, 1));
+  ck_assert(got.f64 == 3.25);
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
+/* A no-store fused compare-and-branch polls for an interrupt only when a
+ * target lies behind it (vm/code.h, the _NSF forms have both ahead): for
+ * every compare and width, a loop whose back edge is the compare's branch
+ * (the polling form) goes back exactly when C's compare is true, a
+ * branch with both targets ahead is the form without the poll, and an
+ * interrupt raised before the run is reported. */
+START_TEST(fused_branch_polls_only_backward) {
+  static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
+                                     "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
+  static const int64_t vals[] = {0, 1, -1, 7, INT32_MAX, INT32_MIN,
+                                 INT64_MAX, INT64_MIN};
+  for (int wide = 0; wide < 2; ++wide)
+    for (size_t k = 0; k < COUNT_OF(cmps); ++k) {
+      const char *t = wide ? "i64" : "i32";
+      char text[768];
+      snprintf(text, sizeof text,
+               "func @f(%%x: %s, %%y: %s) -> i32 {\n"
+               "^entry:\n"
+               "  %%k = const.i32 0\n"
+               "  %%zero = const.i32 0\n"
+               "  %%one = const.i32 1\n"
+               "  br ^loop\n"
+               "^loop:\n"
+               "  %%first = eq.i32 %%k, %%zero\n"
+               "  cond_br %%first, ^test, ^done\n"
+               "^test:\n"
+               "  %%k = add.i32 %%k, %%one\n"
+               "  %%again = %s.%s %%x, %%y\n"
+               "  cond_br %%again, ^loop, ^out\n"
+               "^out:\n"
+               "  %%k = add.i32 %%k, %%one\n"
+               "  br ^done\n"
+               "^done:\n"
+               "  return %%k\n"
+               "}\n",
+               t, t, cmps[k], t);
+      hali_vm_module_t *m = load(text);
+      const hali_vm_func_t *f = lookup(m, "f");
+      /* The back edge polls (_NS), the forward branch does not (_NSF). */
+      ck_assert_ptr_nonnull(first_op_cell(f, HALI_OP_BR_EQ_I32_NSF));
+      const unsigned base = (unsigned)(wide ? HALI_OP_BR_EQ_I64_NS
+                                            : HALI_OP_BR_EQ_I32_NS) +
+                            (unsigned)k;
+      ck_assert_ptr_nonnull(first_op_cell(f, base));
+      hali_vm_stack_t *st = NULL;
+      ck_assert_ok(hali_vm_stack_create(0, &st));
+      for (size_t a = 0; a < COUNT_OF(vals); ++a)
+        for (size_t b = 0; b < COUNT_OF(vals); ++b) {
+          uint64_t ux, uy;
+          int64_t sx, sy;
+          if (wide) {
+            ux = (uint64_t)vals[a], uy = (uint64_t)vals[b];
+            sx = vals[a], sy = vals[b];
+          } else {
+            ux = (uint32_t)vals[a], uy = (uint32_t)vals[b];
+            sx = (int32_t)(uint32_t)ux, sy = (int32_t)(uint32_t)uy;
+          }
+          const bool want[] = {ux == uy, ux != uy, sx < sy,  sx <= sy,
+                               sx > sy,  sx >= sy, ux < uy,  ux <= uy,
+                               ux > uy,  ux >= uy};
+          hali_value_t args[2] = {wide ? I64(vals[a]) : I32(vals[a]),
+                                  wide ? I64(vals[b]) : I32(vals[b])};
+          hali_value_t res = {.type = HALI_TYPE_I32};
+          hali_status_t s = hali_vm_invoke(st, m, f, args, 2, &res, 1);
+          if (s) abort_with_status(__FILE__, __LINE__, cmps[k], s);
+          /* True: back to ^loop, out with k = 1; false: k = 2. */
+          ck_assert_msg(res.i32 == (want[k] ? 1 : 2),
+                        "%s.%s %" PRId64 ", %" PRId64 ": k = %d, "
+                        "expected %d",
+                        cmps[k], t, vals[a], vals[b], res.i32,
+                        want[k] ? 1 : 2);
+        }
+      /* Cancelled before the run: reported (a loop is cancellable). */
+      {
+        hali_value_t args[2] = {wide ? I64(7) : I32(7), wide ? I64(7) : I32(7)};
+        hali_value_t res = {.type = HALI_TYPE_I32};
+        ck_assert_ok(hali_vm_begin(st, m->unlinked, f, args, 2, &res, 1));
+        atomic_store(&st->interrupt_code, HALI_STATUS_CANCELLED);
+        atomic_store(&st->interrupt, true);
+        hali_status_t s = hali_vm_interpret(st, &res);
+        ck_assert_status(s, HALI_STATUS_CANCELLED, "cancelled");
+        atomic_store(&st->interrupt, false);
+        atomic_store(&st->interrupt_code, HALI_STATUS_OK);
+      }
+      hali_vm_stack_free(st);
+      hali_vm_module_release(m);
+    }
+}
+END_TEST
+
 START_TEST(add_compare_branch_fused) {
   static const char *const cmps[] = {"eq",   "ne",   "lt.s", "le.s", "gt.s",
                                      "ge.s", "lt.u", "le.u", "gt.u", "ge.u"};
@@ -3122,6 +3467,246 @@ static hali_status_t down(hali_vm_stack_t *st, hali_vm_module_t *m,
   return s;
 }
 
+/* Calls check the stack's room once per frame of the module's largest
+ * size (vm/interp.c, hali_vm_call_limit): a small recursive function whose
+ * innermost call is to one with 81 registers, and one that passes a ref
+ * down and returns it (call and return of refs), run on one stack at
+ * depths rising through every growth of the banks and the frames, then
+ * falling, then rising again; every result matches C's, and the depth
+ * limit still fails exactly one frame past it. */
+static const char k_room[] =
+"func @wide(%n: i32) -> i32 {\n"
+"  %a0 = const.i32 1\n"
+"  %a1 = const.i32 2\n"
+"  %a2 = const.i32 3\n"
+"  %a3 = const.i32 4\n"
+"  %a4 = const.i32 5\n"
+"  %a5 = const.i32 6\n"
+"  %a6 = const.i32 7\n"
+"  %a7 = const.i32 8\n"
+"  %a8 = const.i32 9\n"
+"  %a9 = const.i32 10\n"
+"  %a10 = const.i32 11\n"
+"  %a11 = const.i32 12\n"
+"  %a12 = const.i32 13\n"
+"  %a13 = const.i32 14\n"
+"  %a14 = const.i32 15\n"
+"  %a15 = const.i32 16\n"
+"  %a16 = const.i32 17\n"
+"  %a17 = const.i32 18\n"
+"  %a18 = const.i32 19\n"
+"  %a19 = const.i32 20\n"
+"  %a20 = const.i32 21\n"
+"  %a21 = const.i32 22\n"
+"  %a22 = const.i32 23\n"
+"  %a23 = const.i32 24\n"
+"  %a24 = const.i32 25\n"
+"  %a25 = const.i32 26\n"
+"  %a26 = const.i32 27\n"
+"  %a27 = const.i32 28\n"
+"  %a28 = const.i32 29\n"
+"  %a29 = const.i32 30\n"
+"  %a30 = const.i32 31\n"
+"  %a31 = const.i32 32\n"
+"  %a32 = const.i32 33\n"
+"  %a33 = const.i32 34\n"
+"  %a34 = const.i32 35\n"
+"  %a35 = const.i32 36\n"
+"  %a36 = const.i32 37\n"
+"  %a37 = const.i32 38\n"
+"  %a38 = const.i32 39\n"
+"  %a39 = const.i32 40\n"
+"  %s0 = add.i32 %n, %a0\n"
+"  %s1 = add.i32 %s0, %a1\n"
+"  %s2 = add.i32 %s1, %a2\n"
+"  %s3 = add.i32 %s2, %a3\n"
+"  %s4 = add.i32 %s3, %a4\n"
+"  %s5 = add.i32 %s4, %a5\n"
+"  %s6 = add.i32 %s5, %a6\n"
+"  %s7 = add.i32 %s6, %a7\n"
+"  %s8 = add.i32 %s7, %a8\n"
+"  %s9 = add.i32 %s8, %a9\n"
+"  %s10 = add.i32 %s9, %a10\n"
+"  %s11 = add.i32 %s10, %a11\n"
+"  %s12 = add.i32 %s11, %a12\n"
+"  %s13 = add.i32 %s12, %a13\n"
+"  %s14 = add.i32 %s13, %a14\n"
+"  %s15 = add.i32 %s14, %a15\n"
+"  %s16 = add.i32 %s15, %a16\n"
+"  %s17 = add.i32 %s16, %a17\n"
+"  %s18 = add.i32 %s17, %a18\n"
+"  %s19 = add.i32 %s18, %a19\n"
+"  %s20 = add.i32 %s19, %a20\n"
+"  %s21 = add.i32 %s20, %a21\n"
+"  %s22 = add.i32 %s21, %a22\n"
+"  %s23 = add.i32 %s22, %a23\n"
+"  %s24 = add.i32 %s23, %a24\n"
+"  %s25 = add.i32 %s24, %a25\n"
+"  %s26 = add.i32 %s25, %a26\n"
+"  %s27 = add.i32 %s26, %a27\n"
+"  %s28 = add.i32 %s27, %a28\n"
+"  %s29 = add.i32 %s28, %a29\n"
+"  %s30 = add.i32 %s29, %a30\n"
+"  %s31 = add.i32 %s30, %a31\n"
+"  %s32 = add.i32 %s31, %a32\n"
+"  %s33 = add.i32 %s32, %a33\n"
+"  %s34 = add.i32 %s33, %a34\n"
+"  %s35 = add.i32 %s34, %a35\n"
+"  %s36 = add.i32 %s35, %a36\n"
+"  %s37 = add.i32 %s36, %a37\n"
+"  %s38 = add.i32 %s37, %a38\n"
+"  %s39 = add.i32 %s38, %a39\n"
+"  return %s39\n"
+"}\n"
+    "func @deep(%n: i32) -> i32 {\n"
+    "  %zero = const.i32 0\n"
+    "  %done = le.s.i32 %n, %zero\n"
+    "  cond_br %done, ^leaf, ^more\n"
+    "^leaf:\n"
+    "  %r = call @wide(%n)\n"
+    "  return %r\n"
+    "^more:\n"
+    "  %one = const.i32 1\n"
+    "  %m = sub.i32 %n, %one\n"
+    "  %x = call @deep(%m)\n"
+    "  %y = add.i32 %x, %one\n"
+    "  return %y\n"
+    "}\n"
+    "func @refs(%f: !hal.fence, %n: i32) -> (!hal.fence, i32) {\n"
+    "  %zero = const.i32 0\n"
+    "  %done = le.s.i32 %n, %zero\n"
+    "  cond_br %done, ^leaf, ^more\n"
+    "^leaf:\n"
+    "  %w = call @wide(%n)\n"
+    "  return %f, %w\n"
+    "^more:\n"
+    "  %one = const.i32 1\n"
+    "  %m = sub.i32 %n, %one\n"
+    "  %g, %x = call @refs(%f, %m)\n"
+    "  %y = add.i32 %x, %one\n"
+    "  return %g, %y\n"
+    "}\n"
+    "func @start(%n: i32) -> i32 {\n"
+    "  %f = hal.fence.null\n"
+    "  %g, %r = call @refs(%f, %n)\n"
+    "  return %r\n"
+    "}\n";
+
+START_TEST(calls_check_room_per_largest_frame) {
+  hali_vm_module_t *m = load(k_room);
+  const int32_t wide0 = 40 * 41 / 2; /* @wide(0): 1 + 2 + ... + 40 */
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  static const int32_t order[] = {0, 1, 2, 3, 5, 8, 13, 31, 32, 33, 63, 64,
+                                  65, 200, 511, 700, 64, 3, 0, 1000, 7};
+  for (size_t i = 0; i < COUNT_OF(order); ++i)
+    for (int which = 0; which < 2; ++which) {
+      hali_value_t arg = I32(order[i]), res = {.type = HALI_TYPE_I32};
+      ck_assert_ok(hali_vm_invoke(st, m, lookup(m, which ? "start" : "deep"),
+                                  &arg, 1, &res, 1));
+      ck_assert_msg(res.i32 == wide0 + order[i], "%s(%d) = %d, expected %d",
+                    which ? "start" : "deep", order[i], res.i32,
+                    wide0 + order[i]);
+    }
+  hali_vm_stack_free(st);
+  /* The depth limit: @deep(n) takes n + 2 frames (n + 1 of @deep, one of
+   * @wide); @start(n) n + 3. */
+  enum { MAX_DEPTH = 40 };
+  ck_assert_ok(hali_vm_stack_create(MAX_DEPTH, &st));
+  for (int32_t n = MAX_DEPTH - 4; n <= MAX_DEPTH; ++n)
+    for (int which = 0; which < 2; ++which) {
+      hali_value_t arg = I32(n), res = {.type = HALI_TYPE_I32};
+      hali_status_t s = hali_vm_invoke(
+          st, m, lookup(m, which ? "start" : "deep"), &arg, 1, &res, 1);
+      if (n + 2 + which <= MAX_DEPTH) {
+        ck_assert_msg(s == HALI_OK, "depth %d of %d failed", n + 2 + which,
+                      MAX_DEPTH);
+        ck_assert_int_eq(res.i32, wide0 + n);
+      } else {
+        ck_assert_status(s, HALI_STATUS_RESOURCE_EXHAUSTED,
+                         "call depth limit of 40 exceeded");
+      }
+    }
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
+/* The encoder picks a call's and a return's form from the callee
+ * (vm/code.h): call.p / call.p1 and return.plain / return.plain1 for a
+ * plain function (scalar results, no ref registers), call.s for scalar
+ * parameters, call for a ref parameter; every form passes its arguments
+ * and results, and a caller's refs survive calls of plain functions that
+ * leave the ref window alone (the fence is awaited after them). */
+static const char k_call_forms[] =
+    "func @p2(%a: i32, %b: i64) -> (i64, i32) {\n"
+    "  %c = ext.s.i32.i64 %a\n"
+    "  %d = sub.i64 %b, %c\n"
+    "  %e = mul.i32 %a, %a\n"
+    "  return %d, %e\n"
+    "}\n"
+    "func @p1(%a: i32) -> i32 {\n"
+    "  %k = const.i32 3\n"
+    "  %r = mul.i32 %a, %k\n"
+    "  return %r\n"
+    "}\n"
+    "func @s(%a: i32) -> i32 {\n"
+    "  %f = hal.fence.null\n"
+    "  %r = call @p1(%a)\n"
+    "  return %r\n"
+    "}\n"
+    "func @r(%f: !hal.fence, %a: i32) -> (!hal.fence, i32) {\n"
+    "  %x = call @s(%a)\n"
+    "  return %f, %x\n"
+    "}\n"
+    "func @main(%a: i32, %b: i64) -> (i64, i32, i32, i32) {\n"
+    "  %f = hal.fence.null\n"
+    "  %d, %e = call @p2(%a, %b)\n"
+    "  %x = call @p1(%a)\n"
+    "  %y = call @s(%a)\n"
+    "  %g, %z = call @r(%f, %a)\n"
+    "  %never = const.i64 0\n"
+    "  %st = hal.fence.await %f, %never\n"
+    "  %st2 = hal.fence.await %g, %never\n"
+    "  %w = add.i32 %z, %st\n"
+    "  %w2 = add.i32 %w, %st2\n"
+    "  return %d, %e, %x, %w2\n"
+    "}\n";
+
+START_TEST(call_and_return_forms) {
+  hali_vm_module_t *m = load(k_call_forms);
+  const hali_vm_func_t *main_fn = lookup(m, "main");
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL_P));
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL_P1));
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL_S));
+  ck_assert_ptr_nonnull(first_op_cell(main_fn, HALI_OP_CALL));
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "p2"), HALI_OP_RETURN_PLAIN));
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "p1"), HALI_OP_RETURN_PLAIN1));
+  /* @s has a ref register: its return is the general one. */
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "s"), HALI_OP_RETURN));
+  ck_assert_ptr_nonnull(first_op_cell(lookup(m, "r"), HALI_OP_RETURN));
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  static const int32_t as[] = {0, 1, -7, 46341, INT32_MIN};
+  static const int64_t bs[] = {0, 5, -1, INT64_MAX};
+  for (size_t i = 0; i < COUNT_OF(as); ++i)
+    for (size_t j = 0; j < COUNT_OF(bs); ++j) {
+      hali_value_t args[2] = {I32(as[i]), I64(bs[j])};
+      hali_value_t got[4] = {{.type = HALI_TYPE_I64}, {.type = HALI_TYPE_I32},
+                             {.type = HALI_TYPE_I32}, {.type = HALI_TYPE_I32}};
+      ck_assert_ok(hali_vm_invoke(st, m, main_fn, args, 2, got, 4));
+      const uint32_t ua = (uint32_t)as[i];
+      ck_assert_int_eq(got[0].i64,
+                       (int64_t)((uint64_t)bs[j] - (uint64_t)(int64_t)as[i]));
+      ck_assert_int_eq(got[1].i32, (int32_t)(ua * ua));
+      ck_assert_int_eq(got[2].i32, (int32_t)(ua * 3u));
+      ck_assert_int_eq(got[3].i32, (int32_t)(ua * 3u)); /* both awaits 0 */
+    }
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(invoke_call_depth_limit) {
   enum { MAX_DEPTH = 32 };
   hali_vm_module_t *m = load(k_down);
@@ -3312,7 +3897,7 @@ START_TEST(every_op_exercised) {
      * tests/passes covers them). */
     if (op < HALI_OP_COUNT && (hali_op_info(op)->flags & HALI_OPF_TENSOR))
       continue;
-    char name[64];
+    char name[128];
     op_display_name(op, name, sizeof name);
     const size_t len = strlen(missing);
     snprintf(missing + len, sizeof missing - len, "%s%s", count ? ", " : "",
@@ -3423,6 +4008,9 @@ static Suite *suite_ops(bool with_coverage) {
   tcase_add_test(tc, control_cond_br);
   tcase_add_test(tc, division_by_proven_constant);
   tcase_add_test(tc, add_compare_branch_fused);
+  tcase_add_test(tc, fused_branch_polls_only_backward);
+  tcase_add_test(tc, mul_add_fused);
+  tcase_add_test(tc, add_compare_branch_fused_sum_second);
   tcase_add_test(tc, add_compare_branch_yield_adds_once);
   tcase_add_test(tc, control_switch);
   tcase_add_test(tc, control_switch_large_table);
@@ -3442,6 +4030,8 @@ static Suite *suite_ops(bool with_coverage) {
 
   tc = tcase_create("invoke");
   tcase_add_test(tc, invoke_call_depth_limit);
+  tcase_add_test(tc, call_and_return_forms);
+  tcase_add_test(tc, calls_check_room_per_largest_frame);
   tcase_add_test(tc, invoke_unbounded_recursion_default_stack);
   tcase_add_test(tc, invoke_argument_errors);
   tcase_add_test(tc, globals_load_and_store_every_type);

@@ -568,6 +568,51 @@ START_TEST(text_trace_values) {
 }
 END_TEST
 
+/* A mul fused with the add of its product (vm/code.h, MUL_ADD_*) traces
+ * as the two IR instructions, then both results; fuel charges it what the
+ * two cost apart (2). */
+START_TEST(text_trace_mul_add) {
+  NEEDS_TRACING();
+  write_file("muladd.hasm", "func @f(%a: i64, %b: i64) -> i64 {\n"
+                            "  %p = mul.i64 %a, %b\n"
+                            "  %s = add.i64 %p, %a\n"
+                            "  return %s\n"
+                            "}\n");
+  hali("run muladd.hasm --function=f --input=i64=6 --input=i64=7"
+       " --trace=vm");
+  ck_assert_int_eq(run.rc, 0);
+  char *norm = normalize(run.err);
+  ck_assert_text(norm,
+                 "[fiber] 1 start @f\n"
+                 "[vm] enter @f (muladd.hasm)\n"
+                 "[vm] @f@0 (line 2) %p = mul.i64 %a, %b  ; %a=6 %b=7\n"
+                 "[vm] @f@1 (line 3) %s = add.i64 %p, %a\n"
+                 "[vm]   -> %p=42 %s=48\n"
+                 "[vm] @f@2 (line 4) return %s  ; %s=48\n"
+                 "[fiber] 1 done\n");
+  free(norm);
+  run_free();
+  hali_vm_module_t *m = hali_test_module("func @f(%a: i64, %b: i64) -> i64 {\n"
+                                         "  %p = mul.i64 %a, %b\n"
+                                         "  %s = add.i64 %p, %a\n"
+                                         "  return %s\n"
+                                         "}\n");
+  hali_vm_stack_t *st = NULL;
+  ck_assert_ok(hali_vm_stack_create(0, &st));
+  st->fuel_enabled = true;
+  st->fuel = 100;
+  hali_value_t args[2] = {{.type = HALI_TYPE_I64, .i64 = 6},
+                          {.type = HALI_TYPE_I64, .i64 = 7}};
+  hali_value_t res = {.type = HALI_TYPE_I64};
+  ck_assert_ok(hali_vm_invoke(st, m, hali_vm_module_lookup(m, "f"), args, 2,
+                              &res, 1));
+  ck_assert_int_eq(res.i64, 48);
+  ck_assert_uint_eq(st->fuel_used, 3); /* mul, add, return */
+  hali_vm_stack_free(st);
+  hali_vm_module_release(m);
+}
+END_TEST
+
 START_TEST(text_trace_out_and_usage) {
   NEEDS_TRACING();
   write_file("small.hasm", small_text);
@@ -1458,6 +1503,7 @@ static Suite *suite_trace(void) {
   tcase_add_test(tc, text_trace_filter);
   tcase_add_test(tc, text_trace_depth);
   tcase_add_test(tc, text_trace_values);
+  tcase_add_test(tc, text_trace_mul_add);
   tcase_add_test(tc, text_trace_out_and_usage);
   suite_add_tcase(s, tc);
 

@@ -96,6 +96,18 @@ typedef struct hali_vm_string_s {
   DIVK(DIV_S_I64_K, DIV_S_I64) DIVK(DIV_U_I64_K, DIV_U_I64)                    \
   DIVK(REM_S_I64_K, REM_S_I64) DIVK(REM_U_I64_K, REM_U_I64)
 
+/* Multiply-add: `%t = mul %a, %b` directly followed by `%d = add %p, %q`
+ * that reads the product first (%p is %t; for integers, whose add
+ * commutes, %q may be %t instead and %p is then the other operand), as
+ * one op: cell0 {op, t, a, b}; cell1 {d, o} (o the add's other operand).
+ * Both results are stored (%t may be read later); the add takes the
+ * product from a machine register.  The float ones round twice, as the
+ * mul and the add do apart (not an fma).
+ * MULADD(internal name, the mul, the add) */
+#define HALI_MUL_ADD_OPS(MULADD)                                               \
+  MULADD(MUL_ADD_I32, MUL_I32, ADD_I32) MULADD(MUL_ADD_I64, MUL_I64, ADD_I64)  \
+  MULADD(MUL_ADD_F32, MUL_F32, ADD_F32) MULADD(MUL_ADD_F64, MUL_F64, ADD_F64)
+
 #include "vm/ops.h"
 
 enum {
@@ -118,17 +130,50 @@ enum {
    * and-branch whose result only the branch reads, as one op:
    * cell0 {op, d, x, y}; cell1 {p, q, c} (the compare's operands and its
    * result, which only the tracing copy of the loop stores); cell2 ^t;
-   * cell3 ^f.  The add's width is the compare's. */
+   * cell3 ^f.  The add's width is the compare's, and p is d: the compare
+   * reads the sum first (the encoder swaps a compare that reads it
+   * second, and fuses no add whose sum the compare does not read). */
 #define HALI_X(name, base) HALI_OP_ADD_##name,
+  HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  /* A multiply and the add that reads its product (HALI_MUL_ADD_OPS). */
+#define HALI_X(name, mul, add) HALI_OP_##name,
+  HALI_MUL_ADD_OPS(HALI_X)
+#undef HALI_X
+  /* A call of a bytecode function whose parameters are all scalars: the
+   * layout of call, and no test of the parameters' kinds. */
+  HALI_OP_CALL_S,
+  /* The return of a function with scalar results only and no ref slots
+   * (hali_vm_func_t.plain_return): the layout of return, and nothing to
+   * release or test.  Such a function ("plain") never reads its frame's
+   * ref bank, so the calls into it (call.p) leave the loop's ref window
+   * at the caller's and its returns do not restore it. */
+  HALI_OP_RETURN_PLAIN,
+  /* A call of a plain function (above): call.s without a ref window. */
+  HALI_OP_CALL_P,
+  /* call.p and return.plain with exactly one argument / one result. */
+  HALI_OP_CALL_P1,
+  HALI_OP_RETURN_PLAIN1,
+  /* The no-store fused compare-and-branch ops again, for a branch whose
+   * two targets both lie after it: no interrupt poll (only a backward
+   * branch or a call can repeat code, and those poll). */
+#define HALI_X(name, base) HALI_OP_##name##_NSF,
   HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
   HALI_OP_INTERNAL_END
 };
 
 /* The public op an internal op stands for when their layouts agree (a
- * DIVK op), else |op| itself. */
+ * DIVK op, the call and return forms), else |op| itself. */
 static inline uint32_t hali_code_same_layout_op(uint32_t op) {
   switch (op) {
+  case HALI_OP_CALL_S:
+  case HALI_OP_CALL_P:
+  case HALI_OP_CALL_P1:
+    return HALI_OP_CALL;
+  case HALI_OP_RETURN_PLAIN:
+  case HALI_OP_RETURN_PLAIN1:
+    return HALI_OP_RETURN;
 #define HALI_X(name, base)                                                     \
   case HALI_OP_##name:                                                         \
     return HALI_OP_##base;
@@ -142,6 +187,11 @@ static inline uint32_t hali_code_same_layout_op(uint32_t op) {
 /* Is |op| an add fused with a compare-and-branch (HALI_OP_ADD_BR_*)? */
 static inline bool hali_code_is_add_br(uint32_t op) {
   return op >= HALI_OP_ADD_BR_EQ_I32 && op <= HALI_OP_ADD_BR_GE_U_I64;
+}
+
+/* Is |op| a multiply fused with the add after it (HALI_OP_MUL_ADD_*)? */
+static inline bool hali_code_is_mul_add(uint32_t op) {
+  return op >= HALI_OP_MUL_ADD_I32 && op <= HALI_OP_MUL_ADD_F64;
 }
 
 /* Number of cells for |n| packed 16-bit slots. */
@@ -167,11 +217,16 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   case HALI_OP_SWITCH: /* cell0, default, one cell per target */
     return 2 + tail;
   case HALI_OP_CALL:
+  case HALI_OP_CALL_S:
+  case HALI_OP_CALL_P:
+  case HALI_OP_CALL_P1:
   case HALI_OP_CALL_IMPORT:
   case HALI_OP_FIBER_SPAWN: /* cell0, callee, argument and result slots */
   case HALI_OP_FIBER_JOIN:
     return 2 + HALI_CELLS_FOR_SLOTS(tail);
   case HALI_OP_RETURN: /* cell0, value slots */
+  case HALI_OP_RETURN_PLAIN:
+  case HALI_OP_RETURN_PLAIN1:
     return 1 + HALI_CELLS_FOR_SLOTS(tail);
   default:
     break;
@@ -179,6 +234,8 @@ static inline uint32_t hali_code_cells(uint32_t op, uint32_t tail) {
   op = hali_code_same_layout_op(op);
   if (hali_code_is_add_br(op)) /* the add, the compare's slots, targets */
     return 4;
+  if (hali_code_is_mul_add(op)) /* the mul, the add's slots */
+    return 2;
   if (op >= HALI_OP_COUNT) /* fused: the compare's cell and two targets */
     return 3;
   const hali_op_info_t *info = hali_op_info(op);

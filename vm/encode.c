@@ -98,15 +98,52 @@ static int fused_nostore_op(int fused) {
   }
 }
 
+/* The integer compare that gives the same result with its operands
+ * swapped (a < b is b > a). */
+static uint16_t swapped_compare(uint16_t cmp) {
+  switch (cmp) {
+#define HALI_SWAP(T)                                                           \
+  case HALI_OP_LT_S_##T: return HALI_OP_GT_S_##T;                              \
+  case HALI_OP_GT_S_##T: return HALI_OP_LT_S_##T;                              \
+  case HALI_OP_LE_S_##T: return HALI_OP_GE_S_##T;                              \
+  case HALI_OP_GE_S_##T: return HALI_OP_LE_S_##T;                              \
+  case HALI_OP_LT_U_##T: return HALI_OP_GT_U_##T;                              \
+  case HALI_OP_GT_U_##T: return HALI_OP_LT_U_##T;                              \
+  case HALI_OP_LE_U_##T: return HALI_OP_GE_U_##T;                              \
+  case HALI_OP_GE_U_##T: return HALI_OP_LE_U_##T;
+    HALI_SWAP(I32)
+    HALI_SWAP(I64)
+#undef HALI_SWAP
+  default: /* eq, ne */
+    return cmp;
+  }
+}
+
+static int fused_forward_op(int fused) {
+  switch (fused) {
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name:                                                         \
+    return HALI_OP_##name##_NSF;
+    HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return fused;
+  }
+}
+
 /* Does instruction |i| of |blk| (an add) fuse with the compare-and-branch
  * after it?  The compare's result must be one only its branch reads
- * (|dead|), and the add of the compare's width. */
+ * (|dead|), the add of the compare's width, and the sum one of the
+ * compare's operands (the op compares it from a machine register). */
 static bool adds_then_branches(const hali_ir_block_t *blk, uint32_t i,
                                const bool *dead) {
   if (i + 2 >= blk->insn_count || !fuses(blk, i + 1)) return false;
   const hali_ir_insn_t *add = &blk->insns[i], *cmp = &blk->insns[i + 1];
   if (add->op != HALI_OP_ADD_I32 && add->op != HALI_OP_ADD_I64) return false;
   if (!dead[cmp->operands[0].v]) return false;
+  if (cmp->operands[1].v != add->operands[0].v &&
+      cmp->operands[2].v != add->operands[0].v)
+    return false;
   const hali_type_t want =
       add->op == HALI_OP_ADD_I32 ? HALI_TYPE_I32 : HALI_TYPE_I64;
   return hali_op_info(cmp->op)->operands[1].type == want;
@@ -123,6 +160,50 @@ static int add_fused_op(int fused) {
   default:
     return -1;
   }
+}
+
+/* The multiply-add op (vm/code.h) for instruction |i| of |blk| and the
+ * add after it, or -1; |*other| the add's operand that is not the
+ * product.  Not when the add begins an add-compare-branch (that fuses
+ * three instructions). */
+static int mul_add_op(const hali_ir_block_t *blk, uint32_t i, const bool *dead,
+                      uint32_t *other) {
+  if (i + 1 >= blk->insn_count) return -1;
+  const hali_ir_insn_t *mul = &blk->insns[i], *add = &blk->insns[i + 1];
+  int op = -1;
+  uint16_t want = 0;
+  bool commutes = true;
+  switch (mul->op) {
+#define HALI_X(name, m, a)                                                     \
+  case HALI_OP_##m:                                                            \
+    op = HALI_OP_##name, want = HALI_OP_##a;                                   \
+    break;
+    HALI_MUL_ADD_OPS(HALI_X)
+#undef HALI_X
+  default:
+    return -1;
+  }
+  if (mul->op == HALI_OP_MUL_F32 || mul->op == HALI_OP_MUL_F64)
+    commutes = false; /* keep the float add's operand order */
+  if (add->op != want || mul->operand_count != 3 || add->operand_count != 3)
+    return -1;
+  const uint32_t t = mul->operands[0].v;
+  if (add->operands[1].v == t) *other = add->operands[2].v;
+  else if (commutes && add->operands[2].v == t) *other = add->operands[1].v;
+  else return -1;
+  if (adds_then_branches(blk, i + 1, dead)) return -1;
+  return op;
+}
+
+/* Is |f| plain (vm/code.h, return.plain): scalar results, no ref
+ * registers?  What encode_func records as plain_return, from the IR, for
+ * a callee not encoded yet. */
+static bool ir_func_plain(const hali_ir_func_t *f) {
+  for (uint32_t i = 0; i < f->result_count; ++i)
+    if (hali_type_is_ref(f->results[i])) return false;
+  for (uint32_t r = 0; r < f->reg_count; ++r)
+    if (hali_type_is_ref(f->reg_types[r])) return false;
+  return true;
 }
 
 static uint32_t insn_cells(const hali_ir_insn_t *insn) {
@@ -145,6 +226,10 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     out->slot[r] = (uint16_t)(hali_type_is_ref(f->reg_types[r]) ? nr++ : ns++);
   out->scalar_count = (uint16_t)ns;
   out->ref_count = (uint16_t)nr;
+  out->bank_scalars = ns;
+  out->bank_refs = nr;
+  if (ns > vm->max_scalar_count) vm->max_scalar_count = (uint16_t)ns;
+  if (nr > vm->max_ref_count) vm->max_ref_count = (uint16_t)nr;
   out->scalar_params_only = true;
   for (uint32_t i = 0; i < f->param_count; ++i)
     if (hali_type_is_ref(f->reg_types[i])) out->scalar_params_only = false;
@@ -182,6 +267,9 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       } else if (fuses(blk, i)) {
         total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
         ++i;
+      } else if (mul_add_op(blk, i, dead, &(uint32_t){0}) >= 0) {
+        total += hali_code_cells(HALI_OP_MUL_ADD_I32, 0);
+        ++i;
       } else {
         total += insn_cells(&blk->insns[i]);
       }
@@ -213,12 +301,15 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       const hali_ir_operand_t *o = insn->operands;
       if (adds_then_branches(blk, i, dead)) {
         const hali_ir_insn_t *cmp = &blk->insns[i + 1], *br = &blk->insns[i + 2];
-        c[0].i.op = (uint16_t)add_fused_op(fused_op_for(cmp->op));
+        /* The sum first: `cmp %z, %sum` is `swapped-cmp %sum, %z`. */
+        const bool first = cmp->operands[1].v == o[0].v;
+        const uint16_t cop = first ? cmp->op : swapped_compare(cmp->op);
+        c[0].i.op = (uint16_t)add_fused_op(fused_op_for(cop));
         c[0].i.a = out->slot[o[0].v];
         c[0].i.b = out->slot[o[1].v];
         c[0].i.c = out->slot[o[2].v];
-        c[1].r[0] = out->slot[cmp->operands[1].v];
-        c[1].r[1] = out->slot[cmp->operands[2].v];
+        c[1].r[0] = out->slot[o[0].v];
+        c[1].r[1] = out->slot[cmp->operands[first ? 2 : 1].v];
         c[1].r[2] = out->slot[cmp->operands[0].v];
         c[2].target = &code[block_at[br->operands[1].v]];
         c[3].target = &code[block_at[br->operands[2].v]];
@@ -230,11 +321,29 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         const hali_ir_insn_t *br = &blk->insns[i + 1];
         const int fop = fused_op_for(insn->op);
         c[0].i.op = (uint16_t)(dead[o[0].v] ? fused_nostore_op(fop) : fop);
+        /* Both targets after the branch: the form without the poll. */
+        if (dead[o[0].v] && block_at[br->operands[1].v] > at &&
+            block_at[br->operands[2].v] > at)
+          c[0].i.op = (uint16_t)fused_forward_op(fop);
         c[0].i.a = out->slot[o[0].v];
         c[0].i.b = out->slot[o[1].v];
         c[0].i.c = out->slot[o[2].v];
         c[1].target = &code[block_at[br->operands[1].v]];
         c[2].target = &code[block_at[br->operands[2].v]];
+        at += hali_code_cells(c[0].i.op, 0);
+        ++i;
+        continue;
+      }
+      uint32_t other = 0;
+      const int mop = mul_add_op(blk, i, dead, &other);
+      if (mop >= 0) {
+        const hali_ir_insn_t *add = &blk->insns[i + 1];
+        c[0].i.op = (uint16_t)mop;
+        c[0].i.a = out->slot[o[0].v];
+        c[0].i.b = out->slot[o[1].v];
+        c[0].i.c = out->slot[o[2].v];
+        c[1].r[0] = out->slot[add->operands[0].v];
+        c[1].r[1] = out->slot[other];
         at += hali_code_cells(c[0].i.op, 0);
         ++i;
         continue;
@@ -263,13 +372,26 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           c[0].i.op = HALI_OP_CALL_IMPORT;
         /* call: cell0's a = the instruction's length in cells, so that a
          * return finds the next instruction with one add. */
-        if (c[0].i.op == HALI_OP_CALL) c[0].i.a = (uint16_t)insn_cells(insn);
+        if (c[0].i.op == HALI_OP_CALL) {
+          c[0].i.a = (uint16_t)insn_cells(insn);
+          bool scalars = true;
+          for (uint32_t p = 0; p < nparams; ++p)
+            if (hali_type_is_ref(ptypes[p])) scalars = false;
+          const hali_vm_func_t *callee = &vm->funcs[o[0].v];
+          const bool plain =
+              callee->code ? callee->plain_return : ir_func_plain(cf);
+          if (plain) c[0].i.op = nparams == 1 ? HALI_OP_CALL_P1 : HALI_OP_CALL_P;
+          else if (scalars) c[0].i.op = HALI_OP_CALL_S;
+        }
         uint32_t k = 0;
         for (uint32_t a = 1; a < insn->operand_count; ++a)
           put_slots(&c[2], &k, out->slot[o[a].v]);
         break;
       }
       case HALI_OP_RETURN: {
+        if (out->plain_return)
+          c[0].i.op = insn->operand_count == 1 ? HALI_OP_RETURN_PLAIN1
+                                               : HALI_OP_RETURN_PLAIN;
         c[0].i.b = (uint16_t)insn->operand_count;
         uint32_t k = 0;
         for (uint32_t a = 0; a < insn->operand_count; ++a)

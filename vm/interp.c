@@ -186,7 +186,8 @@ static void debug_call(const hali_vm_func_t *fn, const hali_cell_t *pc) {
 
 static bool debug_is_fused(unsigned op) {
   switch (op) {
-#define HALI_X(name, base) case HALI_OP_##name: case HALI_OP_##name##_NS:
+#define HALI_X(name, base)                                                     \
+  case HALI_OP_##name: case HALI_OP_##name##_NS: case HALI_OP_##name##_NSF:
     HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
     return true;
@@ -208,7 +209,8 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
   if (prev->pc && prev->fn == fn) {
     /* Straight-line code: the previous handler advanced pc by exactly the
      * cells the encoder gave its instruction. */
-    const unsigned op = prev->pc->i.op;
+    /* The forms of call and return count as call and return. */
+    const unsigned op = hali_code_same_layout_op(prev->pc->i.op);
     const bool moves = op == HALI_OP_CALL || debug_is_fused(op) ||
                        hali_code_is_add_br(op) ||
                        (op < HALI_OP_COUNT &&
@@ -230,6 +232,13 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
     for (int k = 0; k < 3; ++k) debug_slot(fn, pc, HALI_TYPE_I64, pc[1].r[k]);
     debug_target(fn, pc, pc[2].target);
     debug_target(fn, pc, pc[3].target);
+    return;
+  }
+  if (hali_code_is_mul_add(op)) { /* {op, t, a, b}, {d, o}: all scalars */
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.a);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.b);
+    debug_slot(fn, pc, HALI_TYPE_I64, pc->i.c);
+    for (int k = 0; k < 2; ++k) debug_slot(fn, pc, HALI_TYPE_I64, pc[1].r[k]);
     return;
   }
   if (debug_is_fused(op)) { /* {op, c, a, b}, ^t, ^f: all scalars */
@@ -291,7 +300,8 @@ static void hali_vm_debug_step(const hali_vm_stack_t *st,
       debug_slot(fn, pc, info->tail_type, tail[i]);
   }
 }
-#define HALI_DEBUG_STEP() hali_vm_debug_step(st, fn, pc, &hali_debug_prev)
+#define HALI_DEBUG_STEP()                                                      \
+  hali_vm_debug_step(st, frame->fn, pc, &hali_debug_prev)
 #else
 #define HALI_DEBUG_STEP() ((void)0)
 #endif
@@ -358,6 +368,74 @@ hali_vm_scalar_access_slow(const hali_cell_t *pc, hali_slot_t *regs,
   case HALI_OP_HAL_BUFFER_LOAD_I64: { int64_t x; memcpy(&x, p, 8); r->i64 = x; break; }
   default: { double x; memcpy(&x, p, 8); r->f64 = x; break; } /* F64 */
   }
+  return HALI_OK;
+}
+
+/* Calls from frames below the one this returns need no check of the
+ * stack's room (vm/interp_loop.h, CALL_BODY): with the top frame at depth
+ * d, its banks ending at T and frames of at most S scalar (R ref) slots in
+ * the running module, k more frames fit when d + k <= frame_limit (the
+ * frames exist and carry the link, vm/vm.h) and T + k * S fits the scalar
+ * bank (the same for refs).  A call from frame d + j (j < k) pushes a
+ * frame ending at most at T + (j + 1) * S; a call from a frame below the
+ * top one ends lower.  So the first k frames from the top one call
+ * without checks, and the one after them calls hali_vm_call_room. */
+static inline const hali_vm_frame_t *hali_vm_call_limit(
+    const hali_vm_stack_t *st, const hali_vm_module_t *m) {
+  const hali_vm_frame_t *fr = &st->frames[st->depth - 1];
+  uint32_t k = st->frame_limit > st->depth ? st->frame_limit - st->depth : 0;
+  if (m->max_scalar_count) {
+    const uint32_t room = st->scalar_capacity > fr->scalar_top
+                              ? (st->scalar_capacity - fr->scalar_top) /
+                                    m->max_scalar_count
+                              : 0;
+    if (room < k) k = room;
+  }
+  if (m->max_ref_count) {
+    const uint32_t room =
+        st->ref_capacity > fr->ref_top
+            ? (st->ref_capacity - fr->ref_top) / m->max_ref_count
+            : 0;
+    if (room < k) k = room;
+  }
+  return fr + k;
+}
+
+/* A call at the limit above: room for a frame of the module's largest
+ * size above the top frame (so the new limit is above it, and the next
+ * calls are checked once again only past it), or the failure: the depth
+ * limit (hali_vm_stack_push_frame), memory, or banks past 2^31 slots.
+ * |*limit| is the new limit. */
+/* Not cold: GCC would move the call's slow path out of the loop's body,
+ * and callgrind would then charge the loop to that part (bench/hotspots). */
+static hali_status_t __attribute__((noinline))
+hali_vm_call_room(hali_vm_stack_t *st, const hali_vm_module_t *m,
+                  const hali_vm_func_t *callee,
+                  const hali_vm_frame_t **limit) {
+  const hali_vm_frame_t *fr = &st->frames[st->depth - 1];
+  const uint32_t ms = m->max_scalar_count > callee->scalar_count
+                          ? m->max_scalar_count
+                          : callee->scalar_count;
+  const uint32_t mr =
+      m->max_ref_count > callee->ref_count ? m->max_ref_count
+                                           : callee->ref_count;
+  const uint64_t stop = (uint64_t)fr->scalar_top + ms;
+  const uint64_t rtop = (uint64_t)fr->ref_top + mr;
+  if (stop > UINT32_MAX / 2 || rtop > UINT32_MAX / 2)
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "call of @%s: the register stack would pass "
+                            "2^31 slots",
+                            callee->ir->name);
+  if (stop > st->scalar_capacity || rtop > st->ref_capacity)
+    HALI_RETURN_IF_ERROR_PLAIN(
+        hali_vm_stack_reserve(st, (uint32_t)stop, (uint32_t)rtop));
+  if (st->depth >= st->frame_limit) {
+    /* Makes frames[depth] (and carries the link into it); the call
+     * itself pushes it. */
+    HALI_RETURN_IF_ERROR_PLAIN(hali_vm_stack_push_frame(st));
+    st->depth--;
+  }
+  *limit = hali_vm_call_limit(st, m);
   return HALI_OK;
 }
 

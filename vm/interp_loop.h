@@ -15,15 +15,22 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #undef OP_TENSOR
 #undef OP
 #define HALI_X(name, base)                                                     \
-  [HALI_OP_##name] = &&L_##name, [HALI_OP_##name##_NS] = &&L_##name##_NS,
+  [HALI_OP_##name] = &&L_##name, [HALI_OP_##name##_NS] = &&L_##name##_NS,   \
+  [HALI_OP_##name##_NSF] = &&L_##name##_NSF,
       HALI_FUSED_OPS(HALI_X)
 #undef HALI_X
       [HALI_OP_CALL_IMPORT] = &&L_CALL_IMPORT,
+      [HALI_OP_CALL_S] = &&L_CALL_S, [HALI_OP_RETURN_PLAIN] = &&L_RETURN_PLAIN,
+      [HALI_OP_CALL_P] = &&L_CALL_P, [HALI_OP_CALL_P1] = &&L_CALL_P1,
+      [HALI_OP_RETURN_PLAIN1] = &&L_RETURN_PLAIN1,
 #define HALI_X(name, base) [HALI_OP_##name] = &&L_##name,
       HALI_DIVK_OPS(HALI_X)
 #undef HALI_X
 #define HALI_X(name, base) [HALI_OP_ADD_##name] = &&L_ADD_##name,
       HALI_FUSED_OPS(HALI_X)
+#undef HALI_X
+#define HALI_X(name, mul, add) [HALI_OP_##name] = &&L_##name,
+      HALI_MUL_ADD_OPS(HALI_X)
 #undef HALI_X
   };
 #if HALI_INTERP_INSTRUMENTED
@@ -62,13 +69,14 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #endif
 
   hali_vm_frame_t *frame = &st->frames[st->depth - 1];
-  const hali_vm_func_t *fn = frame->fn;
   const hali_cell_t *pc = frame->pc; /* the start, or where it suspended */
   hali_slot_t *regs = st->scalars + frame->scalar_base;
   hali_ref_t **refs = st->refs + frame->ref_base;
   /* The running frame's link table.  Calls stay inside their module, so
    * every frame this loop pushes has the same one. */
   const hali_vm_link_t *const link = frame->link;
+  /* Calls from frames below this one need no room checks (CALL_BODY). */
+  const hali_vm_frame_t *call_limit = hali_vm_call_limit(st, link->module);
   hali_status_t status = NULL;
 #ifdef HALI_DEBUG
   hali_vm_debug_t hali_debug_prev = {NULL, NULL}; /* vm/interp.c */
@@ -143,21 +151,38 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
 #define ADD_BR_STORE_RESULT(t) ((void)0)
 #endif
 /* The interrupt is polled before the add: a yield resumes by running the
- * instruction again, which must not add twice. */
+ * instruction again, which must not add twice.  The compare's first
+ * operand is the sum (vm/encode.c swaps the compare when the IR has it
+ * second), so it is compared from a machine register, not reloaded. */
 #define ADD_FUSED_BR(name, AF, EXPR)                                           \
   vmcase(ADD_##name) {                                                         \
     if (HALI_UNLIKELY(                                                         \
             atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
       goto interrupted;                                                        \
-    regs[A].AF = regs[B].AF + regs[C].AF;                                      \
-    const hali_slot_t x = regs[pc[1].r[0]], y = regs[pc[1].r[1]];              \
+    hali_slot_t x;                                                             \
+    x.AF = regs[B].AF + regs[C].AF;                                            \
+    regs[A].AF = x.AF;                                                         \
+    const hali_slot_t y = regs[pc[1].r[1]];                                    \
     const int32_t t = (EXPR);                                                  \
     ADD_BR_STORE_RESULT(t);                                                    \
     pc = t ? pc[2].target : pc[3].target;                                      \
     vmbreak;                                                                   \
   }
+/* The no-store form whose targets both lie ahead (vm/encode.c): no poll.
+ * The instrumented copy stores and polls, as the store form does. */
+#if HALI_INTERP_INSTRUMENTED
+#define FUSED_BR_FORWARD(name, F, EXPR) FUSED_BR_STORE(name, F, EXPR)
+#else
+#define FUSED_BR_FORWARD(name, F, EXPR)                                        \
+  vmcase(name) {                                                               \
+    const hali_slot_t x = regs[B], y = regs[C];                                \
+    pc = (EXPR) ? pc[1].target : pc[2].target;                                 \
+    vmbreak;                                                                   \
+  }
+#endif
 #define FUSED_BR(name, F, EXPR, AF)                                            \
   FUSED_BR_STORE(name, F, EXPR) FUSED_BR_NOSTORE(name##_NS, F, EXPR)           \
+  FUSED_BR_FORWARD(name##_NSF, F, EXPR)                                        \
   ADD_FUSED_BR(name, AF, EXPR)
 
 #define INT_OPS(T, S, U, BITS, MIN)                                            \
@@ -315,6 +340,25 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
     FLOAT_OPS(F32, f32, f, fmin32, fmax32)
     FLOAT_OPS(F64, f64, , fmin64, fmax64)
 
+    /* A mul and the add that reads its product (vm/code.h): the product
+     * is stored, then added from a register to the other operand, read
+     * after the store (it may be the product's register).  The store
+     * keeps the product a separate rounding: no fma contraction. */
+#define MUL_ADD(name, F)                                                       \
+  vmcase(name) {                                                               \
+    hali_slot_t m;                                                             \
+    m.F = regs[B].F * regs[C].F;                                               \
+    regs[A].F = m.F;                                                           \
+    regs[pc[1].r[0]].F = m.F + regs[pc[1].r[1]].F;                             \
+    pc += 2;                                                                   \
+    vmbreak;                                                                   \
+  }
+    MUL_ADD(MUL_ADD_I32, u32)
+    MUL_ADD(MUL_ADD_I64, u64)
+    MUL_ADD(MUL_ADD_F32, f32)
+    MUL_ADD(MUL_ADD_F64, f64)
+#undef MUL_ADD
+
     UN(TRUNC_I64_I32, u32, (uint32_t)x.u64)
     UN(EXT_S_I32_I64, i64, (int64_t)x.i32)
     UN(EXT_U_I32_I64, u64, (uint64_t)x.u32)
@@ -384,71 +428,77 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
-    vmcase(CALL) {
-      if (HALI_UNLIKELY(
-              atomic_load_explicit(&st->interrupt, memory_order_relaxed)))
-        goto interrupted;
-      const hali_vm_func_t *callee = pc[1].ptr;
-      const uint16_t *list = hali_cell_slots(&pc[2]);
-      const uint32_t nargs = B;
-      /* The callee's banks start at this frame's tops (kept in the frame:
-       * no look at |fn|). */
-      const uint32_t sbase = frame->scalar_top, rbase = frame->ref_top;
-      const uint32_t stop = sbase + callee->scalar_count;
-      const uint32_t rtop = rbase + callee->ref_count;
-      /* frame_limit = min(frame capacity, max depth, link depth).  Below it
-       * the callee's frame already carries this module's link table
-       * (hali_vm_stack_push_frame writes it the first time a depth is
-       * reached with a link), so a warm call does not store it. */
-      if (HALI_UNLIKELY(stop > st->scalar_capacity ||
-                        rtop > st->ref_capacity ||
-                        st->depth >= st->frame_limit)) {
-        status = hali_vm_stack_reserve(st, stop, rtop);
-        if (status) goto fail;
-        if (st->depth >= st->frame_limit) {
-          status = hali_vm_stack_push_frame(st);
-          if (status) goto fail;
-          st->depth--;
-          frame = &st->frames[st->depth - 1]; /* frames may have moved */
-        }
-        /* The banks may have moved: reload the window pointers. */
-        regs = st->scalars + frame->scalar_base;
-        refs = st->refs + frame->ref_base;
-      }
-      frame->pc = pc;
-      hali_slot_t *nregs = st->scalars + sbase;
-      hali_ref_t **nrefs = st->refs + rbase;
-      if (HALI_LIKELY(callee->scalar_params_only)) {
-        if (nargs == 1) nregs[0] = regs[list[0]];
-        else for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];
-      } else {
-        const hali_type_t *types = callee->ir->reg_types;
-        for (uint32_t i = 0; i < nargs; ++i) {
-          const uint16_t s = callee->slot[i];
-          if (hali_type_is_ref(types[i])) {
-            hali_ref_retain(refs[list[i]]);
-            nrefs[s] = refs[list[i]];
-          } else {
-            nregs[s] = regs[list[i]];
-          }
-        }
-      }
-      ++frame; /* frames[depth]: the callee's */
-      st->depth++;
-      frame->fn = callee;
-      frame->scalar_base = sbase;
-      frame->ref_base = rbase;
-      frame->scalar_top = stop;
-      frame->ref_top = rtop;
+    /* Calls.  Below |call_limit| the stack has room for the callee's
+     * frame and banks (hali_vm_call_limit, vm/interp.c): one compare.  At
+     * it, hali_vm_call_room makes room or fails (depth limit, memory). */
+/* SCALARS: the parameters are scalars; PLAIN: the callee never reads a ref
+ * window (vm/code.h, call.p), so the loop's stays the caller's; ONE: one
+ * argument. */
+#define CALL_BODY(SCALARS, PLAIN, ONE)                                         \
+  {                                                                            \
+    if (HALI_UNLIKELY(                                                         \
+            atomic_load_explicit(&st->interrupt, memory_order_relaxed)))       \
+      goto interrupted;                                                        \
+    const hali_vm_func_t *callee = pc[1].ptr;                                  \
+    const uint16_t *list = hali_cell_slots(&pc[2]);                            \
+    if (HALI_UNLIKELY(frame >= call_limit)) {                                  \
+      status = hali_vm_call_room(st, link->module, callee, &call_limit);       \
+      if (status) goto fail;                                                   \
+      /* The frames and the banks may have moved. */                           \
+      frame = &st->frames[st->depth - 1];                                      \
+      regs = st->scalars + frame->scalar_base;                                 \
+      refs = st->refs + frame->ref_base;                                       \
+    }                                                                          \
+    frame->pc = pc;                                                            \
+    /* The callee's banks start at this frame's tops. */                       \
+    const uint64_t bases = frame->tops;                                        \
+    ++frame; /* frames[depth]: the callee's */                                 \
+    frame->fn = callee;                                                        \
+    frame->bases = bases;                                                      \
+    /* Two plain 64-bit stores: without the barrier GCC packs them into  \
+     * one SSE store, four instructions longer. */                             \
+    __asm__ volatile("" ::: "memory");                                         \
+    frame->tops = bases + callee->bank_sizes;                                  \
+    CALL_TRACE_RESET();                                                        \
+    hali_slot_t *nregs = st->scalars + frame->scalar_base;                     \
+    if (ONE) {                                                                 \
+      nregs[0] = regs[list[0]];                                                \
+    } else if (SCALARS) {                                                      \
+      const uint32_t nargs = B;                                                \
+      for (uint32_t i = 0; i < nargs; ++i) nregs[i] = regs[list[i]];           \
+    } else {                                                                   \
+      const uint32_t nargs = B;                                                \
+      hali_ref_t **nrefs = st->refs + frame->ref_base;                         \
+      const hali_type_t *types = callee->ir->reg_types;                        \
+      for (uint32_t i = 0; i < nargs; ++i) {                                   \
+        const uint16_t s = callee->slot[i];                                    \
+        if (hali_type_is_ref(types[i])) {                                      \
+          hali_ref_retain(refs[list[i]]);                                      \
+          nrefs[s] = refs[list[i]];                                            \
+        } else {                                                               \
+          nregs[s] = regs[list[i]];                                            \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
+    if (!PLAIN) refs = st->refs + frame->ref_base;                             \
+    st->depth++;                                                               \
+    regs = nregs;                                                              \
+    pc = callee->code;                                                         \
+    vmbreak;                                                                   \
+  }
 #if HALI_INTERP_INSTRUMENTED
-      frame->trace_pending = NULL; /* only the tracing copy reads it */
+#define CALL_TRACE_RESET() (frame->trace_pending = NULL)
+#else
+#define CALL_TRACE_RESET() ((void)0) /* only the tracing copy reads it */
 #endif
-      fn = callee;
-      regs = nregs;
-      refs = nrefs;
-      pc = callee->code;
-      vmbreak;
-    }
+    /* The parameters' slots are 0..nargs-1 of the scalar bank when every
+     * one is a scalar (vm/encode.c numbers each bank in register order). */
+    vmcase(CALL_P1) CALL_BODY(1, 1, 1)
+    vmcase(CALL_P) CALL_BODY(1, 1, 0)
+    vmcase(CALL_S) CALL_BODY(1, 0, 0)
+    vmcase(CALL) CALL_BODY(0, 0, 0)
+#undef CALL_BODY
+#undef CALL_TRACE_RESET
 
     vmcase(CALL_IMPORT) {
       if (HALI_UNLIKELY(
@@ -480,47 +530,45 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       vmbreak;
     }
 
+    /* Returns.  The caller's frame is a call (only calls push frames):
+     * its results go to the call's result slots, and the caller resumes
+     * after the call (its length is cell0's a, vm/encode.c). */
+    /* A plain function's (vm/encode.c): scalar results, no ref slots,
+     * called by call.p (the loop's ref window is still the caller's). */
+#define RETURN_PLAIN_BODY(ONE)                                                 \
+  {                                                                            \
+    if (HALI_UNLIKELY(frame == st->frames)) goto return_to_host;               \
+    const uint16_t *list = hali_cell_slots(&pc[1]);                            \
+    hali_vm_frame_t *caller = frame - 1;                                       \
+    const hali_cell_t *call = caller->pc;                                      \
+    const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;               \
+    hali_slot_t *cregs = st->scalars + caller->scalar_base;                    \
+    if (ONE) {                                                                 \
+      cregs[out[0]] = regs[list[0]];                                           \
+    } else {                                                                   \
+      const uint32_t n = B;                                                    \
+      for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];          \
+    }                                                                          \
+    st->depth--;                                                               \
+    frame = caller;                                                            \
+    regs = cregs;                                                              \
+    pc = call + call->i.a;                                                     \
+    vmbreak;                                                                   \
+  }
+    vmcase(RETURN_PLAIN1) RETURN_PLAIN_BODY(1)
+    vmcase(RETURN_PLAIN) RETURN_PLAIN_BODY(0)
+#undef RETURN_PLAIN_BODY
+
     vmcase(RETURN) {
+      if (HALI_UNLIKELY(st->depth == 1)) goto return_to_host;
+      const hali_vm_func_t *fn = frame->fn;
       const uint16_t *list = hali_cell_slots(&pc[1]);
       const uint32_t n = B;
-      if (HALI_UNLIKELY(st->depth == 1)) {
-        /* The invocation's own frame: results go to the host. */
-        for (uint32_t i = 0; i < n; ++i) {
-          hali_value_t *v = &results[i];
-          switch (v->type) {
-          case HALI_TYPE_I32: v->i32 = regs[list[i]].i32; break;
-          case HALI_TYPE_I64: v->i64 = regs[list[i]].i64; break;
-          case HALI_TYPE_F32: v->f32 = regs[list[i]].f32; break;
-          case HALI_TYPE_F64: v->f64 = regs[list[i]].f64; break;
-          default:
-            v->ref = refs[list[i]];
-            hali_ref_retain(v->ref);
-          }
-        }
-        for (uint32_t i = 0; i < fn->ref_count; ++i) {
-          hali_ref_release(refs[i]);
-          refs[i] = NULL;
-        }
-        st->depth = 0;
-        return HALI_OK;
-      }
       hali_vm_frame_t *caller = frame - 1;
       const hali_cell_t *call = caller->pc;
       const uint16_t *out = hali_cell_slots(&call[2]) + call->i.b;
       hali_slot_t *cregs = st->scalars + caller->scalar_base;
       hali_ref_t **crefs = st->refs + caller->ref_base;
-      if (HALI_LIKELY(fn->plain_return)) {
-        /* Scalars only, nothing to release. */
-        if (n == 1) cregs[out[0]] = regs[list[0]];
-        else for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
-        st->depth--;
-        frame = caller;
-        fn = caller->fn;
-        regs = cregs;
-        refs = crefs;
-        pc = call + call->i.a; /* the call's length (vm/encode.c) */
-        vmbreak;
-      }
       if (HALI_LIKELY(fn->scalar_results_only)) {
         for (uint32_t i = 0; i < n; ++i) cregs[out[i]] = regs[list[i]];
       } else {
@@ -542,10 +590,8 @@ static hali_status_t HALI_INTERP_NAME(hali_vm_stack_t *st, hali_value_t *results
       }
       st->depth--;
       frame = caller;
-      fn = caller->fn;
       regs = cregs;
       refs = crefs;
-      /* Frames are pushed only by call: |call| is one. */
       pc = call + call->i.a;
       vmbreak;
     }
@@ -788,6 +834,33 @@ interrupted:
   }
   goto fail;
 
+return_to_host:
+  {
+    /* The invocation's own frame (either return op): results go to the
+     * host. */
+    const hali_vm_func_t *fn = frame->fn;
+    const uint16_t *list = hali_cell_slots(&pc[1]);
+    const uint32_t n = B;
+    for (uint32_t i = 0; i < n; ++i) {
+      hali_value_t *v = &results[i];
+      switch (v->type) {
+      case HALI_TYPE_I32: v->i32 = regs[list[i]].i32; break;
+      case HALI_TYPE_I64: v->i64 = regs[list[i]].i64; break;
+      case HALI_TYPE_F32: v->f32 = regs[list[i]].f32; break;
+      case HALI_TYPE_F64: v->f64 = regs[list[i]].f64; break;
+      default:
+        v->ref = refs[list[i]];
+        hali_ref_retain(v->ref);
+      }
+    }
+    for (uint32_t i = 0; i < fn->ref_count; ++i) {
+      hali_ref_release(refs[i]);
+      refs[i] = NULL;
+    }
+    st->depth = 0;
+    return HALI_OK;
+  }
+
 scalar_access_failed:
   /* An inline load or store's checks did not pass and the HAL's did not
    * either: the status says which failed. */
@@ -820,6 +893,7 @@ fail:
 #undef FUSED_BR
 #undef FUSED_BR_STORE
 #undef FUSED_BR_NOSTORE
+#undef FUSED_BR_FORWARD
 #undef ADD_FUSED_BR
 #undef ADD_BR_STORE_RESULT
 #undef JUMP

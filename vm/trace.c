@@ -328,10 +328,12 @@ static bool traced(const hali_trace_t *t, const hali_vm_func_t *fn) {
 hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
   if (st->fuel_enabled) {
     /* An add fused with a compare-and-branch costs what the add and the
-     * fused compare-and-branch cost apart (2), so that budgets do not
-     * depend on what the encoder fused: one unit here, one below (with a
-     * single unit left it runs on that one). */
-    if (hali_code_is_add_br(pc->i.op) && st->fuel > 1) {
+     * fused compare-and-branch cost apart (2), and a mul fused with its
+     * add what the two cost apart (2), so that budgets do not depend on
+     * what the encoder fused: one unit here, one below (with a single
+     * unit left it runs on that one). */
+    if ((hali_code_is_add_br(pc->i.op) || hali_code_is_mul_add(pc->i.op)) &&
+        st->fuel > 1) {
       st->fuel--;
       st->fuel_used++;
     }
@@ -379,8 +381,10 @@ hali_status_t hali_vm_instrument(hali_vm_stack_t *st, const hali_cell_t *pc) {
     const hali_ir_insn_t *prev = hali_vm_func_insn(fr->fn, fr->trace_pending);
     hali_strbuf_t out = {0};
     if (prev) format_operands(t, st, fr, prev, true, &out);
-    /* An add fused with a compare-and-branch: the compare's result too. */
-    if (prev && hali_code_is_add_br(fr->trace_pending->i.op)) {
+    /* An add fused with a compare-and-branch: the compare's result too;
+     * a mul fused with its add: the add's. */
+    if (prev && (hali_code_is_add_br(fr->trace_pending->i.op) ||
+                 hali_code_is_mul_add(fr->trace_pending->i.op))) {
       if (out.len) hali_strbuf_append(&out, " ", 1);
       format_operands(t, st, fr, &prev[1], true, &out);
     }

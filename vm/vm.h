@@ -26,6 +26,15 @@ typedef struct hali_vm_func_s {
   uint32_t code_size;       /* cells */
   uint16_t scalar_count;    /* slots in the scalar bank */
   uint16_t ref_count;       /* slots in the ref bank */
+  /* The same two counts laid out as a frame's bases and tops
+   * (hali_vm_frame_t), so that a call adds them to its caller's tops in
+   * one 64-bit add (vm/interp_loop.h). */
+  union {
+    struct {
+      uint32_t bank_scalars, bank_refs;
+    };
+    uint64_t bank_sizes;
+  };
   bool scalar_params_only;  /* every parameter is a scalar */
   bool scalar_results_only; /* every result is a scalar */
   /* scalar_results_only and no ref slots: a return copies scalars and
@@ -74,6 +83,10 @@ typedef struct hali_vm_module_s {
    * loaded, no imports bound.  Points back at this module without a
    * reference (it lives inside it). */
   struct hali_vm_link_s *unlinked;
+  /* The largest scalar_count and ref_count of the module's functions
+   * (vm/encode.c): the interpreter reserves room for calls in frames of
+   * this size and tests one bound per call. */
+  uint16_t max_scalar_count, max_ref_count;
 } hali_vm_module_t;
 
 /* Encodes a verified module for the interpreter; takes ownership of |ir|
@@ -192,12 +205,21 @@ void hali_value_release(hali_value_t *v);
 typedef struct hali_vm_frame_s {
   const hali_vm_func_t *fn;
   const hali_cell_t *pc;   /* for callers: the call instruction */
-  uint32_t scalar_base;    /* offsets of the frame's banks in the stack */
-  uint32_t ref_base;
+  union { /* offsets of the frame's banks in the stack */
+    struct {
+      uint32_t scalar_base, ref_base;
+    };
+    uint64_t bases; /* both, as one word (a call copies them at once) */
+  };
   /* scalar_base + fn->scalar_count, ref_base + fn->ref_count: where a
-   * callee's banks start (the interpreter's call reads them, not |fn|). */
-  uint32_t scalar_top;
-  uint32_t ref_top;
+   * callee's banks start (the interpreter's call reads them, not |fn|);
+   * |tops| is bases + fn->bank_sizes. */
+  union {
+    struct {
+      uint32_t scalar_top, ref_top;
+    };
+    uint64_t tops;
+  };
   /* Tracing: the instruction whose results are still to be printed. */
   const hali_cell_t *trace_pending;
   /* The link table of |fn|'s module in the running context: set by
