@@ -2,6 +2,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,9 +435,43 @@ uint8_t hali_ir_operand_role(const hali_ir_insn_t *insn, uint32_t k) {
   return 0;
 }
 
+/* Per opcode, which fixed operands an instruction writes (bit k: operand
+ * k), for the ops whose roles come from their signature alone (no call
+ * shape, not return, no counted lists: |simple|); built once.  The
+ * encoder asks hali_ir_operand_is_write of every operand of a module, and
+ * the table answers without the op lookup and role walk of
+ * hali_ir_operand_role (which answers the rest). */
+typedef struct {
+  uint16_t writes;
+  bool simple;
+} op_writes_t;
+static op_writes_t op_writes[HALI_OP_COUNT];
+static atomic_bool op_writes_ready;
+static pthread_once_t op_writes_once = PTHREAD_ONCE_INIT;
+
+static void op_writes_init(void) {
+  _Static_assert(HALI_OP_MAX_OPERANDS <= 16, "op_writes_t.writes is 16 bits");
+  for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
+    const hali_op_info_t *info = hali_op_info(op);
+    op_writes_t *w = &op_writes[op];
+    w->simple = info && !hali_op_is_call((uint16_t)op) &&
+                op != HALI_OP_RETURN && !info->list_count;
+    for (unsigned k = 0; w->simple && k < info->operand_count; ++k)
+      if (info->operands[k].role == HALI_ROLE_WRITE)
+        w->writes |= (uint16_t)(1u << k);
+  }
+  atomic_store_explicit(&op_writes_ready, true, memory_order_release);
+}
+
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
-  return k < insn->operand_count && insn->operands[k].kind == HALI_IR_REG &&
-         hali_ir_operand_role(insn, k) == HALI_ROLE_WRITE;
+  if (k >= insn->operand_count || insn->operands[k].kind != HALI_IR_REG)
+    return false;
+  if (!atomic_load_explicit(&op_writes_ready, memory_order_acquire))
+    pthread_once(&op_writes_once, op_writes_init);
+  if (insn->op < HALI_OP_COUNT && op_writes[insn->op].simple)
+    /* A tail operand (past the fixed ones) is read or a block. */
+    return k < HALI_OP_MAX_OPERANDS && ((op_writes[insn->op].writes >> k) & 1);
+  return hali_ir_operand_role(insn, k) == HALI_ROLE_WRITE;
 }
 
 uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x) {
