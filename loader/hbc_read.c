@@ -1076,10 +1076,11 @@ static void hali_crc_init(void) {
                              (hali_crc_table[t - 1][i] >> 8);
 }
 
-uint32_t hali_crc32(const uint8_t *data, size_t size) {
+/* The table CRC of |size| bytes, continuing from register value |crc|
+ * (no initial or final inversion). */
+static uint32_t crc_sliced(uint32_t crc, const uint8_t *data, size_t size) {
   pthread_once(&hali_crc_once, hali_crc_init);
   const uint32_t(*t)[256] = (const uint32_t(*)[256])hali_crc_table;
-  uint32_t crc = 0xffffffffu;
   size_t i = 0;
   for (; i + 8 <= size; i += 8) {
     uint32_t lo = crc ^ le32(data + i), hi = le32(data + i + 4);
@@ -1088,5 +1089,107 @@ uint32_t hali_crc32(const uint8_t *data, size_t size) {
           t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
   }
   for (; i < size; ++i) crc = t[0][(crc ^ data[i]) & 0xff] ^ (crc >> 8);
-  return crc ^ 0xffffffffu;
+  return crc;
+}
+
+uint32_t hali_crc32_sliced(const uint8_t *data, size_t size) {
+  return crc_sliced(0xffffffffu, data, size) ^ 0xffffffffu;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HALI_CRC_CLMUL 1
+/* Folding with carry-less multiplication (PCLMULQDQ), 64 bytes a step.
+ *
+ * The CRC register without its inversions is M(x) * x^32 mod P(x) for the
+ * message polynomial M, and is linear in M; the initial inversion is the
+ * same as XORing 0xffffffff into the first four bytes.  In this CRC's bit
+ * order a little-endian 64-bit word w of the input holds the polynomial
+ * whose coefficient of x^(63-j) is bit j, and a 16-byte block X is
+ * LO(x) * x^64 + HI(x) (LO from bytes 0-7).  PCLMULQDQ of two such words
+ * gives, read the same way as 128 bits, x * A(x) * B(x) (the 127-bit
+ * product lands one place off), so a constant for "times x^N" is
+ * x^(N-1) mod P written as such a word.
+ *
+ * Folding a block X over the 16 * d bytes after it replaces it by
+ * LO * (x^(128d+64) mod P) + HI * (x^(128d) mod P), a polynomial of
+ * under 96 bits with the same remainder once the rest follows; XORed
+ * into the block d places on, the message keeps its CRC and is 16 * d
+ * bytes shorter.  Four blocks fold over the next four (d = 4) while the
+ * input lasts, then into one another (d = 1), then the remaining whole
+ * blocks (d = 1); the last block and the bytes after it go through the
+ * table.  The constants are computed once from P, not written out. */
+static uint64_t crc_xpow_word(unsigned n) {
+  uint64_t r = 1; /* x^0, in the ordinary bit order (bit d: x^d) */
+  for (unsigned i = 0; i < n; ++i) {
+    r <<= 1;
+    if (r & (1ull << 32)) r ^= 0x104C11DB7ull; /* P(x) */
+  }
+  uint64_t w = 0;
+  for (unsigned d = 0; d < 32; ++d)
+    if (r >> d & 1) w |= 1ull << (63 - d);
+  return w;
+}
+
+static uint64_t crc_k[4]; /* d = 1: {LO, HI}; d = 4: {LO, HI} */
+static pthread_once_t crc_k_once = PTHREAD_ONCE_INIT;
+static bool crc_have_clmul;
+static void crc_k_init(void) {
+  crc_k[0] = crc_xpow_word(128 + 64 - 1);
+  crc_k[1] = crc_xpow_word(128 - 1);
+  crc_k[2] = crc_xpow_word(512 + 64 - 1);
+  crc_k[3] = crc_xpow_word(512 - 1);
+  __builtin_cpu_init();
+  crc_have_clmul = __builtin_cpu_supports("pclmul") &&
+                   __builtin_cpu_supports("sse4.1");
+}
+
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i
+crc_fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
+                       _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+/* |size| >= 64. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+crc_clmul(const uint8_t *data, size_t size) {
+  const __m128i k1 = _mm_set_epi64x((long long)crc_k[1], (long long)crc_k[0]);
+  const __m128i k4 = _mm_set_epi64x((long long)crc_k[3], (long long)crc_k[2]);
+  __m128i x0 = _mm_loadu_si128((const __m128i *)data);
+  __m128i x1 = _mm_loadu_si128((const __m128i *)(data + 16));
+  __m128i x2 = _mm_loadu_si128((const __m128i *)(data + 32));
+  __m128i x3 = _mm_loadu_si128((const __m128i *)(data + 48));
+  x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128(-1)); /* the initial inversion */
+  size_t i = 64;
+  for (; i + 64 <= size; i += 64) {
+    x0 = _mm_xor_si128(crc_fold(x0, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i)));
+    x1 = _mm_xor_si128(crc_fold(x1, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i + 16)));
+    x2 = _mm_xor_si128(crc_fold(x2, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i + 32)));
+    x3 = _mm_xor_si128(crc_fold(x3, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i + 48)));
+  }
+  x1 = _mm_xor_si128(crc_fold(x0, k1), x1);
+  x2 = _mm_xor_si128(crc_fold(x1, k1), x2);
+  x3 = _mm_xor_si128(crc_fold(x2, k1), x3);
+  for (; i + 16 <= size; i += 16)
+    x3 = _mm_xor_si128(crc_fold(x3, k1),
+                       _mm_loadu_si128((const __m128i *)(data + i)));
+  uint8_t last[16];
+  _mm_storeu_si128((__m128i *)last, x3);
+  uint32_t crc = crc_sliced(0, last, 16);
+  return crc_sliced(crc, data + i, size - i) ^ 0xffffffffu;
+}
+#endif
+
+uint32_t hali_crc32(const uint8_t *data, size_t size) {
+#ifdef HALI_CRC_CLMUL
+  if (size >= 64) {
+    pthread_once(&crc_k_once, crc_k_init);
+    if (crc_have_clmul) return crc_clmul(data, size);
+  }
+#endif
+  return hali_crc32_sliced(data, size);
 }
