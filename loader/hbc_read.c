@@ -81,26 +81,31 @@ static void rerr(cur_t *c, const char *fmt, ...) {
     return;                                                                    \
   } while (0)
 
-static bool need(cur_t *c, size_t n, const char *what) {
+/* The failing side of need(), out of line: the readers below are called
+ * for every operand, and their common case is a compare and a load. */
+__attribute__((noinline, cold)) static bool need_failed(cur_t *c, size_t n,
+                                                         const char *what) {
   if (c->error) return false;
-  if ((size_t)(c->end - c->p) < n) {
-    rerr(c, "truncated %s (need %zu bytes, %zu left)", what, n,
-         (size_t)(c->end - c->p));
-    return false;
-  }
-  return true;
+  rerr(c, "truncated %s (need %zu bytes, %zu left)", what, n,
+       (size_t)(c->end - c->p));
+  return false;
 }
-static uint8_t get_u8(cur_t *c, const char *what) {
+static inline bool need(cur_t *c, size_t n, const char *what) {
+  if (__builtin_expect(!c->error && (size_t)(c->end - c->p) >= n, 1))
+    return true;
+  return need_failed(c, n, what);
+}
+static inline uint8_t get_u8(cur_t *c, const char *what) {
   if (!need(c, 1, what)) return 0;
   return *c->p++;
 }
-static uint16_t get_u16(cur_t *c, const char *what) {
+static inline uint16_t get_u16(cur_t *c, const char *what) {
   if (!need(c, 2, what)) return 0;
   uint16_t v = (uint16_t)(c->p[0] | (c->p[1] << 8));
   c->p += 2;
   return v;
 }
-static uint32_t get_u32(cur_t *c, const char *what) {
+static inline uint32_t get_u32(cur_t *c, const char *what) {
   if (!need(c, 4, what)) return 0;
   uint32_t v = (uint32_t)c->p[0] | ((uint32_t)c->p[1] << 8) |
                ((uint32_t)c->p[2] << 16) | ((uint32_t)c->p[3] << 24);
