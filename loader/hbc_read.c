@@ -175,14 +175,24 @@ static void read_strings(cur_t *c, hali_ir_module_t *m) {
     rerr(c, "out of memory");
     return;
   }
+  /* One block for the whole table (compact_strings copies out the
+   * strings the module keeps): each string takes its bytes and a NUL,
+   * which its 4-byte length prefix more than pays for, so the section's
+   * size bounds the block. */
+  size_t arena_size = (size_t)(c->end - c->p);
+  char *arena = hali_malloc(arena_size ? arena_size : 1);
+  if (!arena) {
+    rerr(c, "out of memory");
+    return;
+  }
+  m->string_arena = arena;
+  m->string_arena_size = arena_size;
+  size_t used = 0;
   for (uint32_t i = 0; i < n && !c->error; ++i) {
     uint32_t len = get_u32(c, "string length");
     if (!need(c, len, "string bytes")) return;
-    char *s = hali_malloc((size_t)len + 1);
-    if (!s) {
-      rerr(c, "out of memory");
-      return;
-    }
+    char *s = arena + used;
+    used += (size_t)len + 1; /* <= the 4 + len bytes read */
     memcpy(s, c->p, len);
     s[len] = 0;
     c->p += len;
@@ -856,12 +866,27 @@ static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
     hali_free(lengths);
     return false;
   }
+  /* The strings kept leave the reader's arena (read_strings): each is
+   * allocated apart, as in any module. */
   for (uint32_t k = 0; k < kept; ++k) {
-    strings[k] = m->strings[t->order[k]];
     lengths[k] = m->string_lengths[t->order[k]];
-    m->strings[t->order[k]] = NULL;
+    strings[k] = hali_malloc((size_t)lengths[k] + 1);
+    if (!strings[k]) {
+      for (uint32_t j = 0; j < k; ++j) hali_free(strings[j]);
+      hali_free(strings);
+      hali_free(lengths);
+      return false;
+    }
+    memcpy(strings[k], m->strings[t->order[k]], (size_t)lengths[k] + 1);
   }
-  for (uint32_t i = 0; i < n; ++i) hali_free(m->strings[i]);
+  const char *arena = m->string_arena;
+  for (uint32_t i = 0; i < n; ++i)
+    if (!arena || (uintptr_t)m->strings[i] - (uintptr_t)arena >=
+                      m->string_arena_size)
+      hali_free(m->strings[i]);
+  hali_free(m->string_arena);
+  m->string_arena = NULL;
+  m->string_arena_size = 0;
   hali_free(m->strings);
   hali_free(m->string_lengths);
   m->strings = strings;

@@ -296,6 +296,39 @@ START_TEST(hbc_crc32_folded_matches_reference) {
 }
 END_TEST
 
+/* The reader keeps the string table in one block while it reads; the
+ * module it returns owns each string apart, as an assembled one does (a
+ * caller may free and replace any of them), and holds no such block.  Its
+ * messages and names are the ones written. */
+START_TEST(hbc_strings_owned_apart_after_read) {
+  const char *text = "module @own\n"
+                     "func @f(%a: i32) -> i32 {\n"
+                     "  assert %a, \"first message\"\n"
+                     "  assert %a, \"second message\"\n"
+                     "  return %a\n"
+                     "}\n";
+  for (int strip = 0; strip < 2; ++strip) {
+    bytes_t b = hbc_of(text, "own.hasm", strip != 0);
+    hali_ir_module_t *m = NULL;
+    expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+    ck_assert_ptr_null(m->string_arena);
+    ck_assert_uint_eq(m->string_arena_size, 0);
+    ck_assert_uint_eq(m->string_count, 2);
+    ck_assert_str_eq(m->strings[0], "first message");
+    ck_assert_str_eq(m->strings[1], "second message");
+    ck_assert_str_eq(m->name, "own");
+    ck_assert_str_eq(m->funcs[0].name, "f");
+    for (uint32_t i = 0; i < m->string_count; ++i) {
+      free(m->strings[i]); /* each is its own allocation */
+      m->strings[i] = strdup("replaced");
+      m->string_lengths[i] = 8;
+    }
+    hali_ir_module_free(m);
+    free(b.d);
+  }
+}
+END_TEST
+
 START_TEST(hbc_bad_magic) {
   bytes_t b = bin_module(false);
   b.d[1] = 'X';
@@ -1573,6 +1606,7 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_crc32_is_ieee);
   tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
   tcase_add_test(tc, hbc_crc32_folded_matches_reference);
+  tcase_add_test(tc, hbc_strings_owned_apart_after_read);
   tcase_add_test(tc, hbc_bad_magic);
   tcase_add_test(tc, hbc_truncated_header);
   tcase_add_test(tc, hbc_newer_major_version);

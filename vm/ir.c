@@ -134,7 +134,12 @@ void hali_ir_module_free(hali_ir_module_t *m) {
     hali_free(g->param_key);
   }
   hali_free(m->globals);
-  for (uint32_t i = 0; i < m->string_count; ++i) hali_free(m->strings[i]);
+  const char *arena = m->string_arena;
+  for (uint32_t i = 0; i < m->string_count; ++i)
+    if (!arena || (uintptr_t)m->strings[i] - (uintptr_t)arena >=
+                      m->string_arena_size)
+      hali_free(m->strings[i]);
+  hali_free(m->string_arena);
   hali_free(m->strings);
   hali_free(m->string_lengths);
   hali_free(m->name);

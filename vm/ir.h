@@ -362,6 +362,12 @@ typedef struct hali_ir_module_s {
   hali_ir_executable_t *executables;
   uint32_t global_count;
   hali_ir_global_t *globals;
+  /* The binary reader's string table while it reads (NULL in every module
+   * it returns): the |strings| that point into these |string_arena_size|
+   * bytes are not allocated apart, and hali_ir_module_free frees only the
+   * others (then the arena). */
+  char *string_arena;
+  size_t string_arena_size;
 } hali_ir_module_t;
 
 /* Is |m| (any function) written at the tensor level? */
