@@ -63,6 +63,21 @@ hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
   return HALI_OK;
 }
 
+/* hali_verify_check_reg's common case inline (a register in range of the
+ * type asked for, or any type): the verifier asks it of nearly every
+ * operand, and only a mismatch needs the call (which also words the
+ * message). */
+static inline hali_status_t check_reg(const vctx_t *v, uint32_t i,
+                                      hali_type_t want) {
+  const hali_ir_operand_t *o = &v->insn->operands[i];
+  if (__builtin_expect(o->kind == HALI_IR_REG && o->v < v->f->reg_count &&
+                           (want == HALI_TYPE_NONE ||
+                            v->f->reg_types[o->v] == want),
+                       1))
+    return HALI_OK;
+  return hali_verify_check_reg(v, i, want);
+}
+
 static hali_status_t check_block(const vctx_t *v, uint32_t i) {
   const hali_ir_operand_t *o = &v->insn->operands[i];
   if (o->kind != HALI_IR_BLOCK)
@@ -140,10 +155,10 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
               (insn->aux < insn->operand_count ? insn->aux : 0),
           nparams, nres);
     for (uint32_t i = 0; i < nparams; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, 1 + i, ptypes[i]));
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, 1 + i, ptypes[i]));
     for (uint32_t i = 0; i < nres; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(
-          hali_verify_check_reg(v, 1 + nparams + i, rtypes[i]));
+          check_reg(v, 1 + nparams + i, rtypes[i]));
     return HALI_OK;
   }
   if (insn->op == HALI_OP_RETURN) {
@@ -151,7 +166,7 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
       return hali_verr(v, "returns %u value(s), function returns %u",
                        insn->operand_count, v->f->result_count);
     for (uint32_t i = 0; i < insn->operand_count; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, i, v->f->results[i]));
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, v->f->results[i]));
     return HALI_OK;
   }
   bool variadic = (info->flags & HALI_OPF_VARIADIC) != 0;
@@ -165,7 +180,7 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
     switch (d->role) {
     case HALI_ROLE_READ:
     case HALI_ROLE_WRITE:
-      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, i, d->type));
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, d->type));
       break;
     case HALI_ROLE_BLOCK:
       HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
@@ -214,7 +229,7 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(
           info->tail == 'b' ? check_block(v, i)
-                            : hali_verify_check_reg(v, i, info->tail_type));
+                            : check_reg(v, i, info->tail_type));
   }
   return HALI_OK;
 }
