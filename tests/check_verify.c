@@ -1142,6 +1142,65 @@ START_TEST(ir_operand_is_write_agrees_with_roles) {
 }
 END_TEST
 
+/* Module-wide function names are checked by sorting, not a table: with
+ * thousands of functions the first repeat in index order is the one
+ * reported (against a plain pairwise scan), and a header error before it
+ * still comes first, as the one-by-one check gave. */
+static hali_ir_module_t *many_funcs(uint32_t n) {
+  hali_strbuf_t sb = {0};
+  for (uint32_t i = 0; i < n; ++i)
+    hali_strbuf_printf(&sb, "func @f%u() {\n  return\n}\n", i);
+  char *text = hali_strbuf_take(&sb);
+  ck_assert_ptr_nonnull(text);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_asm_parse(text, strlen(text), "many.hasm", &m));
+  free(text);
+  return m;
+}
+
+static void rename_func(hali_ir_module_t *m, uint32_t i, const char *name) {
+  free(m->funcs[i].name);
+  m->funcs[i].name = strdup(name);
+}
+
+/* The first index whose name an earlier function has (plain scan). */
+static uint32_t first_repeat_reference(const hali_ir_module_t *m) {
+  for (uint32_t i = 0; i < m->func_count; ++i)
+    for (uint32_t k = 0; k < i; ++k)
+      if (m->funcs[i].name[0] && strcmp(m->funcs[i].name, m->funcs[k].name) == 0)
+        return i;
+  return UINT32_MAX;
+}
+
+START_TEST(verify_first_repeated_function_name) {
+  enum { N = 3000 };
+  hali_ir_module_t *m = many_funcs(N);
+  expect_ok(hali_ir_verify(m));
+  rename_func(m, 2500, "f700");
+  rename_func(m, 1800, "f30");
+  rename_func(m, 2900, "f30");
+  ck_assert_uint_eq(first_repeat_reference(m), 1800);
+  REJECT(m, "verify: @f30", "function defined twice");
+  /* Three holders of one name, the repeat before its first holder in
+   * the array's sorted order. */
+  m = many_funcs(N);
+  rename_func(m, 2999, "f5");
+  rename_func(m, 2000, "f2999");
+  rename_func(m, 10, "f2999");
+  ck_assert_uint_eq(first_repeat_reference(m), 2000);
+  REJECT(m, "verify: @f2999", "function defined twice");
+  /* A header error at an earlier index wins; at a later one it does not. */
+  m = many_funcs(N);
+  rename_func(m, 1200, "f100");
+  m->funcs[1100].name[0] = 0;
+  REJECT(m, "function has no name");
+  m = many_funcs(N);
+  rename_func(m, 1200, "f100");
+  m->funcs[1300].name[0] = 0;
+  REJECT(m, "verify: @f100", "function defined twice");
+}
+END_TEST
+
 START_TEST(ir_name_length) {
   ck_assert_uint_eq(hali_name_length("r12"), 3);
   ck_assert_uint_eq(hali_name_length("a.b$_9"), 6);
@@ -1210,6 +1269,7 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, ir_block_operand_chunks);
   tcase_add_test(tc, ir_name_length);
   tcase_add_test(tc, ir_operand_is_write_agrees_with_roles);
+  tcase_add_test(tc, verify_first_repeated_function_name);
   suite_add_tcase(s, tc);
   tc = tcase_create("assignment");
   tcase_add_test(tc, verify_text_not_written_on_one_path);

@@ -22,6 +22,7 @@
 
 #include "vm/verify_int.h"
 #include "base/alloc.h"
+#include "base/checked.h"
 
 hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   char msg[512];
@@ -821,6 +822,70 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   return s;
 }
 
+/* A function's name with its hash and index (first_repeated_func_name). */
+typedef struct {
+  uint32_t hash, index;
+  const char *name;
+} name_key_t;
+
+static int cmp_names(const void *a, const void *b) {
+  const name_key_t *x = a, *y = b;
+  int c = strcmp(x->name, y->name);
+  return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+/* The first function (in index order) whose name an earlier function
+ * already has, in |*out| (UINT32_MAX when none); functions without a name
+ * are left out (verify_header rejects them before their turn).  A hash
+ * table of 10^5 names takes a cache miss per name; this sorts the names'
+ * (hash, index) pairs by hash a byte at a time (four passes over arrays
+ * read in order) and compares only neighbours of equal hash, each run of
+ * them sorted by name (colliding names cannot make it quadratic).  False
+ * on OOM. */
+static bool first_repeated_func_name(const hali_ir_module_t *m,
+                                     uint32_t *out) {
+  *out = UINT32_MAX;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->func_count; ++i) n += m->funcs[i].name != NULL;
+  if (n < 2) return true;
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(2 * (uint64_t)n, sizeof(name_key_t), &bytes) ||
+      bytes > SIZE_MAX)
+    return false;
+  name_key_t *base = hali_malloc((size_t)bytes);
+  if (!base) return false;
+  name_key_t *a = base, *tmp = base + n;
+  for (uint32_t i = 0, k = 0; i < m->func_count; ++i) {
+    const char *name = m->funcs[i].name;
+    if (name)
+      a[k++] = (name_key_t){hali_strmap_hash(name, strlen(name)), i, name};
+  }
+  for (unsigned shift = 0; shift < 32; shift += 8) {
+    uint32_t count[257] = {0};
+    for (uint32_t k = 0; k < n; ++k) count[((a[k].hash >> shift) & 0xff) + 1]++;
+    for (unsigned d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (uint32_t k = 0; k < n; ++k) tmp[count[(a[k].hash >> shift) & 0xff]++] = a[k];
+    name_key_t *t = a;
+    a = tmp;
+    tmp = t;
+  }
+  for (uint32_t k = 0; k < n;) {
+    uint32_t end = k + 1;
+    while (end < n && a[end].hash == a[k].hash) ++end;
+    if (end - k > 1) {
+      qsort(a + k, end - k, sizeof(name_key_t), cmp_names);
+      /* Equal names are now adjacent, in index order: each but the first
+       * of a group repeats an earlier function's name. */
+      for (uint32_t j = k + 1; j < end; ++j)
+        if (strcmp(a[j].name, a[j - 1].name) == 0 && a[j].index < *out)
+          *out = a[j].index;
+    }
+    k = end;
+  }
+  hali_free(base);
+  return true;
+}
+
 /* Everything verify_module checks before the functions' bodies. */
 static hali_status_t verify_module_headers(vctx_t *vp) {
   vctx_t v = *vp;
@@ -853,15 +918,14 @@ static hali_status_t verify_module_headers(vctx_t *vp) {
                          m->func_count);
   }
   HALI_RETURN_IF_ERROR_PLAIN(hali_verify_globals(&v, false));
-  hali_strmap_clear(v.names);
+  uint32_t dup;
+  if (!first_repeated_func_name(m, &dup))
+    return hali_status_annotate(hali_status_oom(), "verifying the module");
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_header(&v));
-    uint32_t j = hali_strmap_insert(v.names, v.f->name, strlen(v.f->name), i);
-    if (j == HALI_STRMAP_NONE)
-      return hali_status_annotate(hali_status_oom(), "verifying the module");
-    if (j != i) return hali_verr(&v, "function defined twice");
+    if (i == dup) return hali_verr(&v, "function defined twice");
   }
   return HALI_OK;
 }
