@@ -17,6 +17,7 @@
 
 #include "hal/buffer_view.h"
 #include "base/alloc.h"
+#include "base/checked.h"
 #include "loader/hbc.h"
 #include "vm/strmap.h"
 #include "loader/loader.h"
@@ -40,25 +41,80 @@ typedef struct strings_s {
   uint32_t n;
   uint32_t *map, *order;
   uint32_t kept;
-  hali_strmap_t seen; /* contents kept so far (duplicates fold) */
   bool oom;
 } strings_t;
 
-/* The new index of string operand |v| (|m|'s table as read). */
+/* The new index of string operand |v| (|m|'s table as read): table
+ * entries in order of first use.  Entries of equal contents fold into one
+ * afterwards (fold_strings), which a table written by hali never has. */
 static uint32_t string_use(strings_t *t, uint32_t v) {
-  const hali_ir_module_t *m = t->m;
   if (v >= t->n || t->oom) return v;
   if (t->map[v] == UINT32_MAX) {
-    uint32_t k = hali_strmap_insert(&t->seen, m->strings[v],
-                                    m->string_lengths[v], t->kept);
-    if (k == HALI_STRMAP_NONE) {
-      t->oom = true;
-      return v;
-    }
-    if (k == t->kept) t->order[t->kept++] = v;
-    t->map[v] = k;
+    t->map[v] = t->kept;
+    t->order[t->kept++] = v;
   }
   return t->map[v];
+}
+
+/* Folds the kept strings of equal contents into the first used: finds
+ * them by sorting (hali_ir_sort_name_keys: a hash table of every string
+ * misses the cache on each once the table is large), and only when there
+ * are any renumbers the string operands again (one walk, for a table hali
+ * does not write).  False on OOM. */
+static bool fold_strings(hali_ir_module_t *m, strings_t *t) {
+  uint32_t kept = t->kept;
+  if (kept < 2) return true;
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(2 * (uint64_t)kept, sizeof(hali_ir_name_key_t),
+                             &bytes) ||
+      bytes > SIZE_MAX)
+    return false;
+  hali_ir_name_key_t *keys = hali_malloc((size_t)bytes);
+  if (!keys) return false;
+  for (uint32_t k = 0; k < kept; ++k) {
+    uint32_t v = t->order[k];
+    keys[k] = (hali_ir_name_key_t){
+        hali_strmap_hash(m->strings[v], m->string_lengths[v]), k,
+        m->strings[v], m->string_lengths[v]};
+  }
+  hali_ir_sort_name_keys(keys, keys + kept, kept);
+  /* renum[k]: the kept index k folds into (the first of its contents);
+   * then its index among the strings left. */
+  uint32_t *renum = (uint32_t *)(keys + kept); /* |tmp| is free again */
+  bool folded = false;
+  for (uint32_t k = 0; k < kept; ++k) renum[k] = k;
+  for (uint32_t k = 1; k < kept; ++k)
+    if (hali_ir_name_keys_equal(&keys[k], &keys[k - 1])) {
+      renum[keys[k].index] = renum[keys[k - 1].index];
+      folded = true;
+    }
+  if (!folded) {
+    hali_free(keys);
+    return true;
+  }
+  uint32_t left = 0;
+  for (uint32_t k = 0; k < kept; ++k) {
+    if (renum[k] == k) {
+      t->order[left] = t->order[k];
+      renum[k] = left++;
+    } else {
+      renum[k] = renum[renum[k]]; /* an earlier k, renumbered already */
+    }
+  }
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    for (uint32_t b = 0; b < f->block_count; ++b)
+      for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+        hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+        for (uint32_t o = 0; o < insn->operand_count; ++o)
+          if (insn->operands[o].kind == HALI_IR_STRING &&
+              insn->operands[o].v < kept)
+            insn->operands[o].v = renum[insn->operands[o].v];
+      }
+  }
+  t->kept = left;
+  hali_free(keys);
+  return true;
 }
 
 static void rerr(cur_t *c, const char *fmt, ...) HALI_PRINTF(2, 3);
@@ -857,7 +913,7 @@ static uint32_t le32(const uint8_t *p) {
  * verifier names them).  False on OOM. */
 static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
   /* The operands were renumbered as they were read (string_use). */
-  if (t->oom || t->n != m->string_count) return false;
+  if (t->oom || t->n != m->string_count || !fold_strings(m, t)) return false;
   uint32_t n = m->string_count, kept = t->kept;
   char **strings = hali_calloc(kept ? kept : 1, sizeof(char *));
   uint32_t *lengths = hali_calloc(kept ? kept : 1, sizeof(uint32_t));
@@ -911,7 +967,6 @@ static void strings_begin(strings_t *t, const hali_ir_module_t *m) {
 static void strings_free(strings_t *t) {
   hali_free(t->map);
   hali_free(t->order);
-  hali_strmap_free(&t->seen);
 }
 
 hali_status_t hali_hbc_read(const uint8_t *data, size_t size,

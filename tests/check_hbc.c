@@ -1399,6 +1399,75 @@ START_TEST(hbc_strings_in_order_of_first_use) {
 }
 END_TEST
 
+/* A table holding the same contents twice (hali never writes one) reads
+ * as one string, at the place of its first use, and every operand of
+ * either entry names it: among 300 strings, so that the fold is found in
+ * a larger set too. */
+static void rewrite_string(bytes_t *b, const char *from, const char *to) {
+  size_t at = section_at(b, HALI_HBC_SECTION_STRINGS), n = strlen(from);
+  size_t end = at + section_size(b, HALI_HBC_SECTION_STRINGS);
+  ck_assert_uint_eq(strlen(to), n);
+  for (size_t p = at + 8; p + 4 + n <= end; ++p)
+    if (rd32(b->d + p) == n && memcmp(b->d + p + 4, from, n) == 0) {
+      memcpy(b->d + p + 4, to, n);
+      return;
+    }
+  ck_abort_msg("no string \"%s\" in the table", from);
+}
+
+START_TEST(hbc_equal_strings_fold_into_first_use) {
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "func @f(%%c: i32) {\n");
+  for (int i = 0; i < 300; ++i)
+    hali_strbuf_printf(&sb, "  assert %%c, \"s%d\"\n", i);
+  hali_strbuf_printf(&sb, "  return\n}\n");
+  char *text = hali_strbuf_take(&sb);
+  ck_assert_ptr_nonnull(text);
+  bytes_t b = hbc_of(text, "fold.hasm", true);
+  free(text);
+  /* s150 and s250 become copies of s100, s7 one of s3. */
+  const uint32_t copy[][2] = {{150, 100}, {250, 100}, {7, 3}};
+  for (size_t k = 0; k < 3; ++k) {
+    char from[16], to[16];
+    snprintf(from, sizeof(from), "s%u", copy[k][0]);
+    snprintf(to, sizeof(to), "s%u", copy[k][1]);
+    rewrite_string(&b, from, to);
+  }
+  fix_header(b.d, b.n);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+  free(b.d);
+  /* Instruction i asserts with "s<i>" as rewritten; the reference: the
+   * contents in order of first use, each once. */
+  char *want[300];
+  uint32_t nwant = 0;
+  const hali_ir_insn_t *in = m->funcs[0].blocks[0].insns;
+  for (uint32_t i = 0; i < 300; ++i) {
+    char name[16];
+    uint32_t src = i;
+    for (size_t k = 0; k < 3; ++k)
+      if (copy[k][0] == i) src = copy[k][1];
+    snprintf(name, sizeof(name), "s%u", src);
+    uint32_t idx = nwant;
+    for (uint32_t j = 0; j < nwant; ++j)
+      if (strcmp(want[j], name) == 0) idx = j;
+    if (idx == nwant) want[nwant++] = strdup(name);
+    ck_assert_uint_eq(in[i].operands[1].kind, HALI_IR_STRING);
+    ck_assert_msg(in[i].operands[1].v == idx,
+                  "assert %u names string %u, expected %u", i,
+                  in[i].operands[1].v, idx);
+  }
+  ck_assert_uint_eq(nwant, 297);
+  ck_assert_uint_eq(m->string_count, nwant);
+  for (uint32_t j = 0; j < nwant; ++j) {
+    ck_assert_str_eq(m->strings[j], want[j]);
+    free(want[j]);
+  }
+  expect_ok(hali_ir_verify(m));
+  hali_ir_module_free(m);
+}
+END_TEST
+
 START_TEST(hbc_write_is_deterministic) {
   bytes_t a = bin_module(false), b = bin_module(false), s = bin_module(true);
   ck_assert(same_bytes(&a, &b));
@@ -1607,6 +1676,7 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
   tcase_add_test(tc, hbc_crc32_folded_matches_reference);
   tcase_add_test(tc, hbc_strings_owned_apart_after_read);
+  tcase_add_test(tc, hbc_equal_strings_fold_into_first_use);
   tcase_add_test(tc, hbc_bad_magic);
   tcase_add_test(tc, hbc_truncated_header);
   tcase_add_test(tc, hbc_newer_major_version);

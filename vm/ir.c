@@ -616,6 +616,38 @@ static void chunks_free(struct hali_ir_operand_chunk_s *c) {
   }
 }
 
+static int cmp_name_keys(const void *a, const void *b) {
+  const hali_ir_name_key_t *x = a, *y = b;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = n ? memcmp(x->name, y->name, n) : 0;
+  if (!c) c = (x->len > y->len) - (x->len < y->len);
+  return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+void hali_ir_sort_name_keys(hali_ir_name_key_t *keys, hali_ir_name_key_t *tmp,
+                            uint32_t n) {
+  hali_ir_name_key_t *a = keys, *t = tmp;
+  for (unsigned shift = 0; shift < 32; shift += 8) {
+    uint32_t count[257] = {0};
+    for (uint32_t k = 0; k < n; ++k) count[((a[k].hash >> shift) & 0xff) + 1]++;
+    for (unsigned d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (uint32_t k = 0; k < n; ++k) t[count[(a[k].hash >> shift) & 0xff]++] = a[k];
+    hali_ir_name_key_t *x = a;
+    a = t;
+    t = x;
+  }
+  /* Four passes (even): the keys are back in |keys|, sorted by hash and,
+   * the sort being stable, by index within a hash. */
+  for (uint32_t k = 0; k < n;) {
+    uint32_t end = k + 1;
+    while (end < n && keys[end].hash == keys[k].hash) ++end;
+    if (end - k > 2 ||
+        (end - k == 2 && !hali_ir_name_keys_equal(&keys[k], &keys[k + 1])))
+      qsort(keys + k, end - k, sizeof(keys[0]), cmp_name_keys);
+    k = end;
+  }
+}
+
 uint32_t hali_ir_block_chunk_count(const hali_ir_block_t *b) {
   uint32_t n = 0;
   for (const struct hali_ir_operand_chunk_s *c = b->operand_chunks; c;

@@ -822,26 +822,11 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   return s;
 }
 
-/* A function's name with its hash and index (first_repeated_func_name). */
-typedef struct {
-  uint32_t hash, index;
-  const char *name;
-} name_key_t;
-
-static int cmp_names(const void *a, const void *b) {
-  const name_key_t *x = a, *y = b;
-  int c = strcmp(x->name, y->name);
-  return c ? c : (x->index > y->index) - (x->index < y->index);
-}
-
 /* The first function (in index order) whose name an earlier function
  * already has, in |*out| (UINT32_MAX when none); functions without a name
- * are left out (verify_header rejects them before their turn).  A hash
- * table of 10^5 names takes a cache miss per name; this sorts the names'
- * (hash, index) pairs by hash a byte at a time (four passes over arrays
- * read in order) and compares only neighbours of equal hash, each run of
- * them sorted by name (colliding names cannot make it quadratic).  False
- * on OOM. */
+ * are left out (verify_header rejects them before their turn).  By
+ * sorting (hali_ir_sort_name_keys): a hash table of 10^5 names takes a
+ * cache miss per name.  False on OOM. */
 static bool first_repeated_func_name(const hali_ir_module_t *m,
                                      uint32_t *out) {
   *out = UINT32_MAX;
@@ -849,40 +834,26 @@ static bool first_repeated_func_name(const hali_ir_module_t *m,
   for (uint32_t i = 0; i < m->func_count; ++i) n += m->funcs[i].name != NULL;
   if (n < 2) return true;
   uint64_t bytes;
-  if (hali_mul_overflows_u64(2 * (uint64_t)n, sizeof(name_key_t), &bytes) ||
+  if (hali_mul_overflows_u64(2 * (uint64_t)n, sizeof(hali_ir_name_key_t),
+                             &bytes) ||
       bytes > SIZE_MAX)
     return false;
-  name_key_t *base = hali_malloc((size_t)bytes);
-  if (!base) return false;
-  name_key_t *a = base, *tmp = base + n;
+  hali_ir_name_key_t *keys = hali_malloc((size_t)bytes);
+  if (!keys) return false;
   for (uint32_t i = 0, k = 0; i < m->func_count; ++i) {
     const char *name = m->funcs[i].name;
-    if (name)
-      a[k++] = (name_key_t){hali_strmap_hash(name, strlen(name)), i, name};
+    if (!name) continue;
+    size_t len = strlen(name);
+    keys[k++] = (hali_ir_name_key_t){hali_strmap_hash(name, len), i, name, len};
   }
-  for (unsigned shift = 0; shift < 32; shift += 8) {
-    uint32_t count[257] = {0};
-    for (uint32_t k = 0; k < n; ++k) count[((a[k].hash >> shift) & 0xff) + 1]++;
-    for (unsigned d = 0; d < 256; ++d) count[d + 1] += count[d];
-    for (uint32_t k = 0; k < n; ++k) tmp[count[(a[k].hash >> shift) & 0xff]++] = a[k];
-    name_key_t *t = a;
-    a = tmp;
-    tmp = t;
-  }
-  for (uint32_t k = 0; k < n;) {
-    uint32_t end = k + 1;
-    while (end < n && a[end].hash == a[k].hash) ++end;
-    if (end - k > 1) {
-      qsort(a + k, end - k, sizeof(name_key_t), cmp_names);
-      /* Equal names are now adjacent, in index order: each but the first
-       * of a group repeats an earlier function's name. */
-      for (uint32_t j = k + 1; j < end; ++j)
-        if (strcmp(a[j].name, a[j - 1].name) == 0 && a[j].index < *out)
-          *out = a[j].index;
-    }
-    k = end;
-  }
-  hali_free(base);
+  hali_ir_sort_name_keys(keys, keys + n, n);
+  /* Each key equal to the one before it repeats an earlier function's
+   * name. */
+  for (uint32_t k = 1; k < n; ++k)
+    if (hali_ir_name_keys_equal(&keys[k], &keys[k - 1]) &&
+        keys[k].index < *out)
+      *out = keys[k].index;
+  hali_free(keys);
   return true;
 }
 
