@@ -1138,7 +1138,8 @@ START_TEST(ir_operand_is_write_agrees_with_roles) {
   ck_assert(hali_ir_operand_is_write(&call, 3));
   hali_ir_insn_t ret = {.op = HALI_OP_RETURN, .operand_count = 3,
                         .operands = ops + 1};
-  for (uint32_t k = 0; k < 3; ++k) ck_assert(!hali_ir_operand_is_write(&ret, k));
+  for (uint32_t k = 0; k < 3; ++k)
+    ck_assert(!hali_ir_operand_is_write(&ret, k));
 }
 END_TEST
 
@@ -1167,7 +1168,8 @@ static void rename_func(hali_ir_module_t *m, uint32_t i, const char *name) {
 static uint32_t first_repeat_reference(const hali_ir_module_t *m) {
   for (uint32_t i = 0; i < m->func_count; ++i)
     for (uint32_t k = 0; k < i; ++k)
-      if (m->funcs[i].name[0] && strcmp(m->funcs[i].name, m->funcs[k].name) == 0)
+      if (m->funcs[i].name[0] &&
+          strcmp(m->funcs[i].name, m->funcs[k].name) == 0)
         return i;
   return UINT32_MAX;
 }

@@ -628,10 +628,12 @@ void hali_ir_sort_name_keys(hali_ir_name_key_t *keys, hali_ir_name_key_t *tmp,
                             uint32_t n) {
   hali_ir_name_key_t *a = keys, *t = tmp;
   for (unsigned shift = 0; shift < 32; shift += 8) {
-    uint32_t count[257] = {0};
-    for (uint32_t k = 0; k < n; ++k) count[((a[k].hash >> shift) & 0xff) + 1]++;
+    uint32_t count[257] = {0}; /* then where each byte value's keys go */
+    for (uint32_t k = 0; k < n; ++k)
+      count[((a[k].hash >> shift) & 0xff) + 1]++;
     for (unsigned d = 0; d < 256; ++d) count[d + 1] += count[d];
-    for (uint32_t k = 0; k < n; ++k) t[count[(a[k].hash >> shift) & 0xff]++] = a[k];
+    for (uint32_t k = 0; k < n; ++k)
+      t[count[(a[k].hash >> shift) & 0xff]++] = a[k];
     hali_ir_name_key_t *x = a;
     a = t;
     t = x;
