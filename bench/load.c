@@ -2,7 +2,7 @@
  *
  *   make bench-load                      (or: make bench/load && bench/load)
  *   bench/load [--sizes=10000,100000,1000000] [--min-time=0.3]
- *              [--only=SHAPE] [--smoke]
+ *              [--only=SHAPE] [--stages] [--cold-allocator] [--smoke]
  *
  * Generates modules of N instructions in memory, in two shapes:
  *
@@ -29,7 +29,12 @@
  * The exit status is 0 when every goal is met.
  *
  * Times are CPU time, fastest of N, so that other processes on a shared
- * machine do not count.
+ * machine do not count.  The allocator is warmed the same way for every
+ * size (see main: glibc's trim and mmap thresholds are fixed, so that no
+ * size pays for pages the previous load gave back); --cold-allocator
+ * leaves glibc's defaults.  --stages prints, instead of the goals, the
+ * fastest time of each stage (read, check = structural check, passes and
+ * verifier, encode, link, unload) in ns per instruction.
  *
  * --smoke is the regression test make check runs (tests/load_linear.test):
  * sizes 2000 and 32000 only, each case timed for 20 ms (at least 3 loads),
@@ -42,6 +47,7 @@
  * hook; this sees any step that grows faster than the module.
  */
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +160,45 @@ static loaded_t load_once(const uint8_t *data, size_t size,
   return (loaded_t){m, l};
 }
 
+/* --stages: the fastest time of each stage of a load, summed over loads
+ * of one case (read, check = structural check + passes + verifier,
+ * encode, link, unload), in seconds. */
+enum { ST_READ, ST_CHECK, ST_ENCODE, ST_LINK, ST_UNLOAD, ST_COUNT };
+static const char *const stage_names[ST_COUNT] = {"read", "check", "encode",
+                                                  "link", "unload"};
+
+static void time_stages(const uint8_t *data, size_t size, double min_time,
+                        int min_reps,
+                        const hali_executable_registry_t *registry,
+                        double best[ST_COUNT]) {
+  for (int k = 0; k < ST_COUNT; ++k) best[k] = 1e30;
+  double start = now();
+  for (int reps = 0; reps < min_reps || now() - start < min_time; ++reps) {
+    double t[ST_COUNT + 1];
+    t[0] = now();
+    hali_ir_module_t *ir;
+    hali_status_t s = hali_read_module(data, size, "load_bench", &ir);
+    if (s) die("reading", s);
+    t[1] = now();
+    if ((s = hali_load_module(ir, "load_bench", NULL, &ir))) die("loading", s);
+    t[2] = now();
+    hali_vm_module_t *m;
+    if ((s = hali_vm_module_create(ir, &m))) die("encoding", s);
+    t[3] = now();
+    hali_vm_link_t *l = NULL;
+    s = hali_vm_link_create(m, &l);
+    if (!s) s = hali_executable_registry_load_link(registry, l, NULL, NULL, 0);
+    if (!s) s = hali_vm_link_check_imports(l);
+    if (s) die("linking", s);
+    t[4] = now();
+    hali_vm_link_free(l);
+    hali_vm_module_release(m);
+    t[5] = now();
+    for (int k = 0; k < ST_COUNT; ++k)
+      if (t[k + 1] - t[k] < best[k]) best[k] = t[k + 1] - t[k];
+  }
+}
+
 /* Fastest load of |data| in seconds (and the fastest unload, in
  * |*out_unload|). */
 static double time_load(const uint8_t *data, size_t size, double min_time,
@@ -196,6 +241,8 @@ int main(int argc, char **argv) {
   size_t nsizes = 3;
   double min_time = 0.3;
   bool smoke = false;
+  bool stages = false; /* per-stage ns/insn instead of the goals */
+  bool cold_allocator = false;
   const char *only = NULL; /* a shape, or shape/form: profile one case */
   for (int i = 1; i < argc; ++i) {
     if (strncmp(argv[i], "--sizes=", 8) == 0) {
@@ -204,12 +251,16 @@ int main(int argc, char **argv) {
       min_time = atof(argv[i] + 11);
     } else if (strncmp(argv[i], "--only=", 7) == 0) {
       only = argv[i] + 7;
+    } else if (strcmp(argv[i], "--cold-allocator") == 0) {
+      cold_allocator = true;
+    } else if (strcmp(argv[i], "--stages") == 0) {
+      stages = true;
     } else if (strcmp(argv[i], "--smoke") == 0) {
       smoke = true;
     } else {
       fprintf(stderr, "usage: bench/load [--sizes=N,N,...] [--min-time=S] "
                       "[--only=huge|many[/text|hbc+debug|hbc-stripped]] "
-                      "[--smoke]\n");
+                      "[--stages] [--cold-allocator] [--smoke]\n");
       return 2;
     }
   }
@@ -218,6 +269,20 @@ int main(int argc, char **argv) {
     sizes[1] = 32000;
     nsizes = 2;
     min_time = 0.02;
+  }
+  /* The allocator, warm the same way for every size: glibc maps a large
+   * block (past its mmap threshold, which grows with the blocks freed) and
+   * trims the top of the heap when a free leaves more than its trim
+   * threshold, so a 10^6 module's 100 MB go back to the system after each
+   * load and the next load takes a page fault per 4 KiB it touches, while
+   * a 10^4 module reuses the pages the previous load freed.  With both
+   * thresholds fixed high, every size reuses what the load before it
+   * freed: the page faults a first load takes are a cost of the process
+   * (and linear in the module), not a step of loading that grows with it.
+   * --cold-allocator keeps glibc's defaults, to see that cost. */
+  if (!cold_allocator) {
+    (void)mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum */
+    (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
   const double linear_goal = smoke ? 0.50 : 0.80;
   /* The fastest of at least this many loads counts, whatever the size: a
@@ -263,6 +328,23 @@ int main(int argc, char **argv) {
       if (only && only[shape_len] == '/' &&
           strcmp(only + shape_len + 1, form_names[fo]) != 0)
         continue;
+      if (stages) {
+        double best[BENCH_MAX_SIZES][ST_COUNT];
+        for (size_t k = 0; k < nsizes; ++k) {
+          const uint8_t *data = fo == FORM_TEXT ? (const uint8_t *)texts[k]
+                                                : bins[fo][k];
+          size_t size = fo == FORM_TEXT ? strlen(texts[k]) : bin_sizes[fo][k];
+          time_stages(data, size, min_time, min_reps, registry, best[k]);
+        }
+        for (int st = 0; st < ST_COUNT; ++st) {
+          printf("%s%-5s %-13s %-7s", st ? "" : "\n", shape_names[sh],
+                 form_names[fo], stage_names[st]);
+          for (size_t k = 0; k < nsizes; ++k)
+            printf(" %8.1fns", best[k][st] * 1e9 / (double)insns[k]);
+          printf("\n");
+        }
+        continue;
+      }
       printf("%-5s %-13s", shape_names[sh], form_names[fo]);
       fflush(stdout);
       double unload_ns[BENCH_MAX_SIZES];

@@ -47,6 +47,10 @@ enum {
 
 #define HALI_HBC_NONE 0xffffffffu
 
+/* CRC-32 (IEEE 802.3, as zlib's crc32) of |size| bytes: with carry-less
+ * multiplication where the processor has it, else slicing by 8. */
 uint32_t hali_crc32(const uint8_t *data, size_t size);
+/* The same, always by the table (the tests compare the two). */
+uint32_t hali_crc32_sliced(const uint8_t *data, size_t size);
 
 #endif /* HALI_LOADER_HBC_H */

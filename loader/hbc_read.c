@@ -17,6 +17,7 @@
 
 #include "hal/buffer_view.h"
 #include "base/alloc.h"
+#include "base/checked.h"
 #include "loader/hbc.h"
 #include "vm/strmap.h"
 #include "loader/loader.h"
@@ -40,25 +41,80 @@ typedef struct strings_s {
   uint32_t n;
   uint32_t *map, *order;
   uint32_t kept;
-  hali_strmap_t seen; /* contents kept so far (duplicates fold) */
   bool oom;
 } strings_t;
 
-/* The new index of string operand |v| (|m|'s table as read). */
+/* The new index of string operand |v| (|m|'s table as read): table
+ * entries in order of first use.  Entries of equal contents fold into one
+ * afterwards (fold_strings), which a table written by hali never has. */
 static uint32_t string_use(strings_t *t, uint32_t v) {
-  const hali_ir_module_t *m = t->m;
   if (v >= t->n || t->oom) return v;
   if (t->map[v] == UINT32_MAX) {
-    uint32_t k = hali_strmap_insert(&t->seen, m->strings[v],
-                                    m->string_lengths[v], t->kept);
-    if (k == HALI_STRMAP_NONE) {
-      t->oom = true;
-      return v;
-    }
-    if (k == t->kept) t->order[t->kept++] = v;
-    t->map[v] = k;
+    t->map[v] = t->kept;
+    t->order[t->kept++] = v;
   }
   return t->map[v];
+}
+
+/* Folds the kept strings of equal contents into the first used: finds
+ * them by sorting (hali_ir_sort_name_keys: a hash table of every string
+ * misses the cache on each once the table is large), and only when there
+ * are any renumbers the string operands again (one walk, for a table hali
+ * does not write).  False on OOM. */
+static bool fold_strings(hali_ir_module_t *m, strings_t *t) {
+  uint32_t kept = t->kept;
+  if (kept < 2) return true;
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(2 * (uint64_t)kept, sizeof(hali_ir_name_key_t),
+                             &bytes) ||
+      bytes > SIZE_MAX)
+    return false;
+  hali_ir_name_key_t *keys = hali_malloc((size_t)bytes);
+  if (!keys) return false;
+  for (uint32_t k = 0; k < kept; ++k) {
+    uint32_t v = t->order[k];
+    keys[k] = (hali_ir_name_key_t){
+        hali_strmap_hash(m->strings[v], m->string_lengths[v]), k,
+        m->strings[v], m->string_lengths[v]};
+  }
+  hali_ir_sort_name_keys(keys, keys + kept, kept);
+  /* renum[k]: the kept index k folds into (the first of its contents);
+   * then its index among the strings left. */
+  uint32_t *renum = (uint32_t *)(keys + kept); /* |tmp| is free again */
+  bool folded = false;
+  for (uint32_t k = 0; k < kept; ++k) renum[k] = k;
+  for (uint32_t k = 1; k < kept; ++k)
+    if (hali_ir_name_keys_equal(&keys[k], &keys[k - 1])) {
+      renum[keys[k].index] = renum[keys[k - 1].index];
+      folded = true;
+    }
+  if (!folded) {
+    hali_free(keys);
+    return true;
+  }
+  uint32_t left = 0;
+  for (uint32_t k = 0; k < kept; ++k) {
+    if (renum[k] == k) {
+      t->order[left] = t->order[k];
+      renum[k] = left++;
+    } else {
+      renum[k] = renum[renum[k]]; /* an earlier k, renumbered already */
+    }
+  }
+  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    for (uint32_t b = 0; b < f->block_count; ++b)
+      for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i) {
+        hali_ir_insn_t *insn = &f->blocks[b].insns[i];
+        for (uint32_t o = 0; o < insn->operand_count; ++o)
+          if (insn->operands[o].kind == HALI_IR_STRING &&
+              insn->operands[o].v < kept)
+            insn->operands[o].v = renum[insn->operands[o].v];
+      }
+  }
+  t->kept = left;
+  hali_free(keys);
+  return true;
 }
 
 static void rerr(cur_t *c, const char *fmt, ...) HALI_PRINTF(2, 3);
@@ -81,26 +137,31 @@ static void rerr(cur_t *c, const char *fmt, ...) {
     return;                                                                    \
   } while (0)
 
-static bool need(cur_t *c, size_t n, const char *what) {
+/* The failing side of need(), out of line: the readers below are called
+ * for every operand, and their common case is a compare and a load. */
+__attribute__((noinline, cold)) static bool need_failed(cur_t *c, size_t n,
+                                                         const char *what) {
   if (c->error) return false;
-  if ((size_t)(c->end - c->p) < n) {
-    rerr(c, "truncated %s (need %zu bytes, %zu left)", what, n,
-         (size_t)(c->end - c->p));
-    return false;
-  }
-  return true;
+  rerr(c, "truncated %s (need %zu bytes, %zu left)", what, n,
+       (size_t)(c->end - c->p));
+  return false;
 }
-static uint8_t get_u8(cur_t *c, const char *what) {
+static inline bool need(cur_t *c, size_t n, const char *what) {
+  if (__builtin_expect(!c->error && (size_t)(c->end - c->p) >= n, 1))
+    return true;
+  return need_failed(c, n, what);
+}
+static inline uint8_t get_u8(cur_t *c, const char *what) {
   if (!need(c, 1, what)) return 0;
   return *c->p++;
 }
-static uint16_t get_u16(cur_t *c, const char *what) {
+static inline uint16_t get_u16(cur_t *c, const char *what) {
   if (!need(c, 2, what)) return 0;
   uint16_t v = (uint16_t)(c->p[0] | (c->p[1] << 8));
   c->p += 2;
   return v;
 }
-static uint32_t get_u32(cur_t *c, const char *what) {
+static inline uint32_t get_u32(cur_t *c, const char *what) {
   if (!need(c, 4, what)) return 0;
   uint32_t v = (uint32_t)c->p[0] | ((uint32_t)c->p[1] << 8) |
                ((uint32_t)c->p[2] << 16) | ((uint32_t)c->p[3] << 24);
@@ -170,14 +231,24 @@ static void read_strings(cur_t *c, hali_ir_module_t *m) {
     rerr(c, "out of memory");
     return;
   }
+  /* One block for the whole table (compact_strings copies out the
+   * strings the module keeps): each string takes its bytes and a NUL,
+   * which its 4-byte length prefix more than pays for, so the section's
+   * size bounds the block. */
+  size_t arena_size = (size_t)(c->end - c->p);
+  char *arena = hali_malloc(arena_size ? arena_size : 1);
+  if (!arena) {
+    rerr(c, "out of memory");
+    return;
+  }
+  m->string_arena = arena;
+  m->string_arena_size = arena_size;
+  size_t used = 0;
   for (uint32_t i = 0; i < n && !c->error; ++i) {
     uint32_t len = get_u32(c, "string length");
     if (!need(c, len, "string bytes")) return;
-    char *s = hali_malloc((size_t)len + 1);
-    if (!s) {
-      rerr(c, "out of memory");
-      return;
-    }
+    char *s = arena + used;
+    used += (size_t)len + 1; /* <= the 4 + len bytes read */
     memcpy(s, c->p, len);
     s[len] = 0;
     c->p += len;
@@ -842,7 +913,7 @@ static uint32_t le32(const uint8_t *p) {
  * verifier names them).  False on OOM. */
 static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
   /* The operands were renumbered as they were read (string_use). */
-  if (t->oom || t->n != m->string_count) return false;
+  if (t->oom || t->n != m->string_count || !fold_strings(m, t)) return false;
   uint32_t n = m->string_count, kept = t->kept;
   char **strings = hali_calloc(kept ? kept : 1, sizeof(char *));
   uint32_t *lengths = hali_calloc(kept ? kept : 1, sizeof(uint32_t));
@@ -851,12 +922,27 @@ static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
     hali_free(lengths);
     return false;
   }
+  /* The strings kept leave the reader's arena (read_strings): each is
+   * allocated apart, as in any module. */
   for (uint32_t k = 0; k < kept; ++k) {
-    strings[k] = m->strings[t->order[k]];
     lengths[k] = m->string_lengths[t->order[k]];
-    m->strings[t->order[k]] = NULL;
+    strings[k] = hali_malloc((size_t)lengths[k] + 1);
+    if (!strings[k]) {
+      for (uint32_t j = 0; j < k; ++j) hali_free(strings[j]);
+      hali_free(strings);
+      hali_free(lengths);
+      return false;
+    }
+    memcpy(strings[k], m->strings[t->order[k]], (size_t)lengths[k] + 1);
   }
-  for (uint32_t i = 0; i < n; ++i) hali_free(m->strings[i]);
+  const char *arena = m->string_arena;
+  for (uint32_t i = 0; i < n; ++i)
+    if (!arena || (uintptr_t)m->strings[i] - (uintptr_t)arena >=
+                      m->string_arena_size)
+      hali_free(m->strings[i]);
+  hali_free(m->string_arena);
+  m->string_arena = NULL;
+  m->string_arena_size = 0;
   hali_free(m->strings);
   hali_free(m->string_lengths);
   m->strings = strings;
@@ -881,7 +967,6 @@ static void strings_begin(strings_t *t, const hali_ir_module_t *m) {
 static void strings_free(strings_t *t) {
   hali_free(t->map);
   hali_free(t->order);
-  hali_strmap_free(&t->seen);
 }
 
 hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
@@ -1076,10 +1161,11 @@ static void hali_crc_init(void) {
                              (hali_crc_table[t - 1][i] >> 8);
 }
 
-uint32_t hali_crc32(const uint8_t *data, size_t size) {
+/* The table CRC of |size| bytes, continuing from register value |crc|
+ * (no initial or final inversion). */
+static uint32_t crc_sliced(uint32_t crc, const uint8_t *data, size_t size) {
   pthread_once(&hali_crc_once, hali_crc_init);
   const uint32_t(*t)[256] = (const uint32_t(*)[256])hali_crc_table;
-  uint32_t crc = 0xffffffffu;
   size_t i = 0;
   for (; i + 8 <= size; i += 8) {
     uint32_t lo = crc ^ le32(data + i), hi = le32(data + i + 4);
@@ -1088,5 +1174,107 @@ uint32_t hali_crc32(const uint8_t *data, size_t size) {
           t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
   }
   for (; i < size; ++i) crc = t[0][(crc ^ data[i]) & 0xff] ^ (crc >> 8);
-  return crc ^ 0xffffffffu;
+  return crc;
+}
+
+uint32_t hali_crc32_sliced(const uint8_t *data, size_t size) {
+  return crc_sliced(0xffffffffu, data, size) ^ 0xffffffffu;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HALI_CRC_CLMUL 1
+/* Folding with carry-less multiplication (PCLMULQDQ), 64 bytes a step.
+ *
+ * The CRC register without its inversions is M(x) * x^32 mod P(x) for the
+ * message polynomial M, and is linear in M; the initial inversion is the
+ * same as XORing 0xffffffff into the first four bytes.  In this CRC's bit
+ * order a little-endian 64-bit word w of the input holds the polynomial
+ * whose coefficient of x^(63-j) is bit j, and a 16-byte block X is
+ * LO(x) * x^64 + HI(x) (LO from bytes 0-7).  PCLMULQDQ of two such words
+ * gives, read the same way as 128 bits, x * A(x) * B(x) (the 127-bit
+ * product lands one place off), so a constant for "times x^N" is
+ * x^(N-1) mod P written as such a word.
+ *
+ * Folding a block X over the 16 * d bytes after it replaces it by
+ * LO * (x^(128d+64) mod P) + HI * (x^(128d) mod P), a polynomial of
+ * under 96 bits with the same remainder once the rest follows; XORed
+ * into the block d places on, the message keeps its CRC and is 16 * d
+ * bytes shorter.  Four blocks fold over the next four (d = 4) while the
+ * input lasts, then into one another (d = 1), then the remaining whole
+ * blocks (d = 1); the last block and the bytes after it go through the
+ * table.  The constants are computed once from P, not written out. */
+static uint64_t crc_xpow_word(unsigned n) {
+  uint64_t r = 1; /* x^0, in the ordinary bit order (bit d: x^d) */
+  for (unsigned i = 0; i < n; ++i) {
+    r <<= 1;
+    if (r & (1ull << 32)) r ^= 0x104C11DB7ull; /* P(x) */
+  }
+  uint64_t w = 0;
+  for (unsigned d = 0; d < 32; ++d)
+    if (r >> d & 1) w |= 1ull << (63 - d);
+  return w;
+}
+
+static uint64_t crc_k[4]; /* d = 1: {LO, HI}; d = 4: {LO, HI} */
+static pthread_once_t crc_k_once = PTHREAD_ONCE_INIT;
+static bool crc_have_clmul;
+static void crc_k_init(void) {
+  crc_k[0] = crc_xpow_word(128 + 64 - 1);
+  crc_k[1] = crc_xpow_word(128 - 1);
+  crc_k[2] = crc_xpow_word(512 + 64 - 1);
+  crc_k[3] = crc_xpow_word(512 - 1);
+  __builtin_cpu_init();
+  crc_have_clmul = __builtin_cpu_supports("pclmul") &&
+                   __builtin_cpu_supports("sse4.1");
+}
+
+__attribute__((target("pclmul,sse4.1"))) static inline __m128i
+crc_fold(__m128i x, __m128i k) {
+  return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),
+                       _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+/* |size| >= 64. */
+__attribute__((target("pclmul,sse4.1"))) static uint32_t
+crc_clmul(const uint8_t *data, size_t size) {
+  const __m128i k1 = _mm_set_epi64x((long long)crc_k[1], (long long)crc_k[0]);
+  const __m128i k4 = _mm_set_epi64x((long long)crc_k[3], (long long)crc_k[2]);
+  __m128i x0 = _mm_loadu_si128((const __m128i *)data);
+  __m128i x1 = _mm_loadu_si128((const __m128i *)(data + 16));
+  __m128i x2 = _mm_loadu_si128((const __m128i *)(data + 32));
+  __m128i x3 = _mm_loadu_si128((const __m128i *)(data + 48));
+  x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128(-1)); /* the initial inversion */
+  size_t i = 64;
+  for (; i + 64 <= size; i += 64) {
+    x0 = _mm_xor_si128(crc_fold(x0, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i)));
+    x1 = _mm_xor_si128(crc_fold(x1, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i + 16)));
+    x2 = _mm_xor_si128(crc_fold(x2, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i + 32)));
+    x3 = _mm_xor_si128(crc_fold(x3, k4),
+                       _mm_loadu_si128((const __m128i *)(data + i + 48)));
+  }
+  x1 = _mm_xor_si128(crc_fold(x0, k1), x1);
+  x2 = _mm_xor_si128(crc_fold(x1, k1), x2);
+  x3 = _mm_xor_si128(crc_fold(x2, k1), x3);
+  for (; i + 16 <= size; i += 16)
+    x3 = _mm_xor_si128(crc_fold(x3, k1),
+                       _mm_loadu_si128((const __m128i *)(data + i)));
+  uint8_t last[16];
+  _mm_storeu_si128((__m128i *)last, x3);
+  uint32_t crc = crc_sliced(0, last, 16);
+  return crc_sliced(crc, data + i, size - i) ^ 0xffffffffu;
+}
+#endif
+
+uint32_t hali_crc32(const uint8_t *data, size_t size) {
+#ifdef HALI_CRC_CLMUL
+  if (size >= 64) {
+    pthread_once(&crc_k_once, crc_k_init);
+    if (crc_have_clmul) return crc_clmul(data, size);
+  }
+#endif
+  return hali_crc32_sliced(data, size);
 }

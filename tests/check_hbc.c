@@ -264,6 +264,71 @@ START_TEST(hbc_crc32_matches_bitwise_reference) {
 }
 END_TEST
 
+/* Both ways of computing it (carry-less multiplication where the CPU has
+ * it, 64 bytes a step, and the table) against the bit-at-a-time reference:
+ * every length 0..1100 (past several 64-byte steps, each tail length) at
+ * start offsets 0..15, and 1 MiB of varied bytes. */
+START_TEST(hbc_crc32_folded_matches_reference) {
+  enum { N = 1100 + 16 };
+  uint8_t *buf = malloc(1u << 20);
+  ck_assert_ptr_nonnull(buf);
+  uint32_t x = 777;
+  for (size_t i = 0; i < (1u << 20); ++i) {
+    x = x * 1103515245u + 12345u;
+    buf[i] = (uint8_t)(x >> 16);
+  }
+  for (size_t off = 0; off < 16; ++off)
+    for (size_t n = 0; n + off <= N && n <= 1100; ++n) {
+      uint32_t want = crc32_bitwise(buf + off, n);
+      ck_assert_msg(hali_crc32(buf + off, n) == want, "offset %zu length %zu",
+                    off, n);
+      ck_assert_msg(hali_crc32_sliced(buf + off, n) == want,
+                    "table: offset %zu length %zu", off, n);
+    }
+  uint32_t want = crc32_bitwise(buf, 1u << 20);
+  ck_assert_uint_eq(hali_crc32(buf, 1u << 20), want);
+  ck_assert_uint_eq(hali_crc32_sliced(buf, 1u << 20), want);
+  memset(buf, 0xff, 4096);
+  ck_assert_uint_eq(hali_crc32(buf, 4096), crc32_bitwise(buf, 4096));
+  memset(buf, 0, 4096);
+  ck_assert_uint_eq(hali_crc32(buf, 4096), crc32_bitwise(buf, 4096));
+  free(buf);
+}
+END_TEST
+
+/* The reader keeps the string table in one block while it reads; the
+ * module it returns owns each string apart, as an assembled one does (a
+ * caller may free and replace any of them), and holds no such block.  Its
+ * messages and names are the ones written. */
+START_TEST(hbc_strings_owned_apart_after_read) {
+  const char *text = "module @own\n"
+                     "func @f(%a: i32) -> i32 {\n"
+                     "  assert %a, \"first message\"\n"
+                     "  assert %a, \"second message\"\n"
+                     "  return %a\n"
+                     "}\n";
+  for (int strip = 0; strip < 2; ++strip) {
+    bytes_t b = hbc_of(text, "own.hasm", strip != 0);
+    hali_ir_module_t *m = NULL;
+    expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+    ck_assert_ptr_null(m->string_arena);
+    ck_assert_uint_eq(m->string_arena_size, 0);
+    ck_assert_uint_eq(m->string_count, 2);
+    ck_assert_str_eq(m->strings[0], "first message");
+    ck_assert_str_eq(m->strings[1], "second message");
+    ck_assert_str_eq(m->name, "own");
+    ck_assert_str_eq(m->funcs[0].name, "f");
+    for (uint32_t i = 0; i < m->string_count; ++i) {
+      free(m->strings[i]); /* each is its own allocation */
+      m->strings[i] = strdup("replaced");
+      m->string_lengths[i] = 8;
+    }
+    hali_ir_module_free(m);
+    free(b.d);
+  }
+}
+END_TEST
+
 START_TEST(hbc_bad_magic) {
   bytes_t b = bin_module(false);
   b.d[1] = 'X';
@@ -1334,6 +1399,75 @@ START_TEST(hbc_strings_in_order_of_first_use) {
 }
 END_TEST
 
+/* A table holding the same contents twice (hali never writes one) reads
+ * as one string, at the place of its first use, and every operand of
+ * either entry names it: among 300 strings, so that the fold is found in
+ * a larger set too. */
+static void rewrite_string(bytes_t *b, const char *from, const char *to) {
+  size_t at = section_at(b, HALI_HBC_SECTION_STRINGS), n = strlen(from);
+  size_t end = at + section_size(b, HALI_HBC_SECTION_STRINGS);
+  ck_assert_uint_eq(strlen(to), n);
+  for (size_t p = at + 8; p + 4 + n <= end; ++p)
+    if (rd32(b->d + p) == n && memcmp(b->d + p + 4, from, n) == 0) {
+      memcpy(b->d + p + 4, to, n);
+      return;
+    }
+  ck_abort_msg("no string \"%s\" in the table", from);
+}
+
+START_TEST(hbc_equal_strings_fold_into_first_use) {
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "func @f(%%c: i32) {\n");
+  for (int i = 0; i < 300; ++i)
+    hali_strbuf_printf(&sb, "  assert %%c, \"s%d\"\n", i);
+  hali_strbuf_printf(&sb, "  return\n}\n");
+  char *text = hali_strbuf_take(&sb);
+  ck_assert_ptr_nonnull(text);
+  bytes_t b = hbc_of(text, "fold.hasm", true);
+  free(text);
+  /* s150 and s250 become copies of s100, s7 one of s3. */
+  const uint32_t copy[][2] = {{150, 100}, {250, 100}, {7, 3}};
+  for (size_t k = 0; k < 3; ++k) {
+    char from[16], to[16];
+    snprintf(from, sizeof(from), "s%u", copy[k][0]);
+    snprintf(to, sizeof(to), "s%u", copy[k][1]);
+    rewrite_string(&b, from, to);
+  }
+  fix_header(b.d, b.n);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+  free(b.d);
+  /* Instruction i asserts with "s<i>" as rewritten; the reference: the
+   * contents in order of first use, each once. */
+  char *want[300];
+  uint32_t nwant = 0;
+  const hali_ir_insn_t *in = m->funcs[0].blocks[0].insns;
+  for (uint32_t i = 0; i < 300; ++i) {
+    char name[16];
+    uint32_t src = i;
+    for (size_t k = 0; k < 3; ++k)
+      if (copy[k][0] == i) src = copy[k][1];
+    snprintf(name, sizeof(name), "s%u", src);
+    uint32_t idx = nwant;
+    for (uint32_t j = 0; j < nwant; ++j)
+      if (strcmp(want[j], name) == 0) idx = j;
+    if (idx == nwant) want[nwant++] = strdup(name);
+    ck_assert_uint_eq(in[i].operands[1].kind, HALI_IR_STRING);
+    ck_assert_msg(in[i].operands[1].v == idx,
+                  "assert %u names string %u, expected %u", i,
+                  in[i].operands[1].v, idx);
+  }
+  ck_assert_uint_eq(nwant, 297);
+  ck_assert_uint_eq(m->string_count, nwant);
+  for (uint32_t j = 0; j < nwant; ++j) {
+    ck_assert_str_eq(m->strings[j], want[j]);
+    free(want[j]);
+  }
+  expect_ok(hali_ir_verify(m));
+  hali_ir_module_free(m);
+}
+END_TEST
+
 START_TEST(hbc_write_is_deterministic) {
   bytes_t a = bin_module(false), b = bin_module(false), s = bin_module(true);
   ck_assert(same_bytes(&a, &b));
@@ -1540,6 +1674,9 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_valid_module_reads);
   tcase_add_test(tc, hbc_crc32_is_ieee);
   tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
+  tcase_add_test(tc, hbc_crc32_folded_matches_reference);
+  tcase_add_test(tc, hbc_strings_owned_apart_after_read);
+  tcase_add_test(tc, hbc_equal_strings_fold_into_first_use);
   tcase_add_test(tc, hbc_bad_magic);
   tcase_add_test(tc, hbc_truncated_header);
   tcase_add_test(tc, hbc_newer_major_version);

@@ -1119,6 +1119,122 @@ END_TEST
 
 /* hali_name_length: a valid name's length in one pass, 0 otherwise, as
  * hali_name_valid and strlen would say. */
+/* hali_ir_operand_is_write answers from a per-op table for the ops whose
+ * roles are their signature's: for every op and operand position (fixed
+ * operands, a tail, past the end) it says what the signature's role says,
+ * and a non-register operand is never a write. */
+START_TEST(ir_operand_is_write_agrees_with_roles) {
+  hali_ir_operand_t ops[HALI_OP_MAX_OPERANDS + 4];
+  unsigned writes = 0;
+  for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
+    const hali_op_info_t *info = hali_op_info(op);
+    ck_assert_ptr_nonnull(info);
+    hali_ir_insn_t insn = {.op = (uint16_t)op, .aux = 1, .operands = ops};
+    /* The fixed operands, then (up to two) more: a tail, or extra ones. */
+    insn.operand_count = info->operand_count + 2u;
+    if (insn.operand_count > HALI_OP_MAX_OPERANDS + 4)
+      insn.operand_count = HALI_OP_MAX_OPERANDS + 4;
+    for (uint32_t k = 0; k < insn.operand_count; ++k)
+      ops[k] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = k};
+    for (uint32_t k = 0; k < insn.operand_count + 2; ++k) {
+      bool want = k < insn.operand_count &&
+                  hali_ir_operand_role(&insn, k) == HALI_ROLE_WRITE;
+      ck_assert_msg(hali_ir_operand_is_write(&insn, k) == want,
+                    "%s operand %u: is_write %d, role says %d", info->name, k,
+                    !want, want);
+      writes += want;
+    }
+    for (uint32_t k = 0; k < insn.operand_count; ++k) {
+      ops[k].kind = HALI_IR_IMM;
+      ck_assert_msg(!hali_ir_operand_is_write(&insn, k),
+                    "%s operand %u: an immediate is not a write", info->name,
+                    k);
+      ops[k].kind = HALI_IR_REG;
+    }
+  }
+  ck_assert_uint_gt(writes, 100); /* the table is not all zeros */
+  /* Spot checks against the signatures as written in vm/ops.def. */
+  hali_ir_insn_t add = {.op = HALI_OP_ADD_I64, .operand_count = 3,
+                        .operands = ops};
+  ck_assert(hali_ir_operand_is_write(&add, 0));
+  ck_assert(!hali_ir_operand_is_write(&add, 1));
+  ck_assert(!hali_ir_operand_is_write(&add, 2));
+  ck_assert(!hali_ir_operand_is_write(&add, 3));
+  /* call @f(a, b) -> (r): callee, two arguments, one result. */
+  hali_ir_insn_t call = {.op = HALI_OP_CALL, .aux = 2, .operand_count = 4,
+                         .operands = ops};
+  ops[0].kind = HALI_IR_FUNC;
+  ck_assert(!hali_ir_operand_is_write(&call, 0));
+  ck_assert(!hali_ir_operand_is_write(&call, 1));
+  ck_assert(!hali_ir_operand_is_write(&call, 2));
+  ck_assert(hali_ir_operand_is_write(&call, 3));
+  hali_ir_insn_t ret = {.op = HALI_OP_RETURN, .operand_count = 3,
+                        .operands = ops + 1};
+  for (uint32_t k = 0; k < 3; ++k)
+    ck_assert(!hali_ir_operand_is_write(&ret, k));
+}
+END_TEST
+
+/* Module-wide function names are checked by sorting, not a table: with
+ * thousands of functions the first repeat in index order is the one
+ * reported (against a plain pairwise scan), and a header error before it
+ * still comes first, as the one-by-one check gave. */
+static hali_ir_module_t *many_funcs(uint32_t n) {
+  hali_strbuf_t sb = {0};
+  for (uint32_t i = 0; i < n; ++i)
+    hali_strbuf_printf(&sb, "func @f%u() {\n  return\n}\n", i);
+  char *text = hali_strbuf_take(&sb);
+  ck_assert_ptr_nonnull(text);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_asm_parse(text, strlen(text), "many.hasm", &m));
+  free(text);
+  return m;
+}
+
+static void rename_func(hali_ir_module_t *m, uint32_t i, const char *name) {
+  free(m->funcs[i].name);
+  m->funcs[i].name = strdup(name);
+}
+
+/* The first index whose name an earlier function has (plain scan). */
+static uint32_t first_repeat_reference(const hali_ir_module_t *m) {
+  for (uint32_t i = 0; i < m->func_count; ++i)
+    for (uint32_t k = 0; k < i; ++k)
+      if (m->funcs[i].name[0] &&
+          strcmp(m->funcs[i].name, m->funcs[k].name) == 0)
+        return i;
+  return UINT32_MAX;
+}
+
+START_TEST(verify_first_repeated_function_name) {
+  enum { N = 3000 };
+  hali_ir_module_t *m = many_funcs(N);
+  expect_ok(hali_ir_verify(m));
+  rename_func(m, 2500, "f700");
+  rename_func(m, 1800, "f30");
+  rename_func(m, 2900, "f30");
+  ck_assert_uint_eq(first_repeat_reference(m), 1800);
+  REJECT(m, "verify: @f30", "function defined twice");
+  /* Three holders of one name, the repeat before its first holder in
+   * the array's sorted order. */
+  m = many_funcs(N);
+  rename_func(m, 2999, "f5");
+  rename_func(m, 2000, "f2999");
+  rename_func(m, 10, "f2999");
+  ck_assert_uint_eq(first_repeat_reference(m), 2000);
+  REJECT(m, "verify: @f2999", "function defined twice");
+  /* A header error at an earlier index wins; at a later one it does not. */
+  m = many_funcs(N);
+  rename_func(m, 1200, "f100");
+  m->funcs[1100].name[0] = 0;
+  REJECT(m, "function has no name");
+  m = many_funcs(N);
+  rename_func(m, 1200, "f100");
+  m->funcs[1300].name[0] = 0;
+  REJECT(m, "verify: @f100", "function defined twice");
+}
+END_TEST
+
 START_TEST(ir_name_length) {
   ck_assert_uint_eq(hali_name_length("r12"), 3);
   ck_assert_uint_eq(hali_name_length("a.b$_9"), 6);
@@ -1187,6 +1303,8 @@ static Suite *suite_verify(void) {
   tc = tcase_create("ir");
   tcase_add_test(tc, ir_block_operand_chunks);
   tcase_add_test(tc, ir_name_length);
+  tcase_add_test(tc, ir_operand_is_write_agrees_with_roles);
+  tcase_add_test(tc, verify_first_repeated_function_name);
   suite_add_tcase(s, tc);
   tc = tcase_create("assignment");
   tcase_add_test(tc, verify_text_not_written_on_one_path);

@@ -2,6 +2,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,7 +137,12 @@ void hali_ir_module_free(hali_ir_module_t *m) {
     hali_free(g->param_key);
   }
   hali_free(m->globals);
-  for (uint32_t i = 0; i < m->string_count; ++i) hali_free(m->strings[i]);
+  const char *arena = m->string_arena;
+  for (uint32_t i = 0; i < m->string_count; ++i)
+    if (!arena || (uintptr_t)m->strings[i] - (uintptr_t)arena >=
+                      m->string_arena_size)
+      hali_free(m->strings[i]);
+  hali_free(m->string_arena);
   hali_free(m->strings);
   hali_free(m->string_lengths);
   hali_free(m->name);
@@ -436,9 +443,43 @@ uint8_t hali_ir_operand_role(const hali_ir_insn_t *insn, uint32_t k) {
   return 0;
 }
 
+/* Per opcode, which fixed operands an instruction writes (bit k: operand
+ * k), for the ops whose roles come from their signature alone (no call
+ * shape, not return, no counted lists: |simple|); built once.  The
+ * encoder asks hali_ir_operand_is_write of every operand of a module, and
+ * the table answers without the op lookup and role walk of
+ * hali_ir_operand_role (which answers the rest). */
+typedef struct {
+  uint16_t writes;
+  bool simple;
+} op_writes_t;
+static op_writes_t op_writes[HALI_OP_COUNT];
+static atomic_bool op_writes_ready;
+static pthread_once_t op_writes_once = PTHREAD_ONCE_INIT;
+
+static void op_writes_init(void) {
+  _Static_assert(HALI_OP_MAX_OPERANDS <= 16, "op_writes_t.writes is 16 bits");
+  for (unsigned op = 0; op < HALI_OP_COUNT; ++op) {
+    const hali_op_info_t *info = hali_op_info(op);
+    op_writes_t *w = &op_writes[op];
+    w->simple = info && !hali_op_is_call((uint16_t)op) &&
+                op != HALI_OP_RETURN && !info->list_count;
+    for (unsigned k = 0; w->simple && k < info->operand_count; ++k)
+      if (info->operands[k].role == HALI_ROLE_WRITE)
+        w->writes |= (uint16_t)(1u << k);
+  }
+  atomic_store_explicit(&op_writes_ready, true, memory_order_release);
+}
+
 bool hali_ir_operand_is_write(const hali_ir_insn_t *insn, uint32_t k) {
-  return k < insn->operand_count && insn->operands[k].kind == HALI_IR_REG &&
-         hali_ir_operand_role(insn, k) == HALI_ROLE_WRITE;
+  if (k >= insn->operand_count || insn->operands[k].kind != HALI_IR_REG)
+    return false;
+  if (!atomic_load_explicit(&op_writes_ready, memory_order_acquire))
+    pthread_once(&op_writes_once, op_writes_init);
+  if (insn->op < HALI_OP_COUNT && op_writes[insn->op].simple)
+    /* A tail operand (past the fixed ones) is read or a block. */
+    return k < HALI_OP_MAX_OPERANDS && ((op_writes[insn->op].writes >> k) & 1);
+  return hali_ir_operand_role(insn, k) == HALI_ROLE_WRITE;
 }
 
 uint32_t hali_ir_xtype_dynamic_dims(const hali_ir_xtype_t *x) {
@@ -575,6 +616,40 @@ static void chunks_free(struct hali_ir_operand_chunk_s *c) {
     struct hali_ir_operand_chunk_s *next = c->next;
     hali_free(c);
     c = next;
+  }
+}
+
+static int cmp_name_keys(const void *a, const void *b) {
+  const hali_ir_name_key_t *x = a, *y = b;
+  size_t n = x->len < y->len ? x->len : y->len;
+  int c = n ? memcmp(x->name, y->name, n) : 0;
+  if (!c) c = (x->len > y->len) - (x->len < y->len);
+  return c ? c : (x->index > y->index) - (x->index < y->index);
+}
+
+void hali_ir_sort_name_keys(hali_ir_name_key_t *keys, hali_ir_name_key_t *tmp,
+                            uint32_t n) {
+  hali_ir_name_key_t *a = keys, *t = tmp;
+  for (unsigned shift = 0; shift < 32; shift += 8) {
+    uint32_t count[257] = {0}; /* then where each byte value's keys go */
+    for (uint32_t k = 0; k < n; ++k)
+      count[((a[k].hash >> shift) & 0xff) + 1]++;
+    for (unsigned d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (uint32_t k = 0; k < n; ++k)
+      t[count[(a[k].hash >> shift) & 0xff]++] = a[k];
+    hali_ir_name_key_t *x = a;
+    a = t;
+    t = x;
+  }
+  /* Four passes (even): the keys are back in |keys|, sorted by hash and,
+   * the sort being stable, by index within a hash. */
+  for (uint32_t k = 0; k < n;) {
+    uint32_t end = k + 1;
+    while (end < n && keys[end].hash == keys[k].hash) ++end;
+    if (end - k > 2 ||
+        (end - k == 2 && !hali_ir_name_keys_equal(&keys[k], &keys[k + 1])))
+      qsort(keys + k, end - k, sizeof(keys[0]), cmp_name_keys);
+    k = end;
   }
 }
 

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "base/number.h"
 #include "base/strbuf.h"
@@ -367,6 +368,12 @@ typedef struct hali_ir_module_s {
   hali_ir_executable_t *executables;
   uint32_t global_count;
   hali_ir_global_t *globals;
+  /* The binary reader's string table while it reads (NULL in every module
+   * it returns): the |strings| that point into these |string_arena_size|
+   * bytes are not allocated apart, and hali_ir_module_free frees only the
+   * others (then the arena). */
+  char *string_arena;
+  size_t string_arena_size;
 } hali_ir_module_t;
 
 /* Is |m| (any function) written at the tensor level? */
@@ -457,6 +464,27 @@ static inline void hali_ir_prefetch_func(const hali_ir_module_t *m,
   __builtin_prefetch(f->reg_types);
   if (f->reg_names) __builtin_prefetch(f->reg_names);
   if (f->block_count) hali_ir_prefetch_block(&f->blocks[0]);
+}
+
+/* Finding repeated names in a large set without a hash table (whose
+ * probes each miss the cache once the set is large): |n| keys, each a
+ * name's bytes, its hash (hali_strmap_hash) and its index, sorted so that
+ * keys of equal names are adjacent, in index order; |tmp| has room for
+ * |n| keys.  The hash orders them first (a byte at a time, four passes
+ * over arrays read in order), then each run of equal hashes by name and
+ * index (so colliding names cannot make it quadratic). */
+typedef struct hali_ir_name_key_s {
+  uint32_t hash, index;
+  const char *name;
+  size_t len;
+} hali_ir_name_key_t;
+void hali_ir_sort_name_keys(hali_ir_name_key_t *keys, hali_ir_name_key_t *tmp,
+                            uint32_t n);
+/* Do keys |a| and |b| name the same bytes? */
+static inline bool hali_ir_name_keys_equal(const hali_ir_name_key_t *a,
+                                           const hali_ir_name_key_t *b) {
+  return a->hash == b->hash && a->len == b->len &&
+         (a->len == 0 || memcmp(a->name, b->name, a->len) == 0);
 }
 
 /* The parameter types of |f| (its first param_count registers). */

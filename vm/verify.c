@@ -22,6 +22,7 @@
 
 #include "vm/verify_int.h"
 #include "base/alloc.h"
+#include "base/checked.h"
 
 hali_status_t hali_verr(const vctx_t *v, const char *fmt, ...) {
   char msg[512];
@@ -61,6 +62,21 @@ hali_status_t hali_verify_check_reg(const vctx_t *v, uint32_t i,
         want == HALI_TYPE_ANY_REF ? "a ref" : hali_type_name(want));
   }
   return HALI_OK;
+}
+
+/* hali_verify_check_reg's common case inline (a register in range of the
+ * type asked for, or any type): the verifier asks it of nearly every
+ * operand, and only a mismatch needs the call (which also words the
+ * message). */
+static inline hali_status_t check_reg(const vctx_t *v, uint32_t i,
+                                      hali_type_t want) {
+  const hali_ir_operand_t *o = &v->insn->operands[i];
+  if (__builtin_expect(o->kind == HALI_IR_REG && o->v < v->f->reg_count &&
+                           (want == HALI_TYPE_NONE ||
+                            v->f->reg_types[o->v] == want),
+                       1))
+    return HALI_OK;
+  return hali_verify_check_reg(v, i, want);
 }
 
 static hali_status_t check_block(const vctx_t *v, uint32_t i) {
@@ -140,10 +156,10 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
               (insn->aux < insn->operand_count ? insn->aux : 0),
           nparams, nres);
     for (uint32_t i = 0; i < nparams; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, 1 + i, ptypes[i]));
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, 1 + i, ptypes[i]));
     for (uint32_t i = 0; i < nres; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(
-          hali_verify_check_reg(v, 1 + nparams + i, rtypes[i]));
+          check_reg(v, 1 + nparams + i, rtypes[i]));
     return HALI_OK;
   }
   if (insn->op == HALI_OP_RETURN) {
@@ -151,7 +167,7 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
       return hali_verr(v, "returns %u value(s), function returns %u",
                        insn->operand_count, v->f->result_count);
     for (uint32_t i = 0; i < insn->operand_count; ++i)
-      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, i, v->f->results[i]));
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, v->f->results[i]));
     return HALI_OK;
   }
   bool variadic = (info->flags & HALI_OPF_VARIADIC) != 0;
@@ -165,7 +181,7 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
     switch (d->role) {
     case HALI_ROLE_READ:
     case HALI_ROLE_WRITE:
-      HALI_RETURN_IF_ERROR_PLAIN(hali_verify_check_reg(v, i, d->type));
+      HALI_RETURN_IF_ERROR_PLAIN(check_reg(v, i, d->type));
       break;
     case HALI_ROLE_BLOCK:
       HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
@@ -224,7 +240,7 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
     for (uint32_t i = info->operand_count; i < insn->operand_count; ++i)
       HALI_RETURN_IF_ERROR_PLAIN(
           info->tail == 'b' ? check_block(v, i)
-                            : hali_verify_check_reg(v, i, info->tail_type));
+                            : check_reg(v, i, info->tail_type));
   }
   return HALI_OK;
 }
@@ -816,6 +832,41 @@ hali_status_t hali_ir_verify(const hali_ir_module_t *m) {
   return s;
 }
 
+/* The first function (in index order) whose name an earlier function
+ * already has, in |*out| (UINT32_MAX when none); functions without a name
+ * are left out (verify_header rejects them before their turn).  By
+ * sorting (hali_ir_sort_name_keys): a hash table of 10^5 names takes a
+ * cache miss per name.  False on OOM. */
+static bool first_repeated_func_name(const hali_ir_module_t *m,
+                                     uint32_t *out) {
+  *out = UINT32_MAX;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < m->func_count; ++i) n += m->funcs[i].name != NULL;
+  if (n < 2) return true;
+  uint64_t bytes;
+  if (hali_mul_overflows_u64(2 * (uint64_t)n, sizeof(hali_ir_name_key_t),
+                             &bytes) ||
+      bytes > SIZE_MAX)
+    return false;
+  hali_ir_name_key_t *keys = hali_malloc((size_t)bytes);
+  if (!keys) return false;
+  for (uint32_t i = 0, k = 0; i < m->func_count; ++i) {
+    const char *name = m->funcs[i].name;
+    if (!name) continue;
+    size_t len = strlen(name);
+    keys[k++] = (hali_ir_name_key_t){hali_strmap_hash(name, len), i, name, len};
+  }
+  hali_ir_sort_name_keys(keys, keys + n, n);
+  /* Each key equal to the one before it repeats an earlier function's
+   * name. */
+  for (uint32_t k = 1; k < n; ++k)
+    if (hali_ir_name_keys_equal(&keys[k], &keys[k - 1]) &&
+        keys[k].index < *out)
+      *out = keys[k].index;
+  hali_free(keys);
+  return true;
+}
+
 /* Everything verify_module checks before the functions' bodies. */
 static hali_status_t verify_module_headers(vctx_t *vp) {
   vctx_t v = *vp;
@@ -848,15 +899,14 @@ static hali_status_t verify_module_headers(vctx_t *vp) {
                          m->func_count);
   }
   HALI_RETURN_IF_ERROR_PLAIN(hali_verify_globals(&v, false));
-  hali_strmap_clear(v.names);
+  uint32_t dup;
+  if (!first_repeated_func_name(m, &dup))
+    return hali_status_annotate(hali_status_oom(), "verifying the module");
   for (uint32_t i = 0; i < m->func_count; ++i) {
     v.f = &m->funcs[i];
     v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_header(&v));
-    uint32_t j = hali_strmap_insert(v.names, v.f->name, strlen(v.f->name), i);
-    if (j == HALI_STRMAP_NONE)
-      return hali_status_annotate(hali_status_oom(), "verifying the module");
-    if (j != i) return hali_verr(&v, "function defined twice");
+    if (i == dup) return hali_verr(&v, "function defined twice");
   }
   return HALI_OK;
 }
