@@ -157,6 +157,10 @@ struct hali_function_s {
   hali_context_t *context;
   const hali_vm_link_t *link; /* its module's, in |context| */
   const hali_vm_func_t *fn;
+  /* Neither it nor anything it calls can suspend, spawn, submit device
+   * work or call an import (api/context.c, "The direct invoke"): a
+   * synchronous invoke may run it on the caller's thread. */
+  bool direct;
 };
 
 /* One module of a context: the shared module and this context's link table
@@ -195,6 +199,15 @@ struct hali_context_s {
   /* Guards |live| (cancellation comes from other threads). */
   pthread_mutex_t mutex;
   hali_invocation_t *live;
+  /* The direct invoke (api/context.c): allowed by the parameters (no
+   * trace, no max_duration_ns), its limits, the register stack it keeps
+   * between calls (NULL while a call holds it) and the one running now
+   * (for hali_context_cancel). */
+  bool direct_ok;
+  uint32_t direct_max_depth;
+  uint64_t direct_fuel; /* 0: no fuel limit */
+  _Atomic(hali_vm_stack_t *) direct_stack;
+  _Atomic(hali_vm_stack_t *) direct_running;
 };
 
 /* A HAL device of |p|'s kind with |allocator|'s hooks and a memory limit

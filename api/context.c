@@ -3,9 +3,164 @@
 #include "api/api_int.h"
 #include "base/alloc.h"
 
+/* ---- The direct invoke.
+ *
+ * A synchronous invoke of a function that can neither suspend nor start
+ * other fibers, made while the context has no live fiber, has nothing to
+ * schedule: it runs the function on the caller's thread, on a register
+ * stack the context keeps between calls, without a fiber record, without
+ * a lock and without allocating (once the stack has grown to the
+ * function's needs).  It gives the same results and failures as the
+ * scheduler's path: the same interpreter runs the same code, with the
+ * context's fuel and call depth; hali_context_cancel interrupts it
+ * (polled at calls and backward branches, as on a fiber).
+ *
+ * Which functions qualify is decided once, when the context is made
+ * (mark_direct): no instruction that may suspend (awaits, fiber.join),
+ * no fiber.spawn, no device queue operation (its submission would carry
+ * the invocation's stop request, which only a fiber has), no call of an
+ * import (a host callback or another module may do any of those), and
+ * the same for every function it calls, transitively.  Contexts that
+ * trace or have a max_duration_ns (the watchdog needs a fiber) never take
+ * the path; neither does a call made while another thread holds the
+ * stack, or while any fiber is live (the scheduler's path would run the
+ * other fibers too).
+ *
+ * |direct_stack| is NULL until the first direct call makes the stack,
+ * DIRECT_TAKEN while a call holds it, else the stack. */
+#define DIRECT_TAKEN ((hali_vm_stack_t *)(uintptr_t)1)
+
+static bool op_allows_direct(unsigned op) {
+  const hali_op_info_t *info = hali_op_info(op);
+  if (!info || (info->flags & HALI_OPF_SUSPEND)) return false;
+  switch (op) {
+  case HALI_OP_FIBER_SPAWN:
+  case HALI_OP_HAL_DEVICE_QUEUE_EXECUTE:
+  case HALI_OP_HAL_DEVICE_QUEUE_ALLOCA:
+  case HALI_OP_HAL_DEVICE_QUEUE_DEALLOCA:
+    return false;
+  default:
+    return true;
+  }
+}
+
+/* Sets functions[f].direct for each function of |cm| that qualifies:
+ * locally (its own instructions), then a function that calls one that
+ * does not is marked too, through the reversed call graph (linear in the
+ * module's size).  Out of memory: no function is marked (every invoke
+ * takes the scheduler's path; nothing fails). */
+static void mark_direct(context_module_t *cm) {
+  const hali_ir_module_t *ir = cm->vm->ir;
+  uint32_t n = ir->func_count;
+  if (!n || n != cm->vm->func_count) return;
+  uint8_t *bad = hali_calloc(n, 1);
+  uint32_t *first = hali_calloc((size_t)n + 1, sizeof(uint32_t));
+  uint32_t *work = hali_malloc((size_t)n * sizeof(uint32_t));
+  uint32_t *callers = NULL;
+  size_t edges = 0;
+  if (!bad || !first || !work) goto done;
+  for (uint32_t f = 0; f < n; ++f) {
+    const hali_ir_func_t *fn = &ir->funcs[f];
+    if (fn->flags & (HALI_FUNC_IMPORT | HALI_FUNC_ASYNC_STUB)) {
+      bad[f] = 1;
+      continue;
+    }
+    /* Every call is counted (the fill below walks them all). */
+    for (uint32_t b = 0; b < fn->block_count; ++b)
+      for (uint32_t i = 0; i < fn->blocks[b].insn_count; ++i) {
+        const hali_ir_insn_t *insn = &fn->blocks[b].insns[i];
+        if (!op_allows_direct(insn->op)) bad[f] = 1;
+        if (insn->op != HALI_OP_CALL) continue;
+        if (!insn->operand_count || insn->operands[0].kind != HALI_IR_FUNC ||
+            insn->operands[0].v >= n) {
+          bad[f] = 1;
+          continue;
+        }
+        first[insn->operands[0].v + 1]++;
+        edges++;
+      }
+  }
+  /* callers[first[g] .. first[g + 1]): the functions that call g. */
+  for (uint32_t g = 0; g < n; ++g) first[g + 1] += first[g];
+  callers = hali_malloc((edges ? edges : 1) * sizeof(uint32_t));
+  if (!callers) goto done;
+  for (uint32_t g = 0; g < n; ++g) work[g] = first[g]; /* fill cursors */
+  for (uint32_t f = 0; f < n; ++f) {
+    const hali_ir_func_t *fn = &ir->funcs[f];
+    if (fn->flags & (HALI_FUNC_IMPORT | HALI_FUNC_ASYNC_STUB)) continue;
+    for (uint32_t b = 0; b < fn->block_count; ++b)
+      for (uint32_t i = 0; i < fn->blocks[b].insn_count; ++i) {
+        const hali_ir_insn_t *insn = &fn->blocks[b].insns[i];
+        if (insn->op == HALI_OP_CALL && insn->operand_count &&
+            insn->operands[0].kind == HALI_IR_FUNC && insn->operands[0].v < n)
+          callers[work[insn->operands[0].v]++] = f;
+      }
+  }
+  /* Spread badness to callers: each function enters the list once. */
+  size_t top = 0;
+  for (uint32_t f = 0; f < n; ++f)
+    if (bad[f]) work[top++] = f;
+  while (top) {
+    uint32_t g = work[--top];
+    for (uint32_t k = first[g]; k < first[g + 1]; ++k)
+      if (!bad[callers[k]]) {
+        bad[callers[k]] = 1;
+        work[top++] = callers[k];
+      }
+  }
+  for (uint32_t f = 0; f < n; ++f) cm->functions[f].direct = !bad[f];
+done:
+  hali_free(bad);
+  hali_free(first);
+  hali_free(work);
+  hali_free(callers);
+}
+
+/* The direct invoke of |function| (it qualifies, the context allows it,
+ * the counts were checked) on the stack |st| the caller holds.  Results
+ * are written only on success; |results| is zeroed already. */
+static hali_status_t invoke_direct(hali_context_t *c, hali_vm_stack_t *st,
+                                   const hali_function_t *function,
+                                   const hali_variant_t *args,
+                                   size_t arg_count, hali_variant_t *results,
+                                   size_t result_count) {
+  hali_value_t values[API_MAX_VALUES];
+  hali_value_t out[API_MAX_VALUES];
+  const hali_ir_func_t *f = function->fn->ir;
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_api_variants_to_values(f, args, arg_count, values));
+  /* Fences the host passes in are fences it may signal (as a fiber's
+   * start marks them). */
+  for (size_t i = 0; i < arg_count; ++i)
+    if (values[i].type == HALI_TYPE_FENCE)
+      hali_hal_fence_mark_host_visible((hali_hal_fence_t *)values[i].ref);
+  memset(out, 0, result_count * sizeof(out[0]));
+  st->device = c->hal;
+  st->fuel_enabled = c->direct_fuel != 0;
+  st->fuel = c->direct_fuel;
+  st->fuel_used = 0;
+  /* A cancel of an earlier call that came after it ended is dropped; one
+   * that sees this call in |direct_running| lands (its stores come after
+   * these in the flags' order). */
+  atomic_store_explicit(&st->interrupt_code, HALI_STATUS_OK,
+                        memory_order_relaxed);
+  atomic_store_explicit(&st->interrupt, false, memory_order_relaxed);
+  atomic_store_explicit(&c->direct_running, st, memory_order_release);
+  hali_status_t s = hali_vm_link_invoke(st, function->link, function->fn,
+                                        values, arg_count, out, result_count);
+  atomic_store_explicit(&c->direct_running, NULL, memory_order_release);
+  if (s) return s;
+  /* The results' references move to the host. */
+  for (size_t i = 0; i < result_count; ++i)
+    hali_api_value_to_variant(&out[i], &results[i]);
+  return HALI_OK;
+}
+
 static void context_free(hali_context_t *c) {
   /* Cancels and frees fibers still pending. */
   hali_vm_scheduler_free(c->scheduler);
+  hali_vm_stack_t *direct = atomic_load(&c->direct_stack);
+  if (direct != DIRECT_TAKEN) hali_vm_stack_free(direct);
   for (size_t i = 0; i < c->module_count; ++i) {
     /* After the scheduler: no fiber runs through the link any more.
      * Recorded work keeps the executables (and they their module). */
@@ -181,7 +336,8 @@ static hali_status_t context_link(hali_context_t *c,
     if (!cm->functions) return oom();
     for (uint32_t f = 0; f < cm->vm->func_count; ++f)
       cm->functions[f] =
-          (hali_function_t){c, cm->link, &cm->vm->funcs[f]};
+          (hali_function_t){c, cm->link, &cm->vm->funcs[f], false};
+    mark_direct(cm);
   }
   /* Imports, once every module is loaded (modules may import each
    * other). */
@@ -202,6 +358,9 @@ static hali_status_t context_link(hali_context_t *c,
       .threads = p->fiber_threads,
   };
   HALI_RETURN_IF_ERROR_PLAIN(hali_vm_scheduler_create(c->hal, &so, &c->scheduler));
+  c->direct_ok = !c->trace && !p->max_duration_ns;
+  c->direct_max_depth = p->max_call_depth;
+  c->direct_fuel = p->fuel;
   HALI_RETURN_IF_ERROR(bind_parameters(c), "creating the context");
   return run_initializers(c);
 }
@@ -425,6 +584,29 @@ hali_status_t hali_context_invoke(hali_context_t *context,
     return hali_api_null_arg(__func__, "results");
   for (size_t i = 0; i < result_count; ++i)
     memset(&results[i], 0, sizeof(results[i]));
+  if (function->direct && context->direct_ok && function->context == context &&
+      arg_count <= API_MAX_VALUES && result_count <= API_MAX_VALUES &&
+      hali_vm_scheduler_live_hint(context->scheduler) == 0) {
+    hali_vm_stack_t *st = atomic_exchange_explicit(
+        &context->direct_stack, DIRECT_TAKEN, memory_order_acquire);
+    if (st != DIRECT_TAKEN) {
+      hali_status_t made =
+          st ? HALI_OK : hali_vm_stack_create(context->direct_max_depth, &st);
+      if (!made) {
+        hali_status_t s = invoke_direct(context, st, function, args,
+                                        arg_count, results, result_count);
+        /* A failed invocation has unwound already: the stack is
+         * reusable. */
+        atomic_store_explicit(&context->direct_stack, st,
+                              memory_order_release);
+        return s;
+      }
+      /* Out of memory for the stack: the scheduler's path may still run. */
+      hali_status_free(made);
+      atomic_store_explicit(&context->direct_stack, NULL,
+                            memory_order_release);
+    }
+  }
   hali_vm_scheduler_allow_external_signals(context->scheduler, false);
   hali_invocation_t inv = {.context = context, .function = function};
   HALI_RETURN_IF_ERROR_PLAIN(
@@ -479,6 +661,14 @@ void hali_context_cancel(hali_context_t *context) {
   pthread_mutex_lock(&context->mutex);
   for (hali_invocation_t *inv = context->live; inv; inv = inv->next)
     hali_vm_fiber_cancel(inv->fiber);
+  /* A direct invoke running now stops at its next call or branch. */
+  hali_vm_stack_t *st =
+      atomic_load_explicit(&context->direct_running, memory_order_acquire);
+  if (st) {
+    atomic_store_explicit(&st->interrupt_code, HALI_STATUS_CANCELLED,
+                          memory_order_release);
+    atomic_store_explicit(&st->interrupt, true, memory_order_release);
+  }
   pthread_mutex_unlock(&context->mutex);
 }
 

@@ -58,6 +58,9 @@ static void hali_hal_command_buffer_destroy(hali_ref_t *ref) {
   hali_hal_command_buffer_t *cb = (hali_hal_command_buffer_t *)ref;
   for (size_t i = 0; i < cb->resource_count; ++i)
     hali_ref_release(cb->resources[i]);
+  /* The replay program goes with its recording, cached or not. */
+  hali_hal_command_list_program_free(cb->program);
+  cb->program = NULL;
   if (HALI_UNLIKELY(cb->validate_state != NULL))
     hali_hal_validate_command_buffer_free(cb);
   hali_hal_command_buffer_cache_t *cache = cb->cache;
@@ -850,6 +853,10 @@ hali_status_t hali_hal_command_buffer_finalize(hali_hal_command_buffer_t *cb) {
         (hali_hal_validate_mode_t)cb->validate,
         hali_hal_validate_finalize(cb)));
   cb->finalized = true;
+  /* A reusable buffer replays many times: resolve what each replay would
+   * recompute once, now (a one-shot one replays once: the walk is all). */
+  if (!(cb->mode & HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT))
+    hali_hal_command_list_compile(cb);
   CB_TRACE(cb, "%s", "finalize");
   return HALI_OK;
 }

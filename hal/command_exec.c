@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
@@ -138,7 +139,7 @@ hali_status_t hali_hal_dispatch_run_workgroups(
    * gives). */
   const uint32_t cxu = dispatch->workgroup_count_x;
   const uint32_t cyu = dispatch->workgroup_count_y;
-  if (begin < end) {
+  if (begin < end && begin != 0) { /* (0: all ids 0, no division) */
     wg.workgroup_id_z = (uint32_t)(begin / cxy);
     wg.workgroup_id_y = (uint32_t)((begin % cxy) / cx);
     wg.workgroup_id_x = (uint32_t)(begin % cx);
@@ -361,6 +362,230 @@ static void trace_dispatch_line(const hali_hal_tracer_t *t,
   t->line(t->user, line);
 }
 
+/* The commands that need no push state (fill, copy, update, collective);
+ * others are the caller's. */
+static hali_status_t hali_hal_run_plain_command(
+    const hali_hal_command_header_t *h, hali_hal_stop_t *stop) {
+  hali_status_t status = HALI_OK;
+  switch ((hali_hal_command_type_t)h->type) {
+    case HALI_HAL_COMMAND_FILL: {
+      const hali_hal_command_fill_t *cmd = (const void *)h;
+      uint8_t *p = NULL;
+      status =
+          hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length, &p);
+      if (!status)
+        hali_hal_fill_bytes(p, cmd->length, cmd->pattern, cmd->pattern_length);
+      break;
+    }
+    case HALI_HAL_COMMAND_COPY: {
+      const hali_hal_command_copy_t *cmd = (const void *)h;
+      uint8_t *src = NULL, *dst = NULL;
+      status = hali_hal_buffer_resolve(cmd->source, cmd->source_offset,
+                                       cmd->length, &src);
+      if (!status)
+        status = hali_hal_buffer_resolve(cmd->target, cmd->target_offset,
+                                         cmd->length, &dst);
+      if (!status && cmd->length) memcpy(dst, src, (size_t)cmd->length);
+      break;
+    }
+    case HALI_HAL_COMMAND_UPDATE: {
+      const hali_hal_command_update_t *cmd = (const void *)h;
+      uint8_t *p = NULL;
+      status =
+          hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length, &p);
+      if (!status && cmd->length) memcpy(p, cmd->data, (size_t)cmd->length);
+      break;
+    }
+    case HALI_HAL_COMMAND_BARRIER:
+      /* Commands already run one after another. */
+      break;
+    case HALI_HAL_COMMAND_COLLECTIVE: {
+      const hali_hal_command_collective_t *cmd = (const void *)h;
+      uint8_t *src = NULL, *dst = NULL;
+      if (cmd->send)
+        status = hali_hal_buffer_resolve(cmd->send, cmd->send_offset,
+                                         cmd->send_length, &src);
+      if (!status && cmd->recv)
+        status = hali_hal_buffer_resolve(cmd->recv, cmd->recv_offset,
+                                         cmd->recv_length, &dst);
+      if (!status)
+        status = hali_hal_channel_run(cmd->channel, &cmd->op, src, dst, stop);
+      else
+        hali_hal_channel_abort(cmd->channel, &cmd->op, status);
+      break;
+    }
+    default:
+      status = hali_status_make(HALI_STATUS_INTERNAL,
+                                "corrupt command list: unknown command "
+                                "type %u",
+                                h->type);
+      break;
+  }
+  return status;
+}
+
+/* ---- The replay program (command_list.h).
+ *
+ * Compiling walks the list once with the push state a replay has, and for
+ * each dispatch keeps its export and pointers to the constants and
+ * bindings it sees: copies made when the state changed since the last
+ * dispatch that needed as many, else shared with it (a command buffer
+ * that pushes once and dispatches N times holds one copy).  A binding
+ * keeps its offset into its root buffer's storage, so a replay only loads
+ * the storage pointer (NULL while uncommitted: then the bound buffer is
+ * resolved as the walk does, for the same error).  The checks the walk
+ * skips after finalize (hali_hal_command_list_check_dispatches) hold for
+ * the program too: it is made from the same list after they passed. */
+
+/* Sizes the program (|prog| NULL) or fills it. */
+static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
+                                  hali_hal_replay_program_t *prog,
+                                  size_t *out_bindings,
+                                  size_t *out_constants,
+                                  size_t *out_commands) {
+  hali_hal_replay_state_t state;
+  state.constants_set = 0;
+  state.bindings_set = 0;
+  size_t nb = 0, nc = 0, index = 0;
+  /* The last copies made, shared while no push changed the state. */
+  const hali_hal_replay_binding_t *last_b = NULL;
+  const uint32_t *last_c = NULL;
+  uint32_t last_b_count = 0, last_c_count = 0;
+  bool b_dirty = true, c_dirty = true;
+  for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
+       h = hali_hal_command_list_next(cb, h), ++index) {
+    hali_hal_replay_step_t *step = prog ? &prog->steps[index] : NULL;
+    if (step) *step = (hali_hal_replay_step_t){.record = h};
+    switch ((hali_hal_command_type_t)h->type) {
+      case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+        hali_hal_replay_push(&state, h, true);
+        c_dirty = true;
+        break;
+      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
+        hali_hal_replay_push(&state, h, false);
+        b_dirty = true;
+        break;
+      case HALI_HAL_COMMAND_DISPATCH: {
+        const hali_hal_command_dispatch_t *cmd = (const void *)h;
+        const hali_hal_executable_export_t *e =
+            hali_hal_executable_export(cmd->executable, cmd->ordinal);
+        if (b_dirty || e->binding_count > last_b_count) {
+          if (prog) {
+            hali_hal_replay_binding_t *b = &prog->bindings[nb];
+            for (uint32_t i = 0; i < e->binding_count; ++i) {
+              const hali_hal_command_binding_t *sb = &state.bindings[i];
+              b[i] = (hali_hal_replay_binding_t){
+                  .buffer = sb->buffer,
+                  .offset = sb->offset,
+                  .base = sb->buffer->offset + sb->offset,
+                  .length = (size_t)sb->length,
+              };
+            }
+            last_b = b;
+          }
+          nb += e->binding_count;
+          last_b_count = e->binding_count;
+          b_dirty = false;
+        }
+        if (c_dirty || e->constant_count > last_c_count) {
+          if (prog) {
+            uint32_t *c = &prog->constants[nc];
+            memcpy(c, state.constants, e->constant_count * sizeof(uint32_t));
+            last_c = c;
+          }
+          nc += e->constant_count;
+          last_c_count = e->constant_count;
+          c_dirty = false;
+        }
+        if (step) {
+          step->e = e;
+          step->bindings = last_b;
+          step->constants = last_c;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  *out_bindings = nb;
+  *out_constants = nc;
+  *out_commands = index;
+}
+
+void hali_hal_command_list_program_free(hali_hal_replay_program_t *prog) {
+  if (!prog) return;
+  hali_free(prog->steps);
+  hali_free(prog->bindings);
+  hali_free(prog->constants);
+  hali_free(prog);
+}
+
+void hali_hal_command_list_compile(hali_hal_command_buffer_t *cb) {
+  if (!cb->dispatches_checked || !cb->command_count) return;
+  size_t nb = 0, nc = 0, n = 0;
+  hali_hal_compile_walk(cb, NULL, &nb, &nc, &n);
+  if (n != cb->command_count) return; /* (one step per record) */
+  hali_hal_replay_program_t *prog = hali_calloc(1, sizeof(*prog));
+  if (!prog) return;
+  prog->steps = hali_malloc(cb->command_count * sizeof(*prog->steps));
+  prog->bindings = hali_malloc((nb ? nb : 1) * sizeof(*prog->bindings));
+  prog->constants = hali_malloc((nc ? nc : 1) * sizeof(*prog->constants));
+  if (!prog->steps || !prog->bindings || !prog->constants) {
+    hali_hal_command_list_program_free(prog);
+    return;
+  }
+  hali_hal_compile_walk(cb, prog, &nb, &nc, &n);
+  cb->program = prog;
+}
+
+/* One dispatch of the program. */
+static hali_status_t hali_hal_program_dispatch(
+    const hali_hal_replay_step_t *step,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  const hali_hal_command_dispatch_t *cmd = (const void *)step->record;
+  const hali_hal_executable_export_t *e = step->e;
+  void *ptrs[HALI_HAL_MAX_BINDINGS];
+  size_t lengths[HALI_HAL_MAX_BINDINGS];
+  for (uint32_t i = 0; i < e->binding_count; ++i) {
+    const hali_hal_replay_binding_t *b = &step->bindings[i];
+    uint8_t *storage = atomic_load_explicit(&b->buffer->allocated->storage,
+                                            memory_order_acquire);
+    lengths[i] = b->length;
+    if (HALI_LIKELY(storage != NULL)) {
+      ptrs[i] = storage + b->base;
+      continue;
+    }
+    /* Uncommitted (or committed since the load): as the walk does. */
+    uint8_t *p = NULL;
+    HALI_RETURN_IF_ERROR(
+        hali_hal_buffer_resolve(b->buffer, b->offset, b->length, &p),
+        "binding %u of dispatch of executable '%s' export %u '%s'", i,
+        hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);
+    ptrs[i] = p;
+  }
+  if (!cmd->workgroup_count[0] || !cmd->workgroup_count[1] ||
+      !cmd->workgroup_count[2])
+    return HALI_OK;
+  hali_kernel_dispatch_state_t dispatch = {
+      .workgroup_count_x = cmd->workgroup_count[0],
+      .workgroup_count_y = cmd->workgroup_count[1],
+      .workgroup_count_z = cmd->workgroup_count[2],
+      .workgroup_size_x = e->workgroup_size[0],
+      .workgroup_size_y = e->workgroup_size[1],
+      .workgroup_size_z = e->workgroup_size[2],
+      .constant_count = e->constant_count,
+      .constants = step->constants,
+      .binding_count = e->binding_count,
+      .binding_ptrs = ptrs,
+      .binding_lengths = lengths,
+  };
+  if (tracer && tracer->line) trace_dispatch_line(tracer, cmd, &dispatch);
+  return run_dispatch(runner_self, cmd->executable, cmd->ordinal, &dispatch,
+                      stop);
+}
+
 hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *cb, hali_hal_dispatch_runner_t run_dispatch,
     void *runner_self, const hali_hal_tracer_t *tracer,
@@ -368,9 +593,10 @@ hali_status_t hali_hal_command_buffer_execute(
   hali_hal_replay_state_t state;
   state.constants_set = 0;
   state.bindings_set = 0;
+  const hali_hal_replay_program_t *prog = cb->program;
   size_t index = 0;
   for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
-       h = hali_hal_command_list_next(cb, h), ++index) {
+       ++index) {
     hali_status_t status = HALI_OK;
     hali_status_code_t stopped = hali_hal_stop_check(stop);
     if (HALI_UNLIKELY(stopped != HALI_STATUS_OK)) {
@@ -381,68 +607,23 @@ hali_status_t hali_hal_command_buffer_execute(
       return s;
     }
     switch ((hali_hal_command_type_t)h->type) {
-      case HALI_HAL_COMMAND_FILL: {
-        const hali_hal_command_fill_t *cmd = (const void *)h;
-        uint8_t *p = NULL;
-        status = hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length,
-                                         &p);
-        if (!status)
-          hali_hal_fill_bytes(p, cmd->length, cmd->pattern,
-                              cmd->pattern_length);
-        break;
-      }
-      case HALI_HAL_COMMAND_COPY: {
-        const hali_hal_command_copy_t *cmd = (const void *)h;
-        uint8_t *src = NULL, *dst = NULL;
-        status = hali_hal_buffer_resolve(cmd->source, cmd->source_offset,
-                                         cmd->length, &src);
-        if (!status)
-          status = hali_hal_buffer_resolve(cmd->target, cmd->target_offset,
-                                           cmd->length, &dst);
-        if (!status && cmd->length) memcpy(dst, src, (size_t)cmd->length);
-        break;
-      }
-      case HALI_HAL_COMMAND_UPDATE: {
-        const hali_hal_command_update_t *cmd = (const void *)h;
-        uint8_t *p = NULL;
-        status = hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length,
-                                         &p);
-        if (!status && cmd->length) memcpy(p, cmd->data, (size_t)cmd->length);
-        break;
-      }
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
       case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
-        hali_hal_replay_push(&state, h, true);
+        /* The program holds what each dispatch sees. */
+        if (!prog) hali_hal_replay_push(&state, h, true);
         break;
       case HALI_HAL_COMMAND_DISPATCH:
-        status = hali_hal_replay_dispatch(
-            &state, (const hali_hal_command_dispatch_t *)(const void *)h,
-            cb->dispatches_checked, run_dispatch, runner_self, tracer, stop);
+        status =
+            prog ? hali_hal_program_dispatch(&prog->steps[index], run_dispatch,
+                                             runner_self, tracer, stop)
+                 : hali_hal_replay_dispatch(
+                       &state,
+                       (const hali_hal_command_dispatch_t *)(const void *)h,
+                       cb->dispatches_checked, run_dispatch, runner_self,
+                       tracer, stop);
         break;
-      case HALI_HAL_COMMAND_BARRIER:
-        /* Commands already run one after another. */
-        break;
-      case HALI_HAL_COMMAND_COLLECTIVE: {
-        const hali_hal_command_collective_t *cmd = (const void *)h;
-        uint8_t *src = NULL, *dst = NULL;
-        if (cmd->send)
-          status = hali_hal_buffer_resolve(cmd->send, cmd->send_offset,
-                                           cmd->send_length, &src);
-        if (!status && cmd->recv)
-          status = hali_hal_buffer_resolve(cmd->recv, cmd->recv_offset,
-                                           cmd->recv_length, &dst);
-        if (!status)
-          status = hali_hal_channel_run(cmd->channel, &cmd->op, src, dst,
-                                        stop);
-        else
-          hali_hal_channel_abort(cmd->channel, &cmd->op, status);
-        break;
-      }
       default:
-        status = hali_status_make(HALI_STATUS_INTERNAL,
-                                  "corrupt command list: unknown command "
-                                  "type %u",
-                                  h->type);
+        status = hali_hal_run_plain_command(h, stop);
         break;
     }
     if (HALI_UNLIKELY(status != NULL)) {
@@ -452,6 +633,9 @@ hali_status_t hali_hal_command_buffer_execute(
       return hali_status_annotate(status, "executing command %zu of %zu",
                                   index, cb->command_count);
     }
+    h = prog ? (index + 1 < cb->command_count ? prog->steps[index + 1].record
+                                              : NULL)
+             : hali_hal_command_list_next(cb, h);
   }
   return HALI_OK;
 }

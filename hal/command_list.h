@@ -101,6 +101,34 @@ typedef struct hali_hal_command_collective_t {
   hali_hal_device_size_t recv_length;
 } hali_hal_command_collective_t;
 
+/* The replay program of a reusable command buffer (hal/command_exec.c,
+ * hali_hal_command_list_compile): made once at finalize from the list, it
+ * holds per command what a replay would otherwise recompute from the push
+ * state each time: for a dispatch, its export, the constants and the
+ * bindings it sees (each binding already reduced to an offset into its
+ * root buffer's storage).  Read-only once made, so replays on several
+ * queues share it. */
+typedef struct hali_hal_replay_binding_t {
+  hali_hal_buffer_t *buffer;     /* as bound (the command buffer holds it) */
+  hali_hal_device_size_t offset; /* as bound, into |buffer| */
+  hali_hal_device_size_t base;   /* into the root buffer's storage */
+  size_t length;
+} hali_hal_replay_binding_t;
+
+typedef struct hali_hal_replay_step_t {
+  const hali_hal_command_header_t *record;
+  /* Dispatches only (else NULL). */
+  const hali_hal_executable_export_t *e;
+  const uint32_t *constants;                 /* e->constant_count values */
+  const hali_hal_replay_binding_t *bindings; /* e->binding_count */
+} hali_hal_replay_step_t;
+
+typedef struct hali_hal_replay_program_t {
+  hali_hal_replay_step_t *steps; /* one per command, in order */
+  hali_hal_replay_binding_t *bindings;
+  uint32_t *constants;
+} hali_hal_replay_program_t;
+
 struct hali_hal_command_buffer_t {
   hali_ref_t ref;
   hali_hal_command_buffer_mode_bits_t mode;
@@ -109,6 +137,9 @@ struct hali_hal_command_buffer_t {
   /* Set by finalize once every dispatch passed the checks a replay would
    * make (hali_hal_command_list_check_dispatches): replays skip them. */
   bool dispatches_checked;
+  /* Reusable command buffers: the replay program (NULL: replays walk the
+   * records; one-shot buffers, or out of memory at finalize). */
+  hali_hal_replay_program_t *program;
   atomic_bool submitted; /* one-shot: set by the first submission */
   /* The records. */
   uint8_t *data;
@@ -217,6 +248,10 @@ typedef hali_status_t (*hali_hal_dispatch_runner_t)(
  * finalize, so that replays need not (the list never changes after). */
 HALI_MUST_USE hali_status_t hali_hal_command_list_check_dispatches(
     const hali_hal_command_buffer_t *cb);
+/* Makes |cb|'s replay program (after the checks above passed); out of
+ * memory leaves none, and replays walk the records instead. */
+void hali_hal_command_list_compile(hali_hal_command_buffer_t *cb);
+void hali_hal_command_list_program_free(hali_hal_replay_program_t *program);
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *command_buffer,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,

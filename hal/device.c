@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,7 @@
 
 #include "hal/command_list.h"
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "hal/device.h"
 #include "hal/validate.h"
 #include "hal/worker_pool.h"
@@ -66,7 +68,12 @@ typedef struct hali_hal_runner_t {
   /* Guarded by the device mutex. */
   bool busy;           /* running a submission */
   bool waiting;        /* asleep on |cond|, nobody has woken it yet */
+  bool spinning;       /* runner 0 looking for work without the mutex:
+                        * it will see what is queued meanwhile */
   pthread_cond_t cond;
+  /* The worker it holds while it replays one command buffer (none across
+   * a collective: hal/worker_pool.h), or NULL.  The runner's own. */
+  hali_hal_worker_t *held;
 } hali_hal_runner_t;
 
 /* local-sync: one registration of a semaphore timepoint for the head. */
@@ -97,6 +104,11 @@ struct hali_hal_device_t {
   bool abandoning; /* hali_hal_device_abandon: stop waiting on fences */
   /* local-task: submissions taken by a runner and not yet completed. */
   size_t running;
+  /* local-task: counts enqueues and fired timepoints (written under
+   * |mutex|, read without it by runner 0 while it spins for work) and
+   * whether it spins at all (more than one core online). */
+  atomic_uint_fast64_t work_events;
+  bool spin;
 
   /* local-sync.  Guarded by |mutex| except the scratch, which only the
    * pumping thread touches. */
@@ -219,8 +231,8 @@ static hali_status_t hali_hal_local_task_run_dispatch(
     const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop) {
   hali_hal_runner_t *runner = self;
   hali_hal_device_t *device = runner->device;
-  return hali_hal_worker_pool_dispatch(
-      device->pool, executable, ordinal, dispatch,
+  return hali_hal_worker_pool_dispatch_held(
+      device->pool, runner->held, executable, ordinal, dispatch,
       device->tracer.now ? &device->tracer : NULL, stop);
 }
 
@@ -249,8 +261,18 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
       }
       for (size_t i = 0; i < sub->command_buffer_count; ++i) {
         int64_t t0 = t ? t->now(t->user) : 0;
+        /* local-task: one worker held for the whole command buffer, so
+         * that its one-workgroup dispatches take no lock (not across a
+         * collective, which may wait for another queue's dispatches). */
+        hali_hal_command_buffer_t *cb = sub->command_buffers[i];
+        if (runner && cb->command_count >= 2 && !cb->collective_count)
+          runner->held = hali_hal_worker_pool_hold(device->pool);
         hali_status_t s = hali_hal_command_buffer_execute(
-            sub->command_buffers[i], run, self, t, sub->stop);
+            cb, run, self, t, sub->stop);
+        if (runner && runner->held) {
+          hali_hal_worker_pool_unhold(device->pool, runner->held);
+          runner->held = NULL;
+        }
         if (t) {
           char name[64], args[96];
           snprintf(name, sizeof(name), "command buffer #%u",
@@ -477,18 +499,37 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
 
 /* ---- local-task: the queue runners. ---- */
 
+/* How long runner 0 spins for new work before it sleeps. */
+#define HALI_HAL_RUNNER_SPIN_NS 20000
+
 /* Wakes the lowest-numbered runner asleep (one is enough: a runner that
  * takes a submission wakes the next if more are queued, and busy ones
  * look again when they finish).  Caller holds the device mutex. */
-static void hali_hal_local_task_wake(hali_hal_device_t *device) {
+static hali_hal_runner_t *hali_hal_local_task_pick(hali_hal_device_t *device) {
+  /* Runner 0 spinning takes it (the others would defer to it anyway). */
+  if (device->runner_count && device->runners[0].spinning) return NULL;
   for (uint32_t i = 0; i < device->runner_count; ++i) {
     hali_hal_runner_t *r = &device->runners[i];
     if (r->waiting) {
       r->waiting = false;
-      pthread_cond_signal(&r->cond);
-      return;
+      return r;
     }
   }
+  return NULL;
+}
+
+static void hali_hal_local_task_wake(hali_hal_device_t *device) {
+  hali_hal_runner_t *r = hali_hal_local_task_pick(device);
+  if (r) pthread_cond_signal(&r->cond);
+}
+
+/* Signals |r| (from hali_hal_local_task_pick under the mutex) once the
+ * caller has dropped the mutex, so that the woken runner does not block
+ * on it at once.  Safe: |r| was asleep in its wait (|waiting| is set and
+ * cleared under the mutex around it), and a wake-up that comes after it
+ * woke otherwise only makes a later wait look again. */
+static void hali_hal_local_task_signal(hali_hal_runner_t *r) {
+  if (r) pthread_cond_signal(&r->cond);
 }
 
 /* Wakes every runner (shutdown, abandon).  Caller holds the mutex. */
@@ -512,8 +553,10 @@ static void hali_hal_local_task_on_ready(void *user_data,
       break;
     }
   }
-  hali_hal_local_task_wake(device);
+  atomic_fetch_add_explicit(&device->work_events, 1, memory_order_release);
+  hali_hal_runner_t *wake = hali_hal_local_task_pick(device);
   pthread_mutex_unlock(&device->mutex);
+  hali_hal_local_task_signal(wake);
   hali_hal_semaphore_release(arm->semaphore);
   hali_free(arm);
   /* Last touch of |device|: destroy waits for arms_live to reach 0. */
@@ -607,6 +650,7 @@ static bool hali_hal_local_task_ready(hali_hal_device_t *device,
 static void *hali_hal_local_task_main(void *arg) {
   hali_hal_runner_t *runner = arg;
   hali_hal_device_t *device = runner->device;
+  bool spun = false; /* since it last took work (below) */
   pthread_mutex_lock(&device->mutex);
   for (;;) {
     /* The oldest submission that is ready, taken by the lowest-numbered
@@ -626,6 +670,7 @@ static void *hali_hal_local_task_main(void *arg) {
       }
     }
     if (sub) {
+      spun = false;
       if (prev) prev->next = sub->next;
       else device->head = sub->next;
       if (device->tail == sub) device->tail = prev;
@@ -646,6 +691,35 @@ static void *hali_hal_local_task_main(void *arg) {
       continue;
     }
     if (!device->head && device->shutdown) break; /* drained */
+    /* Runner 0 with an empty queue first spins a little (about 20 us,
+     * on a machine with more than one core): work submitted one piece
+     * at a time (submit, await, submit again) then finds it awake, and
+     * neither side pays a futex wake-up and a thread switch.  Anything
+     * queued meanwhile counts |work_events|; then it looks again. */
+    if (!device->head && device->spin && runner->index == 0 && !spun) {
+      spun = true;
+      uint64_t seen =
+          atomic_load_explicit(&device->work_events, memory_order_acquire);
+      runner->spinning = true;
+      pthread_mutex_unlock(&device->mutex);
+      bool more = false;
+      int64_t until = hali_clock_now_ns() + HALI_HAL_RUNNER_SPIN_NS;
+      /* Yielding between looks: on a busy machine the submitter may be
+       * waiting for this core. */
+      do {
+        for (int k = 0; k < 16 && !more; ++k) {
+#if defined(__x86_64__) || defined(__i386__)
+          __builtin_ia32_pause();
+#endif
+          more = atomic_load_explicit(&device->work_events,
+                                      memory_order_acquire) != seen;
+        }
+        if (!more) sched_yield();
+      } while (!more && hali_clock_now_ns() < until);
+      pthread_mutex_lock(&device->mutex);
+      runner->spinning = false;
+      continue; /* look again (also at |shutdown|) before sleeping */
+    }
     /* Sleep until woken (new work, a timepoint, shutdown); while
      * submissions wait, also every 20 ms (stops, abandon, fences that
      * gained points after they were armed). */
@@ -829,9 +903,16 @@ static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
     device->head = sub;
   device->tail = sub;
   device->pending++;
+  hali_hal_runner_t *wake = NULL;
   if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK)
-    hali_hal_local_task_wake(device);
+    wake = hali_hal_local_task_pick(device);
   pthread_mutex_unlock(&device->mutex);
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
+    /* After the unlock: a spinning runner that sees it takes the mutex
+     * (the submitter's reference keeps |device| alive). */
+    atomic_fetch_add_explicit(&device->work_events, 1, memory_order_release);
+    hali_hal_local_task_signal(wake);
+  }
   if (device->kind == HALI_HAL_DEVICE_LOCAL_SYNC)
     hali_hal_local_sync_pump(device);
   return HALI_OK;
@@ -1132,6 +1213,8 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
       workers = cores > 0 ? (uint32_t)cores : 1;
     }
     status = hali_hal_worker_pool_create(workers, &device->pool);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    device->spin = online > 1;
     /* One queue runner per worker: as many submissions in flight as there
      * are workers to run them. */
     uint32_t runners = workers;

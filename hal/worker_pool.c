@@ -201,10 +201,72 @@ uint32_t hali_hal_worker_pool_size(const hali_hal_worker_pool_t *pool) {
   return pool->worker_count;
 }
 
+hali_hal_worker_t *hali_hal_worker_pool_hold(hali_hal_worker_pool_t *pool) {
+  hali_hal_worker_t *idle = NULL;
+  pthread_mutex_lock(&pool->mutex);
+  for (uint32_t i = 0; !idle && i < pool->worker_count; ++i)
+    if (pool->workers[i].idle && !pool->workers[i].borrowed)
+      idle = &pool->workers[i];
+  if (idle) idle->borrowed = true;
+  pthread_mutex_unlock(&pool->mutex);
+  return idle;
+}
+
+void hali_hal_worker_pool_unhold(hali_hal_worker_pool_t *pool,
+                                 hali_hal_worker_t *held) {
+  if (!held) return;
+  pthread_mutex_lock(&pool->mutex);
+  held->borrowed = false;
+  /* It slept through the jobs queued meanwhile. */
+  if (pool->jobs) pthread_cond_broadcast(&pool->work_cond);
+  pthread_mutex_unlock(&pool->mutex);
+}
+
+static hali_status_t hali_hal_worker_pool_dispatch_as(
+    hali_hal_worker_pool_t *pool, hali_hal_worker_t *held,
+    hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
+
 hali_status_t hali_hal_worker_pool_dispatch(
     hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
     uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  return hali_hal_worker_pool_dispatch_as(pool, NULL, executable, ordinal,
+                                          dispatch, tracer, stop);
+}
+
+hali_status_t hali_hal_worker_pool_dispatch_held(
+    hali_hal_worker_pool_t *pool, hali_hal_worker_t *held,
+    hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  return hali_hal_worker_pool_dispatch_as(pool, held, executable, ordinal,
+                                          dispatch, tracer, stop);
+}
+
+static hali_status_t hali_hal_worker_pool_dispatch_as(
+    hali_hal_worker_pool_t *pool, hali_hal_worker_t *held,
+    hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  /* A held worker runs a single workgroup here with no lock: nobody else
+   * can join it (and without the job's atomic claim).  Its scratch grows,
+   * or fails, through hali_hal_worker_run_job below. */
+  if (held && hali_hal_dispatch_workgroup_total(dispatch) == 1) {
+    uint32_t scratch_size =
+        hali_hal_executable_export(executable, ordinal)->scratch_size;
+    if (scratch_size <= held->scratch_size) {
+      int64_t t0 = tracer ? tracer->now(tracer->user) : 0;
+      hali_status_t status = hali_hal_dispatch_run_workgroups(
+          executable, ordinal, dispatch, 0, 1, held->id,
+          scratch_size ? held->scratch : NULL, scratch_size, stop);
+      if (tracer)
+        hali_hal_trace_dispatch(tracer, executable, ordinal, 2 + held->id, 0,
+                                1, t0);
+      return status;
+    }
+  }
   hali_hal_pool_job_t job = {
       .stop = stop,
       .executable = executable,
@@ -222,13 +284,19 @@ hali_status_t hali_hal_worker_pool_dispatch(
   if (job.chunk == 0) job.chunk = 1;
   atomic_init(&job.next, 0);
   atomic_init(&job.failed, false);
+  if (held && job.total == 1) {
+    hali_hal_worker_run_job(held, &job);
+    return job.failure; /* (written under the mutex by a failure) */
+  }
   pthread_mutex_lock(&pool->mutex);
   /* A single workgroup gains nothing from waking a worker: run it here as
    * an idle worker (its id and scratch), which keeps waiting meanwhile.
    * Ids stay unique (include/hali/kernel.h) while several threads
    * dispatch. */
   hali_hal_worker_t *idle = NULL;
-  for (uint32_t i = 0; job.total == 1 && !idle && i < pool->worker_count; ++i)
+  for (uint32_t i = 0; !held && job.total == 1 && !idle &&
+                      i < pool->worker_count;
+       ++i)
     if (pool->workers[i].idle && !pool->workers[i].borrowed)
       idle = &pool->workers[i];
   if (idle) {
@@ -250,20 +318,23 @@ hali_status_t hali_hal_worker_pool_dispatch(
    * and scratch; that worker keeps sleeping): with one worker the dispatch
    * then needs no wake-up at all, and with N the other N - 1 join it.  It
    * wakes the others only when there is more than one chunk to share. */
+  idle = held;
   for (uint32_t i = 0; !idle && i < pool->worker_count; ++i)
     if (pool->workers[i].idle && !pool->workers[i].borrowed)
       idle = &pool->workers[i];
   if (!idle || job.total > job.chunk) pthread_cond_broadcast(&pool->work_cond);
   if (idle) {
-    idle->borrowed = true;
+    idle->borrowed = true; /* (already, when held) */
     job.active++;
     pthread_mutex_unlock(&pool->mutex);
     hali_hal_worker_run_job(idle, &job);
     pthread_mutex_lock(&pool->mutex);
     hali_hal_pool_unlist(pool, &job);
     job.active--;
-    idle->borrowed = false;
-    if (pool->jobs) pthread_cond_broadcast(&pool->work_cond);
+    if (!held) {
+      idle->borrowed = false;
+      if (pool->jobs) pthread_cond_broadcast(&pool->work_cond);
+    }
   }
   /* Done when no worker can join any more and none is still inside. */
   while (job.listed || job.active > 0)

@@ -32,4 +32,24 @@ HALI_MUST_USE hali_status_t hali_hal_worker_pool_dispatch(
     uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
 
+/* A worker held by a dispatching thread across several dispatches (a
+ * command buffer's): it sleeps meanwhile, and its id and scratch are the
+ * holder's.  hali_hal_worker_pool_dispatch_held of a one-workgroup grid
+ * then takes no lock at all; a larger grid is shared with the other idle
+ * workers as hali_hal_worker_pool_dispatch shares it.  The holder must
+ * not block on other dispatches while it holds (other dispatching
+ * threads may be waiting for a worker): the local-task device holds none
+ * across a collective.  NULL when no worker is idle. */
+typedef struct hali_hal_worker_t hali_hal_worker_t;
+hali_hal_worker_t *hali_hal_worker_pool_hold(hali_hal_worker_pool_t *pool);
+void hali_hal_worker_pool_unhold(hali_hal_worker_pool_t *pool,
+                                 hali_hal_worker_t *held);
+/* hali_hal_worker_pool_dispatch with |held| (from hali_hal_worker_pool_hold;
+ * NULL: as hali_hal_worker_pool_dispatch). */
+HALI_MUST_USE hali_status_t hali_hal_worker_pool_dispatch_held(
+    hali_hal_worker_pool_t *pool, hali_hal_worker_t *held,
+    hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
+
 #endif /* HALI_HAL_WORKER_POOL_H */

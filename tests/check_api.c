@@ -1239,6 +1239,159 @@ static void *cancel_soon(void *p) {
   return NULL;
 }
 
+/* ---- The direct invoke (api/context.c): a synchronous invoke of a
+ * function that cannot suspend runs without the scheduler. */
+
+static const char k_direct[] =
+    "module @direct\n"
+    "func @spin() -> i32 {\n"
+    "  %z = const.i32 0\n"
+    "  br ^loop\n"
+    "^loop:\n"
+    "  br ^loop\n"
+    "}\n"
+    "func @div(%a: i32, %b: i32) -> i32 {\n"
+    "  %q = div.s.i32 %a, %b\n"
+    "  return %q\n"
+    "}\n"
+    "func @deep(%n: i32) -> i32 {\n"
+    "  %one = const.i32 1\n"
+    "  %zero = const.i32 0\n"
+    "  %end = le.s.i32 %n, %zero\n"
+    "  cond_br %end, ^done, ^more\n"
+    "^done:\n"
+    "  return %zero\n"
+    "^more:\n"
+    "  %m = sub.i32 %n, %one\n"
+    "  %r = call @deep(%m)\n"
+    "  %s = add.i32 %r, %one\n"
+    "  return %s\n"
+    "}\n"
+    "func @buffer(%bytes: i64) -> !hal.buffer {\n"
+    "  %device = hal.device.get\n"
+    "  %allocator = hal.device.allocator %device\n"
+    "  %memory = const.i32 19\n"
+    "  %usage = const.i32 7\n"
+    "  %b = hal.allocator.allocate %allocator, %memory, %usage, %bytes\n"
+    "  return %b\n"
+    "}\n"
+    "func @count(%n: i32) -> i32 {\n"
+    "  %i = const.i32 0\n"
+    "  %one = const.i32 1\n"
+    "  br ^head\n"
+    "^head:\n"
+    "  %more = lt.s.i32 %i, %n\n"
+    "  cond_br %more, ^body, ^done\n"
+    "^body:\n"
+    "  %i = add.i32 %i, %one\n"
+    "  br ^head\n"
+    "^done:\n"
+    "  return %i\n"
+    "}\n";
+
+typedef struct {
+  hali_context_t *context;
+  atomic_int done;
+  int64_t first_cancel;
+} direct_canceller_t;
+
+/* Cancels the context 20 ms from now, and again every millisecond until
+ * told to stop (the invoke may not have begun at the first). */
+static void *direct_cancel(void *p) {
+  direct_canceller_t *k = p;
+  usleep(20000);
+  k->first_cancel = now_ns();
+  while (!atomic_load(&k->done)) {
+    hali_context_cancel(k->context);
+    usleep(1000);
+  }
+  return NULL;
+}
+
+/* hali_context_cancel stops a synchronous invoke that runs directly (a
+ * loop that never calls the host nor awaits); the next invoke of the
+ * context is not affected by the cancels that came before it. */
+START_TEST(direct_invoke_cancel_from_another_thread) {
+  hali_instance_t *in = instance_new();
+  hali_context_t *c = context_new(in, k_direct, NULL);
+  static direct_canceller_t k;
+  memset(&k, 0, sizeof(k));
+  k.context = c;
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, direct_cancel, &k), 0);
+  hali_variant_t res;
+  hali_status_t s = hali_context_invoke(c, lookup(c, "spin"), NULL, 0, &res, 1);
+  int64_t returned = now_ns();
+  atomic_store(&k.done, 1);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_status(s, HALI_STATUS_CANCELLED, "invocation cancelled");
+  ck_assert_int_ge(returned, k.first_cancel);
+  int32_t n = 1000, r = 0;
+  ck_ok(call_i32(c, "count", &n, 1, &r));
+  ck_assert_int_eq(r, 1000);
+  hali_context_release(c);
+  hali_instance_release(in);
+}
+END_TEST
+
+/* The direct path gives what the scheduler's path gives: the same results
+ * (a ref result too), the same failures with the same text, the same
+ * call-depth limit.  A context with max_duration_ns always takes the
+ * scheduler's path (its watchdog needs a fiber): the reference. */
+START_TEST(direct_invoke_matches_scheduler_path) {
+  hali_instance_t *in = instance_new();
+  hali_context_params_t p;
+  hali_context_params_initialize(&p);
+  p.max_call_depth = 40;
+  hali_context_t *direct = context_new(in, k_direct, &p);
+  p.max_duration_ns = 600ull * 1000000000ull;
+  hali_context_t *sched = context_new(in, k_direct, &p);
+  hali_context_t *cs[2] = {direct, sched};
+  char *texts[2][3] = {{NULL}};
+  int32_t got[2][3];
+  for (int k = 0; k < 2; ++k) {
+    int32_t ab[2] = {7, 0};
+    hali_status_t s = call_i32(cs[k], "div", ab, 2, &got[k][0]);
+    ck_assert_int_eq(hali_status_code(s), HALI_STATUS_OUT_OF_RANGE);
+    texts[k][0] = hali_status_to_string(s);
+    hali_status_free(s);
+    int32_t n = 39;
+    ck_ok(call_i32(cs[k], "deep", &n, 1, &got[k][1]));
+    ck_assert_int_eq(got[k][1], 39);
+    n = 40;
+    s = call_i32(cs[k], "deep", &n, 1, &got[k][2]);
+    ck_assert_int_eq(hali_status_code(s), HALI_STATUS_RESOURCE_EXHAUSTED);
+    texts[k][1] = hali_status_to_string(s);
+    hali_status_free(s);
+    ab[0] = -12, ab[1] = 5;
+    ck_ok(call_i32(cs[k], "div", ab, 2, &got[k][0]));
+    ck_assert_int_eq(got[k][0], -2);
+    hali_variant_t arg = hali_variant_i64(4096), res;
+    ck_ok(hali_context_invoke(cs[k], lookup(cs[k], "buffer"), &arg, 1, &res,
+                              1));
+    ck_assert_int_eq(res.type, HALI_VARIANT_BUFFER);
+    ck_assert_ptr_nonnull(res.u.ref);
+    hali_variant_release(&res);
+    /* A wrong argument type fails before anything runs. */
+    arg = hali_variant_i32(1);
+    s = hali_context_invoke(cs[k], lookup(cs[k], "buffer"), &arg, 1, &res, 1);
+    ck_assert_int_eq(hali_status_code(s), HALI_STATUS_INVALID_ARGUMENT);
+    texts[k][2] = hali_status_to_string(s);
+    hali_status_free(s);
+  }
+  for (int t = 0; t < 3; ++t) {
+    ck_assert_str_eq(texts[0][t], texts[1][t]);
+    hali_free(texts[0][t]);
+    hali_free(texts[1][t]);
+  }
+  ck_assert_int_eq(got[0][0], got[1][0]);
+  ck_assert_int_eq(got[0][1], got[1][1]);
+  hali_context_release(direct);
+  hali_context_release(sched);
+  hali_instance_release(in);
+}
+END_TEST
+
 /* Cancellation from another thread stops a running invocation at its next
  * branch: the loop calls the host each iteration, and the host cancels
  * from another thread at the 1000th call, so "no call after the cancel"
@@ -3079,6 +3232,8 @@ static Suite *api_suite(void) {
   tcase_add_test(tc, limit_call_depth);
   tcase_add_test(tc, limit_call_depth_backtrace);
   tcase_add_test(tc, limit_fuel);
+  tcase_add_test(tc, direct_invoke_cancel_from_another_thread);
+  tcase_add_test(tc, direct_invoke_matches_scheduler_path);
   tcase_add_test(tc, fiber_threads_option);
   tcase_add_test(tc, limit_memory_and_depth_across_spawns);
   tcase_add_test(tc, limit_cancel_from_another_thread);

@@ -148,6 +148,9 @@ struct hali_vm_scheduler_s {
   uint64_t events;
   hali_vm_fiber_t *all;
   size_t live, suspended;
+  /* |live|, also readable without the mutex (hali_vm_scheduler_live_hint:
+   * the C API's direct invoke path); written next to it. */
+  atomic_size_t live_hint;
   size_t waiters_live; /* callback references not yet dropped */
   /* Registrations whose references are all dropped, kept for the next
    * suspension (a warm await allocates nothing); linked through |next|. */
@@ -938,6 +941,7 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
   if (s->all) s->all->prev = f;
   s->all = f;
   s->live++;
+  atomic_fetch_add_explicit(&s->live_hint, 1, memory_order_relaxed);
   inv->refs++;
   inv->live++;
   if (f->root && inv->deadline_ns != INT64_MAX) {
@@ -1050,6 +1054,7 @@ static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   pthread_mutex_lock(&s->mutex);
   s->events++;
   s->live--;
+  atomic_fetch_sub_explicit(&s->live_hint, 1, memory_order_release);
   f->inv->live--;
   /* The deadline holds until the invocation's last fiber ends, also for
    * fibers still running after the host-started one returned. */
@@ -1544,6 +1549,9 @@ size_t hali_vm_scheduler_live(hali_vm_scheduler_t *s) {
   size_t n = s->live;
   pthread_mutex_unlock(&s->mutex);
   return n;
+}
+size_t hali_vm_scheduler_live_hint(const hali_vm_scheduler_t *s) {
+  return atomic_load_explicit(&s->live_hint, memory_order_acquire);
 }
 size_t hali_vm_scheduler_suspended(hali_vm_scheduler_t *s) {
   pthread_mutex_lock(&s->mutex);

@@ -133,6 +133,11 @@ uint32_t hali_vm_default_fiber_threads(void);
 /* Fibers alive (not finished), and of those suspended. */
 size_t hali_vm_scheduler_live(hali_vm_scheduler_t *s);
 size_t hali_vm_scheduler_suspended(hali_vm_scheduler_t *s);
+/* hali_vm_scheduler_live without the mutex: a relaxed snapshot, exact
+ * when no other thread starts or finishes a fiber meanwhile.  0 tells the
+ * C API's synchronous invoke that it has no other fiber to run and may
+ * run its function directly on the caller's thread (api/context.c). */
+size_t hali_vm_scheduler_live_hint(const hali_vm_scheduler_t *s);
 
 bool hali_vm_fiber_done(const hali_vm_fiber_t *f);
 /* The fence signalled when the fiber returns (failed if it fails);

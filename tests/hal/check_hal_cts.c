@@ -773,6 +773,152 @@ START_TEST(test_dispatch_uncommitted_binding) {
 }
 END_TEST
 
+/* A reusable command buffer replays from the program made at finalize
+ * (hal/command_exec.c): each dispatch sees the constants and bindings
+ * pushed before it (here changed between dispatches, a binding to a
+ * subspan at an offset), on every replay, as a one-shot recording of the
+ * same commands (which replays by walking the list) and as the plain
+ * formula say.  A binding whose storage was decommitted after finalize
+ * fails the replay with the walk's error. */
+static void record_program_test(hali_hal_command_buffer_t *cb,
+                                hali_hal_executable_t *exe,
+                                hali_hal_buffer_t *in, hali_hal_buffer_t *out,
+                                hali_hal_buffer_t *out2_span,
+                                hali_hal_buffer_t *visits,
+                                hali_hal_buffer_t *workers) {
+  uint32_t constants[2] = {5, 1000};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+  hali_hal_buffer_binding_t bindings[4] = {
+      {0, in, 0, HALI_HAL_WHOLE_BUFFER},
+      {1, out, 0, HALI_HAL_WHOLE_BUFFER},
+      {2, visits, 0, WG * 4},
+      {3, workers, 0, WG * 4},
+  };
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 4));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, GX, GY, GZ));
+  uint32_t c1 = 2000;
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 1, &c1, 1));
+  hali_hal_buffer_binding_t second = {1, out2_span, 4 * 4, N * 4};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, &second, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, GX, GY, GZ));
+  /* An exact empty grid between them runs nothing. */
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 0, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+}
+
+static void expect_program_results(hali_hal_buffer_t *out,
+                                   hali_hal_buffer_t *out2,
+                                   hali_hal_buffer_t *visits, uint32_t runs,
+                                   const char *label) {
+  uint32_t got[N], got2[N + 8], v[WG];
+  HALI_CK_OK(hali_hal_buffer_read(out, 0, got, sizeof(got)));
+  HALI_CK_OK(hali_hal_buffer_read(out2, 0, got2, sizeof(got2)));
+  HALI_CK_OK(hali_hal_buffer_read(visits, 0, v, sizeof(v)));
+  for (uint32_t z = 0; z < GZ; ++z)
+    for (uint32_t y = 0; y < GY; ++y)
+      for (uint32_t x = 0; x < GX; ++x) {
+        uint32_t wg = (z * GY + y) * GX + x;
+        ck_assert_msg(v[wg] == 2 * runs, "%s: workgroup %u ran %u times",
+                      label, wg, v[wg]);
+        for (uint32_t lane = 0; lane < 4; ++lane) {
+          uint32_t i = wg * 4 + lane, id = x + 10 * y + 100 * z;
+          ck_assert_uint_eq(got[i], (i * 3 + 1) * 5 + 1000 + id);
+          /* out2 = 8 bytes of span offset + 16 bytes of binding offset */
+          ck_assert_uint_eq(got2[i + 6], (i * 3 + 1) * 5 + 2000 + id);
+        }
+      }
+  for (uint32_t i = 0; i < 6; ++i) ck_assert_uint_eq(got2[i], 0);
+}
+
+START_TEST(test_reusable_replay_program) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_buffer_t *in = cts_buffer(device, N * 4);
+  uint32_t data[N];
+  for (uint32_t i = 0; i < N; ++i) data[i] = i * 3 + 1;
+  HALI_CK_OK(hali_hal_buffer_write(in, 0, data, sizeof(data)));
+  for (int mode = 0; mode < 2; ++mode) { /* 0: reusable, 1: one-shot */
+    hali_hal_buffer_t *out = cts_buffer(device, N * 4);
+    hali_hal_buffer_t *out2 = cts_buffer(device, (N + 8) * 4);
+    hali_hal_buffer_t *visits = cts_buffer(device, WG * 4);
+    hali_hal_buffer_t *workers = cts_buffer(device, WG * 4);
+    hali_hal_buffer_t *span = NULL;
+    HALI_CK_OK(hali_hal_buffer_subspan(out2, 8, (N + 6) * 4, &span));
+    hali_hal_command_buffer_t *cb = NULL;
+    HALI_CK_OK(hali_hal_command_buffer_create(
+        mode ? HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT
+             : HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+        HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+    record_program_test(cb, exe, in, out, span, visits, workers);
+    uint32_t runs = mode ? 1 : 3;
+    for (uint32_t r = 0; r < runs; ++r) {
+      hali_hal_fence_t *signal = NULL;
+      HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+      HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1));
+      HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+      hali_hal_fence_release(signal);
+    }
+    expect_program_results(out, out2, visits, runs,
+                           mode ? "one-shot" : "reusable");
+    hali_hal_command_buffer_release(cb);
+    hali_hal_buffer_release(span);
+    hali_hal_buffer_release(out);
+    hali_hal_buffer_release(out2);
+    hali_hal_buffer_release(visits);
+    hali_hal_buffer_release(workers);
+  }
+  /* Storage decommitted after finalize: the replay fails as the walk. */
+  hali_hal_buffer_t *transient = NULL, *small = cts_buffer(device, WG * 4);
+  hali_hal_fence_t *made = NULL, *freed = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&made));
+  HALI_CK_OK(hali_hal_fence_create_pending(&freed));
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, made,
+                                          hali_test_host_params(), N * 4,
+                                          &transient));
+  HALI_CK_OK(hali_hal_fence_await(made, HALI_INFINITE));
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &cb));
+  uint32_t constants[2] = {1, 2};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+  hali_hal_buffer_binding_t bindings[4] = {
+      {0, small, 0, WG * 4},
+      {1, transient, 0, N * 4},
+      {2, small, 0, WG * 4},
+      {3, small, 0, WG * 4},
+  };
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 4));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  for (int k = 0; k < 2; ++k) {
+    if (k == 1) {
+      HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, freed,
+                                                transient));
+      HALI_CK_OK(hali_hal_fence_await(freed, HALI_INFINITE));
+    }
+    hali_hal_fence_t *signal = NULL;
+    HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+    HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1));
+    hali_status_t s = hali_hal_fence_await(signal, HALI_INFINITE);
+    hali_hal_fence_release(signal);
+    if (k == 0) HALI_CK_OK(s);
+    else
+      HALI_CK_STATUS(s, HALI_STATUS_FAILED_PRECONDITION, "not committed",
+                     "binding 1", "executable 'cts_kernels' export 0 'scale'",
+                     "executing command 2 of 3");
+  }
+  hali_hal_command_buffer_release(cb);
+  hali_hal_fence_release(made);
+  hali_hal_fence_release(freed);
+  hali_hal_buffer_release(transient);
+  hali_hal_buffer_release(small);
+  hali_hal_buffer_release(in);
+  hali_hal_executable_release(exe);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 /* ---- Stream-ordered allocation. ---- */
 
 START_TEST(test_alloca_dealloca_order) {
@@ -1430,6 +1576,7 @@ static Suite *hal_cts_suite(void) {
   add_device_tests(tc, test_dispatch_grid_limits);
   add_device_tests(tc, test_dispatch_usage_and_mapping);
   add_device_tests(tc, test_dispatch_uncommitted_binding);
+  add_device_tests(tc, test_reusable_replay_program);
   add_device_tests(tc, test_stop_abandons_dispatch);
   add_device_tests(tc, test_stop_abandons_parked_work);
   add_device_tests(tc, test_queue_fences_are_the_order);
