@@ -1184,6 +1184,20 @@ static bool parse_executable(parser_t *p) {
           hali_asm_error(p, f, "undefined kernel function");
           return false;
         }
+      } else if (tok_is(a, T_IDENT, "workgroups")) {
+        /* workgroups @f: the workgroup-count function. */
+        next(p);
+        tok_t *f;
+        if (!hali_asm_expect_kind(p, T_SYM, "a workgroup-count function (@name)",
+                                  &f))
+          return false;
+        int32_t fi = find_func(p, f);
+        if (fi < 0) {
+          hali_asm_error(p, f, "undefined workgroup-count function");
+          return false;
+        }
+        x->count_function = (uint32_t)fi;
+        x->flags |= HALI_EXPORT_COUNT_FUNCTION;
       } else if (tok_is(a, T_IDENT, "workgroup_size")) {
         next(p);
         if (!hali_asm_expect(p, "[", "to open the workgroup size"))

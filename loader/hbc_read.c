@@ -715,6 +715,14 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
                ", expected 1 to 2147483647 (as the text form)",
                x->name, x->workgroup_size[d]);
       }
+      if (!c->error && (x->flags & HALI_EXPORT_COUNT_FUNCTION)) {
+        if (c->minor < 5)
+          FAIL("export @%s names a workgroup-count function, which is new "
+               "in format %d.5, but the module declares %d.%u",
+               x->name, HALI_HBC_VERSION_MAJOR, HALI_HBC_VERSION_MAJOR,
+               c->minor);
+        x->count_function = get_u32(c, "workgroup-count function");
+      }
       read_xtypes(c, &x->params, &x->param_count);
       read_xtypes(c, &x->results, &x->result_count);
     }

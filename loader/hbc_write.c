@@ -266,6 +266,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
       put_u32(&exe, x->function);
       put_u32(&exe, x->flags);
       for (int d = 0; d < 3; ++d) put_u32(&exe, x->workgroup_size[d]);
+      if (x->flags & HALI_EXPORT_COUNT_FUNCTION) put_u32(&exe, x->count_function);
       write_xtypes(&exe, x->params, x->param_count);
       write_xtypes(&exe, x->results, x->result_count);
     }

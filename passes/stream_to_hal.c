@@ -405,6 +405,49 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
    * static, OUT_OF_RANGE at run time when dynamic), never a truncation.
    * The product x*y*z is the HAL's to check. */
   uint32_t count[3];
+  if (x->count_function != UINT32_MAX) {
+    /* `workgroups @f`: the export's own count function, called on the
+     * host with the workload (the seed's count region); each count it
+     * returns must be 0 to 2^31-1 (OUT_OF_RANGE naming the function). */
+    const hali_ir_func_t *cf = &w->m->funcs[x->count_function];
+    if (cf->param_count != nw)
+      return hali_status_make(
+          HALI_STATUS_INVALID_ARGUMENT,
+          PASS ": @%s, dispatch of @%s::@%s: a workload of %u dimension(s), "
+          "but its workgroup-count function @%s takes %u",
+          w->f->name, e->name, x->name, nw, cf->name, cf->param_count);
+    const char *cfn = cf->name; /* adding registers does not move funcs */
+    hali_insn_list_t *pl = &w->pre;
+    hali_ir_insn_t *call =
+        hali_pass_emit_open(pl, w->line, HALI_OP_CALL, 1 + nw + 3, 1,
+                            hali_pref(HALI_IR_FUNC, x->count_function));
+    if (call) call->aux = (uint16_t)nw;
+    for (uint32_t k = 0; k < nw; ++k) {
+      uint32_t wk = o[w0 + k].kind == HALI_IR_IMM ? hali_s2h_c64(w, o[w0 + k].imm)
+                                                  : o[w0 + k].v;
+      hali_pass_set_operand(pl, call, 1 + k, hali_pr(wk));
+    }
+    uint32_t c64[3];
+    for (uint32_t k = 0; k < 3; ++k) {
+      c64[k] = hali_pass_reg(w->f, HALI_TYPE_I64, "workgroups%u.i64", k);
+      hali_pass_set_operand(pl, call, 1 + nw + k, hali_pr(c64[k]));
+    }
+    uint32_t limit = hali_s2h_c64(w, MAX_WORKGROUP_COUNT);
+    for (uint32_t k = 0; k < 3; ++k) {
+      uint32_t bad = hali_pass_reg(w->f, HALI_TYPE_I32, "workgroups%u_bad", k);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_GT_U_I64, 3, hali_pr(bad),
+                     hali_pr(c64[k]), hali_pr(limit));
+      hali_s2h_fail_if(w, bad,
+                       "dispatch of @%s::@%s: workgroup-count function @%s "
+                       "returned a count for dimension %u that is negative "
+                       "or more than 2^31-1 (the HAL's limit per dimension)",
+                       e->name, x->name, cfn, k);
+      count[k] = hali_pass_reg(w->f, HALI_TYPE_I32, "workgroups%u", k);
+      hali_pass_emit(&w->pre, w->line, HALI_OP_TRUNC_I64_I32, 2,
+                     hali_pr(count[k]), hali_pr(c64[k]));
+    }
+    goto dispatch;
+  }
   /* A workload of more than 3 dimensions: dimensions 2, 3, ... fold into
    * one (their product, each one and the product at most 2^31-1), which
    * the Z count then covers; the kernel recovers them from its Z id with
@@ -514,6 +557,7 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
                      hali_pr(g64));
     }
   }
+dispatch:;
   uint32_t ord = hali_s2h_c32(w, xi);
   hali_pass_emit(&w->cmds, w->line, HALI_OP_HAL_COMMAND_BUFFER_DISPATCH, 6,
                  hali_pr(w->cmd), hali_pr(w->exes[o[HALI_TD_EXE].v]), hali_pr(ord),
@@ -2162,9 +2206,11 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
           if (insn->operands[k].kind == HALI_IR_FUNC) insn->operands[k].v++;
       }
   for (uint32_t e = 0; e < m->executable_count; ++e)
-    for (uint32_t k = 0; k < m->executables[e].export_count; ++k)
-      if (m->executables[e].exports[k].function != UINT32_MAX)
-        m->executables[e].exports[k].function++;
+    for (uint32_t k = 0; k < m->executables[e].export_count; ++k) {
+      hali_ir_export_t *x = &m->executables[e].exports[k];
+      if (x->function != UINT32_MAX) x->function++;
+      if (x->count_function != UINT32_MAX) x->count_function++;
+    }
   return HALI_OK;
 }
 

@@ -233,6 +233,70 @@ START_TEST(hbc_valid_module_reads) {
 END_TEST
 
 /* The CRC is zlib's crc32 (check value of "123456789"). */
+/* An export's workgroup-count function (`workgroups @f`, flags bit 2 and
+ * its index after the workgroup size) round-trips through the binary; a
+ * module declaring format 1.4 with one is refused by name. */
+START_TEST(hbc_export_count_function) {
+  static const char text[] =
+      "executable @k format \"ffi\" library \"k.so\" {\n"
+      "  export @e(tensor<?xf32>) -> (tensor<?xf32>) workgroup_size [64, 1, "
+      "1] workgroups @count\n"
+      "}\n"
+      "func @count(%n: i64) -> (i64, i64, i64) {\n"
+      "^entry:\n"
+      "  return %n, %n, %n\n"
+      "}\n";
+  hali_ir_module_t *ir = NULL;
+  ck_assert_ok(hali_load_bytes((const uint8_t *)text, strlen(text), "c.hasm",
+                               &ir));
+  ck_assert_uint_eq(ir->executables[0].exports[0].count_function, 0);
+  char *printed = hali_ir_print(ir, false);
+  ck_assert_ptr_nonnull(strstr(printed, "workgroup_size [64, 1, 1] "
+                                        "workgroups @count\n"));
+  uint8_t *bytes = NULL;
+  size_t size = 0;
+  ck_assert_ok(hali_hbc_write(ir, NULL, &bytes, &size));
+  hali_ir_module_t *back = NULL;
+  ck_assert_ok(hali_load_bytes(bytes, size, "c.hbc", &back));
+  char *again = hali_ir_print(back, false);
+  ck_assert_str_eq(again, printed);
+  hali_ir_module_free(back);
+  bytes[10] = 4;
+  ck_assert_status(hali_load_bytes(bytes, size, "c.hbc", &back),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "export @e names a workgroup-count function, which is new "
+                   "in format 1.5, but the module declares 1.4");
+  free(again);
+  free(printed);
+  free(bytes);
+  hali_ir_module_free(ir);
+  /* A count function of the wrong shape, and an undefined one. */
+  static const char bad[] =
+      "executable @k format \"ffi\" library \"k.so\" {\n"
+      "  export @e(tensor<?xf32>) -> (tensor<?xf32>) workgroups @count\n"
+      "}\n"
+      "func @count(%n: i32) -> (i64, i64, i64) {\n"
+      "^entry:\n"
+      "  %m = ext.s.i32.i64 %n\n"
+      "  return %m, %m, %m\n"
+      "}\n";
+  ck_assert_status(hali_load_bytes((const uint8_t *)bad, strlen(bad), "b.hasm",
+                                   &ir),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "workgroup-count function @count takes 1 parameter(s) and "
+                   "returns 3 result(s); it must take the workload's "
+                   "dimensions (i64 each");
+  static const char undef[] =
+      "executable @k format \"ffi\" library \"k.so\" {\n"
+      "  export @e(tensor<?xf32>) -> (tensor<?xf32>) workgroups @nope\n"
+      "}\n";
+  ck_assert_status(hali_load_bytes((const uint8_t *)undef, strlen(undef),
+                                   "u.hasm", &ir),
+                   HALI_STATUS_INVALID_ARGUMENT,
+                   "undefined workgroup-count function");
+}
+END_TEST
+
 START_TEST(hbc_crc32_is_ieee) {
   ck_assert_uint_eq(hali_crc32((const uint8_t *)"123456789", 9), 0xcbf43926u);
   ck_assert_uint_eq(hali_crc32((const uint8_t *)"", 0), 0);
@@ -1673,6 +1737,7 @@ static Suite *suite_hbc(void) {
   TCase *tc = tcase_create("header");
   tcase_add_test(tc, hbc_valid_module_reads);
   tcase_add_test(tc, hbc_crc32_is_ieee);
+  tcase_add_test(tc, hbc_export_count_function);
   tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
   tcase_add_test(tc, hbc_crc32_folded_matches_reference);
   tcase_add_test(tc, hbc_strings_owned_apart_after_read);

@@ -263,6 +263,7 @@ hali_ir_export_t *hali_ir_executable_add_export(hali_ir_executable_t *e,
   hali_ir_export_t *ex = &e->exports[e->export_count];
   memset(ex, 0, sizeof(*ex));
   ex->function = UINT32_MAX;
+  ex->count_function = UINT32_MAX;
   ex->workgroup_size[0] = ex->workgroup_size[1] = ex->workgroup_size[2] = 1;
   ex->name = dup_bytes(name, len);
   if (!ex->name) return NULL;

@@ -265,13 +265,21 @@ enum {
   HALI_EXPORT_WORKGROUP_INFO = 1u << 0,
   /* ffi: the function returns int (0 = success) rather than void. */
   HALI_EXPORT_RETURNS_STATUS = 1u << 1,
-  HALI_EXPORT_FLAGS_ALL = (1u << 2) - 1,
+  /* The export names a workgroup-count function (`workgroups @f`; format
+   * 1.5: the binary stores its index after the workgroup size). */
+  HALI_EXPORT_COUNT_FUNCTION = 1u << 2,
+  HALI_EXPORT_FLAGS_ALL = (1u << 3) - 1,
 };
 
 typedef struct hali_ir_export_s {
   char *name;
   char *symbol;       /* ffi/native/static: the kernel's name; NULL = name */
   uint32_t function;  /* bytecode: the kernel function; UINT32_MAX = none */
+  /* `workgroups @f`: a host function of the workload's dimensions (i64
+   * each) returning the workgroup counts x, y, z (three i64), called by
+   * the lowering at each dispatch instead of ceil(workload / size);
+   * UINT32_MAX = none (HALI_EXPORT_COUNT_FUNCTION set iff not). */
+  uint32_t count_function;
   uint32_t flags;     /* HALI_EXPORT_* */
   uint32_t workgroup_size[3];
   uint32_t param_count, result_count;

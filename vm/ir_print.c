@@ -639,6 +639,11 @@ static void print_executable(hali_strbuf_t *sb, const hali_ir_module_t *m,
       hali_strbuf_printf(sb, " workgroup_size [%u, %u, %u]",
                          x->workgroup_size[0], x->workgroup_size[1],
                          x->workgroup_size[2]);
+    if (x->count_function != UINT32_MAX)
+      hali_strbuf_printf(sb, " workgroups @%s",
+                         x->count_function < m->func_count
+                             ? m->funcs[x->count_function].name
+                             : "?");
     if (x->layout_declared || (show_layouts && x->layout_materialized))
       hali_strbuf_printf(sb, " layout(constants %u, bindings %u)",
                          x->layout_constants, x->layout_bindings);

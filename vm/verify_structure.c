@@ -566,6 +566,32 @@ hali_status_t hali_verify_s_module(vctx_t *vp) {
                          "export @%s::@%s names function %u but the module "
                          "has %u",
                          e->name, x->name, x->function, m->func_count);
+      if ((x->count_function != UINT32_MAX) !=
+          ((x->flags & HALI_EXPORT_COUNT_FUNCTION) != 0))
+        return hali_verr(&v, "export @%s::@%s: the workgroup-count flag and "
+                             "function disagree", e->name, x->name);
+      if (x->count_function != UINT32_MAX) {
+        if (x->count_function >= m->func_count)
+          return hali_verr(&v,
+                           "export @%s::@%s names workgroup-count function %u "
+                           "but the module has %u",
+                           e->name, x->name, x->count_function, m->func_count);
+        const hali_ir_func_t *cf = &m->funcs[x->count_function];
+        bool ok = cf->param_count >= 1 && cf->result_count == 3;
+        for (uint32_t a = 0; ok && a < cf->param_count; ++a)
+          ok = cf->reg_types[a] == HALI_TYPE_I64;
+        for (uint32_t a = 0; ok && a < 3; ++a)
+          ok = cf->results[a] == HALI_TYPE_I64;
+        if (!ok)
+          return hali_verr(&v,
+                           "export @%s::@%s: workgroup-count function @%s "
+                           "takes %u parameter(s) and returns %u result(s); "
+                           "it must take the workload's dimensions (i64 "
+                           "each, at least one) and return the counts x, y, "
+                           "z (i64, i64, i64)",
+                           e->name, x->name, cf->name, cf->param_count,
+                           cf->result_count);
+      }
       for (uint32_t a = 0; a < x->param_count + x->result_count; ++a) {
         bool arg = a < x->param_count;
         HALI_RETURN_IF_ERROR_PLAIN(check_xtype(
