@@ -269,6 +269,39 @@ hali_status_t hali_hal_command_list_check_dispatches(
   return HALI_OK;
 }
 
+/* Runs dispatch |cmd| of export |e| with its resolved bindings: the
+ * record walk and the replay program both end here.  An empty grid (an
+ * exact product of 0, never a wrapped one: the count was validated at
+ * record time) runs nothing. */
+static inline hali_status_t launch(const hali_hal_command_dispatch_t *cmd,
+                                   const hali_hal_executable_export_t *e,
+                                   const uint32_t *constants, void **ptrs,
+                                   size_t *lengths,
+                                   hali_hal_dispatch_runner_t run_dispatch,
+                                   void *runner_self,
+                                   const hali_hal_tracer_t *tracer,
+                                   hali_hal_stop_t *stop) {
+  if (!cmd->workgroup_count[0] || !cmd->workgroup_count[1] ||
+      !cmd->workgroup_count[2])
+    return HALI_OK;
+  hali_kernel_dispatch_state_t dispatch = {
+      .workgroup_count_x = cmd->workgroup_count[0],
+      .workgroup_count_y = cmd->workgroup_count[1],
+      .workgroup_count_z = cmd->workgroup_count[2],
+      .workgroup_size_x = e->workgroup_size[0],
+      .workgroup_size_y = e->workgroup_size[1],
+      .workgroup_size_z = e->workgroup_size[2],
+      .constant_count = e->constant_count,
+      .constants = constants,
+      .binding_count = e->binding_count,
+      .binding_ptrs = ptrs,
+      .binding_lengths = lengths,
+  };
+  if (tracer && tracer->line) trace_dispatch_line(tracer, cmd, &dispatch);
+  return run_dispatch(runner_self, cmd->executable, cmd->ordinal, &dispatch,
+                      stop);
+}
+
 static hali_status_t hali_hal_replay_dispatch(
     hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
     bool checked, hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
@@ -302,27 +335,8 @@ static hali_status_t hali_hal_replay_dispatch(
     ptrs[i] = p;
     lengths[i] = (size_t)b->length;
   }
-  /* An empty grid (an exact product of 0, never a wrapped one: the count
-   * was validated above) runs nothing. */
-  if (!cmd->workgroup_count[0] || !cmd->workgroup_count[1] ||
-      !cmd->workgroup_count[2])
-    return HALI_OK;
-  hali_kernel_dispatch_state_t dispatch = {
-      .workgroup_count_x = cmd->workgroup_count[0],
-      .workgroup_count_y = cmd->workgroup_count[1],
-      .workgroup_count_z = cmd->workgroup_count[2],
-      .workgroup_size_x = e->workgroup_size[0],
-      .workgroup_size_y = e->workgroup_size[1],
-      .workgroup_size_z = e->workgroup_size[2],
-      .constant_count = e->constant_count,
-      .constants = state->constants,
-      .binding_count = e->binding_count,
-      .binding_ptrs = ptrs,
-      .binding_lengths = lengths,
-  };
-  if (tracer && tracer->line) trace_dispatch_line(tracer, cmd, &dispatch);
-  return run_dispatch(runner_self, cmd->executable, cmd->ordinal, &dispatch,
-                      stop);
+  return launch(cmd, e, state->constants, ptrs, lengths, run_dispatch,
+                runner_self, tracer, stop);
 }
 
 void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
@@ -565,25 +579,8 @@ static hali_status_t hali_hal_program_dispatch(
         hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);
     ptrs[i] = p;
   }
-  if (!cmd->workgroup_count[0] || !cmd->workgroup_count[1] ||
-      !cmd->workgroup_count[2])
-    return HALI_OK;
-  hali_kernel_dispatch_state_t dispatch = {
-      .workgroup_count_x = cmd->workgroup_count[0],
-      .workgroup_count_y = cmd->workgroup_count[1],
-      .workgroup_count_z = cmd->workgroup_count[2],
-      .workgroup_size_x = e->workgroup_size[0],
-      .workgroup_size_y = e->workgroup_size[1],
-      .workgroup_size_z = e->workgroup_size[2],
-      .constant_count = e->constant_count,
-      .constants = step->constants,
-      .binding_count = e->binding_count,
-      .binding_ptrs = ptrs,
-      .binding_lengths = lengths,
-  };
-  if (tracer && tracer->line) trace_dispatch_line(tracer, cmd, &dispatch);
-  return run_dispatch(runner_self, cmd->executable, cmd->ordinal, &dispatch,
-                      stop);
+  return launch(cmd, e, step->constants, ptrs, lengths, run_dispatch,
+                runner_self, tracer, stop);
 }
 
 hali_status_t hali_hal_command_buffer_execute(
