@@ -125,6 +125,19 @@ static void hali_hal_semaphore_fire_ready(hali_hal_semaphore_t *semaphore) {
   }
 }
 
+/* Moves |semaphore| (locked) to |value|, past its current one, unlocks it
+ * and fires the timepoints that are now reached. */
+static void raise_locked(hali_hal_semaphore_t *semaphore, uint64_t value) {
+  semaphore->value = value;
+  bool has_timepoints = semaphore->timepoints != NULL;
+  if (has_timepoints) hali_ref_retain(&semaphore->ref);
+  hali_small_unlock(&semaphore->lock);
+  if (has_timepoints) {
+    hali_hal_semaphore_fire_ready(semaphore);
+    hali_hal_semaphore_release(semaphore);
+  }
+}
+
 /* Raises the payload to |value| when it is lower (hal/fence.c: signalling
  * a fence leaves points already reached alone); a clone of the failure
  * when failed. */
@@ -140,14 +153,7 @@ hali_status_t hali_hal_semaphore_advance(hali_hal_semaphore_t *semaphore,
     hali_small_unlock(&semaphore->lock);
     return HALI_OK;
   }
-  semaphore->value = value;
-  bool has_timepoints = semaphore->timepoints != NULL;
-  if (has_timepoints) hali_ref_retain(&semaphore->ref);
-  hali_small_unlock(&semaphore->lock);
-  if (has_timepoints) {
-    hali_hal_semaphore_fire_ready(semaphore);
-    hali_hal_semaphore_release(semaphore);
-  }
+  raise_locked(semaphore, value);
   return HALI_OK;
 }
 
@@ -170,14 +176,7 @@ hali_status_t hali_hal_semaphore_signal(hali_hal_semaphore_t *semaphore,
                             " (values only move forward)",
                             value, current);
   }
-  semaphore->value = value;
-  bool has_timepoints = semaphore->timepoints != NULL;
-  if (has_timepoints) hali_ref_retain(&semaphore->ref);
-  hali_small_unlock(&semaphore->lock);
-  if (has_timepoints) {
-    hali_hal_semaphore_fire_ready(semaphore);
-    hali_hal_semaphore_release(semaphore);
-  }
+  raise_locked(semaphore, value);
   return HALI_OK;
 }
 
