@@ -950,6 +950,35 @@ END_TEST
  * registers costs O(N) probes, not O(N^2) name comparisons (the GPT
  * example's load spent 40 % of `hali run` there).  Names stay what the scan
  * gave: the first free of base, base.1, base.2, ... */
+/* mov.ref moves a ref between registers of the same type: the assembler
+ * gives the result the moved register's type, so a mismatch only reaches
+ * the verifier from a binary module or a pass; it is turned down there. */
+START_TEST(mov_ref_types_must_match) {
+  hali_ir_module_t *m = hali_ir_module_create();
+  ck_assert_ptr_nonnull(m);
+  hali_ir_func_t *f = hali_ir_module_add_func(m, "f", 1);
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(hali_ir_func_add_reg(f, HALI_TYPE_DEVICE, "d", 1), 0);
+  ck_assert_uint_eq(hali_ir_func_add_reg(f, HALI_TYPE_FENCE, "e", 1), 1);
+  ck_assert_uint_eq(hali_ir_func_add_reg(f, HALI_TYPE_BUFFER, "b", 1), 2);
+  hali_ir_block_t *blk = hali_ir_func_add_block(f, NULL, 0);
+  ck_assert_ptr_nonnull(blk);
+  hali_ir_insn_t *in = hali_ir_block_add_insn(blk, HALI_OP_HAL_DEVICE_GET, 1);
+  in->operands[0] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 0};
+  in = hali_ir_block_add_insn(blk, HALI_OP_HAL_FENCE_CREATE, 2);
+  in->operands[0] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 1};
+  in->operands[1] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 0};
+  in = hali_ir_block_add_insn(blk, HALI_OP_MOV_REF, 2);
+  in->operands[0] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 2};
+  in->operands[1] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 1};
+  ck_assert_ptr_nonnull(hali_ir_block_add_insn(blk, HALI_OP_RETURN, 0));
+  verify_rejects(__LINE__, m,
+                 (const char *const[]){"mov.ref moves %e (!hal.fence) into "
+                                       "%b (!hal.buffer): the types differ",
+                                       NULL});
+}
+END_TEST
+
 START_TEST(pass_reg_names_are_linear) {
   /* (Registers are added one realloc at a time, which a sanitizer's
    * allocator copies: N stays modest.) */
@@ -1299,6 +1328,7 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, strmap_insert_find_duplicates);
   tcase_add_test(tc, strmap_probes_are_linear);
   tcase_add_test(tc, pass_reg_names_are_linear);
+  tcase_add_test(tc, mov_ref_types_must_match);
   tcase_add_test(tc, strmap_inline_and_long_keys);
   suite_add_tcase(s, tc);
 
