@@ -243,6 +243,10 @@ static void end_cmd(lw_t *w) {
  * every earlier one is behind it, else by an empty submission waiting on
  * the join of the fences nothing waits for yet. */
 static void close_region(lw_t *w, uint32_t signal) {
+  /* The region's commands go out below: what they read stops mattering
+   * to the host code after them (rewrites_recorded). */
+  w->cmd_epoch++;
+  w->cmd_scanned = 0;
   hali_s2h_pack(w);
   w->sealed = false;
   if (!w->open) {
@@ -1702,20 +1706,23 @@ typedef struct {
  * The region's commands are emitted after its setup, so host code joining
  * the setup must not change what they read (`%i = add.i32 %i, %one` after
  * a dispatch that pushes %i as a constant: the loop counter of a loop). */
-static bool rewrites_recorded(const hali_insn_list_t *cmds,
-                              const hali_ir_insn_t *insn) {
-  for (uint32_t k = 0; k < insn->operand_count; ++k) {
-    if (insn->operands[k].kind != HALI_IR_REG ||
-        !hali_ir_operand_is_write(insn, k))
-      continue;
-    uint32_t r = insn->operands[k].v;
-    for (uint32_t i = 0; i < cmds->b.insn_count; ++i) {
-      const hali_ir_insn_t *c = &cmds->b.insns[i];
-      for (uint32_t j = 0; j < c->operand_count; ++j)
-        if (c->operands[j].kind == HALI_IR_REG && c->operands[j].v == r)
-          return true;
-    }
+static bool rewrites_recorded(lw_t *w, const hali_ir_insn_t *insn) {
+  /* The commands recorded since the last check mark the registers they
+   * read (stamped with the region's epoch), so each command is looked at
+   * once per region, not once per host instruction.  Host code is the
+   * function's own: it writes registers below w->nregs only. */
+  for (uint32_t i = w->cmd_scanned; i < w->cmds.b.insn_count; ++i) {
+    const hali_ir_insn_t *c = &w->cmds.b.insns[i];
+    for (uint32_t j = 0; j < c->operand_count; ++j)
+      if (c->operands[j].kind == HALI_IR_REG && c->operands[j].v < w->nregs)
+        w->cmd_read[c->operands[j].v] = w->cmd_epoch;
   }
+  w->cmd_scanned = w->cmds.b.insn_count;
+  for (uint32_t k = 0; k < insn->operand_count; ++k)
+    if (insn->operands[k].kind == HALI_IR_REG &&
+        insn->operands[k].v < w->nregs && hali_ir_operand_is_write(insn, k) &&
+        w->cmd_read[insn->operands[k].v] == w->cmd_epoch)
+      return true;
   return false;
 }
 
@@ -1904,8 +1911,11 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   w.accw = hali_calloc((size_t)w.nkeys + 1, 1);
   w.spare = hali_malloc(((size_t)w.nregs + 1) * sizeof(uint32_t));
   w.fin_kind = hali_calloc(cfg.multi ? cfg.fin_at[cfg.nblocks] + 1 : 1, 1);
+  w.cmd_read = hali_calloc((size_t)w.nregs + 1, sizeof(uint32_t));
+  w.cmd_epoch = 1;
   if (!w.t || !w.exes || !w.pending || !w.wf || !w.acc || !w.accw ||
-      !w.spare || !w.fin_kind) {
+      !w.spare || !w.fin_kind || !w.cmd_read) {
+    hali_free(w.cmd_read);
     hali_free(w.spare);
     hali_free(w.fin_kind);
     hali_tcfg_free(&cfg);
@@ -1979,7 +1989,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
        * the region's results: tensors are not visible to it). */
       uint32_t fl = hali_op_info(insn->op)->flags;
       if (w.open && !(fl & (HALI_OPF_TERM | HALI_OPF_SUSPEND)) &&
-          insn->op != HALI_OP_CALL && !rewrites_recorded(&w.cmds, insn)) {
+          insn->op != HALI_OP_CALL && !rewrites_recorded(&w, insn)) {
         hali_pass_copy_insn(&w.pre, insn, NULL);
         continue;
       }
@@ -2036,6 +2046,7 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   hali_free(w.fb.v);
   hali_free(w.spare);
   hali_free(w.fin_kind);
+  hali_free(w.cmd_read);
   hali_tcfg_free(&cfg);
 #undef w
   hali_free(wp);

@@ -109,6 +109,11 @@ typedef struct {
   uint8_t *fin_kind;
   uint32_t block; /* the block being lowered */
   hali_insn_list_t init; /* set-up the entry's end runs for later blocks */
+  /* Per register below nregs: the epoch of the last region whose recorded
+   * commands read it (rewrites_recorded); commands [0, cmd_scanned) of
+   * the open region are marked already. */
+  uint32_t *cmd_read;
+  uint32_t cmd_epoch, cmd_scanned;
   /* Constants already materialized (registers are never rewritten). */
   uint32_t nconst;
   struct {
