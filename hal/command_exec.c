@@ -114,6 +114,21 @@ static void hali_hal_fill_bytes(uint8_t *p, uint64_t length, uint32_t pattern,
   memcpy(p + done, chunk, (size_t)(length - done));
 }
 
+/* |status| of workgroup |wg| of a dispatch, annotated with where. */
+static hali_status_t hali_hal_dispatch_failed(
+    const hali_hal_executable_t *executable, uint32_t ordinal,
+    const hali_kernel_dispatch_state_t *dispatch,
+    const hali_kernel_workgroup_state_t *wg, hali_status_t status) {
+  return hali_status_annotate(
+      status, "in dispatch of executable '%s' export %u '%s' at workgroup "
+              "(%u,%u,%u) of (%u,%u,%u)",
+      hali_hal_executable_name(executable), ordinal,
+      hali_hal_executable_export(executable, ordinal)->name,
+      wg->workgroup_id_x, wg->workgroup_id_y, wg->workgroup_id_z,
+      dispatch->workgroup_count_x, dispatch->workgroup_count_y,
+      dispatch->workgroup_count_z);
+}
+
 hali_status_t hali_hal_dispatch_run_workgroups(
     hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch, uint64_t begin, uint64_t end,
@@ -171,14 +186,8 @@ hali_status_t hali_hal_dispatch_run_workgroups(
             : hali_hal_executable_run_workgroup(executable, ordinal, dispatch,
                                                 &wg, stop);
     if (HALI_UNLIKELY(status != NULL))
-      return hali_status_annotate(
-          status, "in dispatch of executable '%s' export %u '%s' at workgroup "
-                  "(%u,%u,%u) of (%u,%u,%u)",
-          hali_hal_executable_name(executable), ordinal,
-          hali_hal_executable_export(executable, ordinal)->name,
-          wg.workgroup_id_x, wg.workgroup_id_y, wg.workgroup_id_z,
-          dispatch->workgroup_count_x, dispatch->workgroup_count_y,
-          dispatch->workgroup_count_z);
+      return hali_hal_dispatch_failed(executable, ordinal, dispatch, &wg,
+                                      status);
   }
   return HALI_OK;
 }
@@ -527,11 +536,124 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
   *out_commands = index;
 }
 
+/* ---- The op loop (command_list.h, hali_hal_replay_op_t).
+ *
+ * Made from the steps: one op per command that does something, each
+ * dispatch with its kernel dispatch state, shared with the previous
+ * dispatch when it is the same (same export, grid, constants and
+ * bindings: a command buffer that pushes once and dispatches N times has
+ * one state).  The states point at the program's |ptrs|, resolved per
+ * replay (below), and |lengths|, fixed here. */
+
+/* Counts the ops and states (|fill| false) or fills them. */
+static void hali_hal_compile_ops_walk(hali_hal_command_buffer_t *cb,
+                                      hali_hal_replay_program_t *prog,
+                                      bool fill, size_t *out_ops,
+                                      size_t *out_states) {
+  size_t n_ops = 0, n_states = 0;
+  uint32_t max_scratch = 0;
+  /* The last state made, by what it was made from. */
+  const hali_hal_executable_export_t *last_e = NULL;
+  const uint32_t *last_constants = NULL;
+  size_t last_bidx = 0;
+  uint32_t last_count[3] = {0, 0, 0};
+  for (size_t i = 0; i < cb->command_count; ++i) {
+    const hali_hal_replay_step_t *step = &prog->steps[i];
+    const hali_hal_command_header_t *h = step->record;
+    hali_hal_replay_op_t op = {.record = h, .index = (uint32_t)i};
+    switch ((hali_hal_command_type_t)h->type) {
+      case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
+      case HALI_HAL_COMMAND_BARRIER:
+        continue; /* (the steps' state already holds what they did) */
+      case HALI_HAL_COMMAND_DISPATCH: {
+        const hali_hal_command_dispatch_t *cmd = (const void *)h;
+        const uint32_t *count = cmd->workgroup_count;
+        if (!count[0] || !count[1] || !count[2]) continue; /* runs nothing */
+        const hali_hal_executable_export_t *e = step->e;
+        size_t bidx = step->bindings ? (size_t)(step->bindings - prog->bindings)
+                                     : 0;
+        if (e != last_e || step->constants != last_constants ||
+            bidx != last_bidx || memcmp(count, last_count, sizeof(last_count))) {
+          if (fill)
+            prog->states[n_states] = (hali_kernel_dispatch_state_t){
+                .workgroup_count_x = count[0],
+                .workgroup_count_y = count[1],
+                .workgroup_count_z = count[2],
+                .workgroup_size_x = e->workgroup_size[0],
+                .workgroup_size_y = e->workgroup_size[1],
+                .workgroup_size_z = e->workgroup_size[2],
+                .constant_count = e->constant_count,
+                .constants = step->constants,
+                .binding_count = e->binding_count,
+                .binding_ptrs = prog->ptrs + bidx,
+                .binding_lengths = prog->lengths + bidx,
+            };
+          ++n_states;
+          last_e = e;
+          last_constants = step->constants;
+          last_bidx = bidx;
+          memcpy(last_count, count, sizeof(last_count));
+        }
+        if (fill) op.state = &prog->states[n_states - 1];
+        if ((uint64_t)count[0] * count[1] * count[2] == 1)
+          op.fn = hali_hal_executable_direct_kernel(cmd->executable,
+                                                    cmd->ordinal);
+        op.scratch_size = e->scratch_size;
+        if (e->scratch_size > max_scratch) max_scratch = e->scratch_size;
+        break;
+      }
+      default: /* fill, copy, update, collective */
+        break;
+    }
+    if (fill) prog->ops[n_ops] = op;
+    ++n_ops;
+  }
+  if (fill) prog->max_scratch = max_scratch;
+  *out_ops = n_ops;
+  *out_states = n_states;
+}
+
+/* Adds the op loop to |prog| (left without one when out of memory). */
+static void hali_hal_compile_ops(hali_hal_command_buffer_t *cb,
+                                 hali_hal_replay_program_t *prog) {
+  if (cb->command_count > UINT32_MAX) return; /* (op indices are 32-bit) */
+  size_t n_ops = 0, n_states = 0;
+  hali_hal_compile_ops_walk(cb, prog, false, &n_ops, &n_states);
+  const size_t nb = prog->binding_count ? prog->binding_count : 1;
+  hali_hal_replay_op_t *ops =
+      hali_malloc((n_ops ? n_ops : 1) * sizeof(*ops));
+  hali_kernel_dispatch_state_t *states =
+      hali_malloc((n_states ? n_states : 1) * sizeof(*states));
+  void **ptrs = hali_calloc(nb, sizeof(*ptrs));
+  size_t *lengths = hali_malloc(nb * sizeof(*lengths));
+  if (!ops || !states || !ptrs || !lengths) {
+    hali_free(ops);
+    hali_free(states);
+    hali_free(ptrs);
+    hali_free(lengths);
+    return;
+  }
+  for (size_t j = 0; j < prog->binding_count; ++j)
+    lengths[j] = prog->bindings[j].length;
+  prog->ops = ops;
+  prog->states = states;
+  prog->ptrs = ptrs;
+  prog->lengths = lengths;
+  hali_hal_compile_ops_walk(cb, prog, true, &n_ops, &n_states);
+  prog->op_count = n_ops;
+  atomic_init(&prog->claimed, false);
+}
+
 void hali_hal_command_list_program_free(hali_hal_replay_program_t *prog) {
   if (!prog) return;
   hali_free(prog->steps);
   hali_free(prog->bindings);
   hali_free(prog->constants);
+  hali_free(prog->ops);
+  hali_free(prog->states);
+  hali_free(prog->ptrs);
+  hali_free(prog->lengths);
   hali_free(prog);
 }
 
@@ -550,6 +672,8 @@ void hali_hal_command_list_compile(hali_hal_command_buffer_t *cb) {
     return;
   }
   hali_hal_compile_walk(cb, prog, &nb, &nc, &n);
+  prog->binding_count = nb;
+  hali_hal_compile_ops(cb, prog);
   cb->program = prog;
 }
 
@@ -583,10 +707,109 @@ static hali_status_t hali_hal_program_dispatch(
                 runner_self, tracer, stop);
 }
 
+/* Resolves the binding pointers of |prog| for one replay (the caller
+ * holds |claimed|): false when a binding's storage is not committed, and
+ * then the replay takes the steps, which fail at that dispatch as the
+ * walk does.  The storage of a buffer the command buffer binds cannot
+ * change while it runs: only queue_alloca / queue_dealloca submissions
+ * commit or decommit, and fences order them against this one.
+ *
+ * (Where a binding table supplied at execute would go: an entry naming a
+ * table slot instead of a buffer is resolved here from that slot's
+ * buffer and offset, plus the entry's offset; the states already point at
+ * |ptrs| and need nothing else.) */
+static bool hali_hal_program_resolve(const hali_hal_replay_program_t *prog) {
+  const hali_hal_replay_binding_t *b = prog->bindings;
+  void **ptrs = prog->ptrs;
+  for (size_t j = 0; j < prog->binding_count; ++j) {
+    uint8_t *storage = atomic_load_explicit(&b[j].buffer->allocated->storage,
+                                            memory_order_acquire);
+    if (HALI_UNLIKELY(storage == NULL)) return false;
+    ptrs[j] = storage + b[j].base;
+  }
+  return true;
+}
+
+/* The op loop: the replay of |cb|'s program when this replay holds its
+ * |claimed| and resolved it.  Per dispatch: the stop check, and either
+ * the kernel's own call with the prebuilt state (a one-workgroup C kernel
+ * and a lent worker with enough scratch, no guarded dispatch running) or
+ * the device's runner with it. */
+static hali_status_t hali_hal_program_run_ops(
+    hali_hal_command_buffer_t *cb, const hali_hal_replay_program_t *prog,
+    const hali_hal_replay_worker_t *worker,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    hali_hal_stop_t *stop) {
+  const hali_hal_replay_op_t *op = prog->ops, *end = op + prog->op_count;
+  /* Scratch at most this large can be lent (-1: no worker lent). */
+  const int64_t lent = worker ? (int64_t)worker->scratch_size : -1;
+  for (; op != end; ++op) {
+    hali_status_t status = HALI_OK;
+    hali_status_code_t stopped = hali_hal_stop_check(stop);
+    if (HALI_UNLIKELY(stopped != HALI_STATUS_OK)) {
+      hali_status_t s = hali_status_annotate(
+          hali_hal_stop_status(stopped), "abandoned before command %u of %zu",
+          op->index, cb->command_count);
+      hali_hal_command_buffer_abort_collectives(cb, op->index, s);
+      return s;
+    }
+    if (HALI_LIKELY(op->fn != NULL && (int64_t)op->scratch_size <= lent &&
+                    atomic_load_explicit(&hali_hal_validate_guards_active,
+                                         memory_order_relaxed) == 0)) {
+      const hali_kernel_workgroup_state_t wg = {
+          .worker_id = worker->worker_id,
+          .scratch = op->scratch_size ? worker->scratch : NULL,
+          .scratch_size = op->scratch_size,
+      };
+      int code = op->fn(op->state, &wg);
+      if (HALI_LIKELY(code == 0)) continue;
+      const hali_hal_command_dispatch_t *cmd = (const void *)op->record;
+      status = hali_hal_dispatch_failed(
+          cmd->executable, cmd->ordinal, op->state, &wg,
+          hali_hal_executable_kernel_error(cmd->executable, cmd->ordinal,
+                                           code, &wg));
+    } else if (op->state) {
+      const hali_hal_command_dispatch_t *cmd = (const void *)op->record;
+      status = run_dispatch(runner_self, cmd->executable, cmd->ordinal,
+                            op->state, stop);
+    } else {
+      status = hali_hal_run_plain_command(op->record, stop);
+    }
+    if (HALI_UNLIKELY(status != NULL)) {
+      hali_hal_command_buffer_abort_collectives(cb, (size_t)op->index + 1,
+                                                status);
+      return hali_status_annotate(status, "executing command %u of %zu",
+                                  op->index, cb->command_count);
+    }
+  }
+  return HALI_OK;
+}
+
 hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *cb, hali_hal_dispatch_runner_t run_dispatch,
     void *runner_self, const hali_hal_tracer_t *tracer,
     hali_hal_stop_t *stop) {
+  return hali_hal_command_buffer_execute_lent(cb, NULL, run_dispatch,
+                                              runner_self, tracer, stop);
+}
+
+hali_status_t hali_hal_command_buffer_execute_lent(
+    hali_hal_command_buffer_t *cb, const hali_hal_replay_worker_t *worker,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  hali_hal_replay_program_t *ops_prog = cb->program;
+  /* The op loop traces nothing: with a tracer, the steps. */
+  if (ops_prog && ops_prog->ops && !tracer &&
+      !atomic_exchange_explicit(&ops_prog->claimed, true,
+                                memory_order_acquire)) {
+    hali_status_t status = HALI_OK;
+    bool resolved = hali_hal_program_resolve(ops_prog);
+    if (HALI_LIKELY(resolved))
+      status = hali_hal_program_run_ops(cb, ops_prog, worker, run_dispatch,
+                                        runner_self, stop);
+    atomic_store_explicit(&ops_prog->claimed, false, memory_order_release);
+    if (HALI_LIKELY(resolved)) return status;
+  }
   hali_hal_replay_state_t state;
   state.constants_set = 0;
   state.bindings_set = 0;

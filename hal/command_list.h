@@ -123,11 +123,53 @@ typedef struct hali_hal_replay_step_t {
   const hali_hal_replay_binding_t *bindings; /* e->binding_count */
 } hali_hal_replay_step_t;
 
+/* The replay program's flat form (hal/command_exec.c, "The op loop"):
+ * one op per command that does something (a dispatch of a non-empty
+ * grid, a fill, copy, update or collective; pushes, barriers and empty
+ * grids have none), each dispatch with its kernel dispatch state built at
+ * finalize.  A state's binding pointers are the program's |ptrs|, which
+ * the replay holding |claimed| resolves once, before its first op, from
+ * the bindings' storage; its lengths and constants never change. */
+typedef struct hali_hal_replay_op_t {
+  /* One-workgroup dispatch of a C kernel (hali_hal_executable_direct_
+   * kernel): called directly when the device lends the replay a worker
+   * (hali_hal_replay_worker_t).  NULL: through the dispatch runner. */
+  hali_kernel_fn_t fn;
+  /* Dispatches: the state (shared by consecutive equal dispatches);
+   * NULL for the other commands. */
+  const hali_kernel_dispatch_state_t *state;
+  const hali_hal_command_header_t *record;
+  uint32_t index;        /* of the command in the list */
+  uint32_t scratch_size; /* dispatches: the export's */
+} hali_hal_replay_op_t;
+
 typedef struct hali_hal_replay_program_t {
   hali_hal_replay_step_t *steps; /* one per command, in order */
   hali_hal_replay_binding_t *bindings;
   uint32_t *constants;
+  size_t binding_count; /* entries of |bindings| (and |ptrs|, |lengths|) */
+  /* The op loop (NULL |ops|: out of memory at finalize, or more than
+   * 2^32 - 1 commands; replays take the steps). */
+  hali_hal_replay_op_t *ops;
+  size_t op_count;
+  hali_kernel_dispatch_state_t *states;
+  void **ptrs;          /* per binding: resolved by the claiming replay */
+  size_t *lengths;      /* per binding */
+  uint32_t max_scratch; /* the largest scratch_size among the ops */
+  /* Held by the replay that resolves and reads |ptrs|; a replay that
+   * finds it held (the same command buffer replayed on two queues at
+   * once) takes the steps. */
+  atomic_bool claimed;
 } hali_hal_replay_program_t;
+
+/* What a device lends a replay to call one-workgroup C kernels directly:
+ * the worker id they run as and its scratch (|scratch_size| bytes, 64-byte
+ * aligned).  A kernel needing more scratch goes through the runner. */
+typedef struct hali_hal_replay_worker_t {
+  uint32_t worker_id;
+  void *scratch;
+  size_t scratch_size;
+} hali_hal_replay_worker_t;
 
 struct hali_hal_command_buffer_t {
   hali_ref_t ref;
@@ -256,6 +298,30 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *command_buffer,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
+/* The same, and with |worker| (NULL: none) the one-workgroup C kernels of
+ * a reusable command buffer's op loop are called on the calling thread as
+ * that worker, with no runner in between.  Only without a tracer (NULL)
+ * and with the device's own runner (not validation mode's, which wraps
+ * each dispatch); while a guarded dispatch (hal/validate.h) runs anywhere,
+ * each dispatch goes through |run_dispatch| as before. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute_lent(
+    hali_hal_command_buffer_t *command_buffer,
+    const hali_hal_replay_worker_t *worker,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
+/* The scratch a worker lent to |command_buffer|'s replay needs so that
+ * every direct call can use it (0: none, or no op loop). */
+static inline size_t hali_hal_command_buffer_replay_scratch(
+    const hali_hal_command_buffer_t *command_buffer) {
+  const hali_hal_replay_program_t *p = command_buffer->program;
+  return p && p->ops ? p->max_scratch : 0;
+}
+/* Whether |command_buffer| replays through the op loop. */
+static inline bool hali_hal_command_buffer_has_op_loop(
+    const hali_hal_command_buffer_t *command_buffer) {
+  const hali_hal_replay_program_t *p = command_buffer->program;
+  return p && p->ops;
+}
 
 /* Reports workgroups [begin, end) of a dispatch, run on |tid| since |t0|. */
 void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,

@@ -222,6 +222,27 @@ static hali_status_t hali_hal_local_sync_run_dispatch(
   return status;
 }
 
+/* local-sync: its worker 0, with the device's scratch grown to at least
+ * |need| bytes, for a replay's op loop; false when that scratch cannot be
+ * had (the dispatches then go through the runner, which fails the first
+ * that needs it).  Only the pumping thread calls it. */
+static bool hali_hal_local_sync_lend(hali_hal_device_t *device, size_t need,
+                                     hali_hal_replay_worker_t *out) {
+  if (need > device->scratch_size) {
+    void *scratch = hali_aligned_alloc(64, need);
+    if (!scratch) return false;
+    hali_aligned_free(device->scratch);
+    device->scratch = scratch;
+    device->scratch_size = need;
+  }
+  *out = (hali_hal_replay_worker_t){
+      .worker_id = 0,
+      .scratch = device->scratch,
+      .scratch_size = device->scratch_size,
+  };
+  return true;
+}
+
 /* |self| is the runner.  Every grid goes to the worker pool, which takes
  * dispatches from several runners at once (hal/worker_pool.h), so that
  * workgroup ids stay in [0, workers) (include/hali/kernel.h) even when
@@ -267,8 +288,24 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
         hali_hal_command_buffer_t *cb = sub->command_buffers[i];
         if (runner && cb->command_count >= 2 && !cb->collective_count)
           runner->held = hali_hal_worker_pool_hold(device->pool);
-        hali_status_t s = hali_hal_command_buffer_execute(
-            cb, run, self, t, sub->stop);
+        /* The worker a replay's one-workgroup C kernels run as, called
+         * from its op loop (hal/command_list.h): the held one on
+         * local-task, the device's own scratch on local-sync.  Not under
+         * validation, whose runner wraps every dispatch. */
+        hali_hal_replay_worker_t lent, *lend = NULL;
+        if (!device->validate && !t &&
+            hali_hal_command_buffer_has_op_loop(cb)) {
+          size_t need = hali_hal_command_buffer_replay_scratch(cb);
+          if (runner ? runner->held &&
+                           hali_hal_worker_pool_lend(runner->held, need,
+                                                     &lent.worker_id,
+                                                     &lent.scratch,
+                                                     &lent.scratch_size)
+                     : hali_hal_local_sync_lend(device, need, &lent))
+            lend = &lent;
+        }
+        hali_status_t s = hali_hal_command_buffer_execute_lent(
+            cb, lend, run, self, t, sub->stop);
         if (runner && runner->held) {
           hali_hal_worker_pool_unhold(device->pool, runner->held);
           runner->held = NULL;

@@ -228,6 +228,23 @@ static hali_status_t hali_hal_worker_pool_dispatch_as(
     const hali_kernel_dispatch_state_t *dispatch,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
 
+bool hali_hal_worker_pool_lend(hali_hal_worker_t *held, size_t scratch_size,
+                               uint32_t *out_worker_id, void **out_scratch,
+                               size_t *out_scratch_size) {
+  /* The holder owns a borrowed worker's scratch (see the struct). */
+  if (scratch_size > held->scratch_size) {
+    void *scratch = hali_aligned_alloc(64, scratch_size);
+    if (!scratch) return false;
+    hali_aligned_free(held->scratch);
+    held->scratch = scratch;
+    held->scratch_size = scratch_size;
+  }
+  *out_worker_id = held->id;
+  *out_scratch = held->scratch;
+  *out_scratch_size = held->scratch_size;
+  return true;
+}
+
 hali_status_t hali_hal_worker_pool_dispatch(
     hali_hal_worker_pool_t *pool, hali_hal_executable_t *executable,
     uint32_t ordinal, const hali_kernel_dispatch_state_t *dispatch,

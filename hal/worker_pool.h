@@ -44,6 +44,13 @@ typedef struct hali_hal_worker_t hali_hal_worker_t;
 hali_hal_worker_t *hali_hal_worker_pool_hold(hali_hal_worker_pool_t *pool);
 void hali_hal_worker_pool_unhold(hali_hal_worker_pool_t *pool,
                                  hali_hal_worker_t *held);
+/* The id and scratch of |held| for its holder to run kernels as that
+ * worker itself (the local-task device's op loop: hal/command_list.h),
+ * the scratch grown to at least |scratch_size| bytes first; false when it
+ * cannot grow (the scratch is then unchanged). */
+bool hali_hal_worker_pool_lend(hali_hal_worker_t *held, size_t scratch_size,
+                               uint32_t *out_worker_id, void **out_scratch,
+                               size_t *out_scratch_size);
 /* hali_hal_worker_pool_dispatch with |held| (from hali_hal_worker_pool_hold;
  * NULL: as hali_hal_worker_pool_dispatch). */
 HALI_MUST_USE hali_status_t hali_hal_worker_pool_dispatch_held(

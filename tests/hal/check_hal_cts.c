@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/command_list.h" /* hali_hal_command_buffer_has_op_loop */
 #include "tests/hal/hal_testutil.h"
 
 typedef struct cts_config_t {
@@ -155,13 +156,24 @@ static int cts_stop_kernel(const hali_kernel_dispatch_state_t *d,
   return 0;
 }
 
+/* counter[0] += c0, atomically (replays of one command buffer on two
+ * queues at once share the counter). */
+static int cts_add_kernel(const hali_kernel_dispatch_state_t *d,
+                          const hali_kernel_workgroup_state_t *w) {
+  (void)w;
+  if (d->binding_count != 1 || d->binding_lengths[0] < 4) return 93;
+  atomic_fetch_add((_Atomic uint32_t *)d->binding_ptrs[0], d->constants[0]);
+  return 0;
+}
+
 static const hali_kernel_export_t cts_exports[] = {
     {"scale", cts_scale_kernel, 4, 2, {4, 1, 1}, 256},
     {"fail_at", cts_fail_kernel, 0, 1, {1, 1, 1}, 0},
     {"stop_at", cts_stop_kernel, 0, 1, {1, 1, 1}, 0},
+    {"add", cts_add_kernel, 1, 1, {1, 1, 1}, 0},
 };
 static const hali_kernel_library_t cts_library = {
-    HALI_KERNEL_ABI_VERSION, "cts_kernels", 3, cts_exports};
+    HALI_KERNEL_ABI_VERSION, "cts_kernels", 4, cts_exports};
 
 static hali_hal_executable_t *cts_executable(void) {
   hali_hal_executable_t *exe = NULL;
@@ -919,6 +931,221 @@ START_TEST(test_reusable_replay_program) {
 }
 END_TEST
 
+/* The op loop of a reusable command buffer (hal/command_exec.c): one-
+ * workgroup C kernels called directly with the states built at finalize,
+ * the binding pointers resolved once per replay.  Each dispatch sees the
+ * constants and bindings pushed before it, and the scratch its export
+ * declares (the scale kernel fails without 256 aligned bytes); fills,
+ * barriers and empty grids between them keep their places; every replay
+ * gives the plain formula's results. */
+START_TEST(test_reusable_op_loop) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_buffer_t *in = cts_buffer(device, 16);
+  hali_hal_buffer_t *out = cts_buffer(device, 16);
+  hali_hal_buffer_t *out2 = cts_buffer(device, 64);
+  hali_hal_buffer_t *visits = cts_buffer(device, 4);
+  hali_hal_buffer_t *workers = cts_buffer(device, 4);
+  const uint32_t data[4] = {7, 11, 13, 17};
+  HALI_CK_OK(hali_hal_buffer_write(in, 0, data, sizeof(data)));
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &cb));
+  uint32_t constants[2] = {5, 1000};
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+  hali_hal_buffer_binding_t bindings[4] = {
+      {0, in, 0, 16}, {1, out, 0, 16}, {2, visits, 0, 4}, {3, workers, 0, 4}};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 4));
+  enum { K = 50 };
+  for (int k = 0; k < K; ++k)
+    HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, out2, 0, 64, 0xAB, 1));
+  HALI_CK_OK(hali_hal_command_buffer_execution_barrier(cb));
+  uint32_t c1 = 2000;
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 1, &c1, 1));
+  hali_hal_buffer_binding_t second = {1, out2, 16, 16};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, &second, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 0, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  ck_assert(hali_hal_command_buffer_has_op_loop(cb));
+  const uint32_t runs = 3;
+  for (uint32_t r = 0; r < runs; ++r) {
+    hali_hal_fence_t *signal = NULL;
+    HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+    HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1));
+    HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+    hali_hal_fence_release(signal);
+  }
+  uint32_t got[4], got2[16], v = 0, worker = 0;
+  HALI_CK_OK(hali_hal_buffer_read(out, 0, got, sizeof(got)));
+  HALI_CK_OK(hali_hal_buffer_read(out2, 0, got2, sizeof(got2)));
+  HALI_CK_OK(hali_hal_buffer_read(visits, 0, &v, 4));
+  HALI_CK_OK(hali_hal_buffer_read(workers, 0, &worker, 4));
+  ck_assert_uint_eq(v, runs * (K + 1));
+  ck_assert_uint_lt(worker, hali_hal_device_worker_count(device));
+  for (int i = 0; i < 4; ++i) {
+    ck_assert_uint_eq(got[i], data[i] * 5 + 1000);
+    ck_assert_uint_eq(got2[i], 0xABABABABu);
+    ck_assert_uint_eq(got2[4 + i], data[i] * 5 + 2000);
+  }
+  for (int i = 8; i < 16; ++i) ck_assert_uint_eq(got2[i], 0xABABABABu);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_buffer_release(in);
+  hali_hal_buffer_release(out);
+  hali_hal_buffer_release(out2);
+  hali_hal_buffer_release(visits);
+  hali_hal_buffer_release(workers);
+  hali_hal_executable_release(exe);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* A kernel failing in the op loop fails the replay with the walk's
+ * message (a one-shot recording of the same commands walks the list),
+ * and a stop requested by the fourth of nine one-workgroup dispatches
+ * abandons the replay before the next dispatch: exactly four ran. */
+static hali_hal_command_buffer_t *cts_fail_recording(
+    hali_hal_executable_t *exe, hali_hal_buffer_t *counter,
+    hali_hal_command_buffer_mode_bits_t mode) {
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(mode, HALI_HAL_COMMAND_CATEGORY_ANY,
+                                            &cb));
+  uint32_t one = 1, zero = 0;
+  hali_hal_buffer_binding_t binding = {0, counter, 0, 4};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, &binding, 1));
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, &one, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 3, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, &zero, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 1, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, &one, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 3, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  return cb;
+}
+
+static char *cts_replay_failure(hali_hal_device_t *device,
+                                hali_hal_command_buffer_t *cb) {
+  hali_hal_fence_t *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1));
+  hali_status_t s = hali_hal_fence_await(signal, HALI_INFINITE);
+  hali_hal_fence_release(signal);
+  ck_assert_msg(s != NULL, "the replay succeeded");
+  ck_assert_int_eq(hali_status_code(s), HALI_STATUS_INTERNAL);
+  char *text = hali_status_to_string(s);
+  hali_status_free(s);
+  /* Up to the queue's own lines (the submission's number differs). */
+  char *queue = strstr(text, "\n  queue submission");
+  ck_assert_ptr_nonnull(queue);
+  *queue = 0;
+  return text;
+}
+
+START_TEST(test_reusable_op_loop_failure_and_stop) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_buffer_t *counter = cts_buffer(device, 4);
+  hali_hal_command_buffer_t *reusable = cts_fail_recording(
+      exe, counter, HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE);
+  hali_hal_command_buffer_t *one_shot = cts_fail_recording(
+      exe, counter, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT);
+  ck_assert(hali_hal_command_buffer_has_op_loop(reusable));
+  ck_assert(!hali_hal_command_buffer_has_op_loop(one_shot));
+  char *a = cts_replay_failure(device, reusable);
+  char *b = cts_replay_failure(device, one_shot);
+  ck_assert_str_eq(a, b);
+  ck_assert_msg(strstr(a, "kernel returned error code 42") &&
+                    strstr(a, "export 1 'fail_at' at workgroup (0,0,0) of "
+                              "(1,1,1)") &&
+                    strstr(a, "executing command 4 of 7"),
+                "%s", a);
+  free(a);
+  free(b);
+  /* The dispatch before the failing one ran, the one after did not. */
+  uint32_t count = 0;
+  HALI_CK_OK(hali_hal_buffer_read(counter, 0, &count, 4));
+  ck_assert_uint_eq(count, 2);
+  hali_hal_command_buffer_release(reusable);
+  hali_hal_command_buffer_release(one_shot);
+
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &cb));
+  uint32_t never = UINT32_MAX, now = 0;
+  for (int k = 0; k < 9; ++k) {
+    HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0,
+                                                      k == 3 ? &now : &never,
+                                                      1));
+    HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 2, 1, 1, 1));
+  }
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  ck_assert(hali_hal_command_buffer_has_op_loop(cb));
+  HALI_CK_OK(hali_hal_stop_create(INT64_MAX, &cts_stop));
+  atomic_store(&cts_stop_ran, 0);
+  hali_hal_fence_t *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  HALI_CK_OK(hali_hal_device_queue_execute_stoppable(device, NULL, signal,
+                                                     &cb, 1, cts_stop));
+  HALI_CK_STATUS(hali_hal_fence_await(signal, HALI_INFINITE),
+                 HALI_STATUS_CANCELLED,
+                 "the invocation that submitted this work was cancelled",
+                 "abandoned before command 9 of 18");
+  ck_assert_int_eq(atomic_load(&cts_stop_ran), 4);
+  hali_hal_fence_release(signal);
+  hali_hal_stop_release(cts_stop);
+  cts_stop = NULL;
+  hali_hal_command_buffer_release(cb);
+  hali_hal_buffer_release(counter);
+  hali_hal_executable_release(exe);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* One reusable command buffer replayed on several queues at once (no
+ * fence between the submissions): one replay holds the op loop's binding
+ * pointers, the others walk the steps; every dispatch of every replay
+ * counts once. */
+START_TEST(test_reusable_concurrent_replays) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_buffer_t *counter = cts_buffer(device, 4);
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &cb));
+  uint32_t three = 3;
+  hali_hal_buffer_binding_t binding = {0, counter, 0, 4};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, &binding, 1));
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, &three, 1));
+  enum { D = 2000, REPLAYS = 8, ROUNDS = 5 };
+  for (int k = 0; k < D; ++k)
+    HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 3, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  for (int round = 0; round < ROUNDS; ++round) {
+    hali_hal_fence_t *signals[REPLAYS];
+    for (int r = 0; r < REPLAYS; ++r) {
+      HALI_CK_OK(hali_hal_fence_create_pending(&signals[r]));
+      HALI_CK_OK(
+          hali_hal_device_queue_execute(device, NULL, signals[r], &cb, 1));
+    }
+    for (int r = 0; r < REPLAYS; ++r) {
+      HALI_CK_OK(hali_hal_fence_await(signals[r], HALI_INFINITE));
+      hali_hal_fence_release(signals[r]);
+    }
+  }
+  uint32_t count = 0;
+  HALI_CK_OK(hali_hal_buffer_read(counter, 0, &count, 4));
+  ck_assert_uint_eq(count, 3u * D * REPLAYS * ROUNDS);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_buffer_release(counter);
+  hali_hal_executable_release(exe);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 /* ---- Stream-ordered allocation. ---- */
 
 START_TEST(test_alloca_dealloca_order) {
@@ -1577,6 +1804,9 @@ static Suite *hal_cts_suite(void) {
   add_device_tests(tc, test_dispatch_usage_and_mapping);
   add_device_tests(tc, test_dispatch_uncommitted_binding);
   add_device_tests(tc, test_reusable_replay_program);
+  add_device_tests(tc, test_reusable_op_loop);
+  add_device_tests(tc, test_reusable_op_loop_failure_and_stop);
+  add_device_tests(tc, test_reusable_concurrent_replays);
   add_device_tests(tc, test_stop_abandons_dispatch);
   add_device_tests(tc, test_stop_abandons_parked_work);
   add_device_tests(tc, test_queue_fences_are_the_order);
