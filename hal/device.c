@@ -26,6 +26,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,12 @@ typedef struct hali_hal_runner_t {
   bool waiting;        /* asleep on |cond|, nobody has woken it yet */
   bool spinning;       /* runner 0 looking for work without the mutex:
                         * it will see what is queued meanwhile */
+  /* Runner 0's: how long it spins next time its queue empties (adaptive:
+   * hali_hal_local_task_main). */
+  _Atomic int64_t spin_ns; /* (atomic only for hali_hal_device_runner_spin_ns) */
+  /* When it was last woken for work while asleep (0: not since it went
+   * idle).  Guarded by the device mutex. */
+  int64_t woken_ns;
   pthread_cond_t cond;
   /* The worker it holds while it replays one command buffer (none across
    * a collective: hal/worker_pool.h), or NULL.  The runner's own. */
@@ -169,6 +176,14 @@ hali_status_t hali_hal_device_kind_parse(const char *name,
 
 hali_hal_device_kind_t hali_hal_device_kind(const hali_hal_device_t *device) {
   return device->kind;
+}
+
+int64_t hali_hal_device_runner_spin_ns(hali_hal_device_t *device) {
+  if (device->kind != HALI_HAL_DEVICE_LOCAL_TASK || !device->runner_count ||
+      !device->spin)
+    return 0;
+  return atomic_load_explicit(&device->runners[0].spin_ns,
+                              memory_order_relaxed);
 }
 
 uint32_t hali_hal_device_worker_count(const hali_hal_device_t *device) {
@@ -301,7 +316,8 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
                                                      &lent.worker_id,
                                                      &lent.scratch,
                                                      &lent.scratch_size)
-                     : hali_hal_local_sync_lend(device, need, &lent))
+                     : device->kind == HALI_HAL_DEVICE_LOCAL_SYNC &&
+                           hali_hal_local_sync_lend(device, need, &lent))
             lend = &lent;
         }
         hali_status_t s = hali_hal_command_buffer_execute_lent(
@@ -536,8 +552,12 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
 
 /* ---- local-task: the queue runners. ---- */
 
-/* How long runner 0 spins for new work before it sleeps. */
+/* How long runner 0 spins for new work before it sleeps, at most; a spin
+ * that finds nothing halves the next one, down to none below the
+ * minimum, and work arriving within the maximum after the queue emptied
+ * restores it (hali_hal_local_task_main). */
 #define HALI_HAL_RUNNER_SPIN_NS 20000
+#define HALI_HAL_RUNNER_SPIN_MIN_NS 1000
 
 /* Wakes the lowest-numbered runner asleep (one is enough: a runner that
  * takes a submission wakes the next if more are queued, and busy ones
@@ -549,6 +569,8 @@ static hali_hal_runner_t *hali_hal_local_task_pick(hali_hal_device_t *device) {
     hali_hal_runner_t *r = &device->runners[i];
     if (r->waiting) {
       r->waiting = false;
+      /* (a clock read only when a wake-up is paid for anyway) */
+      if (r->index == 0) r->woken_ns = hali_clock_now_ns();
       return r;
     }
   }
@@ -688,6 +710,9 @@ static void *hali_hal_local_task_main(void *arg) {
   hali_hal_runner_t *runner = arg;
   hali_hal_device_t *device = runner->device;
   bool spun = false; /* since it last took work (below) */
+  /* Runner 0: the queue emptied at |idle_since| and no work came since. */
+  bool idle = false;
+  int64_t idle_since = 0;
   pthread_mutex_lock(&device->mutex);
   for (;;) {
     /* The oldest submission that is ready, taken by the lowest-numbered
@@ -707,6 +732,17 @@ static void *hali_hal_local_task_main(void *arg) {
       }
     }
     if (sub) {
+      /* Work soon after the queue emptied: spinning pays again (a
+       * submit, await, submit loop).  Long gaps leave the spin off, so
+       * an idle host costs this thread nothing.  The gap ends when the
+       * work woke it, not when it got the core back. */
+      if (idle) {
+        int64_t came = runner->woken_ns ? runner->woken_ns : hali_clock_now_ns();
+        if (came - idle_since <= HALI_HAL_RUNNER_SPIN_NS)
+          atomic_store_explicit(&runner->spin_ns, HALI_HAL_RUNNER_SPIN_NS,
+                                memory_order_relaxed);
+      }
+      idle = false;
       spun = false;
       if (prev) prev->next = sub->next;
       else device->head = sub->next;
@@ -732,15 +768,27 @@ static void *hali_hal_local_task_main(void *arg) {
      * on a machine with more than one core): work submitted one piece
      * at a time (submit, await, submit again) then finds it awake, and
      * neither side pays a futex wake-up and a thread switch.  Anything
-     * queued meanwhile counts |work_events|; then it looks again. */
-    if (!device->head && device->spin && runner->index == 0 && !spun) {
+     * queued meanwhile counts |work_events|; then it looks again.  The
+     * spin adapts (|spin_ns|): one that finds nothing halves the next,
+     * down to none, so a host that submits rarely does not pay ~20 us of
+     * this thread's CPU per submission; work that comes within 20 us of
+     * the queue emptying turns it back on. */
+    if (!device->head && runner->index == 0 && !idle) {
+      idle = true;
+      idle_since = hali_clock_now_ns();
+      runner->woken_ns = 0;
+    }
+    const int64_t spin_ns =
+        atomic_load_explicit(&runner->spin_ns, memory_order_relaxed);
+    if (!device->head && device->spin && runner->index == 0 && !spun &&
+        spin_ns > 0) {
       spun = true;
       uint64_t seen =
           atomic_load_explicit(&device->work_events, memory_order_acquire);
       runner->spinning = true;
       pthread_mutex_unlock(&device->mutex);
       bool more = false;
-      int64_t until = hali_clock_now_ns() + HALI_HAL_RUNNER_SPIN_NS;
+      int64_t until = hali_clock_now_ns() + spin_ns;
       /* Yielding between looks: on a busy machine the submitter may be
        * waiting for this core. */
       do {
@@ -753,6 +801,11 @@ static void *hali_hal_local_task_main(void *arg) {
         }
         if (!more) sched_yield();
       } while (!more && hali_clock_now_ns() < until);
+      if (!more)
+        atomic_store_explicit(
+            &runner->spin_ns,
+            spin_ns / 2 < HALI_HAL_RUNNER_SPIN_MIN_NS ? 0 : spin_ns / 2,
+            memory_order_relaxed);
       pthread_mutex_lock(&device->mutex);
       runner->spinning = false;
       continue; /* look again (also at |shutdown|) before sleeping */
@@ -913,6 +966,71 @@ void hali_hal_device_queue_state(hali_hal_device_t *device, bool *out_pending,
 
 /* ---- Submitting. ---- */
 
+/* local-task: a submission this small runs on the submitting thread
+ * when nothing is queued and its wait fence is reached (below): a handful
+ * of fills, copies and updates of at most 64 KiB in all, which take less
+ * time than handing them to a runner and waking the host again.  Never a
+ * dispatch (its kernel's duration is unknown, and its workgroups need a
+ * worker id) or a collective (it may wait for other queues). */
+#define HALI_HAL_INLINE_MAX_BYTES ((uint64_t)64 << 10)
+enum { HALI_HAL_INLINE_MAX_COMMANDS = 16 };
+
+static bool hali_hal_local_task_tiny(const hali_hal_submission_t *sub) {
+  if (sub->kind != HALI_HAL_SUBMISSION_EXECUTE) return false;
+  uint64_t bytes = 0;
+  size_t commands = 0;
+  for (size_t i = 0; i < sub->command_buffer_count; ++i) {
+    const hali_hal_command_buffer_t *cb = sub->command_buffers[i];
+    for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb);
+         h; h = hali_hal_command_list_next(cb, h)) {
+      if (++commands > HALI_HAL_INLINE_MAX_COMMANDS) return false;
+      uint64_t length = 0;
+      switch ((hali_hal_command_type_t)h->type) {
+        case HALI_HAL_COMMAND_FILL:
+          length = ((const hali_hal_command_fill_t *)(const void *)h)->length;
+          break;
+        case HALI_HAL_COMMAND_COPY:
+          length = ((const hali_hal_command_copy_t *)(const void *)h)->length;
+          break;
+        case HALI_HAL_COMMAND_UPDATE:
+          length =
+              ((const hali_hal_command_update_t *)(const void *)h)->length;
+          break;
+        case HALI_HAL_COMMAND_BARRIER:
+        case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+        case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
+          break;
+        default: /* dispatch, collective */
+          return false;
+      }
+      if (length > HALI_HAL_INLINE_MAX_BYTES - bytes) return false;
+      bytes += length;
+    }
+  }
+  return true;
+}
+
+/* Whether to run |sub| on the submitting thread now (local-task): tiny,
+ * nothing queued (only fences order submissions, but a queue with work
+ * waiting keeps handing it out oldest first), its wait fence reached, its
+ * stop not requested, no tracing (the spans name the runners' tracks) and
+ * no validation (its submission bookkeeping expects a runner).  Caller
+ * holds the device mutex. */
+static bool hali_hal_local_task_inline(hali_hal_device_t *device,
+                                       hali_hal_submission_t *sub) {
+  if (device->validate || device->tracer.now || device->head ||
+      device->abandoning || device->shutdown || !hali_hal_local_task_tiny(sub) ||
+      hali_hal_stop_check(sub->stop) != HALI_STATUS_OK)
+    return false;
+  bool ready = false;
+  hali_status_t q = hali_hal_fence_query_untraced(sub->wait_fence, &ready);
+  if (q) { /* a failed wait fence: the runner fails it as usual */
+    hali_status_free(q);
+    return false;
+  }
+  return ready;
+}
+
 /* Queues |sub|; under validation the submission may be refused
  * (hal/validate.h), and then nothing is queued and |sub| stays the
  * caller's. */
@@ -933,6 +1051,21 @@ static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
       pthread_mutex_unlock(&device->mutex);
       return s;
     }
+  }
+  if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK &&
+      hali_hal_local_task_inline(device, sub)) {
+    /* Counted as running, as a runner's would be (wait_idle, queue state). */
+    device->pending++;
+    device->running++;
+    pthread_mutex_unlock(&device->mutex);
+    hali_hal_submission_complete(device, NULL, sub, HALI_OK);
+    hali_hal_submission_free(sub);
+    pthread_mutex_lock(&device->mutex);
+    device->running--;
+    device->pending--;
+    pthread_cond_broadcast(&device->cond);
+    pthread_mutex_unlock(&device->mutex);
+    return HALI_OK;
   }
   if (device->tail)
     device->tail->next = sub;
@@ -967,9 +1100,12 @@ static hali_hal_submission_t *hali_hal_submission_allocate(
       hali_add_overflows_u64(bytes, sizeof(hali_hal_submission_t), &bytes) ||
       bytes > SIZE_MAX)
     return NULL;
-  hali_hal_submission_t *sub = hali_calloc(1, (size_t)bytes);
+  /* malloc and a zeroing store, not calloc: glibc's calloc skips its
+   * per-thread cache (~400 instructions per submission); the caller fills
+   * command_buffers[0 .. count). */
+  hali_hal_submission_t *sub = hali_malloc((size_t)bytes);
   if (!sub) return NULL;
-  sub->kind = kind;
+  *sub = (hali_hal_submission_t){.kind = kind};
   sub->wait_fence = wait_fence;
   hali_hal_fence_retain(wait_fence);
   sub->signal_fence = signal_fence;
@@ -1270,6 +1406,7 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
        * them "queue R"). */
       r->trace_tid = i == 0 ? 1 : 500 + i;
       r->index = i;
+      atomic_init(&r->spin_ns, HALI_HAL_RUNNER_SPIN_NS);
       if (pthread_create(&r->thread, NULL, hali_hal_local_task_main, r))
         status = hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                                   "could not start queue runner %u of %u", i,

@@ -90,6 +90,11 @@ HALI_MUST_USE hali_status_t hali_hal_device_default_channel(
     hali_hal_device_t *device, hali_hal_channel_t **out_channel);
 /* Workers that run dispatches (1 for local-sync). */
 uint32_t hali_hal_device_worker_count(const hali_hal_device_t *device);
+/* local-task: how long runner 0 spins for new work the next time its
+ * queue empties, in ns (adaptive, at most ~20 us; 0: it sleeps at once).
+ * 0 on local-sync and on a single online core.  For tests and
+ * benchmarks. */
+int64_t hali_hal_device_runner_spin_ns(hali_hal_device_t *device);
 /* The device's allocator, borrowed (retain to keep it past the device). */
 hali_hal_allocator_t *hali_hal_device_allocator(const hali_hal_device_t *device);
 

@@ -166,14 +166,26 @@ static int cts_add_kernel(const hali_kernel_dispatch_state_t *d,
   return 0;
 }
 
+/* binding 0's first word = 1 when it runs on the thread that submitted
+ * it (cts_submitter), 2 elsewhere. */
+static pthread_t cts_submitter;
+static int cts_where_kernel(const hali_kernel_dispatch_state_t *d,
+                            const hali_kernel_workgroup_state_t *w) {
+  (void)w;
+  *(uint32_t *)d->binding_ptrs[0] =
+      pthread_equal(pthread_self(), cts_submitter) ? 1 : 2;
+  return 0;
+}
+
 static const hali_kernel_export_t cts_exports[] = {
     {"scale", cts_scale_kernel, 4, 2, {4, 1, 1}, 256},
     {"fail_at", cts_fail_kernel, 0, 1, {1, 1, 1}, 0},
     {"stop_at", cts_stop_kernel, 0, 1, {1, 1, 1}, 0},
     {"add", cts_add_kernel, 1, 1, {1, 1, 1}, 0},
+    {"where", cts_where_kernel, 1, 0, {1, 1, 1}, 0},
 };
 static const hali_kernel_library_t cts_library = {
-    HALI_KERNEL_ABI_VERSION, "cts_kernels", 4, cts_exports};
+    HALI_KERNEL_ABI_VERSION, "cts_kernels", 5, cts_exports};
 
 static hali_hal_executable_t *cts_executable(void) {
   hali_hal_executable_t *exe = NULL;
@@ -1146,6 +1158,178 @@ START_TEST(test_reusable_concurrent_replays) {
 }
 END_TEST
 
+/* A tiny transfer-only submission whose wait fence is reached runs on
+ * the submitting thread on local-task too (hal/device.c): its signal
+ * fence is reached when queue_execute returns, with the results there,
+ * and a failure reaches the fence the same way.  Dispatches still run on
+ * a runner; a tiny submission whose wait fence is not reached waits for
+ * it; one over the 64 KiB bound goes to a runner and lands all the same. */
+static hali_hal_fence_t *cts_submit(hali_hal_device_t *device,
+                                    hali_hal_fence_t *wait,
+                                    hali_hal_command_buffer_t *cb) {
+  hali_hal_fence_t *signal = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&signal));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, wait, signal, &cb, 1));
+  hali_hal_command_buffer_release(cb);
+  return signal;
+}
+
+static bool cts_fence_reached(hali_hal_fence_t *fence) {
+  bool ready = false;
+  hali_status_t s = hali_hal_fence_query(fence, &ready);
+  if (s) {
+    hali_status_free(s);
+    return true; /* failed: complete too */
+  }
+  return ready;
+}
+
+START_TEST(test_tiny_submissions_inline) {
+  hali_hal_device_t *device = cts_device(_i);
+  hali_hal_buffer_t *a = cts_buffer(device, 4096), *b = cts_buffer(device, 64);
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, a, 0, 4096, 0x5A, 1));
+  HALI_CK_OK(hali_hal_command_buffer_copy(cb, a, 8, b, 0, 16));
+  const uint8_t bytes[4] = {1, 2, 3, 4};
+  HALI_CK_OK(hali_hal_command_buffer_update(cb, bytes, b, 16, 4));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  hali_hal_fence_t *signal = cts_submit(device, NULL, cb);
+  ck_assert(cts_fence_reached(signal)); /* (ran inside queue_execute) */
+  HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+  hali_hal_fence_release(signal);
+  cts_expect_fill(a, 0, 4096, 0x5A, "tiny fill");
+  cts_expect_fill(b, 0, 16, 0x5A, "tiny copy");
+  cts_expect_bytes(b, 16, 20, bytes, "tiny update");
+
+  /* Not reached: it waits, then runs. */
+  hali_hal_fence_t *gate = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate));
+  cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, b, 0, 64, 0x33, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  signal = cts_submit(device, gate, cb);
+  hali_test_sleep_ms(2);
+  ck_assert(!cts_fence_reached(signal));
+  cts_expect_fill(b, 0, 16, 0x5A, "before the gate");
+  HALI_CK_OK(hali_hal_fence_signal(gate));
+  HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+  cts_expect_fill(b, 0, 64, 0x33, "after the gate");
+  hali_hal_fence_release(signal);
+  hali_hal_fence_release(gate);
+
+  /* Over the bound: a runner's, same result. */
+  hali_hal_buffer_t *big = cts_buffer(device, 128 << 10);
+  cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, big, 0, 128 << 10, 0x77, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  signal = cts_submit(device, NULL, cb);
+  HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+  hali_hal_fence_release(signal);
+  cts_expect_fill(big, 0, 128 << 10, 0x77, "large fill");
+  hali_hal_buffer_release(big);
+
+  /* A dispatch: on a runner on local-task, here on local-sync. */
+  hali_hal_executable_t *exe = cts_executable();
+  cb = cts_command_buffer();
+  hali_hal_buffer_binding_t binding = {0, b, 0, 4};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, &binding, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 4, 1, 1, 1));
+  cts_submitter = pthread_self();
+  HALI_CK_OK(cts_run(device, cb));
+  uint32_t where = 0;
+  HALI_CK_OK(hali_hal_buffer_read(b, 0, &where, 4));
+  ck_assert_uint_eq(where, cts_configs[_i].kind == HALI_HAL_DEVICE_LOCAL_TASK
+                               ? 2
+                               : 1);
+  hali_hal_executable_release(exe);
+
+  /* A failing tiny submission fails its fence, inline as on a runner. */
+  hali_hal_buffer_t *transient = NULL;
+  hali_hal_fence_t *made = NULL, *freed = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&made));
+  HALI_CK_OK(hali_hal_fence_create_pending(&freed));
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, made,
+                                          hali_test_host_params(), 64,
+                                          &transient));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, made, freed, transient));
+  HALI_CK_OK(hali_hal_fence_await(freed, HALI_INFINITE));
+  cb = cts_command_buffer();
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, transient, 0, 64, 0x11, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  signal = cts_submit(device, NULL, cb);
+  ck_assert(cts_fence_reached(signal));
+  HALI_CK_STATUS(hali_hal_fence_await(signal, HALI_INFINITE),
+                 HALI_STATUS_FAILED_PRECONDITION, "not committed",
+                 "executing command 0 of 1");
+  hali_hal_fence_release(signal);
+  hali_hal_fence_release(made);
+  hali_hal_fence_release(freed);
+  hali_hal_buffer_release(transient);
+  hali_hal_buffer_release(a);
+  hali_hal_buffer_release(b);
+  hali_hal_device_release(device);
+}
+END_TEST
+
+/* local-task: runner 0's spin for new work adapts.  Submissions 3 ms
+ * apart find it asleep; each spin that found nothing halved the next,
+ * so after a few it does not spin at all (an idle host costs the runner
+ * nothing).  Work submitted right after the previous completed turns the
+ * spin back on (retried: on a busy machine the host may lose its core
+ * between the two). */
+static void cts_dispatch_once(hali_hal_device_t *device,
+                              hali_hal_executable_t *exe,
+                              hali_hal_buffer_t *counter, bool poll) {
+  hali_hal_command_buffer_t *cb = cts_command_buffer();
+  uint32_t one = 1;
+  hali_hal_buffer_binding_t binding = {0, counter, 0, 4};
+  HALI_CK_OK(hali_hal_command_buffer_push_descriptor_set(cb, &binding, 1));
+  HALI_CK_OK(hali_hal_command_buffer_push_constants(cb, 0, &one, 1));
+  HALI_CK_OK(hali_hal_command_buffer_dispatch(cb, exe, 3, 1, 1, 1));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  hali_hal_fence_t *signal = cts_submit(device, NULL, cb);
+  while (poll && !cts_fence_reached(signal)) {
+  }
+  HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+  hali_hal_fence_release(signal);
+}
+
+START_TEST(test_runner_spin_adapts) {
+  hali_hal_device_params_t params;
+  hali_hal_device_params_initialize(&params);
+  params.kind = HALI_HAL_DEVICE_LOCAL_TASK;
+  params.worker_count = 1;
+  hali_hal_device_t *device = NULL;
+  HALI_CK_OK(hali_hal_device_create(&params, &device));
+  if (hali_hal_device_runner_spin_ns(device) == 0) { /* one core: no spin */
+    hali_hal_device_release(device);
+    return;
+  }
+  ck_assert_int_eq(hali_hal_device_runner_spin_ns(device), 20000);
+  hali_hal_executable_t *exe = cts_executable();
+  hali_hal_buffer_t *counter = cts_buffer(device, 4);
+  for (int k = 0; k < 8; ++k) {
+    cts_dispatch_once(device, exe, counter, false);
+    hali_test_sleep_ms(3);
+  }
+  ck_assert_int_eq(hali_hal_device_runner_spin_ns(device), 0);
+  int rounds = 0;
+  while (hali_hal_device_runner_spin_ns(device) == 0 && rounds < 2000) {
+    cts_dispatch_once(device, exe, counter, true);
+    ++rounds;
+  }
+  ck_assert_msg(hali_hal_device_runner_spin_ns(device) == 20000,
+                "the spin stayed off over %d back-to-back submissions",
+                rounds);
+  uint32_t count = 0;
+  HALI_CK_OK(hali_hal_buffer_read(counter, 0, &count, 4));
+  ck_assert_uint_eq(count, 8u + (uint32_t)rounds);
+  hali_hal_buffer_release(counter);
+  hali_hal_executable_release(exe);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 /* ---- Stream-ordered allocation. ---- */
 
 START_TEST(test_alloca_dealloca_order) {
@@ -1807,6 +1991,8 @@ static Suite *hal_cts_suite(void) {
   add_device_tests(tc, test_reusable_op_loop);
   add_device_tests(tc, test_reusable_op_loop_failure_and_stop);
   add_device_tests(tc, test_reusable_concurrent_replays);
+  add_device_tests(tc, test_tiny_submissions_inline);
+  tcase_add_test(tc, test_runner_spin_adapts);
   add_device_tests(tc, test_stop_abandons_dispatch);
   add_device_tests(tc, test_stop_abandons_parked_work);
   add_device_tests(tc, test_queue_fences_are_the_order);
