@@ -9,7 +9,10 @@
  * (one larger fill every 200 us): what runner 0's spin for new work
  * costs when no work comes.
  *
- *   bench/hal [--reps=N] [--sequences=N] [--idle=N]
+ *   bench/hal [--reps=N] [--sequences=N] [--idle=N] [--device=D] [--made=M]
+ *
+ * --idle=0 skips the idle-host row; --device=local-sync (or local-task)
+ * and --made=plain (or device) run only those rows (for callgrind).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,20 +111,29 @@ static double idle_host_cpu_us(hali_hal_device_kind_t kind,
 
 int main(int argc, char **argv) {
   int reps = 21, sequences = 1000, idle = 300;
+  const char *only = NULL; /* --device=D: only its rows (for callgrind) */
+  int only_via = -1;       /* --made=plain|device: only those rows */
   for (int i = 1; i < argc; ++i) {
     if (strncmp(argv[i], "--reps=", 7) == 0) reps = atoi(argv[i] + 7);
     else if (strncmp(argv[i], "--sequences=", 12) == 0)
       sequences = atoi(argv[i] + 12);
     else if (strncmp(argv[i], "--idle=", 7) == 0)
       idle = atoi(argv[i] + 7);
+    else if (strncmp(argv[i], "--device=", 9) == 0)
+      only = argv[i] + 9;
+    else if (strcmp(argv[i], "--made=plain") == 0)
+      only_via = 0;
+    else if (strcmp(argv[i], "--made=device") == 0)
+      only_via = 1;
     else {
       fprintf(stderr,
-              "usage: bench/hal [--reps=N] [--sequences=N] [--idle=N]\n");
+              "usage: bench/hal [--reps=N] [--sequences=N] [--idle=N] "
+              "[--device=local-sync|local-task] [--made=plain|device]\n");
       return 2;
     }
   }
-  if (reps < 1 || sequences < 1 || idle < 1) {
-    fprintf(stderr, "hal: --reps, --sequences and --idle must be >= 1\n");
+  if (reps < 1 || sequences < 1 || idle < 0) {
+    fprintf(stderr, "hal: --reps and --sequences must be >= 1, --idle >= 0\n");
     return 2;
   }
   static const struct {
@@ -138,7 +150,9 @@ int main(int argc, char **argv) {
   double *t = malloc(sizeof(double) * (size_t)reps);
   if (!t) return 1;
   for (size_t d = 0; d < sizeof devices / sizeof devices[0]; ++d) {
+    if (only && strncmp(only, devices[d].name, strlen(only))) continue;
     for (int via = 0; via < 2; ++via) {
+      if (only_via >= 0 && via != only_via) continue;
       hali_hal_device_t *device = make_device(devices[d].kind);
       hali_hal_buffer_t *buffer = make_buffer(device, 4096);
       sequence(device, buffer, 0x01020304u, 4096, via); /* warm */
@@ -172,6 +186,8 @@ int main(int argc, char **argv) {
          "hali_hal_fence_create_pending;\n device = "
          "hali_hal_device_create_command_buffer / _create_fence, as the VM "
          "does)\n\n");
+  free(t);
+  if (!idle) return 0;
   /* The device's threads beside an idle host (the runner's spin). */
   enum { IDLE_BYTES = 256 << 10, IDLE_GAP_US = 200 };
   double host_us = 0, sync_host_us = 0;
@@ -187,6 +203,5 @@ int main(int argc, char **argv) {
   printf("local-sync     (the fill on the host thread: %.2f)\n",
          sync_host_us);
   (void)sync_us;
-  free(t);
   return 0;
 }
