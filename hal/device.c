@@ -516,13 +516,10 @@ static bool hali_hal_local_sync_arm(hali_hal_device_t *device,
   return armed;
 }
 
-static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
-  pthread_mutex_lock(&device->mutex);
-  if (device->pumping) {
-    /* The pumping thread re-checks the head after every submission. */
-    pthread_mutex_unlock(&device->mutex);
-    return;
-  }
+/* The pump with the device mutex held (and held again when it returns). */
+static void hali_hal_local_sync_pump_locked(hali_hal_device_t *device) {
+  /* The pumping thread re-checks the head after every submission. */
+  if (device->pumping) return;
   device->pumping = true;
   for (;;) {
     hali_hal_submission_t *sub = device->head;
@@ -547,6 +544,11 @@ static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
     pthread_cond_broadcast(&device->cond);
   }
   device->pumping = false;
+}
+
+static void hali_hal_local_sync_pump(hali_hal_device_t *device) {
+  pthread_mutex_lock(&device->mutex);
+  hali_hal_local_sync_pump_locked(device);
   pthread_mutex_unlock(&device->mutex);
 }
 
@@ -1076,6 +1078,8 @@ static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
   hali_hal_runner_t *wake = NULL;
   if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK)
     wake = hali_hal_local_task_pick(device);
+  else /* local-sync: pump now, without dropping the mutex in between */
+    hali_hal_local_sync_pump_locked(device);
   pthread_mutex_unlock(&device->mutex);
   if (device->kind == HALI_HAL_DEVICE_LOCAL_TASK) {
     /* After the unlock: a spinning runner that sees it takes the mutex
@@ -1083,8 +1087,6 @@ static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
     atomic_fetch_add_explicit(&device->work_events, 1, memory_order_release);
     hali_hal_local_task_signal(wake);
   }
-  if (device->kind == HALI_HAL_DEVICE_LOCAL_SYNC)
-    hali_hal_local_sync_pump(device);
   return HALI_OK;
 }
 
