@@ -278,9 +278,10 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_begin_submit(
 /* Replays |command_buffer| (hal/command_exec.c) and runs dispatches
  * through |run_dispatch|, which runs every workgroup of one validated
  * dispatch and returns the first failure.  |stop| (NULL: none) is checked
- * before every command and every workgroup: once it is requested the
- * replay ends with its status (hali_hal_stop_status), annotated with
- * where it stopped. */
+ * before every command and every workgroup (the op loop: before every op,
+ * which for a one-workgroup dispatch is before its workgroup): once it is
+ * requested the replay ends with its status (hali_hal_stop_status),
+ * annotated with where it stopped. */
 typedef hali_status_t (*hali_hal_dispatch_runner_t)(
     void *self, hali_hal_executable_t *executable, uint32_t ordinal,
     const hali_kernel_dispatch_state_t *dispatch, hali_hal_stop_t *stop);
