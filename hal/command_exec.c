@@ -606,9 +606,11 @@ static void hali_hal_compile_ops_walk(hali_hal_command_buffer_t *cb,
           memcpy(last_count, count, sizeof(last_count));
         }
         if (fill) op.state = &prog->states[n_states - 1];
-        if ((uint64_t)count[0] * count[1] * count[2] == 1)
+        if ((uint64_t)count[0] * count[1] * count[2] == 1) {
+          op.single = 1;
           op.fn = hali_hal_executable_direct_kernel(cmd->executable,
                                                     cmd->ordinal);
+        }
         op.scratch_size = e->scratch_size;
         if (e->scratch_size > max_scratch) max_scratch = e->scratch_size;
         break;
@@ -627,7 +629,7 @@ static void hali_hal_compile_ops_walk(hali_hal_command_buffer_t *cb,
 /* Adds the op loop to |prog| (left without one when out of memory). */
 static void hali_hal_compile_ops(hali_hal_command_buffer_t *cb,
                                  hali_hal_replay_program_t *prog) {
-  if (cb->command_count > UINT32_MAX) return; /* (op indices are 32-bit) */
+  if (cb->command_count > INT32_MAX) return; /* (op indices are 31-bit) */
   size_t n_ops = 0, n_states = 0;
   hali_hal_compile_ops_walk(cb, prog, false, &n_ops, &n_states);
   const size_t nb = prog->binding_count ? prog->binding_count : 1;
@@ -742,9 +744,10 @@ static bool hali_hal_program_resolve(const hali_hal_replay_program_t *prog) {
 
 /* The op loop: the replay of |cb|'s program when this replay holds its
  * |claimed| and resolved it.  Per dispatch: the stop check, and either
- * the kernel's own call with the prebuilt state (a one-workgroup C kernel
- * and a lent worker with enough scratch, no guarded dispatch running) or
- * the device's runner with it. */
+ * the kernel's own call with the prebuilt state (a one-workgroup grid —
+ * a C kernel's function, another executable's run_workgroup — and a lent
+ * worker with enough scratch, no guarded dispatch running) or the
+ * device's runner with it. */
 static hali_status_t hali_hal_program_run_ops(
     hali_hal_command_buffer_t *cb, const hali_hal_replay_program_t *prog,
     const hali_hal_replay_worker_t *worker,
@@ -763,9 +766,11 @@ static hali_status_t hali_hal_program_run_ops(
       hali_hal_command_buffer_abort_collectives(cb, op->index, s);
       return s;
     }
-    if (HALI_LIKELY(op->fn != NULL && (int64_t)op->scratch_size <= lent &&
-                    atomic_load_explicit(&hali_hal_validate_guards_active,
-                                         memory_order_relaxed) == 0)) {
+    const bool lend_ok =
+        (int64_t)op->scratch_size <= lent &&
+        atomic_load_explicit(&hali_hal_validate_guards_active,
+                             memory_order_relaxed) == 0;
+    if (HALI_LIKELY(op->fn != NULL && lend_ok)) {
       const hali_kernel_workgroup_state_t wg = {
           .worker_id = worker->worker_id,
           .scratch = op->scratch_size ? worker->scratch : NULL,
@@ -778,6 +783,22 @@ static hali_status_t hali_hal_program_run_ops(
           cmd->executable, cmd->ordinal, op->state, &wg,
           hali_hal_executable_kernel_error(cmd->executable, cmd->ordinal,
                                            code, &wg));
+    } else if (op->single && lend_ok) {
+      /* Another executable (ffi, bytecode): its run_workgroup, the call
+       * hali_hal_dispatch_run_workgroups would make for the one
+       * workgroup. */
+      const hali_kernel_workgroup_state_t wg = {
+          .worker_id = worker->worker_id,
+          .scratch = op->scratch_size ? worker->scratch : NULL,
+          .scratch_size = op->scratch_size,
+      };
+      const hali_hal_command_dispatch_t *cmd = (const void *)op->record;
+      status = hali_hal_executable_run_workgroup(cmd->executable,
+                                                 cmd->ordinal, op->state,
+                                                 &wg, stop);
+      if (HALI_LIKELY(status == NULL)) continue;
+      status = hali_hal_dispatch_failed(cmd->executable, cmd->ordinal,
+                                        op->state, &wg, status);
     } else if (op->state) {
       const hali_hal_command_dispatch_t *cmd = (const void *)op->record;
       status = run_dispatch(runner_self, cmd->executable, cmd->ordinal,

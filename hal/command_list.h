@@ -139,7 +139,8 @@ typedef struct hali_hal_replay_op_t {
    * NULL for the other commands. */
   const hali_kernel_dispatch_state_t *state;
   const hali_hal_command_header_t *record;
-  uint32_t index;        /* of the command in the list */
+  uint32_t index : 31;   /* of the command in the list */
+  uint32_t single : 1;   /* a one-workgroup dispatch (any executable) */
   uint32_t scratch_size; /* dispatches: the export's */
 } hali_hal_replay_op_t;
 
@@ -149,7 +150,7 @@ typedef struct hali_hal_replay_program_t {
   uint32_t *constants;
   size_t binding_count; /* entries of |bindings| (and |ptrs|, |lengths|) */
   /* The op loop (NULL |ops|: out of memory at finalize, or more than
-   * 2^32 - 1 commands; replays take the steps). */
+   * 2^31 - 1 commands; replays take the steps). */
   hali_hal_replay_op_t *ops;
   size_t op_count;
   hali_kernel_dispatch_state_t *states;

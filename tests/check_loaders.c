@@ -400,6 +400,101 @@ START_TEST(test_kernel_error_fails_the_fence) {
 }
 END_TEST
 
+/* One-workgroup dispatches from a reusable command buffer: its op loop
+ * calls each loader's kernel with the state built at finalize (a C
+ * kernel's function, or the executable's run_workgroup for ffi and
+ * bytecode), on every device, with the results of the plain formula on
+ * every replay; a failing one fails the fence with the loader's message
+ * and the walk's annotations, naming its workgroup and its command. */
+static hali_hal_command_buffer_t *reusable_cb(void) {
+  hali_hal_command_buffer_t *cb = NULL;
+  ck_assert_ok(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+      HALI_HAL_COMMAND_CATEGORY_DISPATCH, &cb));
+  return cb;
+}
+
+static hali_status_t replay(hali_hal_device_t *dev,
+                            hali_hal_command_buffer_t *cb) {
+  hali_hal_fence_t *done = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&done));
+  ck_assert_ok(hali_hal_device_queue_execute(dev, NULL, done, &cb, 1));
+  hali_status_t s = hali_hal_fence_await(done, HALI_INFINITE);
+  hali_hal_fence_release(done);
+  return s;
+}
+
+START_TEST(test_reusable_single_workgroups) {
+  hali_vm_link_t *m = load(loader_exe(_i));
+  hali_hal_executable_t *exe = m->executables[0];
+  float in[4], want[4];
+  for (int i = 0; i < 4; ++i) in[i] = (float)i * 0.75f - 1.0f;
+  test_affine(in, 1.5f, 4, want, 0);
+  const uint32_t constants[2] = {f32_bits(1.5f), 4};
+  for (int d = 0; d < DEVICE_COUNT; ++d) {
+    hali_hal_device_t *dev = make_device(&devices[d]);
+    hali_hal_buffer_t *bin = make_buffer(dev, sizeof(in));
+    hali_hal_buffer_t *bout = make_buffer(dev, sizeof(in));
+    hali_hal_buffer_t *bout2 = make_buffer(dev, sizeof(in));
+    ck_assert_ok(hali_hal_buffer_write(bin, 0, in, sizeof(in)));
+    hali_hal_command_buffer_t *cb = reusable_cb();
+    ck_assert_ok(hali_hal_command_buffer_push_constants(cb, 0, constants, 2));
+    const hali_hal_buffer_binding_t bindings[2] = {{0, bin, 0, sizeof(in)},
+                                                   {1, bout, 0, sizeof(in)}};
+    ck_assert_ok(hali_hal_command_buffer_push_descriptor_set(cb, bindings, 2));
+    for (int k = 0; k < 5; ++k)
+      ck_assert_ok(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1));
+    const hali_hal_buffer_binding_t second = {1, bout2, 0, sizeof(in)};
+    ck_assert_ok(hali_hal_command_buffer_push_descriptor_set(cb, &second, 1));
+    ck_assert_ok(hali_hal_command_buffer_dispatch(cb, exe, 0, 1, 1, 1));
+    ck_assert_ok(hali_hal_command_buffer_finalize(cb));
+    for (int r = 0; r < 3; ++r) {
+      ck_assert_ok(replay(dev, cb));
+      float got[4], got2[4];
+      ck_assert_ok(hali_hal_buffer_read(bout, 0, got, sizeof(got)));
+      ck_assert_ok(hali_hal_buffer_read(bout2, 0, got2, sizeof(got2)));
+      for (int i = 0; i < 4; ++i)
+        ck_assert_msg(memcmp(&got[i], &want[i], 4) == 0 &&
+                          memcmp(&got2[i], &want[i], 4) == 0,
+                      "%s on %s, replay %d: element %d is %g / %g, expected "
+                      "%g",
+                      loaders[_i].name, devices[d].name, r, i, (double)got[i],
+                      (double)got2[i], (double)want[i]);
+    }
+    hali_hal_command_buffer_release(cb);
+
+    /* fail(bad): out[0] = in[0] + 1, then fails when bad == 0. */
+    int32_t iin[1] = {100}, iout[2] = {0, 0};
+    ck_assert_ok(hali_hal_buffer_write(bin, 0, iin, 4));
+    ck_assert_ok(hali_hal_buffer_write(bout, 0, iout, 8));
+    cb = reusable_cb();
+    const hali_hal_buffer_binding_t ib[2] = {{0, bin, 0, 4}, {1, bout, 0, 8}};
+    ck_assert_ok(hali_hal_command_buffer_push_descriptor_set(cb, ib, 2));
+    const uint32_t never = 99, now = 0;
+    ck_assert_ok(hali_hal_command_buffer_push_constants(cb, 0, &never, 1));
+    ck_assert_ok(hali_hal_command_buffer_dispatch(cb, exe, 1, 1, 1, 1));
+    ck_assert_ok(hali_hal_command_buffer_push_constants(cb, 0, &now, 1));
+    ck_assert_ok(hali_hal_command_buffer_dispatch(cb, exe, 1, 1, 1, 1));
+    ck_assert_ok(hali_hal_command_buffer_dispatch(cb, exe, 1, 1, 1, 1));
+    ck_assert_ok(hali_hal_command_buffer_finalize(cb));
+    expect_status(replay(dev, cb),
+                  loaders[_i].name[0] == 'b' ? HALI_STATUS_FAILED_PRECONDITION
+                                             : HALI_STATUS_INTERNAL,
+                  loaders[_i].failure, "executable 'k'", "'fail'",
+                  "at workgroup (0,0,0) of (1,1,1)",
+                  "executing command 4 of 6");
+    ck_assert_ok(hali_hal_buffer_read(bout, 0, iout, 8));
+    ck_assert_int_eq(iout[0], 101);
+    hali_hal_command_buffer_release(cb);
+    hali_hal_buffer_release(bin);
+    hali_hal_buffer_release(bout);
+    hali_hal_buffer_release(bout2);
+    hali_hal_device_release(dev);
+  }
+  hali_vm_link_free(m);
+}
+END_TEST
+
 /* The whole stack: a module whose @main records the dispatch with HAL ops
  * and returns a view, run by the interpreter. */
 static const char *const vm_main =
@@ -1356,6 +1451,7 @@ static Suite *loaders_suite(void) {
   tcase_add_checked_fixture(tc, registry_setup, registry_teardown);
   tcase_add_loop_test(tc, test_dispatch_on_every_device, 0, LOADER_COUNT);
   tcase_add_loop_test(tc, test_kernel_error_fails_the_fence, 0, LOADER_COUNT);
+  tcase_add_loop_test(tc, test_reusable_single_workgroups, 0, LOADER_COUNT);
   tcase_add_loop_test(tc, test_run_through_the_vm, 0, LOADER_COUNT);
   tcase_add_loop_test(tc, test_executable_outlives_module, 0, LOADER_COUNT);
   tcase_add_loop_test(tc, test_two_devices_share_an_executable, 0,
