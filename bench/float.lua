@@ -1,4 +1,4 @@
--- Lua 5.4 baseline for examples/float.hasm: n steps of
+-- Lua 5.4 (and LuaJIT -joff) baseline for examples/float.hasm: n steps of
 -- x = x * 1.0000001 + 0.5 from x = 0.0, in floats.
 --   usage: lua5.4 float.lua N    prints x
 local function float_chain(n)
@@ -20,5 +20,8 @@ local function shortest(v)
   return s
 end
 
-local n = math.tointeger(tonumber(arg[1])) or error("usage: float.lua N")
+-- LuaJIT (5.1) has no math.tointeger: its numbers are doubles, exact here.
+local n = tonumber(arg[1])
+if n and math.tointeger then n = math.tointeger(n) end
+if not n then error("usage: float.lua N") end
 print(shortest(float_chain(n)))

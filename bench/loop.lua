@@ -1,4 +1,4 @@
--- Lua 5.4 baseline for examples/loop.hasm: sum over i in [0, n) of
+-- Lua 5.4 (and LuaJIT -joff) baseline for examples/loop.hasm: sum over i in [0, n) of
 -- (i mod 7)^2, in integer arithmetic (i, m and sum stay Lua integers).
 --   usage: lua5.4 loop.lua N     prints the sum
 local function loop(n)
@@ -10,5 +10,8 @@ local function loop(n)
   return sum
 end
 
-local n = math.tointeger(tonumber(arg[1])) or error("usage: loop.lua N")
+-- LuaJIT (5.1) has no math.tointeger: its numbers are doubles, exact here.
+local n = tonumber(arg[1])
+if n and math.tointeger then n = math.tointeger(n) end
+if not n then error("usage: loop.lua N") end
 print(loop(n))

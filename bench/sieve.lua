@@ -1,4 +1,4 @@
--- Lua 5.4 baseline for examples/sieve.hasm: the number of primes below n,
+-- Lua 5.4 (and LuaJIT -joff) baseline for examples/sieve.hasm: the number of primes below n,
 -- by the sieve of Eratosthenes over a table of booleans (filled with false
 -- first, so it is one array; hali's buffer starts zeroed too).
 --   usage: lua5.4 sieve.lua N     prints the count
@@ -15,5 +15,8 @@ local function sieve(n)
   return count
 end
 
-local n = math.tointeger(tonumber(arg[1])) or error("usage: sieve.lua N")
+-- LuaJIT (5.1) has no math.tointeger: its numbers are doubles, exact here.
+local n = tonumber(arg[1])
+if n and math.tointeger then n = math.tointeger(n) end
+if not n then error("usage: sieve.lua N") end
 print(sieve(n))
