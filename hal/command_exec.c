@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "hal/binding_table.h"
 #include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
@@ -186,6 +187,7 @@ hali_status_t hali_hal_dispatch_run_workgroups(
 /* Replay state: what push_constants/push_descriptor_set have set so far. */
 typedef struct hali_hal_replay_state_t {
   uint64_t constants_set;
+  uint64_t constant_slots; /* bit i: constants[i] is a constant slot */
   uint32_t bindings_set;
   uint32_t constants[HALI_HAL_MAX_PUSH_CONSTANTS];
   hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
@@ -216,17 +218,23 @@ static hali_status_t hali_hal_replay_check_dispatch(
 static inline __attribute__((always_inline)) void hali_hal_replay_push(
     hali_hal_replay_state_t *state, const hali_hal_command_header_t *h,
     bool values) {
-  if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS) {
+  if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS ||
+      h->type == HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS) {
     const hali_hal_command_push_constants_t *cmd = (const void *)h;
     /* Recording proved offset + count <= HALI_HAL_MAX_PUSH_CONSTANTS (64). */
     if (values)
       for (uint32_t i = 0; i < cmd->count; ++i)
         state->constants[cmd->offset + i] = cmd->values[i];
-    if (cmd->count)
-      state->constants_set |=
-          (cmd->count >= 64 ? ~(uint64_t)0
-                            : (((uint64_t)1 << cmd->count) - 1))
-          << cmd->offset;
+    if (cmd->count) {
+      const uint64_t bits = (cmd->count >= 64 ? ~(uint64_t)0
+                                              : (((uint64_t)1 << cmd->count) - 1))
+                            << cmd->offset;
+      state->constants_set |= bits;
+      if (HALI_UNLIKELY(h->type == HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS))
+        state->constant_slots |= bits;
+      else
+        state->constant_slots &= ~bits;
+    }
   } else {
     const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
     if (HALI_LIKELY(cmd->count == 1)) { /* what the VM records */
@@ -247,12 +255,14 @@ hali_status_t hali_hal_command_list_check_dispatches(
     const hali_hal_command_buffer_t *cb) {
   hali_hal_replay_state_t state;
   state.constants_set = 0;
+  state.constant_slots = 0;
   state.bindings_set = 0;
   size_t index = 0;
   for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
        h = hali_hal_command_list_next(cb, h), ++index) {
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS:
       case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
         hali_hal_replay_push(&state, h, false);
         break;
@@ -302,9 +312,20 @@ static inline hali_status_t launch(const hali_hal_command_dispatch_t *cmd,
                       stop);
 }
 
+/* The constants a dispatch sees when some are constant slots (|mask|):
+ * |constants| with those replaced by the table's values, in |out|. */
+static const uint32_t *hali_hal_slot_constants(
+    const hali_hal_binding_table_t *table, const uint32_t *constants,
+    uint32_t count, uint64_t mask, uint32_t *out) {
+  for (uint32_t i = 0; i < count; ++i)
+    out[i] = (mask >> i) & 1u ? table->constants[constants[i]] : constants[i];
+  return out;
+}
+
 static hali_status_t hali_hal_replay_dispatch(
     hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
-    bool checked, hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    bool checked, const hali_hal_binding_table_t *table,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
   /* Finalize checked every dispatch against this same state already. */
   if (HALI_UNLIKELY(!checked))
@@ -329,14 +350,24 @@ static hali_status_t hali_hal_replay_dispatch(
     }
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
-        hali_hal_buffer_resolve(b->buffer, b->offset, b->length, &p),
+        hali_hal_binding_table_resolve(table, b->buffer, b->offset, b->length,
+                                       &p),
         "binding %u of dispatch of executable '%s' export %u '%s'", i,
         hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);
     ptrs[i] = p;
     lengths[i] = (size_t)b->length;
   }
-  return launch(cmd, e, state->constants, ptrs, lengths, run_dispatch,
-                runner_self, tracer, stop);
+  uint32_t slotted[HALI_HAL_MAX_PUSH_CONSTANTS];
+  const uint64_t mask =
+      state->constant_slots &
+      (e->constant_count >= 64 ? ~(uint64_t)0
+                               : ((uint64_t)1 << e->constant_count) - 1);
+  return launch(cmd, e,
+                HALI_UNLIKELY(mask != 0)
+                    ? hali_hal_slot_constants(table, state->constants,
+                                              e->constant_count, mask, slotted)
+                    : state->constants,
+                ptrs, lengths, run_dispatch, runner_self, tracer, stop);
 }
 
 void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
@@ -379,14 +410,15 @@ static void trace_dispatch_line(const hali_hal_tracer_t *t,
 /* The commands that need no push state (fill, copy, update, collective);
  * others are the caller's. */
 static hali_status_t hali_hal_run_plain_command(
-    const hali_hal_command_header_t *h, hali_hal_stop_t *stop) {
+    const hali_hal_command_header_t *h, const hali_hal_binding_table_t *table,
+    hali_hal_stop_t *stop) {
   hali_status_t status = HALI_OK;
   switch ((hali_hal_command_type_t)h->type) {
     case HALI_HAL_COMMAND_FILL: {
       const hali_hal_command_fill_t *cmd = (const void *)h;
       uint8_t *p = NULL;
-      status =
-          hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length, &p);
+      status = hali_hal_binding_table_resolve(table, cmd->target, cmd->offset,
+                                              cmd->length, &p);
       if (!status)
         hali_hal_fill_bytes(p, cmd->length, cmd->pattern, cmd->pattern_length);
       break;
@@ -394,19 +426,37 @@ static hali_status_t hali_hal_run_plain_command(
     case HALI_HAL_COMMAND_COPY: {
       const hali_hal_command_copy_t *cmd = (const void *)h;
       uint8_t *src = NULL, *dst = NULL;
-      status = hali_hal_buffer_resolve(cmd->source, cmd->source_offset,
-                                       cmd->length, &src);
+      status = hali_hal_binding_table_resolve(
+          table, cmd->source, cmd->source_offset, cmd->length, &src);
       if (!status)
-        status = hali_hal_buffer_resolve(cmd->target, cmd->target_offset,
-                                         cmd->length, &dst);
+        status = hali_hal_binding_table_resolve(
+            table, cmd->target, cmd->target_offset, cmd->length, &dst);
+      /* Recording refused overlapping ranges of one allocation; slots
+       * resolve only now. */
+      if (!status && HALI_UNLIKELY(hali_hal_buffer_slot(cmd->source) |
+                                   hali_hal_buffer_slot(cmd->target)) &&
+          cmd->length && src < dst + cmd->length && dst < src + cmd->length)
+        status = hali_status_make(
+            HALI_STATUS_INVALID_ARGUMENT,
+            "copy of %" PRIu64 " bytes from %s %u to %s %u: the binding "
+            "table makes the ranges overlap",
+            cmd->length,
+            hali_hal_buffer_slot(cmd->source) ? "binding slot" : "buffer",
+            hali_hal_buffer_slot(cmd->source)
+                ? hali_hal_buffer_slot(cmd->source) - 1
+                : hali_hal_trace_id(cmd->source),
+            hali_hal_buffer_slot(cmd->target) ? "binding slot" : "buffer",
+            hali_hal_buffer_slot(cmd->target)
+                ? hali_hal_buffer_slot(cmd->target) - 1
+                : hali_hal_trace_id(cmd->target));
       if (!status && cmd->length) memcpy(dst, src, (size_t)cmd->length);
       break;
     }
     case HALI_HAL_COMMAND_UPDATE: {
       const hali_hal_command_update_t *cmd = (const void *)h;
       uint8_t *p = NULL;
-      status =
-          hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length, &p);
+      status = hali_hal_binding_table_resolve(table, cmd->target, cmd->offset,
+                                              cmd->length, &p);
       if (!status && cmd->length) memcpy(p, cmd->data, (size_t)cmd->length);
       break;
     }
@@ -417,11 +467,11 @@ static hali_status_t hali_hal_run_plain_command(
       const hali_hal_command_collective_t *cmd = (const void *)h;
       uint8_t *src = NULL, *dst = NULL;
       if (cmd->send)
-        status = hali_hal_buffer_resolve(cmd->send, cmd->send_offset,
-                                         cmd->send_length, &src);
+        status = hali_hal_binding_table_resolve(
+            table, cmd->send, cmd->send_offset, cmd->send_length, &src);
       if (!status && cmd->recv)
-        status = hali_hal_buffer_resolve(cmd->recv, cmd->recv_offset,
-                                         cmd->recv_length, &dst);
+        status = hali_hal_binding_table_resolve(
+            table, cmd->recv, cmd->recv_offset, cmd->recv_length, &dst);
       if (!status)
         status = hali_hal_channel_run(cmd->channel, &cmd->op, src, dst, stop);
       else
@@ -459,6 +509,7 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
                                   size_t *out_commands) {
   hali_hal_replay_state_t state;
   state.constants_set = 0;
+  state.constant_slots = 0;
   state.bindings_set = 0;
   size_t nb = 0, nc = 0, index = 0;
   /* The last copies made, shared while no push changed the state. */
@@ -472,6 +523,7 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
     if (step) *step = (hali_hal_replay_step_t){.record = h};
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS:
         hali_hal_replay_push(&state, h, true);
         c_dirty = true;
         break;
@@ -515,6 +567,11 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
           step->e = e;
           step->bindings = last_b;
           step->constants = last_c;
+          step->constant_slots =
+              state.constant_slots &
+              (e->constant_count >= 64
+                   ? ~(uint64_t)0
+                   : ((uint64_t)1 << e->constant_count) - 1);
         }
         break;
       }
@@ -555,7 +612,7 @@ void hali_hal_command_list_compile(hali_hal_command_buffer_t *cb) {
 
 /* One dispatch of the program. */
 static hali_status_t hali_hal_program_dispatch(
-    const hali_hal_replay_step_t *step,
+    const hali_hal_replay_step_t *step, const hali_hal_binding_table_t *table,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
   const hali_hal_command_dispatch_t *cmd = (const void *)step->record;
@@ -574,21 +631,44 @@ static hali_status_t hali_hal_program_dispatch(
     /* Uncommitted (or committed since the load): as the walk does. */
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
-        hali_hal_buffer_resolve(b->buffer, b->offset, b->length, &p),
+        hali_hal_binding_table_resolve(table, b->buffer, b->offset, b->length,
+                                       &p),
         "binding %u of dispatch of executable '%s' export %u '%s'", i,
         hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);
     ptrs[i] = p;
   }
-  return launch(cmd, e, step->constants, ptrs, lengths, run_dispatch,
-                runner_self, tracer, stop);
+  uint32_t slotted[HALI_HAL_MAX_PUSH_CONSTANTS];
+  return launch(cmd, e,
+                HALI_UNLIKELY(step->constant_slots != 0)
+                    ? hali_hal_slot_constants(table, step->constants,
+                                              e->constant_count,
+                                              step->constant_slots, slotted)
+                    : step->constants,
+                ptrs, lengths, run_dispatch, runner_self, tracer, stop);
 }
 
 hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *cb, hali_hal_dispatch_runner_t run_dispatch,
     void *runner_self, const hali_hal_tracer_t *tracer,
     hali_hal_stop_t *stop) {
+  return hali_hal_command_buffer_execute_table(cb, NULL, run_dispatch,
+                                               runner_self, tracer, stop);
+}
+
+hali_status_t hali_hal_command_buffer_execute_table(
+    hali_hal_command_buffer_t *cb, const hali_hal_binding_table_t *table,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  if (HALI_UNLIKELY((cb->slot_count || cb->constant_slot_count) && !table))
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "command buffer #%u has %u binding and %u "
+                            "constant slots: it runs only with a binding "
+                            "table (queue_execute_indirect)",
+                            hali_hal_trace_id(cb), cb->slot_count,
+                            cb->constant_slot_count);
   hali_hal_replay_state_t state;
   state.constants_set = 0;
+  state.constant_slots = 0;
   state.bindings_set = 0;
   const hali_hal_replay_program_t *prog = cb->program;
   size_t index = 0;
@@ -605,22 +685,24 @@ hali_status_t hali_hal_command_buffer_execute(
     }
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS:
       case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
         /* The program holds what each dispatch sees. */
         if (!prog) hali_hal_replay_push(&state, h, true);
         break;
       case HALI_HAL_COMMAND_DISPATCH:
         status =
-            prog ? hali_hal_program_dispatch(&prog->steps[index], run_dispatch,
-                                             runner_self, tracer, stop)
+            prog ? hali_hal_program_dispatch(&prog->steps[index], table,
+                                             run_dispatch, runner_self, tracer,
+                                             stop)
                  : hali_hal_replay_dispatch(
                        &state,
                        (const hali_hal_command_dispatch_t *)(const void *)h,
-                       cb->dispatches_checked, run_dispatch, runner_self,
-                       tracer, stop);
+                       cb->dispatches_checked, table, run_dispatch,
+                       runner_self, tracer, stop);
         break;
       default:
-        status = hali_hal_run_plain_command(h, stop);
+        status = hali_hal_run_plain_command(h, table, stop);
         break;
     }
     if (HALI_UNLIKELY(status != NULL)) {

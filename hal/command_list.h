@@ -17,6 +17,7 @@
 
 #include <stdatomic.h>
 
+#include "hal/binding_table.h"
 #include "hal/channel.h"
 #include "hal/command_buffer.h"
 
@@ -29,6 +30,10 @@ typedef enum hali_hal_command_type_e {
   HALI_HAL_COMMAND_DISPATCH,
   HALI_HAL_COMMAND_BARRIER,
   HALI_HAL_COMMAND_COLLECTIVE,
+  /* push_constants whose values are constant slots (hal/binding_table.h):
+   * the layout of hali_hal_command_push_constants_t, |values| slot
+   * indices. */
+  HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS,
 } hali_hal_command_type_t;
 
 typedef struct hali_hal_command_header_t {
@@ -121,6 +126,9 @@ typedef struct hali_hal_replay_step_t {
   const hali_hal_executable_export_t *e;
   const uint32_t *constants;                 /* e->constant_count values */
   const hali_hal_replay_binding_t *bindings; /* e->binding_count */
+  /* Bit i: constants[i] is a constant slot index, its value the table's
+   * (hal/binding_table.h); 0 for most dispatches. */
+  uint64_t constant_slots;
 } hali_hal_replay_step_t;
 
 typedef struct hali_hal_replay_program_t {
@@ -168,7 +176,42 @@ struct hali_hal_command_buffer_t {
    * state (labels, access list), owned. */
   uint8_t validate;
   void *validate_state;
+  /* Binding tables (hal/binding_table.h), set by finalize: one past the
+   * highest binding and constant slot recorded (0, 0: a plain command
+   * buffer), and per binding slot what its table entry must give (owned,
+   * |slot_count| entries). */
+  uint32_t slot_count;
+  uint32_t constant_slot_count;
+  struct hali_hal_slot_info_t *slots;
+  /* A bound command buffer (hali_hal_command_buffer_bind): the recording
+   * it runs (retained; NULL for every other command buffer) and its table,
+   * whose arrays it owns and whose buffers it retains. */
+  hali_hal_command_buffer_t *base;
+  hali_hal_binding_table_t table;
+  hali_hal_binding_table_entry_t *table_entries;
+  uint32_t *table_constants;
 };
+
+/* What a binding slot's table entry must give: at least |length| bytes,
+ * |usage|, and writable bytes when a transfer writes the slot. */
+typedef struct hali_hal_slot_info_t {
+  hali_hal_device_size_t length;
+  hali_hal_buffer_usage_bits_t usage;
+  bool used;    /* some command names the slot */
+  bool written;
+} hali_hal_slot_info_t;
+
+/* Finalize: fills |cb|'s slot fields from its records and resources. */
+HALI_MUST_USE hali_status_t hali_hal_command_list_collect_slots(
+    hali_hal_command_buffer_t *cb);
+
+/* hali_hal_buffer_resolve for a buffer that may be a slot placeholder:
+ * its bytes are then |table|'s entry's (which passed
+ * hali_hal_binding_table_check). */
+HALI_MUST_USE hali_status_t hali_hal_binding_table_resolve(
+    const hali_hal_binding_table_t *table, hali_hal_buffer_t *buffer,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length,
+    uint8_t **out_ptr);
 
 /* Iteration: for (h = first; h; h = next(cb, h)). */
 static inline const hali_hal_command_header_t *hali_hal_command_list_first(
@@ -254,6 +297,12 @@ void hali_hal_command_list_compile(hali_hal_command_buffer_t *cb);
 void hali_hal_command_list_program_free(hali_hal_replay_program_t *program);
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *command_buffer,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
+/* The same with |table| (checked; NULL: none) supplying the slots. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute_table(
+    hali_hal_command_buffer_t *command_buffer,
+    const hali_hal_binding_table_t *table,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
 

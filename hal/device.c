@@ -38,6 +38,7 @@
 #include "hal/device.h"
 #include "hal/validate.h"
 #include "hal/worker_pool.h"
+#include "hal/binding_table.h"
 
 typedef enum hali_hal_submission_kind_e {
   HALI_HAL_SUBMISSION_EXECUTE,
@@ -265,10 +266,14 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
          * that its one-workgroup dispatches take no lock (not across a
          * collective, which may wait for another queue's dispatches). */
         hali_hal_command_buffer_t *cb = sub->command_buffers[i];
+        /* A bound command buffer runs its recording with its table
+         * (hal/binding_table.h). */
+        const hali_hal_binding_table_t *table = cb->base ? &cb->table : NULL;
+        if (cb->base) cb = cb->base;
         if (runner && cb->command_count >= 2 && !cb->collective_count)
           runner->held = hali_hal_worker_pool_hold(device->pool);
-        hali_status_t s = hali_hal_command_buffer_execute(
-            cb, run, self, t, sub->stop);
+        hali_status_t s = hali_hal_command_buffer_execute_table(
+            cb, table, run, self, t, sub->stop);
         if (runner && runner->held) {
           hali_hal_worker_pool_unhold(device->pool, runner->held);
           runner->held = NULL;
@@ -968,6 +973,23 @@ hali_status_t hali_hal_device_queue_execute_stoppable(
                               "queue_execute: command buffer %zu of %zu is "
                               "not finalized",
                               i, count);
+    if (HALI_UNLIKELY(command_buffers[i]->base != NULL))
+      HALI_RETURN_IF_ERROR(
+          hali_hal_binding_table_check(command_buffers[i]->base,
+                                       &command_buffers[i]->table),
+          "queue_execute: command buffer %zu of %zu (#%u, bound to #%u)", i,
+          count, hali_hal_trace_id(command_buffers[i]),
+          hali_hal_trace_id(command_buffers[i]->base));
+    else if (HALI_UNLIKELY(command_buffers[i]->slot_count ||
+                           command_buffers[i]->constant_slot_count))
+      return hali_status_make(
+          HALI_STATUS_FAILED_PRECONDITION,
+          "queue_execute: command buffer %zu of %zu (#%u) has %u binding and "
+          "%u constant slots: submit it with a binding table "
+          "(queue_execute_indirect)",
+          i, count, hali_hal_trace_id(command_buffers[i]),
+          command_buffers[i]->slot_count,
+          command_buffers[i]->constant_slot_count);
   }
   for (size_t i = 0; i < count; ++i) {
     hali_status_t status =
@@ -1018,6 +1040,29 @@ hali_status_t hali_hal_device_queue_execute_stoppable(
                            hali_hal_trace_id(signal_fence), list);
   }
   return HALI_OK;
+}
+
+hali_status_t hali_hal_device_queue_execute_indirect(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence, hali_hal_command_buffer_t *command_buffer,
+    const hali_hal_binding_table_t *table, hali_hal_stop_t *stop) {
+  if (!command_buffer || !table)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "queue_execute_indirect: %s is NULL",
+                            command_buffer ? "the binding table"
+                                           : "the command buffer");
+  hali_hal_command_buffer_t *bound = NULL;
+  HALI_RETURN_IF_ERROR(
+      hali_hal_command_buffer_bind(command_buffer, table->bindings,
+                                   table->binding_count, &bound),
+      "queue_execute_indirect");
+  hali_status_t s = hali_hal_command_buffer_bind_constants(
+      bound, table->constants, table->constant_count);
+  if (!s)
+    s = hali_hal_device_queue_execute_stoppable(device, wait_fence,
+                                                signal_fence, &bound, 1, stop);
+  hali_hal_command_buffer_release(bound);
+  return s ? hali_status_annotate(s, "queue_execute_indirect") : HALI_OK;
 }
 
 hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,
