@@ -41,9 +41,12 @@ static void walk_slots(const hali_hal_command_buffer_t *cb,
   for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
        h = hali_hal_command_list_next(cb, h)) {
     switch ((hali_hal_command_type_t)h->type) {
-      case HALI_HAL_COMMAND_FILL:
-        NOTE(((const hali_hal_command_fill_t *)(const void *)h)->target, true);
+      case HALI_HAL_COMMAND_FILL: {
+        const hali_hal_command_fill_t *c = (const void *)h;
+        NOTE(c->target, true);
+        if (c->pattern_slot > *max_constant) *max_constant = c->pattern_slot;
         break;
+      }
       case HALI_HAL_COMMAND_COPY: {
         const hali_hal_command_copy_t *c = (const void *)h;
         NOTE(c->source, false);

@@ -69,6 +69,14 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_push_constant_slots(
     hali_hal_command_buffer_t *command_buffer, uint32_t offset,
     const uint32_t *slots, uint32_t count);
 
+/* hali_hal_command_buffer_fill whose pattern is constant slot
+ * |constant_slot| (< HALI_HAL_MAX_SLOTS), masked to |pattern_length| bytes
+ * at execute. */
+HALI_MUST_USE hali_status_t hali_hal_command_buffer_fill_slot(
+    hali_hal_command_buffer_t *command_buffer, hali_hal_buffer_t *target,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length,
+    uint32_t constant_slot, uint32_t pattern_length);
+
 /* Binding and constant slots |command_buffer| (finalized) needs: one past
  * the highest of each. */
 uint32_t hali_hal_command_buffer_binding_slot_count(

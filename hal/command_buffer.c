@@ -465,6 +465,24 @@ hali_status_t hali_hal_command_buffer_push_constants(
   return HALI_OK;
 }
 
+hali_status_t hali_hal_command_buffer_fill_slot(
+    hali_hal_command_buffer_t *cb, hali_hal_buffer_t *target,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length,
+    uint32_t constant_slot, uint32_t pattern_length) {
+  if (constant_slot >= HALI_HAL_MAX_SLOTS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "fill_slot: the pattern is constant slot %u (at "
+                            "most %d slots)",
+                            constant_slot, HALI_HAL_MAX_SLOTS);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_fill(
+      cb, target, offset, length, 0, pattern_length));
+  /* fill appended its record last. */
+  const size_t rounded = (sizeof(hali_hal_command_fill_t) + 7) & ~(size_t)7;
+  hali_hal_command_fill_t *cmd = (void *)(cb->data + cb->size - rounded);
+  cmd->pattern_slot = constant_slot + 1;
+  return HALI_OK;
+}
+
 hali_status_t hali_hal_command_buffer_bind(
     hali_hal_command_buffer_t *base,
     const hali_hal_binding_table_entry_t *bindings, size_t count,

@@ -419,8 +419,15 @@ static hali_status_t hali_hal_run_plain_command(
       uint8_t *p = NULL;
       status = hali_hal_binding_table_resolve(table, cmd->target, cmd->offset,
                                               cmd->length, &p);
+      uint32_t pattern = cmd->pattern;
+      if (HALI_UNLIKELY(cmd->pattern_slot != 0)) {
+        /* The table has the slot (checked at submit). */
+        pattern = table->constants[cmd->pattern_slot - 1];
+        if (cmd->pattern_length < 4)
+          pattern &= (1u << (8 * cmd->pattern_length)) - 1;
+      }
       if (!status)
-        hali_hal_fill_bytes(p, cmd->length, cmd->pattern, cmd->pattern_length);
+        hali_hal_fill_bytes(p, cmd->length, pattern, cmd->pattern_length);
       break;
     }
     case HALI_HAL_COMMAND_COPY: {

@@ -48,6 +48,9 @@ typedef struct hali_hal_command_fill_t {
   hali_hal_device_size_t length;
   uint32_t pattern;        /* masked to pattern_length bytes */
   uint32_t pattern_length; /* 1, 2 or 4 */
+  /* hali_hal_command_buffer_fill_slot: constant slot + 1 whose value (then
+   * masked) is the pattern; 0: |pattern|. */
+  uint32_t pattern_slot;
 } hali_hal_command_fill_t;
 
 typedef struct hali_hal_command_copy_t {
