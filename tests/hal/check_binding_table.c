@@ -296,13 +296,15 @@ START_TEST(test_uncommitted_entry) {
   hali_hal_executable_t *exe = NULL;
   HALI_CK_OK(hali_hal_executable_create_from_library(&library, NULL, &exe));
   hali_hal_command_buffer_t *cb = record(exe);
-  hali_hal_fence_t *freed = NULL;
+  hali_hal_fence_t *made = NULL, *freed = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&made));
   HALI_CK_OK(hali_hal_fence_create_pending(&freed));
   hali_hal_buffer_t *late = NULL;
-  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, NULL,
+  HALI_CK_OK(hali_hal_device_queue_alloca(device, NULL, made,
                                           hali_test_host_params(), 16, &late));
-  HALI_CK_OK(hali_hal_device_queue_dealloca(device, NULL, freed, late));
+  HALI_CK_OK(hali_hal_device_queue_dealloca(device, made, freed, late));
   HALI_CK_OK(hali_hal_fence_await(freed, HALI_INFINITE));
+  hali_hal_fence_release(made);
   hali_hal_fence_release(freed);
   hali_hal_buffer_t *x = ints(device, 4, 1, 1), *out = ints(device, 4, 0, 0),
                     *cache = ints(device, 4, 0, 0);
@@ -400,6 +402,42 @@ START_TEST(test_bound_command_buffers) {
 }
 END_TEST
 
+/* A fill whose pattern is a constant slot: each submission fills with its
+ * table's value, masked to the pattern length. */
+START_TEST(test_fill_slot) {
+  hali_hal_device_t *device = device_for(_i);
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_command_buffer_create(
+      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+      &cb));
+  hali_hal_buffer_t *s0 = slot(0, 16);
+  HALI_CK_OK(hali_hal_command_buffer_fill_slot(cb, s0, 4, 8, 2, 2));
+  HALI_CK_STATUS(hali_hal_command_buffer_fill_slot(cb, s0, 0, 4, 4096, 4),
+                 HALI_STATUS_OUT_OF_RANGE, "constant slot 4096");
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  ck_assert_uint_eq(hali_hal_command_buffer_constant_slot_count(cb), 3);
+  for (uint32_t k = 0; k < 2; ++k) {
+    hali_hal_buffer_t *b = ints(device, 4, 0, 0);
+    hali_hal_binding_table_entry_t e[1] = {{b, 0, 16}};
+    const uint32_t c[3] = {0, 0, 0xabcd0000u + 0x1111u * (k + 1)};
+    hali_hal_binding_table_t t = {1, e, 3, c};
+    HALI_CK_OK(run(device, cb, &t));
+    const int32_t half = (int32_t)(0x1111u * (k + 1));
+    ck_assert_int_eq(at(b, 0), 0);
+    ck_assert_int_eq(at(b, 1), half | (half << 16));
+    ck_assert_int_eq(at(b, 2), half | (half << 16));
+    ck_assert_int_eq(at(b, 3), 0);
+    hali_hal_binding_table_t few = {1, e, 2, c};
+    HALI_CK_STATUS(run(device, cb, &few), HALI_STATUS_INVALID_ARGUMENT,
+                   "uses constant slots 0 .. 2");
+    hali_hal_buffer_release(b);
+  }
+  hali_hal_buffer_release(s0);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("binding_table");
   TCase *tc = tcase_create("binding_table");
@@ -409,6 +447,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_table_errors, 0, n);
   tcase_add_loop_test(tc, test_uncommitted_entry, 0, n);
   tcase_add_loop_test(tc, test_bound_command_buffers, 0, n);
+  tcase_add_loop_test(tc, test_fill_slot, 0, n);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
