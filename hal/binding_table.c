@@ -83,6 +83,17 @@ static void walk_slots(const hali_hal_command_buffer_t *cb,
 }
 
 hali_status_t hali_hal_command_list_collect_slots(hali_hal_command_buffer_t *cb) {
+  /* Most command buffers have no slots: their resources (every buffer a
+   * record names, or its root) hold no placeholder and no constant slot
+   * was recorded (which sets |constant_slot_count| as it goes); then the
+   * records need no walk. */
+  bool any = cb->constant_slot_count != 0;
+  for (size_t i = 0; i < cb->resource_count && !any; ++i) {
+    const hali_ref_t *r = cb->resources[i];
+    any = r->type == HALI_TYPE_BUFFER &&
+          ((const hali_hal_buffer_t *)(const void *)r)->allocated->slot != 0;
+  }
+  if (!any) return HALI_OK;
   uint32_t nslots = 0, nconstants = 0;
   walk_slots(cb, NULL, &nslots, &nconstants);
   cb->constant_slot_count = nconstants;

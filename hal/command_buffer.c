@@ -480,6 +480,8 @@ hali_status_t hali_hal_command_buffer_fill_slot(
   const size_t rounded = (sizeof(hali_hal_command_fill_t) + 7) & ~(size_t)7;
   hali_hal_command_fill_t *cmd = (void *)(cb->data + cb->size - rounded);
   cmd->pattern_slot = constant_slot + 1;
+  if (constant_slot + 1 > cb->constant_slot_count)
+    cb->constant_slot_count = constant_slot + 1;
   return HALI_OK;
 }
 
@@ -582,7 +584,12 @@ hali_status_t hali_hal_command_buffer_push_constant_slots(
       sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
   cmd->offset = offset;
   cmd->count = count;
-  for (uint32_t i = 0; i < count; ++i) cmd->values[i] = slots[i];
+  for (uint32_t i = 0; i < count; ++i) {
+    cmd->values[i] = slots[i];
+    /* A hint for finalize (hali_hal_command_list_collect_slots). */
+    if (slots[i] + 1 > cb->constant_slot_count)
+      cb->constant_slot_count = slots[i] + 1;
+  }
   if (count)
     cb->constants_set |=
         (count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << count) - 1) << offset;

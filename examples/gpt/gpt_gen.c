@@ -421,9 +421,12 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           V, dyn);
   fprintf(o,
           "# @forward for one token, with static shapes (@generate's "
-          "steps).\n"
+          "steps), its\n"
+          "# commands recorded once (doc/passes.md, \"Commands recorded "
+          "once\").\n"
           "func @step(%%tokens: tensor<1xi32>, %%p0: i32) -> "
-          "(tensor<%dxf32>, tensor<1xi32>) {\n%s"
+          "(tensor<%dxf32>, tensor<1xi32>) attributes [\"record_once\"] "
+          "{\n%s"
           "  return %%logits, %%next\n"
           "}\n\n",
           V, one);
@@ -450,9 +453,11 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
   /* decode */
   fprintf(o,
           "# One token at |position| (the cache holds positions 0 .. "
-          "position-1).\n"
+          "position-1);\n"
+          "# its commands are recorded once, each call binds them to its "
+          "buffers.\n"
           "func @decode(%%token: i32, %%position: i32) -> (tensor<%dxf32>, "
-          "tensor<1xi32>) {\n"
+          "tensor<1xi32>) attributes [\"record_once\"] {\n"
           "  %%zero = const.i32 0\n"
           "  %%V = const.i32 %d\n"
           "  %%C = const.i32 %d\n"
