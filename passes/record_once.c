@@ -30,6 +30,7 @@ typedef struct {
   uint8_t *is_sub;
   uint32_t *sub_src, *sub_pos;
   int64_t *sub_off;
+  uint32_t *gload; /* global.load.ref of this global (UINT32_MAX: not) */
 } cv_t;
 
 static void cv_free(cv_t *c) {
@@ -40,6 +41,7 @@ static void cv_free(cv_t *c) {
   hali_free(c->sub_src);
   hali_free(c->sub_pos);
   hali_free(c->sub_off);
+  hali_free(c->gload);
 }
 
 static bool cv_init(cv_t *c, uint32_t n) {
@@ -53,12 +55,13 @@ static bool cv_init(cv_t *c, uint32_t n) {
   c->sub_src = hali_calloc(k, sizeof(uint32_t));
   c->sub_pos = hali_calloc(k, sizeof(uint32_t));
   c->sub_off = hali_calloc(k, sizeof(int64_t));
+  c->gload = hali_malloc(k * sizeof(uint32_t));
   if (!c->known || !c->val || !c->last_def || !c->is_sub || !c->sub_src ||
-      !c->sub_pos || !c->sub_off) {
+      !c->sub_pos || !c->sub_off || !c->gload) {
     cv_free(c);
     return false;
   }
-  for (uint32_t r = 0; r < k; ++r) c->last_def[r] = UINT32_MAX;
+  for (uint32_t r = 0; r < k; ++r) c->last_def[r] = c->gload[r] = UINT32_MAX;
   return true;
 }
 
@@ -137,6 +140,10 @@ static void cv_step(cv_t *c, const hali_ir_insn_t *insn, uint32_t pos) {
     c->known[w] = k == 0 && ok;
     if (c->known[w]) c->val[w] = r;
     c->is_sub[w] = 0;
+    c->gload[w] = k == 0 && insn->op == HALI_OP_GLOBAL_LOAD_REF &&
+                          o[1].kind == HALI_IR_GLOBAL
+                      ? o[1].v
+                      : UINT32_MAX;
     if (k == 0 && sub) {
       /* Rooted: a subspan of a subspan is one of its root. */
       uint32_t src = o[1].v;
@@ -214,6 +221,15 @@ static bool place(build_t *b, const hali_ir_operand_t *buf,
     if (c->is_sub[r] && c->last_def[c->sub_src[r]] < c->sub_pos[r]) {
       extra = c->sub_off[r];
       r = c->sub_src[r];
+    }
+    /* An immutable global's buffer (a parameter, the constant pool) never
+     * changes after the initializers: recorded as it is, not a slot. */
+    const uint32_t g = c->gload[r];
+    if (g < b->w->m->global_count &&
+        !(b->w->m->globals[g].flags & HALI_GLOBAL_MUTABLE)) {
+      *out_slot = (ro_operand_t){RO_GLOBAL, g};
+      *out_off = (ro_operand_t){RO_I64, extra + at};
+      return true;
     }
     uint32_t s = 0;
     while (s < b->nslots &&
@@ -527,7 +543,7 @@ void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
   }
   e->f = f;
   e->l = l;
-  uint32_t *exes = NULL, nexes = 0;
+  uint32_t *exes = NULL, nexes = 0, *gl = NULL, ngl = 0;
   for (uint32_t k = 0; k < ro->n; ++k) {
     const ro_recording_t *rc = &ro->v[k];
     uint32_t *ph = hali_malloc((rc->nslots ? rc->nslots : 1) * sizeof(uint32_t));
@@ -573,6 +589,27 @@ void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
           case RO_RODATA:
             op = hali_pref(HALI_IR_RODATA, (uint32_t)o->v);
             break;
+          case RO_GLOBAL: {
+            uint32_t g = (uint32_t)o->v, reg = UINT32_MAX;
+            for (uint32_t j = 0; j < ngl; ++j)
+              if (gl[2 * j] == g) reg = gl[2 * j + 1];
+            if (reg == UINT32_MAX) {
+              uint32_t *x2 = hali_realloc(gl, 2 * (ngl + 1) * sizeof(uint32_t));
+              if (!x2) {
+                l->oom = true;
+                break;
+              }
+              gl = x2;
+              reg = hali_pass_reg(f, HALI_TYPE_BUFFER, "global%u", g);
+              hali_pass_emit(l, in->line, HALI_OP_GLOBAL_LOAD_REF, 2,
+                             hali_pr(reg), hali_pref(HALI_IR_GLOBAL, g));
+              gl[2 * ngl] = g;
+              gl[2 * ngl + 1] = reg;
+              ngl++;
+            }
+            op = hali_pr(reg);
+            break;
+          }
           case RO_EXE: {
             uint32_t ex = (uint32_t)o->v, reg = UINT32_MAX;
             for (uint32_t j = 0; j < nexes; ++j)
@@ -610,6 +647,7 @@ void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
     hali_free(ph);
   }
   hali_free(exes);
+  hali_free(gl);
   hali_free(e);
 }
 

@@ -71,6 +71,7 @@ enum {
   RO_EXE,     /* executable |v| (hal.executable.get) */
   RO_RODATA,  /* rodata |v| */
   RO_CMD,     /* the command buffer being recorded */
+  RO_GLOBAL,  /* the buffer immutable global |v| holds (loaded once) */
 };
 typedef struct {
   uint8_t kind;
