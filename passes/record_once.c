@@ -420,7 +420,10 @@ static void free_insns(ro_insn_t *v, uint32_t n) {
 
 bool hali_s2h_record_once(lw_t *w) {
   ro_state_t *ro = w->ro;
-  if (!ro || ro->oom || !w->cmds.b.insn_count) return false;
+  /* A list that ran out of memory is incomplete: leave it (and its flag,
+   * which fails the lowering) alone. */
+  if (!ro || ro->oom || !w->cmds.b.insn_count || w->cmds.oom || w->out.oom)
+    return false;
   cv_t c;
   if (!cv_init(&c, w->f->reg_count)) {
     ro->oom = true;
