@@ -141,7 +141,7 @@ static void dispatch(const hali_kernel_export_t *k, uint32_t wx, uint32_t wy,
 
 static int V, D, H, L, C;
 static const hali_kernel_export_t *k_embed, *k_ln, *k_lin, *k_gelu, *k_res,
-    *k_logits, *k_kv, *k_att, *k_argmax;
+    *k_logits, *k_att, *k_argmax;
 typedef struct {
   buf_t ln1w, ln1b, wqkv, bqkv, wo, bo, ln2w, ln2b, wfc, bfc, wp, bp, kv;
 } layer_t;
@@ -149,7 +149,7 @@ static layer_t *layers;
 static buf_t wte, wpe, lnfw, lnfb;
 /* Activations, sized for the whole context (a prefill of T rows uses the
  * first T; each kernel is given the T rows it works on). */
-static buf_t tokens, x[2], a, qkv, att, f, logits, next;
+static buf_t tokens, x[2], a, qkv, kvrows, att, f, logits, next;
 
 static buf_t rows(buf_t b, uint32_t T, uint32_t width) {
   buf_t r = {b.p, (size_t)T * width * 4};
@@ -170,13 +170,19 @@ static int32_t forward(uint32_t T, uint32_t p0) {
   for (int l = 0; l < L; ++l) {
     layer_t *ly = &layers[l];
     uint32_t cd[] = {d}, c3[] = {d, d3}, c4[] = {d, d4}, cp[] = {d, d},
-             cp2[] = {d4, d}, ckv[] = {d, p0}, catt[] = {d, (uint32_t)H, p0};
+             cp2[] = {d4, d}, catt[] = {d, (uint32_t)H, p0};
     buf_t b1[] = {xs, ly->ln1w, ly->ln1b, as};
     dispatch(k_ln, T, 1, b1, 4, cd, 1);
     buf_t b2[] = {as, ly->wqkv, ly->bqkv, qs};
     dispatch(k_lin, d3, T, b2, 4, c3, 2);
-    buf_t b3[] = {qs, ly->kv, ly->kv};
-    dispatch(k_kv, T, 1, b3, 3, ckv, 2);
+    /* The keys and values (planes 1 and 2 of qkv [3, T, D]): the slice is
+     * a copy, then the update copies its two runs into the cache rows
+     * p0 .. p0+T-1 of keys and of values, as hali records them. */
+    const size_t run = (size_t)T * d;
+    memcpy(kvrows.p, (float *)qs.p + run, 2 * run * 4);
+    memcpy((float *)ly->kv.p + (size_t)p0 * d, kvrows.p, run * 4);
+    memcpy((float *)ly->kv.p + ((size_t)C + p0) * d, (float *)kvrows.p + run,
+           run * 4);
     buf_t b4[] = {qs, ly->kv, ts};
     dispatch(k_att, (uint32_t)H, T, b4, 3, catt, 3);
     buf_t b5[] = {ts, ly->wo, ly->bo, xs, ys};
@@ -240,9 +246,9 @@ int main(int argc, char **argv) {
   L = meta("layers"), C = meta("context");
 
   k_embed = kernel("embed"), k_ln = kernel("layernorm");
-  k_lin = kernel("linear"), k_gelu = kernel("linear_gelu");
+  k_lin = kernel("linear_qkv"), k_gelu = kernel("linear_gelu");
   k_res = kernel("linear_residual"), k_logits = kernel("logits");
-  k_kv = kernel("kv_write"), k_att = kernel("attention");
+  k_att = kernel("attention");
   k_argmax = kernel("argmax");
   scratch = aligned_alloc(64, k_att->scratch_size);
   wte = tensor("wte.weight"), wpe = tensor("wpe.weight");
@@ -264,6 +270,7 @@ int main(int argc, char **argv) {
   tokens = alloc((size_t)C * 4);
   x[0] = alloc((size_t)C * D * 4), x[1] = alloc((size_t)C * D * 4);
   a = alloc((size_t)C * D * 4), qkv = alloc((size_t)C * 3 * D * 4);
+  kvrows = alloc((size_t)C * 2 * D * 4);
   att = alloc((size_t)C * D * 4), f = alloc((size_t)C * 4 * D * 4);
   logits = alloc((size_t)V * 4), next = alloc(4);
 

@@ -27,6 +27,12 @@ changed (doc/design-notes.md, "GPT decode: what hali costs per token"):
                         the kernels only.
 
 Run one with examples/gpt/generate --module=OUTDIR/decode_X.hasm.
+
+The variants edit the per-call lowering: since @decode and @step carry
+"record_once" (doc/passes.md, "Commands recorded once"), strip the
+attribute from examples/gpt/gpt.hasm before lowering it for them
+(sed 's/ attributes \["record_once"\]//').  decode_floor is what
+record_once now does, correctly (the token and position bound per call).
 """
 import re
 import sys

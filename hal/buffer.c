@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hal/buffer.h"
+#include "hal/binding_table.h"
 #include "hal/buffer_impl.h"
 #include "hal/validate.h"
 #include "base/alloc.h"
@@ -377,6 +378,41 @@ hali_status_t hali_hal_buffer_resolve_whole(const hali_hal_buffer_t *buffer,
                             what, offset, buffer->length, buffer->ref.id);
   *length = buffer->length - offset;
   return HALI_OK;
+}
+
+hali_status_t hali_hal_buffer_create_slot(uint32_t slot,
+                                         hali_hal_buffer_params_t params,
+                                         hali_hal_device_size_t length,
+                                         hali_hal_buffer_t **out_buffer) {
+  *out_buffer = NULL;
+  if (slot >= HALI_HAL_MAX_SLOTS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "binding slot %u: at most %d slots", slot,
+                            HALI_HAL_MAX_SLOTS);
+  if (params.usage & ~(uint32_t)HALI_HAL_BUFFER_USAGE_ALL)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "unknown buffer usage bits 0x%x",
+                            params.usage & ~(uint32_t)HALI_HAL_BUFFER_USAGE_ALL);
+  if (length >= (uint64_t)1 << 62)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "binding slot %u of %" PRIu64 " bytes is too large",
+                            slot, length);
+  hali_hal_buffer_t *buffer = hali_calloc(1, sizeof(*buffer));
+  if (!buffer)
+    return hali_status_annotate(hali_status_oom(), "creating a binding slot");
+  hali_ref_init(&buffer->ref, HALI_TYPE_BUFFER, &hali_hal_buffer_vtable);
+  buffer->allocated = buffer;
+  atomic_init(&buffer->storage, NULL); /* never any: the table's */
+  buffer->length = length;
+  buffer->memory_types = params.memory_types;
+  buffer->usage = params.usage;
+  buffer->slot = slot + 1;
+  *out_buffer = buffer;
+  return HALI_OK;
+}
+
+uint32_t hali_hal_buffer_slot(const hali_hal_buffer_t *buffer) {
+  return buffer ? buffer->allocated->slot : 0;
 }
 
 hali_status_t hali_hal_buffer_resolve(hali_hal_buffer_t *buffer,

@@ -46,6 +46,9 @@ struct hali_hal_buffer_t {
    * never change) and cleared when validation attaches its state, so that a
    * validated buffer's scalar accesses take the reporting slow path. */
   uint8_t scalar_access;
+  /* Binding-table slot placeholders only (hal/binding_table.h): slot + 1;
+   * 0 for every other buffer.  Set on the root. */
+  uint32_t slot;
 };
 
 /* The address of |size| bytes at |offset| for a scalar load (|need| =

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hal/binding_table.h"
 #include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
@@ -56,11 +57,24 @@ bool hali_hal_command_buffer_cache_has_spare(
 
 static void hali_hal_command_buffer_destroy(hali_ref_t *ref) {
   hali_hal_command_buffer_t *cb = (hali_hal_command_buffer_t *)ref;
+  if (cb->base) { /* bound (hal/binding_table.h): its table, no records */
+    for (size_t i = 0; i < cb->table.binding_count; ++i)
+      hali_hal_buffer_release(cb->table_entries[i].buffer);
+    hali_free(cb->table_entries);
+    hali_free(cb->table_constants);
+    hali_hal_command_buffer_release(cb->base);
+    hali_free(cb);
+    return;
+  }
   for (size_t i = 0; i < cb->resource_count; ++i)
     hali_ref_release(cb->resources[i]);
   /* The replay program goes with its recording, cached or not. */
   hali_hal_command_list_program_free(cb->program);
   cb->program = NULL;
+  hali_free(cb->slots);
+  cb->slots = NULL;
+  cb->slot_count = 0;
+  cb->constant_slot_count = 0;
   if (HALI_UNLIKELY(cb->validate_state != NULL))
     hali_hal_validate_command_buffer_free(cb);
   hali_hal_command_buffer_cache_t *cache = cb->cache;
@@ -447,6 +461,146 @@ hali_status_t hali_hal_command_buffer_push_constants(
       n += (size_t)snprintf(list + n, sizeof(list) - n, "%s0x%x", i ? " " : "",
                             values[i]);
     CB_TRACE(cb, "push_constants at %u [%s]", offset, list);
+  }
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_fill_slot(
+    hali_hal_command_buffer_t *cb, hali_hal_buffer_t *target,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length,
+    uint32_t constant_slot, uint32_t pattern_length) {
+  if (constant_slot >= HALI_HAL_MAX_SLOTS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "fill_slot: the pattern is constant slot %u (at "
+                            "most %d slots)",
+                            constant_slot, HALI_HAL_MAX_SLOTS);
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_fill(
+      cb, target, offset, length, 0, pattern_length));
+  /* fill appended its record last. */
+  const size_t rounded = (sizeof(hali_hal_command_fill_t) + 7) & ~(size_t)7;
+  hali_hal_command_fill_t *cmd = (void *)(cb->data + cb->size - rounded);
+  cmd->pattern_slot = constant_slot + 1;
+  if (constant_slot + 1 > cb->constant_slot_count)
+    cb->constant_slot_count = constant_slot + 1;
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_bind(
+    hali_hal_command_buffer_t *base,
+    const hali_hal_binding_table_entry_t *bindings, size_t count,
+    hali_hal_command_buffer_t **out_command_buffer) {
+  *out_command_buffer = NULL;
+  if (!base->finalized || base->base ||
+      (base->mode & HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT))
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "binding a table to command buffer #%u: it must "
+                            "be a finalized reusable recording",
+                            hali_hal_trace_id(base));
+  if (count > HALI_HAL_MAX_SLOTS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "binding a table of %zu entries to command "
+                            "buffer #%u (at most %d)",
+                            count, hali_hal_trace_id(base),
+                            HALI_HAL_MAX_SLOTS);
+  hali_hal_command_buffer_t *cb = hali_calloc(1, sizeof(*cb));
+  hali_hal_binding_table_entry_t *entries =
+      cb ? hali_malloc((count ? count : 1) * sizeof(*entries)) : NULL;
+  if (!entries) {
+    hali_free(cb);
+    return hali_status_annotate(hali_status_oom(),
+                                "binding a table to command buffer #%u",
+                                hali_hal_trace_id(base));
+  }
+  hali_ref_init(&cb->ref, HALI_TYPE_COMMAND_BUFFER,
+                &hali_hal_command_buffer_vtable);
+  cb->mode = HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT;
+  cb->categories = base->categories;
+  cb->finalized = true;
+  cb->dispatches_checked = true;
+  atomic_init(&cb->submitted, false);
+  for (size_t i = 0; i < count; ++i) {
+    entries[i] = bindings[i];
+    hali_hal_buffer_retain(entries[i].buffer);
+    /* A whole-buffer length is resolved now (the check refuses an offset
+     * past the end first). */
+    if (entries[i].buffer && entries[i].length == HALI_HAL_WHOLE_BUFFER &&
+        entries[i].offset <= entries[i].buffer->length)
+      entries[i].length = entries[i].buffer->length - entries[i].offset;
+  }
+  cb->table_entries = entries;
+  cb->table.bindings = entries;
+  cb->table.binding_count = count;
+  cb->base = base;
+  hali_hal_command_buffer_retain(base);
+  *out_command_buffer = cb;
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_bind_constants(
+    hali_hal_command_buffer_t *cb, const uint32_t *values, size_t count) {
+  if (!cb->base || atomic_load(&cb->submitted))
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "binding constants to command buffer #%u: it is "
+                            "not a bound command buffer waiting to be "
+                            "submitted",
+                            hali_hal_trace_id(cb));
+  if (count > HALI_HAL_MAX_SLOTS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "binding %zu constants to command buffer #%u (at "
+                            "most %d)",
+                            count, hali_hal_trace_id(cb), HALI_HAL_MAX_SLOTS);
+  uint32_t *copy = hali_malloc((count ? count : 1) * sizeof(*copy));
+  if (!copy)
+    return hali_status_annotate(hali_status_oom(),
+                                "binding %zu constants", count);
+  if (count) memcpy(copy, values, count * sizeof(*copy));
+  hali_free(cb->table_constants);
+  cb->table_constants = copy;
+  cb->table.constants = copy;
+  cb->table.constant_count = count;
+  return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_push_constant_slots(
+    hali_hal_command_buffer_t *cb, uint32_t offset, const uint32_t *slots,
+    uint32_t count) {
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
+      cb, HALI_HAL_COMMAND_CATEGORY_DISPATCH, "push_constant_slots"));
+  if (offset > HALI_HAL_MAX_PUSH_CONSTANTS ||
+      count > HALI_HAL_MAX_PUSH_CONSTANTS - offset)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "push constant slots [%u, %u + %u) exceed the %d "
+                            "constants available",
+                            offset, offset, count, HALI_HAL_MAX_PUSH_CONSTANTS);
+  for (uint32_t i = 0; i < count; ++i)
+    if (slots[i] >= HALI_HAL_MAX_SLOTS)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "push_constant_slots: constant %u is slot %u "
+                              "(at most %d slots)",
+                              offset + i, slots[i], HALI_HAL_MAX_SLOTS);
+  hali_hal_command_push_constants_t *cmd;
+  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
+      cb, HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS,
+      sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
+  cmd->offset = offset;
+  cmd->count = count;
+  for (uint32_t i = 0; i < count; ++i) {
+    cmd->values[i] = slots[i];
+    /* A hint for finalize (hali_hal_command_list_collect_slots). */
+    if (slots[i] + 1 > cb->constant_slot_count)
+      cb->constant_slot_count = slots[i] + 1;
+  }
+  if (count)
+    cb->constants_set |=
+        (count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << count) - 1) << offset;
+  if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
+    char list[512];
+    size_t n = 0;
+    list[0] = 0;
+    for (uint32_t i = 0; i < count && n < sizeof(list) - 16; ++i)
+      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%u", i ? " " : "",
+                            slots[i]);
+    CB_TRACE(cb, "push_constant_slots at %u [%s]", offset, list);
   }
   return HALI_OK;
 }
@@ -852,6 +1006,7 @@ hali_status_t hali_hal_command_buffer_finalize(hali_hal_command_buffer_t *cb) {
     HALI_RETURN_IF_ERROR_PLAIN(hali_hal_validate_report(
         (hali_hal_validate_mode_t)cb->validate,
         hali_hal_validate_finalize(cb)));
+  HALI_RETURN_IF_ERROR(hali_hal_command_list_collect_slots(cb), "finalize");
   cb->finalized = true;
   /* A reusable buffer replays many times: resolve what each replay would
    * recompute once, now (a one-shot one replays once: the walk is all). */

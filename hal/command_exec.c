@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "hal/binding_table.h"
 #include "hal/buffer_impl.h"
 #include "hal/command_list.h"
 #include "hal/validate.h"
@@ -205,6 +206,7 @@ hali_status_t hali_hal_dispatch_run_workgroups(
 /* Replay state: what push_constants/push_descriptor_set have set so far. */
 typedef struct hali_hal_replay_state_t {
   uint64_t constants_set;
+  uint64_t constant_slots; /* bit i: constants[i] is a constant slot */
   uint32_t bindings_set;
   uint32_t constants[HALI_HAL_MAX_PUSH_CONSTANTS];
   hali_hal_command_binding_t bindings[HALI_HAL_MAX_BINDINGS];
@@ -235,17 +237,23 @@ static hali_status_t hali_hal_replay_check_dispatch(
 static inline __attribute__((always_inline)) void hali_hal_replay_push(
     hali_hal_replay_state_t *state, const hali_hal_command_header_t *h,
     bool values) {
-  if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS) {
+  if (h->type == HALI_HAL_COMMAND_PUSH_CONSTANTS ||
+      h->type == HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS) {
     const hali_hal_command_push_constants_t *cmd = (const void *)h;
     /* Recording proved offset + count <= HALI_HAL_MAX_PUSH_CONSTANTS (64). */
     if (values)
       for (uint32_t i = 0; i < cmd->count; ++i)
         state->constants[cmd->offset + i] = cmd->values[i];
-    if (cmd->count)
-      state->constants_set |=
-          (cmd->count >= 64 ? ~(uint64_t)0
-                            : (((uint64_t)1 << cmd->count) - 1))
-          << cmd->offset;
+    if (cmd->count) {
+      const uint64_t bits = (cmd->count >= 64 ? ~(uint64_t)0
+                                              : (((uint64_t)1 << cmd->count) - 1))
+                            << cmd->offset;
+      state->constants_set |= bits;
+      if (HALI_UNLIKELY(h->type == HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS))
+        state->constant_slots |= bits;
+      else
+        state->constant_slots &= ~bits;
+    }
   } else {
     const hali_hal_command_push_descriptor_set_t *cmd = (const void *)h;
     if (HALI_LIKELY(cmd->count == 1)) { /* what the VM records */
@@ -266,12 +274,14 @@ hali_status_t hali_hal_command_list_check_dispatches(
     const hali_hal_command_buffer_t *cb) {
   hali_hal_replay_state_t state;
   state.constants_set = 0;
+  state.constant_slots = 0;
   state.bindings_set = 0;
   size_t index = 0;
   for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb); h;
        h = hali_hal_command_list_next(cb, h), ++index) {
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS:
       case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
         hali_hal_replay_push(&state, h, false);
         break;
@@ -321,9 +331,20 @@ static inline hali_status_t launch(const hali_hal_command_dispatch_t *cmd,
                       stop);
 }
 
+/* The constants a dispatch sees when some are constant slots (|mask|):
+ * |constants| with those replaced by the table's values, in |out|. */
+static const uint32_t *hali_hal_slot_constants(
+    const hali_hal_binding_table_t *table, const uint32_t *constants,
+    uint32_t count, uint64_t mask, uint32_t *out) {
+  for (uint32_t i = 0; i < count; ++i)
+    out[i] = (mask >> i) & 1u ? table->constants[constants[i]] : constants[i];
+  return out;
+}
+
 static hali_status_t hali_hal_replay_dispatch(
     hali_hal_replay_state_t *state, const hali_hal_command_dispatch_t *cmd,
-    bool checked, hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
+    bool checked, const hali_hal_binding_table_t *table,
+    hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
   /* Finalize checked every dispatch against this same state already. */
   if (HALI_UNLIKELY(!checked))
@@ -348,14 +369,24 @@ static hali_status_t hali_hal_replay_dispatch(
     }
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
-        hali_hal_buffer_resolve(b->buffer, b->offset, b->length, &p),
+        hali_hal_binding_table_resolve(table, b->buffer, b->offset, b->length,
+                                       &p),
         "binding %u of dispatch of executable '%s' export %u '%s'", i,
         hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);
     ptrs[i] = p;
     lengths[i] = (size_t)b->length;
   }
-  return launch(cmd, e, state->constants, ptrs, lengths, run_dispatch,
-                runner_self, tracer, stop);
+  uint32_t slotted[HALI_HAL_MAX_PUSH_CONSTANTS];
+  const uint64_t mask =
+      state->constant_slots &
+      (e->constant_count >= 64 ? ~(uint64_t)0
+                               : ((uint64_t)1 << e->constant_count) - 1);
+  return launch(cmd, e,
+                HALI_UNLIKELY(mask != 0)
+                    ? hali_hal_slot_constants(table, state->constants,
+                                              e->constant_count, mask, slotted)
+                    : state->constants,
+                ptrs, lengths, run_dispatch, runner_self, tracer, stop);
 }
 
 void hali_hal_trace_dispatch(const hali_hal_tracer_t *t,
@@ -398,34 +429,60 @@ static void trace_dispatch_line(const hali_hal_tracer_t *t,
 /* The commands that need no push state (fill, copy, update, collective);
  * others are the caller's. */
 static hali_status_t hali_hal_run_plain_command(
-    const hali_hal_command_header_t *h, hali_hal_stop_t *stop) {
+    const hali_hal_command_header_t *h, const hali_hal_binding_table_t *table,
+    hali_hal_stop_t *stop) {
   hali_status_t status = HALI_OK;
   switch ((hali_hal_command_type_t)h->type) {
     case HALI_HAL_COMMAND_FILL: {
       const hali_hal_command_fill_t *cmd = (const void *)h;
       uint8_t *p = NULL;
-      status =
-          hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length, &p);
+      status = hali_hal_binding_table_resolve(table, cmd->target, cmd->offset,
+                                              cmd->length, &p);
+      uint32_t pattern = cmd->pattern;
+      if (HALI_UNLIKELY(cmd->pattern_slot != 0)) {
+        /* The table has the slot (checked at submit). */
+        pattern = table->constants[cmd->pattern_slot - 1];
+        if (cmd->pattern_length < 4)
+          pattern &= (1u << (8 * cmd->pattern_length)) - 1;
+      }
       if (!status)
-        hali_hal_fill_bytes(p, cmd->length, cmd->pattern, cmd->pattern_length);
+        hali_hal_fill_bytes(p, cmd->length, pattern, cmd->pattern_length);
       break;
     }
     case HALI_HAL_COMMAND_COPY: {
       const hali_hal_command_copy_t *cmd = (const void *)h;
       uint8_t *src = NULL, *dst = NULL;
-      status = hali_hal_buffer_resolve(cmd->source, cmd->source_offset,
-                                       cmd->length, &src);
+      status = hali_hal_binding_table_resolve(
+          table, cmd->source, cmd->source_offset, cmd->length, &src);
       if (!status)
-        status = hali_hal_buffer_resolve(cmd->target, cmd->target_offset,
-                                         cmd->length, &dst);
+        status = hali_hal_binding_table_resolve(
+            table, cmd->target, cmd->target_offset, cmd->length, &dst);
+      /* Recording refused overlapping ranges of one allocation; slots
+       * resolve only now. */
+      if (!status && HALI_UNLIKELY(hali_hal_buffer_slot(cmd->source) |
+                                   hali_hal_buffer_slot(cmd->target)) &&
+          cmd->length && src < dst + cmd->length && dst < src + cmd->length)
+        status = hali_status_make(
+            HALI_STATUS_INVALID_ARGUMENT,
+            "copy of %" PRIu64 " bytes from %s %u to %s %u: the binding "
+            "table makes the ranges overlap",
+            cmd->length,
+            hali_hal_buffer_slot(cmd->source) ? "binding slot" : "buffer",
+            hali_hal_buffer_slot(cmd->source)
+                ? hali_hal_buffer_slot(cmd->source) - 1
+                : hali_hal_trace_id(cmd->source),
+            hali_hal_buffer_slot(cmd->target) ? "binding slot" : "buffer",
+            hali_hal_buffer_slot(cmd->target)
+                ? hali_hal_buffer_slot(cmd->target) - 1
+                : hali_hal_trace_id(cmd->target));
       if (!status && cmd->length) memcpy(dst, src, (size_t)cmd->length);
       break;
     }
     case HALI_HAL_COMMAND_UPDATE: {
       const hali_hal_command_update_t *cmd = (const void *)h;
       uint8_t *p = NULL;
-      status =
-          hali_hal_buffer_resolve(cmd->target, cmd->offset, cmd->length, &p);
+      status = hali_hal_binding_table_resolve(table, cmd->target, cmd->offset,
+                                              cmd->length, &p);
       if (!status && cmd->length) memcpy(p, cmd->data, (size_t)cmd->length);
       break;
     }
@@ -436,11 +493,11 @@ static hali_status_t hali_hal_run_plain_command(
       const hali_hal_command_collective_t *cmd = (const void *)h;
       uint8_t *src = NULL, *dst = NULL;
       if (cmd->send)
-        status = hali_hal_buffer_resolve(cmd->send, cmd->send_offset,
-                                         cmd->send_length, &src);
+        status = hali_hal_binding_table_resolve(
+            table, cmd->send, cmd->send_offset, cmd->send_length, &src);
       if (!status && cmd->recv)
-        status = hali_hal_buffer_resolve(cmd->recv, cmd->recv_offset,
-                                         cmd->recv_length, &dst);
+        status = hali_hal_binding_table_resolve(
+            table, cmd->recv, cmd->recv_offset, cmd->recv_length, &dst);
       if (!status)
         status = hali_hal_channel_run(cmd->channel, &cmd->op, src, dst, stop);
       else
@@ -478,6 +535,7 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
                                   size_t *out_commands) {
   hali_hal_replay_state_t state;
   state.constants_set = 0;
+  state.constant_slots = 0;
   state.bindings_set = 0;
   size_t nb = 0, nc = 0, index = 0;
   /* The last copies made, shared while no push changed the state. */
@@ -491,6 +549,7 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
     if (step) *step = (hali_hal_replay_step_t){.record = h};
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS:
         hali_hal_replay_push(&state, h, true);
         c_dirty = true;
         break;
@@ -534,6 +593,11 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
           step->e = e;
           step->bindings = last_b;
           step->constants = last_c;
+          step->constant_slots =
+              state.constant_slots &
+              (e->constant_count >= 64
+                   ? ~(uint64_t)0
+                   : ((uint64_t)1 << e->constant_count) - 1);
         }
         break;
       }
@@ -559,8 +623,9 @@ static void hali_hal_compile_walk(const hali_hal_command_buffer_t *cb,
 static void hali_hal_compile_ops_walk(hali_hal_command_buffer_t *cb,
                                       hali_hal_replay_program_t *prog,
                                       bool fill, size_t *out_ops,
-                                      size_t *out_states) {
-  size_t n_ops = 0, n_states = 0;
+                                      size_t *out_states, size_t *out_slotted,
+                                      size_t *out_values) {
+  size_t n_ops = 0, n_states = 0, n_slotted = 0, n_values = 0;
   uint32_t max_scratch = 0;
   /* The last state made, by what it was made from. */
   const hali_hal_executable_export_t *last_e = NULL;
@@ -573,6 +638,7 @@ static void hali_hal_compile_ops_walk(hali_hal_command_buffer_t *cb,
     hali_hal_replay_op_t op = {.record = h, .index = (uint32_t)i};
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS:
       case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
       case HALI_HAL_COMMAND_BARRIER:
         continue; /* (the steps' state already holds what they did) */
@@ -599,6 +665,22 @@ static void hali_hal_compile_ops_walk(hali_hal_command_buffer_t *cb,
                 .binding_ptrs = prog->ptrs + bidx,
                 .binding_lengths = prog->lengths + bidx,
             };
+          if (HALI_UNLIKELY(step->constant_slots != 0)) {
+            /* Constants from the binding table: the state reads values
+             * each replay fills in (hali_hal_program_resolve). */
+            if (fill) {
+              uint32_t *values = prog->slot_values + n_values;
+              prog->states[n_states].constants = values;
+              prog->slotted[n_slotted] = (hali_hal_replay_slotted_t){
+                  .values = values,
+                  .source = step->constants,
+                  .mask = step->constant_slots,
+                  .count = e->constant_count,
+              };
+            }
+            ++n_slotted;
+            n_values += e->constant_count;
+          }
           ++n_states;
           last_e = e;
           last_constants = step->constants;
@@ -624,14 +706,17 @@ static void hali_hal_compile_ops_walk(hali_hal_command_buffer_t *cb,
   if (fill) prog->max_scratch = max_scratch;
   *out_ops = n_ops;
   *out_states = n_states;
+  *out_slotted = n_slotted;
+  *out_values = n_values;
 }
 
 /* Adds the op loop to |prog| (left without one when out of memory). */
 static void hali_hal_compile_ops(hali_hal_command_buffer_t *cb,
                                  hali_hal_replay_program_t *prog) {
   if (cb->command_count > INT32_MAX) return; /* (op indices are 31-bit) */
-  size_t n_ops = 0, n_states = 0;
-  hali_hal_compile_ops_walk(cb, prog, false, &n_ops, &n_states);
+  size_t n_ops = 0, n_states = 0, n_slotted = 0, n_values = 0;
+  hali_hal_compile_ops_walk(cb, prog, false, &n_ops, &n_states, &n_slotted,
+                            &n_values);
   const size_t nb = prog->binding_count ? prog->binding_count : 1;
   hali_hal_replay_op_t *ops =
       hali_malloc((n_ops ? n_ops : 1) * sizeof(*ops));
@@ -639,20 +724,32 @@ static void hali_hal_compile_ops(hali_hal_command_buffer_t *cb,
       hali_malloc((n_states ? n_states : 1) * sizeof(*states));
   void **ptrs = hali_calloc(nb, sizeof(*ptrs));
   size_t *lengths = hali_malloc(nb * sizeof(*lengths));
-  if (!ops || !states || !ptrs || !lengths) {
+  /* (Counts bounded by the list's records: no overflow.) */
+  hali_hal_replay_slotted_t *slotted =
+      n_slotted ? hali_malloc(n_slotted * sizeof(*slotted)) : NULL;
+  uint32_t *slot_values =
+      n_values ? hali_malloc(n_values * sizeof(*slot_values)) : NULL;
+  if (!ops || !states || !ptrs || !lengths || (n_slotted && !slotted) ||
+      (n_values && !slot_values)) {
     hali_free(ops);
     hali_free(states);
     hali_free(ptrs);
     hali_free(lengths);
+    hali_free(slotted);
+    hali_free(slot_values);
     return;
   }
+  prog->slotted = slotted;
+  prog->slotted_count = n_slotted;
+  prog->slot_values = slot_values;
   for (size_t j = 0; j < prog->binding_count; ++j)
     lengths[j] = prog->bindings[j].length;
   prog->ops = ops;
   prog->states = states;
   prog->ptrs = ptrs;
   prog->lengths = lengths;
-  hali_hal_compile_ops_walk(cb, prog, true, &n_ops, &n_states);
+  hali_hal_compile_ops_walk(cb, prog, true, &n_ops, &n_states, &n_slotted,
+                            &n_values);
   prog->op_count = n_ops;
   atomic_init(&prog->claimed, false);
 }
@@ -666,6 +763,8 @@ void hali_hal_command_list_program_free(hali_hal_replay_program_t *prog) {
   hali_free(prog->states);
   hali_free(prog->ptrs);
   hali_free(prog->lengths);
+  hali_free(prog->slotted);
+  hali_free(prog->slot_values);
   hali_free(prog);
 }
 
@@ -691,7 +790,7 @@ void hali_hal_command_list_compile(hali_hal_command_buffer_t *cb) {
 
 /* One dispatch of the program. */
 static hali_status_t hali_hal_program_dispatch(
-    const hali_hal_replay_step_t *step,
+    const hali_hal_replay_step_t *step, const hali_hal_binding_table_t *table,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
   const hali_hal_command_dispatch_t *cmd = (const void *)step->record;
@@ -710,13 +809,20 @@ static hali_status_t hali_hal_program_dispatch(
     /* Uncommitted (or committed since the load): as the walk does. */
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
-        hali_hal_buffer_resolve(b->buffer, b->offset, b->length, &p),
+        hali_hal_binding_table_resolve(table, b->buffer, b->offset, b->length,
+                                       &p),
         "binding %u of dispatch of executable '%s' export %u '%s'", i,
         hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);
     ptrs[i] = p;
   }
-  return launch(cmd, e, step->constants, ptrs, lengths, run_dispatch,
-                runner_self, tracer, stop);
+  uint32_t slotted[HALI_HAL_MAX_PUSH_CONSTANTS];
+  return launch(cmd, e,
+                HALI_UNLIKELY(step->constant_slots != 0)
+                    ? hali_hal_slot_constants(table, step->constants,
+                                              e->constant_count,
+                                              step->constant_slots, slotted)
+                    : step->constants,
+                ptrs, lengths, run_dispatch, runner_self, tracer, stop);
 }
 
 /* Resolves the binding pointers of |prog| for one replay (the caller
@@ -726,18 +832,42 @@ static hali_status_t hali_hal_program_dispatch(
  * change while it runs: only queue_alloca / queue_dealloca submissions
  * commit or decommit, and fences order them against this one.
  *
- * (Where a binding table supplied at execute would go: an entry naming a
- * table slot instead of a buffer is resolved here from that slot's
- * buffer and offset, plus the entry's offset; the states already point at
- * |ptrs| and need nothing else.) */
-static bool hali_hal_program_resolve(const hali_hal_replay_program_t *prog) {
+ * A binding that names a table slot (a placeholder, hal/binding_table.h)
+ * is resolved from the table's entry; the states point at |ptrs| and need
+ * nothing else.  The constants of a state with constant slots are filled
+ * into the program's |slot_values| (its |slotted| list), which the state
+ * points at. */
+static bool hali_hal_program_resolve(const hali_hal_replay_program_t *prog,
+                                     const hali_hal_binding_table_t *table) {
   const hali_hal_replay_binding_t *b = prog->bindings;
   void **ptrs = prog->ptrs;
   for (size_t j = 0; j < prog->binding_count; ++j) {
-    uint8_t *storage = atomic_load_explicit(&b[j].buffer->allocated->storage,
+    const hali_hal_buffer_t *root = b[j].buffer;
+    uint64_t at = b[j].base;
+    const uint32_t slot = root->allocated->slot;
+    if (HALI_UNLIKELY(slot != 0)) {
+      /* A slot placeholder: the table's entry (checked at submit to hold
+       * the placeholder's whole length) has the bytes. */
+      if (!table || slot - 1 >= table->binding_count ||
+          !table->bindings[slot - 1].buffer)
+        return false; /* the steps fail at that dispatch, naming it */
+      const hali_hal_binding_table_entry_t *e = &table->bindings[slot - 1];
+      root = e->buffer;
+      at += e->buffer->offset + e->offset;
+    }
+    uint8_t *storage = atomic_load_explicit(&root->allocated->storage,
                                             memory_order_acquire);
     if (HALI_UNLIKELY(storage == NULL)) return false;
-    ptrs[j] = storage + b[j].base;
+    ptrs[j] = storage + at;
+  }
+  /* Dispatch states with constant slots: their constants from the
+   * table, the rest as recorded. */
+  for (size_t k = 0; k < prog->slotted_count; ++k) {
+    const hali_hal_replay_slotted_t *sl = &prog->slotted[k];
+    if (!table) return false;
+    for (uint32_t i = 0; i < sl->count; ++i)
+      sl->values[i] = (sl->mask >> i) & 1u ? table->constants[sl->source[i]]
+                                           : sl->source[i];
   }
   return true;
 }
@@ -750,6 +880,7 @@ static bool hali_hal_program_resolve(const hali_hal_replay_program_t *prog) {
  * device's runner with it. */
 static hali_status_t hali_hal_program_run_ops(
     hali_hal_command_buffer_t *cb, const hali_hal_replay_program_t *prog,
+    const hali_hal_binding_table_t *table,
     const hali_hal_replay_worker_t *worker,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     hali_hal_stop_t *stop) {
@@ -804,7 +935,7 @@ static hali_status_t hali_hal_program_run_ops(
       status = run_dispatch(runner_self, cmd->executable, cmd->ordinal,
                             op->state, stop);
     } else {
-      status = hali_hal_run_plain_command(op->record, stop);
+      status = hali_hal_run_plain_command(op->record, table, stop);
     }
     if (HALI_UNLIKELY(status != NULL)) {
       hali_hal_command_buffer_abort_collectives(cb, (size_t)op->index + 1,
@@ -820,29 +951,38 @@ hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *cb, hali_hal_dispatch_runner_t run_dispatch,
     void *runner_self, const hali_hal_tracer_t *tracer,
     hali_hal_stop_t *stop) {
-  return hali_hal_command_buffer_execute_lent(cb, NULL, run_dispatch,
+  return hali_hal_command_buffer_execute_lent(cb, NULL, NULL, run_dispatch,
                                               runner_self, tracer, stop);
 }
 
 hali_status_t hali_hal_command_buffer_execute_lent(
-    hali_hal_command_buffer_t *cb, const hali_hal_replay_worker_t *worker,
+    hali_hal_command_buffer_t *cb, const hali_hal_binding_table_t *table,
+    const hali_hal_replay_worker_t *worker,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop) {
+  if (HALI_UNLIKELY((cb->slot_count || cb->constant_slot_count) && !table))
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "command buffer #%u has %u binding and %u "
+                            "constant slots: it runs only with a binding "
+                            "table (queue_execute_indirect)",
+                            hali_hal_trace_id(cb), cb->slot_count,
+                            cb->constant_slot_count);
   hali_hal_replay_program_t *ops_prog = cb->program;
   /* The op loop traces nothing: with a tracer, the steps. */
   if (ops_prog && ops_prog->ops && !tracer &&
       !atomic_exchange_explicit(&ops_prog->claimed, true,
                                 memory_order_acquire)) {
     hali_status_t status = HALI_OK;
-    bool resolved = hali_hal_program_resolve(ops_prog);
+    bool resolved = hali_hal_program_resolve(ops_prog, table);
     if (HALI_LIKELY(resolved))
-      status = hali_hal_program_run_ops(cb, ops_prog, worker, run_dispatch,
-                                        runner_self, stop);
+      status = hali_hal_program_run_ops(cb, ops_prog, table, worker,
+                                        run_dispatch, runner_self, stop);
     atomic_store_explicit(&ops_prog->claimed, false, memory_order_release);
     if (HALI_LIKELY(resolved)) return status;
   }
   hali_hal_replay_state_t state;
   state.constants_set = 0;
+  state.constant_slots = 0;
   state.bindings_set = 0;
   const hali_hal_replay_program_t *prog = cb->program;
   size_t index = 0;
@@ -859,22 +999,24 @@ hali_status_t hali_hal_command_buffer_execute_lent(
     }
     switch ((hali_hal_command_type_t)h->type) {
       case HALI_HAL_COMMAND_PUSH_CONSTANTS:
+      case HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS:
       case HALI_HAL_COMMAND_PUSH_DESCRIPTOR_SET:
         /* The program holds what each dispatch sees. */
         if (!prog) hali_hal_replay_push(&state, h, true);
         break;
       case HALI_HAL_COMMAND_DISPATCH:
         status =
-            prog ? hali_hal_program_dispatch(&prog->steps[index], run_dispatch,
-                                             runner_self, tracer, stop)
+            prog ? hali_hal_program_dispatch(&prog->steps[index], table,
+                                             run_dispatch, runner_self, tracer,
+                                             stop)
                  : hali_hal_replay_dispatch(
                        &state,
                        (const hali_hal_command_dispatch_t *)(const void *)h,
-                       cb->dispatches_checked, run_dispatch, runner_self,
-                       tracer, stop);
+                       cb->dispatches_checked, table, run_dispatch,
+                       runner_self, tracer, stop);
         break;
       default:
-        status = hali_hal_run_plain_command(h, stop);
+        status = hali_hal_run_plain_command(h, table, stop);
         break;
     }
     if (HALI_UNLIKELY(status != NULL)) {

@@ -17,6 +17,7 @@
 
 #include <stdatomic.h>
 
+#include "hal/binding_table.h"
 #include "hal/channel.h"
 #include "hal/command_buffer.h"
 
@@ -29,6 +30,10 @@ typedef enum hali_hal_command_type_e {
   HALI_HAL_COMMAND_DISPATCH,
   HALI_HAL_COMMAND_BARRIER,
   HALI_HAL_COMMAND_COLLECTIVE,
+  /* push_constants whose values are constant slots (hal/binding_table.h):
+   * the layout of hali_hal_command_push_constants_t, |values| slot
+   * indices. */
+  HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS,
 } hali_hal_command_type_t;
 
 typedef struct hali_hal_command_header_t {
@@ -43,6 +48,9 @@ typedef struct hali_hal_command_fill_t {
   hali_hal_device_size_t length;
   uint32_t pattern;        /* masked to pattern_length bytes */
   uint32_t pattern_length; /* 1, 2 or 4 */
+  /* hali_hal_command_buffer_fill_slot: constant slot + 1 whose value (then
+   * masked) is the pattern; 0: |pattern|. */
+  uint32_t pattern_slot;
 } hali_hal_command_fill_t;
 
 typedef struct hali_hal_command_copy_t {
@@ -121,6 +129,9 @@ typedef struct hali_hal_replay_step_t {
   const hali_hal_executable_export_t *e;
   const uint32_t *constants;                 /* e->constant_count values */
   const hali_hal_replay_binding_t *bindings; /* e->binding_count */
+  /* Bit i: constants[i] is a constant slot index, its value the table's
+   * (hal/binding_table.h); 0 for most dispatches. */
+  uint64_t constant_slots;
 } hali_hal_replay_step_t;
 
 /* The replay program's flat form (hal/command_exec.c, "The op loop"):
@@ -144,6 +155,16 @@ typedef struct hali_hal_replay_op_t {
   uint32_t scratch_size; /* dispatches: the export's */
 } hali_hal_replay_op_t;
 
+/* A dispatch state whose constants come partly from a binding table's
+ * constant slots: each replay fills |values| (what the state reads) from
+ * |source| — slot indices where |mask| has a bit, values elsewhere. */
+typedef struct hali_hal_replay_slotted_t {
+  uint32_t *values;
+  const uint32_t *source;
+  uint64_t mask;
+  uint32_t count;
+} hali_hal_replay_slotted_t;
+
 typedef struct hali_hal_replay_program_t {
   hali_hal_replay_step_t *steps; /* one per command, in order */
   hali_hal_replay_binding_t *bindings;
@@ -157,6 +178,9 @@ typedef struct hali_hal_replay_program_t {
   void **ptrs;          /* per binding: resolved by the claiming replay */
   size_t *lengths;      /* per binding */
   uint32_t max_scratch; /* the largest scratch_size among the ops */
+  hali_hal_replay_slotted_t *slotted; /* states with constant slots */
+  size_t slotted_count;
+  uint32_t *slot_values; /* what those states read, per replay */
   /* Held by the replay that resolves and reads |ptrs|; a replay that
    * finds it held (the same command buffer replayed on two queues at
    * once) takes the steps. */
@@ -211,7 +235,42 @@ struct hali_hal_command_buffer_t {
    * state (labels, access list), owned. */
   uint8_t validate;
   void *validate_state;
+  /* Binding tables (hal/binding_table.h), set by finalize: one past the
+   * highest binding and constant slot recorded (0, 0: a plain command
+   * buffer), and per binding slot what its table entry must give (owned,
+   * |slot_count| entries). */
+  uint32_t slot_count;
+  uint32_t constant_slot_count;
+  struct hali_hal_slot_info_t *slots;
+  /* A bound command buffer (hali_hal_command_buffer_bind): the recording
+   * it runs (retained; NULL for every other command buffer) and its table,
+   * whose arrays it owns and whose buffers it retains. */
+  hali_hal_command_buffer_t *base;
+  hali_hal_binding_table_t table;
+  hali_hal_binding_table_entry_t *table_entries;
+  uint32_t *table_constants;
 };
+
+/* What a binding slot's table entry must give: at least |length| bytes,
+ * |usage|, and writable bytes when a transfer writes the slot. */
+typedef struct hali_hal_slot_info_t {
+  hali_hal_device_size_t length;
+  hali_hal_buffer_usage_bits_t usage;
+  bool used;    /* some command names the slot */
+  bool written;
+} hali_hal_slot_info_t;
+
+/* Finalize: fills |cb|'s slot fields from its records and resources. */
+HALI_MUST_USE hali_status_t hali_hal_command_list_collect_slots(
+    hali_hal_command_buffer_t *cb);
+
+/* hali_hal_buffer_resolve for a buffer that may be a slot placeholder:
+ * its bytes are then |table|'s entry's (which passed
+ * hali_hal_binding_table_check). */
+HALI_MUST_USE hali_status_t hali_hal_binding_table_resolve(
+    const hali_hal_binding_table_t *table, hali_hal_buffer_t *buffer,
+    hali_hal_device_size_t offset, hali_hal_device_size_t length,
+    uint8_t **out_ptr);
 
 /* Iteration: for (h = first; h; h = next(cb, h)). */
 static inline const hali_hal_command_header_t *hali_hal_command_list_first(
@@ -300,7 +359,8 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
     hali_hal_command_buffer_t *command_buffer,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);
-/* The same, and with |worker| (NULL: none) the one-workgroup C kernels of
+/* The same with |table| (checked at submit; NULL: none) supplying the
+ * slots, and with |worker| (NULL: none) the one-workgroup C kernels of
  * a reusable command buffer's op loop are called on the calling thread as
  * that worker, with no runner in between.  Only without a tracer (NULL)
  * and with the device's own runner (not validation mode's, which wraps
@@ -308,6 +368,7 @@ HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute(
  * each dispatch goes through |run_dispatch| as before. */
 HALI_MUST_USE hali_status_t hali_hal_command_buffer_execute_lent(
     hali_hal_command_buffer_t *command_buffer,
+    const hali_hal_binding_table_t *table,
     const hali_hal_replay_worker_t *worker,
     hali_hal_dispatch_runner_t run_dispatch, void *runner_self,
     const hali_hal_tracer_t *tracer, hali_hal_stop_t *stop);

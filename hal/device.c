@@ -39,6 +39,7 @@
 #include "hal/device.h"
 #include "hal/validate.h"
 #include "hal/worker_pool.h"
+#include "hal/binding_table.h"
 
 typedef enum hali_hal_submission_kind_e {
   HALI_HAL_SUBMISSION_EXECUTE,
@@ -301,6 +302,10 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
          * that its one-workgroup dispatches take no lock (not across a
          * collective, which may wait for another queue's dispatches). */
         hali_hal_command_buffer_t *cb = sub->command_buffers[i];
+        /* A bound command buffer runs its recording with its table
+         * (hal/binding_table.h). */
+        const hali_hal_binding_table_t *table = cb->base ? &cb->table : NULL;
+        if (cb->base) cb = cb->base;
         if (runner && cb->command_count >= 2 && !cb->collective_count)
           runner->held = hali_hal_worker_pool_hold(device->pool);
         /* The worker a replay's one-workgroup C kernels run as, called
@@ -321,7 +326,7 @@ static hali_status_t hali_hal_submission_run(hali_hal_device_t *device,
             lend = &lent;
         }
         hali_status_t s = hali_hal_command_buffer_execute_lent(
-            cb, lend, run, self, t, sub->stop);
+            cb, table, lend, run, self, t, sub->stop);
         if (runner && runner->held) {
           hali_hal_worker_pool_unhold(device->pool, runner->held);
           runner->held = NULL;
@@ -983,6 +988,7 @@ static bool hali_hal_local_task_tiny(const hali_hal_submission_t *sub) {
   size_t commands = 0;
   for (size_t i = 0; i < sub->command_buffer_count; ++i) {
     const hali_hal_command_buffer_t *cb = sub->command_buffers[i];
+    if (cb->base) cb = cb->base; /* a bound one runs its recording */
     for (const hali_hal_command_header_t *h = hali_hal_command_list_first(cb);
          h; h = hali_hal_command_list_next(cb, h)) {
       if (++commands > HALI_HAL_INLINE_MAX_COMMANDS) return false;
@@ -1143,6 +1149,23 @@ hali_status_t hali_hal_device_queue_execute_stoppable(
                               "queue_execute: command buffer %zu of %zu is "
                               "not finalized",
                               i, count);
+    if (HALI_UNLIKELY(command_buffers[i]->base != NULL))
+      HALI_RETURN_IF_ERROR(
+          hali_hal_binding_table_check(command_buffers[i]->base,
+                                       &command_buffers[i]->table),
+          "queue_execute: command buffer %zu of %zu (#%u, bound to #%u)", i,
+          count, hali_hal_trace_id(command_buffers[i]),
+          hali_hal_trace_id(command_buffers[i]->base));
+    else if (HALI_UNLIKELY(command_buffers[i]->slot_count ||
+                           command_buffers[i]->constant_slot_count))
+      return hali_status_make(
+          HALI_STATUS_FAILED_PRECONDITION,
+          "queue_execute: command buffer %zu of %zu (#%u) has %u binding and "
+          "%u constant slots: submit it with a binding table "
+          "(queue_execute_indirect)",
+          i, count, hali_hal_trace_id(command_buffers[i]),
+          command_buffers[i]->slot_count,
+          command_buffers[i]->constant_slot_count);
   }
   for (size_t i = 0; i < count; ++i) {
     hali_status_t status =
@@ -1193,6 +1216,29 @@ hali_status_t hali_hal_device_queue_execute_stoppable(
                            hali_hal_trace_id(signal_fence), list);
   }
   return HALI_OK;
+}
+
+hali_status_t hali_hal_device_queue_execute_indirect(
+    hali_hal_device_t *device, hali_hal_fence_t *wait_fence,
+    hali_hal_fence_t *signal_fence, hali_hal_command_buffer_t *command_buffer,
+    const hali_hal_binding_table_t *table, hali_hal_stop_t *stop) {
+  if (!command_buffer || !table)
+    return hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
+                            "queue_execute_indirect: %s is NULL",
+                            command_buffer ? "the binding table"
+                                           : "the command buffer");
+  hali_hal_command_buffer_t *bound = NULL;
+  HALI_RETURN_IF_ERROR(
+      hali_hal_command_buffer_bind(command_buffer, table->bindings,
+                                   table->binding_count, &bound),
+      "queue_execute_indirect");
+  hali_status_t s = hali_hal_command_buffer_bind_constants(
+      bound, table->constants, table->constant_count);
+  if (!s)
+    s = hali_hal_device_queue_execute_stoppable(device, wait_fence,
+                                                signal_fence, &bound, 1, stop);
+  hali_hal_command_buffer_release(bound);
+  return s ? hali_status_annotate(s, "queue_execute_indirect") : HALI_OK;
 }
 
 hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "hal/binding_table.h"
 #include "hal/buffer.h"
 #include "hal/semaphore.h"
 #include "hal/validate.h"
@@ -695,9 +696,24 @@ hali_status_t hali_hal_validate_submission_run(
   hali_hal_validate_mode_t mode = HALI_HAL_VALIDATE_FAIL;
   pthread_mutex_lock(&g_mu);
   for (size_t c = 0; c < count && !found; ++c) {
-    hali_hal_validate_cb_t *v = command_buffers[c]->validate_state;
+    /* A bound command buffer (hal/binding_table.h) makes its recording's
+     * accesses, slots read through its table. */
+    const hali_hal_command_buffer_t *cb = command_buffers[c];
+    const hali_hal_binding_table_t *table = cb->base ? &cb->table : NULL;
+    hali_hal_validate_cb_t *v =
+        cb->base ? cb->base->validate_state : cb->validate_state;
     for (size_t k = 0; v && k < v->access_count && !found; ++k) {
-      const hali_hal_validate_access_t *a = &v->accesses[k];
+      hali_hal_validate_access_t mapped = v->accesses[k];
+      const hali_hal_validate_access_t *a = &mapped;
+      uint32_t slot = hali_hal_buffer_slot(mapped.root);
+      if (slot) {
+        if (!table || slot - 1 >= table->binding_count ||
+            !table->bindings[slot - 1].buffer)
+          continue; /* the submit-time check refused it already */
+        const hali_hal_binding_table_entry_t *e = &table->bindings[slot - 1];
+        mapped.root = hali_hal_buffer_allocated_buffer(e->buffer);
+        mapped.offset += e->offset + hali_hal_buffer_byte_offset(e->buffer);
+      }
       hali_hal_validate_buffer_t *b = hali_hal_buffer_validate_state(a->root);
       if (!b || !b->track_init) continue;
       uint64_t lo, hi;

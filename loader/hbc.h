@@ -22,7 +22,7 @@
 #define HALI_HBC_MAGIC_SIZE 8
 #define HALI_HBC_HEADER_SIZE 24
 #define HALI_HBC_VERSION_MAJOR 1
-#define HALI_HBC_VERSION_MINOR 5
+#define HALI_HBC_VERSION_MINOR 6
 
 enum {
   HALI_HBC_SECTION_MODULE = 1,    /* u32 name string, u32 flags */

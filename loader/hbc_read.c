@@ -268,6 +268,7 @@ static const struct {
     {3, HALI_OP_GLOBAL_LOAD_I32},
     {4, HALI_OP_TENSOR_DIM},
     {5, HALI_OP_TENSOR_SLICE},
+    {6, HALI_OP_HAL_BUFFER_SLOT},
 };
 
 static uint16_t op_minor(unsigned op) {

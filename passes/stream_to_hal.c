@@ -287,15 +287,22 @@ static void close_region(lw_t *w, uint32_t signal) {
     for (uint32_t j = 0; j < ndeps && !waited; ++j) waited = deps[j] == t;
     last = waited;
   }
-  uint32_t mode = hali_s2h_c32(w, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT),
-           cats = hali_s2h_c32(w, w->cats);
-  hali_pass_splice(&w->out, &w->pre);
-  hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
-                 hali_pr(w->cmd), hali_pr(w->device), hali_pr(mode),
-                 hali_pr(cats));
-  hali_pass_splice(&w->out, &w->cmds);
-  hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
-                 hali_pr(w->cmd));
+  if (w->record_once) {
+    /* Recorded once in the storage initializer, bound here (record_once.c);
+     * else recorded below as usual. */
+    hali_pass_splice(&w->out, &w->pre);
+  }
+  if (!w->record_once || !hali_s2h_record_once(w)) {
+    uint32_t mode = hali_s2h_c32(w, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT),
+             cats = hali_s2h_c32(w, w->cats);
+    hali_pass_splice(&w->out, &w->pre);
+    hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
+                   hali_pr(w->cmd), hali_pr(w->device), hali_pr(mode),
+                   hali_pr(cats));
+    hali_pass_splice(&w->out, &w->cmds);
+    hali_pass_emit(&w->out, w->line, HALI_OP_HAL_COMMAND_BUFFER_FINALIZE, 1,
+                   hali_pr(w->cmd));
+  }
   uint32_t fence = signal;
   if (signal == UINT32_MAX || !last) {
     fence = hali_pass_reg(w->f, HALI_TYPE_FENCE, "timepoint");
@@ -1700,6 +1707,7 @@ typedef struct {
   const uint64_t *pool_offset; /* NULL: no pool */
   uint32_t pool_global, pool_ready;
   uint64_t pool_size;
+  ro_state_t *ro; /* regions recorded once (record_once.c) */
 } module_state_t;
 
 /* Does |insn| write a register that a command recorded in |cmds| reads?
@@ -1893,6 +1901,9 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   w.tl = UINT32_MAX;
   w.m = m;
   w.f = f;
+  w.ro = ms->ro;
+  w.record_once = hali_ir_func_has_attr(f, HALI_ATTR_RECORD_ONCE) &&
+                  f->block_count == 1 && !cfg.multi;
   w.nregs = f->reg_count;
   w.cur = UINT32_MAX;
   w.ready = ms->ready;
@@ -2023,6 +2034,8 @@ static hali_status_t lower_func(hali_ir_module_t *m, uint32_t fi,
   hali_pass_list_free(&w.pre);
   hali_pass_list_free(&w.cmds);
   if (!s && oom) s = hali_status_oom();
+  /* What the bound regions left unread (their per-call subspans). */
+  if (!s && w.regions) hali_s2h_drop_unused(f);
   if (!s) {
     /* Tensor registers now hold their storage. */
     for (uint32_t r = 0; r < w.nregs; ++r)
@@ -2196,6 +2209,8 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
     hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
                    hali_pref(HALI_IR_GLOBAL, ms->pool_ready), hali_pr(done));
   }
+  if (ms->ro && ms->ro->n)
+    hali_s2h_emit_recordings(f, &l, device, ms->ro);
   hali_pass_emit(&l, line, HALI_OP_RETURN, 0);
   (void)four;
   hali_ir_block_t *blk = hali_ir_func_add_block(f, "entry", 5);
@@ -2303,9 +2318,24 @@ hali_status_t hali_pass_stream_to_hal(hali_ir_module_t *m) {
     ms.pool_ready = m->global_count - 1;
   }
   ms.ready = ready;
+  ro_state_t ro = {0};
+  ro.first_global = m->global_count;
+  ms.ro = &ro;
   for (uint32_t fi = 0; fi < m->func_count && !s; ++fi)
     if (is_tensor_func(&m->funcs[fi])) s = lower_func(m, fi, &ms);
-  if (!s && (ntensor || any)) s = add_storage_initializer(m, &ms, nglobals);
+  if (!s && ro.oom) s = hali_status_oom();
+  /* The recordings' globals, at the indices their binds name. */
+  for (uint32_t k = 0; k < ro.n && !s; ++k)
+    if (m->global_count != ro.first_global + k ||
+        !add_global(m, ro.names[k], HALI_TYPE_COMMAND_BUFFER,
+                    HALI_GLOBAL_MUTABLE))
+      s = m->global_count != ro.first_global + k
+              ? hali_status_make(HALI_STATUS_INTERNAL,
+                                 PASS ": a global was added while lowering")
+              : hali_status_oom();
+  if (!s && (ntensor || any || ro.n))
+    s = add_storage_initializer(m, &ms, nglobals);
+  hali_s2h_ro_free(&ro);
   if (!s)
     for (uint32_t g = 0; g < nglobals; ++g)
       if (ready[g] != UINT32_MAX) {

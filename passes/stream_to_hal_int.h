@@ -60,10 +60,58 @@ typedef struct {
   uint32_t n, cap;
 } hali_u32_pairs_t;
 
+/* Regions recorded once (passes/record_once.c, doc/passes.md "Commands
+ * recorded once"): what the storage initializer records for each, in
+ * operands that do not name the lowered function's registers. */
+enum {
+  RO_IMM = 1, /* |v| as an immediate */
+  RO_I32,     /* an i32 register holding |v| */
+  RO_I64,     /* an i64 register holding |v| */
+  RO_SLOT,    /* the placeholder of binding slot |v| */
+  RO_EXE,     /* executable |v| (hal.executable.get) */
+  RO_RODATA,  /* rodata |v| */
+  RO_CMD,     /* the command buffer being recorded */
+  RO_GLOBAL,  /* the buffer immutable global |v| holds (loaded once) */
+};
+typedef struct {
+  uint8_t kind;
+  int64_t v;
+} ro_operand_t;
+typedef struct {
+  uint16_t op;
+  uint32_t n, line;
+  ro_operand_t *o;
+} ro_insn_t;
+typedef struct {
+  uint64_t length;
+  uint32_t usage;
+} ro_slot_t;
+typedef struct {
+  uint32_t global; /* the !hal.command_buffer global it is kept in */
+  uint32_t cats, line;
+  ro_slot_t *slots;
+  uint32_t nslots;
+  ro_insn_t *insns;
+  uint32_t ninsns;
+} ro_recording_t;
+typedef struct {
+  ro_recording_t *v;
+  uint32_t n, cap;
+  uint32_t first_global; /* the globals are added after lowering, in order */
+  char **names;          /* their names, one per recording */
+  bool oom;
+} ro_state_t;
+
 typedef struct {
   hali_ir_module_t *m;
   hali_ir_func_t *f;
   uint32_t nregs; /* registers before lowering (tinfo size) */
+  /* The function asks for its regions to be recorded once
+   * (HALI_ATTR_RECORD_ONCE, one block); the module's recordings; the
+   * function's regions so far. */
+  bool record_once;
+  ro_state_t *ro;
+  uint32_t regions;
   tinfo_t *t;
   uint32_t device, allocator, *exes;
   uint32_t cur; /* fence the next submission waits on; UINT32_MAX = none */
@@ -168,5 +216,29 @@ void hali_s2h_reuse(lw_t *w, uint32_t r, uint32_t spare, uint32_t size);
 void hali_s2h_allocate(lw_t *w, uint32_t r);
 /* Storage for the transients of the region being closed at w->index. */
 void hali_s2h_pack(lw_t *w);
+
+/* ---- Regions recorded once (passes/record_once.c). */
+
+/* The function attribute that asks for it. */
+#define HALI_ATTR_RECORD_ONCE "record_once"
+/* At the close of a region whose setup is in w->out and commands in
+ * w->cmds: when every scalar the commands take is known at load (or is a
+ * push constant or fill pattern, which become constant slots) and every
+ * buffer range's length is, records them for the storage initializer on
+ * binding slots (a buffer per slot; a run-time offset gets a slot of its
+ * own, bound to a subspan), emits the bind of the kept recording into
+ * w->out instead of w->cmd's create/commands/finalize, empties w->cmds
+ * and returns true; else changes nothing and returns false. */
+bool hali_s2h_record_once(lw_t *w);
+/* Emits the recordings of |ro| into |l| of |f| (the storage initializer,
+ * whose device register is |device|): each recorded on its placeholders,
+ * finalized and stored to its global. */
+void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
+                              uint32_t device, const ro_state_t *ro);
+/* Drops the pure instructions of |f|'s one block whose results nothing
+ * reads (after its regions were bound: the per-call subspans of the slab
+ * the recordings replaced, their sizes, ...). */
+void hali_s2h_drop_unused(hali_ir_func_t *f);
+void hali_s2h_ro_free(ro_state_t *ro);
 
 #endif /* HALI_PASSES_STREAM_TO_HAL_INT_H */

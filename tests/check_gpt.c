@@ -305,16 +305,17 @@ START_TEST(position_past_cache) {
   hali_variant_t last[2] = {hali_variant_i64(65),
                             hali_variant_i64(CONTEXT - 1)};
   ok(step(&g, "decode", last, 2, NULL, &tok));
-  /* @forward trusts its callers; its kernels do not: two tokens from
-   * position 127 run past the cache at row 1 (error code 2, from the
-   * embedding, the first kernel to see the position). */
+  /* @forward trusts its callers; its cache update does not: two tokens
+   * from position 127 run past the cache at row 1, and the update's range
+   * check (before the step's commands are submitted, so no kernel runs)
+   * names the cache and the range. */
   const int32_t ids[] = {72, 101};
   hali_buffer_view_t *v = ids_view(&g, ids, 2);
   hali_variant_t a[2] = {hali_variant_view(v), hali_variant_i64(CONTEXT - 1)};
   hali_variant_t res[2];
-  expect(call(&g, "forward", a, 2, res, 2), HALI_STATUS_INTERNAL,
-         "kernel returned error code 2: executable 'gpt' export 0 'embed' "
-         "workgroup (1,0,0)");
+  expect(call(&g, "forward", a, 2, res, 2), HALI_STATUS_OUT_OF_RANGE,
+         "@forward$async: tensor.update of %kv0 (tensor<2x128x128xf32>): the "
+         "range [0, %p0.64, 0] + [2, %T, 128] is outside it (dimension 1)");
   hali_buffer_view_release(v);
   gpt_close(&g);
 }

@@ -19,6 +19,7 @@
 
 #include "config.h" /* HALI_DEBUG */
 #include "base/alloc.h"
+#include "hal/binding_table.h"
 #include "hal/hal.h"
 #include "hal/validate.h"
 #include "vm/fiber.h"
@@ -663,6 +664,103 @@ HAL_OP(HAL_COMMAND_BUFFER_COLLECTIVE) {
   return hali_hal_command_buffer_collective(
       REF(hali_hal_command_buffer_t, 0), REF(hali_hal_channel_t, 1), &op,
       REF(hali_hal_buffer_t, 7), so, sl, REF(hali_hal_buffer_t, 10), ro, rl);
+}
+
+/* ---- binding tables (format 1.6, vm/ops_hal_flow.def; hal/binding_table.h) */
+
+/* A slot or constant-slot number from an i32 register. */
+static hali_status_t slot_arg(int32_t v, const char *what, uint32_t *out) {
+  if (v < 0 || v >= HALI_HAL_MAX_SLOTS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "%s %d is outside [0, %d)", what, v,
+                            HALI_HAL_MAX_SLOTS);
+  *out = (uint32_t)v;
+  return HALI_OK;
+}
+
+HAL_OP(HAL_BUFFER_SLOT) {
+  uint32_t slot = 0;
+  hali_hal_device_size_t len = 0;
+  HALI_RETURN_IF_ERROR(slot_arg(I32(1), "binding slot", &slot),
+                       "hal.buffer.slot");
+  HALI_RETURN_IF_ERROR(offset_arg(I64(2), "slot length", &len),
+                       "hal.buffer.slot");
+  hali_hal_buffer_params_t params = {U32(3), U32(4)};
+  hali_hal_buffer_t *b = NULL;
+  HALI_RETURN_IF_ERROR(hali_hal_buffer_create_slot(slot, params, len, &b),
+                       "hal.buffer.slot");
+  set_ref(refs, d->reg[0], b);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_PUSH_CONSTANT_SLOTS) {
+  label_command(st, d, REF(hali_hal_command_buffer_t, 0));
+  uint32_t slots[HALI_HAL_MAX_PUSH_CONSTANTS];
+  if (d->tail_count > HALI_HAL_MAX_PUSH_CONSTANTS)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "hal.command_buffer.push_constant_slots: %u "
+                            "slots; at most %d",
+                            d->tail_count, HALI_HAL_MAX_PUSH_CONSTANTS);
+  for (uint32_t i = 0; i < d->tail_count; ++i)
+    HALI_RETURN_IF_ERROR(slot_arg(regs[d->tail[i]].i32, "constant slot",
+                                  &slots[i]),
+                         "hal.command_buffer.push_constant_slots: value %u",
+                         i);
+  if (I32(1) < 0)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "push constant offset %d is negative", I32(1));
+  return hali_hal_command_buffer_push_constant_slots(
+      REF(hali_hal_command_buffer_t, 0), U32(1), slots, d->tail_count);
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_FILL_SLOT) {
+  label_command(st, d, REF(hali_hal_command_buffer_t, 0));
+  hali_hal_device_size_t off = 0, len = 0;
+  uint32_t slot = 0;
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(2), "fill offset", &off));
+  HALI_RETURN_IF_ERROR_PLAIN(offset_arg(I64(3), "fill length", &len));
+  HALI_RETURN_IF_ERROR(slot_arg(I32(4), "constant slot", &slot),
+                       "hal.command_buffer.fill_slot");
+  return hali_hal_command_buffer_fill_slot(REF(hali_hal_command_buffer_t, 0),
+                                           REF(hali_hal_buffer_t, 1), off, len,
+                                           slot, U32(5));
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_BIND) {
+  hali_hal_binding_table_entry_t entries[256];
+  if (d->tail_count > 256)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "hal.command_buffer.bind: %u buffers; at most 256",
+                            d->tail_count);
+  for (uint32_t i = 0; i < d->tail_count; ++i)
+    entries[i] = (hali_hal_binding_table_entry_t){
+        (hali_hal_buffer_t *)refs[d->tail[i]], 0, HALI_HAL_WHOLE_BUFFER};
+  if (!REF(hali_hal_command_buffer_t, 1)) /* a cache global not set yet */
+    return hali_status_make(HALI_STATUS_FAILED_PRECONDITION,
+                            "hal.command_buffer.bind: the recording is null "
+                            "(its initializer has not run)");
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_RETURN_IF_ERROR(
+      hali_hal_command_buffer_bind(REF(hali_hal_command_buffer_t, 1), entries,
+                                   d->tail_count, &cb),
+      "hal.command_buffer.bind");
+  set_ref(refs, d->reg[0], cb);
+  return HALI_OK;
+}
+
+HAL_OP(HAL_COMMAND_BUFFER_BIND_CONSTANTS) {
+  uint32_t values[256];
+  if (d->tail_count > 256)
+    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                            "hal.command_buffer.bind_constants: %u values; at "
+                            "most 256",
+                            d->tail_count);
+  for (uint32_t i = 0; i < d->tail_count; ++i) values[i] = regs[d->tail[i]].u32;
+  HALI_RETURN_IF_ERROR(
+      hali_hal_command_buffer_bind_constants(REF(hali_hal_command_buffer_t, 0),
+                                             values, d->tail_count),
+      "hal.command_buffer.bind_constants");
+  return HALI_OK;
 }
 
 /* ---- the table: one row per vm/ops_hal.def row, in opcode order. */

@@ -175,7 +175,7 @@ static void emit_params(FILE *o) {
 }
 
 static void emit_layer(FILE *o, const gpt_config_t *c, int l) {
-  const int D = c->d_model, C = c->context;
+  const int D = c->d_model;
   char p[32];
   snprintf(p, sizeof(p), "h_%d_", l);
   fprintf(o, "  # block %d\n", l);
@@ -188,14 +188,15 @@ static void emit_layer(FILE *o, const gpt_config_t *c, int l) {
   fprintf(o, "  %%wqkv%d = tensor.global.load @%sattn_c_attn_weight\n", l, p);
   fprintf(o, "  %%bqkv%d = tensor.global.load @%sattn_c_attn_bias\n", l, p);
   fprintf(o,
-          "  %%qkv%d = tensor.dispatch @gpt::@linear[%d, %%T](%%a%d, "
-          "%%wqkv%d, %%bqkv%d, %%D, %%D3) -> tensor<?x%dxf32>{%%T}\n",
-          l, 3 * D, l, l, l, 3 * D);
+          "  %%qkv%d = tensor.dispatch @gpt::@linear_qkv[%d, %%T](%%a%d, "
+          "%%wqkv%d, %%bqkv%d, %%D, %%D3) -> tensor<3x?x%dxf32>{%%T}\n",
+          l, 3 * D, l, l, l, D);
   fprintf(o, "  %%kv%d = tensor.global.load @kv%d\n", l, l);
   fprintf(o,
-          "  %%kv%d.new = tensor.dispatch @gpt::@kv_write[%%T](%%qkv%d, "
-          "%%kv%d, %%D, %%p0) -> %%kv%d as tensor<2x%dx%dxf32>\n",
-          l, l, l, l, C, D);
+          "  %%new%d = tensor.slice %%qkv%d[1, 0, 0] : tensor<2x?x%dxf32>{%%T}\n",
+          l, l, D);
+  fprintf(o, "  %%kv%d.new = tensor.update %%new%d, %%kv%d[0, %%p0.64, 0]\n",
+          l, l, l);
   fprintf(o,
           "  %%att%d = tensor.dispatch @gpt::@attention[%%H, %%T](%%qkv%d, "
           "%%kv%d.new, %%D, %%H32, %%p0) -> tensor<?x%dxf32>{%%T}\n",
@@ -243,6 +244,7 @@ static char *forward_body(const gpt_config_t *c) {
           "  %%H = const.i64 %d\n"
           "  %%H32 = const.i32 %d\n"
           "  %%first = const.i32 0\n"
+          "  %%p0.64 = ext.s.i32.i64 %%p0\n"
           "  %%wte = tensor.global.load @wte_weight\n"
           "  %%wpe = tensor.global.load @wpe_weight\n"
           "  %%x0 = tensor.dispatch @gpt::@embed[%%T](%%tokens, %%wte, %%wpe, "
@@ -263,7 +265,7 @@ static char *forward_body(const gpt_config_t *c) {
           "  %%next = tensor.dispatch @gpt::@argmax[1](%%logits) -> "
           "tensor<1xi32>\n",
           2 * L, D, V, V);
-  fprintf(o, "  # the new cache rows (written in place by @kv_write)\n");
+  fprintf(o, "  # the updated caches (the updates wrote them in place)\n");
   for (int l = 0; l < L; ++l)
     fprintf(o, "  tensor.global.store @kv%d, %%kv%d.new\n", l, l);
   if (fclose(o) != 0) {
@@ -273,8 +275,9 @@ static char *forward_body(const gpt_config_t *c) {
   return buf;
 }
 
-/* The same body for one token: every "tensor<?x" is "tensor<1x" and the
- * "{%T}" dims go. */
+/* The same body for one token: every "tensor<?x" is "tensor<1x", every
+ * "x?x" (the rows of [3, T, D] and [2, T, D]) is "x1x", and the "{%T}"
+ * dims go. */
 static char *static_body(const char *dyn) {
   if (!dyn) return NULL;
   char *out = malloc(strlen(dyn) + 1), *w = out;
@@ -283,6 +286,9 @@ static char *static_body(const char *dyn) {
     if (strncmp(r, "tensor<?x", 9) == 0) {
       memcpy(w, "tensor<1x", 9);
       w += 9, r += 9;
+    } else if (strncmp(r, "x?x", 3) == 0) {
+      memcpy(w, "x1x", 3);
+      w += 3, r += 3;
     } else if (strncmp(r, "{%T}", 4) == 0) {
       r += 4;
     } else {
@@ -349,9 +355,9 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           "#\n"
           "# The weights are parameters of the scope \"model\"; the KV cache "
           "is one\n"
-          "# mutable tensor global per layer (@kvL: keys, then values), "
-          "written in\n"
-          "# place by @kv_write.\n"
+          "# mutable tensor global per layer (@kvL: keys, then values); "
+          "each step's\n"
+          "# keys and values go in with tensor.update, in place.\n"
           "#\n"
           "#   hali run examples/gpt/gpt.hasm "
           "--parameters=model=examples/gpt/gpt.safetensors \\\n"
@@ -372,6 +378,8 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
       "i32) -> (tensor<?x?xf32>) workgroup_size [1, 1, 1]\n"
       "  export @linear(tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>, i32, "
       "i32) -> (tensor<?x?xf32>) workgroup_size [%d, %d, 1]\n"
+      "  export @linear_qkv(tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>, "
+      "i32, i32) -> (tensor<?x?x?xf32>) workgroup_size [%d, %d, 1]\n"
       "  export @linear_gelu(tensor<?x?xf32>, tensor<?x?xf32>, tensor<?xf32>, "
       "i32, i32) -> (tensor<?x?xf32>) workgroup_size [%d, %d, 1]\n"
       "  export @linear_residual(tensor<?x?xf32>, tensor<?x?xf32>, "
@@ -379,9 +387,8 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
       "workgroup_size [%d, %d, 1]\n"
       "  export @logits(tensor<?x?xf32>, tensor<?x?xf32>, i32, i32) -> "
       "(tensor<?xf32>) workgroup_size [%d, 1, 1]\n"
-      "  export @kv_write(tensor<?x?xf32>, tensor<?x?x?xf32>, i32, i32) -> "
-      "(tensor<?x?x?xf32>) workgroup_size [1, 1, 1]\n"
-      "  export @attention(tensor<?x?xf32>, tensor<?x?x?xf32>, i32, i32, i32) "
+      "  export @attention(tensor<?x?x?xf32>, tensor<?x?x?xf32>, i32, i32, "
+      "i32) "
       "-> (tensor<?x?xf32>) workgroup_size [1, 1, 1]\n"
       "  export @argmax(tensor<?xf32>) -> (tensor<1xi32>) workgroup_size [1, "
       "1, 1]\n"
@@ -389,7 +396,7 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
       "workgroup_size [1, 1, 1]\n"
       "}\n\n",
       GPT_TILE_N, GPT_TILE_M, GPT_TILE_N, GPT_TILE_M, GPT_TILE_N, GPT_TILE_M,
-      GPT_TILE_N);
+      GPT_TILE_N, GPT_TILE_M, GPT_TILE_N);
 
   /* @forward (dynamic T), @step (T = 1, static shapes: its
    * activations are packed into one slab per call instead of allocated
@@ -414,9 +421,12 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
           V, dyn);
   fprintf(o,
           "# @forward for one token, with static shapes (@generate's "
-          "steps).\n"
+          "steps), its\n"
+          "# commands recorded once (doc/passes.md, \"Commands recorded "
+          "once\").\n"
           "func @step(%%tokens: tensor<1xi32>, %%p0: i32) -> "
-          "(tensor<%dxf32>, tensor<1xi32>) {\n%s"
+          "(tensor<%dxf32>, tensor<1xi32>) attributes [\"record_once\"] "
+          "{\n%s"
           "  return %%logits, %%next\n"
           "}\n\n",
           V, one);
@@ -443,9 +453,11 @@ static int write_hasm(const char *path, const gpt_config_t *c) {
   /* decode */
   fprintf(o,
           "# One token at |position| (the cache holds positions 0 .. "
-          "position-1).\n"
+          "position-1);\n"
+          "# its commands are recorded once, each call binds them to its "
+          "buffers.\n"
           "func @decode(%%token: i32, %%position: i32) -> (tensor<%dxf32>, "
-          "tensor<1xi32>) {\n"
+          "tensor<1xi32>) attributes [\"record_once\"] {\n"
           "  %%zero = const.i32 0\n"
           "  %%V = const.i32 %d\n"
           "  %%C = const.i32 %d\n"

@@ -12,8 +12,10 @@
  *   4  a context longer than the attention scratch holds
  *
  * Layouts (row-major f32 unless noted; GPT-2's, whose Conv1D weights are
- * [in, out]):  x [T, D] activations; qkv [T, 3D] (q | k | v); kv [2, C, D]
- * one layer's cache (keys, then values); wte [V, D], wpe [C, D].
+ * [in, out]):  x [T, D] activations; qkv [3, T, D] (the planes q, k, v:
+ * @linear_qkv writes them, so the keys and values of the T rows are one
+ * contiguous range [1, 0, 0] + [2, T, D]); kv [2, C, D] one layer's cache
+ * (keys, then values); wte [V, D], wpe [C, D].
  *
  * bench/gpt_direct.c calls these same functions, through the same table,
  * from a plain C loop. */
@@ -92,15 +94,20 @@ static float gelu(float x) {
   return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
 
-/* The tiled matmul shared by linear, linear_gelu and linear_residual:
- * y[M, N] = x[M, K] W[K, N] + b[N] (+ r[M, N]) (then GELU).  Workgroup
- * (X, Y) computes rows Y*TILE_M.. and columns X*TILE_N.. of y; the inner
- * loop runs over TILE_N contiguous columns of W with a fixed trip count,
- * so the compiler vectorizes it. */
-static int matmul(dstate_t *d, wstate_t *wg, int act, int residual) {
+/* The tiled matmul shared by linear, linear_qkv, linear_gelu and
+ * linear_residual: y[M, N] = x[M, K] W[K, N] + b[N] (+ r[M, N]) (then
+ * GELU).  Workgroup (X, Y) computes rows Y*TILE_M.. and columns X*TILE_N..
+ * of y; the inner loop runs over TILE_N contiguous columns of W with a
+ * fixed trip count, so the compiler vectorizes it.  With |planes| (3 for
+ * linear_qkv) y is stored as [planes, M, N / planes]: column n of row m
+ * goes to plane n / (N / planes), row m, column n % (N / planes) (the same
+ * sums, another place). */
+static int matmul(dstate_t *d, wstate_t *wg, int act, int residual,
+                  uint32_t planes) {
   const uint32_t K = d->constants[0], N = d->constants[1];
   const uint32_t xb = 0, wb = 1, bb = 2, rb = 3, yb = residual ? 4 : 3;
-  if (K == 0 || N == 0 || d->workgroup_size_x != GPT_TILE_N ||
+  if (K == 0 || N == 0 || (planes && N % planes) ||
+      d->workgroup_size_x != GPT_TILE_N ||
       d->workgroup_size_y != GPT_TILE_M || !fits(d, wb, (uint64_t)K * N) ||
       !fits(d, bb, N))
     return ERR_SHAPE;
@@ -110,7 +117,8 @@ static int matmul(dstate_t *d, wstate_t *wg, int act, int residual) {
   if (m0 >= M || n0 >= N) return ERR_SHAPE;
   const uint32_t tm = M - m0 < GPT_TILE_M ? (uint32_t)(M - m0) : GPT_TILE_M;
   const uint32_t tn = N - n0 < GPT_TILE_N ? (uint32_t)(N - n0) : GPT_TILE_N;
-  if (!fits(d, yb, (m0 + tm) * N) || (residual && !fits(d, rb, (m0 + tm) * N)))
+  if (!fits(d, yb, (planes ? M : m0 + tm) * N) ||
+      (residual && !fits(d, rb, (m0 + tm) * N)))
     return ERR_SHAPE;
   const float *x = d->binding_ptrs[xb], *w = d->binding_ptrs[wb],
               *b = d->binding_ptrs[bb];
@@ -134,6 +142,15 @@ static int matmul(dstate_t *d, wstate_t *wg, int act, int residual) {
       }
     }
   }
+  if (planes) {
+    const uint32_t P = N / planes;
+    for (uint32_t i = 0; i < tm; ++i)
+      for (uint32_t j = 0; j < tn; ++j) {
+        const uint32_t n = (uint32_t)n0 + j;
+        y[((size_t)(n / P) * M + m0 + i) * P + n % P] = acc[i][j] + b[n];
+      }
+    return 0;
+  }
   for (uint32_t i = 0; i < tm; ++i) {
     float *yr = y + (size_t)(m0 + i) * N + n0;
     const float *rr =
@@ -150,14 +167,21 @@ static int matmul(dstate_t *d, wstate_t *wg, int act, int residual) {
 }
 
 /* linear(x[M, K], W[K, N], b[N]; K, N) -> y[M, N] */
-static int linear(dstate_t *d, wstate_t *wg) { return matmul(d, wg, 0, 0); }
+static int linear(dstate_t *d, wstate_t *wg) {
+  return matmul(d, wg, 0, 0, 0);
+}
+/* linear_qkv(x[M, K], W[K, 3P], b[3P]; K, 3P) -> y[3, M, P]: linear's
+ * sums in planes (q, k, v for the attention's projection). */
+static int linear_qkv(dstate_t *d, wstate_t *wg) {
+  return matmul(d, wg, 0, 0, 3);
+}
 /* linear_gelu(x, W, b; K, N) -> gelu(x W + b) */
 static int linear_gelu(dstate_t *d, wstate_t *wg) {
-  return matmul(d, wg, 1, 0);
+  return matmul(d, wg, 1, 0, 0);
 }
 /* linear_residual(x, W, b, r[M, N]; K, N) -> r + x W + b */
 static int linear_residual(dstate_t *d, wstate_t *wg) {
-  return matmul(d, wg, 0, 1);
+  return matmul(d, wg, 0, 1, 0);
 }
 
 /* logits(x[T, D], wte[V, D]; D, row) -> y[V]: y[n] = x[row] . wte[n] (the
@@ -190,25 +214,7 @@ static int logits(dstate_t *d, wstate_t *wg) {
   return 0;
 }
 
-/* kv_write(qkv[T, 3D], kv[2, C, D]; D, p0) -> kv (tied, in place): the
- * keys and values of the T new rows go to cache rows p0 .. p0+T-1.  One
- * workgroup per row. */
-static int kv_write(dstate_t *d, wstate_t *wg) {
-  const uint32_t D = d->constants[0], p0 = d->constants[1],
-                 t = wg->workgroup_id_x;
-  if (D == 0 || !fits(d, 0, ((uint64_t)t + 1) * 3 * D) ||
-      d->binding_lengths[2] < d->binding_lengths[1])
-    return ERR_SHAPE;
-  const uint64_t C = rows_of(d, 1, 2 * (uint64_t)D), pos = (uint64_t)p0 + t;
-  if (pos >= C) return ERR_POSITION;
-  const float *q = (const float *)d->binding_ptrs[0] + (size_t)t * 3 * D;
-  float *kv = d->binding_ptrs[2];
-  memcpy(kv + (size_t)pos * D, q + D, (size_t)D * 4);
-  memcpy(kv + ((size_t)C + pos) * D, q + 2 * (size_t)D, (size_t)D * 4);
-  return 0;
-}
-
-/* attention(qkv[T, 3D], kv[2, C, D]; D, H, p0) -> y[T, D]: row t (at
+/* attention(qkv[3, T, D], kv[2, C, D]; D, H, p0) -> y[T, D]: row t (at
  * position p0 + t) of head h attends to cache rows 0 .. p0+t (the causal
  * mask: later rows are never read), softmax(q k / sqrt(D/H)) v.
  * Workgroup (h, t); the scores live in the workgroup's scratch. */
@@ -217,15 +223,15 @@ static int attention(dstate_t *d, wstate_t *wg) {
                  p0 = d->constants[2];
   const uint32_t h = wg->workgroup_id_x, t = wg->workgroup_id_y;
   if (D == 0 || H == 0 || D % H != 0 || h >= H ||
-      !fits(d, 0, ((uint64_t)t + 1) * 3 * D) ||
+      !fits(d, 0, ((uint64_t)t + 1) * D) ||
       !fits(d, 2, ((uint64_t)t + 1) * D))
     return ERR_SHAPE;
   const uint64_t C = rows_of(d, 1, 2 * (uint64_t)D), n = (uint64_t)p0 + t + 1;
   if (n > C) return ERR_POSITION;
   if (!wg->scratch || n > wg->scratch_size / 4) return ERR_SCRATCH;
   const uint32_t hd = D / H;
-  const float *q = (const float *)d->binding_ptrs[0] + (size_t)t * 3 * D +
-                   (size_t)h * hd;
+  const float *q = (const float *)d->binding_ptrs[0] + (size_t)t * D +
+                   (size_t)h * hd; /* plane 0 of qkv */
   const float *keys = (const float *)d->binding_ptrs[1] + (size_t)h * hd;
   const float *vals = keys + (size_t)C * D;
   float *y = (float *)d->binding_ptrs[2] + (size_t)t * D + (size_t)h * hd;
@@ -282,11 +288,11 @@ static const hali_kernel_export_t exports[] = {
     {"embed", embed, 4, 3, {1, 1, 1}, 0},
     {"layernorm", layernorm, 4, 1, {1, 1, 1}, 0},
     {"linear", linear, 4, 2, {GPT_TILE_N, GPT_TILE_M, 1}, 0},
+    {"linear_qkv", linear_qkv, 4, 2, {GPT_TILE_N, GPT_TILE_M, 1}, 0},
     {"linear_gelu", linear_gelu, 4, 2, {GPT_TILE_N, GPT_TILE_M, 1}, 0},
     {"linear_residual", linear_residual, 5, 2, {GPT_TILE_N, GPT_TILE_M, 1},
      0},
     {"logits", logits, 3, 2, {GPT_TILE_N, 1, 1}, 0},
-    {"kv_write", kv_write, 3, 2, {1, 1, 1}, 0},
     {"attention", attention, 3, 3, {1, 1, 1}, GPT_MAX_CONTEXT * 4},
     {"argmax", argmax, 2, 0, {1, 1, 1}, 0},
     {"put", put, 3, 1, {1, 1, 1}, 0},
