@@ -203,6 +203,18 @@ hali_status_t hali_hal_dispatch_run_workgroups(
   return HALI_OK;
 }
 
+/* hali_hal_buffer_resolve, or for a binding-slot placeholder its table
+ * entry's bytes (hal/binding_table.h): the plain case inline. */
+static inline hali_status_t resolve_in(const hali_hal_binding_table_t *table,
+                                       hali_hal_buffer_t *buffer,
+                                       hali_hal_device_size_t offset,
+                                       hali_hal_device_size_t length,
+                                       uint8_t **out_ptr) {
+  if (HALI_LIKELY(!buffer->allocated->slot))
+    return hali_hal_buffer_resolve(buffer, offset, length, out_ptr);
+  return hali_hal_binding_table_resolve(table, buffer, offset, length, out_ptr);
+}
+
 /* Replay state: what push_constants/push_descriptor_set have set so far. */
 typedef struct hali_hal_replay_state_t {
   uint64_t constants_set;
@@ -369,7 +381,7 @@ static hali_status_t hali_hal_replay_dispatch(
     }
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
-        hali_hal_binding_table_resolve(table, b->buffer, b->offset, b->length,
+        resolve_in(table, b->buffer, b->offset, b->length,
                                        &p),
         "binding %u of dispatch of executable '%s' export %u '%s'", i,
         hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);
@@ -436,7 +448,7 @@ static hali_status_t hali_hal_run_plain_command(
     case HALI_HAL_COMMAND_FILL: {
       const hali_hal_command_fill_t *cmd = (const void *)h;
       uint8_t *p = NULL;
-      status = hali_hal_binding_table_resolve(table, cmd->target, cmd->offset,
+      status = resolve_in(table, cmd->target, cmd->offset,
                                               cmd->length, &p);
       uint32_t pattern = cmd->pattern;
       if (HALI_UNLIKELY(cmd->pattern_slot != 0)) {
@@ -452,15 +464,15 @@ static hali_status_t hali_hal_run_plain_command(
     case HALI_HAL_COMMAND_COPY: {
       const hali_hal_command_copy_t *cmd = (const void *)h;
       uint8_t *src = NULL, *dst = NULL;
-      status = hali_hal_binding_table_resolve(
+      status = resolve_in(
           table, cmd->source, cmd->source_offset, cmd->length, &src);
       if (!status)
-        status = hali_hal_binding_table_resolve(
+        status = resolve_in(
             table, cmd->target, cmd->target_offset, cmd->length, &dst);
       /* Recording refused overlapping ranges of one allocation; slots
        * resolve only now. */
-      if (!status && HALI_UNLIKELY(hali_hal_buffer_slot(cmd->source) |
-                                   hali_hal_buffer_slot(cmd->target)) &&
+      if (!status && HALI_UNLIKELY(cmd->source->allocated->slot |
+                                   cmd->target->allocated->slot) &&
           cmd->length && src < dst + cmd->length && dst < src + cmd->length)
         status = hali_status_make(
             HALI_STATUS_INVALID_ARGUMENT,
@@ -481,7 +493,7 @@ static hali_status_t hali_hal_run_plain_command(
     case HALI_HAL_COMMAND_UPDATE: {
       const hali_hal_command_update_t *cmd = (const void *)h;
       uint8_t *p = NULL;
-      status = hali_hal_binding_table_resolve(table, cmd->target, cmd->offset,
+      status = resolve_in(table, cmd->target, cmd->offset,
                                               cmd->length, &p);
       if (!status && cmd->length) memcpy(p, cmd->data, (size_t)cmd->length);
       break;
@@ -493,10 +505,10 @@ static hali_status_t hali_hal_run_plain_command(
       const hali_hal_command_collective_t *cmd = (const void *)h;
       uint8_t *src = NULL, *dst = NULL;
       if (cmd->send)
-        status = hali_hal_binding_table_resolve(
+        status = resolve_in(
             table, cmd->send, cmd->send_offset, cmd->send_length, &src);
       if (!status && cmd->recv)
-        status = hali_hal_binding_table_resolve(
+        status = resolve_in(
             table, cmd->recv, cmd->recv_offset, cmd->recv_length, &dst);
       if (!status)
         status = hali_hal_channel_run(cmd->channel, &cmd->op, src, dst, stop);
@@ -809,7 +821,7 @@ static hali_status_t hali_hal_program_dispatch(
     /* Uncommitted (or committed since the load): as the walk does. */
     uint8_t *p = NULL;
     HALI_RETURN_IF_ERROR(
-        hali_hal_binding_table_resolve(table, b->buffer, b->offset, b->length,
+        resolve_in(table, b->buffer, b->offset, b->length,
                                        &p),
         "binding %u of dispatch of executable '%s' export %u '%s'", i,
         hali_hal_executable_name(cmd->executable), cmd->ordinal, e->name);

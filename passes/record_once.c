@@ -222,11 +222,14 @@ static bool place(build_t *b, const hali_ir_operand_t *buf,
       extra = c->sub_off[r];
       r = c->sub_src[r];
     }
-    /* An immutable global's buffer (a parameter, the constant pool) never
-     * changes after the initializers: recorded as it is, not a slot. */
+    /* A parameter's buffer (bound before any initializer runs) and the
+     * constant pool's (stored by the storage initializer before the
+     * recordings) never change: recorded as they are, not slots. */
     const uint32_t g = c->gload[r];
-    if (g < b->w->m->global_count &&
-        !(b->w->m->globals[g].flags & HALI_GLOBAL_MUTABLE)) {
+    const hali_ir_module_t *m = b->w->m;
+    if (g < m->global_count && !(m->globals[g].flags & HALI_GLOBAL_MUTABLE) &&
+        ((m->globals[g].flags & HALI_GLOBAL_PARAMETER) ||
+         (b->w->pool_offset && g == b->w->pool_global))) {
       *out_slot = (ro_operand_t){RO_GLOBAL, g};
       *out_off = (ro_operand_t){RO_I64, extra + at};
       return true;
