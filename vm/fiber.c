@@ -1,4 +1,7 @@
 /* hali — fibers and the scheduler (see vm/fiber.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP (glibc) */
+#endif
 #include "vm/fiber.h"
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -140,6 +143,7 @@ typedef struct {
 struct hali_vm_scheduler_s {
   pthread_mutex_t mutex;
   pthread_cond_t cond; /* a fiber became ready, or a wake-up finished */
+  uint32_t cond_waiters; /* threads in cond_wait() */
   hali_hal_device_t *device;
   hali_vm_scheduler_options_t options;
   /* Ready fibers: one queue per fiber thread (th[k]), |ready| in all. */
@@ -226,6 +230,19 @@ static uint32_t my_slot(const hali_vm_scheduler_t *s) {
   return tls_worker.s == s ? tls_worker.slot : NO_SLOT;
 }
 
+/* |cond| is broadcast only when some thread waits on it (mutex held for
+ * both): most events (a spawn, an end, a wake-up on a thread that runs
+ * its own fibers) have nobody to tell. */
+static void cond_notify(hali_vm_scheduler_t *s) {
+  if (s->cond_waiters) pthread_cond_broadcast(&s->cond);
+}
+static void cond_wait(hali_vm_scheduler_t *s, const struct timespec *until) {
+  s->cond_waiters++;
+  if (until) pthread_cond_timedwait(&s->cond, &s->mutex, until);
+  else pthread_cond_wait(&s->cond, &s->mutex);
+  s->cond_waiters--;
+}
+
 /* Finished fibers kept for reuse: enough that a fan-out that recycles its
  * children as it spawns allocates (almost) nothing for them; each costs
  * ~1 KiB while pooled (record, stack bookkeeping, frames, first banks). */
@@ -259,7 +276,7 @@ static void wake_thread(hali_vm_scheduler_t *s, uint32_t k) {
   s->idle--;
   t->waking = true;
   s->waking++;
-  if (t->on_main) pthread_cond_broadcast(&s->cond);
+  if (t->on_main) cond_notify(s);
   else pthread_cond_signal(&t->cond);
 }
 
@@ -387,7 +404,7 @@ static void wake(void *user, hali_status_t status) {
   /* Under the mutex: once |waiters_live| drops, the scheduler may be
    * freed as soon as the mutex is. */
   waiter_release(s, w);
-  pthread_cond_broadcast(&s->cond);
+  cond_notify(s);
   pthread_mutex_unlock(&s->mutex);
 }
 
@@ -568,7 +585,20 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
     return ps;
   }
   s->run_deadline = INT64_MAX;
-  pthread_mutex_init(&s->mutex, NULL);
+  /* The scheduler's lock is held for a few dozen to a few hundred
+   * instructions at a time, by every fiber thread for every spawn, end and
+   * steal: a waiter spins briefly before it sleeps (glibc's adaptive
+   * mutex), else with two busy fiber threads nearly every hand-over of
+   * the lock was a futex wake and a futex wait (chain on 2 threads:
+   * ~1.6 futex calls per task).  Idle threads sleep on condition
+   * variables, never here. */
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+  pthread_mutex_init(&s->mutex, &ma);
+  pthread_mutexattr_destroy(&ma);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1183,7 +1213,7 @@ static void finish_count_locked(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   f->finishing = false;
   bool free_now = !f->host_owned || f->released;
   if (free_now) fiber_free(f);
-  pthread_cond_broadcast(&s->cond);
+  cond_notify(s);
 }
 
 /* Runs |f| until it finishes or suspends.  Called with the mutex held
@@ -1216,20 +1246,17 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   }
   bool first_run = !st;
   if (first_run) {
-    /* A spawned fiber's first run: its stack, then its call (the stack
-     * is taken in this hold of the mutex when the pool has one). */
+    /* A spawned fiber's first run: its stack (taken in this hold of the
+     * mutex when the pool has one), then its call, set up once the mutex
+     * is dropped (below). */
     st = stack_take_locked(s, f, true);
-    hali_status_t b =
-        st ? hali_vm_begin(st, f->start_link, f->fn, f->args, f->arg_count,
-                           f->results, f->result_count)
-           : hali_status_annotate(hali_status_oom(),
-                                  "starting a fiber for @%s",
-                                  f->fn->ir->name);
-    if (b) {
-      stack_put(s, st);
+    if (!st) {
       pthread_mutex_unlock(&s->mutex);
       release_args(f);
-      finish(s, f, b);
+      finish(s, f,
+             hali_status_annotate(hali_status_oom(),
+                                  "starting a fiber for @%s",
+                                  f->fn->ir->name));
       pthread_mutex_lock(&s->mutex);
       return;
     }
@@ -1262,7 +1289,22 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_hal_fence_release(awaited);
-  if (first_run) release_args(f); /* the stack holds its own references */
+  if (first_run) {
+    hali_status_t b = hali_vm_begin(st, f->start_link, f->fn, f->args,
+                                    f->arg_count, f->results, f->result_count);
+    release_args(f); /* the stack holds its own references */
+    if (b) {
+      pthread_mutex_lock(&s->mutex);
+      t->running = outer;
+      t->running_since = outer_since;
+      f->stack = NULL;
+      stack_put(s, st);
+      pthread_mutex_unlock(&s->mutex);
+      finish(s, f, b);
+      pthread_mutex_lock(&s->mutex);
+      return;
+    }
+  }
   hali_status_t status = hali_vm_interpret(st, f->results);
   if (HALI_TRACE_ON(s->options.trace)) {
     char name[96];
@@ -1285,7 +1327,14 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
    * that publishes and counts the end.  A host-started fiber is published
    * first: the host reads its state and results. */
   bool early = done && !f->host_owned && f->fence;
-  if (early) status = finish_signal(f, status, f->fence);
+  if (early) {
+    /* Also outside the mutex: dropping the record's fence reference and
+     * the registers' (either may free objects). */
+    status = finish_signal(f, status, f->fence);
+    hali_hal_fence_release(f->fence);
+    f->fence = NULL;
+    hali_vm_stack_reset(st);
+  }
   hali_hal_fence_t *fence = NULL;
   pthread_mutex_lock(&s->mutex);
   t->running = outer;
@@ -1507,7 +1556,7 @@ static void *worker_main(void *arg) {
     s->worker_runs++;
     resume(s, f); /* drops the mutex while the fiber runs */
     s->running_count--;
-    pthread_cond_broadcast(&s->cond); /* run() re-decides */
+    cond_notify(s); /* run() re-decides */
   }
   pthread_mutex_unlock(&s->mutex);
   return NULL;
@@ -1559,7 +1608,7 @@ static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
         }
       }
       if (!any && !s->running_count) break;
-      pthread_cond_wait(&s->cond, &s->mutex);
+      cond_wait(s, NULL);
     }
   }
   pthread_mutex_unlock(&s->mutex);
@@ -1578,7 +1627,7 @@ static void run_sleep(hali_vm_scheduler_t *s, uint32_t me, int64_t wake_at) {
   }
   struct timespec ts = {(time_t)(wake_at / 1000000000),
                         (long)(wake_at % 1000000000)};
-  pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+  cond_wait(s, &ts);
   if (t->idle) {
     t->idle = false;
     s->idle--;
@@ -1769,7 +1818,7 @@ static void stop_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   }
   /* A suspending fiber is woken by resume() once it sees the flag. */
   if (f->state == FIBER_SUSPENDED) wake_fiber(s, f);
-  pthread_cond_broadcast(&s->cond);
+  cond_notify(s);
 }
 
 void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
@@ -1780,7 +1829,7 @@ void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
     /* Cancelling an invocation cancels its kernels at once. */
     if (f->root) hali_hal_stop_request(f->inv->stop, HALI_STATUS_CANCELLED);
   }
-  pthread_cond_broadcast(&s->cond);
+  cond_notify(s);
   pthread_mutex_unlock(&s->mutex);
 }
 
@@ -1853,7 +1902,7 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
       s->suspended--;
     }
   /* Wake-ups already firing hold references: wait for them. */
-  while (s->waiters_live) pthread_cond_wait(&s->cond, &s->mutex);
+  while (s->waiters_live) cond_wait(s, NULL);
   pthread_mutex_unlock(&s->mutex);
   /* Whoever awaits an unfinished fiber learns that it never will.  No
    * wake-up of this scheduler is registered any more and its watchdog is
