@@ -127,7 +127,12 @@ typedef struct {
   hali_vm_fiber_t *head, *tail;
   size_t count;
   hali_vm_fiber_t *running; /* inside resume() on this thread */
-  int64_t running_since;
+  /* Which resume |running| is (unique: the scheduler's count), and, for
+   * the watchdog's slices, the one it last saw and since when: a fiber
+   * has run at least since |seen_at| when |run_seq| is still |seen_seq|
+   * (a resume reads no clock). */
+  uint64_t run_seq, seen_seq;
+  int64_t seen_at;
   bool idle;        /* asleep until woken (it found nothing to run) */
   bool waking;      /* woken, not yet back: it will look for work */
   bool on_main;     /* asleep on the scheduler's |cond| (inside run()),
@@ -202,6 +207,7 @@ struct hali_vm_scheduler_s {
   uint64_t watchdog_wakeups; /* how often it woke: see the tests */
   pthread_t watchdog;
   uint64_t preemptions;
+  uint64_t resume_seq; /* resumes so far: th[k].run_seq */
   uint64_t spawn_yields; /* spawners that yielded to their backlog */
   /* Spawned fibers' completion fences (fence and semaphore in one block,
    * reused): a warm spawn allocates nothing. */
@@ -533,9 +539,17 @@ static void *watchdog_main(void *arg) {
     if (stealers && s->ready)
       for (uint32_t k = 0; k < s->threads; ++k) wake_thread(s, k);
     for (uint32_t k = 0; k < s->threads; ++k) {
-      hali_vm_fiber_t *r = s->th[k].running;
+      fiber_thread_t *t = &s->th[k];
+      hali_vm_fiber_t *r = t->running;
+      if (r && t->run_seq != t->seen_seq) { /* a new resume since */
+        t->seen_seq = t->run_seq;
+        t->seen_at = now;
+      }
+      /* It has run since |seen_at| at least: a slice of 10 ms ends 10 to
+       * 15 ms after the watchdog first saw it (a poke wakes the watchdog
+       * when a fiber starts while it sleeps). */
       bool slice_over = s->ready && !stealers &&
-                        now - s->th[k].running_since >= FIBER_SLICE_NS;
+                        now - t->seen_at >= FIBER_SLICE_NS;
       if (r && (slice_over || now >= s->run_deadline) &&
           !atomic_load(&r->stack->interrupt)) {
         atomic_store(&r->stack->interrupt_code, HALI_VM_INTERRUPT_YIELD);
@@ -591,11 +605,17 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
    * mutex), else with two busy fiber threads nearly every hand-over of
    * the lock was a futex wake and a futex wait (chain on 2 threads:
    * ~1.6 futex calls per task).  Idle threads sleep on condition
-   * variables, never here. */
+   * variables, never here.  With one fiber thread there is hardly anyone
+   * to spin for, and a plain mutex is ~10 instructions cheaper a hold. */
+  uint32_t want_threads = o && o->threads ? o->threads
+                                          : hali_vm_default_fiber_threads();
   pthread_mutexattr_t ma;
   pthread_mutexattr_init(&ma);
 #ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
-  pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+  if (want_threads > 1)
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#else
+  (void)want_threads;
 #endif
   pthread_mutex_init(&s->mutex, &ma);
   pthread_mutexattr_destroy(&ma);
@@ -1277,9 +1297,9 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   if (slot == NO_SLOT) slot = 0;
   fiber_thread_t *t = &s->th[slot];
   hali_vm_fiber_t *outer = t->running;
-  int64_t outer_since = t->running_since;
+  uint64_t outer_seq = t->run_seq;
   t->running = f;
-  t->running_since = now_ns();
+  t->run_seq = ++s->resume_seq;
   /* A worker that took |f| just before the last run returned: that run
    * found no fiber to ask to yield here yet. */
   if (slot != 0 && !s->runs && !atomic_load(&st->interrupt)) {
@@ -1296,7 +1316,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     if (b) {
       pthread_mutex_lock(&s->mutex);
       t->running = outer;
-      t->running_since = outer_since;
+      t->run_seq = outer_seq;
       f->stack = NULL;
       stack_put(s, st);
       pthread_mutex_unlock(&s->mutex);
@@ -1338,7 +1358,7 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   hali_hal_fence_t *fence = NULL;
   pthread_mutex_lock(&s->mutex);
   t->running = outer;
-  t->running_since = outer_since;
+  t->run_seq = outer_seq;
   /* A yield request that came too late to be seen is dropped. */
   if (atomic_load(&st->interrupt_code) == HALI_VM_INTERRUPT_YIELD) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);
