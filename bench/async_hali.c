@@ -5,8 +5,11 @@
  *                                     threads of the scheduler); with a
  *                                     workload (fanout, chain, pingpong)
  *                                     only that one, for a profiler
- *   bench/async_hali --rss n          fan-out of n live fibers; prints the
+ *   bench/async_hali --rss n          fan-out of n fibers; prints the
  *                                     peak RSS in KiB (ru_maxrss)
+ *   bench/async_hali --rss-live n     the same with all n fibers live at
+ *                                     once (each awaits a gate opened
+ *                                     after the last spawn)
  *
  * Each workload is a hali program run through the scheduler on local-sync;
  * the median of |reps| runs is printed as "name total_ns per_task_ns
@@ -139,6 +142,33 @@ static const char program[] =
     "^done:\n"
     "  return %acc\n"
     "}\n"
+    /* Every child live at once: each awaits the gate, opened once all
+     * are spawned (for the memory per live, suspended fiber). */
+    "func @gate_wait(%gate: !hal.fence) {\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %gate, %forever\n"
+    "  return\n"
+    "}\n"
+    "func @gated(%n: i64) {\n"
+    "^entry:\n"
+    "  %device = hal.device.get\n"
+    "  %gate = hal.fence.create %device\n"
+    "  %g = hal.fence.null\n"
+    "  %k = const.i64 0\n"
+    "  %one = const.i64 1\n"
+    "  br ^spawn\n"
+    "^spawn:\n"
+    "  %f = fiber.spawn @gate_wait(%gate)\n"
+    "  %g = hal.fence.join %g, %f\n"
+    "  %k = add.i64 %k, %one\n"
+    "  %more = lt.s.i64 %k, %n\n"
+    "  cond_br %more, ^spawn, ^open\n"
+    "^open:\n"
+    "  hal.fence.signal %gate\n"
+    "  %forever = const.i64 -1\n"
+    "  %s = hal.fence.await %g, %forever\n"
+    "  return\n"
+    "}\n"
     "func @cpu(%tasks: i64, %iters: i64) {\n"
     "^entry:\n"
     "  %g = hal.fence.null\n"
@@ -223,9 +253,10 @@ int main(int argc, char **argv) {
         "load");
   bench_check(hali_vm_module_create(ir, &module), "module");
   bench_check(hali_hal_device_create(NULL, &device), "device");
-  if (argc > 2 && strcmp(argv[1], "--rss") == 0) {
+  if (argc > 2 && (strcmp(argv[1], "--rss") == 0 ||
+                   strcmp(argv[1], "--rss-live") == 0)) {
     hali_value_t a[] = {hali_value_i64(atoll(argv[2]))};
-    run("fanout", a, 1);
+    run(strcmp(argv[1], "--rss") == 0 ? "fanout" : "gated", a, 1);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("%ld\n", ru.ru_maxrss);

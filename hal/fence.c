@@ -1,6 +1,7 @@
 /* hali HAL — fences (see hal/fence.h). */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -42,7 +43,101 @@ struct hali_hal_fence_t {
   /* The first point's storage: a fence of one point (most of them) makes
    * no second allocation for it. */
   hali_hal_fence_point_t first;
+  /* A spawn fence of a pool's (hali_hal_fence_pool_t): the fence and its
+   * semaphore share one block, which goes back to the pool once both are
+   * destroyed.  NULL: the fence alone was allocated. */
+  struct fence_pair_s *pair;
 };
+
+/* ---- The pool of spawn fences.
+ *
+ * hali_hal_fence_create_pending_pooled makes a fence and its semaphore in
+ * one block (a pair) taken from the pool; the pair comes back when both
+ * are destroyed (a group may keep the semaphore after the fence is gone),
+ * on whatever thread drops the last reference.  Each pair points back at
+ * its pool, which therefore lives until its owner closed it and every
+ * pair handed out came back. */
+typedef struct fence_pair_s {
+  hali_hal_fence_t fence;
+  atomic_int parts;                /* of fence and semaphore, not destroyed */
+  struct hali_hal_fence_pool_t *pool;
+  struct fence_pair_s *next;       /* in the pool's free list */
+  max_align_t semaphore[];         /* hali_hal_semaphore_storage_size() */
+} fence_pair_t;
+
+struct hali_hal_fence_pool_t {
+  hali_small_lock_t lock;
+  /* Guarded by |lock|. */
+  fence_pair_t *free; /* kept for reuse, linked through |next| */
+  size_t kept, max_kept;
+  size_t out;         /* handed out and not back yet */
+  bool closed;        /* the owner let go: freed when |out| is 0 */
+};
+
+hali_status_t hali_hal_fence_pool_create(size_t max_kept,
+                                         hali_hal_fence_pool_t **out_pool) {
+  *out_pool = NULL;
+  hali_hal_fence_pool_t *pool = hali_malloc(sizeof(*pool));
+  if (!pool)
+    return hali_status_annotate(hali_status_oom(), "creating a fence pool");
+  memset(pool, 0, sizeof(*pool));
+  hali_small_lock_init(&pool->lock);
+  pool->max_kept = max_kept;
+  *out_pool = pool;
+  return HALI_OK;
+}
+
+static void pool_free_list(fence_pair_t *p) {
+  while (p) {
+    fence_pair_t *next = p->next;
+    hali_free(p);
+    p = next;
+  }
+}
+
+void hali_hal_fence_pool_close(hali_hal_fence_pool_t *pool) {
+  if (!pool) return;
+  hali_small_lock(&pool->lock);
+  pool->closed = true;
+  fence_pair_t *list = pool->free;
+  pool->free = NULL;
+  pool->kept = 0;
+  bool last = pool->out == 0;
+  hali_small_unlock(&pool->lock);
+  pool_free_list(list);
+  if (last) {
+    hali_small_lock_destroy(&pool->lock);
+    hali_free(pool);
+  }
+}
+
+/* One part of |pair| (its fence or its semaphore) is destroyed; the
+ * second returns the pair to its pool (or frees it). */
+static void pair_part_done(fence_pair_t *pair) {
+  if (atomic_fetch_sub_explicit(&pair->parts, 1, memory_order_acq_rel) != 1)
+    return;
+  hali_hal_fence_pool_t *pool = pair->pool;
+  hali_small_lock(&pool->lock);
+  pool->out--;
+  bool keep = !pool->closed && pool->kept < pool->max_kept;
+  if (keep) {
+    pair->next = pool->free;
+    pool->free = pair;
+    pool->kept++;
+  }
+  bool last = pool->closed && pool->out == 0;
+  hali_small_unlock(&pool->lock);
+  if (!keep) hali_free(pair);
+  if (last) {
+    hali_small_lock_destroy(&pool->lock);
+    hali_free(pool);
+  }
+}
+
+static void pair_semaphore_done(hali_hal_semaphore_t *semaphore) {
+  pair_part_done((fence_pair_t *)((char *)semaphore -
+                                  offsetof(fence_pair_t, semaphore)));
+}
 
 static void hali_hal_fence_destroy(hali_ref_t *ref) {
   hali_hal_fence_t *fence = (hali_hal_fence_t *)ref;
@@ -53,7 +148,8 @@ static void hali_hal_fence_destroy(hali_ref_t *ref) {
   if (fence->payload_free) fence->payload_free(fence->payload);
   hali_hal_allocator_release(fence->traced_by);
   hali_small_lock_destroy(&fence->lock);
-  hali_free(fence);
+  if (fence->pair) pair_part_done(fence->pair);
+  else hali_free(fence);
 }
 
 static const hali_ref_vtable_t hali_hal_fence_vtable = {
@@ -116,6 +212,43 @@ hali_status_t hali_hal_fence_create_pending(hali_hal_fence_t **out_fence) {
   return HALI_OK;
 }
 
+hali_status_t hali_hal_fence_create_pending_pooled(
+    hali_hal_fence_pool_t *pool, hali_hal_fence_t **out_fence) {
+  if (!pool) return hali_hal_fence_create_pending(out_fence);
+  *out_fence = NULL;
+  hali_small_lock(&pool->lock);
+  fence_pair_t *pair = pool->free;
+  if (pair) {
+    pool->free = pair->next;
+    pool->kept--;
+  }
+  pool->out++;
+  hali_small_unlock(&pool->lock);
+  if (!pair) {
+    pair = hali_malloc(sizeof(*pair) + hali_hal_semaphore_storage_size());
+    if (!pair) {
+      hali_small_lock(&pool->lock);
+      pool->out--; /* the owner still holds the pool: it is not closed */
+      hali_small_unlock(&pool->lock);
+      return hali_status_annotate(hali_status_oom(), "creating a fence");
+    }
+  }
+  hali_hal_fence_t *fence = &pair->fence;
+  memset(fence, 0, sizeof(*fence));
+  fence_init(fence);
+  fence->pair = pair;
+  atomic_init(&pair->parts, 2);
+  pair->pool = pool;
+  pair->next = NULL;
+  /* The point takes the semaphore's creation reference. */
+  fence->first.semaphore =
+      hali_hal_semaphore_init_in(pair->semaphore, 0, pair_semaphore_done);
+  fence->first.value = 1;
+  fence->count = 1;
+  *out_fence = fence;
+  return HALI_OK;
+}
+
 void hali_hal_fence_retain(hali_hal_fence_t *fence) {
   if (fence) hali_ref_retain(&fence->ref);
 }
@@ -161,12 +294,35 @@ static void fence_index_put(uint32_t *index, size_t capacity,
 
 /* Makes room for one more point, in the array and in the index (caller
  * holds |fence->lock|). */
+static hali_status_t fence_grow_locked(hali_hal_fence_t *fence);
+
 static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
   if (fence->count >= UINT32_MAX - 1)
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "a fence has %zu points, the most one can hold",
                             fence->count);
-  if (fence->count == fence->capacity) {
+  if (fence->count == fence->capacity)
+    HALI_RETURN_IF_ERROR_PLAIN(fence_grow_locked(fence));
+  size_t want = fence->count + 1;
+  if (want > FENCE_INDEX_MIN && want * 2 > fence->index_capacity) {
+    size_t capacity = fence->index_capacity ? fence->index_capacity * 2 : 32;
+    while (capacity < want * 2) capacity *= 2;
+    uint32_t *index = hali_calloc(capacity, sizeof(*index));
+    if (!index)
+      return hali_status_annotate(hali_status_oom(),
+                                  "indexing a fence of %zu points", want);
+    for (size_t i = 0; i < fence->count; ++i)
+      fence_index_put(index, capacity, fence->points[i].semaphore, i);
+    hali_free(fence->index);
+    fence->index = index;
+    fence->index_capacity = capacity;
+  }
+  return HALI_OK;
+}
+
+/* Doubles the room for points (caller holds |fence->lock|). */
+static hali_status_t fence_grow_locked(hali_hal_fence_t *fence) {
+  {
     size_t capacity = fence->capacity * 2;
     uint64_t bytes;
     if (hali_mul_overflows_u64(capacity, sizeof(hali_hal_fence_point_t),
@@ -183,20 +339,6 @@ static hali_status_t fence_reserve_locked(hali_hal_fence_t *fence) {
     if (inline_points) grown[0] = fence->first;
     fence->points = grown;
     fence->capacity = capacity;
-  }
-  size_t want = fence->count + 1;
-  if (want > FENCE_INDEX_MIN && want * 2 > fence->index_capacity) {
-    size_t capacity = fence->index_capacity ? fence->index_capacity * 2 : 32;
-    while (capacity < want * 2) capacity *= 2;
-    uint32_t *index = hali_calloc(capacity, sizeof(*index));
-    if (!index)
-      return hali_status_annotate(hali_status_oom(),
-                                  "indexing a fence of %zu points", want);
-    for (size_t i = 0; i < fence->count; ++i)
-      fence_index_put(index, capacity, fence->points[i].semaphore, i);
-    hali_free(fence->index);
-    fence->index = index;
-    fence->index_capacity = capacity;
   }
   return HALI_OK;
 }
@@ -694,6 +836,35 @@ hali_status_t hali_hal_fence_await_all(hali_hal_fence_t *const *fences,
   return status;
 }
 
+/* Drops the points of |fence| (locked, unshared) that are reached for
+ * good: a semaphore only this fence holds that reached its value without
+ * failing can never fail or move back, so the point can never matter
+ * again.  Keeps the order of the others and rebuilds the index. */
+#define FENCE_COMPACT_MIN 16
+static hali_status_t fence_compact_locked(hali_hal_fence_t *fence) {
+  size_t kept = 0;
+  for (size_t i = 0; i < fence->count; ++i) {
+    hali_hal_fence_point_t p = fence->points[i];
+    if (hali_hal_semaphore_reached_for_good(p.semaphore, p.value)) {
+      hali_hal_semaphore_release(p.semaphore);
+      continue;
+    }
+    fence->points[kept++] = p;
+  }
+  if (kept != fence->count) {
+    fence->count = kept;
+    if (fence->index) {
+      memset(fence->index, 0, fence->index_capacity * sizeof(*fence->index));
+      for (size_t i = 0; i < kept; ++i)
+        fence_index_put(fence->index, fence->index_capacity,
+                        fence->points[i].semaphore, i);
+    }
+  }
+  /* More than half full still: grow now, so that the next compaction is
+   * at least capacity / 2 insertions away (O(1) amortised). */
+  return kept > fence->capacity / 2 ? fence_grow_locked(fence) : HALI_OK;
+}
+
 hali_status_t hali_hal_fence_join_into(hali_hal_fence_t *into,
                                        hali_hal_fence_t *from) {
   if (!from || from == into) return HALI_OK;
@@ -702,8 +873,16 @@ hali_status_t hali_hal_fence_join_into(hali_hal_fence_t *into,
   if (into->payload_free) into->payload_free(into->payload);
   into->payload = NULL;
   into->payload_free = NULL;
-  hali_small_lock(&from->lock);
+  /* Full: before it grows, drop the points reached for good (a group of
+   * fibers that already ended).  Only here, where nobody else holds
+   * |into|: elsewhere a fence's points never change once handed out.
+   * O(1) amortised: the array grows (doubles) whenever compaction leaves
+   * it more than half full, so the next one is at least capacity / 2
+   * insertions away. */
   hali_status_t status = HALI_OK;
+  if (into->count == into->capacity && into->capacity >= FENCE_COMPACT_MIN)
+    status = fence_compact_locked(into);
+  hali_small_lock(&from->lock);
   for (size_t i = 0; i < from->count && !status; ++i)
     status = hali_hal_fence_insert_locked(into, from->points[i].semaphore,
                                           from->points[i].value);

@@ -26,6 +26,19 @@ HALI_MUST_USE hali_status_t hali_hal_fence_create_at(
  * "signal me when done" fence (what hal.fence.create makes). */
 HALI_MUST_USE hali_status_t hali_hal_fence_create_pending(
     hali_hal_fence_t **out_fence);
+/* A pool of pending fences (what a spawn makes, once per fiber): each
+ * fence and its semaphore are one block, reused once both are destroyed
+ * (on any thread), so a warm spawn allocates nothing.  The pool's owner
+ * creates it, makes fences from it on any thread, and closes it when done;
+ * fences still alive then keep working, and the pool is freed when the
+ * last of them is destroyed.  |max_kept|: blocks kept for reuse at most. */
+typedef struct hali_hal_fence_pool_t hali_hal_fence_pool_t;
+HALI_MUST_USE hali_status_t hali_hal_fence_pool_create(
+    size_t max_kept, hali_hal_fence_pool_t **out_pool);
+void hali_hal_fence_pool_close(hali_hal_fence_pool_t *pool);
+/* hali_hal_fence_create_pending, from |pool| (NULL: allocated alone). */
+HALI_MUST_USE hali_status_t hali_hal_fence_create_pending_pooled(
+    hali_hal_fence_pool_t *pool, hali_hal_fence_t **out_fence);
 /* Creates a fence with the points of every non-NULL fence in |fences|. */
 HALI_MUST_USE hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
                                                 size_t count,
@@ -37,7 +50,13 @@ void hali_hal_fence_release(hali_hal_fence_t *fence);
  * point (a fence indexes its points by semaphore), and drops |into|'s
  * payload.  Only for an |into| nobody else holds (its one reference is the
  * caller's: hali_hal_fence_is_unshared), since a fence's points are
- * otherwise fixed once it is handed out.  |from| == |into| or NULL: no-op. */
+ * otherwise fixed once it is handed out.  |from| == |into| or NULL: no-op.
+ * When |into| is full (16 points or more) it first drops the points that
+ * are reached for good (their semaphore reached the value, has not failed,
+ * and nobody but |into| holds it, so it never can): a group of N fibers
+ * keeps only the members still running (or still held elsewhere), not N
+ * points.  The fence's state (reached, failed, which failure) is the same
+ * with or without them; hali_hal_fence_point_count may be lower. */
 HALI_MUST_USE hali_status_t hali_hal_fence_join_into(hali_hal_fence_t *into,
                                                      hali_hal_fence_t *from);
 /* True when the caller's reference is the only one. */

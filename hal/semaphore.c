@@ -25,7 +25,14 @@ struct hali_hal_semaphore_t {
   uint64_t failure_order; /* when it failed, process-wide order */
   hali_hal_semaphore_timepoint_t *timepoints; /* unordered list */
   atomic_bool host_visible;
+  /* Made in storage of a pool's (hali_hal_semaphore_init_in): called
+   * instead of freeing it.  NULL: made by hali_hal_semaphore_create. */
+  void (*recycle)(hali_hal_semaphore_t *semaphore);
 };
+
+size_t hali_hal_semaphore_storage_size(void) {
+  return sizeof(hali_hal_semaphore_t);
+}
 
 void hali_hal_semaphore_mark_host_visible(hali_hal_semaphore_t *semaphore) {
   atomic_store_explicit(&semaphore->host_visible, true, memory_order_relaxed);
@@ -50,7 +57,8 @@ static void hali_hal_semaphore_destroy(hali_ref_t *ref) {
   hali_hal_semaphore_t *semaphore = (hali_hal_semaphore_t *)ref;
   hali_status_free(semaphore->failure);
   hali_small_lock_destroy(&semaphore->lock);
-  hali_free(semaphore);
+  if (semaphore->recycle) semaphore->recycle(semaphore);
+  else hali_free(semaphore);
 }
 
 static const hali_ref_vtable_t hali_hal_semaphore_vtable = {
@@ -65,12 +73,34 @@ hali_status_t hali_hal_semaphore_create(uint64_t initial_value,
   hali_hal_semaphore_t *semaphore = hali_malloc(sizeof(*semaphore));
   if (!semaphore)
     return hali_status_annotate(hali_status_oom(), "creating a semaphore");
+  hali_hal_semaphore_init_in(semaphore, initial_value, NULL);
+  *out_semaphore = semaphore;
+  return HALI_OK;
+}
+
+hali_hal_semaphore_t *hali_hal_semaphore_init_in(
+    void *storage, uint64_t initial_value,
+    void (*recycle)(hali_hal_semaphore_t *semaphore)) {
+  hali_hal_semaphore_t *semaphore = storage;
   memset(semaphore, 0, sizeof(*semaphore));
   hali_ref_init(&semaphore->ref, HALI_TYPE_NONE, &hali_hal_semaphore_vtable);
   hali_small_lock_init(&semaphore->lock);
   semaphore->value = initial_value;
-  *out_semaphore = semaphore;
-  return HALI_OK;
+  semaphore->recycle = recycle;
+  return semaphore;
+}
+
+bool hali_hal_semaphore_reached_for_good(hali_hal_semaphore_t *semaphore,
+                                         uint64_t value) {
+  /* Only the caller holds it: nobody can signal or fail it any more (a
+   * reference comes only from a holder).  The acquire load pairs with the
+   * release of every other holder's reference, after its last signal. */
+  if (atomic_load_explicit(&semaphore->ref.count, memory_order_acquire) != 1)
+    return false;
+  hali_small_lock(&semaphore->lock);
+  bool reached = !semaphore->failure && semaphore->value >= value;
+  hali_small_unlock(&semaphore->lock);
+  return reached;
 }
 
 void hali_hal_semaphore_retain(hali_hal_semaphore_t *semaphore) {

@@ -50,6 +50,22 @@ HALI_MUST_USE hali_status_t hali_hal_semaphore_signal(
 HALI_MUST_USE hali_status_t hali_hal_semaphore_advance(
     hali_hal_semaphore_t *semaphore, uint64_t value);
 
+/* Internal (hal/fence.c's pool of spawn fences): the bytes a semaphore
+ * takes, and making one in |storage| (that many bytes, aligned for any
+ * type) whose last release calls |recycle| instead of freeing it (NULL:
+ * freed, as a created one).  Returns |storage| as the semaphore, holding
+ * one reference. */
+size_t hali_hal_semaphore_storage_size(void);
+hali_hal_semaphore_t *hali_hal_semaphore_init_in(
+    void *storage, uint64_t initial_value,
+    void (*recycle)(hali_hal_semaphore_t *semaphore));
+/* Internal (hal/fence.c's group compaction): true when the caller holds
+ * the only reference to |semaphore| and it reached |value| without
+ * failing, so it stays reached for good (nobody else can signal or fail
+ * it).  The caller may then drop a point on it. */
+bool hali_hal_semaphore_reached_for_good(hali_hal_semaphore_t *semaphore,
+                                         uint64_t value);
+
 /* Fails the semaphore with |status| (consumed; must not be OK — OK is
  * turned into an UNKNOWN failure).  Only the first failure is kept. */
 void hali_hal_semaphore_fail(hali_hal_semaphore_t *semaphore,

@@ -30,13 +30,32 @@ static inline void hali_small_lock_init(hali_small_lock_t *l) {
 }
 static inline void hali_small_lock_destroy(hali_small_lock_t *l) { (void)l; }
 
+static inline void hali_small_lock_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
 static inline void hali_small_lock(hali_small_lock_t *l) {
   int c = 0;
   if (atomic_compare_exchange_strong_explicit(&l->word, &c, 1,
                                               memory_order_acquire,
                                               memory_order_relaxed))
     return;
-  /* Held: mark it contended and sleep until it is free. */
+  /* Held, for a few dozen instructions at most: look again a little
+   * while before sleeping (a futex wait and wake cost microseconds). */
+  for (int spin = 0; spin < 64 && c != 2; ++spin) {
+    hali_small_lock_pause();
+    c = atomic_load_explicit(&l->word, memory_order_relaxed);
+    if (c == 0 &&
+        atomic_compare_exchange_strong_explicit(&l->word, &c, 1,
+                                                memory_order_acquire,
+                                                memory_order_relaxed))
+      return;
+  }
+  /* Still held: mark it contended and sleep until it is free. */
   if (c != 2)
     c = atomic_exchange_explicit(&l->word, 2, memory_order_acquire);
   while (c != 0) {

@@ -1,4 +1,7 @@
 /* hali — fibers and the scheduler (see vm/fiber.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* PTHREAD_MUTEX_ADAPTIVE_NP (glibc) */
+#endif
 #include "vm/fiber.h"
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -124,17 +127,28 @@ typedef struct {
   hali_vm_fiber_t *head, *tail;
   size_t count;
   hali_vm_fiber_t *running; /* inside resume() on this thread */
-  int64_t running_since;
+  /* Which resume |running| is (unique: the scheduler's count), and, for
+   * the watchdog's slices, the one it last saw and since when: a fiber
+   * has run at least since |seen_at| when |run_seq| is still |seen_seq|
+   * (a resume reads no clock). */
+  uint64_t run_seq, seen_seq;
+  int64_t seen_at;
   bool idle;        /* asleep until woken (it found nothing to run) */
   bool waking;      /* woken, not yet back: it will look for work */
   bool on_main;     /* asleep on the scheduler's |cond| (inside run()),
                      * else on |cond| below (a worker's own loop) */
+  /* A pooled record put aside for this thread's next spawn (taken in the
+   * hold of the mutex that readies the last one): a spawn then takes the
+   * mutex once, not twice.  Only the thread in this slot touches it
+   * outside the mutex. */
+  hali_vm_fiber_t *spare;
   pthread_cond_t cond;
 } fiber_thread_t;
 
 struct hali_vm_scheduler_s {
   pthread_mutex_t mutex;
   pthread_cond_t cond; /* a fiber became ready, or a wake-up finished */
+  uint32_t cond_waiters; /* threads in cond_wait() */
   hali_hal_device_t *device;
   hali_vm_scheduler_options_t options;
   /* Ready fibers: one queue per fiber thread (th[k]), |ready| in all. */
@@ -193,12 +207,20 @@ struct hali_vm_scheduler_s {
   uint64_t watchdog_wakeups; /* how often it woke: see the tests */
   pthread_t watchdog;
   uint64_t preemptions;
+  uint64_t resume_seq; /* resumes so far: th[k].run_seq */
+  uint64_t spawn_yields; /* spawners that yielded to their backlog */
+  /* Spawned fibers' completion fences (fence and semaphore in one block,
+   * reused): a warm spawn allocates nothing. */
+  hali_hal_fence_pool_t *fence_pool;
   /* A bounded run (hali_vm_scheduler_run_until): past it, the watchdog
    * interrupts the running fiber even when no other fiber is ready. */
   int64_t run_deadline;
 };
 
 #define FIBER_SLICE_NS 10000000 /* 10 ms */
+/* Ready fibers on a spawner's queue past which it yields (back-pressure:
+ * see start_fiber). */
+#define SPAWN_BACKLOG HALI_VM_SPAWN_BACKLOG
 
 /* The fiber thread this thread is in its scheduler: a worker's slot, or
  * 0 while the thread is inside run().  Any other thread (the host outside
@@ -214,12 +236,26 @@ static uint32_t my_slot(const hali_vm_scheduler_t *s) {
   return tls_worker.s == s ? tls_worker.slot : NO_SLOT;
 }
 
+/* |cond| is broadcast only when some thread waits on it (mutex held for
+ * both): most events (a spawn, an end, a wake-up on a thread that runs
+ * its own fibers) have nobody to tell. */
+static void cond_notify(hali_vm_scheduler_t *s) {
+  if (s->cond_waiters) pthread_cond_broadcast(&s->cond);
+}
+static void cond_wait(hali_vm_scheduler_t *s, const struct timespec *until) {
+  s->cond_waiters++;
+  if (until) pthread_cond_timedwait(&s->cond, &s->mutex, until);
+  else pthread_cond_wait(&s->cond, &s->mutex);
+  s->cond_waiters--;
+}
+
 /* Finished fibers kept for reuse: enough that a fan-out that recycles its
  * children as it spawns allocates (almost) nothing for them; each costs
  * ~1 KiB while pooled (record, stack bookkeeping, frames, first banks). */
 #define FIBER_POOL_MAX 1024
 #define WAITER_POOL_MAX 1024
 #define INVOCATION_POOL_MAX 64
+#define FENCE_POOL_MAX 1024
 
 static int64_t now_ns(void) { return hali_clock_now_ns(); }
 
@@ -246,7 +282,7 @@ static void wake_thread(hali_vm_scheduler_t *s, uint32_t k) {
   s->idle--;
   t->waking = true;
   s->waking++;
-  if (t->on_main) pthread_cond_broadcast(&s->cond);
+  if (t->on_main) cond_notify(s);
   else pthread_cond_signal(&t->cond);
 }
 
@@ -374,7 +410,7 @@ static void wake(void *user, hali_status_t status) {
   /* Under the mutex: once |waiters_live| drops, the scheduler may be
    * freed as soon as the mutex is. */
   waiter_release(s, w);
-  pthread_cond_broadcast(&s->cond);
+  cond_notify(s);
   pthread_mutex_unlock(&s->mutex);
 }
 
@@ -503,9 +539,17 @@ static void *watchdog_main(void *arg) {
     if (stealers && s->ready)
       for (uint32_t k = 0; k < s->threads; ++k) wake_thread(s, k);
     for (uint32_t k = 0; k < s->threads; ++k) {
-      hali_vm_fiber_t *r = s->th[k].running;
+      fiber_thread_t *t = &s->th[k];
+      hali_vm_fiber_t *r = t->running;
+      if (r && t->run_seq != t->seen_seq) { /* a new resume since */
+        t->seen_seq = t->run_seq;
+        t->seen_at = now;
+      }
+      /* It has run since |seen_at| at least: a slice of 10 ms ends 10 to
+       * 15 ms after the watchdog first saw it (a poke wakes the watchdog
+       * when a fiber starts while it sleeps). */
       bool slice_over = s->ready && !stealers &&
-                        now - s->th[k].running_since >= FIBER_SLICE_NS;
+                        now - t->seen_at >= FIBER_SLICE_NS;
       if (r && (slice_over || now >= s->run_deadline) &&
           !atomic_load(&r->stack->interrupt)) {
         atomic_store(&r->stack->interrupt_code, HALI_VM_INTERRUPT_YIELD);
@@ -549,8 +593,32 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   *out = NULL;
   hali_vm_scheduler_t *s = hali_calloc(1, sizeof(*s));
   if (!s) return hali_status_oom();
+  hali_status_t ps = hali_hal_fence_pool_create(FENCE_POOL_MAX, &s->fence_pool);
+  if (ps) {
+    hali_free(s);
+    return ps;
+  }
   s->run_deadline = INT64_MAX;
-  pthread_mutex_init(&s->mutex, NULL);
+  /* The scheduler's lock is held for a few dozen to a few hundred
+   * instructions at a time, by every fiber thread for every spawn, end and
+   * steal: a waiter spins briefly before it sleeps (glibc's adaptive
+   * mutex), else with two busy fiber threads nearly every hand-over of
+   * the lock was a futex wake and a futex wait (chain on 2 threads:
+   * ~1.6 futex calls per task).  Idle threads sleep on condition
+   * variables, never here.  With one fiber thread there is hardly anyone
+   * to spin for, and a plain mutex is ~10 instructions cheaper a hold. */
+  uint32_t want_threads = o && o->threads ? o->threads
+                                          : hali_vm_default_fiber_threads();
+  pthread_mutexattr_t ma;
+  pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+  if (want_threads > 1)
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#else
+  (void)want_threads;
+#endif
+  pthread_mutex_init(&s->mutex, &ma);
+  pthread_mutexattr_destroy(&ma);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -649,14 +717,11 @@ static void fiber_free(hali_vm_fiber_t *f) {
 
 /* A fiber record for a new invocation (without a stack): from the pool,
  * or new. */
-static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
-                                      uint32_t results, uint32_t args,
-                                      const invocation_t *inv,
-                                      size_t *out_live,
-                                      uint32_t *out_inv_live) {
-  pthread_mutex_lock(&s->mutex);
-  /* The limits are checked in the same hold: the caller fails when
-   * either count is at its cap (NULL). */
+/* Whether one more fiber (of |inv|, NULL for a new invocation) would
+ * pass a limit (mutex held); the counts for the caller's message. */
+static bool fiber_limits_reached(const hali_vm_scheduler_t *s,
+                                 const invocation_t *inv, size_t *out_live,
+                                 uint32_t *out_inv_live) {
   *out_live = s->live;
   *out_inv_live = inv ? inv->live : 0;
   size_t cap = s->options.max_fibers ? s->options.max_fibers
@@ -664,10 +729,11 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   uint32_t inv_cap = s->options.max_invocation_fibers
                          ? s->options.max_invocation_fibers
                          : HALI_VM_MAX_INVOCATION_FIBERS;
-  if (*out_live >= cap || (inv && *out_inv_live >= inv_cap)) {
-    pthread_mutex_unlock(&s->mutex);
-    return NULL;
-  }
+  return *out_live >= cap || (inv && *out_inv_live >= inv_cap);
+}
+
+/* A pooled record, or NULL (mutex held). */
+static hali_vm_fiber_t *fiber_pool_pop(hali_vm_scheduler_t *s) {
   hali_vm_fiber_t *f = s->pool;
   if (f) {
     s->pool = f->next;
@@ -676,7 +742,13 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   } else {
     s->created++;
   }
-  pthread_mutex_unlock(&s->mutex);
+  return f;
+}
+
+/* Clears |f| (a pooled record; NULL: a new one) for a fiber with room for
+ * |results| and |args| values.  NULL when out of memory (|f| is gone). */
+static hali_vm_fiber_t *fiber_prepare(hali_vm_fiber_t *f, uint32_t results,
+                                      uint32_t args) {
   if (!f) {
     /* malloc, not calloc: glibc's calloc skips the per-thread cache of
      * freed blocks.  The record is cleared below; only what survives the
@@ -720,6 +792,25 @@ static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
   f->arg_capacity = arg_cap;
   memset(f->results, 0, res_cap * sizeof(hali_value_t));
   return f;
+}
+
+/* A fiber record for a new fiber (without a stack): from the pool, or
+ * new; NULL at a limit (the counts say which) or out of memory. */
+static hali_vm_fiber_t *fiber_acquire(hali_vm_scheduler_t *s,
+                                      uint32_t results, uint32_t args,
+                                      const invocation_t *inv,
+                                      size_t *out_live,
+                                      uint32_t *out_inv_live) {
+  pthread_mutex_lock(&s->mutex);
+  /* The limits are checked in the same hold: the caller fails when
+   * either count is at its cap (NULL). */
+  if (fiber_limits_reached(s, inv, out_live, out_inv_live)) {
+    pthread_mutex_unlock(&s->mutex);
+    return NULL;
+  }
+  hali_vm_fiber_t *f = fiber_pool_pop(s);
+  pthread_mutex_unlock(&s->mutex);
+  return fiber_prepare(f, results, args);
 }
 
 /* A register stack for |f|, from the pool or new, set up for the
@@ -821,9 +912,23 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
                             fn->ir->name, arg_count);
   size_t live = 0;
   uint32_t inv_live = 0;
-  hali_vm_fiber_t *f =
-      fiber_acquire(s, fn->ir->result_count ? fn->ir->result_count : 1,
-                    parent ? (uint32_t)arg_count : 0, inv, &live, &inv_live);
+  uint32_t want_results = fn->ir->result_count ? fn->ir->result_count : 1;
+  uint32_t want_args = parent ? (uint32_t)arg_count : 0;
+  /* A spawn on a fiber thread takes the record that thread put aside in
+   * its last spawn (no lock: the slot is this thread's); the limits are
+   * then checked in the one hold of the mutex that makes the fiber
+   * ready.  Otherwise (the first spawn, the host) a record from the pool,
+   * in a hold of its own. */
+  uint32_t slot = parent ? my_slot(s) : NO_SLOT;
+  hali_vm_fiber_t *f = NULL;
+  bool spare = slot != NO_SLOT && s->th[slot].spare;
+  if (spare) {
+    f = s->th[slot].spare;
+    s->th[slot].spare = NULL;
+    f = fiber_prepare(f, want_results, want_args);
+  } else {
+    f = fiber_acquire(s, want_results, want_args, inv, &live, &inv_live);
+  }
   if (!f && live >= cap)
     return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
                             "cannot start @%s: %zu fibers are live, the limit "
@@ -918,7 +1023,8 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
       f->start_fuel = parent->fuel / 2;
       parent->fuel -= f->start_fuel;
     }
-    hali_status_t fs = hali_hal_fence_create_pending(&f->fence);
+    hali_status_t fs =
+        hali_hal_fence_create_pending_pooled(s->fence_pool, &f->fence);
     if (fs) {
       f->fence = NULL;
       if (f->owns_module) hali_vm_module_release(m);
@@ -932,6 +1038,35 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
     *out_fence = f->fence;
   }
   pthread_mutex_lock(&s->mutex);
+  if (spare && fiber_limits_reached(s, inv, &live, &inv_live)) {
+    pthread_mutex_unlock(&s->mutex);
+    /* Undone; the record stays this thread's spare. */
+    release_args(f);
+    hali_hal_fence_release(f->fence);
+    hali_hal_fence_release(*out_fence);
+    *out_fence = NULL;
+    f->fence = NULL;
+    if (parent->fuel_enabled) parent->fuel += f->start_fuel;
+    if (f->owns_module) hali_vm_module_release(m);
+    f->module = NULL;
+    s->th[slot].spare = f;
+    if (live >= cap)
+      return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                              "cannot start @%s: %zu fibers are live, the "
+                              "limit of one context",
+                              fn->ir->name, live);
+    return hali_status_make(HALI_STATUS_RESOURCE_EXHAUSTED,
+                            "cannot spawn @%s: the invocation of @%s has %u "
+                            "live fibers, the limit of one invocation",
+                            fn->ir->name, inv->name, inv_live);
+  }
+  if (spare) s->reused++;
+  /* The record for this thread's next spawn, in this hold. */
+  if (slot != NO_SLOT && !s->th[slot].spare && s->pool) {
+    s->th[slot].spare = s->pool;
+    s->pool = s->pool->next;
+    s->pool_count--;
+  }
   f->id = ++s->next_id;
   uint32_t id = f->id;
   /* Awaits overlap the fiber slices on the scheduler's track: each fiber
@@ -949,6 +1084,15 @@ static hali_status_t start_fiber(hali_vm_scheduler_t *s,
     watchdog_poke(s);
   }
   push_ready(s, f, parent ? PUSH_SPAWN : PUSH_WAKE);
+  /* Back-pressure: a spawner whose thread's queue holds SPAWN_BACKLOG
+   * ready fibers yields at its next call or branch, so the children run
+   * (and are recycled) while its loop adds more, instead of piling up. */
+  if (parent && s->th[f->home].count >= SPAWN_BACKLOG &&
+      !atomic_load(&parent->interrupt)) {
+    atomic_store(&parent->interrupt_code, HALI_VM_INTERRUPT_YIELD);
+    atomic_store(&parent->interrupt, true);
+    s->spawn_yields++;
+  }
   if ((s->live >= 2 || s->timed) && !s->watchdog_started &&
       pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0)
     s->watchdog_started = true;
@@ -1032,26 +1176,47 @@ static void finish(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   finish_complete(s, f, status, fence, false);
 }
 
+/* Signals (or fails) |fence| (not NULL) with |f|'s end (no mutex: waking
+ * others takes it), its results attached first for fiber.join.  Returns
+ * the status the fence got: |status|, or the failure to keep the results
+ * (then |status| was OK and it is a new one). */
+static hali_status_t finish_signal(hali_vm_fiber_t *f, hali_status_t status,
+                                   hali_hal_fence_t *fence) {
+  if (!status && !f->host_owned && !attach_results(f, fence))
+    status = hali_status_annotate(hali_status_oom(),
+                                  "keeping the results of @%s for "
+                                  "fiber.join",
+                                  f->fn->ir->name);
+  if (status) {
+    hali_hal_fence_fail(fence, hali_status_clone(status));
+  } else {
+    hali_status_t sig = hali_hal_fence_signal(fence);
+    hali_status_free(sig);
+  }
+  return status;
+}
+
+static void finish_count_locked(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                                hali_status_t status);
+
 /* Signals (or fails) the fence of a published end, then counts the end
  * under the mutex, which it keeps on return with |keep_locked|. */
 static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
                             hali_status_t status, hali_hal_fence_t *fence,
                             bool keep_locked) {
   if (fence) {
-    if (!status && !f->host_owned && !attach_results(f, fence))
-      status = hali_status_annotate(hali_status_oom(),
-                                    "keeping the results of @%s for "
-                                    "fiber.join",
-                                    f->fn->ir->name);
-    if (status) {
-      hali_hal_fence_fail(fence, hali_status_clone(status));
-    } else {
-      hali_status_t sig = hali_hal_fence_signal(fence);
-      hali_status_free(sig);
-    }
+    status = finish_signal(f, status, fence);
     hali_hal_fence_release(fence);
   }
   pthread_mutex_lock(&s->mutex);
+  finish_count_locked(s, f, status);
+  if (!keep_locked) pthread_mutex_unlock(&s->mutex);
+}
+
+/* Counts a published end whose fence is signalled (mutex held): frees a
+ * spawned fiber, or a host-started one the host released. */
+static void finish_count_locked(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
+                                hali_status_t status) {
   s->events++;
   s->live--;
   atomic_fetch_sub_explicit(&s->live_hint, 1, memory_order_release);
@@ -1068,8 +1233,7 @@ static void finish_complete(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   f->finishing = false;
   bool free_now = !f->host_owned || f->released;
   if (free_now) fiber_free(f);
-  pthread_cond_broadcast(&s->cond);
-  if (!keep_locked) pthread_mutex_unlock(&s->mutex);
+  cond_notify(s);
 }
 
 /* Runs |f| until it finishes or suspends.  Called with the mutex held
@@ -1102,20 +1266,17 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   }
   bool first_run = !st;
   if (first_run) {
-    /* A spawned fiber's first run: its stack, then its call (the stack
-     * is taken in this hold of the mutex when the pool has one). */
+    /* A spawned fiber's first run: its stack (taken in this hold of the
+     * mutex when the pool has one), then its call, set up once the mutex
+     * is dropped (below). */
     st = stack_take_locked(s, f, true);
-    hali_status_t b =
-        st ? hali_vm_begin(st, f->start_link, f->fn, f->args, f->arg_count,
-                           f->results, f->result_count)
-           : hali_status_annotate(hali_status_oom(),
-                                  "starting a fiber for @%s",
-                                  f->fn->ir->name);
-    if (b) {
-      stack_put(s, st);
+    if (!st) {
       pthread_mutex_unlock(&s->mutex);
       release_args(f);
-      finish(s, f, b);
+      finish(s, f,
+             hali_status_annotate(hali_status_oom(),
+                                  "starting a fiber for @%s",
+                                  f->fn->ir->name));
       pthread_mutex_lock(&s->mutex);
       return;
     }
@@ -1136,9 +1297,9 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   if (slot == NO_SLOT) slot = 0;
   fiber_thread_t *t = &s->th[slot];
   hali_vm_fiber_t *outer = t->running;
-  int64_t outer_since = t->running_since;
+  uint64_t outer_seq = t->run_seq;
   t->running = f;
-  t->running_since = now_ns();
+  t->run_seq = ++s->resume_seq;
   /* A worker that took |f| just before the last run returned: that run
    * found no fiber to ask to yield here yet. */
   if (slot != 0 && !s->runs && !atomic_load(&st->interrupt)) {
@@ -1148,7 +1309,22 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
   watchdog_poke(s);
   pthread_mutex_unlock(&s->mutex);
   hali_hal_fence_release(awaited);
-  if (first_run) release_args(f); /* the stack holds its own references */
+  if (first_run) {
+    hali_status_t b = hali_vm_begin(st, f->start_link, f->fn, f->args,
+                                    f->arg_count, f->results, f->result_count);
+    release_args(f); /* the stack holds its own references */
+    if (b) {
+      pthread_mutex_lock(&s->mutex);
+      t->running = outer;
+      t->run_seq = outer_seq;
+      f->stack = NULL;
+      stack_put(s, st);
+      pthread_mutex_unlock(&s->mutex);
+      finish(s, f, b);
+      pthread_mutex_lock(&s->mutex);
+      return;
+    }
+  }
   hali_status_t status = hali_vm_interpret(st, f->results);
   if (HALI_TRACE_ON(s->options.trace)) {
     char name[96];
@@ -1166,14 +1342,33 @@ static void resume(hali_vm_scheduler_t *s, hali_vm_fiber_t *f) {
     st->suspended = false;
   }
   if (done) finish_trace(s, f, status);
+  /* A spawned fiber's fence (only the scheduler holds the fiber, and the
+   * record holds its fence) is signalled before the one hold of the mutex
+   * that publishes and counts the end.  A host-started fiber is published
+   * first: the host reads its state and results. */
+  bool early = done && !f->host_owned && f->fence;
+  if (early) {
+    /* Also outside the mutex: dropping the record's fence reference and
+     * the registers' (either may free objects). */
+    status = finish_signal(f, status, f->fence);
+    hali_hal_fence_release(f->fence);
+    f->fence = NULL;
+    hali_vm_stack_reset(st);
+  }
   hali_hal_fence_t *fence = NULL;
   pthread_mutex_lock(&s->mutex);
   t->running = outer;
-  t->running_since = outer_since;
+  t->run_seq = outer_seq;
   /* A yield request that came too late to be seen is dropped. */
   if (atomic_load(&st->interrupt_code) == HALI_VM_INTERRUPT_YIELD) {
     atomic_store(&st->interrupt_code, HALI_STATUS_OK);
     atomic_store(&st->interrupt, false);
+  }
+  if (early) {
+    f->status = status;
+    f->state = FIBER_DONE;
+    finish_count_locked(s, f, status);
+    return;
   }
   if (done) {
     fence = finish_publish(f, status);
@@ -1381,7 +1576,7 @@ static void *worker_main(void *arg) {
     s->worker_runs++;
     resume(s, f); /* drops the mutex while the fiber runs */
     s->running_count--;
-    pthread_cond_broadcast(&s->cond); /* run() re-decides */
+    cond_notify(s); /* run() re-decides */
   }
   pthread_mutex_unlock(&s->mutex);
   return NULL;
@@ -1433,7 +1628,7 @@ static hali_status_t run(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
         }
       }
       if (!any && !s->running_count) break;
-      pthread_cond_wait(&s->cond, &s->mutex);
+      cond_wait(s, NULL);
     }
   }
   pthread_mutex_unlock(&s->mutex);
@@ -1452,7 +1647,7 @@ static void run_sleep(hali_vm_scheduler_t *s, uint32_t me, int64_t wake_at) {
   }
   struct timespec ts = {(time_t)(wake_at / 1000000000),
                         (long)(wake_at % 1000000000)};
-  pthread_cond_timedwait(&s->cond, &s->mutex, &ts);
+  cond_wait(s, &ts);
   if (t->idle) {
     t->idle = false;
     s->idle--;
@@ -1560,6 +1755,13 @@ size_t hali_vm_scheduler_suspended(hali_vm_scheduler_t *s) {
   return n;
 }
 
+uint64_t hali_vm_scheduler_spawn_yields(hali_vm_scheduler_t *s) {
+  pthread_mutex_lock(&s->mutex);
+  uint64_t n = s->spawn_yields;
+  pthread_mutex_unlock(&s->mutex);
+  return n;
+}
+
 uint64_t hali_vm_scheduler_steals(hali_vm_scheduler_t *s) {
   pthread_mutex_lock(&s->mutex);
   uint64_t n = s->steals;
@@ -1636,7 +1838,7 @@ static void stop_fiber(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   }
   /* A suspending fiber is woken by resume() once it sees the flag. */
   if (f->state == FIBER_SUSPENDED) wake_fiber(s, f);
-  pthread_cond_broadcast(&s->cond);
+  cond_notify(s);
 }
 
 void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
@@ -1647,7 +1849,7 @@ void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
     /* Cancelling an invocation cancels its kernels at once. */
     if (f->root) hali_hal_stop_request(f->inv->stop, HALI_STATUS_CANCELLED);
   }
-  pthread_cond_broadcast(&s->cond);
+  cond_notify(s);
   pthread_mutex_unlock(&s->mutex);
 }
 
@@ -1720,7 +1922,7 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
       s->suspended--;
     }
   /* Wake-ups already firing hold references: wait for them. */
-  while (s->waiters_live) pthread_cond_wait(&s->cond, &s->mutex);
+  while (s->waiters_live) cond_wait(s, NULL);
   pthread_mutex_unlock(&s->mutex);
   /* Whoever awaits an unfinished fiber learns that it never will.  No
    * wake-up of this scheduler is registered any more and its watchdog is
@@ -1741,6 +1943,11 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
     s->pool = f->next;
     fiber_destroy(f);
   }
+  for (uint32_t k = 0; k < HALI_VM_MAX_FIBER_THREADS; ++k)
+    if (s->th[k].spare) {
+      fiber_destroy(s->th[k].spare);
+      s->th[k].spare = NULL;
+    }
   while (s->inv_pool) {
     invocation_t *inv = s->inv_pool;
     s->inv_pool = inv->next;
@@ -1755,6 +1962,7 @@ void hali_vm_scheduler_free(hali_vm_scheduler_t *s) {
   }
   pthread_mutex_unlock(&s->mutex);
   if (s->device) hali_hal_device_release(s->device);
+  hali_hal_fence_pool_close(s->fence_pool);
   pthread_cond_destroy(&s->cond);
   pthread_cond_destroy(&s->watchdog_cond);
   for (uint32_t k = 0; k < HALI_VM_MAX_FIBER_THREADS; ++k)

@@ -124,6 +124,13 @@ uint64_t hali_vm_scheduler_watchdog_wakeups(hali_vm_scheduler_t *s);
 uint64_t hali_vm_scheduler_worker_runs(hali_vm_scheduler_t *s);
 /* How many fibers a fiber thread took from another thread's queue. */
 uint64_t hali_vm_scheduler_steals(hali_vm_scheduler_t *s);
+/* Back-pressure on spawning: a fiber whose spawn leaves
+ * HALI_VM_SPAWN_BACKLOG fibers ready on its thread's queue yields at its
+ * next call or branch (to the back of the queue), so the fibers it
+ * spawned run, and are recycled, while its loop adds more; this counts
+ * those yields. */
+#define HALI_VM_SPAWN_BACKLOG 64
+uint64_t hali_vm_scheduler_spawn_yields(hali_vm_scheduler_t *s);
 /* The fiber threads of |s| (options.threads, or the default). */
 uint32_t hali_vm_scheduler_threads(hali_vm_scheduler_t *s);
 /* The default number of fiber threads: one per online core (at most
