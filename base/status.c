@@ -47,7 +47,8 @@ static int hali_status_is_static(hali_status_t s) {
   return s == &hali_status_oom_object || s == &hali_status_deferred_object;
 }
 
-static char *hali_vformat(const char *fmt, va_list ap) {
+__attribute__((format(printf, 1, 0))) static char *hali_vformat(
+    const char *fmt, va_list ap) {
   va_list copy;
   va_copy(copy, ap);
   int n = vsnprintf(NULL, 0, fmt, copy);

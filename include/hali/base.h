@@ -67,7 +67,8 @@ HALI_API hali_status_t hali_status_make(hali_status_code_t code,
                                         const char *fmt, ...)
     HALI_PRINTF(2, 3);
 HALI_API hali_status_t hali_status_makev(hali_status_code_t code,
-                                         const char *fmt, va_list ap);
+                                         const char *fmt, va_list ap)
+    HALI_PRINTF(2, 0);
 /* The status for a failed allocation: RESOURCE_EXHAUSTED with the message
  * "out of memory", the same everywhere; say what was being done with
  * hali_status_annotate.  Never NULL: when even this status cannot be
