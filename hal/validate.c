@@ -321,6 +321,11 @@ typedef struct vsub_t {
     uint32_t cb_id; /* 0 for |own| */
   } *accesses;
   size_t access_count;
+  /* The accesses of bound command buffers (hal/binding_table.h): their
+   * recording's, with each slot's placeholder replaced by the table
+   * entry's buffer (owned; |accesses| points into it). */
+  hali_hal_validate_access_t *mapped;
+  size_t mapped_count;
 } vsub_t;
 
 typedef struct vpending_t {
@@ -432,6 +437,7 @@ static void sub_release(vsub_t *s) {
   if (--s->refs) return;
   if (s->own.root) hali_hal_buffer_release(s->own.root);
   hali_free(s->accesses);
+  hali_free(s->mapped);
   for (size_t i = 0; i < s->wait_count; ++i)
     hali_hal_semaphore_release(s->waits[i].semaphore);
   for (size_t i = 0; i < s->signal_count; ++i)
@@ -568,6 +574,33 @@ static bool copy_points(hali_hal_fence_t *fence, vpoint_t **out,
   return true;
 }
 
+/* The recorded accesses a submission of |cb| makes: a bound command
+ * buffer's are its recording's (then |*out_table| is its table). */
+static const hali_hal_validate_cb_t *cb_accesses(
+    const hali_hal_command_buffer_t *cb,
+    const hali_hal_binding_table_t **out_table) {
+  *out_table = cb->base ? &cb->table : NULL;
+  return cb->base ? cb->base->validate_state : cb->validate_state;
+}
+
+/* |a| as |table| makes it: a slot placeholder's access becomes one of the
+ * entry's buffer (false: the slot has no entry, which the submit-time
+ * check refuses before anything runs). */
+static bool map_access(const hali_hal_validate_access_t *a,
+                       const hali_hal_binding_table_t *table,
+                       hali_hal_validate_access_t *out) {
+  *out = *a;
+  uint32_t slot = hali_hal_buffer_slot(a->root);
+  if (!slot) return true;
+  if (!table || slot - 1 >= table->binding_count ||
+      !table->bindings[slot - 1].buffer)
+    return false;
+  const hali_hal_binding_table_entry_t *e = &table->bindings[slot - 1];
+  out->root = hali_hal_buffer_allocated_buffer(e->buffer);
+  out->offset += e->offset + hali_hal_buffer_byte_offset(e->buffer);
+  return true;
+}
+
 static hali_status_t add_pending(hali_hal_validate_buffer_t *b,
                                  const hali_hal_validate_access_t *a,
                                  uint32_t cb_id, vsub_t *sub) {
@@ -599,13 +632,19 @@ hali_status_t hali_hal_validate_submit(
     sub_release(s);
     return hali_status_oom();
   }
-  size_t total = 0;
+  size_t total = 0, bound = 0;
   for (size_t i = 0; i < count; ++i) {
     s->cbs[i] = command_buffers[i];
     hali_hal_command_buffer_retain(command_buffers[i]);
     s->cb_count = i + 1;
-    const hali_hal_validate_cb_t *v = command_buffers[i]->validate_state;
+    const hali_hal_binding_table_t *table;
+    const hali_hal_validate_cb_t *v = cb_accesses(command_buffers[i], &table);
     if (v) total += v->access_count;
+    if (v && table) bound += v->access_count;
+  }
+  if (bound && !(s->mapped = hali_calloc(bound, sizeof(*s->mapped)))) {
+    sub_release(s);
+    return hali_status_oom();
   }
   if (buffer) {
     hali_hal_buffer_retain(buffer);
@@ -621,10 +660,19 @@ hali_status_t hali_hal_validate_submit(
     return hali_status_oom();
   }
   for (size_t i = 0; i < count; ++i) {
-    const hali_hal_validate_cb_t *v = command_buffers[i]->validate_state;
-    for (size_t k = 0; v && k < v->access_count; ++k)
+    const hali_hal_binding_table_t *table;
+    const hali_hal_validate_cb_t *v = cb_accesses(command_buffers[i], &table);
+    for (size_t k = 0; v && k < v->access_count; ++k) {
+      const hali_hal_validate_access_t *a = &v->accesses[k];
+      if (table) {
+        hali_hal_validate_access_t *m = &s->mapped[s->mapped_count];
+        if (!map_access(a, table, m)) continue;
+        s->mapped_count++;
+        a = m;
+      }
       s->accesses[s->access_count++] =
-          (struct vref_t){&v->accesses[k], command_buffers[i]->ref.id};
+          (struct vref_t){a, command_buffers[i]->ref.id};
+    }
   }
   if (buffer && s->own.length)
     s->accesses[s->access_count++] = (struct vref_t){&s->own, 0};
@@ -698,22 +746,13 @@ hali_status_t hali_hal_validate_submission_run(
   for (size_t c = 0; c < count && !found; ++c) {
     /* A bound command buffer (hal/binding_table.h) makes its recording's
      * accesses, slots read through its table. */
-    const hali_hal_command_buffer_t *cb = command_buffers[c];
-    const hali_hal_binding_table_t *table = cb->base ? &cb->table : NULL;
-    hali_hal_validate_cb_t *v =
-        cb->base ? cb->base->validate_state : cb->validate_state;
+    const hali_hal_binding_table_t *table;
+    const hali_hal_validate_cb_t *v = cb_accesses(command_buffers[c], &table);
     for (size_t k = 0; v && k < v->access_count && !found; ++k) {
-      hali_hal_validate_access_t mapped = v->accesses[k];
+      hali_hal_validate_access_t mapped;
       const hali_hal_validate_access_t *a = &mapped;
-      uint32_t slot = hali_hal_buffer_slot(mapped.root);
-      if (slot) {
-        if (!table || slot - 1 >= table->binding_count ||
-            !table->bindings[slot - 1].buffer)
-          continue; /* the submit-time check refused it already */
-        const hali_hal_binding_table_entry_t *e = &table->bindings[slot - 1];
-        mapped.root = hali_hal_buffer_allocated_buffer(e->buffer);
-        mapped.offset += e->offset + hali_hal_buffer_byte_offset(e->buffer);
-      }
+      if (!map_access(&v->accesses[k], table, &mapped))
+        continue; /* the submit-time check refused it already */
       hali_hal_validate_buffer_t *b = hali_hal_buffer_validate_state(a->root);
       if (!b || !b->track_init) continue;
       uint64_t lo, hi;

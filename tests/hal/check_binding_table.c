@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hal/binding_table.h"
+#include "hal/validate.h"
 #include "tests/hal/hal_testutil.h"
 
 static const struct {
@@ -77,11 +78,19 @@ static int32_t at(hali_hal_buffer_t *b, size_t i) {
  * constants a = constant slot 1, b = 7 (a plain constant); then a copy
  * of out's elements 1..2 into slot 3 at element 1 (the KV-cache row
  * pattern: where it lands is the table's offset). */
-static hali_hal_command_buffer_t *record(hali_hal_executable_t *exe) {
+/* (|device|: recorded for it, as the VM records, so that its validation
+ * mode sees the accesses; NULL: a device-less recording.) */
+static hali_hal_command_buffer_t *record_for(hali_hal_device_t *device,
+                                             hali_hal_executable_t *exe) {
   hali_hal_command_buffer_t *cb = NULL;
-  HALI_CK_OK(hali_hal_command_buffer_create(
-      HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
-      &cb));
+  if (device)
+    HALI_CK_OK(hali_hal_device_create_command_buffer(
+        device, HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE,
+        HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  else
+    HALI_CK_OK(hali_hal_command_buffer_create(
+        HALI_HAL_COMMAND_BUFFER_MODE_REUSABLE, HALI_HAL_COMMAND_CATEGORY_ANY,
+        &cb));
   hali_hal_buffer_t *s[4] = {slot(0, 16), slot(1, 16), slot(2, 16),
                              slot(3, 8)};
   const uint32_t b = 7, a_slot = 1;
@@ -97,6 +106,10 @@ static hali_hal_command_buffer_t *record(hali_hal_executable_t *exe) {
   ck_assert_uint_eq(hali_hal_command_buffer_binding_slot_count(cb), 4);
   ck_assert_uint_eq(hali_hal_command_buffer_constant_slot_count(cb), 2);
   return cb;
+}
+
+static hali_hal_command_buffer_t *record(hali_hal_executable_t *exe) {
+  return record_for(NULL, exe);
 }
 
 static hali_status_t run(hali_hal_device_t *device,
@@ -438,6 +451,66 @@ START_TEST(test_fill_slot) {
 }
 END_TEST
 
+/* Validation mode sees a bound command buffer's accesses as the table
+ * makes them: the host reading a buffer a slot names while the submission
+ * is in flight is a finding, and so is a second, unordered submission
+ * writing it; after the host awaits, both are fine. */
+START_TEST(test_validation_through_table) {
+  hali_hal_device_params_t params;
+  hali_hal_device_params_initialize(&params);
+  params.kind = configs[_i].kind;
+  params.worker_count = configs[_i].workers;
+  params.validate = 1; /* fail */
+  hali_hal_device_t *device = NULL;
+  HALI_CK_OK(hali_hal_device_create(&params, &device));
+  hali_hal_executable_t *exe = NULL;
+  HALI_CK_OK(hali_hal_executable_create_from_library(&library, NULL, &exe));
+  hali_hal_command_buffer_t *cb = record_for(device, exe);
+  hali_hal_buffer_t *x = ints(device, 4, 1, 1), *y = ints(device, 4, 0, 0),
+                    *out = ints(device, 4, 0, 0), *cache = ints(device, 2, 0, 0);
+  const hali_hal_binding_table_entry_t e[4] = {
+      {x, 0, 16}, {y, 0, 16}, {out, 0, 16}, {cache, 0, 8}};
+  const uint32_t c[2] = {0, 3};
+  hali_hal_binding_table_t table = {4, e, 2, c};
+  hali_hal_fence_t *gate = NULL, *done = NULL, *done2 = NULL;
+  HALI_CK_OK(hali_hal_fence_create_pending(&gate));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done));
+  HALI_CK_OK(hali_hal_fence_create_pending(&done2));
+  HALI_CK_OK(hali_hal_device_queue_execute_indirect(device, gate, done, cb,
+                                                    &table, NULL));
+  /* In flight (waiting for |gate|): the host may not read |out|, which
+   * slot 2 names, nor may an unordered submission write it. */
+  void *p = NULL;
+  HALI_CK_STATUS(hali_hal_buffer_map_range(out, 0, HALI_HAL_WHOLE_BUFFER, &p),
+                 HALI_STATUS_FAILED_PRECONDITION, "validation: host",
+                 "bytes [0, 16) of !hal.buffer#", "writes them");
+  HALI_CK_STATUS(hali_hal_device_queue_execute_indirect(device, NULL, done2,
+                                                        cb, &table, NULL),
+                 HALI_STATUS_FAILED_PRECONDITION,
+                 "write-after-write hazard between submissions");
+  HALI_CK_OK(hali_hal_fence_signal(gate));
+  HALI_CK_OK(hali_hal_fence_await(done, HALI_INFINITE));
+  hali_hal_validate_observe_fence(done); /* what the VM's await tells it */
+  for (int i = 0; i < 4; ++i)
+    ck_assert_int_eq(at(out, (size_t)i), 3 * (1 + i) + 7);
+  /* Ordered after the first (the host awaited it): accepted. */
+  HALI_CK_OK(hali_hal_device_queue_execute_indirect(device, done, done2, cb,
+                                                    &table, NULL));
+  HALI_CK_OK(hali_hal_fence_await(done2, HALI_INFINITE));
+  hali_hal_validate_observe_fence(done2);
+  hali_hal_fence_release(gate);
+  hali_hal_fence_release(done);
+  hali_hal_fence_release(done2);
+  hali_hal_buffer_release(x);
+  hali_hal_buffer_release(y);
+  hali_hal_buffer_release(out);
+  hali_hal_buffer_release(cache);
+  hali_hal_command_buffer_release(cb);
+  hali_hal_executable_release(exe);
+  hali_hal_device_release(device);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("binding_table");
   TCase *tc = tcase_create("binding_table");
@@ -448,6 +521,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_uncommitted_entry, 0, n);
   tcase_add_loop_test(tc, test_bound_command_buffers, 0, n);
   tcase_add_loop_test(tc, test_fill_slot, 0, n);
+  tcase_add_loop_test(tc, test_validation_through_table, 0, n);
   suite_add_tcase(s, tc);
   SRunner *r = srunner_create(s);
   srunner_run_all(r, CK_NORMAL);
