@@ -559,17 +559,23 @@ void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
     }
     for (uint32_t s = 0; s < rc->nslots; ++s) {
       ph[s] = hali_pass_reg(f, HALI_TYPE_BUFFER, "%s.slot%u", ro->names[k], s);
+      /* One statement each: C leaves the order of a call's arguments
+       * open, and the constants' order is the printed program's. */
+      const uint32_t slot = const_reg(e, RO_I32, s);
+      const uint32_t length =
+          const_reg(e, RO_I64, (int64_t)rc->slots[s].length);
+      const uint32_t memory = const_reg(e, RO_I32, 0);
+      const uint32_t usage = const_reg(e, RO_I32, rc->slots[s].usage);
       hali_pass_emit(l, rc->line, HALI_OP_HAL_BUFFER_SLOT, 5, hali_pr(ph[s]),
-                     hali_pr(const_reg(e, RO_I32, s)),
-                     hali_pr(const_reg(e, RO_I64, (int64_t)rc->slots[s].length)),
-                     hali_pr(const_reg(e, RO_I32, 0)),
-                     hali_pr(const_reg(e, RO_I32, rc->slots[s].usage)));
+                     hali_pr(slot), hali_pr(length), hali_pr(memory),
+                     hali_pr(usage));
     }
     uint32_t cmd = hali_pass_reg(f, HALI_TYPE_COMMAND_BUFFER, "%s", ro->names[k]);
+    const uint32_t reusable = const_reg(e, RO_I32, 0);
+    const uint32_t cats = const_reg(e, RO_I32, rc->cats);
     hali_pass_emit(l, rc->line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
-                   hali_pr(cmd), hali_pr(device),
-                   hali_pr(const_reg(e, RO_I32, 0)), /* reusable */
-                   hali_pr(const_reg(e, RO_I32, rc->cats)));
+                   hali_pr(cmd), hali_pr(device), hali_pr(reusable),
+                   hali_pr(cats));
     for (uint32_t i = 0; i < rc->ninsns; ++i) {
       const ro_insn_t *in = &rc->insns[i];
       /* Operands first: their constants are emitted before the op. */

@@ -640,12 +640,15 @@ START_TEST(test_two_devices_share_an_executable) {
                                                     AFFINE_GY, AFFINE_GZ));
     ck_assert_ok(hali_hal_command_buffer_finalize(cb[k]));
   }
-  /* Interleave submissions so both queues run at the same time. */
+  /* Interleave submissions so both queues run at the same time.  Each
+   * device's eight are chained by their fences: only fences order
+   * submissions, and unordered ones writing the same buffer would race
+   * (ThreadSanitizer saw them, on local-task's several runners). */
   for (int r = 0; r < 8; ++r)
     for (int k = 0; k < 2; ++k) {
       ck_assert_ok(hali_hal_fence_create_pending(&done[k][r]));
-      ck_assert_ok(
-          hali_hal_device_queue_execute(devs[k], NULL, done[k][r], &cb[k], 1));
+      ck_assert_ok(hali_hal_device_queue_execute(
+          devs[k], r ? done[k][r - 1] : NULL, done[k][r], &cb[k], 1));
     }
   for (int k = 0; k < 2; ++k) {
     for (int r = 0; r < 8; ++r) {

@@ -34,7 +34,8 @@ if [ ! -f Makefile ] || [ configure.ac -nt Makefile ]; then
 fi
 make -s -j"$jobs" >/dev/null
 rm -f "$dir"/tsan.*
-TSAN_OPTIONS="halt_on_error=1:exitcode=66:log_path=$dir/tsan:second_deadlock_stack=1:allocator_may_return_null=1"
+# (tests/tsan.supp: third-party reports only, each with its reason.)
+TSAN_OPTIONS="halt_on_error=1:exitcode=66:log_path=$dir/tsan:second_deadlock_stack=1:allocator_may_return_null=1:suppressions=$src/tests/tsan.supp"
 export TSAN_OPTIONS
 # Everything runs 5-15x slower under TSan, and more on loaded cores: the
 # suites' timeouts (hang bounds) and latency bounds stretch with it.
