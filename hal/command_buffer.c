@@ -431,24 +431,41 @@ hali_status_t hali_hal_command_buffer_update_from(
 
 /* ---- Dispatch commands. ---- */
 
-hali_status_t hali_hal_command_buffer_push_constants(
-    hali_hal_command_buffer_t *cb, uint32_t offset, const uint32_t *values,
-    uint32_t count) {
+/* push_constants and push_constant_slots: |values| (constants, or slot
+ * indices for HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS) at [offset, offset +
+ * count), recorded as |type|. */
+static hali_status_t hali_hal_command_buffer_push(
+    hali_hal_command_buffer_t *cb, hali_hal_command_type_t type,
+    uint32_t offset, const uint32_t *values, uint32_t count) {
+  const bool slots = type == HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS;
+  const char *what = slots ? "push_constant_slots" : "push_constants";
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
-      cb, HALI_HAL_COMMAND_CATEGORY_DISPATCH, "push_constants"));
+      cb, HALI_HAL_COMMAND_CATEGORY_DISPATCH, what));
   if (offset > HALI_HAL_MAX_PUSH_CONSTANTS ||
       count > HALI_HAL_MAX_PUSH_CONSTANTS - offset)
     return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                            "push constants [%u, %u + %u) exceed the %d "
-                            "available",
-                            offset, offset, count, HALI_HAL_MAX_PUSH_CONSTANTS);
+                            "push constant%s [%u, %u + %u) exceed the %d "
+                            "%savailable",
+                            slots ? " slots" : "s", offset, offset, count,
+                            HALI_HAL_MAX_PUSH_CONSTANTS,
+                            slots ? "constants " : "");
+  for (uint32_t i = 0; slots && i < count; ++i)
+    if (values[i] >= HALI_HAL_MAX_SLOTS)
+      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
+                              "push_constant_slots: constant %u is slot %u "
+                              "(at most %d slots)",
+                              offset + i, values[i], HALI_HAL_MAX_SLOTS);
   hali_hal_command_push_constants_t *cmd;
   HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
-      cb, HALI_HAL_COMMAND_PUSH_CONSTANTS,
-      sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
+      cb, type, sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
   cmd->offset = offset;
   cmd->count = count;
-  for (uint32_t i = 0; i < count; ++i) cmd->values[i] = values[i];
+  for (uint32_t i = 0; i < count; ++i) {
+    cmd->values[i] = values[i];
+    /* A hint for finalize (hali_hal_command_list_collect_slots). */
+    if (slots && values[i] + 1 > cb->constant_slot_count)
+      cb->constant_slot_count = values[i] + 1;
+  }
   /* offset + count <= 64 (checked above). */
   if (count)
     cb->constants_set |=
@@ -458,11 +475,19 @@ hali_status_t hali_hal_command_buffer_push_constants(
     size_t n = 0;
     list[0] = 0;
     for (uint32_t i = 0; i < count && n < sizeof(list) - 16; ++i)
-      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s0x%x", i ? " " : "",
+      n += (size_t)snprintf(list + n, sizeof(list) - n,
+                            slots ? "%s%u" : "%s0x%x", i ? " " : "",
                             values[i]);
-    CB_TRACE(cb, "push_constants at %u [%s]", offset, list);
+    CB_TRACE(cb, "%s at %u [%s]", what, offset, list);
   }
   return HALI_OK;
+}
+
+hali_status_t hali_hal_command_buffer_push_constants(
+    hali_hal_command_buffer_t *cb, uint32_t offset, const uint32_t *values,
+    uint32_t count) {
+  return hali_hal_command_buffer_push(cb, HALI_HAL_COMMAND_PUSH_CONSTANTS,
+                                      offset, values, count);
 }
 
 hali_status_t hali_hal_command_buffer_fill_slot(
@@ -564,45 +589,8 @@ hali_status_t hali_hal_command_buffer_bind_constants(
 hali_status_t hali_hal_command_buffer_push_constant_slots(
     hali_hal_command_buffer_t *cb, uint32_t offset, const uint32_t *slots,
     uint32_t count) {
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_check_recording(
-      cb, HALI_HAL_COMMAND_CATEGORY_DISPATCH, "push_constant_slots"));
-  if (offset > HALI_HAL_MAX_PUSH_CONSTANTS ||
-      count > HALI_HAL_MAX_PUSH_CONSTANTS - offset)
-    return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                            "push constant slots [%u, %u + %u) exceed the %d "
-                            "constants available",
-                            offset, offset, count, HALI_HAL_MAX_PUSH_CONSTANTS);
-  for (uint32_t i = 0; i < count; ++i)
-    if (slots[i] >= HALI_HAL_MAX_SLOTS)
-      return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
-                              "push_constant_slots: constant %u is slot %u "
-                              "(at most %d slots)",
-                              offset + i, slots[i], HALI_HAL_MAX_SLOTS);
-  hali_hal_command_push_constants_t *cmd;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_command_buffer_append(
-      cb, HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS,
-      sizeof(*cmd) + count * sizeof(uint32_t), (void **)&cmd));
-  cmd->offset = offset;
-  cmd->count = count;
-  for (uint32_t i = 0; i < count; ++i) {
-    cmd->values[i] = slots[i];
-    /* A hint for finalize (hali_hal_command_list_collect_slots). */
-    if (slots[i] + 1 > cb->constant_slot_count)
-      cb->constant_slot_count = slots[i] + 1;
-  }
-  if (count)
-    cb->constants_set |=
-        (count >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << count) - 1) << offset;
-  if (HALI_UNLIKELY(cb->tracer.line != NULL)) {
-    char list[512];
-    size_t n = 0;
-    list[0] = 0;
-    for (uint32_t i = 0; i < count && n < sizeof(list) - 16; ++i)
-      n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%u", i ? " " : "",
-                            slots[i]);
-    CB_TRACE(cb, "push_constant_slots at %u [%s]", offset, list);
-  }
-  return HALI_OK;
+  return hali_hal_command_buffer_push(cb, HALI_HAL_COMMAND_PUSH_CONSTANT_SLOTS,
+                                      offset, slots, count);
 }
 
 hali_status_t hali_hal_command_buffer_push_descriptor_set(
