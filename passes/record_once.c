@@ -540,6 +540,35 @@ static uint32_t const_reg(emit_t *e, uint8_t kind, int64_t v) {
   return r;
 }
 
+/* The initializer's register holding global (|global|) or executable |id|,
+ * loaded at its first use: |*pairs| (id, register) of |*n| remembers them.
+ * UINT32_MAX (|l| marked out of memory) when the list cannot grow. */
+static uint32_t init_ref_reg(hali_ir_func_t *f, hali_insn_list_t *l,
+                             uint32_t line, uint32_t **pairs, uint32_t *n,
+                             uint32_t id, bool global) {
+  for (uint32_t j = 0; j < *n; ++j)
+    if ((*pairs)[2 * j] == id) return (*pairs)[2 * j + 1];
+  uint32_t *grown = hali_realloc(*pairs, 2 * (*n + 1) * sizeof(uint32_t));
+  if (!grown) {
+    l->oom = true;
+    return UINT32_MAX;
+  }
+  *pairs = grown;
+  uint32_t reg =
+      global ? hali_pass_reg(f, HALI_TYPE_BUFFER, "global%u", id)
+             : hali_pass_reg(f, HALI_TYPE_EXECUTABLE, "exe%u", id);
+  if (global)
+    hali_pass_emit(l, line, HALI_OP_GLOBAL_LOAD_REF, 2, hali_pr(reg),
+                   hali_pref(HALI_IR_GLOBAL, id));
+  else
+    hali_pass_emit(l, line, HALI_OP_HAL_EXECUTABLE_GET, 2, hali_pr(reg),
+                   hali_pref(HALI_IR_EXECUTABLE, id));
+  grown[2 * *n] = id;
+  grown[2 * *n + 1] = reg;
+  ++*n;
+  return reg;
+}
+
 void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
                               uint32_t device, const ro_state_t *ro) {
   emit_t *e = hali_calloc(1, sizeof(emit_t));
@@ -601,46 +630,13 @@ void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
           case RO_RODATA:
             op = hali_pref(HALI_IR_RODATA, (uint32_t)o->v);
             break;
-          case RO_GLOBAL: {
-            uint32_t g = (uint32_t)o->v, reg = UINT32_MAX;
-            for (uint32_t j = 0; j < ngl; ++j)
-              if (gl[2 * j] == g) reg = gl[2 * j + 1];
-            if (reg == UINT32_MAX) {
-              uint32_t *x2 = hali_realloc(gl, 2 * (ngl + 1) * sizeof(uint32_t));
-              if (!x2) {
-                l->oom = true;
-                break;
-              }
-              gl = x2;
-              reg = hali_pass_reg(f, HALI_TYPE_BUFFER, "global%u", g);
-              hali_pass_emit(l, in->line, HALI_OP_GLOBAL_LOAD_REF, 2,
-                             hali_pr(reg), hali_pref(HALI_IR_GLOBAL, g));
-              gl[2 * ngl] = g;
-              gl[2 * ngl + 1] = reg;
-              ngl++;
-            }
-            op = hali_pr(reg);
-            break;
-          }
+          case RO_GLOBAL:
           case RO_EXE: {
-            uint32_t ex = (uint32_t)o->v, reg = UINT32_MAX;
-            for (uint32_t j = 0; j < nexes; ++j)
-              if (exes[2 * j] == ex) reg = exes[2 * j + 1];
-            if (reg == UINT32_MAX) {
-              uint32_t *g = hali_realloc(exes, 2 * (nexes + 1) * sizeof(uint32_t));
-              if (!g) {
-                l->oom = true;
-                break;
-              }
-              exes = g;
-              reg = hali_pass_reg(f, HALI_TYPE_EXECUTABLE, "exe%u", ex);
-              hali_pass_emit(l, in->line, HALI_OP_HAL_EXECUTABLE_GET, 2,
-                             hali_pr(reg), hali_pref(HALI_IR_EXECUTABLE, ex));
-              exes[2 * nexes] = ex;
-              exes[2 * nexes + 1] = reg;
-              nexes++;
-            }
-            op = hali_pr(reg);
+            const bool global = o->kind == RO_GLOBAL;
+            uint32_t reg = init_ref_reg(
+                f, l, in->line, global ? &gl : &exes, global ? &ngl : &nexes,
+                (uint32_t)o->v, global);
+            if (reg != UINT32_MAX) op = hali_pr(reg);
             break;
           }
           default:
