@@ -793,10 +793,8 @@ static void mark_async_stubs(hali_ir_module_t *m) {
         /* Its registers have no names (the assembler gives none; the
          * debug reader named them rN): as written, so that `dis | asm`
          * gives the same bytes. */
-        for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r) {
-          hali_free(f->reg_names[r]);
-          f->reg_names[r] = NULL;
-        }
+        for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r)
+          (void)hali_ir_func_set_reg_name(f, r, NULL, 0); /* cannot fail */
         break;
       }
   }
@@ -820,10 +818,110 @@ static void read_imports(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
-static char *numbered(const char *prefix, uint32_t n) {
+/* The digits of |n| in decimal. */
+static size_t decimal_digits(uint32_t n) {
+  size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
+  }
+  return d;
+}
+
+/* The bytes debug name |idx| (a string index as stored) takes in a name
+ * block: the string and its NUL, or the %rN / ^bbN spelling read_debug
+ * gives a name left out (|prefix| and |n|).  Indices the read rejects
+ * take nothing. */
+static uint64_t debug_name_size(const hali_ir_module_t *m, uint32_t idx,
+                                const char *prefix, uint32_t n) {
+  if (idx == HALI_HBC_NONE) return strlen(prefix) + decimal_digits(n) + 1;
+  return idx < m->string_count ? (uint64_t)m->string_lengths[idx] + 1 : 0;
+}
+
+/* The size of a name block holding every register and block name of |f|
+ * that DEBUG records at |c| (read ahead, without moving |c|); 0 when the
+ * section ends first (the read then fails there) or when the names repeat
+ * strings beyond what distinct names can take: names are unique per
+ * function (the verifier checks it), so the file's string table bounds a
+ * good module's names, and a forged one that names every register with
+ * one long string gets no block (each name is copied apart, and the
+ * verifier turns the duplicates down) rather than one of that product. */
+static size_t debug_names_size(const cur_t *c, const hali_ir_module_t *m,
+                               const hali_ir_func_t *f) {
+  const uint8_t *p = c->p, *end = c->end;
+  uint64_t total = 0;
+  for (uint32_t r = 0; r < f->reg_count; ++r) {
+    if (end - p < 4) return 0;
+    uint32_t idx = (uint32_t)p[0] | ((uint32_t)p[1] << 8) |
+                   ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    p += 4;
+    total += debug_name_size(m, idx, "r", r);
+  }
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    if (end - p < 4) return 0;
+    uint32_t idx = (uint32_t)p[0] | ((uint32_t)p[1] << 8) |
+                   ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    p += 4;
+    total += debug_name_size(m, idx, "bb", b);
+    uint64_t lines = 4 * (uint64_t)f->blocks[b].insn_count;
+    if ((uint64_t)(end - p) < lines) return 0;
+    p += lines;
+  }
+  /* Each left-out name takes at most 13 bytes ("bb" and 10 digits and a
+   * NUL), each string of the table its bytes and a NUL once. */
+  uint64_t bound = (uint64_t)m->string_arena_size +
+                   13 * ((uint64_t)f->reg_count + f->block_count);
+  return total <= bound && total <= SIZE_MAX ? (size_t)total : 0;
+}
+
+/* Where read_debug puts a function's names: one block (vm/ir.h
+ * name_block), filled in order. */
+typedef struct {
+  char *block;
+  size_t size, used;
+} names_t;
+
+/* A copy of |len| bytes of |s| (and a NUL) for function |f|: in the name
+ * block while it has room, else allocated apart; NULL on OOM. */
+static char *name_put(names_t *nb, const char *s, size_t len) {
+  char *d;
+  if (nb->block && nb->size - nb->used > len) {
+    d = nb->block + nb->used;
+    nb->used += len + 1;
+  } else if (!(d = hali_malloc(len + 1))) {
+    return NULL;
+  }
+  memcpy(d, s, len);
+  d[len] = 0;
+  return d;
+}
+
+/* Debug name |what| at |c| (get_string_copy's checks), into |nb|. */
+static char *get_debug_name(cur_t *c, const hali_ir_module_t *m, names_t *nb,
+                            const char *what) {
+  uint32_t idx = get_u32(c, what);
+  if (c->error || idx == HALI_HBC_NONE) return NULL;
+  if (idx >= m->string_count) {
+    rerr(c, "%s refers to string %u but the table has %u", what, idx,
+         m->string_count);
+    return NULL;
+  }
+  size_t len = m->string_lengths[idx];
+  if (memchr(m->strings[idx], 0, len)) {
+    rerr(c, "%s (string %u) contains a NUL byte", what, idx);
+    return NULL;
+  }
+  char *d = name_put(nb, m->strings[idx], len);
+  if (!d) rerr(c, "out of memory");
+  return d;
+}
+
+/* The name hali dis prints for an unnamed register or block ("r7",
+ * "bb2"), into |nb|; NULL on OOM. */
+static char *numbered(names_t *nb, const char *prefix, uint32_t n) {
   char buf[16];
-  snprintf(buf, sizeof(buf), "%s%u", prefix, n);
-  return hali_strdup(buf);
+  int len = snprintf(buf, sizeof(buf), "%s%u", prefix, n);
+  return name_put(nb, buf, (size_t)len);
 }
 
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
@@ -832,10 +930,18 @@ static void read_debug(cur_t *c, hali_ir_module_t *m) {
     hali_ir_func_t *f = &m->funcs[fi];
     f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
     if (!f->reg_names) FAIL("out of memory");
+    /* All of the function's names in one allocation: a function's names
+     * cost one malloc, not one each. */
+    names_t nb = {NULL, debug_names_size(c, m, f), 0};
+    if (nb.size) {
+      if (!(nb.block = hali_malloc(nb.size))) FAIL("out of memory");
+      f->name_block = nb.block;
+      f->name_block_size = nb.size;
+    }
     for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
-      f->reg_names[r] = get_string_copy(c, m, "register name");
+      f->reg_names[r] = get_debug_name(c, m, &nb, "register name");
     for (uint32_t b = 0; b < f->block_count && !c->error; ++b) {
-      f->blocks[b].name = get_string_copy(c, m, "block name");
+      f->blocks[b].name = get_debug_name(c, m, &nb, "block name");
       for (uint32_t i = 0; i < f->blocks[b].insn_count && !c->error; ++i)
         f->blocks[b].insns[i].line = get_u32(c, "line");
     }
@@ -844,10 +950,10 @@ static void read_debug(cur_t *c, hali_ir_module_t *m) {
     /* A name left out is the one hali dis prints for it (%rN, ^bbN), which
      * is what `hali asm` then reads: the module is the same either way. */
     for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
-      if (!f->reg_names[r] && !(f->reg_names[r] = numbered("r", r)))
+      if (!f->reg_names[r] && !(f->reg_names[r] = numbered(&nb, "r", r)))
         FAIL("out of memory");
     for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
-      if (!f->blocks[b].name && !(f->blocks[b].name = numbered("bb", b)))
+      if (!f->blocks[b].name && !(f->blocks[b].name = numbered(&nb, "bb", b)))
         FAIL("out of memory");
   }
   m->has_debug = !c->error;

@@ -393,6 +393,178 @@ START_TEST(hbc_strings_owned_apart_after_read) {
 }
 END_TEST
 
+/* The text of a module of |nfuncs| functions of |nregs| registers each
+ * (%a, then %x1 ...), every function in one block ^entry; malloc'ed. */
+static char *many_regs_text(uint32_t nfuncs, uint32_t nregs) {
+  size_t cap = 64 + (size_t)nfuncs * (64 + (size_t)nregs * 40), n = 0;
+  char *t = malloc(cap);
+  ck_assert_ptr_nonnull(t);
+  n += (size_t)snprintf(t + n, cap - n, "module @names\n");
+  for (uint32_t f = 0; f < nfuncs; ++f) {
+    n += (size_t)snprintf(t + n, cap - n,
+                          "func @f%u(%%a: i64) -> i64 {\n^entry:\n", f);
+    for (uint32_t r = 1; r < nregs; ++r)
+      n += r == 1 ? (size_t)snprintf(t + n, cap - n,
+                                     "  %%x1 = add.i64 %%a, %%a\n")
+                  : (size_t)snprintf(t + n, cap - n,
+                                     "  %%x%u = add.i64 %%x%u, %%a\n", r,
+                                     r - 1);
+    n += (size_t)snprintf(t + n, cap - n, "  return %%x%u\n}\n", nregs - 1);
+  }
+  ck_assert_uint_lt(n, cap);
+  return t;
+}
+
+/* A function's debug names, register and block, are read into one
+ * allocation (vm/ir.h name_block): the names of a module cost one block
+ * per function, not one allocation each.  They read as written, can be
+ * renamed one by one (the new name is allocated apart, the block stays
+ * the function's) and stripped, all without leaks or bad frees (the
+ * suite runs under valgrind and ASan). */
+START_TEST(hbc_debug_names_in_one_block) {
+  enum { NFUNCS = 8, NREGS = 40 };
+  char *text = many_regs_text(NFUNCS, NREGS);
+  bytes_t dbg = hbc_of(text, "names.hasm", false);
+  bytes_t bare = hbc_of(text, "names.hasm", true);
+  free(text);
+  size_t live0 = hali_host_allocations_live();
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_hbc_read(bare.d, bare.n, NULL, &m));
+  size_t stripped_allocs = hali_host_allocations_live() - live0;
+  hali_ir_module_free(m);
+  expect_ok(hali_hbc_read(dbg.d, dbg.n, NULL, &m));
+  size_t debug_allocs = hali_host_allocations_live() - live0;
+  /* The names add at most two allocations a function (the reg_names
+   * array and the block; the source name once), where one per name
+   * would add NREGS + 1. */
+  ck_assert_msg(debug_allocs <= stripped_allocs + 2 * NFUNCS + 1,
+                "debug names took %zu allocations beyond the stripped "
+                "module's %zu for %d functions of %d registers",
+                debug_allocs - stripped_allocs, stripped_allocs, NFUNCS, NREGS);
+  ck_assert_uint_eq(m->func_count, NFUNCS);
+  for (uint32_t fi = 0; fi < NFUNCS; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    ck_assert_ptr_nonnull(f->name_block);
+    ck_assert_uint_eq(f->reg_count, NREGS);
+    ck_assert_str_eq(f->reg_names[0], "a");
+    for (uint32_t r = 0; r < NREGS; ++r) {
+      char want[16];
+      snprintf(want, sizeof(want), r ? "x%u" : "a", r);
+      ck_assert_str_eq(f->reg_names[r], want);
+      ck_assert(hali_ir_func_name_in_block(f, f->reg_names[r]));
+    }
+    ck_assert_str_eq(f->blocks[0].name, "entry");
+    ck_assert(hali_ir_func_name_in_block(f, f->blocks[0].name));
+    ck_assert(!hali_ir_func_name_in_block(f, f->name));
+  }
+  expect_ok(hali_ir_verify(m));
+  /* Renaming: the new name is the function's own allocation; the rest
+   * stay in the block. */
+  hali_ir_func_t *f = &m->funcs[1];
+  ck_assert(hali_ir_func_set_reg_name(f, 3, "renamed", 7));
+  ck_assert_str_eq(f->reg_names[3], "renamed");
+  ck_assert(!hali_ir_func_name_in_block(f, f->reg_names[3]));
+  ck_assert(hali_ir_func_name_in_block(f, f->reg_names[4]));
+  ck_assert(hali_ir_func_set_block_name(f, 0, "start", 5));
+  ck_assert_str_eq(f->blocks[0].name, "start");
+  ck_assert(hali_ir_func_set_reg_name(f, 5, NULL, 0));
+  ck_assert_ptr_null(f->reg_names[5]);
+  expect_ok(hali_ir_verify(m));
+  /* A register added after the read is named apart too. */
+  uint32_t r = hali_ir_func_add_reg(f, HALI_TYPE_I32, "late", 4);
+  ck_assert_uint_eq(r, NREGS);
+  ck_assert_str_eq(f->reg_names[r], "late");
+  ck_assert(!hali_ir_func_name_in_block(f, f->reg_names[r]));
+  /* Stripping drops every name and the block. */
+  hali_ir_func_strip_names(&m->funcs[2]);
+  ck_assert_ptr_null(m->funcs[2].reg_names);
+  ck_assert_ptr_null(m->funcs[2].blocks[0].name);
+  ck_assert_ptr_null(m->funcs[2].name_block);
+  ck_assert_uint_eq(m->funcs[2].name_block_size, 0);
+  expect_ok(hali_ir_verify(m));
+  hali_ir_module_free(m);
+  ck_assert_uint_eq(hali_host_allocations_live(), live0);
+  free(dbg.d);
+  free(bare.d);
+}
+END_TEST
+
+/* Names repeating one long string: unique names never take more than the
+ * string table (and the %rN spellings), so the reader makes no block for
+ * a function whose names would (a forged file could otherwise make one of
+ * registers x string length); the names are then copied apart, and the
+ * verifier turns the repeats down as it would anyway. */
+START_TEST(hbc_repeated_long_debug_names_get_no_block) {
+  enum { NREGS = 64, LEN = 2000 };
+  char *text = many_regs_text(1, NREGS);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_asm_parse(text, strlen(text), "long.hasm", &m));
+  free(text);
+  char *longname = malloc(LEN + 1);
+  ck_assert_ptr_nonnull(longname);
+  memset(longname, 'n', LEN);
+  longname[LEN] = 0;
+  for (uint32_t r = 0; r < NREGS; ++r)
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], r, longname, LEN));
+  bytes_t b = {0};
+  expect_ok(hali_hbc_write(m, NULL, &b.d, &b.n));
+  hali_ir_module_free(m);
+  expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+  const hali_ir_func_t *f = &m->funcs[0];
+  ck_assert_ptr_null(f->name_block);
+  for (uint32_t r = 0; r < NREGS; ++r) ck_assert_str_eq(f->reg_names[r], longname);
+  hali_status_t s = hali_ir_verify(m);
+  expect_status(__LINE__, s, HALI_STATUS_INVALID_ARGUMENT,
+                (const char *const[]){"@f0", "registers 0 and 1 are both named",
+                                      NULL});
+  hali_ir_module_free(m);
+  free(longname);
+  free(b.d);
+}
+END_TEST
+
+/* The encoder makes one allocation per function (its code, instruction
+ * table and register slots together) and reuses one scratch buffer for
+ * the tables it needs while it encodes, so a module of many small
+ * functions does not cost several allocations each. */
+START_TEST(encode_one_allocation_per_function) {
+  enum { NFUNCS = 50 };
+  char *text = many_regs_text(NFUNCS, 6);
+  size_t live0 = hali_host_allocations_live();
+  hali_ir_module_t *ir = NULL;
+  expect_ok(hali_load_bytes((const uint8_t *)text, strlen(text), "enc.hasm",
+                            &ir));
+  free(text);
+  size_t before = hali_host_allocations_live();
+  hali_vm_module_t *vm = NULL;
+  expect_ok(hali_vm_module_create(ir, &vm));
+  size_t added = hali_host_allocations_live() - before;
+  ck_assert_msg(added <= NFUNCS + 8,
+                "encoding %d functions left %zu allocations", NFUNCS, added);
+  ck_assert_uint_eq(vm->func_count, NFUNCS);
+  for (uint32_t i = 0; i < NFUNCS; ++i) {
+    const hali_vm_func_t *fn = &vm->funcs[i];
+    /* 5 adds and a return, 6 registers: the tables hold what they say. */
+    ck_assert_uint_eq(fn->insn_count, 6);
+    ck_assert_ptr_eq(fn->insn_ir[0], &ir->funcs[i].blocks[0].insns[0]);
+    ck_assert_uint_eq(fn->insn_offset[0], 0);
+    for (uint32_t r = 0; r < 6; ++r) ck_assert_uint_eq(fn->slot[r], r);
+  }
+  hali_vm_module_release(vm); /* the IR with it */
+  ck_assert_uint_eq(hali_host_allocations_live(), live0);
+  /* A module whose only function has no registers and no code (an
+   * import): nothing to keep but its one allocation, and no scratch
+   * needed -- still not "out of memory". */
+  const char *imp = "module @imp\nfunc @env.started() import\n";
+  expect_ok(hali_load_bytes((const uint8_t *)imp, strlen(imp), "imp.hasm",
+                            &ir));
+  expect_ok(hali_vm_module_create(ir, &vm));
+  ck_assert_uint_eq(vm->funcs[0].insn_count, 0);
+  hali_vm_module_release(vm);
+  ck_assert_uint_eq(hali_host_allocations_live(), live0);
+}
+END_TEST
+
 START_TEST(hbc_bad_magic) {
   bytes_t b = bin_module(false);
   b.d[1] = 'X';
@@ -1628,16 +1800,19 @@ END_TEST
  * dis output reassembles to the same bytes. */
 static void rename_in(hali_ir_module_t *m, int variant) {
   hali_ir_func_t *f = &m->funcs[0];
-  char **slot = variant == 0   ? &f->name
-                : variant == 1 ? &f->reg_names[1]
-                : variant == 2 ? &f->reg_names[2]
-                               : &f->blocks[2].name;
   const char *name = variant == 0   ? "two words"
                      : variant == 1 ? ""
                      : variant == 2 ? "b"
                                     : "yes";
-  free(*slot);
-  *slot = strdup(name);
+  if (variant == 0) {
+    free(f->name);
+    f->name = strdup(name);
+  } else if (variant < 3) {
+    ck_assert(hali_ir_func_set_reg_name(f, (uint32_t)variant, name,
+                                        strlen(name)));
+  } else {
+    ck_assert(hali_ir_func_set_block_name(f, 2, name, strlen(name)));
+  }
 }
 
 START_TEST(bug_binary_names_dis_can_spell) {
@@ -1741,6 +1916,9 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
   tcase_add_test(tc, hbc_crc32_folded_matches_reference);
   tcase_add_test(tc, hbc_strings_owned_apart_after_read);
+  tcase_add_test(tc, hbc_debug_names_in_one_block);
+  tcase_add_test(tc, hbc_repeated_long_debug_names_get_no_block);
+  tcase_add_test(tc, encode_one_allocation_per_function);
   tcase_add_test(tc, hbc_equal_strings_fold_into_first_use);
   tcase_add_test(tc, hbc_bad_magic);
   tcase_add_test(tc, hbc_truncated_header);
