@@ -403,6 +403,26 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
   }
 }
 
+/* Reads ahead, without moving |c|, the register and block counts of the
+ * function whose |nresults| result types |c| is at; true when both are
+ * there and within what get_count accepts (so the reads that follow
+ * find the same counts and sizes). */
+static bool peek_counts(const cur_t *c, uint32_t nresults, uint32_t *regs,
+                        uint32_t *blocks) {
+  size_t left = (size_t)(c->end - c->p);
+  if (left < (size_t)nresults + 4) return false;
+  const uint8_t *p = c->p + nresults;
+  *regs = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+          ((uint32_t)p[3] << 24);
+  left -= (size_t)nresults + 4;
+  if (*regs > left || left - *regs < 4) return false;
+  p += 4 + (size_t)*regs;
+  left -= (size_t)*regs + 4;
+  *blocks = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+            ((uint32_t)p[3] << 24);
+  return (uint64_t)*blocks * 4 <= left;
+}
+
 static void read_functions(cur_t *c, hali_ir_module_t *m) {
   /* The smallest function: name, 3 counts, and a block count. */
   uint32_t n = get_count(c, 20, "function");
@@ -420,8 +440,24 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     f->param_count = get_u32(c, "parameter count");
     f->result_count = get_count(c, 1, "result");
     if (c->error) return;
-    f->results = hali_malloc(f->result_count ? f->result_count : 1);
-    if (!f->results) FAIL("out of memory");
+    /* The blocks, register types and result types in one allocation
+     * (vm/ir.h array_block), sized from the counts read ahead; when they
+     * do not fit what is left (the reads below then fail), each apart. */
+    uint32_t ahead_regs, ahead_blocks;
+    if (peek_counts(c, f->result_count, &ahead_regs, &ahead_blocks)) {
+      size_t blocks_bytes = (size_t)ahead_blocks * sizeof(hali_ir_block_t);
+      /* One byte more: an empty array at the end still points inside. */
+      size_t bytes = blocks_bytes + ahead_regs + f->result_count + 1;
+      char *arrays = hali_malloc(bytes);
+      if (!arrays) FAIL("out of memory");
+      memset(arrays, 0, blocks_bytes);
+      f->array_block = arrays;
+      f->array_block_size = bytes;
+      f->results = (hali_type_t *)(arrays + blocks_bytes + ahead_regs);
+    } else {
+      f->results = hali_malloc(f->result_count ? f->result_count : 1);
+      if (!f->results) FAIL("out of memory");
+    }
     for (uint32_t i = 0; i < f->result_count; ++i)
       f->results[i] = get_type(c, "result type");
     f->reg_count = get_count(c, 1, "register");
@@ -429,14 +465,22 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     if (f->param_count > f->reg_count)
       FAIL("function @%s has %u parameters but only %u registers",
                   f->name, f->param_count, f->reg_count);
-    f->reg_types = hali_malloc(f->reg_count ? f->reg_count : 1);
-    if (!f->reg_types) FAIL("out of memory");
+    if (f->array_block) {
+      f->reg_types = (hali_type_t *)(f->results - f->reg_count);
+    } else {
+      f->reg_types = hali_malloc(f->reg_count ? f->reg_count : 1);
+      if (!f->reg_types) FAIL("out of memory");
+    }
     for (uint32_t i = 0; i < f->reg_count; ++i)
       f->reg_types[i] = get_type(c, "register type");
     uint32_t nblocks = get_count(c, 4, "block");
     if (c->error) return;
-    f->blocks = hali_calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
-    if (!f->blocks) FAIL("out of memory");
+    if (f->array_block) {
+      f->blocks = (hali_ir_block_t *)f->array_block;
+    } else {
+      f->blocks = hali_calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
+      if (!f->blocks) FAIL("out of memory");
+    }
     for (uint32_t b = 0; b < nblocks && !c->error; ++b) {
       f->block_count++;
       uint32_t ninsns = get_count(c, 2, "instruction");
@@ -871,7 +915,10 @@ static size_t debug_names_size(const cur_t *c, const hali_ir_module_t *m,
    * NUL), each string of the table its bytes and a NUL once. */
   uint64_t bound = (uint64_t)m->string_arena_size +
                    13 * ((uint64_t)f->reg_count + f->block_count);
-  return total <= bound && total <= SIZE_MAX ? (size_t)total : 0;
+  if (total > bound) return 0;
+  /* The reg_names array first (pointer-aligned). */
+  total += (uint64_t)f->reg_count * sizeof(char *);
+  return total <= SIZE_MAX ? (size_t)total : 0;
 }
 
 /* Where read_debug puts a function's names: one block (vm/ir.h
@@ -928,15 +975,20 @@ static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
   for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
     hali_ir_func_t *f = &m->funcs[fi];
-    f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
-    if (!f->reg_names) FAIL("out of memory");
-    /* All of the function's names in one allocation: a function's names
-     * cost one malloc, not one each. */
+    /* The reg_names array and all of the function's names in one
+     * allocation: a function's names cost one malloc, not one each. */
     names_t nb = {NULL, debug_names_size(c, m, f), 0};
     if (nb.size) {
       if (!(nb.block = hali_malloc(nb.size))) FAIL("out of memory");
       f->name_block = nb.block;
       f->name_block_size = nb.size;
+      f->reg_names = (char **)nb.block;
+      nb.used = (size_t)f->reg_count * sizeof(char *);
+      memset(f->reg_names, 0, nb.used);
+    } else {
+      f->reg_names =
+          hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
+      if (!f->reg_names) FAIL("out of memory");
     }
     for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
       f->reg_names[r] = get_debug_name(c, m, &nb, "register name");
@@ -1036,18 +1088,24 @@ static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
     hali_free(lengths);
     return false;
   }
-  /* The strings kept leave the reader's arena (read_strings): each is
-   * allocated apart, as in any module. */
+  /* The strings kept leave the reader's arena (read_strings) for one
+   * block of their own, which the module keeps as its string arena
+   * (vm/ir.h): one allocation for the module's strings, not one each. */
+  uint64_t total = 1;
+  for (uint32_t k = 0; k < kept; ++k)
+    total += (uint64_t)m->string_lengths[t->order[k]] + 1;
+  char *block = total <= SIZE_MAX ? hali_malloc((size_t)total) : NULL;
+  if (!block) {
+    hali_free(strings);
+    hali_free(lengths);
+    return false;
+  }
+  size_t at = 0;
   for (uint32_t k = 0; k < kept; ++k) {
     lengths[k] = m->string_lengths[t->order[k]];
-    strings[k] = hali_malloc((size_t)lengths[k] + 1);
-    if (!strings[k]) {
-      for (uint32_t j = 0; j < k; ++j) hali_free(strings[j]);
-      hali_free(strings);
-      hali_free(lengths);
-      return false;
-    }
+    strings[k] = block + at;
     memcpy(strings[k], m->strings[t->order[k]], (size_t)lengths[k] + 1);
+    at += (size_t)lengths[k] + 1;
   }
   const char *arena = m->string_arena;
   for (uint32_t i = 0; i < n; ++i)
@@ -1055,8 +1113,8 @@ static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
                       m->string_arena_size)
       hali_free(m->strings[i]);
   hali_free(m->string_arena);
-  m->string_arena = NULL;
-  m->string_arena_size = 0;
+  m->string_arena = block;
+  m->string_arena_size = (size_t)total;
   hali_free(m->strings);
   hali_free(m->string_lengths);
   m->strings = strings;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "loader/hbc.h"
 #include "tests/testutil.h"
 
@@ -360,11 +361,13 @@ START_TEST(hbc_crc32_folded_matches_reference) {
 }
 END_TEST
 
-/* The reader keeps the string table in one block while it reads; the
- * module it returns owns each string apart, as an assembled one does (a
- * caller may free and replace any of them), and holds no such block.  Its
- * messages and names are the ones written. */
-START_TEST(hbc_strings_owned_apart_after_read) {
+/* The reader keeps the string table in one block while it reads, and the
+ * strings the module keeps in one block of their own (its string arena,
+ * vm/ir.h): one allocation for a module's strings, not one each.  Its
+ * messages and names are the ones written; a caller may replace any string
+ * by pointing its entry at a new allocation, which hali_ir_module_free
+ * then frees (and not the arena's). */
+START_TEST(hbc_strings_in_one_block_after_read) {
   const char *text = "module @own\n"
                      "func @f(%a: i32) -> i32 {\n"
                      "  assert %a, \"first message\"\n"
@@ -373,21 +376,28 @@ START_TEST(hbc_strings_owned_apart_after_read) {
                      "}\n";
   for (int strip = 0; strip < 2; ++strip) {
     bytes_t b = hbc_of(text, "own.hasm", strip != 0);
+    size_t live0 = hali_host_allocations_live();
     hali_ir_module_t *m = NULL;
     expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
-    ck_assert_ptr_null(m->string_arena);
-    ck_assert_uint_eq(m->string_arena_size, 0);
+    ck_assert_ptr_nonnull(m->string_arena);
     ck_assert_uint_eq(m->string_count, 2);
     ck_assert_str_eq(m->strings[0], "first message");
     ck_assert_str_eq(m->strings[1], "second message");
     ck_assert_str_eq(m->name, "own");
     ck_assert_str_eq(m->funcs[0].name, "f");
     for (uint32_t i = 0; i < m->string_count; ++i) {
-      free(m->strings[i]); /* each is its own allocation */
-      m->strings[i] = strdup("replaced");
-      m->string_lengths[i] = 8;
+      ck_assert((uintptr_t)m->strings[i] - (uintptr_t)m->string_arena <
+                m->string_arena_size);
+      ck_assert_uint_eq(m->string_lengths[i], strlen(m->strings[i]));
     }
+    /* The kept strings only: the names live elsewhere. */
+    ck_assert_uint_le(m->string_arena_size,
+                      strlen("first message") + strlen("second message") + 3);
+    m->strings[1] = hali_strdup("replaced");
+    m->string_lengths[1] = 8;
+    expect_ok(hali_ir_verify(m));
     hali_ir_module_free(m);
+    ck_assert_uint_eq(hali_host_allocations_live(), live0);
     free(b.d);
   }
 }
@@ -434,10 +444,10 @@ START_TEST(hbc_debug_names_in_one_block) {
   hali_ir_module_free(m);
   expect_ok(hali_hbc_read(dbg.d, dbg.n, NULL, &m));
   size_t debug_allocs = hali_host_allocations_live() - live0;
-  /* The names add at most two allocations a function (the reg_names
-   * array and the block; the source name once), where one per name
-   * would add NREGS + 1. */
-  ck_assert_msg(debug_allocs <= stripped_allocs + 2 * NFUNCS + 1,
+  /* The names add one allocation a function (the block, which holds
+   * the reg_names array too; the source name once), where one per name
+   * would add NREGS + 2. */
+  ck_assert_msg(debug_allocs <= stripped_allocs + NFUNCS + 1,
                 "debug names took %zu allocations beyond the stripped "
                 "module's %zu for %d functions of %d registers",
                 debug_allocs - stripped_allocs, stripped_allocs, NFUNCS, NREGS);
@@ -445,6 +455,7 @@ START_TEST(hbc_debug_names_in_one_block) {
   for (uint32_t fi = 0; fi < NFUNCS; ++fi) {
     const hali_ir_func_t *f = &m->funcs[fi];
     ck_assert_ptr_nonnull(f->name_block);
+    ck_assert(hali_ir_func_in_block(f, f->reg_names));
     ck_assert_uint_eq(f->reg_count, NREGS);
     ck_assert_str_eq(f->reg_names[0], "a");
     for (uint32_t r = 0; r < NREGS; ++r) {
@@ -486,6 +497,63 @@ START_TEST(hbc_debug_names_in_one_block) {
   ck_assert_uint_eq(hali_host_allocations_live(), live0);
   free(dbg.d);
   free(bare.d);
+}
+END_TEST
+
+/* A function's blocks, register types and result types are read into
+ * one allocation (vm/ir.h array_block), stripped or not; they grow out of
+ * it (copied) when a pass adds registers or blocks, and the module stays
+ * whole: it verifies, and frees without leaks or bad frees. */
+START_TEST(hbc_function_arrays_in_one_block) {
+  enum { NFUNCS = 6, NREGS = 12 };
+  char *text = many_regs_text(NFUNCS, NREGS);
+  for (int strip = 0; strip < 2; ++strip) {
+    bytes_t b = hbc_of(text, "arrays.hasm", strip != 0);
+    size_t live0 = hali_host_allocations_live();
+    hali_ir_module_t *m = NULL;
+    expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+    for (uint32_t fi = 0; fi < NFUNCS; ++fi) {
+      const hali_ir_func_t *f = &m->funcs[fi];
+      ck_assert_ptr_nonnull(f->array_block);
+      ck_assert(hali_ir_func_in_block(f, f->blocks));
+      ck_assert(hali_ir_func_in_block(f, f->reg_types));
+      ck_assert(hali_ir_func_in_block(f, f->results));
+      ck_assert_uint_eq(f->result_count, 1);
+      ck_assert_uint_eq(f->results[0], HALI_TYPE_I64);
+      for (uint32_t r = 0; r < NREGS; ++r)
+        ck_assert_uint_eq(f->reg_types[r], HALI_TYPE_I64);
+      ck_assert_uint_eq(f->block_count, 1);
+      ck_assert_uint_eq(f->blocks[0].insn_count, NREGS);
+    }
+    /* Growing moves the arrays out; what they held comes along. */
+    hali_ir_func_t *f = &m->funcs[2];
+    uint32_t r = hali_ir_func_add_reg(f, HALI_TYPE_I32, strip ? NULL : "n", 1);
+    ck_assert_uint_eq(r, NREGS);
+    ck_assert(!hali_ir_func_in_block(f, f->reg_types));
+    ck_assert_uint_eq(f->reg_types[0], HALI_TYPE_I64);
+    ck_assert_uint_eq(f->reg_types[NREGS], HALI_TYPE_I32);
+    if (!strip) {
+      ck_assert(!hali_ir_func_in_block(f, f->reg_names));
+      ck_assert_str_eq(f->reg_names[0], "a");
+      ck_assert_str_eq(f->reg_names[NREGS], "n");
+    }
+    hali_ir_block_t *blk = hali_ir_func_add_block(f, strip ? NULL : "more", 4);
+    ck_assert_ptr_nonnull(blk);
+    ck_assert(!hali_ir_func_in_block(f, f->blocks));
+    ck_assert_uint_eq(f->blocks[0].insn_count, NREGS);
+    ck_assert_ptr_nonnull(hali_ir_block_add_insn(blk, HALI_OP_RETURN, 1));
+    blk->insns[0].operands[0] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 0};
+    expect_ok(hali_ir_verify(m));
+    /* Clearing a function in place (as the passes do) frees its blocks. */
+    hali_ir_func_clear(&m->funcs[3]);
+    ck_assert_ptr_null(m->funcs[3].array_block);
+    ck_assert_ptr_null(m->funcs[3].name_block);
+    ck_assert_str_eq(m->funcs[3].name, "f3");
+    hali_ir_module_free(m);
+    ck_assert_uint_eq(hali_host_allocations_live(), live0);
+    free(b.d);
+  }
+  free(text);
 }
 END_TEST
 
@@ -1915,8 +1983,9 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_export_count_function);
   tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
   tcase_add_test(tc, hbc_crc32_folded_matches_reference);
-  tcase_add_test(tc, hbc_strings_owned_apart_after_read);
+  tcase_add_test(tc, hbc_strings_in_one_block_after_read);
   tcase_add_test(tc, hbc_debug_names_in_one_block);
+  tcase_add_test(tc, hbc_function_arrays_in_one_block);
   tcase_add_test(tc, hbc_repeated_long_debug_names_get_no_block);
   tcase_add_test(tc, encode_one_allocation_per_function);
   tcase_add_test(tc, hbc_equal_strings_fold_into_first_use);

@@ -48,6 +48,21 @@ static void hali_ir_xtypes_free(hali_ir_xtype_t *v, uint32_t n) {
 
 static void hali_ir_func_free_all(hali_ir_func_t *f);
 
+/* Frees |p|, an array of |f|, unless it lives in one of f's blocks. */
+static void func_array_free(const hali_ir_func_t *f, void *p) {
+  if (p && !hali_ir_func_in_block(f, p)) hali_free(p);
+}
+
+/* hali_realloc for an array of |f| (|old_bytes| long) that may live in
+ * one of f's blocks: such an array is copied out rather than resized. */
+static void *func_array_realloc(const hali_ir_func_t *f, void *p,
+                                size_t old_bytes, size_t bytes) {
+  if (!p || !hali_ir_func_in_block(f, p)) return hali_realloc(p, bytes);
+  void *q = hali_malloc(bytes);
+  if (q) memcpy(q, p, old_bytes < bytes ? old_bytes : bytes);
+  return q;
+}
+
 void hali_ir_func_free(hali_ir_func_t *f) { hali_ir_func_free_all(f); }
 
 hali_type_t hali_ir_abi_type(hali_type_t t) {
@@ -74,14 +89,15 @@ static void hali_ir_func_free_all(hali_ir_func_t *f) {
     hali_ir_block_clear(blk);
     hali_ir_func_free_name(f, blk->name);
   }
-  hali_free(f->blocks);
+  func_array_free(f, f->blocks);
   if (f->reg_names)
     for (uint32_t r = 0; r < f->reg_count; ++r)
       hali_ir_func_free_name(f, f->reg_names[r]);
-  hali_free(f->reg_names);
+  func_array_free(f, f->reg_names);
+  func_array_free(f, f->reg_types);
+  func_array_free(f, f->results);
   hali_free(f->name_block);
-  hali_free(f->reg_types);
-  hali_free(f->results);
+  hali_free(f->array_block);
   hali_free(f->name);
   if (f->reg_xtypes)
     for (uint32_t r = 0; r < f->reg_count; ++r) hali_free(f->reg_xtypes[r].dims);
@@ -341,11 +357,13 @@ static bool reg_grow(hali_ir_func_t *f, uint32_t need) {
   /* cap < 2^32 and each entry is at most a few dozen bytes: no product
    * below wraps 64 bits, but it may exceed what size_t holds. */
   if (cap * sizeof(hali_ir_xtype_t) > SIZE_MAX) return false;
-  hali_type_t *types = hali_realloc(f->reg_types, (size_t)cap);
+  hali_type_t *types =
+      func_array_realloc(f, f->reg_types, have, (size_t)cap);
   if (!types) return false;
   f->reg_types = types;
   if (f->reg_names) {
-    char **names = hali_realloc(f->reg_names, (size_t)cap * sizeof(char *));
+    char **names = func_array_realloc(f, f->reg_names, have * sizeof(char *),
+                                      (size_t)cap * sizeof(char *));
     if (!names) return false;
     f->reg_names = names;
   }
@@ -420,7 +438,7 @@ void hali_ir_func_strip_names(hali_ir_func_t *f) {
   if (f->reg_names)
     for (uint32_t r = 0; r < f->reg_count; ++r)
       hali_ir_func_free_name(f, f->reg_names[r]);
-  hali_free(f->reg_names);
+  func_array_free(f, f->reg_names);
   f->reg_names = NULL;
   for (uint32_t b = 0; b < f->block_count; ++b) {
     hali_ir_func_free_name(f, f->blocks[b].name);
@@ -635,8 +653,10 @@ bool hali_ir_module_is_tensor_level(const hali_ir_module_t *m) {
 
 hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,
                                         size_t len) {
-  hali_ir_block_t *blocks =
-      hali_realloc(f->blocks, (f->block_count + 1) * sizeof(hali_ir_block_t));
+  if (f->block_count == UINT32_MAX) return NULL;
+  hali_ir_block_t *blocks = func_array_realloc(
+      f, f->blocks, (size_t)f->block_count * sizeof(hali_ir_block_t),
+      ((size_t)f->block_count + 1) * sizeof(hali_ir_block_t));
   if (!blocks) return NULL;
   f->blocks = blocks;
   hali_ir_block_t *b = &f->blocks[f->block_count];

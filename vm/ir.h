@@ -148,20 +148,34 @@ typedef struct hali_ir_func_s {
    * first use).  Keys are reg_names' strings. */
   struct hali_strmap_s *reg_index;
   uint32_t reg_index_count;
-  /* One allocation holding many of the function's register and block
-   * names (the binary reader puts all of a function's debug names here):
-   * a name that points into these |name_block_size| bytes is not
-   * allocated apart, and hali_ir_func_free frees the block once instead.
-   * NULL when every name is its own allocation. */
+  /* Blocks the function owns that hold several of its arrays and names
+   * at once (the binary reader's: |array_block| the blocks, reg_types
+   * and results arrays; |name_block| the reg_names array and every
+   * register and block name).  An array or name that points into one of
+   * them is not allocated apart: hali_ir_func_free frees each block once
+   * instead, and vm/ir.c copies such an array out when it grows.  So
+   * these arrays are grown and freed only through vm/ir.h
+   * (hali_ir_func_add_reg, hali_ir_func_add_block, hali_ir_func_clear,
+   * ...), and names changed through hali_ir_func_set_reg_name and the
+   * like.  NULL when everything is its own allocation. */
   char *name_block;
   size_t name_block_size;
+  char *array_block;
+  size_t array_block_size;
 } hali_ir_func_t;
 
-/* Does |name| (a register or block name of |f|) live in f->name_block? */
+/* Does |p| (an array or name of |f|) live in one of f's blocks? */
+static inline bool hali_ir_func_in_block(const hali_ir_func_t *f,
+                                         const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  return (f->name_block && a - (uintptr_t)f->name_block < f->name_block_size) ||
+         (f->array_block &&
+          a - (uintptr_t)f->array_block < f->array_block_size);
+}
+/* The same for a register or block name. */
 static inline bool hali_ir_func_name_in_block(const hali_ir_func_t *f,
                                               const char *name) {
-  return f->name_block &&
-         (uintptr_t)name - (uintptr_t)f->name_block < f->name_block_size;
+  return hali_ir_func_in_block(f, name);
 }
 /* Frees |name|, a register or block name of |f| taken out of it, unless
  * it lives in f->name_block. */
@@ -415,10 +429,13 @@ typedef struct hali_ir_module_s {
   hali_ir_executable_t *executables;
   uint32_t global_count;
   hali_ir_global_t *globals;
-  /* The binary reader's string table while it reads (NULL in every module
-   * it returns): the |strings| that point into these |string_arena_size|
-   * bytes are not allocated apart, and hali_ir_module_free frees only the
-   * others (then the arena). */
+  /* One block holding many of the strings (the binary reader's: its
+   * file's string table while it reads, then the strings the module
+   * keeps; NULL in a module the assembler made): the |strings| that point
+   * into these |string_arena_size| bytes are not allocated apart, and
+   * hali_ir_module_free frees only the others (then the arena).  So a
+   * string is replaced by pointing its entry at a new allocation, never
+   * by freeing the old one. */
   char *string_arena;
   size_t string_arena_size;
 } hali_ir_module_t;
