@@ -22,13 +22,16 @@
 #include "vm/strmap.h"
 #include "loader/loader.h"
 
-typedef struct {
+typedef struct cur_s {
   const uint8_t *base; /* start of the file (for offsets in messages) */
   const uint8_t *p, *end;
   const char *section;
   hali_status_t error;
   uint16_t minor; /* the format minor version the module declares */
   struct strings_s *strs; /* FUNCTIONS: the string table's compaction */
+  /* FUNCTIONS: the DEBUG section, read a function at a time along with
+   * the functions (read_functions); NULL when it is read on its own. */
+  struct cur_s *debug;
 } cur_t;
 
 /* The string table is compacted (compact_strings) in order of first use,
@@ -423,6 +426,8 @@ static bool peek_counts(const cur_t *c, uint32_t nresults, uint32_t *regs,
   return (uint64_t)*blocks * 4 <= left;
 }
 
+static void read_debug_func(cur_t *c, hali_ir_module_t *m, hali_ir_func_t *f);
+
 static void read_functions(cur_t *c, hali_ir_module_t *m) {
   /* The smallest function: name, 3 counts, and a block count. */
   uint32_t n = get_count(c, 20, "function");
@@ -432,6 +437,9 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     rerr(c, "out of memory");
     return;
   }
+  /* DEBUG read along (hali_hbc_read): its errors stay in its cursor, to
+   * be reported when the section's turn comes, as if read then. */
+  if (c->debug) m->source = get_string_copy(c->debug, m, "source file name");
   for (uint32_t fi = 0; fi < n && !c->error; ++fi) {
     hali_ir_func_t *f = &m->funcs[fi];
     m->func_count++;
@@ -496,6 +504,11 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
       for (uint32_t i = 0; i < ninsns && !c->error; ++i)
         read_insn(c, &f->blocks[b]);
     }
+    /* The function's names and lines while its instructions are in cache
+     * (read after every function, the lines meant one more walk over all
+     * of a large module's instructions, from memory). */
+    if (c->debug && !c->error && !c->debug->error)
+      read_debug_func(c->debug, m, f);
   }
 }
 
@@ -971,43 +984,45 @@ static char *numbered(names_t *nb, const char *prefix, uint32_t n) {
   return name_put(nb, buf, (size_t)len);
 }
 
+/* DEBUG's names and lines of function |f| at |c|. */
+static void read_debug_func(cur_t *c, hali_ir_module_t *m, hali_ir_func_t *f) {
+  /* The reg_names array and all of the function's names in one
+   * allocation: a function's names cost one malloc, not one each. */
+  names_t nb = {NULL, debug_names_size(c, m, f), 0};
+  if (nb.size) {
+    if (!(nb.block = hali_malloc(nb.size))) FAIL("out of memory");
+    f->name_block = nb.block;
+    f->name_block_size = nb.size;
+    f->reg_names = (char **)nb.block;
+    nb.used = (size_t)f->reg_count * sizeof(char *);
+    memset(f->reg_names, 0, nb.used);
+  } else {
+    f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
+    if (!f->reg_names) FAIL("out of memory");
+  }
+  for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
+    f->reg_names[r] = get_debug_name(c, m, &nb, "register name");
+  for (uint32_t b = 0; b < f->block_count && !c->error; ++b) {
+    f->blocks[b].name = get_debug_name(c, m, &nb, "block name");
+    for (uint32_t i = 0; i < f->blocks[b].insn_count && !c->error; ++i)
+      f->blocks[b].insns[i].line = get_u32(c, "line");
+  }
+  if (!c->error && f->block_count && f->blocks[0].insn_count)
+    f->line = f->blocks[0].insns[0].line;
+  /* A name left out is the one hali dis prints for it (%rN, ^bbN), which
+   * is what `hali asm` then reads: the module is the same either way. */
+  for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
+    if (!f->reg_names[r] && !(f->reg_names[r] = numbered(&nb, "r", r)))
+      FAIL("out of memory");
+  for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
+    if (!f->blocks[b].name && !(f->blocks[b].name = numbered(&nb, "bb", b)))
+      FAIL("out of memory");
+}
+
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
-  for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
-    hali_ir_func_t *f = &m->funcs[fi];
-    /* The reg_names array and all of the function's names in one
-     * allocation: a function's names cost one malloc, not one each. */
-    names_t nb = {NULL, debug_names_size(c, m, f), 0};
-    if (nb.size) {
-      if (!(nb.block = hali_malloc(nb.size))) FAIL("out of memory");
-      f->name_block = nb.block;
-      f->name_block_size = nb.size;
-      f->reg_names = (char **)nb.block;
-      nb.used = (size_t)f->reg_count * sizeof(char *);
-      memset(f->reg_names, 0, nb.used);
-    } else {
-      f->reg_names =
-          hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
-      if (!f->reg_names) FAIL("out of memory");
-    }
-    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
-      f->reg_names[r] = get_debug_name(c, m, &nb, "register name");
-    for (uint32_t b = 0; b < f->block_count && !c->error; ++b) {
-      f->blocks[b].name = get_debug_name(c, m, &nb, "block name");
-      for (uint32_t i = 0; i < f->blocks[b].insn_count && !c->error; ++i)
-        f->blocks[b].insns[i].line = get_u32(c, "line");
-    }
-    if (!c->error && f->block_count && f->blocks[0].insn_count)
-      f->line = f->blocks[0].insns[0].line;
-    /* A name left out is the one hali dis prints for it (%rN, ^bbN), which
-     * is what `hali asm` then reads: the module is the same either way. */
-    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
-      if (!f->reg_names[r] && !(f->reg_names[r] = numbered(&nb, "r", r)))
-        FAIL("out of memory");
-    for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
-      if (!f->blocks[b].name && !(f->blocks[b].name = numbered(&nb, "bb", b)))
-        FAIL("out of memory");
-  }
+  for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi)
+    read_debug_func(c, m, &m->funcs[fi]);
   m->has_debug = !c->error;
 }
 
@@ -1141,6 +1156,37 @@ static void strings_free(strings_t *t) {
   hali_free(t->order);
 }
 
+/* Where the first DEBUG section after the first FUNCTIONS section lies
+ * (its bytes in [*out_p, *out_end)), walking the section headers as
+ * hali_hbc_read does; false when there is none or a header is truncated
+ * (the read then finds the problem in its turn). */
+static bool find_debug_after_functions(const uint8_t *data, size_t size,
+                                       const uint8_t **out_p,
+                                       const uint8_t **out_end) {
+  const uint8_t *p = data + HALI_HBC_HEADER_SIZE, *end = data + size;
+  bool functions = false;
+  while ((size_t)(end - p) >= 8) {
+    uint32_t id = le32(p), len = le32(p + 4);
+    p += 8;
+    if ((size_t)(end - p) < len) return false;
+    if (id == HALI_HBC_SECTION_FUNCTIONS) {
+      if (functions) return false; /* twice: an error before DEBUG */
+      functions = true;
+    } else if (id == HALI_HBC_SECTION_DEBUG && functions) {
+      *out_p = p;
+      *out_end = p + len;
+      return true;
+    }
+    p += len;
+  }
+  return false;
+}
+
+/* Is the DEBUG section the main loop reached, |c|, the one read along? */
+static bool debug_along_at(const cur_t *debug, const cur_t *c) {
+  return debug->end == c->end;
+}
+
 hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
                             const hali_hbc_read_options_t *o,
                             hali_ir_module_t **out_module) {
@@ -1183,15 +1229,21 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_oom();
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL,
-               minor, NULL};
+               minor, NULL, NULL};
   bool seen[HALI_HBC_SECTION_LAST + 1] = {0};
   strings_t strs = {0};
   uint32_t module_name = HALI_HBC_NONE;
+  /* The first DEBUG section after the first FUNCTIONS, if the section
+   * headers lead to one, is read along with the functions (read_functions)
+   * and only checked when its turn comes. */
+  cur_t debug = {data, NULL, NULL, "DEBUG", NULL, minor, NULL, NULL};
+  bool debug_along = find_debug_after_functions(data, size, &debug.p,
+                                                &debug.end);
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
     uint32_t len = get_u32(&top, "section length");
     if (!need(&top, len, "section")) break;
-    cur_t c = {data, top.p, top.p + len, "?", NULL, minor, NULL};
+    cur_t c = {data, top.p, top.p + len, "?", NULL, minor, NULL, NULL};
     top.p += len;
     if (id >= 1 && id <= HALI_HBC_SECTION_LAST) {
       if (seen[id]) {
@@ -1219,6 +1271,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       } else {
         strings_begin(&strs, m);
         c.strs = &strs;
+        c.debug = debug_along ? &debug : NULL;
         read_functions(&c, m);
       }
       break;
@@ -1245,10 +1298,18 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       break;
     case HALI_HBC_SECTION_DEBUG:
       c.section = "DEBUG";
-      if (!seen[HALI_HBC_SECTION_FUNCTIONS])
+      if (!seen[HALI_HBC_SECTION_FUNCTIONS]) {
         rerr(&c, "DEBUG must follow FUNCTIONS");
-      else
+      } else if (debug_along && debug_along_at(&debug, &c)) {
+        /* Read along with the functions: its outcome is this section's. */
+        c.error = debug.error;
+        debug.error = NULL;
+        c.p = debug.p;
+        m->has_debug = !c.error;
+        debug_along = false;
+      } else {
         read_debug(&c, m);
+      }
       break;
     case HALI_HBC_SECTION_GLOBALS:
       c.section = "GLOBALS";
@@ -1306,6 +1367,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     top.error = hali_status_annotate(hali_status_oom(),
                                      "compacting the string table");
   strings_free(&strs);
+  hali_status_free(debug.error); /* read along, never reached */
   if (top.error) {
     hali_ir_module_free(m);
     return top.error;

@@ -1175,6 +1175,53 @@ START_TEST(hbc_section_order) {
 }
 END_TEST
 
+/* DEBUG is read along with the functions (each function's names and
+ * lines right after its body, while it is in cache), but a problem in it
+ * is reported when its turn comes, as if it were read then: naming the
+ * DEBUG section and the byte, after any earlier section's problem, and a
+ * second DEBUG section is still one too many. */
+START_TEST(hbc_debug_read_along_reports_in_turn) {
+  /* A register name that is no string: the message names DEBUG and the
+   * byte after the index (as every reader message does). */
+  bytes_t b = bin_module(false);
+  size_t dbg = section_at(&b, HALI_HBC_SECTION_DEBUG);
+  size_t first_reg = dbg + 8 + 4; /* header, source file name */
+  wr32(b.d + first_reg, 99999);
+  fix_header(b.d, b.n);
+  EXPECT_BAD(&b, "DEBUG section", at_byte(first_reg + 4),
+             "register name refers to string 99999");
+  /* An earlier section's problem comes first: a FUNCTIONS error with the
+   * same bad DEBUG after it. */
+  size_t fn = section_at(&b, HALI_HBC_SECTION_FUNCTIONS);
+  wr32(b.d + fn + 8, 0xffffff); /* the function count */
+  fix_header(b.d, b.n);
+  EXPECT_BAD(&b, "FUNCTIONS section", "function count 16777215 exceeds");
+  free(b.d);
+  /* Two DEBUG sections after FUNCTIONS: the second is refused. */
+  b = bin_module(false);
+  dbg = section_at(&b, HALI_HBC_SECTION_DEBUG);
+  size_t n = section_size(&b, HALI_HBC_SECTION_DEBUG);
+  bytes_t copy = bytes_copy(b.d + dbg, n);
+  splice(&b, b.n, 0, copy.d, copy.n);
+  fix_header(b.d, b.n);
+  EXPECT_BAD(&b, "section 4 appears twice");
+  free(copy.d);
+  free(b.d);
+  /* A good module read this way has its names and lines. */
+  b = bin_module(false);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+  ck_assert(m->has_debug);
+  ck_assert_str_eq(m->source, "t.hasm");
+  ck_assert_str_eq(m->funcs[0].reg_names[1], "b");
+  ck_assert_str_eq(m->funcs[0].blocks[1].name, "yes");
+  ck_assert_uint_eq(m->funcs[0].blocks[0].insns[0].line, 4);
+  ck_assert_uint_eq(m->funcs[0].line, 4);
+  hali_ir_module_free(m);
+  free(b.d);
+}
+END_TEST
+
 START_TEST(hbc_duplicate_section) {
   bytes_t b = bin_module(false);
   size_t at = section_at(&b, HALI_HBC_SECTION_STRINGS);
@@ -1985,6 +2032,7 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_crc32_folded_matches_reference);
   tcase_add_test(tc, hbc_strings_in_one_block_after_read);
   tcase_add_test(tc, hbc_debug_names_in_one_block);
+  tcase_add_test(tc, hbc_debug_read_along_reports_in_turn);
   tcase_add_test(tc, hbc_function_arrays_in_one_block);
   tcase_add_test(tc, hbc_repeated_long_debug_names_get_no_block);
   tcase_add_test(tc, encode_one_allocation_per_function);
