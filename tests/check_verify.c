@@ -828,6 +828,63 @@ START_TEST(verify_fused_agrees_with_the_two_checks) {
 END_TEST
 
 /* Debug names are unique per function; the message names both holders. */
+/* The repeat check gives the same answer however many names a function
+ * has (up to 16 are compared pairwise, more go through a hash table): the
+ * first repeat in index order, named with the first holder of its name,
+ * and an invalid name before a later repeat. */
+static hali_ir_module_t *named_regs(uint32_t n) {
+  hali_ir_module_t *m = hali_ir_module_create();
+  ck_assert_ptr_nonnull(m);
+  hali_ir_func_t *f = hali_ir_module_add_func(m, "f", 1);
+  ck_assert_ptr_nonnull(f);
+  for (uint32_t r = 0; r < n; ++r) {
+    char name[16];
+    int len = snprintf(name, sizeof(name), "r%u", r);
+    ck_assert_uint_eq(hali_ir_func_add_reg(f, HALI_TYPE_I32, name, (size_t)len), r);
+  }
+  hali_ir_block_t *b = hali_ir_func_add_block(f, "entry", 5);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_ptr_nonnull(hali_ir_block_add_insn(b, HALI_OP_RETURN, 0));
+  return m;
+}
+
+START_TEST(verify_duplicate_debug_names_any_count) {
+  static const uint32_t counts[] = {4, 16, 17, 40};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
+    uint32_t n = counts[i];
+    hali_ir_module_t *m = named_regs(n);
+    expect_ok(hali_ir_verify(m));
+    hali_ir_module_free(m);
+    /* Two repeats: the one at the smaller index is reported. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, "r0", 2));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 2, "r1", 2));
+    char want[64];
+    snprintf(want, sizeof(want), "registers 1 and %u are both named %%r1",
+             n - 2);
+    REJECT(m, "verify: @f", want);
+    /* The first holder is named, not the latest. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], 2, "r0", 2));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, "r0", 2));
+    REJECT(m, "verify: @f", "registers 0 and 2 are both named %r0");
+    /* An invalid name before the repeat is the error. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 2, "no good", 7));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, "r0", 2));
+    snprintf(want, sizeof(want), "register %u has the name \"no good\"", n - 2);
+    REJECT(m, "verify: @f", want);
+    /* Unnamed registers repeat nothing. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], 1, NULL, 0));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, NULL, 0));
+    expect_ok(hali_ir_verify(m));
+    ck_assert(hali_ir_verify_fused(m));
+    hali_ir_module_free(m);
+  }
+}
+END_TEST
+
 START_TEST(verify_duplicate_debug_names) {
   hali_ir_module_t *m = base();
   ck_assert(hali_ir_func_set_reg_name(&m->funcs[F], 4, "one", 3));
@@ -1399,6 +1456,7 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, strmap_probes_are_linear);
   tcase_add_test(tc, pass_reg_names_are_linear);
   tcase_add_test(tc, ir_add_reg_grows_geometrically);
+  tcase_add_test(tc, verify_duplicate_debug_names_any_count);
   tcase_add_test(tc, mov_ref_types_must_match);
   tcase_add_test(tc, strmap_inline_and_long_keys);
   suite_add_tcase(s, tc);
