@@ -956,7 +956,9 @@ static char *name_put(names_t *nb, const char *s, size_t len) {
   return d;
 }
 
-/* Debug name |what| at |c| (get_string_copy's checks), into |nb|. */
+/* Debug name |what| at |c| (get_string_copy's checks), into |nb|.  The
+ * NUL check and the copy are one loop: debug names are a few bytes, for
+ * which the calls of memchr and memcpy cost more than the bytes. */
 static char *get_debug_name(cur_t *c, const hali_ir_module_t *m, names_t *nb,
                             const char *what) {
   uint32_t idx = get_u32(c, what);
@@ -967,12 +969,25 @@ static char *get_debug_name(cur_t *c, const hali_ir_module_t *m, names_t *nb,
     return NULL;
   }
   size_t len = m->string_lengths[idx];
-  if (memchr(m->strings[idx], 0, len)) {
+  const char *src = m->strings[idx];
+  bool in_block = nb->block && nb->size - nb->used > len;
+  char *d = in_block ? nb->block + nb->used : hali_malloc(len + 1);
+  if (!d) {
+    rerr(c, "out of memory");
+    return NULL;
+  }
+  char no_nul = 1;
+  for (size_t i = 0; i < len; ++i) {
+    d[i] = src[i];
+    no_nul &= (char)(src[i] != 0);
+  }
+  if (!no_nul) {
+    if (!in_block) hali_free(d);
     rerr(c, "%s (string %u) contains a NUL byte", what, idx);
     return NULL;
   }
-  char *d = name_put(nb, m->strings[idx], len);
-  if (!d) rerr(c, "out of memory");
+  d[len] = 0;
+  if (in_block) nb->used += len + 1;
   return d;
 }
 

@@ -847,6 +847,20 @@ START_TEST(hbc_name_with_nul) {
   EXPECT_BAD(&b, "FUNCTIONS section", "function name (string",
              "contains a NUL byte");
   free(b.d);
+  /* A register name (DEBUG) with a NUL in it: refused the same way. */
+  b = bin_module(false);
+  idx = rd32(b.d + section_at(&b, HALI_HBC_SECTION_DEBUG) + 8 + 4 + 4); /* %b */
+  p = section_at(&b, HALI_HBC_SECTION_STRINGS) + 12;
+  for (uint32_t i = 0; i < idx; ++i) p += 4 + rd32(b.d + p);
+  ck_assert_uint_eq(rd32(b.d + p), 1);
+  ck_assert_uint_eq(b.d[p + 4], 'b');
+  b.d[p + 4] = 0;
+  fix_header(b.d, b.n);
+  char want[64];
+  snprintf(want, sizeof(want), "register name (string %u) contains a NUL byte",
+           idx);
+  EXPECT_BAD(&b, "DEBUG section", want);
+  free(b.d);
 }
 END_TEST
 
