@@ -240,37 +240,50 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
                                  enc_scratch_t *scratch) {
   out->ir = f;
   /* The scratch tables: block_at[block_count], the counters of
-   * analyze_regs (3 * reg_count), then dead[reg_count] and
-   * divisor[reg_count].  Counts are 32-bit, so none of this wraps. */
+   * analyze_regs (3 * reg_count), then dead[reg_count],
+   * divisor[reg_count] and form[one per IR instruction].  Counts are
+   * 32-bit, so none of this wraps. */
   const uint64_t nregs = f->reg_count, nblocks = f->block_count;
+  uint64_t nir = 0;
+  for (uint32_t b = 0; b < f->block_count; ++b) nir += f->blocks[b].insn_count;
   uint32_t *block_at =
-      scratch_get(scratch, 4 * nblocks + 12 * nregs + 2 * nregs);
+      scratch_get(scratch, 4 * nblocks + 12 * nregs + 2 * nregs + nir);
   if (!block_at) goto oom;
   uint32_t *counters = block_at + nblocks;
   bool *dead = (bool *)(counters + 3 * nregs);
   const bool *divisor = dead + nregs;
+  /* How pass 1 encodes each instruction that starts an encoded one, so
+   * that pass 2 need not decide again. */
+  enum { FORM_PLAIN, FORM_ADD_BR, FORM_FUSED, FORM_MUL_ADD };
+  uint8_t *form = (uint8_t *)(dead + 2 * nregs);
   analyze_regs(f, counters, dead, dead + nregs);
 
   /* Pass 1: where each block and instruction starts. */
   uint32_t total = 0, ninsns = 0;
-  for (uint32_t b = 0; b < f->block_count; ++b) {
+  for (uint32_t b = 0, g = 0; b < f->block_count; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     block_at[b] = total;
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      uint8_t *fm = &form[g + i];
       if (adds_then_branches(blk, i, dead)) {
+        *fm = FORM_ADD_BR;
         total += hali_code_cells(HALI_OP_ADD_BR_EQ_I32, 0);
         i += 2;
       } else if (fuses(blk, i)) {
+        *fm = FORM_FUSED;
         total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
         ++i;
       } else if (mul_add_op(blk, i, dead, &(uint32_t){0}) >= 0) {
+        *fm = FORM_MUL_ADD;
         total += hali_code_cells(HALI_OP_MUL_ADD_I32, 0);
         ++i;
       } else {
+        *fm = FORM_PLAIN;
         total += insn_cells(&blk->insns[i]);
       }
       ninsns++;
     }
+    g += blk->insn_count;
   }
   /* One allocation for what the function keeps (freed with its code,
    * module_destroy): code[total] cells, then insn_ir[ninsns],
@@ -313,7 +326,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
   /* Pass 2: emit. */
   hali_cell_t *code = out->code;
   uint32_t at = 0, n = 0;
-  for (uint32_t b = 0; b < f->block_count; ++b) {
+  for (uint32_t b = 0, g = 0; b < f->block_count; g += f->blocks[b].insn_count, ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       const hali_ir_insn_t *insn = &blk->insns[i];
@@ -322,7 +335,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       out->insn_offset[n] = at;
       out->insn_ir[n++] = insn;
       const hali_ir_operand_t *o = insn->operands;
-      if (adds_then_branches(blk, i, dead)) {
+      const uint8_t fm = form[g + i];
+      if (fm == FORM_ADD_BR) {
         const hali_ir_insn_t *cmp = &blk->insns[i + 1], *br = &blk->insns[i + 2];
         /* The sum first: `cmp %z, %sum` is `swapped-cmp %sum, %z`. */
         const bool first = cmp->operands[1].v == o[0].v;
@@ -340,7 +354,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         i += 2;
         continue;
       }
-      if (fuses(blk, i)) {
+      if (fm == FORM_FUSED) {
         const hali_ir_insn_t *br = &blk->insns[i + 1];
         const int fop = fused_op_for(insn->op);
         c[0].i.op = (uint16_t)(dead[o[0].v] ? fused_nostore_op(fop) : fop);
@@ -358,7 +372,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         continue;
       }
       uint32_t other = 0;
-      const int mop = mul_add_op(blk, i, dead, &other);
+      const int mop = fm == FORM_MUL_ADD ? mul_add_op(blk, i, dead, &other) : -1;
       if (mop >= 0) {
         const hali_ir_insn_t *add = &blk->insns[i + 1];
         c[0].i.op = (uint16_t)mop;
