@@ -46,14 +46,14 @@ int32_t hali_asm_find_reg(parser_t *p, const tok_t *t) {
 
 /* Adds register `%name` (token |t|) of |type| to |f| and to p->regs;
  * UINT32_MAX (with an error) on OOM. */
-/* Function |f| (of p->m) is the one whose room p->regs_cap / blocks_cap
- * count; its arrays are exactly as long as their counts when it becomes
- * so. */
+/* Function |f| (of p->m) is the one whose room p->blocks_cap counts; its
+ * blocks array is exactly as long as its count when it becomes so.
+ * (Registers need no such room: hali_ir_func_add_reg grows the register
+ * arrays geometrically itself, vm/ir.h reg_capacity.) */
 static void cap_for(parser_t *p, const hali_ir_func_t *f) {
   uint32_t fi = (uint32_t)(f - p->m->funcs);
   if (p->cap_func == fi) return;
   p->cap_func = fi;
-  p->regs_cap = f->reg_count;
   p->blocks_cap = f->block_count;
 }
 
@@ -70,34 +70,6 @@ static bool grow(void **a, uint32_t *cap, uint32_t need, size_t size) {
   *a = q;
   *cap = (uint32_t)n;
   return true;
-}
-
-/* hali_ir_func_add_reg for a named register, in the room the assembler
- * keeps (tensor-level functions, with shapes per register, take the
- * general path). */
-static uint32_t func_add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
-                             const char *name, size_t len) {
-  if (f->reg_xtypes || (f->reg_count && !f->reg_names) ||
-      f->reg_count == UINT32_MAX) {
-    p->cap_func = UINT32_MAX; /* its arrays are exact again */
-    return hali_ir_func_add_reg(f, type, name, len);
-  }
-  cap_for(p, f);
-  uint32_t need = f->reg_count + 1, names_cap = p->regs_cap;
-  char *copy = NULL;
-  /* Both arrays have the same room and grow to the same; after a failure
-   * only the counts are known to fit. */
-  if (!grow((void **)&f->reg_types, &p->regs_cap, need, sizeof(hali_type_t)) ||
-      !grow((void **)&f->reg_names, &names_cap, p->regs_cap, sizeof(char *)) ||
-      !(copy = hali_malloc(len + 1))) {
-    p->cap_func = UINT32_MAX;
-    return UINT32_MAX;
-  }
-  memcpy(copy, name, len);
-  copy[len] = 0;
-  f->reg_types[f->reg_count] = type;
-  f->reg_names[f->reg_count] = copy;
-  return f->reg_count++;
 }
 
 /* hali_ir_func_add_block, in the room the assembler keeps. */
@@ -121,7 +93,7 @@ static hali_ir_block_t *func_add_block(parser_t *p, hali_ir_func_t *f,
 
 static uint32_t add_reg(parser_t *p, hali_ir_func_t *f, hali_type_t type,
                         const tok_t *t) {
-  uint32_t r = func_add_reg(p, f, type, t->text + 1, t->len - 1);
+  uint32_t r = hali_ir_func_add_reg(f, type, t->text + 1, t->len - 1);
   if (r == UINT32_MAX ||
       (t->kind == T_REG
            ? hali_strmap_insert_hashed(&p->regs, f->reg_names[r], t->len - 1,

@@ -94,13 +94,13 @@ typedef struct {
   hali_ir_func_t **stubs;
   uint32_t nstubs;
   /* Room the assembler made (geometric growth, so that a function of N
-   * registers or blocks and a module of N functions cost O(log N)
-   * reallocations, not N): entries of m->funcs, and of the reg_types /
-   * reg_names and blocks arrays of function |cap_func| (UINT32_MAX: none;
-   * other code sizes its arrays exactly, so room is only known for the
-   * function the assembler is filling). */
+   * blocks and a module of N functions cost O(log N) reallocations, not
+   * N): entries of m->funcs, and of the blocks array of function
+   * |cap_func| (UINT32_MAX: none; other code sizes its arrays exactly, so
+   * room is only known for the function the assembler is filling).
+   * Register arrays keep their own room (vm/ir.h reg_capacity). */
   uint32_t funcs_cap;
-  uint32_t cap_func, regs_cap, blocks_cap;
+  uint32_t cap_func, blocks_cap;
 } parser_t;
 
 typedef struct {

@@ -22,13 +22,16 @@
 #include "vm/strmap.h"
 #include "loader/loader.h"
 
-typedef struct {
+typedef struct cur_s {
   const uint8_t *base; /* start of the file (for offsets in messages) */
   const uint8_t *p, *end;
   const char *section;
   hali_status_t error;
   uint16_t minor; /* the format minor version the module declares */
   struct strings_s *strs; /* FUNCTIONS: the string table's compaction */
+  /* FUNCTIONS: the DEBUG section, read a function at a time along with
+   * the functions (read_functions); NULL when it is read on its own. */
+  struct cur_s *debug;
 } cur_t;
 
 /* The string table is compacted (compact_strings) in order of first use,
@@ -404,6 +407,28 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
   }
 }
 
+/* Reads ahead, without moving |c|, the register and block counts of the
+ * function whose |nresults| result types |c| is at; true when both are
+ * there and within what get_count accepts (so the reads that follow
+ * find the same counts and sizes). */
+static bool peek_counts(const cur_t *c, uint32_t nresults, uint32_t *regs,
+                        uint32_t *blocks) {
+  size_t left = (size_t)(c->end - c->p);
+  if (left < (size_t)nresults + 4) return false;
+  const uint8_t *p = c->p + nresults;
+  *regs = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+          ((uint32_t)p[3] << 24);
+  left -= (size_t)nresults + 4;
+  if (*regs > left || left - *regs < 4) return false;
+  p += 4 + (size_t)*regs;
+  left -= (size_t)*regs + 4;
+  *blocks = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
+            ((uint32_t)p[3] << 24);
+  return (uint64_t)*blocks * 4 <= left;
+}
+
+static void read_debug_func(cur_t *c, hali_ir_module_t *m, hali_ir_func_t *f);
+
 static void read_functions(cur_t *c, hali_ir_module_t *m) {
   /* The smallest function: name, 3 counts, and a block count. */
   uint32_t n = get_count(c, 20, "function");
@@ -413,6 +438,9 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     rerr(c, "out of memory");
     return;
   }
+  /* DEBUG read along (hali_hbc_read): its errors stay in its cursor, to
+   * be reported when the section's turn comes, as if read then. */
+  if (c->debug) m->source = get_string_copy(c->debug, m, "source file name");
   for (uint32_t fi = 0; fi < n && !c->error; ++fi) {
     hali_ir_func_t *f = &m->funcs[fi];
     m->func_count++;
@@ -421,8 +449,24 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     f->param_count = get_u32(c, "parameter count");
     f->result_count = get_count(c, 1, "result");
     if (c->error) return;
-    f->results = hali_malloc(f->result_count ? f->result_count : 1);
-    if (!f->results) FAIL("out of memory");
+    /* The blocks, register types and result types in one allocation
+     * (vm/ir.h array_block), sized from the counts read ahead; when they
+     * do not fit what is left (the reads below then fail), each apart. */
+    uint32_t ahead_regs, ahead_blocks;
+    if (peek_counts(c, f->result_count, &ahead_regs, &ahead_blocks)) {
+      size_t blocks_bytes = (size_t)ahead_blocks * sizeof(hali_ir_block_t);
+      /* One byte more: an empty array at the end still points inside. */
+      size_t bytes = blocks_bytes + ahead_regs + f->result_count + 1;
+      char *arrays = hali_malloc(bytes);
+      if (!arrays) FAIL("out of memory");
+      memset(arrays, 0, blocks_bytes);
+      f->array_block = arrays;
+      f->array_block_size = bytes;
+      f->results = (hali_type_t *)(arrays + blocks_bytes + ahead_regs);
+    } else {
+      f->results = hali_malloc(f->result_count ? f->result_count : 1);
+      if (!f->results) FAIL("out of memory");
+    }
     for (uint32_t i = 0; i < f->result_count; ++i)
       f->results[i] = get_type(c, "result type");
     f->reg_count = get_count(c, 1, "register");
@@ -430,14 +474,22 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
     if (f->param_count > f->reg_count)
       FAIL("function @%s has %u parameters but only %u registers",
                   f->name, f->param_count, f->reg_count);
-    f->reg_types = hali_malloc(f->reg_count ? f->reg_count : 1);
-    if (!f->reg_types) FAIL("out of memory");
+    if (f->array_block) {
+      f->reg_types = (hali_type_t *)(f->results - f->reg_count);
+    } else {
+      f->reg_types = hali_malloc(f->reg_count ? f->reg_count : 1);
+      if (!f->reg_types) FAIL("out of memory");
+    }
     for (uint32_t i = 0; i < f->reg_count; ++i)
       f->reg_types[i] = get_type(c, "register type");
     uint32_t nblocks = get_count(c, 4, "block");
     if (c->error) return;
-    f->blocks = hali_calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
-    if (!f->blocks) FAIL("out of memory");
+    if (f->array_block) {
+      f->blocks = (hali_ir_block_t *)f->array_block;
+    } else {
+      f->blocks = hali_calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
+      if (!f->blocks) FAIL("out of memory");
+    }
     for (uint32_t b = 0; b < nblocks && !c->error; ++b) {
       f->block_count++;
       uint32_t ninsns = get_count(c, 2, "instruction");
@@ -453,6 +505,11 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
       for (uint32_t i = 0; i < ninsns && !c->error; ++i)
         read_insn(c, &f->blocks[b]);
     }
+    /* The function's names and lines while its instructions are in cache
+     * (read after every function, the lines meant one more walk over all
+     * of a large module's instructions, from memory). */
+    if (c->debug && !c->error && !c->debug->error)
+      read_debug_func(c->debug, m, f);
   }
 }
 
@@ -794,10 +851,8 @@ static void mark_async_stubs(hali_ir_module_t *m) {
         /* Its registers have no names (the assembler gives none; the
          * debug reader named them rN): as written, so that `dis | asm`
          * gives the same bytes. */
-        for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r) {
-          hali_free(f->reg_names[r]);
-          f->reg_names[r] = NULL;
-        }
+        for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r)
+          (void)hali_ir_func_set_reg_name(f, r, NULL, 0); /* cannot fail */
         break;
       }
   }
@@ -821,36 +876,169 @@ static void read_imports(cur_t *c, hali_ir_module_t *m) {
   }
 }
 
-static char *numbered(const char *prefix, uint32_t n) {
+/* The digits of |n| in decimal. */
+static size_t decimal_digits(uint32_t n) {
+  size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
+  }
+  return d;
+}
+
+/* The bytes debug name |idx| (a string index as stored) takes in a name
+ * block: the string and its NUL, or the %rN / ^bbN spelling read_debug
+ * gives a name left out (|prefix| and |n|).  Indices the read rejects
+ * take nothing. */
+static uint64_t debug_name_size(const hali_ir_module_t *m, uint32_t idx,
+                                const char *prefix, uint32_t n) {
+  if (idx == HALI_HBC_NONE) return strlen(prefix) + decimal_digits(n) + 1;
+  return idx < m->string_count ? (uint64_t)m->string_lengths[idx] + 1 : 0;
+}
+
+/* The size of a name block holding every register and block name of |f|
+ * that DEBUG records at |c| (read ahead, without moving |c|); 0 when the
+ * section ends first (the read then fails there) or when the names repeat
+ * strings beyond what distinct names can take: names are unique per
+ * function (the verifier checks it), so the file's string table bounds a
+ * good module's names, and a forged one that names every register with
+ * one long string gets no block (each name is copied apart, and the
+ * verifier turns the duplicates down) rather than one of that product. */
+static size_t debug_names_size(const cur_t *c, const hali_ir_module_t *m,
+                               const hali_ir_func_t *f) {
+  const uint8_t *p = c->p, *end = c->end;
+  uint64_t total = 0;
+  for (uint32_t r = 0; r < f->reg_count; ++r) {
+    if (end - p < 4) return 0;
+    uint32_t idx = (uint32_t)p[0] | ((uint32_t)p[1] << 8) |
+                   ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    p += 4;
+    total += debug_name_size(m, idx, "r", r);
+  }
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    if (end - p < 4) return 0;
+    uint32_t idx = (uint32_t)p[0] | ((uint32_t)p[1] << 8) |
+                   ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+    p += 4;
+    total += debug_name_size(m, idx, "bb", b);
+    uint64_t lines = 4 * (uint64_t)f->blocks[b].insn_count;
+    if ((uint64_t)(end - p) < lines) return 0;
+    p += lines;
+  }
+  /* Each left-out name takes at most 13 bytes ("bb" and 10 digits and a
+   * NUL), each string of the table its bytes and a NUL once. */
+  uint64_t bound = (uint64_t)m->string_arena_size +
+                   13 * ((uint64_t)f->reg_count + f->block_count);
+  if (total > bound) return 0;
+  /* The reg_names array first (pointer-aligned). */
+  total += (uint64_t)f->reg_count * sizeof(char *);
+  return total <= SIZE_MAX ? (size_t)total : 0;
+}
+
+/* Where read_debug puts a function's names: one block (vm/ir.h
+ * name_block), filled in order. */
+typedef struct {
+  char *block;
+  size_t size, used;
+} names_t;
+
+/* A copy of |len| bytes of |s| (and a NUL) for function |f|: in the name
+ * block while it has room, else allocated apart; NULL on OOM. */
+static char *name_put(names_t *nb, const char *s, size_t len) {
+  char *d;
+  if (nb->block && nb->size - nb->used > len) {
+    d = nb->block + nb->used;
+    nb->used += len + 1;
+  } else if (!(d = hali_malloc(len + 1))) {
+    return NULL;
+  }
+  memcpy(d, s, len);
+  d[len] = 0;
+  return d;
+}
+
+/* Debug name |what| at |c| (get_string_copy's checks), into |nb|.  The
+ * NUL check and the copy are one loop: debug names are a few bytes, for
+ * which the calls of memchr and memcpy cost more than the bytes. */
+static char *get_debug_name(cur_t *c, const hali_ir_module_t *m, names_t *nb,
+                            const char *what) {
+  uint32_t idx = get_u32(c, what);
+  if (c->error || idx == HALI_HBC_NONE) return NULL;
+  if (idx >= m->string_count) {
+    rerr(c, "%s refers to string %u but the table has %u", what, idx,
+         m->string_count);
+    return NULL;
+  }
+  size_t len = m->string_lengths[idx];
+  const char *src = m->strings[idx];
+  bool in_block = nb->block && nb->size - nb->used > len;
+  char *d = in_block ? nb->block + nb->used : hali_malloc(len + 1);
+  if (!d) {
+    rerr(c, "out of memory");
+    return NULL;
+  }
+  char no_nul = 1;
+  for (size_t i = 0; i < len; ++i) {
+    d[i] = src[i];
+    no_nul &= (char)(src[i] != 0);
+  }
+  if (!no_nul) {
+    if (!in_block) hali_free(d);
+    rerr(c, "%s (string %u) contains a NUL byte", what, idx);
+    return NULL;
+  }
+  d[len] = 0;
+  if (in_block) nb->used += len + 1;
+  return d;
+}
+
+/* The name hali dis prints for an unnamed register or block ("r7",
+ * "bb2"), into |nb|; NULL on OOM. */
+static char *numbered(names_t *nb, const char *prefix, uint32_t n) {
   char buf[16];
-  snprintf(buf, sizeof(buf), "%s%u", prefix, n);
-  return hali_strdup(buf);
+  int len = snprintf(buf, sizeof(buf), "%s%u", prefix, n);
+  return name_put(nb, buf, (size_t)len);
+}
+
+/* DEBUG's names and lines of function |f| at |c|. */
+static void read_debug_func(cur_t *c, hali_ir_module_t *m, hali_ir_func_t *f) {
+  /* The reg_names array and all of the function's names in one
+   * allocation: a function's names cost one malloc, not one each. */
+  names_t nb = {NULL, debug_names_size(c, m, f), 0};
+  if (nb.size) {
+    if (!(nb.block = hali_malloc(nb.size))) FAIL("out of memory");
+    f->name_block = nb.block;
+    f->name_block_size = nb.size;
+    f->reg_names = (char **)nb.block;
+    nb.used = (size_t)f->reg_count * sizeof(char *);
+    memset(f->reg_names, 0, nb.used);
+  } else {
+    f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
+    if (!f->reg_names) FAIL("out of memory");
+  }
+  for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
+    f->reg_names[r] = get_debug_name(c, m, &nb, "register name");
+  for (uint32_t b = 0; b < f->block_count && !c->error; ++b) {
+    f->blocks[b].name = get_debug_name(c, m, &nb, "block name");
+    for (uint32_t i = 0; i < f->blocks[b].insn_count && !c->error; ++i)
+      f->blocks[b].insns[i].line = get_u32(c, "line");
+  }
+  if (!c->error && f->block_count && f->blocks[0].insn_count)
+    f->line = f->blocks[0].insns[0].line;
+  /* A name left out is the one hali dis prints for it (%rN, ^bbN), which
+   * is what `hali asm` then reads: the module is the same either way. */
+  for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
+    if (!f->reg_names[r] && !(f->reg_names[r] = numbered(&nb, "r", r)))
+      FAIL("out of memory");
+  for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
+    if (!f->blocks[b].name && !(f->blocks[b].name = numbered(&nb, "bb", b)))
+      FAIL("out of memory");
 }
 
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
   m->source = get_string_copy(c, m, "source file name");
-  for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi) {
-    hali_ir_func_t *f = &m->funcs[fi];
-    f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
-    if (!f->reg_names) FAIL("out of memory");
-    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
-      f->reg_names[r] = get_string_copy(c, m, "register name");
-    for (uint32_t b = 0; b < f->block_count && !c->error; ++b) {
-      f->blocks[b].name = get_string_copy(c, m, "block name");
-      for (uint32_t i = 0; i < f->blocks[b].insn_count && !c->error; ++i)
-        f->blocks[b].insns[i].line = get_u32(c, "line");
-    }
-    if (!c->error && f->block_count && f->blocks[0].insn_count)
-      f->line = f->blocks[0].insns[0].line;
-    /* A name left out is the one hali dis prints for it (%rN, ^bbN), which
-     * is what `hali asm` then reads: the module is the same either way. */
-    for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
-      if (!f->reg_names[r] && !(f->reg_names[r] = numbered("r", r)))
-        FAIL("out of memory");
-    for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
-      if (!f->blocks[b].name && !(f->blocks[b].name = numbered("bb", b)))
-        FAIL("out of memory");
-  }
+  for (uint32_t fi = 0; fi < m->func_count && !c->error; ++fi)
+    read_debug_func(c, m, &m->funcs[fi]);
   m->has_debug = !c->error;
 }
 
@@ -931,18 +1119,24 @@ static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
     hali_free(lengths);
     return false;
   }
-  /* The strings kept leave the reader's arena (read_strings): each is
-   * allocated apart, as in any module. */
+  /* The strings kept leave the reader's arena (read_strings) for one
+   * block of their own, which the module keeps as its string arena
+   * (vm/ir.h): one allocation for the module's strings, not one each. */
+  uint64_t total = 1;
+  for (uint32_t k = 0; k < kept; ++k)
+    total += (uint64_t)m->string_lengths[t->order[k]] + 1;
+  char *block = total <= SIZE_MAX ? hali_malloc((size_t)total) : NULL;
+  if (!block) {
+    hali_free(strings);
+    hali_free(lengths);
+    return false;
+  }
+  size_t at = 0;
   for (uint32_t k = 0; k < kept; ++k) {
     lengths[k] = m->string_lengths[t->order[k]];
-    strings[k] = hali_malloc((size_t)lengths[k] + 1);
-    if (!strings[k]) {
-      for (uint32_t j = 0; j < k; ++j) hali_free(strings[j]);
-      hali_free(strings);
-      hali_free(lengths);
-      return false;
-    }
+    strings[k] = block + at;
     memcpy(strings[k], m->strings[t->order[k]], (size_t)lengths[k] + 1);
+    at += (size_t)lengths[k] + 1;
   }
   const char *arena = m->string_arena;
   for (uint32_t i = 0; i < n; ++i)
@@ -950,8 +1144,8 @@ static bool compact_strings(hali_ir_module_t *m, strings_t *t) {
                       m->string_arena_size)
       hali_free(m->strings[i]);
   hali_free(m->string_arena);
-  m->string_arena = NULL;
-  m->string_arena_size = 0;
+  m->string_arena = block;
+  m->string_arena_size = (size_t)total;
   hali_free(m->strings);
   hali_free(m->string_lengths);
   m->strings = strings;
@@ -976,6 +1170,37 @@ static void strings_begin(strings_t *t, const hali_ir_module_t *m) {
 static void strings_free(strings_t *t) {
   hali_free(t->map);
   hali_free(t->order);
+}
+
+/* Where the first DEBUG section after the first FUNCTIONS section lies
+ * (its bytes in [*out_p, *out_end)), walking the section headers as
+ * hali_hbc_read does; false when there is none or a header is truncated
+ * (the read then finds the problem in its turn). */
+static bool find_debug_after_functions(const uint8_t *data, size_t size,
+                                       const uint8_t **out_p,
+                                       const uint8_t **out_end) {
+  const uint8_t *p = data + HALI_HBC_HEADER_SIZE, *end = data + size;
+  bool functions = false;
+  while ((size_t)(end - p) >= 8) {
+    uint32_t id = le32(p), len = le32(p + 4);
+    p += 8;
+    if ((size_t)(end - p) < len) return false;
+    if (id == HALI_HBC_SECTION_FUNCTIONS) {
+      if (functions) return false; /* twice: an error before DEBUG */
+      functions = true;
+    } else if (id == HALI_HBC_SECTION_DEBUG && functions) {
+      *out_p = p;
+      *out_end = p + len;
+      return true;
+    }
+    p += len;
+  }
+  return false;
+}
+
+/* Is the DEBUG section the main loop reached, |c|, the one read along? */
+static bool debug_along_at(const cur_t *debug, const cur_t *c) {
+  return debug->end == c->end;
 }
 
 hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
@@ -1020,15 +1245,21 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
   hali_ir_module_t *m = hali_ir_module_create();
   if (!m) return hali_status_oom();
   cur_t top = {data, data + HALI_HBC_HEADER_SIZE, data + size, "header", NULL,
-               minor, NULL};
+               minor, NULL, NULL};
   bool seen[HALI_HBC_SECTION_LAST + 1] = {0};
   strings_t strs = {0};
   uint32_t module_name = HALI_HBC_NONE;
+  /* The first DEBUG section after the first FUNCTIONS, if the section
+   * headers lead to one, is read along with the functions (read_functions)
+   * and only checked when its turn comes. */
+  cur_t debug = {data, NULL, NULL, "DEBUG", NULL, minor, NULL, NULL};
+  bool debug_along = find_debug_after_functions(data, size, &debug.p,
+                                                &debug.end);
   while (!top.error && top.p < top.end) {
     uint32_t id = get_u32(&top, "section id");
     uint32_t len = get_u32(&top, "section length");
     if (!need(&top, len, "section")) break;
-    cur_t c = {data, top.p, top.p + len, "?", NULL, minor, NULL};
+    cur_t c = {data, top.p, top.p + len, "?", NULL, minor, NULL, NULL};
     top.p += len;
     if (id >= 1 && id <= HALI_HBC_SECTION_LAST) {
       if (seen[id]) {
@@ -1056,6 +1287,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       } else {
         strings_begin(&strs, m);
         c.strs = &strs;
+        c.debug = debug_along ? &debug : NULL;
         read_functions(&c, m);
       }
       break;
@@ -1082,10 +1314,18 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
       break;
     case HALI_HBC_SECTION_DEBUG:
       c.section = "DEBUG";
-      if (!seen[HALI_HBC_SECTION_FUNCTIONS])
+      if (!seen[HALI_HBC_SECTION_FUNCTIONS]) {
         rerr(&c, "DEBUG must follow FUNCTIONS");
-      else
+      } else if (debug_along && debug_along_at(&debug, &c)) {
+        /* Read along with the functions: its outcome is this section's. */
+        c.error = debug.error;
+        debug.error = NULL;
+        c.p = debug.p;
+        m->has_debug = !c.error;
+        debug_along = false;
+      } else {
         read_debug(&c, m);
+      }
       break;
     case HALI_HBC_SECTION_GLOBALS:
       c.section = "GLOBALS";
@@ -1143,6 +1383,7 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
     top.error = hali_status_annotate(hali_status_oom(),
                                      "compacting the string table");
   strings_free(&strs);
+  hali_status_free(debug.error); /* read along, never reached */
   if (top.error) {
     hali_ir_module_free(m);
     return top.error;

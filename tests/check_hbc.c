@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "loader/hbc.h"
 #include "tests/testutil.h"
 
@@ -360,11 +361,13 @@ START_TEST(hbc_crc32_folded_matches_reference) {
 }
 END_TEST
 
-/* The reader keeps the string table in one block while it reads; the
- * module it returns owns each string apart, as an assembled one does (a
- * caller may free and replace any of them), and holds no such block.  Its
- * messages and names are the ones written. */
-START_TEST(hbc_strings_owned_apart_after_read) {
+/* The reader keeps the string table in one block while it reads, and the
+ * strings the module keeps in one block of their own (its string arena,
+ * vm/ir.h): one allocation for a module's strings, not one each.  Its
+ * messages and names are the ones written; a caller may replace any string
+ * by pointing its entry at a new allocation, which hali_ir_module_free
+ * then frees (and not the arena's). */
+START_TEST(hbc_strings_in_one_block_after_read) {
   const char *text = "module @own\n"
                      "func @f(%a: i32) -> i32 {\n"
                      "  assert %a, \"first message\"\n"
@@ -373,23 +376,260 @@ START_TEST(hbc_strings_owned_apart_after_read) {
                      "}\n";
   for (int strip = 0; strip < 2; ++strip) {
     bytes_t b = hbc_of(text, "own.hasm", strip != 0);
+    size_t live0 = hali_host_allocations_live();
     hali_ir_module_t *m = NULL;
     expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
-    ck_assert_ptr_null(m->string_arena);
-    ck_assert_uint_eq(m->string_arena_size, 0);
+    ck_assert_ptr_nonnull(m->string_arena);
     ck_assert_uint_eq(m->string_count, 2);
     ck_assert_str_eq(m->strings[0], "first message");
     ck_assert_str_eq(m->strings[1], "second message");
     ck_assert_str_eq(m->name, "own");
     ck_assert_str_eq(m->funcs[0].name, "f");
     for (uint32_t i = 0; i < m->string_count; ++i) {
-      free(m->strings[i]); /* each is its own allocation */
-      m->strings[i] = strdup("replaced");
-      m->string_lengths[i] = 8;
+      ck_assert((uintptr_t)m->strings[i] - (uintptr_t)m->string_arena <
+                m->string_arena_size);
+      ck_assert_uint_eq(m->string_lengths[i], strlen(m->strings[i]));
     }
+    /* The kept strings only: the names live elsewhere. */
+    ck_assert_uint_le(m->string_arena_size,
+                      strlen("first message") + strlen("second message") + 3);
+    m->strings[1] = hali_strdup("replaced");
+    m->string_lengths[1] = 8;
+    expect_ok(hali_ir_verify(m));
     hali_ir_module_free(m);
+    ck_assert_uint_eq(hali_host_allocations_live(), live0);
     free(b.d);
   }
+}
+END_TEST
+
+/* The text of a module of |nfuncs| functions of |nregs| registers each
+ * (%a, then %x1 ...), every function in one block ^entry; malloc'ed. */
+static char *many_regs_text(uint32_t nfuncs, uint32_t nregs) {
+  size_t cap = 64 + (size_t)nfuncs * (64 + (size_t)nregs * 40), n = 0;
+  char *t = malloc(cap);
+  ck_assert_ptr_nonnull(t);
+  n += (size_t)snprintf(t + n, cap - n, "module @names\n");
+  for (uint32_t f = 0; f < nfuncs; ++f) {
+    n += (size_t)snprintf(t + n, cap - n,
+                          "func @f%u(%%a: i64) -> i64 {\n^entry:\n", f);
+    for (uint32_t r = 1; r < nregs; ++r)
+      n += r == 1 ? (size_t)snprintf(t + n, cap - n,
+                                     "  %%x1 = add.i64 %%a, %%a\n")
+                  : (size_t)snprintf(t + n, cap - n,
+                                     "  %%x%u = add.i64 %%x%u, %%a\n", r,
+                                     r - 1);
+    n += (size_t)snprintf(t + n, cap - n, "  return %%x%u\n}\n", nregs - 1);
+  }
+  ck_assert_uint_lt(n, cap);
+  return t;
+}
+
+/* A function's debug names, register and block, are read into one
+ * allocation (vm/ir.h name_block): the names of a module cost one block
+ * per function, not one allocation each.  They read as written, can be
+ * renamed one by one (the new name is allocated apart, the block stays
+ * the function's) and stripped, all without leaks or bad frees (the
+ * suite runs under valgrind and ASan). */
+START_TEST(hbc_debug_names_in_one_block) {
+  enum { NFUNCS = 8, NREGS = 40 };
+  char *text = many_regs_text(NFUNCS, NREGS);
+  bytes_t dbg = hbc_of(text, "names.hasm", false);
+  bytes_t bare = hbc_of(text, "names.hasm", true);
+  free(text);
+  size_t live0 = hali_host_allocations_live();
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_hbc_read(bare.d, bare.n, NULL, &m));
+  size_t stripped_allocs = hali_host_allocations_live() - live0;
+  hali_ir_module_free(m);
+  expect_ok(hali_hbc_read(dbg.d, dbg.n, NULL, &m));
+  size_t debug_allocs = hali_host_allocations_live() - live0;
+  /* The names add one allocation a function (the block, which holds
+   * the reg_names array too; the source name once), where one per name
+   * would add NREGS + 2. */
+  ck_assert_msg(debug_allocs <= stripped_allocs + NFUNCS + 1,
+                "debug names took %zu allocations beyond the stripped "
+                "module's %zu for %d functions of %d registers",
+                debug_allocs - stripped_allocs, stripped_allocs, NFUNCS, NREGS);
+  ck_assert_uint_eq(m->func_count, NFUNCS);
+  for (uint32_t fi = 0; fi < NFUNCS; ++fi) {
+    const hali_ir_func_t *f = &m->funcs[fi];
+    ck_assert_ptr_nonnull(f->name_block);
+    ck_assert(hali_ir_func_in_block(f, f->reg_names));
+    ck_assert_uint_eq(f->reg_count, NREGS);
+    ck_assert_str_eq(f->reg_names[0], "a");
+    for (uint32_t r = 0; r < NREGS; ++r) {
+      char want[16];
+      snprintf(want, sizeof(want), r ? "x%u" : "a", r);
+      ck_assert_str_eq(f->reg_names[r], want);
+      ck_assert(hali_ir_func_name_in_block(f, f->reg_names[r]));
+    }
+    ck_assert_str_eq(f->blocks[0].name, "entry");
+    ck_assert(hali_ir_func_name_in_block(f, f->blocks[0].name));
+    ck_assert(!hali_ir_func_name_in_block(f, f->name));
+  }
+  expect_ok(hali_ir_verify(m));
+  /* Renaming: the new name is the function's own allocation; the rest
+   * stay in the block. */
+  hali_ir_func_t *f = &m->funcs[1];
+  ck_assert(hali_ir_func_set_reg_name(f, 3, "renamed", 7));
+  ck_assert_str_eq(f->reg_names[3], "renamed");
+  ck_assert(!hali_ir_func_name_in_block(f, f->reg_names[3]));
+  ck_assert(hali_ir_func_name_in_block(f, f->reg_names[4]));
+  ck_assert(hali_ir_func_set_block_name(f, 0, "start", 5));
+  ck_assert_str_eq(f->blocks[0].name, "start");
+  ck_assert(hali_ir_func_set_reg_name(f, 5, NULL, 0));
+  ck_assert_ptr_null(f->reg_names[5]);
+  expect_ok(hali_ir_verify(m));
+  /* A register added after the read is named apart too. */
+  uint32_t r = hali_ir_func_add_reg(f, HALI_TYPE_I32, "late", 4);
+  ck_assert_uint_eq(r, NREGS);
+  ck_assert_str_eq(f->reg_names[r], "late");
+  ck_assert(!hali_ir_func_name_in_block(f, f->reg_names[r]));
+  /* Stripping drops every name and the block. */
+  hali_ir_func_strip_names(&m->funcs[2]);
+  ck_assert_ptr_null(m->funcs[2].reg_names);
+  ck_assert_ptr_null(m->funcs[2].blocks[0].name);
+  ck_assert_ptr_null(m->funcs[2].name_block);
+  ck_assert_uint_eq(m->funcs[2].name_block_size, 0);
+  expect_ok(hali_ir_verify(m));
+  hali_ir_module_free(m);
+  ck_assert_uint_eq(hali_host_allocations_live(), live0);
+  free(dbg.d);
+  free(bare.d);
+}
+END_TEST
+
+/* A function's blocks, register types and result types are read into
+ * one allocation (vm/ir.h array_block), stripped or not; they grow out of
+ * it (copied) when a pass adds registers or blocks, and the module stays
+ * whole: it verifies, and frees without leaks or bad frees. */
+START_TEST(hbc_function_arrays_in_one_block) {
+  enum { NFUNCS = 6, NREGS = 12 };
+  char *text = many_regs_text(NFUNCS, NREGS);
+  for (int strip = 0; strip < 2; ++strip) {
+    bytes_t b = hbc_of(text, "arrays.hasm", strip != 0);
+    size_t live0 = hali_host_allocations_live();
+    hali_ir_module_t *m = NULL;
+    expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+    for (uint32_t fi = 0; fi < NFUNCS; ++fi) {
+      const hali_ir_func_t *f = &m->funcs[fi];
+      ck_assert_ptr_nonnull(f->array_block);
+      ck_assert(hali_ir_func_in_block(f, f->blocks));
+      ck_assert(hali_ir_func_in_block(f, f->reg_types));
+      ck_assert(hali_ir_func_in_block(f, f->results));
+      ck_assert_uint_eq(f->result_count, 1);
+      ck_assert_uint_eq(f->results[0], HALI_TYPE_I64);
+      for (uint32_t r = 0; r < NREGS; ++r)
+        ck_assert_uint_eq(f->reg_types[r], HALI_TYPE_I64);
+      ck_assert_uint_eq(f->block_count, 1);
+      ck_assert_uint_eq(f->blocks[0].insn_count, NREGS);
+    }
+    /* Growing moves the arrays out; what they held comes along. */
+    hali_ir_func_t *f = &m->funcs[2];
+    uint32_t r = hali_ir_func_add_reg(f, HALI_TYPE_I32, strip ? NULL : "n", 1);
+    ck_assert_uint_eq(r, NREGS);
+    ck_assert(!hali_ir_func_in_block(f, f->reg_types));
+    ck_assert_uint_eq(f->reg_types[0], HALI_TYPE_I64);
+    ck_assert_uint_eq(f->reg_types[NREGS], HALI_TYPE_I32);
+    if (!strip) {
+      ck_assert(!hali_ir_func_in_block(f, f->reg_names));
+      ck_assert_str_eq(f->reg_names[0], "a");
+      ck_assert_str_eq(f->reg_names[NREGS], "n");
+    }
+    hali_ir_block_t *blk = hali_ir_func_add_block(f, strip ? NULL : "more", 4);
+    ck_assert_ptr_nonnull(blk);
+    ck_assert(!hali_ir_func_in_block(f, f->blocks));
+    ck_assert_uint_eq(f->blocks[0].insn_count, NREGS);
+    ck_assert_ptr_nonnull(hali_ir_block_add_insn(blk, HALI_OP_RETURN, 1));
+    blk->insns[0].operands[0] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 0};
+    expect_ok(hali_ir_verify(m));
+    /* Clearing a function in place (as the passes do) frees its blocks. */
+    hali_ir_func_clear(&m->funcs[3]);
+    ck_assert_ptr_null(m->funcs[3].array_block);
+    ck_assert_ptr_null(m->funcs[3].name_block);
+    ck_assert_str_eq(m->funcs[3].name, "f3");
+    hali_ir_module_free(m);
+    ck_assert_uint_eq(hali_host_allocations_live(), live0);
+    free(b.d);
+  }
+  free(text);
+}
+END_TEST
+
+/* Names repeating one long string: unique names never take more than the
+ * string table (and the %rN spellings), so the reader makes no block for
+ * a function whose names would (a forged file could otherwise make one of
+ * registers x string length); the names are then copied apart, and the
+ * verifier turns the repeats down as it would anyway. */
+START_TEST(hbc_repeated_long_debug_names_get_no_block) {
+  enum { NREGS = 64, LEN = 2000 };
+  char *text = many_regs_text(1, NREGS);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_asm_parse(text, strlen(text), "long.hasm", &m));
+  free(text);
+  char *longname = malloc(LEN + 1);
+  ck_assert_ptr_nonnull(longname);
+  memset(longname, 'n', LEN);
+  longname[LEN] = 0;
+  for (uint32_t r = 0; r < NREGS; ++r)
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], r, longname, LEN));
+  bytes_t b = {0};
+  expect_ok(hali_hbc_write(m, NULL, &b.d, &b.n));
+  hali_ir_module_free(m);
+  expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+  const hali_ir_func_t *f = &m->funcs[0];
+  ck_assert_ptr_null(f->name_block);
+  for (uint32_t r = 0; r < NREGS; ++r) ck_assert_str_eq(f->reg_names[r], longname);
+  hali_status_t s = hali_ir_verify(m);
+  expect_status(__LINE__, s, HALI_STATUS_INVALID_ARGUMENT,
+                (const char *const[]){"@f0", "registers 0 and 1 are both named",
+                                      NULL});
+  hali_ir_module_free(m);
+  free(longname);
+  free(b.d);
+}
+END_TEST
+
+/* The encoder makes one allocation per function (its code, instruction
+ * table and register slots together) and reuses one scratch buffer for
+ * the tables it needs while it encodes, so a module of many small
+ * functions does not cost several allocations each. */
+START_TEST(encode_one_allocation_per_function) {
+  enum { NFUNCS = 50 };
+  char *text = many_regs_text(NFUNCS, 6);
+  size_t live0 = hali_host_allocations_live();
+  hali_ir_module_t *ir = NULL;
+  expect_ok(hali_load_bytes((const uint8_t *)text, strlen(text), "enc.hasm",
+                            &ir));
+  free(text);
+  size_t before = hali_host_allocations_live();
+  hali_vm_module_t *vm = NULL;
+  expect_ok(hali_vm_module_create(ir, &vm));
+  size_t added = hali_host_allocations_live() - before;
+  ck_assert_msg(added <= NFUNCS + 8,
+                "encoding %d functions left %zu allocations", NFUNCS, added);
+  ck_assert_uint_eq(vm->func_count, NFUNCS);
+  for (uint32_t i = 0; i < NFUNCS; ++i) {
+    const hali_vm_func_t *fn = &vm->funcs[i];
+    /* 5 adds and a return, 6 registers: the tables hold what they say. */
+    ck_assert_uint_eq(fn->insn_count, 6);
+    ck_assert_ptr_eq(fn->insn_ir[0], &ir->funcs[i].blocks[0].insns[0]);
+    ck_assert_uint_eq(fn->insn_offset[0], 0);
+    for (uint32_t r = 0; r < 6; ++r) ck_assert_uint_eq(fn->slot[r], r);
+  }
+  hali_vm_module_release(vm); /* the IR with it */
+  ck_assert_uint_eq(hali_host_allocations_live(), live0);
+  /* A module whose only function has no registers and no code (an
+   * import): nothing to keep but its one allocation, and no scratch
+   * needed -- still not "out of memory". */
+  const char *imp = "module @imp\nfunc @env.started() import\n";
+  expect_ok(hali_load_bytes((const uint8_t *)imp, strlen(imp), "imp.hasm",
+                            &ir));
+  expect_ok(hali_vm_module_create(ir, &vm));
+  ck_assert_uint_eq(vm->funcs[0].insn_count, 0);
+  hali_vm_module_release(vm);
+  ck_assert_uint_eq(hali_host_allocations_live(), live0);
 }
 END_TEST
 
@@ -606,6 +846,20 @@ START_TEST(hbc_name_with_nul) {
   fix_header(b.d, b.n);
   EXPECT_BAD(&b, "FUNCTIONS section", "function name (string",
              "contains a NUL byte");
+  free(b.d);
+  /* A register name (DEBUG) with a NUL in it: refused the same way. */
+  b = bin_module(false);
+  idx = rd32(b.d + section_at(&b, HALI_HBC_SECTION_DEBUG) + 8 + 4 + 4); /* %b */
+  p = section_at(&b, HALI_HBC_SECTION_STRINGS) + 12;
+  for (uint32_t i = 0; i < idx; ++i) p += 4 + rd32(b.d + p);
+  ck_assert_uint_eq(rd32(b.d + p), 1);
+  ck_assert_uint_eq(b.d[p + 4], 'b');
+  b.d[p + 4] = 0;
+  fix_header(b.d, b.n);
+  char want[64];
+  snprintf(want, sizeof(want), "register name (string %u) contains a NUL byte",
+           idx);
+  EXPECT_BAD(&b, "DEBUG section", want);
   free(b.d);
 }
 END_TEST
@@ -932,6 +1186,53 @@ START_TEST(hbc_section_order) {
   EXPECT_BAD(&b, "DEBUG section", "DEBUG must follow FUNCTIONS");
   free(b.d);
   free(dbg.d);
+}
+END_TEST
+
+/* DEBUG is read along with the functions (each function's names and
+ * lines right after its body, while it is in cache), but a problem in it
+ * is reported when its turn comes, as if it were read then: naming the
+ * DEBUG section and the byte, after any earlier section's problem, and a
+ * second DEBUG section is still one too many. */
+START_TEST(hbc_debug_read_along_reports_in_turn) {
+  /* A register name that is no string: the message names DEBUG and the
+   * byte after the index (as every reader message does). */
+  bytes_t b = bin_module(false);
+  size_t dbg = section_at(&b, HALI_HBC_SECTION_DEBUG);
+  size_t first_reg = dbg + 8 + 4; /* header, source file name */
+  wr32(b.d + first_reg, 99999);
+  fix_header(b.d, b.n);
+  EXPECT_BAD(&b, "DEBUG section", at_byte(first_reg + 4),
+             "register name refers to string 99999");
+  /* An earlier section's problem comes first: a FUNCTIONS error with the
+   * same bad DEBUG after it. */
+  size_t fn = section_at(&b, HALI_HBC_SECTION_FUNCTIONS);
+  wr32(b.d + fn + 8, 0xffffff); /* the function count */
+  fix_header(b.d, b.n);
+  EXPECT_BAD(&b, "FUNCTIONS section", "function count 16777215 exceeds");
+  free(b.d);
+  /* Two DEBUG sections after FUNCTIONS: the second is refused. */
+  b = bin_module(false);
+  dbg = section_at(&b, HALI_HBC_SECTION_DEBUG);
+  size_t n = section_size(&b, HALI_HBC_SECTION_DEBUG);
+  bytes_t copy = bytes_copy(b.d + dbg, n);
+  splice(&b, b.n, 0, copy.d, copy.n);
+  fix_header(b.d, b.n);
+  EXPECT_BAD(&b, "section 4 appears twice");
+  free(copy.d);
+  free(b.d);
+  /* A good module read this way has its names and lines. */
+  b = bin_module(false);
+  hali_ir_module_t *m = NULL;
+  expect_ok(hali_hbc_read(b.d, b.n, NULL, &m));
+  ck_assert(m->has_debug);
+  ck_assert_str_eq(m->source, "t.hasm");
+  ck_assert_str_eq(m->funcs[0].reg_names[1], "b");
+  ck_assert_str_eq(m->funcs[0].blocks[1].name, "yes");
+  ck_assert_uint_eq(m->funcs[0].blocks[0].insns[0].line, 4);
+  ck_assert_uint_eq(m->funcs[0].line, 4);
+  hali_ir_module_free(m);
+  free(b.d);
 }
 END_TEST
 
@@ -1628,16 +1929,19 @@ END_TEST
  * dis output reassembles to the same bytes. */
 static void rename_in(hali_ir_module_t *m, int variant) {
   hali_ir_func_t *f = &m->funcs[0];
-  char **slot = variant == 0   ? &f->name
-                : variant == 1 ? &f->reg_names[1]
-                : variant == 2 ? &f->reg_names[2]
-                               : &f->blocks[2].name;
   const char *name = variant == 0   ? "two words"
                      : variant == 1 ? ""
                      : variant == 2 ? "b"
                                     : "yes";
-  free(*slot);
-  *slot = strdup(name);
+  if (variant == 0) {
+    free(f->name);
+    f->name = strdup(name);
+  } else if (variant < 3) {
+    ck_assert(hali_ir_func_set_reg_name(f, (uint32_t)variant, name,
+                                        strlen(name)));
+  } else {
+    ck_assert(hali_ir_func_set_block_name(f, 2, name, strlen(name)));
+  }
 }
 
 START_TEST(bug_binary_names_dis_can_spell) {
@@ -1740,7 +2044,12 @@ static Suite *suite_hbc(void) {
   tcase_add_test(tc, hbc_export_count_function);
   tcase_add_test(tc, hbc_crc32_matches_bitwise_reference);
   tcase_add_test(tc, hbc_crc32_folded_matches_reference);
-  tcase_add_test(tc, hbc_strings_owned_apart_after_read);
+  tcase_add_test(tc, hbc_strings_in_one_block_after_read);
+  tcase_add_test(tc, hbc_debug_names_in_one_block);
+  tcase_add_test(tc, hbc_debug_read_along_reports_in_turn);
+  tcase_add_test(tc, hbc_function_arrays_in_one_block);
+  tcase_add_test(tc, hbc_repeated_long_debug_names_get_no_block);
+  tcase_add_test(tc, encode_one_allocation_per_function);
   tcase_add_test(tc, hbc_equal_strings_fold_into_first_use);
   tcase_add_test(tc, hbc_bad_magic);
   tcase_add_test(tc, hbc_truncated_header);

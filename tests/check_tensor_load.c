@@ -499,17 +499,8 @@ END_TEST
 
 /* Removes every register and block name, as a stripped binary has none. */
 static void strip(hali_ir_module_t *m) {
-  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
-    hali_ir_func_t *f = &m->funcs[fi];
-    for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r)
-      free(f->reg_names[r]);
-    free(f->reg_names);
-    f->reg_names = NULL;
-    for (uint32_t b = 0; b < f->block_count; ++b) {
-      free(f->blocks[b].name);
-      f->blocks[b].name = NULL;
-    }
-  }
+  for (uint32_t fi = 0; fi < m->func_count; ++fi)
+    hali_ir_func_strip_names(&m->funcs[fi]);
 }
 
 static hali_ir_module_t *stripped(const char *text) {

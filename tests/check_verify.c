@@ -147,17 +147,8 @@ static void truncate_block(hali_ir_func_t *f, uint32_t b, uint32_t keep) {
 
 /* Removes every register and block name, as a stripped binary has none. */
 static void strip(hali_ir_module_t *m) {
-  for (uint32_t fi = 0; fi < m->func_count; ++fi) {
-    hali_ir_func_t *f = &m->funcs[fi];
-    for (uint32_t r = 0; f->reg_names && r < f->reg_count; ++r)
-      free(f->reg_names[r]);
-    free(f->reg_names);
-    f->reg_names = NULL;
-    for (uint32_t b = 0; b < f->block_count; ++b) {
-      free(f->blocks[b].name);
-      f->blocks[b].name = NULL;
-    }
-  }
+  for (uint32_t fi = 0; fi < m->func_count; ++fi)
+    hali_ir_func_strip_names(&m->funcs[fi]);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -360,7 +351,7 @@ START_TEST(verify_function_without_blocks) {
   hali_ir_func_t *g = &m->funcs[G];
   for (uint32_t b = 0; b < g->block_count; ++b) {
     hali_ir_block_clear(&g->blocks[b]); /* instructions and operand chunks */
-    free(g->blocks[b].name);
+    ck_assert(hali_ir_func_set_block_name(g, b, NULL, 0));
   }
   g->block_count = 0;
   REJECT(m, "verify: @g: function has no blocks");
@@ -406,6 +397,7 @@ START_TEST(verify_encoding_limits) {
     g->reg_names[r] = NULL;
   }
   g->reg_count = n;
+  g->reg_capacity = n; /* the arrays' room (vm/ir.h) */
   REJECT(m, "verify: @g", "70000 registers; at most 65535 are supported");
 
   m = base();
@@ -722,8 +714,9 @@ START_TEST(bug_callee_signature_checked_before_use) {
   hali_ir_func_t *g = &m->funcs[1];
   /* Shrink @g to one register while it still claims two parameters; its
    * register arrays then hold exactly one entry. */
-  free(g->reg_names[1]);
+  ck_assert(hali_ir_func_set_reg_name(g, 1, NULL, 0));
   g->reg_count = 1;
+  g->reg_capacity = 0; /* exactly reg_count (vm/ir.h) */
   hali_type_t *types = malloc(1);
   ck_assert_ptr_nonnull(types);
   types[0] = g->reg_types[0];
@@ -835,19 +828,73 @@ START_TEST(verify_fused_agrees_with_the_two_checks) {
 END_TEST
 
 /* Debug names are unique per function; the message names both holders. */
+/* The repeat check gives the same answer however many names a function
+ * has (up to 16 are compared pairwise, more go through a hash table): the
+ * first repeat in index order, named with the first holder of its name,
+ * and an invalid name before a later repeat. */
+static hali_ir_module_t *named_regs(uint32_t n) {
+  hali_ir_module_t *m = hali_ir_module_create();
+  ck_assert_ptr_nonnull(m);
+  hali_ir_func_t *f = hali_ir_module_add_func(m, "f", 1);
+  ck_assert_ptr_nonnull(f);
+  for (uint32_t r = 0; r < n; ++r) {
+    char name[16];
+    int len = snprintf(name, sizeof(name), "r%u", r);
+    ck_assert_uint_eq(hali_ir_func_add_reg(f, HALI_TYPE_I32, name, (size_t)len), r);
+  }
+  hali_ir_block_t *b = hali_ir_func_add_block(f, "entry", 5);
+  ck_assert_ptr_nonnull(b);
+  ck_assert_ptr_nonnull(hali_ir_block_add_insn(b, HALI_OP_RETURN, 0));
+  return m;
+}
+
+START_TEST(verify_duplicate_debug_names_any_count) {
+  static const uint32_t counts[] = {4, 16, 17, 40};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; ++i) {
+    uint32_t n = counts[i];
+    hali_ir_module_t *m = named_regs(n);
+    expect_ok(hali_ir_verify(m));
+    hali_ir_module_free(m);
+    /* Two repeats: the one at the smaller index is reported. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, "r0", 2));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 2, "r1", 2));
+    char want[64];
+    snprintf(want, sizeof(want), "registers 1 and %u are both named %%r1",
+             n - 2);
+    REJECT(m, "verify: @f", want);
+    /* The first holder is named, not the latest. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], 2, "r0", 2));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, "r0", 2));
+    REJECT(m, "verify: @f", "registers 0 and 2 are both named %r0");
+    /* An invalid name before the repeat is the error. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 2, "no good", 7));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, "r0", 2));
+    snprintf(want, sizeof(want), "register %u has the name \"no good\"", n - 2);
+    REJECT(m, "verify: @f", want);
+    /* Unnamed registers repeat nothing. */
+    m = named_regs(n);
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], 1, NULL, 0));
+    ck_assert(hali_ir_func_set_reg_name(&m->funcs[0], n - 1, NULL, 0));
+    expect_ok(hali_ir_verify(m));
+    ck_assert(hali_ir_verify_fused(m));
+    hali_ir_module_free(m);
+  }
+}
+END_TEST
+
 START_TEST(verify_duplicate_debug_names) {
   hali_ir_module_t *m = base();
-  free(m->funcs[F].reg_names[4]);
-  m->funcs[F].reg_names[4] = strdup("one");
+  ck_assert(hali_ir_func_set_reg_name(&m->funcs[F], 4, "one", 3));
   REJECT(m, "verify: @f", "registers 2 and 4 are both named %one");
   m = base();
-  free(m->funcs[G].blocks[2].name);
-  m->funcs[G].blocks[2].name = strdup("zero");
+  ck_assert(hali_ir_func_set_block_name(&m->funcs[G], 2, "zero", 4));
   REJECT(m, "verify: @g", "blocks 1 and 2 are both named ^zero");
   /* The same name in two functions is fine. */
   m = base();
-  free(m->funcs[G].reg_names[0]);
-  m->funcs[G].reg_names[0] = strdup("a");
+  ck_assert(hali_ir_func_set_reg_name(&m->funcs[G], 0, "a", 1));
   expect_ok(hali_ir_verify(m));
   hali_ir_module_free(m);
 }
@@ -980,8 +1027,6 @@ START_TEST(mov_ref_types_must_match) {
 END_TEST
 
 START_TEST(pass_reg_names_are_linear) {
-  /* (Registers are added one realloc at a time, which a sanitizer's
-   * allocator copies: N stays modest.) */
   enum { N = 1 << 12 };
   hali_ir_module_t *m = hali_ir_module_create();
   ck_assert_ptr_nonnull(m);
@@ -1003,6 +1048,88 @@ START_TEST(pass_reg_names_are_linear) {
   ck_assert_ptr_nonnull(f->reg_index);
   ck_assert_uint_eq(f->reg_index_count, f->reg_count);
   ck_assert_uint_le(f->reg_index->probes, 8ull * N);
+  /* A rename through the IR is seen by the next pass register (the
+   * index is rebuilt, not left pointing at the old name). */
+  ck_assert(hali_ir_func_set_reg_name(f, 0, "z", 1));
+  uint32_t z = hali_pass_reg(f, HALI_TYPE_I32, "z");
+  ck_assert_str_eq(f->reg_names[z], "z.1");
+  ck_assert_uint_eq(hali_pass_reg(f, HALI_TYPE_I32, "x"), z + 1);
+  ck_assert_str_eq(f->reg_names[z + 1], "x"); /* free again */
+  hali_ir_module_free(m);
+}
+END_TEST
+
+/* hali_ir_func_add_reg grows the register arrays geometrically (vm/ir.h
+ * reg_capacity): N registers cost O(log N) reallocations, not N (one per
+ * register made adding them quadratic under a sanitizer's allocator,
+ * which copies on every realloc), however the function started: empty,
+ * with exact arrays another writer allocated (the binary reader's),
+ * stripped, or with shapes per register. */
+START_TEST(ir_add_reg_grows_geometrically) {
+  enum { N = 200000 };
+  hali_ir_module_t *m = hali_ir_module_create();
+  ck_assert_ptr_nonnull(m);
+  /* Empty, named and unnamed registers in turn. */
+  hali_ir_func_t *f = hali_ir_module_add_func(m, "f", 1);
+  ck_assert_ptr_nonnull(f);
+  uint32_t grows = 0, cap = f->reg_capacity;
+  for (uint32_t i = 0; i < N; ++i) {
+    char name[16];
+    int len = snprintf(name, sizeof(name), "r%u", i);
+    uint32_t r = hali_ir_func_add_reg(f, i % 3 ? HALI_TYPE_I32 : HALI_TYPE_F64,
+                                      i % 2 ? NULL : name,
+                                      i % 2 ? 0 : (size_t)len);
+    ck_assert_uint_eq(r, i);
+    ck_assert_uint_ge(f->reg_capacity, f->reg_count);
+    if (f->reg_capacity != cap) {
+      grows++;
+      cap = f->reg_capacity;
+    }
+  }
+  ck_assert_uint_le(grows, 20); /* log2(200000) is under 18 */
+  ck_assert_uint_eq(f->reg_count, N);
+  for (uint32_t i = 0; i < N; ++i) {
+    ck_assert_uint_eq(f->reg_types[i], i % 3 ? HALI_TYPE_I32 : HALI_TYPE_F64);
+    if (i % 2) {
+      ck_assert_ptr_null(f->reg_names[i]);
+    } else {
+      char name[16];
+      snprintf(name, sizeof(name), "r%u", i);
+      ck_assert_str_eq(f->reg_names[i], name);
+    }
+  }
+  /* Exact arrays another writer made (reg_capacity 0): grown, not
+   * overrun. */
+  hali_ir_func_t *g = hali_ir_module_add_func(m, "g", 1);
+  ck_assert_ptr_nonnull(g);
+  g->reg_types = malloc(3);
+  ck_assert_ptr_nonnull(g->reg_types);
+  memset(g->reg_types, HALI_TYPE_I64, 3);
+  g->reg_count = 3;
+  g->param_count = 3;
+  for (uint32_t i = 0; i < 1000; ++i)
+    ck_assert_uint_eq(hali_ir_func_add_reg(g, HALI_TYPE_I32, NULL, 0), 3 + i);
+  ck_assert_ptr_null(g->reg_names); /* stripped stays stripped */
+  ck_assert_uint_eq(g->reg_types[2], HALI_TYPE_I64);
+  ck_assert_uint_eq(g->reg_types[1002], HALI_TYPE_I32);
+  /* A name into a stripped function: the earlier registers get none. */
+  ck_assert_uint_eq(hali_ir_func_add_reg(g, HALI_TYPE_I32, "n", 1), 1003);
+  ck_assert_ptr_nonnull(g->reg_names);
+  ck_assert_ptr_null(g->reg_names[0]);
+  ck_assert_ptr_null(g->reg_names[1002]);
+  ck_assert_str_eq(g->reg_names[1003], "n");
+  /* Shapes per register: the new entries are zeroed, the old kept. */
+  hali_ir_xtype_t x = {.type = HALI_TYPE_NONE, .element_type = 0x21000020,
+                       .rank = 1, .dims = (int64_t[]){4}};
+  ck_assert(hali_ir_func_set_reg_xtype(g, 0, &x));
+  for (uint32_t i = 0; i < 5000; ++i)
+    ck_assert_uint_ne(hali_ir_func_add_reg(g, HALI_TYPE_I32, NULL, 0),
+                      UINT32_MAX);
+  ck_assert(hali_ir_xtype_equal(&g->reg_xtypes[0], &x));
+  ck_assert_uint_eq(g->reg_xtypes[g->reg_count - 1].rank, 0);
+  ck_assert_ptr_null(g->reg_xtypes[g->reg_count - 1].dims);
+  ck_assert(hali_ir_func_set_reg_xtype(g, g->reg_count - 1, &x));
+  ck_assert(hali_ir_xtype_equal(&g->reg_xtypes[g->reg_count - 1], &x));
   hali_ir_module_free(m);
 }
 END_TEST
@@ -1328,6 +1455,8 @@ static Suite *suite_verify(void) {
   tcase_add_test(tc, strmap_insert_find_duplicates);
   tcase_add_test(tc, strmap_probes_are_linear);
   tcase_add_test(tc, pass_reg_names_are_linear);
+  tcase_add_test(tc, ir_add_reg_grows_geometrically);
+  tcase_add_test(tc, verify_duplicate_debug_names_any_count);
   tcase_add_test(tc, mov_ref_types_must_match);
   tcase_add_test(tc, strmap_inline_and_long_keys);
   suite_add_tcase(s, tc);

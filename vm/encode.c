@@ -37,11 +37,10 @@ static bool fuses(const hali_ir_block_t *blk, uint32_t i) {
  *     assignment) sees that constant and a division by it cannot fail.
  * Parameters are excluded from both (the host writes them); any register
  * operand that is not a write counts as a read. */
-static hali_status_t analyze_regs(const hali_ir_func_t *f, bool *dead,
-                                  bool *divisor) {
-  uint32_t *count = hali_calloc(f->reg_count ? 3u * f->reg_count : 1,
-                                sizeof(uint32_t));
-  if (!count) return hali_status_oom();
+static void analyze_regs(const hali_ir_func_t *f, uint32_t *count,
+                         bool *dead, bool *divisor) {
+  /* |count|: 3 * reg_count counters, zeroed here. */
+  memset(count, 0, 3 * sizeof(uint32_t) * (size_t)f->reg_count);
   uint32_t *reads = count, *fused = count + f->reg_count,
            *writes = count + 2u * f->reg_count;
   for (uint32_t r = 0; r < f->reg_count; ++r) divisor[r] = false;
@@ -69,8 +68,6 @@ static hali_status_t analyze_regs(const hali_ir_func_t *f, bool *dead,
     dead[r] = r >= f->param_count && reads[r] == fused[r];
     divisor[r] = divisor[r] && r >= f->param_count && writes[r] == 1;
   }
-  hali_free(count);
-  return HALI_OK;
 }
 
 /* The check-free form of a division or remainder (code.h), or -1. */
@@ -216,11 +213,97 @@ static void put_slots(hali_cell_t *cells, uint32_t *k, uint16_t v) {
   (*k)++;
 }
 
+/* Memory encode_func needs only while it encodes one function, kept
+ * for the next (hali_vm_module_create): the per-register and per-block
+ * tables of a module of many small functions then cost no allocation
+ * each. */
+typedef struct {
+  void *buf;
+  size_t size;
+} enc_scratch_t;
+
+/* |scratch|'s buffer with room for |bytes| (8-byte aligned); NULL on OOM. */
+static void *scratch_get(enc_scratch_t *scratch, uint64_t bytes) {
+  if (bytes <= scratch->size && scratch->buf) return scratch->buf;
+  if (bytes > SIZE_MAX / 2) return NULL;
+  size_t n = scratch->size ? 2 * scratch->size : 256;
+  if (n < bytes) n = (size_t)bytes;
+  void *q = hali_realloc(scratch->buf, n);
+  if (!q) return NULL;
+  scratch->buf = q;
+  scratch->size = n;
+  return q;
+}
+
 static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
-                                 const hali_ir_func_t *f) {
+                                 const hali_ir_func_t *f,
+                                 enc_scratch_t *scratch) {
   out->ir = f;
-  out->slot = hali_malloc((f->reg_count ? f->reg_count : 1) * sizeof(uint16_t));
-  if (!out->slot) goto oom;
+  /* The scratch tables: block_at[block_count], the counters of
+   * analyze_regs (3 * reg_count), then dead[reg_count],
+   * divisor[reg_count] and form[one per IR instruction].  Counts are
+   * 32-bit, so none of this wraps. */
+  const uint64_t nregs = f->reg_count, nblocks = f->block_count;
+  uint64_t nir = 0;
+  for (uint32_t b = 0; b < f->block_count; ++b) nir += f->blocks[b].insn_count;
+  uint32_t *block_at =
+      scratch_get(scratch, 4 * nblocks + 12 * nregs + 2 * nregs + nir);
+  if (!block_at) goto oom;
+  uint32_t *counters = block_at + nblocks;
+  bool *dead = (bool *)(counters + 3 * nregs);
+  const bool *divisor = dead + nregs;
+  /* How pass 1 encodes each instruction that starts an encoded one, so
+   * that pass 2 need not decide again. */
+  enum { FORM_PLAIN, FORM_ADD_BR, FORM_FUSED, FORM_MUL_ADD };
+  uint8_t *form = (uint8_t *)(dead + 2 * nregs);
+  analyze_regs(f, counters, dead, dead + nregs);
+
+  /* Pass 1: where each block and instruction starts. */
+  uint32_t total = 0, ninsns = 0;
+  for (uint32_t b = 0, g = 0; b < f->block_count; ++b) {
+    const hali_ir_block_t *blk = &f->blocks[b];
+    block_at[b] = total;
+    for (uint32_t i = 0; i < blk->insn_count; ++i) {
+      uint8_t *fm = &form[g + i];
+      if (adds_then_branches(blk, i, dead)) {
+        *fm = FORM_ADD_BR;
+        total += hali_code_cells(HALI_OP_ADD_BR_EQ_I32, 0);
+        i += 2;
+      } else if (fuses(blk, i)) {
+        *fm = FORM_FUSED;
+        total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
+        ++i;
+      } else if (mul_add_op(blk, i, dead, &(uint32_t){0}) >= 0) {
+        *fm = FORM_MUL_ADD;
+        total += hali_code_cells(HALI_OP_MUL_ADD_I32, 0);
+        ++i;
+      } else {
+        *fm = FORM_PLAIN;
+        total += insn_cells(&blk->insns[i]);
+      }
+      ninsns++;
+    }
+    g += blk->insn_count;
+  }
+  /* One allocation for what the function keeps (freed with its code,
+   * module_destroy): code[total] cells, then insn_ir[ninsns],
+   * insn_offset[ninsns] and slot[reg_count], in falling alignment. */
+  uint64_t code_bytes = (uint64_t)total * sizeof(hali_cell_t);
+  uint64_t ir_at = code_bytes;
+  uint64_t offset_at = ir_at + (uint64_t)ninsns * sizeof(*out->insn_ir);
+  uint64_t slot_at = offset_at + (uint64_t)ninsns * sizeof(uint32_t);
+  uint64_t bytes = slot_at + nregs * sizeof(uint16_t);
+  if (bytes > SIZE_MAX) goto oom;
+  uint8_t *keep = hali_malloc(bytes ? (size_t)bytes : 1);
+  if (!keep) goto oom;
+  memset(keep, 0, (size_t)code_bytes);
+  out->code = (hali_cell_t *)keep;
+  out->insn_ir = (const hali_ir_insn_t **)(keep + ir_at);
+  out->insn_offset = (uint32_t *)(keep + offset_at);
+  out->slot = (uint16_t *)(keep + slot_at);
+  out->code_size = total;
+  out->insn_count = ninsns;
+
   uint32_t ns = 0, nr = 0;
   for (uint32_t r = 0; r < f->reg_count; ++r)
     out->slot[r] = (uint16_t)(hali_type_is_ref(f->reg_types[r]) ? nr++ : ns++);
@@ -240,57 +323,10 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
     if (hali_type_is_ref(f->results[i])) out->scalar_results_only = false;
   out->plain_return = out->scalar_results_only && nr == 0;
 
-  /* dead[0, reg_count), then divisor[0, reg_count) (analyze_regs). */
-  bool *dead = hali_malloc(f->reg_count ? 2u * f->reg_count : 1);
-  if (!dead) goto oom;
-  const bool *divisor = dead + f->reg_count;
-  hali_status_t ds = analyze_regs(f, dead, dead + f->reg_count);
-  if (ds) {
-    hali_free(dead);
-    return hali_status_annotate(ds, "encoding @%s", f->name);
-  }
-
-  /* Pass 1: where each block and instruction starts. */
-  uint32_t *block_at = hali_malloc(f->block_count * sizeof(uint32_t));
-  uint32_t total = 0, ninsns = 0;
-  if (!block_at) {
-    hali_free(dead);
-    goto oom;
-  }
-  for (uint32_t b = 0; b < f->block_count; ++b) {
-    const hali_ir_block_t *blk = &f->blocks[b];
-    block_at[b] = total;
-    for (uint32_t i = 0; i < blk->insn_count; ++i) {
-      if (adds_then_branches(blk, i, dead)) {
-        total += hali_code_cells(HALI_OP_ADD_BR_EQ_I32, 0);
-        i += 2;
-      } else if (fuses(blk, i)) {
-        total += hali_code_cells((uint32_t)fused_op_for(blk->insns[i].op), 0);
-        ++i;
-      } else if (mul_add_op(blk, i, dead, &(uint32_t){0}) >= 0) {
-        total += hali_code_cells(HALI_OP_MUL_ADD_I32, 0);
-        ++i;
-      } else {
-        total += insn_cells(&blk->insns[i]);
-      }
-      ninsns++;
-    }
-  }
-  out->code = hali_calloc(total ? total : 1, sizeof(hali_cell_t));
-  out->insn_offset = hali_malloc((ninsns ? ninsns : 1) * sizeof(uint32_t));
-  out->insn_ir = hali_malloc((ninsns ? ninsns : 1) * sizeof(*out->insn_ir));
-  if (!out->code || !out->insn_offset || !out->insn_ir) {
-    hali_free(block_at);
-    hali_free(dead);
-    goto oom;
-  }
-  out->code_size = total;
-  out->insn_count = ninsns;
-
   /* Pass 2: emit. */
   hali_cell_t *code = out->code;
   uint32_t at = 0, n = 0;
-  for (uint32_t b = 0; b < f->block_count; ++b) {
+  for (uint32_t b = 0, g = 0; b < f->block_count; g += f->blocks[b].insn_count, ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     for (uint32_t i = 0; i < blk->insn_count; ++i) {
       const hali_ir_insn_t *insn = &blk->insns[i];
@@ -299,7 +335,8 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       out->insn_offset[n] = at;
       out->insn_ir[n++] = insn;
       const hali_ir_operand_t *o = insn->operands;
-      if (adds_then_branches(blk, i, dead)) {
+      const uint8_t fm = form[g + i];
+      if (fm == FORM_ADD_BR) {
         const hali_ir_insn_t *cmp = &blk->insns[i + 1], *br = &blk->insns[i + 2];
         /* The sum first: `cmp %z, %sum` is `swapped-cmp %sum, %z`. */
         const bool first = cmp->operands[1].v == o[0].v;
@@ -317,7 +354,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         i += 2;
         continue;
       }
-      if (fuses(blk, i)) {
+      if (fm == FORM_FUSED) {
         const hali_ir_insn_t *br = &blk->insns[i + 1];
         const int fop = fused_op_for(insn->op);
         c[0].i.op = (uint16_t)(dead[o[0].v] ? fused_nostore_op(fop) : fop);
@@ -335,7 +372,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
         continue;
       }
       uint32_t other = 0;
-      const int mop = mul_add_op(blk, i, dead, &other);
+      const int mop = fm == FORM_MUL_ADD ? mul_add_op(blk, i, dead, &other) : -1;
       if (mop >= 0) {
         const hali_ir_insn_t *add = &blk->insns[i + 1];
         c[0].i.op = (uint16_t)mop;
@@ -445,8 +482,6 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
       at += insn_cells(insn);
     }
   }
-  hali_free(block_at);
-  hali_free(dead);
   return HALI_OK;
 oom:
   return hali_status_annotate(hali_status_oom(), "encoding @%s", f->name);
@@ -458,10 +493,7 @@ void hali_vm_module_retain(hali_vm_module_t *m) {
 
 static void module_destroy(hali_vm_module_t *m) {
   for (uint32_t i = 0; m->funcs && i < m->func_count; ++i) {
-    hali_free(m->funcs[i].code);
-    hali_free(m->funcs[i].slot);
-    hali_free(m->funcs[i].insn_offset);
-    hali_free(m->funcs[i].insn_ir);
+    hali_free(m->funcs[i].code); /* slot, insn_offset, insn_ir with it */
   }
   hali_free(m->funcs);
   hali_free(m->strings);
@@ -503,15 +535,18 @@ hali_status_t hali_vm_module_create(hali_ir_module_t *ir,
     m->strings[i].length = ir->string_lengths[i];
     m->strings[i].data = ir->strings[i];
   }
+  enc_scratch_t scratch = {NULL, 0};
   for (uint32_t i = 0; i < ir->func_count; ++i) {
     hali_ir_prefetch_func(ir, i + 1);
     m->funcs[i].index = i;
-    hali_status_t s = encode_func(m, &m->funcs[i], &ir->funcs[i]);
+    hali_status_t s = encode_func(m, &m->funcs[i], &ir->funcs[i], &scratch);
     if (s) {
+      hali_free(scratch.buf);
       module_destroy(m);
       return s;
     }
   }
+  hali_free(scratch.buf);
   *out = m;
   return HALI_OK;
 }

@@ -48,6 +48,21 @@ static void hali_ir_xtypes_free(hali_ir_xtype_t *v, uint32_t n) {
 
 static void hali_ir_func_free_all(hali_ir_func_t *f);
 
+/* Frees |p|, an array of |f|, unless it lives in one of f's blocks. */
+static void func_array_free(const hali_ir_func_t *f, void *p) {
+  if (p && !hali_ir_func_in_block(f, p)) hali_free(p);
+}
+
+/* hali_realloc for an array of |f| (|old_bytes| long) that may live in
+ * one of f's blocks: such an array is copied out rather than resized. */
+static void *func_array_realloc(const hali_ir_func_t *f, void *p,
+                                size_t old_bytes, size_t bytes) {
+  if (!p || !hali_ir_func_in_block(f, p)) return hali_realloc(p, bytes);
+  void *q = hali_malloc(bytes);
+  if (q) memcpy(q, p, old_bytes < bytes ? old_bytes : bytes);
+  return q;
+}
+
 void hali_ir_func_free(hali_ir_func_t *f) { hali_ir_func_free_all(f); }
 
 hali_type_t hali_ir_abi_type(hali_type_t t) {
@@ -72,14 +87,17 @@ static void hali_ir_func_free_all(hali_ir_func_t *f) {
   for (uint32_t b = 0; b < f->block_count; ++b) {
     hali_ir_block_t *blk = &f->blocks[b];
     hali_ir_block_clear(blk);
-    hali_free(blk->name);
+    hali_ir_func_free_name(f, blk->name);
   }
-  hali_free(f->blocks);
+  func_array_free(f, f->blocks);
   if (f->reg_names)
-    for (uint32_t r = 0; r < f->reg_count; ++r) hali_free(f->reg_names[r]);
-  hali_free(f->reg_names);
-  hali_free(f->reg_types);
-  hali_free(f->results);
+    for (uint32_t r = 0; r < f->reg_count; ++r)
+      hali_ir_func_free_name(f, f->reg_names[r]);
+  func_array_free(f, f->reg_names);
+  func_array_free(f, f->reg_types);
+  func_array_free(f, f->results);
+  hali_free(f->name_block);
+  hali_free(f->array_block);
   hali_free(f->name);
   if (f->reg_xtypes)
     for (uint32_t r = 0; r < f->reg_count; ++r) hali_free(f->reg_xtypes[r].dims);
@@ -321,43 +339,122 @@ int32_t hali_ir_module_find_func(const hali_ir_module_t *m, const char *name) {
   return -1;
 }
 
-uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
-                              const char *name, size_t len) {
-  hali_type_t *types = hali_realloc(f->reg_types, (f->reg_count + 1));
-  if (!types) return UINT32_MAX;
+/* The room the register arrays of |f| have (vm/ir.h, reg_capacity). */
+static uint32_t reg_room(const hali_ir_func_t *f) {
+  return f->reg_capacity > f->reg_count ? f->reg_capacity : f->reg_count;
+}
+
+/* Gives every register array of |f| room for |need| entries, doubling; on
+ * OOM false, with f->reg_capacity still true of every array (those that
+ * grew only have more room than it says). */
+static bool reg_grow(hali_ir_func_t *f, uint32_t need) {
+  uint32_t have = reg_room(f);
+  f->reg_capacity = have;
+  if (need <= have) return true;
+  uint64_t cap = have < 8 ? 8 : 2 * (uint64_t)have;
+  if (cap < need) cap = need;
+  if (cap > UINT32_MAX) cap = UINT32_MAX;
+  /* cap < 2^32 and each entry is at most a few dozen bytes: no product
+   * below wraps 64 bits, but it may exceed what size_t holds. */
+  if (cap * sizeof(hali_ir_xtype_t) > SIZE_MAX) return false;
+  hali_type_t *types =
+      func_array_realloc(f, f->reg_types, have, (size_t)cap);
+  if (!types) return false;
   f->reg_types = types;
-  /* A stripped function (registers but no names) stays stripped unless
-   * this register has a name; then the earlier ones get NULL names (not
-   * the uninitialised entries a realloc of NULL would leave). */
-  if (f->reg_names || !f->reg_count || name) {
-    char **names =
-        f->reg_names
-            ? hali_realloc(f->reg_names, (f->reg_count + 1) * sizeof(char *))
-            : hali_calloc(f->reg_count + 1, sizeof(char *));
-    if (!names) return UINT32_MAX;
+  if (f->reg_names) {
+    char **names = func_array_realloc(f, f->reg_names, have * sizeof(char *),
+                                      (size_t)cap * sizeof(char *));
+    if (!names) return false;
     f->reg_names = names;
-    f->reg_names[f->reg_count] = NULL;
   }
-  f->reg_types[f->reg_count] = type;
   if (f->reg_xtypes) {
     hali_ir_xtype_t *x =
-        hali_realloc(f->reg_xtypes, (f->reg_count + 1) * sizeof(hali_ir_xtype_t));
-    if (!x) return UINT32_MAX;
+        hali_realloc(f->reg_xtypes, (size_t)cap * sizeof(hali_ir_xtype_t));
+    if (!x) return false;
     f->reg_xtypes = x;
-    memset(&x[f->reg_count], 0, sizeof(x[0]));
   }
-  /* The name last: nothing after it can fail and leave it unowned. */
-  if (name && f->reg_names &&
-      !(f->reg_names[f->reg_count] = dup_bytes(name, len)))
-    return UINT32_MAX;
-  return f->reg_count++;
+  f->reg_capacity = (uint32_t)cap;
+  return true;
+}
+
+uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
+                              const char *name, size_t len) {
+  uint32_t n = f->reg_count;
+  if (n == UINT32_MAX || !reg_grow(f, n + 1)) return UINT32_MAX;
+  /* A stripped function (registers but no names) stays stripped unless
+   * this register has a name; then the earlier ones get NULL names. */
+  if (!f->reg_names && (!n || name)) {
+    f->reg_names = hali_calloc(reg_room(f), sizeof(char *));
+    if (!f->reg_names) return UINT32_MAX;
+  }
+  char *copy = NULL;
+  if (name && !(copy = dup_bytes(name, len))) return UINT32_MAX;
+  /* Nothing below can fail: the name is owned from here on. */
+  f->reg_types[n] = type;
+  if (f->reg_names) f->reg_names[n] = copy;
+  if (f->reg_xtypes) memset(&f->reg_xtypes[n], 0, sizeof(f->reg_xtypes[0]));
+  f->reg_count = n + 1;
+  return n;
+}
+
+void hali_ir_func_free_name(const hali_ir_func_t *f, char *name) {
+  if (name && !hali_ir_func_name_in_block(f, name)) hali_free(name);
+}
+
+/* The register-name index (pass_util) holds reg_names' strings as keys:
+ * renaming or stripping a register invalidates it. */
+static void reg_index_reset(hali_ir_func_t *f) {
+  if (f->reg_index) hali_strmap_clear(f->reg_index);
+  f->reg_index_count = 0;
+}
+
+bool hali_ir_func_set_reg_name(hali_ir_func_t *f, uint32_t r,
+                               const char *name, size_t len) {
+  if (r >= f->reg_count) return false;
+  if (!f->reg_names && !name) return true;
+  char *copy = NULL;
+  if (name && !(copy = dup_bytes(name, len))) return false;
+  if (!f->reg_names && !(f->reg_names = hali_calloc(reg_room(f), sizeof(char *)))) {
+    hali_free(copy);
+    return false;
+  }
+  hali_ir_func_free_name(f, f->reg_names[r]);
+  f->reg_names[r] = copy;
+  reg_index_reset(f);
+  return true;
+}
+
+bool hali_ir_func_set_block_name(hali_ir_func_t *f, uint32_t b,
+                                 const char *name, size_t len) {
+  if (b >= f->block_count) return false;
+  char *copy = NULL;
+  if (name && !(copy = dup_bytes(name, len))) return false;
+  hali_ir_func_free_name(f, f->blocks[b].name);
+  f->blocks[b].name = copy;
+  return true;
+}
+
+void hali_ir_func_strip_names(hali_ir_func_t *f) {
+  if (f->reg_names)
+    for (uint32_t r = 0; r < f->reg_count; ++r)
+      hali_ir_func_free_name(f, f->reg_names[r]);
+  func_array_free(f, f->reg_names);
+  f->reg_names = NULL;
+  for (uint32_t b = 0; b < f->block_count; ++b) {
+    hali_ir_func_free_name(f, f->blocks[b].name);
+    f->blocks[b].name = NULL;
+  }
+  hali_free(f->name_block);
+  f->name_block = NULL;
+  f->name_block_size = 0;
+  reg_index_reset(f);
 }
 
 bool hali_ir_func_set_reg_xtype(hali_ir_func_t *f, uint32_t r,
                                 const hali_ir_xtype_t *x) {
   if (!f->reg_xtypes) {
-    f->reg_xtypes = hali_calloc(f->reg_count ? f->reg_count : 1,
-                           sizeof(hali_ir_xtype_t));
+    f->reg_xtypes = hali_calloc(reg_room(f) ? reg_room(f) : 1,
+                                sizeof(hali_ir_xtype_t));
     if (!f->reg_xtypes) return false;
   }
   hali_free(f->reg_xtypes[r].dims);
@@ -556,8 +653,10 @@ bool hali_ir_module_is_tensor_level(const hali_ir_module_t *m) {
 
 hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,
                                         size_t len) {
-  hali_ir_block_t *blocks =
-      hali_realloc(f->blocks, (f->block_count + 1) * sizeof(hali_ir_block_t));
+  if (f->block_count == UINT32_MAX) return NULL;
+  hali_ir_block_t *blocks = func_array_realloc(
+      f, f->blocks, (size_t)f->block_count * sizeof(hali_ir_block_t),
+      ((size_t)f->block_count + 1) * sizeof(hali_ir_block_t));
   if (!blocks) return NULL;
   f->blocks = blocks;
   hali_ir_block_t *b = &f->blocks[f->block_count];

@@ -114,8 +114,18 @@ typedef struct hali_ir_func_s {
   uint32_t result_count;
   hali_type_t *results;
   uint32_t reg_count;
+  /* Room in the register arrays: reg_types, and reg_names and reg_xtypes
+   * when they are not NULL, each hold max(reg_capacity, reg_count)
+   * entries.  hali_ir_func_add_reg grows them geometrically (and creates
+   * reg_names and reg_xtypes with that room); code that allocates the
+   * arrays itself sets it (0: exactly reg_count). */
+  uint32_t reg_capacity;
   hali_type_t *reg_types; /* params first */
-  char **reg_names;       /* NULL when stripped; entries may be NULL */
+  /* NULL when stripped; entries may be NULL.  A name may live in
+   * |name_block| (below), so names are changed through
+   * hali_ir_func_set_reg_name / hali_ir_func_strip_names, never freed
+   * one by one. */
+  char **reg_names;
   uint32_t block_count;
   hali_ir_block_t *blocks;
   /* ---- Tensor level and attributes (all NULL/0 in a plain module). */
@@ -138,7 +148,50 @@ typedef struct hali_ir_func_s {
    * first use).  Keys are reg_names' strings. */
   struct hali_strmap_s *reg_index;
   uint32_t reg_index_count;
+  /* Blocks the function owns that hold several of its arrays and names
+   * at once (the binary reader's: |array_block| the blocks, reg_types
+   * and results arrays; |name_block| the reg_names array and every
+   * register and block name).  An array or name that points into one of
+   * them is not allocated apart: hali_ir_func_free frees each block once
+   * instead, and vm/ir.c copies such an array out when it grows.  So
+   * these arrays are grown and freed only through vm/ir.h
+   * (hali_ir_func_add_reg, hali_ir_func_add_block, hali_ir_func_clear,
+   * ...), and names changed through hali_ir_func_set_reg_name and the
+   * like.  NULL when everything is its own allocation. */
+  char *name_block;
+  size_t name_block_size;
+  char *array_block;
+  size_t array_block_size;
 } hali_ir_func_t;
+
+/* Does |p| (an array or name of |f|) live in one of f's blocks? */
+static inline bool hali_ir_func_in_block(const hali_ir_func_t *f,
+                                         const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  return (f->name_block && a - (uintptr_t)f->name_block < f->name_block_size) ||
+         (f->array_block &&
+          a - (uintptr_t)f->array_block < f->array_block_size);
+}
+/* The same for a register or block name. */
+static inline bool hali_ir_func_name_in_block(const hali_ir_func_t *f,
+                                              const char *name) {
+  return hali_ir_func_in_block(f, name);
+}
+/* Frees |name|, a register or block name of |f| taken out of it, unless
+ * it lives in f->name_block. */
+void hali_ir_func_free_name(const hali_ir_func_t *f, char *name);
+/* Names register |r| (< reg_count) of |f| with a copy of |len| bytes of
+ * |name|, or takes its name away (|name| NULL); the old name is released.
+ * Creates reg_names (other entries NULL) when |f| has none.  False on OOM
+ * (the register keeps its old name). */
+bool hali_ir_func_set_reg_name(hali_ir_func_t *f, uint32_t r,
+                               const char *name, size_t len);
+/* The same for block |b| (< block_count). */
+bool hali_ir_func_set_block_name(hali_ir_func_t *f, uint32_t b,
+                                 const char *name, size_t len);
+/* Drops every register and block name of |f| (a stripped function:
+ * reg_names NULL, block names NULL) and its name block. */
+void hali_ir_func_strip_names(hali_ir_func_t *f);
 
 /* Is |f| written at the tensor level (tensor types or tensor ops)? */
 bool hali_ir_func_is_tensor_level(const hali_ir_func_t *f);
@@ -376,10 +429,13 @@ typedef struct hali_ir_module_s {
   hali_ir_executable_t *executables;
   uint32_t global_count;
   hali_ir_global_t *globals;
-  /* The binary reader's string table while it reads (NULL in every module
-   * it returns): the |strings| that point into these |string_arena_size|
-   * bytes are not allocated apart, and hali_ir_module_free frees only the
-   * others (then the arena). */
+  /* One block holding many of the strings (the binary reader's: its
+   * file's string table while it reads, then the strings the module
+   * keeps; NULL in a module the assembler made): the |strings| that point
+   * into these |string_arena_size| bytes are not allocated apart, and
+   * hali_ir_module_free frees only the others (then the arena).  So a
+   * string is replaced by pointing its entry at a new allocation, never
+   * by freeing the old one. */
   char *string_arena;
   size_t string_arena_size;
 } hali_ir_module_t;
@@ -427,7 +483,10 @@ void hali_ir_func_clear(hali_ir_func_t *f);
 /* Frees everything |f| holds, its name included (not |f| itself). */
 void hali_ir_func_free(hali_ir_func_t *f);
 
-/* Adds a register of |type| and returns its number, UINT32_MAX on OOM. */
+/* Adds a register of |type| (named with a copy of |len| bytes of |name|,
+ * or unnamed when |name| is NULL) and returns its number, UINT32_MAX on
+ * OOM.  The register arrays grow geometrically (reg_capacity), so adding N
+ * registers costs O(N) however they are added. */
 uint32_t hali_ir_func_add_reg(hali_ir_func_t *f, hali_type_t type,
                               const char *name, size_t len);
 hali_ir_block_t *hali_ir_func_add_block(hali_ir_func_t *f, const char *name,

@@ -700,44 +700,75 @@ static hali_status_t verify_header(vctx_t *v) {
   return HALI_OK;
 }
 
+/* Up to this many names (of registers, or of blocks) are checked for
+ * repeats against each other, without the hash table: for a small
+ * function (the common case in a module of many) that is cheaper than
+ * the table, and bounded (at most 120 comparisons of lengths and
+ * digests; the bytes only when both agree). */
+#define VERIFY_NAMES_PAIRWISE 16
+
 /* Debug names must be names, and unique per function, so that the text
- * form (hali dis) reassembles to the same module. */
-static hali_status_t verify_names(vctx_t *v) {
-  const hali_ir_func_t *f = v->f;
-  hali_strmap_clear(v->names);
-  if (f->reg_names)
-    for (uint32_t r = 0; r < f->reg_count; ++r) {
-      const char *n = f->reg_names[r];
-      if (!n) continue;
-      size_t len = hali_name_length(n);
-      if (!len)
-        return hali_verr(v,
-                         "register %u has the name \"%s\", which is not a "
-                         "valid name",
-                         r, n);
-      uint32_t k = hali_strmap_insert(v->names, n, len, r);
+ * form (hali dis) reassembles to the same module.  |names| holds |n|
+ * names (entries may be NULL); |what| is "register" or "block", |sigil|
+ * '%' or '^'.  The first repeat in index order is reported, with the
+ * first holder of its name. */
+static hali_status_t verify_name_list(vctx_t *v, char *const *names,
+                                      const hali_ir_block_t *blocks, uint32_t n,
+                                      const char *what, char sigil) {
+  size_t lens[VERIFY_NAMES_PAIRWISE];
+  uint32_t sums[VERIFY_NAMES_PAIRWISE];
+  const bool pairwise = n <= VERIFY_NAMES_PAIRWISE;
+  if (!pairwise) hali_strmap_clear(v->names);
+  for (uint32_t r = 0; r < n; ++r) {
+    const char *nm = names ? names[r] : blocks[r].name;
+    if (!nm) {
+      if (pairwise) lens[r] = 0;
+      continue;
+    }
+    /* hali_name_length, and a digest of the bytes for the comparisons. */
+    size_t len = 0;
+    uint32_t sum = 0;
+    for (const char *q = nm; *q; ++q, ++len) {
+      if (!hali_name_char(*q)) {
+        len = 0;
+        break;
+      }
+      sum = sum * 31u + (uint8_t)*q;
+    }
+    if (!len)
+      return hali_verr(v, "%s %u has the name \"%s\", which is not a valid "
+                          "name",
+                       what, r, nm);
+    uint32_t k = r;
+    if (pairwise) {
+      lens[r] = len;
+      sums[r] = sum;
+      for (uint32_t j = 0; j < r; ++j) {
+        if (lens[j] != len || sums[j] != sum) continue;
+        const char *o = names ? names[j] : blocks[j].name;
+        if (memcmp(o, nm, len) == 0) {
+          k = j;
+          break;
+        }
+      }
+    } else {
+      k = hali_strmap_insert(v->names, nm, len, r);
       if (k == HALI_STRMAP_NONE)
         return hali_status_annotate(hali_status_oom(), "verifying the module");
-      if (k != r)
-        return hali_verr(v, "registers %u and %u are both named %%%s", k, r, n);
     }
-  hali_strmap_clear(v->names);
-  for (uint32_t b = 0; b < f->block_count; ++b) {
-    const char *n = f->blocks[b].name;
-    if (!n) continue;
-    size_t len = hali_name_length(n);
-    if (!len)
-      return hali_verr(v,
-                       "block %u has the name \"%s\", which is not a valid "
-                       "name",
-                       b, n);
-    uint32_t k = hali_strmap_insert(v->names, n, len, b);
-    if (k == HALI_STRMAP_NONE)
-      return hali_status_annotate(hali_status_oom(), "verifying the module");
-    if (k != b)
-      return hali_verr(v, "blocks %u and %u are both named ^%s", k, b, n);
+    if (k != r)
+      return hali_verr(v, "%ss %u and %u are both named %c%s", what, k, r,
+                       sigil, nm);
   }
   return HALI_OK;
+}
+
+static hali_status_t verify_names(vctx_t *v) {
+  const hali_ir_func_t *f = v->f;
+  if (f->reg_names)
+    HALI_RETURN_IF_ERROR_PLAIN(verify_name_list(v, f->reg_names, NULL,
+                                                f->reg_count, "register", '%'));
+  return verify_name_list(v, NULL, f->blocks, f->block_count, "block", '^');
 }
 
 static hali_status_t verify_body(vctx_t *v, da_lists_t *l);
@@ -851,6 +882,9 @@ static bool first_repeated_func_name(const hali_ir_module_t *m,
   hali_ir_name_key_t *keys = hali_malloc((size_t)bytes);
   if (!keys) return false;
   for (uint32_t i = 0, k = 0; i < m->func_count; ++i) {
+    /* Each name is its own allocation: ask for one well ahead, so that
+     * the misses of 10^5 names overlap rather than follow each other. */
+    if (i + 8 < m->func_count) __builtin_prefetch(m->funcs[i + 8].name);
     const char *name = m->funcs[i].name;
     if (!name) continue;
     size_t len = strlen(name);
@@ -903,6 +937,10 @@ static hali_status_t verify_module_headers(vctx_t *vp) {
   if (!first_repeated_func_name(m, &dup))
     return hali_status_annotate(hali_status_oom(), "verifying the module");
   for (uint32_t i = 0; i < m->func_count; ++i) {
+    if (i + 8 < m->func_count) { /* as above: the types it reads */
+      __builtin_prefetch(m->funcs[i + 8].reg_types);
+      __builtin_prefetch(m->funcs[i + 8].results);
+    }
     v.f = &m->funcs[i];
     v.insn = NULL;
     HALI_RETURN_IF_ERROR_PLAIN(verify_header(&v));
@@ -934,6 +972,7 @@ static bool verify_fused(vctx_t *sv, vctx_t *v) {
    * the structural check proves them present.  Register names are left to
    * verify_names, whose check is the structural one and more. */
   for (uint32_t i = 0; !s && i < m->func_count; ++i) {
+    if (i + 8 < m->func_count) __builtin_prefetch(m->funcs[i + 8].name);
     sv->f = &m->funcs[i];
     sv->insn = NULL;
     sv->block = 0;
