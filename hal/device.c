@@ -41,6 +41,10 @@
 #include "hal/worker_pool.h"
 #include "hal/binding_table.h"
 
+/* How many freed fences a device keeps for reuse (hal/fence.h's pool):
+ * a host or a VM context rarely has more in flight at once. */
+#define HALI_HAL_DEVICE_FENCE_POOL_MAX 16
+
 typedef enum hali_hal_submission_kind_e {
   HALI_HAL_SUBMISSION_EXECUTE,
   HALI_HAL_SUBMISSION_ALLOCA,
@@ -57,6 +61,7 @@ typedef struct hali_hal_submission_t {
   hali_hal_stop_t *stop;          /* retained, may be NULL */
   bool armed; /* local-task: timepoints registered on its wait fence */
   void *validate_token;           /* hal/validate.h; NULL when off */
+  bool small; /* room for one command buffer: may be the device's spare */
   size_t command_buffer_count;
   hali_hal_command_buffer_t *command_buffers[]; /* retained */
 } hali_hal_submission_t;
@@ -100,6 +105,13 @@ struct hali_hal_device_t {
   hali_hal_allocator_t *allocator; /* owned */
   /* The command buffers it makes are recycled through this (owned). */
   hali_hal_command_buffer_cache_t *command_cache;
+  /* The fences it makes come from this pool (owned: closed at destroy;
+   * each fence's block keeps it until it comes back). */
+  hali_hal_fence_pool_t *fence_pool;
+  /* One freed submission with room for one command buffer, kept for the
+   * next (NULL: none).  Exchanged atomically: a submission is freed on
+   * whichever thread completed it. */
+  _Atomic(struct hali_hal_submission_t *) spare_submission;
   pthread_mutex_t mutex;
   pthread_cond_t cond; /* broadcast when a submission completes, when an arm
                           callback finishes and when work is queued */
@@ -198,7 +210,8 @@ hali_hal_allocator_t *hali_hal_device_allocator(
 
 /* ---- Running one submission (both devices). ---- */
 
-static void hali_hal_submission_free(hali_hal_submission_t *sub) {
+static void hali_hal_submission_free(hali_hal_device_t *device,
+                                     hali_hal_submission_t *sub) {
   hali_hal_fence_release(sub->wait_fence);
   hali_hal_fence_release(sub->signal_fence);
   hali_hal_buffer_release(sub->buffer);
@@ -207,6 +220,12 @@ static void hali_hal_submission_free(hali_hal_submission_t *sub) {
     hali_hal_command_buffer_release(sub->command_buffers[i]);
   if (HALI_UNLIKELY(sub->validate_token != NULL))
     hali_hal_validate_submission_release(sub->validate_token);
+  if (sub->small) {
+    /* Kept for the next one (the device outlives its submissions: its
+     * destroy waits until none is pending). */
+    sub = atomic_exchange_explicit(&device->spare_submission, sub,
+                                   memory_order_acq_rel);
+  }
   hali_free(sub);
 }
 
@@ -543,7 +562,7 @@ static void hali_hal_local_sync_pump_locked(hali_hal_device_t *device) {
     if (!device->head) device->tail = NULL;
     pthread_mutex_unlock(&device->mutex);
     hali_hal_submission_complete(device, NULL, sub, wait_status);
-    hali_hal_submission_free(sub);
+    hali_hal_submission_free(device, sub);
     pthread_mutex_lock(&device->mutex);
     device->pending--;
     pthread_cond_broadcast(&device->cond);
@@ -762,7 +781,7 @@ static void *hali_hal_local_task_main(void *arg) {
       runner->busy = true;
       pthread_mutex_unlock(&device->mutex);
       hali_hal_submission_complete(device, runner, sub, wait_status);
-      hali_hal_submission_free(sub);
+      hali_hal_submission_free(device, sub);
       pthread_mutex_lock(&device->mutex);
       runner->busy = false;
       device->running--;
@@ -853,7 +872,7 @@ void hali_hal_device_abandon(hali_hal_device_t *device) {
         hali_status_make(HALI_STATUS_CANCELLED,
                          "abandoned: the device was shut down while this "
                          "submission waited on a fence nobody signalled"));
-    hali_hal_submission_free(subs);
+    hali_hal_submission_free(device, subs);
     pthread_mutex_lock(&device->mutex);
     device->pending--;
     pthread_cond_broadcast(&device->cond);
@@ -883,7 +902,8 @@ hali_status_t hali_hal_device_create_command_buffer(
 
 hali_status_t hali_hal_device_create_fence(hali_hal_device_t *device,
                                           hali_hal_fence_t **out_fence) {
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create_pending(out_fence));
+  HALI_RETURN_IF_ERROR_PLAIN(
+      hali_hal_fence_create_pending_pooled(device->fence_pool, out_fence));
   if (HALI_UNLIKELY(device->tracer.line != NULL)) {
     hali_hal_fence_trace_to(*out_fence, device->allocator);
     hali_hal_tracer_printf(&device->tracer, "[hal] fence.create -> !hal.fence#%u",
@@ -1067,7 +1087,7 @@ static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
     device->running++;
     pthread_mutex_unlock(&device->mutex);
     hali_hal_submission_complete(device, NULL, sub, HALI_OK);
-    hali_hal_submission_free(sub);
+    hali_hal_submission_free(device, sub);
     pthread_mutex_lock(&device->mutex);
     device->running--;
     device->pending--;
@@ -1096,10 +1116,10 @@ static hali_status_t hali_hal_device_enqueue(hali_hal_device_t *device,
   return HALI_OK;
 }
 
-/* A new submission retaining both fences; NULL when out of memory. */
-static hali_hal_submission_t *hali_hal_submission_allocate(
-    hali_hal_submission_kind_t kind, hali_hal_fence_t *wait_fence,
-    hali_hal_fence_t *signal_fence, size_t command_buffer_count) {
+/* Storage for a submission of |command_buffer_count| command buffers
+ * (uninitialized); NULL when out of memory. */
+static hali_hal_submission_t *hali_hal_submission_new(
+    size_t command_buffer_count) {
   /* The caller's array already holds |command_buffer_count| pointers, so
    * this cannot overflow in practice; checked all the same. */
   uint64_t bytes;
@@ -1108,12 +1128,31 @@ static hali_hal_submission_t *hali_hal_submission_allocate(
       hali_add_overflows_u64(bytes, sizeof(hali_hal_submission_t), &bytes) ||
       bytes > SIZE_MAX)
     return NULL;
-  /* malloc and a zeroing store, not calloc: glibc's calloc skips its
-   * per-thread cache (~400 instructions per submission); the caller fills
+  /* malloc, not calloc: glibc's calloc skips its per-thread cache (~400
+   * instructions per submission); the caller initializes it and fills
    * command_buffers[0 .. count). */
-  hali_hal_submission_t *sub = hali_malloc((size_t)bytes);
-  if (!sub) return NULL;
-  *sub = (hali_hal_submission_t){.kind = kind};
+  return hali_malloc((size_t)bytes);
+}
+
+/* A new submission retaining both fences; NULL when out of memory.  One
+ * of at most one command buffer reuses the device's spare (the warm
+ * one-submission path allocates nothing). */
+static hali_hal_submission_t *hali_hal_submission_allocate(
+    hali_hal_device_t *device, hali_hal_submission_kind_t kind,
+    hali_hal_fence_t *wait_fence, hali_hal_fence_t *signal_fence,
+    size_t command_buffer_count) {
+  /* The caller's array already holds |command_buffer_count| pointers, so
+   * this cannot overflow in practice; checked all the same. */
+  bool small = command_buffer_count <= 1;
+  hali_hal_submission_t *sub =
+      small ? atomic_exchange_explicit(&device->spare_submission, NULL,
+                                       memory_order_acq_rel)
+            : NULL;
+  if (!sub) {
+    sub = hali_hal_submission_new(small ? 1 : command_buffer_count);
+    if (!sub) return NULL;
+  }
+  *sub = (hali_hal_submission_t){.kind = kind, .small = small};
   sub->wait_fence = wait_fence;
   hali_hal_fence_retain(wait_fence);
   sub->signal_fence = signal_fence;
@@ -1182,7 +1221,7 @@ hali_status_t hali_hal_device_queue_execute_stoppable(
     }
   }
   hali_hal_submission_t *sub = hali_hal_submission_allocate(
-      HALI_HAL_SUBMISSION_EXECUTE, wait_fence, signal_fence, count);
+      device, HALI_HAL_SUBMISSION_EXECUTE, wait_fence, signal_fence, count);
   if (!sub) return hali_hal_submission_oom();
   sub->stop = stop;
   hali_hal_stop_retain(stop);
@@ -1197,7 +1236,7 @@ hali_status_t hali_hal_device_queue_execute_stoppable(
       if (hali_hal_command_buffer_mode(command_buffers[j]) &
           HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT)
         atomic_store(&command_buffers[j]->submitted, false);
-    hali_hal_submission_free(sub);
+    hali_hal_submission_free(device, sub);
     return hali_status_annotate(refused, "queue_execute");
   }
   /* After the enqueue: on local-sync the submission ran inside it, and its
@@ -1253,7 +1292,7 @@ hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,
                            device->allocator, params, size, &buffer),
                        "queue_alloca of %" PRIu64 " bytes", size);
   hali_hal_submission_t *sub = hali_hal_submission_allocate(
-      HALI_HAL_SUBMISSION_ALLOCA, wait_fence, signal_fence, 0);
+      device, HALI_HAL_SUBMISSION_ALLOCA, wait_fence, signal_fence, 0);
   if (!sub) {
     hali_hal_buffer_release(buffer);
     return hali_hal_submission_oom();
@@ -1262,7 +1301,7 @@ hali_status_t hali_hal_device_queue_alloca(hali_hal_device_t *device,
   hali_hal_buffer_retain(buffer);
   hali_status_t refused = hali_hal_device_enqueue(device, sub);
   if (HALI_UNLIKELY(refused != NULL)) {
-    hali_hal_submission_free(sub);
+    hali_hal_submission_free(device, sub);
     hali_hal_buffer_release(buffer);
     return refused;
   }
@@ -1285,13 +1324,13 @@ hali_status_t hali_hal_device_queue_dealloca(hali_hal_device_t *device,
                             "queue_dealloca needs an allocated buffer, not %s",
                             buffer ? "a subspan" : "NULL");
   hali_hal_submission_t *sub = hali_hal_submission_allocate(
-      HALI_HAL_SUBMISSION_DEALLOCA, wait_fence, signal_fence, 0);
+      device, HALI_HAL_SUBMISSION_DEALLOCA, wait_fence, signal_fence, 0);
   if (!sub) return hali_hal_submission_oom();
   sub->buffer = buffer;
   hali_hal_buffer_retain(buffer);
   hali_status_t refused = hali_hal_device_enqueue(device, sub);
   if (HALI_UNLIKELY(refused != NULL)) {
-    hali_hal_submission_free(sub);
+    hali_hal_submission_free(device, sub);
     return refused;
   }
   hali_hal_tracer_printf(&device->tracer,
@@ -1376,6 +1415,8 @@ static void hali_hal_device_destroy(hali_ref_t *ref) {
     hali_hal_validate_device_destroyed(device);
   hali_hal_allocator_release(device->allocator);
   hali_hal_command_buffer_cache_release(device->command_cache);
+  hali_hal_fence_pool_close(device->fence_pool);
+  hali_free(atomic_load(&device->spare_submission));
   pthread_cond_destroy(&device->cond);
   pthread_mutex_destroy(&device->mutex);
   hali_free(device);
@@ -1419,6 +1460,9 @@ hali_status_t hali_hal_device_create(const hali_hal_device_params_t *params,
       hali_hal_allocator_create(&allocator_params, &device->allocator);
   if (!status)
     status = hali_hal_command_buffer_cache_create(&device->command_cache);
+  if (!status)
+    status = hali_hal_fence_pool_create(HALI_HAL_DEVICE_FENCE_POOL_MAX,
+                                        &device->fence_pool);
   if (!status && params->validate > HALI_HAL_VALIDATE_WARN)
     status = hali_status_make(HALI_STATUS_INVALID_ARGUMENT,
                               "unknown validation mode %u", params->validate);

@@ -157,7 +157,10 @@ HALI_MUST_USE hali_status_t hali_hal_device_create_command_buffer(
 
 /* hali_hal_fence_create_pending for work on |device|: the fence reports
  * what is done to it to the device's tracer (if any; hal/fence.h), starting
- * with "[hal] fence.create -> !hal.fence#ID". */
+ * with "[hal] fence.create -> !hal.fence#ID".  Its storage (with its
+ * semaphore's) comes from a pool of the device's and goes back there once
+ * both are released, so a warm create/release allocates nothing; the fence
+ * may outlive the device. */
 HALI_MUST_USE hali_status_t hali_hal_device_create_fence(
     hali_hal_device_t *device, hali_hal_fence_t **out_fence);
 

@@ -1780,9 +1780,111 @@ START_TEST(test_fence_host_visibility) {
 }
 END_TEST
 
+/* ---- device-made objects: pooled ---- */
+
+/* Host allocations and resizes while |counting| is set (thread-safe: the
+ * local-task runner allocates through the same hook). */
+static long pooled_allocs;
+static int pooled_counting;
+
+static void *pooled_hook(void *user, void *ptr, size_t size) {
+  (void)user;
+  if (size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  if (__atomic_load_n(&pooled_counting, __ATOMIC_RELAXED))
+    __atomic_add_fetch(&pooled_allocs, 1, __ATOMIC_RELAXED);
+  return realloc(ptr, size);
+}
+
+/* bench/hal's sequence through the device: command buffer and fence made
+ * by |device|, a 4 KiB fill, execute with a signal fence, await. */
+static void pooled_sequence(hali_hal_device_t *device,
+                            hali_hal_buffer_t *buffer, uint32_t pattern) {
+  hali_hal_command_buffer_t *cb = NULL;
+  HALI_CK_OK(hali_hal_device_create_command_buffer(
+      device, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT,
+      HALI_HAL_COMMAND_CATEGORY_ANY, &cb));
+  HALI_CK_OK(hali_hal_command_buffer_fill(cb, buffer, 0, 4096, pattern, 4));
+  HALI_CK_OK(hali_hal_command_buffer_finalize(cb));
+  hali_hal_fence_t *signal = NULL;
+  HALI_CK_OK(hali_hal_device_create_fence(device, &signal));
+  HALI_CK_OK(hali_hal_device_queue_execute(device, NULL, signal, &cb, 1));
+  hali_hal_command_buffer_release(cb);
+  HALI_CK_OK(hali_hal_fence_await(signal, HALI_INFINITE));
+  hali_hal_fence_release(signal);
+}
+
+/* A warm device-made sequence allocates nothing on either device: the
+ * command buffer, the fence (with its semaphore) and the submission come
+ * back to the device and are reused.  The results are those of the
+ * sequences all the same (each fill's pattern read back). */
+START_TEST(test_device_sequence_allocates_nothing) {
+  /* Nothing of the library's is live (this case runs first), so the
+   * counting allocator can be installed. */
+  HALI_CK_OK(hali_set_host_allocator(pooled_hook, NULL));
+  static const hali_hal_device_kind_t kinds[] = {HALI_HAL_DEVICE_LOCAL_SYNC,
+                                                 HALI_HAL_DEVICE_LOCAL_TASK};
+  for (size_t k = 0; k < 2; ++k) {
+    hali_hal_device_params_t dp;
+    hali_hal_device_params_initialize(&dp);
+    dp.kind = kinds[k];
+    dp.worker_count = 1;
+    hali_hal_device_t *device = NULL;
+    HALI_CK_OK(hali_hal_device_create(&dp, &device));
+    hali_hal_buffer_t *buffer =
+        hali_test_allocate(hali_hal_device_allocator(device), 4096);
+    pooled_sequence(device, buffer, 0x01010101u); /* warm */
+    pooled_sequence(device, buffer, 0x02020202u);
+    __atomic_store_n(&pooled_allocs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pooled_counting, 1, __ATOMIC_RELAXED);
+    for (uint32_t i = 0; i < 20; ++i) {
+      pooled_sequence(device, buffer, 0x10101010u * (i % 15 + 1));
+      uint32_t words[2];
+      HALI_CK_OK(hali_hal_buffer_read(buffer, 4088, words, sizeof(words)));
+      ck_assert_uint_eq(words[0], 0x10101010u * (i % 15 + 1));
+      ck_assert_uint_eq(words[1], 0x10101010u * (i % 15 + 1));
+    }
+    __atomic_store_n(&pooled_counting, 0, __ATOMIC_RELAXED);
+    ck_assert_msg(pooled_allocs == 0,
+                  "device kind %d: %ld host allocations in 20 warm sequences",
+                  (int)kinds[k], pooled_allocs);
+
+    /* Device-made fences outlive their device, pooled or not. */
+    hali_hal_fence_t *kept = NULL, *second = NULL;
+    HALI_CK_OK(hali_hal_device_create_fence(device, &kept));
+    HALI_CK_OK(hali_hal_device_create_fence(device, &second));
+    ck_assert_ptr_ne(kept, second);
+    /* A fresh pooled fence is pending, as hali_hal_fence_create_pending's. */
+    bool ready = true;
+    HALI_CK_OK(hali_hal_fence_query(kept, &ready));
+    ck_assert(!ready);
+    hali_hal_buffer_release(buffer);
+    hali_hal_device_release(device);
+    HALI_CK_OK(hali_hal_fence_signal(kept));
+    HALI_CK_OK(hali_hal_fence_await(kept, 0));
+    hali_hal_fence_fail(second, hali_status_make(HALI_STATUS_ABORTED, "late"));
+    /* (Not HALI_CK_STATUS: its message text goes to the C library's
+     * free, which the live count below would miss.) */
+    ck_assert(hali_status_consume_code(hali_hal_fence_await(second, 0),
+                                       HALI_STATUS_ABORTED));
+    hali_hal_fence_release(second);
+    hali_hal_fence_release(kept);
+  }
+  ck_assert_uint_eq(hali_host_allocations_live(), 0);
+  HALI_CK_OK(hali_set_host_allocator(NULL, NULL));
+}
+END_TEST
+
 static Suite *hal_objects_suite(void) {
   Suite *s = suite_create("hal-objects");
-  TCase *tc = tcase_create("allocator");
+  /* First, so that it can install its counting allocator under CK_FORK=no
+   * too (nothing else is live yet). */
+  TCase *tc = tcase_create("device_pools");
+  tcase_add_test(tc, test_device_sequence_allocates_nothing);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("allocator");
   tcase_add_test(tc, test_allocator_statistics);
   tcase_add_test(tc, test_buffer_scalar_fast_agrees);
   tcase_add_test(tc, test_finalize_checks_dispatches);
