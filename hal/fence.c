@@ -59,7 +59,10 @@ struct hali_hal_fence_t {
  * pair handed out came back. */
 typedef struct fence_pair_s {
   hali_hal_fence_t fence;
-  atomic_int parts;                /* of fence and semaphore, not destroyed */
+  /* Of fence and semaphore, not destroyed: 2 for a spawn fence, 1 for a
+   * fence alone (hal.fence.offset's, whose semaphore storage is unused:
+   * one size of block serves both). */
+  atomic_int parts;
   struct hali_hal_fence_pool_t *pool;
   struct fence_pair_s *next;       /* in the pool's free list */
   max_align_t semaphore[];         /* hali_hal_semaphore_storage_size() */
@@ -212,10 +215,18 @@ hali_status_t hali_hal_fence_create_pending(hali_hal_fence_t **out_fence) {
   return HALI_OK;
 }
 
-hali_status_t hali_hal_fence_create_pending_pooled(
-    hali_hal_fence_pool_t *pool, hali_hal_fence_t **out_fence) {
-  if (!pool) return hali_hal_fence_create_pending(out_fence);
-  *out_fence = NULL;
+void hali_hal_fence_pool_counts(hali_hal_fence_pool_t *pool, size_t *out_out,
+                                size_t *out_kept) {
+  hali_small_lock(&pool->lock);
+  *out_out = pool->out;
+  *out_kept = pool->kept;
+  hali_small_unlock(&pool->lock);
+}
+
+/* A block of |pool| (kept or new) holding a fresh fence of no point that
+ * returns the block when |parts| parts are destroyed; NULL when out of
+ * memory. */
+static fence_pair_t *pool_take(hali_hal_fence_pool_t *pool, int parts) {
   hali_small_lock(&pool->lock);
   fence_pair_t *pair = pool->free;
   if (pair) {
@@ -230,16 +241,27 @@ hali_status_t hali_hal_fence_create_pending_pooled(
       hali_small_lock(&pool->lock);
       pool->out--; /* the owner still holds the pool: it is not closed */
       hali_small_unlock(&pool->lock);
-      return hali_status_annotate(hali_status_oom(), "creating a fence");
+      return NULL;
     }
   }
   hali_hal_fence_t *fence = &pair->fence;
   memset(fence, 0, sizeof(*fence));
   fence_init(fence);
   fence->pair = pair;
-  atomic_init(&pair->parts, 2);
+  atomic_init(&pair->parts, parts);
   pair->pool = pool;
   pair->next = NULL;
+  return pair;
+}
+
+hali_status_t hali_hal_fence_create_pending_pooled(
+    hali_hal_fence_pool_t *pool, hali_hal_fence_t **out_fence) {
+  if (!pool) return hali_hal_fence_create_pending(out_fence);
+  *out_fence = NULL;
+  fence_pair_t *pair = pool_take(pool, 2);
+  if (!pair)
+    return hali_status_annotate(hali_status_oom(), "creating a fence");
+  hali_hal_fence_t *fence = &pair->fence;
   /* The point takes the semaphore's creation reference. */
   fence->first.semaphore =
       hali_hal_semaphore_init_in(pair->semaphore, 0, pair_semaphore_done);
@@ -451,11 +473,26 @@ hali_status_t hali_hal_fence_create_offset(hali_hal_fence_t *from,
                                            hali_hal_fence_t **out_fence,
                                            size_t *out_overflow_point,
                                            uint64_t *out_overflow_value) {
+  return hali_hal_fence_create_offset_pooled(
+      NULL, from, delta, out_fence, out_overflow_point, out_overflow_value);
+}
+
+hali_status_t hali_hal_fence_create_offset_pooled(
+    hali_hal_fence_pool_t *pool, hali_hal_fence_t *from, uint64_t delta,
+    hali_hal_fence_t **out_fence, size_t *out_overflow_point,
+    uint64_t *out_overflow_value) {
   *out_fence = NULL;
   *out_overflow_point = SIZE_MAX;
   *out_overflow_value = 0;
   hali_hal_fence_t *fence = NULL;
-  HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&fence));
+  if (pool) {
+    fence_pair_t *pair = pool_take(pool, 1);
+    if (!pair)
+      return hali_status_annotate(hali_status_oom(), "creating a fence");
+    fence = &pair->fence;
+  } else {
+    HALI_RETURN_IF_ERROR_PLAIN(hali_hal_fence_create(&fence));
+  }
   hali_status_t status = HALI_OK;
   if (from) {
     /* |fence| is not shared yet: only |from|'s lock. */

@@ -39,6 +39,10 @@ void hali_hal_fence_pool_close(hali_hal_fence_pool_t *pool);
 /* hali_hal_fence_create_pending, from |pool| (NULL: allocated alone). */
 HALI_MUST_USE hali_status_t hali_hal_fence_create_pending_pooled(
     hali_hal_fence_pool_t *pool, hali_hal_fence_t **out_fence);
+/* Blocks of |pool| handed out and not back yet, and kept for reuse (for
+ * the tests). */
+void hali_hal_fence_pool_counts(hali_hal_fence_pool_t *pool, size_t *out_out,
+                                size_t *out_kept);
 /* Creates a fence with the points of every non-NULL fence in |fences|. */
 HALI_MUST_USE hali_status_t hali_hal_fence_join(hali_hal_fence_t *const *fences,
                                                 size_t count,
@@ -96,6 +100,14 @@ size_t hali_hal_fence_points_peek(hali_hal_fence_t *fence, size_t max,
 HALI_MUST_USE hali_status_t hali_hal_fence_create_offset(
     hali_hal_fence_t *from, uint64_t delta, hali_hal_fence_t **out_fence,
     size_t *out_overflow_point, uint64_t *out_overflow_value);
+/* The same, the new fence's block taken from |pool| (NULL: allocated
+ * alone) and given back when it is destroyed, on any thread: a
+ * hal.fence.offset in a fiber's loop allocates nothing once warm (its
+ * points past the first aside). */
+HALI_MUST_USE hali_status_t hali_hal_fence_create_offset_pooled(
+    hali_hal_fence_pool_t *pool, hali_hal_fence_t *from, uint64_t delta,
+    hali_hal_fence_t **out_fence, size_t *out_overflow_point,
+    uint64_t *out_overflow_value);
 
 /* Marks every point's semaphore host-visible (hal/semaphore.h): the host
  * holds this fence and may signal or fail it.  NULL: no-op. */

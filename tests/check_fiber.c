@@ -2653,6 +2653,79 @@ START_TEST(warm_spawn_allocates_nothing) {
 }
 END_TEST
 
+/* hal.fence.offset's fences come from the scheduler's fence pool: a warm
+ * ping-pong allocates the same for 10 round trips as for 300 (before,
+ * two fences per round trip, each a malloc and a free), and the pooled
+ * fences outlive the scheduler like spawn fences (the fiber keeps its
+ * last offset fence in a register until it ends; here the host keeps
+ * one made by hali_hal_fence_create_offset_pooled past the pool's close). */
+START_TEST(warm_offset_fences_allocate_nothing) {
+  const char *fork_mode = getenv("CK_FORK");
+  if (fork_mode && strcmp(fork_mode, "no") == 0 &&
+      hali_host_allocations_live() != 0) {
+    printf("allocations: not counted (CK_FORK=no, %zu blocks live)\n",
+           hali_host_allocations_live());
+    return;
+  }
+  ck_assert_uint_eq(hali_host_allocations_live(), 0);
+  ck_assert_ok(hali_set_host_allocator(counting_alloc, NULL));
+  env_t e = env_open_threads(ping_pong, 1);
+  (void)allocations_of_run(&e, 300); /* warms the pools */
+  long few = allocations_of_run(&e, 10);
+  long many = allocations_of_run(&e, 300);
+  printf("allocations: %ld for a warm ping-pong of 10 round trips, %ld for "
+         "300\n",
+         few, many);
+  ck_assert_int_eq(many, few);
+  env_close(&e);
+  ck_assert_uint_eq(hali_host_allocations_live(), 0);
+  ck_assert_ok(hali_set_host_allocator(NULL, NULL));
+}
+END_TEST
+
+START_TEST(offset_fence_from_pool) {
+  hali_hal_fence_pool_t *pool = NULL;
+  ck_assert_ok(hali_hal_fence_pool_create(4, &pool));
+  hali_hal_fence_t *base = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&base));
+  hali_hal_fence_t *f = NULL;
+  size_t bad = 0, out = 0, kept = 0;
+  uint64_t value = 0;
+  ck_assert_ok(hali_hal_fence_create_offset_pooled(pool, base, 2, &f, &bad,
+                                                   &value));
+  ck_assert_ptr_nonnull(f);
+  ck_assert_uint_eq(bad, SIZE_MAX);
+  hali_hal_semaphore_t *sem = NULL;
+  hali_hal_fence_point(f, 0, &sem, &value);
+  ck_assert_uint_eq(value, 3); /* base's point 1, raised by 2 */
+  hali_hal_fence_pool_counts(pool, &out, &kept);
+  ck_assert_uint_eq(out, 1);
+  hali_hal_fence_release(f); /* back to the pool */
+  hali_hal_fence_pool_counts(pool, &out, &kept);
+  ck_assert_uint_eq(out, 0);
+  ck_assert_uint_eq(kept, 1);
+  /* The kept block is reused, and an offset past 2^64-1 makes no fence
+   * and gives the block back. */
+  ck_assert_ok(hali_hal_fence_create_offset_pooled(pool, base, UINT64_MAX,
+                                                   &f, &bad, &value));
+  ck_assert_ptr_null(f);
+  ck_assert_uint_eq(bad, 0);
+  ck_assert_uint_eq(value, 1);
+  hali_hal_fence_pool_counts(pool, &out, &kept);
+  ck_assert_uint_eq(out, 0);
+  ck_assert_uint_eq(kept, 1);
+  ck_assert_ok(hali_hal_fence_create_offset_pooled(pool, base, 5, &f, &bad,
+                                                   &value));
+  hali_hal_fence_pool_close(pool); /* |f| keeps it alive */
+  ck_assert_ok(hali_hal_fence_signal(f));
+  bool ready = false;
+  ck_assert_ok(hali_hal_fence_query(base, &ready)); /* base at 1 <= 6 */
+  ck_assert(ready);
+  hali_hal_fence_release(f); /* the last block: frees the pool */
+  hali_hal_fence_release(base);
+}
+END_TEST
+
 START_TEST(threads_default_is_one_per_core) {
   ck_assert_uint_eq(hali_vm_default_fiber_threads(), cores());
   env_t e = env_open(ping_pong); /* no options: the default */
@@ -3073,6 +3146,8 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, idle_fiber_thread_costs_nothing);
   tcase_add_test(tc, spawn_fence_outlives_scheduler);
   tcase_add_test(tc, threads_spawn_runs_on_an_idle_thread);
+  tcase_add_test(tc, warm_offset_fences_allocate_nothing);
+  tcase_add_test(tc, offset_fence_from_pool);
   tcase_add_test(tc, threads_steal_heavy);
   tcase_add_test(tc, threads_stolen_results_sum);
   tcase_add_test(tc, threads_join_of_failed_fiber);

@@ -1853,6 +1853,10 @@ void hali_vm_fiber_cancel(hali_vm_fiber_t *f) {
   pthread_mutex_unlock(&s->mutex);
 }
 
+hali_hal_fence_pool_t *hali_vm_fiber_fence_pool(const hali_vm_stack_t *st) {
+  return st->scheduler && st->fiber ? st->fiber->scheduler->fence_pool : NULL;
+}
+
 hali_status_t hali_vm_fiber_stop_for(hali_vm_stack_t *st,
                                      hali_hal_stop_t **out_stop) {
   *out_stop = NULL;

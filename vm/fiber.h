@@ -164,6 +164,10 @@ const hali_value_t *hali_vm_fiber_results(const hali_vm_fiber_t *f,
  * branch, a suspended or ready one at once; either fails its fence with
  * CANCELLED.  Safe from any thread. */
 void hali_vm_fiber_cancel(hali_vm_fiber_t *f);
+/* Internal: the fence pool of the scheduler running |st| (borrowed; NULL
+ * without a scheduler): hal.fence.offset takes its fences from it. */
+hali_hal_fence_pool_t *hali_vm_fiber_fence_pool(const hali_vm_stack_t *st);
+
 /* Internal: the stop request of the invocation running on |st| (made
  * when first asked for; borrowed, lives while the invocation does), for
  * the device work it submits; NULL when |st| runs without a scheduler.

@@ -555,7 +555,8 @@ HAL_OP(HAL_FENCE_OFFSET) {
   size_t bad = SIZE_MAX;
   uint64_t value = 0;
   HALI_RETURN_IF_ERROR_PLAIN(
-      hali_hal_fence_create_offset(from, (uint64_t)delta, &f, &bad, &value));
+      hali_hal_fence_create_offset_pooled(hali_vm_fiber_fence_pool(st), from,
+                                          (uint64_t)delta, &f, &bad, &value));
   if (!f)
     return hali_status_make(HALI_STATUS_OUT_OF_RANGE,
                             "hal.fence.offset of fence #%u: point %zu "
