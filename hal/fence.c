@@ -504,6 +504,15 @@ hali_status_t hali_hal_fence_create_offset_pooled(
         *out_overflow_value = from->points[i].value;
         break;
       }
+      if (!fence->count) {
+        /* The first point goes into |first|: no search, no room to make
+         * (|from|'s points have distinct semaphores). */
+        hali_hal_semaphore_retain(from->points[i].semaphore);
+        fence->first.semaphore = from->points[i].semaphore;
+        fence->first.value = raised;
+        fence->count = 1;
+        continue;
+      }
       status = hali_hal_fence_insert_locked(fence, from->points[i].semaphore,
                                             raised);
     }
