@@ -2623,20 +2623,25 @@ static long allocations_of_run(env_t *e, int64_t n) {
   return __atomic_load_n(&g_alloc_calls, __ATOMIC_RELAXED) - before;
 }
 
-START_TEST(warm_spawn_allocates_nothing) {
-  /* The allocator may only change while nothing of the library is live:
-   * true in a forked test; with CK_FORK=no (the valgrind run) earlier
-   * tests of the process may still hold blocks, and the count cannot be
-   * taken. */
+/* Installs the counting allocator; false (and says so) when it cannot
+ * be: the allocator may only change while nothing of the library is
+ * live, true in a forked test, while with CK_FORK=no (the valgrind run)
+ * earlier tests of the process may still hold blocks. */
+static bool counting_allocator_installed(void) {
   const char *fork_mode = getenv("CK_FORK");
   if (fork_mode && strcmp(fork_mode, "no") == 0 &&
       hali_host_allocations_live() != 0) {
     printf("allocations: not counted (CK_FORK=no, %zu blocks live)\n",
            hali_host_allocations_live());
-    return;
+    return false;
   }
   ck_assert_uint_eq(hali_host_allocations_live(), 0);
   ck_assert_ok(hali_set_host_allocator(counting_alloc, NULL));
+  return true;
+}
+
+START_TEST(warm_spawn_allocates_nothing) {
+  if (!counting_allocator_installed()) return;
   env_t e = env_open_threads(spawn_await_each, 1);
   const int64_t n = 100;
   long cold = allocations_of_run(&e, n);
@@ -2660,15 +2665,7 @@ END_TEST
  * last offset fence in a register until it ends; here the host keeps
  * one made by hali_hal_fence_create_offset_pooled past the pool's close). */
 START_TEST(warm_offset_fences_allocate_nothing) {
-  const char *fork_mode = getenv("CK_FORK");
-  if (fork_mode && strcmp(fork_mode, "no") == 0 &&
-      hali_host_allocations_live() != 0) {
-    printf("allocations: not counted (CK_FORK=no, %zu blocks live)\n",
-           hali_host_allocations_live());
-    return;
-  }
-  ck_assert_uint_eq(hali_host_allocations_live(), 0);
-  ck_assert_ok(hali_set_host_allocator(counting_alloc, NULL));
+  if (!counting_allocator_installed()) return;
   env_t e = env_open_threads(ping_pong, 1);
   (void)allocations_of_run(&e, 300); /* warms the pools */
   long few = allocations_of_run(&e, 10);
