@@ -526,6 +526,38 @@ hali_status_t hali_hal_fence_create_offset_pooled(
   return HALI_OK;
 }
 
+bool hali_hal_fence_reuse_offset(hali_hal_fence_t *fence,
+                                 hali_hal_fence_t *from, uint64_t delta,
+                                 hali_hal_allocator_t *trace_to) {
+  /* Acquire: pairs with the release of the last other reference dropped,
+   * so everything its holder did to the fence happened before. */
+  if (!fence || !from ||
+      atomic_load_explicit(&fence->ref.count, memory_order_acquire) != 1 ||
+      fence->count != 1 || fence->payload || fence->index)
+    return false;
+  hali_hal_semaphore_t *sem = NULL;
+  uint64_t base = 0;
+  if (from == fence) {
+    sem = fence->points[0].semaphore;
+    base = fence->points[0].value;
+  } else {
+    hali_small_lock(&from->lock);
+    if (from->count == 1) {
+      sem = from->points[0].semaphore;
+      base = from->points[0].value;
+    }
+    hali_small_unlock(&from->lock);
+  }
+  uint64_t raised;
+  if (sem != fence->points[0].semaphore ||
+      hali_add_overflows_u64(base, delta, &raised))
+    return false;
+  fence->points[0].value = raised;
+  fence->ref.id = hali_ref_next_id();
+  if (fence->traced_by != trace_to) hali_hal_fence_trace_to(fence, trace_to);
+  return true;
+}
+
 void hali_hal_fence_point(hali_hal_fence_t *fence, size_t i,
                           hali_hal_semaphore_t **out_semaphore,
                           uint64_t *out_value) {

@@ -108,6 +108,17 @@ HALI_MUST_USE hali_status_t hali_hal_fence_create_offset_pooled(
     hali_hal_fence_pool_t *pool, hali_hal_fence_t *from, uint64_t delta,
     hali_hal_fence_t **out_fence, size_t *out_overflow_point,
     uint64_t *out_overflow_value);
+/* hal.fence.offset into a register that holds the only reference to
+ * |fence|: when |fence| and |from| are fences of one point on the same
+ * semaphore (a timeline loop's `%m = hal.fence.offset %base, %i`), |fence|
+ * becomes from's point raised by |delta| in place, with a new id, and
+ * reports to |trace_to| (NULL: nobody); true when it did.  False (and
+ * |fence| untouched) otherwise, and when the value would pass 2^64-1: the
+ * caller then makes a new fence, which reports the overflow.  Nobody else
+ * can see the change: whoever else held the fence would hold a reference. */
+bool hali_hal_fence_reuse_offset(hali_hal_fence_t *fence,
+                                 hali_hal_fence_t *from, uint64_t delta,
+                                 hali_hal_allocator_t *trace_to);
 
 /* Marks every point's semaphore host-visible (hal/semaphore.h): the host
  * holds this fence and may signal or fail it.  NULL: no-op. */

@@ -2723,6 +2723,87 @@ START_TEST(offset_fence_from_pool) {
 }
 END_TEST
 
+/* hal.fence.offset into a register holding the only reference to a
+ * one-point fence on the same semaphore changes that fence in place
+ * (hali_hal_fence_reuse_offset: a ping-pong's loop makes no fence per
+ * round trip); a fence anyone else holds, of another semaphore, of two
+ * points, or a value past 2^64-1, is left alone. */
+START_TEST(offset_fence_reused_in_place) {
+  hali_hal_fence_t *base = NULL, *other = NULL, *f = NULL;
+  ck_assert_ok(hali_hal_fence_create_pending(&base)); /* (S, 1) */
+  ck_assert_ok(hali_hal_fence_create_pending(&other)); /* (T, 1) */
+  size_t bad = 0;
+  uint64_t value = 0;
+  ck_assert_ok(hali_hal_fence_create_offset(base, 2, &f, &bad, &value));
+  hali_hal_semaphore_t *sem = NULL, *s_base = NULL;
+  hali_hal_fence_point(base, 0, &s_base, &value);
+  uint32_t id = ((hali_ref_t *)f)->id;
+  ck_assert(hali_hal_fence_reuse_offset(f, base, 5, NULL));
+  hali_hal_fence_point(f, 0, &sem, &value);
+  ck_assert_ptr_eq(sem, s_base);
+  ck_assert_uint_eq(value, 6);
+  ck_assert_uint_ne(((hali_ref_t *)f)->id, id); /* a new fence to traces */
+  ck_assert(hali_hal_fence_reuse_offset(f, f, 1, NULL)); /* from itself */
+  hali_hal_fence_point(f, 0, &sem, &value);
+  ck_assert_uint_eq(value, 7);
+  hali_hal_fence_retain(f); /* shared: untouched */
+  ck_assert(!hali_hal_fence_reuse_offset(f, base, 1, NULL));
+  hali_hal_fence_release(f);
+  ck_assert(!hali_hal_fence_reuse_offset(f, other, 1, NULL));
+  ck_assert(!hali_hal_fence_reuse_offset(f, base, UINT64_MAX, NULL));
+  hali_hal_fence_t *both = NULL;
+  hali_hal_fence_t *pair[] = {base, other};
+  ck_assert_ok(hali_hal_fence_join(pair, 2, &both));
+  ck_assert(!hali_hal_fence_reuse_offset(f, both, 1, NULL));
+  ck_assert(!hali_hal_fence_reuse_offset(NULL, base, 1, NULL));
+  ck_assert(!hali_hal_fence_reuse_offset(f, NULL, 1, NULL));
+  hali_hal_fence_point(f, 0, &sem, &value);
+  ck_assert_ptr_eq(sem, s_base);
+  ck_assert_uint_eq(value, 7);
+  hali_hal_fence_release(both);
+  hali_hal_fence_release(f);
+  hali_hal_fence_release(other);
+  hali_hal_fence_release(base);
+}
+END_TEST
+
+/* The same through a program: an offset into a register whose fence a
+ * second register also holds makes a new fence (the kept one still means
+ * its own point), and into one nobody else holds reuses it.  40 when
+ * right; 0 if the kept fence had been raised by 2 in place. */
+static const char offset_alias_src[] =
+    "func @main() -> i32 {\n"
+    "  %device = hal.device.get\n"
+    "  %a = hal.fence.create %device\n"
+    "  %zero = const.i64 0\n"
+    "  %two = const.i64 2\n"
+    "  %m = hal.fence.offset %a, %zero\n"
+    "  %keep = mov.ref %m\n"
+    "  %m = hal.fence.offset %a, %two\n"
+    "  hal.fence.signal %keep\n"
+    "  %q1 = hal.fence.query %keep\n"
+    "  %q2 = hal.fence.query %m\n"
+    "  %m = hal.fence.offset %a, %zero\n"
+    "  %q3 = hal.fence.query %m\n"
+    "  %c100 = const.i32 100\n"
+    "  %c10 = const.i32 10\n"
+    "  %r1 = mul.i32 %q1, %c100\n"
+    "  %r2 = mul.i32 %q2, %c10\n"
+    "  %r = add.i32 %r1, %r2\n"
+    "  %r = add.i32 %r, %q3\n"
+    "  return %r\n"
+    "}\n";
+
+START_TEST(offset_into_a_shared_register_makes_a_new_fence) {
+  env_t e = env_open(offset_alias_src);
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  ck_assert_int_eq(result_i32(f), 40);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
 START_TEST(threads_default_is_one_per_core) {
   ck_assert_uint_eq(hali_vm_default_fiber_threads(), cores());
   env_t e = env_open(ping_pong); /* no options: the default */
@@ -3144,6 +3225,8 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, spawn_fence_outlives_scheduler);
   tcase_add_test(tc, threads_spawn_runs_on_an_idle_thread);
   tcase_add_test(tc, warm_offset_fences_allocate_nothing);
+  tcase_add_test(tc, offset_fence_reused_in_place);
+  tcase_add_test(tc, offset_into_a_shared_register_makes_a_new_fence);
   tcase_add_test(tc, offset_fence_from_pool);
   tcase_add_test(tc, threads_steal_heavy);
   tcase_add_test(tc, threads_stolen_results_sum);

@@ -551,6 +551,14 @@ HAL_OP(HAL_FENCE_OFFSET) {
                             "fence offset %lld is negative: timeline values "
                             "only move forward",
                             (long long)delta);
+  /* A loop's offset into the register that holds its last one (nothing
+   * else holding it) changes that fence in place. */
+  hali_ref_t *old = refs[d->reg[0]];
+  if (old && old->type == HALI_TYPE_FENCE &&
+      hali_hal_fence_reuse_offset(
+          (hali_hal_fence_t *)old, from, (uint64_t)delta,
+          st->device ? hali_hal_device_allocator(st->device) : NULL))
+    return HALI_OK;
   hali_hal_fence_t *f = NULL;
   size_t bad = SIZE_MAX;
   uint64_t value = 0;
