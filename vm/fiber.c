@@ -115,6 +115,7 @@ struct hali_vm_fiber_s {
   bool finishing;           /* DONE, finish_complete not through yet */
   atomic_bool cancel_requested;
   hali_vm_fiber_t *next_ready;
+  int64_t ready_at; /* when it was last queued (with fiber threads) */
   uint32_t home; /* the fiber thread whose queue it was last put on */
   hali_vm_fiber_t *prev, *next; /* all fibers */
 };
@@ -142,6 +143,13 @@ typedef struct {
    * mutex once, not twice.  Only the thread in this slot touches it
    * outside the mutex. */
   hali_vm_fiber_t *spare;
+  /* Asleep until the oldest fiber of a busy thread's queue has waited
+   * STEAL_GRACE_NS (take_ready): no need to wake it sooner. */
+  bool eyeing;
+  /* Inside resume() (|running| may be NULL meanwhile: a fiber that
+   * suspends registers its wake-ups without the mutex): busy, for the
+   * steal grace. */
+  bool resuming;
   pthread_cond_t cond;
 } fiber_thread_t;
 
@@ -286,10 +294,11 @@ static void wake_thread(hali_vm_scheduler_t *s, uint32_t k) {
   else pthread_cond_signal(&t->cond);
 }
 
-/* Wakes one idle fiber thread other than |not| (mutex held). */
+/* Wakes one idle fiber thread other than |not| (mutex held), unless the
+ * idle ones only wait for a steal's grace to end: they look again then. */
 static void wake_one_idle(hali_vm_scheduler_t *s, uint32_t not) {
   for (uint32_t k = 0; s->idle && k < s->threads; ++k)
-    if (k != not && s->th[k].idle) {
+    if (k != not && s->th[k].idle && !s->th[k].eyeing) {
       wake_thread(s, k);
       return;
     }
@@ -315,6 +324,7 @@ static void push_ready(hali_vm_scheduler_t *s, hali_vm_fiber_t *f,
   f->state = FIBER_READY;
   f->home = q;
   f->next_ready = NULL;
+  if (s->threads > 1) f->ready_at = now_ns(); /* for take_ready's grace */
   if (t->tail) t->tail->next_ready = f;
   else t->head = f;
   t->tail = f;
@@ -342,10 +352,23 @@ static hali_vm_fiber_t *queue_pop(hali_vm_scheduler_t *s, uint32_t k) {
   return f;
 }
 
+/* How long a fiber waits on the queue of a thread that is running a
+ * fiber before another thread may take it: that thread is likely to get
+ * to it sooner when its queue holds short fibers (a chain of them, each
+ * awaiting the one before, then runs on one thread instead of bouncing
+ * between two, every link a suspension and a wake-up across threads),
+ * and fibers that wait longer are taken (a fan-out of longer ones runs on
+ * every thread). */
+#define STEAL_GRACE_NS 50000
+
 /* The next fiber for thread |me| (mutex held): its own queue's oldest,
- * else the oldest of the fullest other queue (a steal); NULL when none
- * is ready. */
-static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me) {
+ * else the oldest of the fullest other queue (a steal): at once when
+ * that queue's thread runs no fiber, else once it has waited there
+ * STEAL_GRACE_NS.  NULL when there is none to take yet; then |*retry_at|
+ * (when not NULL) is when to look again, or INT64_MAX. */
+static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me,
+                                   int64_t *retry_at) {
+  if (retry_at) *retry_at = INT64_MAX;
   if (s->th[me].count) return queue_pop(s, me);
   if (!s->ready) return NULL;
   uint32_t victim = NO_SLOT;
@@ -356,6 +379,13 @@ static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me) {
       victim = k;
     }
   if (victim == NO_SLOT) return NULL;
+  if (s->th[victim].resuming) {
+    int64_t ready_at = s->th[victim].head->ready_at;
+    if (now_ns() - ready_at < STEAL_GRACE_NS) {
+      if (retry_at) *retry_at = ready_at + STEAL_GRACE_NS;
+      return NULL;
+    }
+  }
   s->steals++;
   return queue_pop(s, victim);
 }
@@ -1558,14 +1588,25 @@ static void *worker_main(void *arg) {
       t->waking = false;
       s->waking--;
     }
-    hali_vm_fiber_t *f = s->runs ? take_ready(s, a.slot) : NULL;
+    int64_t retry_at = INT64_MAX;
+    hali_vm_fiber_t *f = s->runs ? take_ready(s, a.slot, &retry_at) : NULL;
     if (!f) {
       t->idle = true;
       t->on_main = false;
       s->idle++;
-      while (t->idle && !s->workers_stop)
-        pthread_cond_wait(&t->cond, &s->mutex);
-      if (t->idle) { /* stopping */
+      if (retry_at != INT64_MAX) { /* a fiber to take once its grace ends */
+        struct timespec ts = {(time_t)(retry_at / 1000000000),
+                              (long)(retry_at % 1000000000)};
+        t->eyeing = true;
+        while (t->idle && !s->workers_stop &&
+               pthread_cond_timedwait(&t->cond, &s->mutex, &ts) == 0) {
+        }
+        t->eyeing = false;
+      } else {
+        while (t->idle && !s->workers_stop)
+          pthread_cond_wait(&t->cond, &s->mutex);
+      }
+      if (t->idle) { /* stopping, or a grace ended: look again */
         t->idle = false;
         s->idle--;
       }
@@ -1574,7 +1615,9 @@ static void *worker_main(void *arg) {
     f->state = FIBER_RUNNING;
     s->running_count++;
     s->worker_runs++;
+    t->resuming = true;
     resume(s, f); /* drops the mutex while the fiber runs */
+    t->resuming = false;
     s->running_count--;
     cond_notify(s); /* run() re-decides */
   }
@@ -1664,11 +1707,14 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
   pthread_mutex_lock(&s->mutex);
   for (;;) {
     if (until && until->state == FIBER_DONE) break;
-    hali_vm_fiber_t *f = take_ready(s, me);
+    int64_t retry_at = INT64_MAX;
+    hali_vm_fiber_t *f = take_ready(s, me, &retry_at);
     if (f) {
       f->state = FIBER_RUNNING;
       s->running_count++;
+      s->th[me].resuming = true;
       resume(s, f); /* drops the mutex while the fiber runs */
+      s->th[me].resuming = false;
       s->running_count--;
       if (run_deadline != INT64_MAX && until->state != FIBER_DONE &&
           now_ns() >= run_deadline)
@@ -1702,6 +1748,7 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
       int64_t wake_at = now + 10000000;
       if (deadline < wake_at) wake_at = deadline;
       if (run_deadline < wake_at) wake_at = run_deadline;
+      if (retry_at < wake_at) wake_at = retry_at; /* a steal's grace */
       run_sleep(s, me, wake_at);
       continue;
     }
