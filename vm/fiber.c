@@ -371,20 +371,28 @@ static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me,
   if (retry_at) *retry_at = INT64_MAX;
   if (s->th[me].count) return queue_pop(s, me);
   if (!s->ready) return NULL;
+  /* The fullest queue whose oldest fiber may be taken now; else the
+   * earliest time one may. */
   uint32_t victim = NO_SLOT;
   size_t most = 0;
-  for (uint32_t k = 0; k < s->threads; ++k)
-    if (k != me && s->th[k].count > most) {
-      most = s->th[k].count;
-      victim = k;
+  int64_t now = 0, soonest = INT64_MAX;
+  for (uint32_t k = 0; k < s->threads; ++k) {
+    const fiber_thread_t *v = &s->th[k];
+    if (k == me || v->count <= most) continue;
+    if (v->resuming) {
+      if (!now) now = now_ns();
+      int64_t at = v->head->ready_at + STEAL_GRACE_NS;
+      if (now < at) {
+        if (at < soonest) soonest = at;
+        continue;
+      }
     }
-  if (victim == NO_SLOT) return NULL;
-  if (s->th[victim].resuming) {
-    int64_t ready_at = s->th[victim].head->ready_at;
-    if (now_ns() - ready_at < STEAL_GRACE_NS) {
-      if (retry_at) *retry_at = ready_at + STEAL_GRACE_NS;
-      return NULL;
-    }
+    most = v->count;
+    victim = k;
+  }
+  if (victim == NO_SLOT) {
+    if (retry_at) *retry_at = soonest;
+    return NULL;
   }
   s->steals++;
   return queue_pop(s, victim);
