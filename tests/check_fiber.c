@@ -2937,7 +2937,14 @@ START_TEST(threads_chain_stays_on_one_thread) {
   const int64_t n = 2000;
   uint64_t fewest = UINT64_MAX;
   for (int run = 0; run < 3; ++run) {
-    env_t e = env_open_threads(spawn_chain, 2);
+    /* The grace is wall time: under a sanitizer or valgrind each link
+     * takes many times longer, and so may the grace. */
+    env_t e = {.m = hali_test_module(spawn_chain),
+               .dev = device(HALI_HAL_DEVICE_LOCAL_SYNC, 0)};
+    hali_vm_scheduler_options_t o = {0};
+    o.threads = 2;
+    o.steal_grace_ns = (uint64_t)HALI_VM_STEAL_GRACE_NS * (uint64_t)slow_factor();
+    ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
     hali_value_t arg = hali_value_i64(n);
     hali_vm_fiber_t *f = start(&e, "main", &arg, 1);
     run_until(&e, f);
@@ -2954,6 +2961,34 @@ START_TEST(threads_chain_stays_on_one_thread) {
          " steals (fewest of 3 runs)\n",
          n, fewest);
   ck_assert_uint_le(fewest, (uint64_t)n / 20);
+}
+END_TEST
+
+/* The grace is waited out, and no longer: @main spawns a child and spins
+ * until it has run.  The idle worker may take the child only once it has
+ * waited the grace (30 ms here), so the run takes at least that, and the
+ * child still runs by a steal, not after a preemption of @main (a
+ * waiting thief keeps the watchdog from ending @main's slice). */
+START_TEST(threads_steal_grace_is_waited) {
+  const uint64_t grace = 30000000;
+  env_t e = {.m = hali_test_module(spawn_then_spin),
+             .dev = device(HALI_HAL_DEVICE_LOCAL_SYNC, 0)};
+  hali_vm_scheduler_options_t o = {0};
+  o.threads = 2;
+  o.steal_grace_ns = grace;
+  ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
+  int64_t t0 = now_ns();
+  hali_vm_fiber_t *f = start(&e, "main", NULL, 0);
+  run_until(&e, f);
+  int64_t took = now_ns() - t0;
+  printf("threads: with a grace of 30 ms the child ran after %.1f ms\n",
+         (double)took / 1e6);
+  ck_assert_int_ge(result_i64(f), 1);
+  ck_assert_int_ge(took, (int64_t)grace);
+  ck_assert_uint_ge(hali_vm_scheduler_steals(e.s), 1);
+  ck_assert_uint_eq(hali_vm_scheduler_preemptions(e.s), 0);
+  hali_vm_fiber_release(f);
+  env_close(&e);
 }
 END_TEST
 
@@ -3304,6 +3339,7 @@ static Suite *suite_fiber(void) {
   tc = tcase_create("threads");
   tcase_add_test(tc, threads_fan_out_known_sum);
   tcase_add_test(tc, threads_chain_stays_on_one_thread);
+  tcase_add_test(tc, threads_steal_grace_is_waited);
   tcase_add_test(tc, threads_spawn_tree);
   tcase_add_test(tc, threads_deadlock_names_every_fiber);
   tcase_add_test(tc, threads_cancel_running_elsewhere);

@@ -144,7 +144,7 @@ typedef struct {
    * outside the mutex. */
   hali_vm_fiber_t *spare;
   /* Asleep until the oldest fiber of a busy thread's queue has waited
-   * STEAL_GRACE_NS (take_ready): no need to wake it sooner. */
+   * its steal grace (take_ready): no need to wake it sooner. */
   bool eyeing;
   /* Inside resume() (|running| may be NULL meanwhile: a fiber that
    * suspends registers its wake-ups without the mutex): busy, for the
@@ -223,6 +223,7 @@ struct hali_vm_scheduler_s {
   /* A bounded run (hali_vm_scheduler_run_until): past it, the watchdog
    * interrupts the running fiber even when no other fiber is ready. */
   int64_t run_deadline;
+  int64_t steal_grace_ns; /* options.steal_grace_ns, or the default */
 };
 
 #define FIBER_SLICE_NS 10000000 /* 10 ms */
@@ -352,19 +353,15 @@ static hali_vm_fiber_t *queue_pop(hali_vm_scheduler_t *s, uint32_t k) {
   return f;
 }
 
-/* How long a fiber waits on the queue of a thread that is running a
- * fiber before another thread may take it: that thread is likely to get
- * to it sooner when its queue holds short fibers (a chain of them, each
- * awaiting the one before, then runs on one thread instead of bouncing
- * between two, every link a suspension and a wake-up across threads),
- * and fibers that wait longer are taken (a fan-out of longer ones runs on
- * every thread). */
-#define STEAL_GRACE_NS 50000
-
 /* The next fiber for thread |me| (mutex held): its own queue's oldest,
  * else the oldest of the fullest other queue (a steal): at once when
- * that queue's thread runs no fiber, else once it has waited there
- * STEAL_GRACE_NS.  NULL when there is none to take yet; then |*retry_at|
+ * that queue's thread is not inside a resume, else once it has waited
+ * there s->steal_grace_ns (the steal grace).  The busy thread is likely
+ * to get to it sooner when its queue holds short fibers (a chain of them,
+ * each awaiting the one before, then runs on one thread instead of
+ * bouncing between two, every link a suspension and a wake-up across
+ * threads); fibers that wait longer are taken (a fan-out of longer ones
+ * runs on every thread).  NULL when there is none to take yet; then |*retry_at|
  * (when not NULL) is when to look again, or INT64_MAX. */
 static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me,
                                    int64_t *retry_at) {
@@ -381,7 +378,7 @@ static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me,
     if (k == me || v->count <= most) continue;
     if (v->resuming) {
       if (!now) now = now_ns();
-      int64_t at = v->head->ready_at + STEAL_GRACE_NS;
+      int64_t at = v->head->ready_at + s->steal_grace_ns;
       if (now < at) {
         if (at < soonest) soonest = at;
         continue;
@@ -668,6 +665,10 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   if (o) s->options = *o;
   s->threads =
       s->options.threads ? s->options.threads : hali_vm_default_fiber_threads();
+  s->steal_grace_ns = s->options.steal_grace_ns &&
+                              s->options.steal_grace_ns < INT64_MAX / 4
+                          ? (int64_t)s->options.steal_grace_ns
+                          : HALI_VM_STEAL_GRACE_NS;
   if (s->threads > HALI_VM_MAX_FIBER_THREADS)
     s->threads = HALI_VM_MAX_FIBER_THREADS;
   s->device = device;

@@ -69,7 +69,14 @@ typedef struct hali_vm_scheduler_options_s {
    * (hali_vm_default_fiber_threads); 1 = the running thread alone (every
    * fiber on it, one at a time). */
   uint32_t threads;
+  /* How long a fiber waits on the queue of a thread that is running
+   * another before an idle thread may take it (the steal grace,
+   * doc/fibers.md "Run queues"); 0 = HALI_VM_STEAL_GRACE_NS. */
+  uint64_t steal_grace_ns;
 } hali_vm_scheduler_options_t;
+
+/* The default steal grace: 50 us. */
+#define HALI_VM_STEAL_GRACE_NS 50000u
 
 /* At most this many fiber threads per scheduler. */
 #define HALI_VM_MAX_FIBER_THREADS 64u
