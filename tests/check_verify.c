@@ -216,11 +216,13 @@ START_TEST(verify_immediate_kind_and_range) {
   REJECT(m, "@f, block ^entry, instruction 0 (const.i32), v.hasm:4",
          "operand 1 must be an immediate");
   m = base();
-  insn(m, F, F_ENTRY, 0)->operands[1].imm = INT64_C(1) << 40;
+  ck_assert(hali_ir_set_imm(m, &insn(m, F, F_ENTRY, 0)->operands[1],
+                            INT64_C(1) << 40));
   REJECT(m, "@f, block ^entry, instruction 0 (const.i32), v.hasm:4",
          "operand 1: immediate does not fit in i32");
   m = base();
-  insn(m, G, G_ONE, 1)->operands[1].imm |= INT64_C(1) << 40;
+  hali_ir_operand_t *bits = &insn(m, G, G_ONE, 1)->operands[1];
+  ck_assert(hali_ir_set_imm(m, bits, hali_ir_imm(m, bits) | INT64_C(1) << 40));
   REJECT(m, "@g, block ^one, instruction 1 (const.f32), v.hasm:20",
          "operand 1: f32 immediate has high bits set");
 }
@@ -1171,7 +1173,8 @@ END_TEST
 
 /* Operand |k| of the |i|th instruction a test adds: a value it can check. */
 static hali_ir_operand_t pattern(uint32_t i, uint32_t k) {
-  hali_ir_operand_t o = {HALI_IR_IMM, i, (int64_t)i * 1000 + k};
+  hali_ir_operand_t o = {0};
+  hali_ir_set_imm_u32(&o, i * 1000 + k); /* no module: small enough */
   return o;
 }
 
@@ -1191,8 +1194,8 @@ static bool has_pattern(const hali_ir_block_t *b, uint32_t first) {
     uint32_t i = first + j;
     if (insn->operand_count != i % 7) return false;
     for (uint32_t k = 0; k < i % 7; ++k)
-      if (insn->operands[k].v != i ||
-          insn->operands[k].imm != (int64_t)i * 1000 + k)
+      if (insn->operands[k].kind != HALI_IR_IMM ||
+          hali_ir_imm_small(&insn->operands[k]) != (int64_t)i * 1000 + k)
         return false;
   }
   return true;
@@ -1262,14 +1265,14 @@ START_TEST(ir_block_operand_chunks) {
   ck_assert(hali_ir_insn_resize(&a, insn, 9));
   ck_assert_uint_eq(insn->operand_count, 9);
   for (uint32_t k = 0; k < 6; ++k)
-    ck_assert_int_eq(insn->operands[k].imm, 6000 + k);
+    ck_assert_int_eq(hali_ir_imm_small(&insn->operands[k]), 6000 + k);
   for (uint32_t k = 6; k < 9; ++k) {
     ck_assert_uint_eq(insn->operands[k].kind, 0);
-    ck_assert_int_eq(insn->operands[k].imm, 0);
+    ck_assert_int_eq(hali_ir_imm_small(&insn->operands[k]), 0);
   }
   ck_assert(hali_ir_insn_resize(&a, insn, 2));
   ck_assert_uint_eq(insn->operand_count, 2);
-  ck_assert_int_eq(insn->operands[1].imm, 6001);
+  ck_assert_int_eq(hali_ir_imm_small(&insn->operands[1]), 6001);
   hali_ir_block_clear(&a);
   hali_ir_block_clear(&b);
 }

@@ -186,14 +186,16 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
     case HALI_ROLE_BLOCK:
       HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
       break;
-    case HALI_ROLE_IMM:
+    case HALI_ROLE_IMM: {
       if (o->kind != HALI_IR_IMM)
         return hali_verr(v, "operand %u must be an immediate", i);
-      if (d->type == HALI_TYPE_I32 && o->imm != (int32_t)o->imm)
+      const int64_t x = hali_ir_imm(v->m, o);
+      if (d->type == HALI_TYPE_I32 && x != (int32_t)x)
         return hali_verr(v, "operand %u: immediate does not fit in i32", i);
-      if (d->type == HALI_TYPE_F32 && (uint64_t)o->imm >> 32)
+      if (d->type == HALI_TYPE_F32 && (uint64_t)x >> 32)
         return hali_verr(v, "operand %u: f32 immediate has high bits set", i);
       break;
+    }
     case HALI_ROLE_STRING:
       if (o->kind != HALI_IR_STRING || o->v >= v->m->string_count)
         return hali_verr(v,
