@@ -1201,6 +1201,80 @@ static bool has_pattern(const hali_ir_block_t *b, uint32_t first) {
   return true;
 }
 
+/* Immediates (vm/ir.h): held in the 8-byte operand when they fit in 32
+ * bits, else in the module's pool; every value reads back as written, from
+ * the IR, through the text and through a binary. */
+START_TEST(ir_immediates_in_operand_and_pool) {
+  static const struct {
+    int64_t x;
+    uint8_t form;
+  } cases[] = {
+      {0, HALI_IR_IMM_S32},
+      {-1, HALI_IR_IMM_S32},
+      {INT32_MIN, HALI_IR_IMM_S32},
+      {INT32_MAX, HALI_IR_IMM_S32},
+      {INT64_C(0x80000000), HALI_IR_IMM_U32},
+      {INT64_C(0xffc00000), HALI_IR_IMM_U32}, /* -nan as f32 bits */
+      {INT64_C(0xffffffff), HALI_IR_IMM_U32},
+      {INT64_C(1) << 32, HALI_IR_IMM_POOL},
+      {(int64_t)INT32_MIN - 1, HALI_IR_IMM_POOL},
+      {INT64_MIN, HALI_IR_IMM_POOL},
+      {INT64_MAX, HALI_IR_IMM_POOL},
+      {INT64_C(0x3ff8000000000000), HALI_IR_IMM_POOL}, /* 1.5 as f64 */
+  };
+  enum { N = sizeof(cases) / sizeof(cases[0]) };
+  hali_ir_module_t *m = hali_ir_module_create();
+  ck_assert_ptr_nonnull(m);
+  hali_ir_operand_t o[N], copy[N];
+  for (uint32_t i = 0; i < N; ++i) {
+    o[i] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 7};
+    ck_assert(hali_ir_set_imm(m, &o[i], cases[i].x));
+    ck_assert_uint_eq(o[i].kind, HALI_IR_IMM);
+    ck_assert_uint_eq(o[i].imm_form, cases[i].form);
+    copy[i] = o[i]; /* a copy within the module reads the same */
+  }
+  /* The pool grows past its first room. */
+  for (uint32_t i = 0; i < 100; ++i) {
+    hali_ir_operand_t w = hali_ir_imm_operand(m, (INT64_C(1) << 40) + i);
+    ck_assert_int_eq(hali_ir_imm(m, &w), (INT64_C(1) << 40) + i);
+  }
+  for (uint32_t i = 0; i < N; ++i) {
+    ck_assert_int_eq(hali_ir_imm(m, &copy[i]), cases[i].x);
+    ck_assert_int_eq(hali_ir_imm_small(&copy[i]),
+                     cases[i].form == HALI_IR_IMM_POOL ? INT64_MIN
+                                                       : cases[i].x);
+  }
+  hali_ir_module_free(m);
+
+  /* The same values as i64 constants, through the text and a binary. */
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "module @imm\n\nfunc @f() {\n^entry:\n");
+  for (uint32_t i = 0; i < N; ++i)
+    hali_strbuf_printf(&sb, "  %%c%u = const.i64 %lld\n", i,
+                       (long long)cases[i].x);
+  hali_strbuf_printf(&sb, "  return\n}\n");
+  char *text = hali_strbuf_take(&sb);
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "imm.hasm", &m));
+  uint8_t *bytes;
+  size_t size;
+  ck_assert_ok(hali_hbc_write(m, NULL, &bytes, &size));
+  hali_ir_module_t *back;
+  ck_assert_ok(hali_hbc_read(bytes, size, NULL, &back));
+  char *printed = hali_ir_print(back, false);
+  ck_assert_str_eq(printed, text);
+  for (uint32_t i = 0; i < N; ++i) {
+    const hali_ir_operand_t *x = &back->funcs[0].blocks[0].insns[i].operands[1];
+    ck_assert_int_eq(hali_ir_imm(back, x), cases[i].x);
+  }
+  ck_assert_ok(hali_ir_verify(back));
+  hali_free(printed);
+  hali_free(bytes);
+  hali_free(text);
+  hali_ir_module_free(back);
+  hali_ir_module_free(m);
+}
+END_TEST
+
 START_TEST(ir_block_operand_chunks) {
   enum { N = 20000 }; /* 3 operands an instruction on average */
   hali_ir_block_t a = {0}, b = {0};
@@ -1466,6 +1540,7 @@ static Suite *suite_verify(void) {
 
   tc = tcase_create("ir");
   tcase_add_test(tc, ir_block_operand_chunks);
+  tcase_add_test(tc, ir_immediates_in_operand_and_pool);
   tcase_add_test(tc, ir_name_length);
   tcase_add_test(tc, ir_operand_is_write_agrees_with_roles);
   tcase_add_test(tc, verify_first_repeated_function_name);
