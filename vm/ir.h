@@ -454,8 +454,9 @@ typedef struct hali_ir_module_s {
    * by freeing the old one. */
   char *string_arena;
   size_t string_arena_size;
-  /* The immediates that do not fit in 32 bits (hali_ir_operand_t), each
-   * once per operand that was given it; only hali_ir_set_imm appends. */
+  /* The immediates that do not fit in 32 bits (hali_ir_operand_t): one
+   * entry for each operand hali_ir_set_imm gave such a value, never shared
+   * or removed (an entry a pass dropped stays until the module is freed). */
   int64_t *imm_pool;
   uint32_t imm_pool_count, imm_pool_capacity;
 } hali_ir_module_t;
