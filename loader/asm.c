@@ -544,17 +544,18 @@ static bool parse_insn(body_t *b, hali_ir_block_t *blk) {
       case HALI_ROLE_READ:
         if (!hali_asm_parse_reg(b, next(p), d->type, false, o)) return false;
         break;
-      case HALI_ROLE_IMM:
-        o->kind = HALI_IR_IMM;
+      case HALI_ROLE_IMM: {
+        int64_t x;
         if (d->type == HALI_TYPE_I32 || d->type == HALI_TYPE_I64) {
-          if (!parse_int_or_named(p, d->type == HALI_TYPE_I32 ? 32 : 64,
-                                  &o->imm))
+          if (!parse_int_or_named(p, d->type == HALI_TYPE_I32 ? 32 : 64, &x))
             return false;
         } else if (!hali_asm_parse_float(p, d->type == HALI_TYPE_F32 ? 32 : 64,
-                                         &o->imm)) {
+                                         &x)) {
           return false;
         }
+        if (!hali_ir_set_imm(p->m, o, x)) return hali_asm_oom(p, peek(p));
         break;
+      }
       case HALI_ROLE_BLOCK:
         if (!parse_block_ref(b, o)) return false;
         break;

@@ -101,9 +101,10 @@ static bool parse_offsets(body_t *b, uint32_t rank, const char *op,
       if (!o) return false;
       tok_t *t = next(p);
       if (t->kind == T_NUMBER) {
-        o->kind = HALI_IR_IMM;
-        if (!hali_asm_parse_int(p, t, 64, &o->imm)) return false;
-        if (o->imm < 0) {
+        int64_t x;
+        if (!hali_asm_parse_int(p, t, 64, &x)) return false;
+        if (!hali_ir_set_imm(p->m, o, x)) return hali_asm_oom(p, t);
+        if (x < 0) {
           hali_asm_error(p, t, "%s: an offset is at least 0", op);
           return false;
         }
@@ -181,11 +182,11 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
     for (int k = 0; k < HALI_TD_HEADER; ++k) {
       if (!(o = hali_asm_push_op(p, nops))) return false;
       o->kind = HALI_IR_IMM;
-      o->imm = -1;
+      hali_ir_set_imm(p->m, o, -1);
     }
     p->ops[HALI_TD_EXE].kind = HALI_IR_EXECUTABLE;
     p->ops[HALI_TD_EXE].v = (uint32_t)ei;
-    p->ops[HALI_TD_EXPORT].imm = xi;
+    hali_ir_set_imm(p->m, &p->ops[HALI_TD_EXPORT], xi);
     /* Workload: registers (i64) or literals. */
     uint32_t nw = 0;
     if (!hali_asm_expect(p, "[", "to open the workload")) return false;
@@ -194,8 +195,9 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
         if (!(o = hali_asm_push_op(p, nops))) return false;
         tok_t *t = next(p);
         if (t->kind == T_NUMBER) {
-          o->kind = HALI_IR_IMM;
-          if (!hali_asm_parse_int(p, t, 64, &o->imm)) return false;
+          int64_t w;
+          if (!hali_asm_parse_int(p, t, 64, &w)) return false;
+          if (!hali_ir_set_imm(p->m, o, w)) return hali_asm_oom(p, t);
         } else if (!hali_asm_parse_reg(b, t, HALI_TYPE_I64, false, o)) {
           return false;
         }
@@ -290,15 +292,15 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
     for (uint32_t k = 0; k < nres; ++k) {
       if (!(o = hali_asm_push_op(p, nops))) goto fail;
       o->kind = HALI_IR_IMM;
-      o->imm = res[k].tie;
+      hali_ir_set_imm(p->m, o, res[k].tie);
     }
     for (uint32_t k = 0; k < ndim_total; ++k) {
       if (!(o = hali_asm_push_op(p, nops))) goto fail;
       *o = dimbuf[k];
     }
-    p->ops[HALI_TD_NWORKLOAD].imm = nw;
-    p->ops[HALI_TD_NOPERANDS].imm = nargs;
-    p->ops[HALI_TD_NRESULTS].imm = nres;
+    hali_ir_set_imm(p->m, &p->ops[HALI_TD_NWORKLOAD], nw);
+    hali_ir_set_imm(p->m, &p->ops[HALI_TD_NOPERANDS], nargs);
+    hali_ir_set_imm(p->m, &p->ops[HALI_TD_NRESULTS], nres);
     if (tok_is(peek(p), T_IDENT, "interface")) {
       next(p);
       int64_t nb, nc;
@@ -320,8 +322,8 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
       if (!hali_asm_parse_int(p, next(p), 32, &nc) ||
           !hali_asm_expect(p, ")", ""))
         goto fail;
-      p->ops[HALI_TD_BINDINGS].imm = nb;
-      p->ops[HALI_TD_CONSTANTS].imm = nc;
+      hali_ir_set_imm(p->m, &p->ops[HALI_TD_BINDINGS], nb);
+      hali_ir_set_imm(p->m, &p->ops[HALI_TD_CONSTANTS], nc);
     }
     for (uint32_t k = 0; k < nres; ++k) hali_free(res[k].x.dims);
     return true;
@@ -473,11 +475,12 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
         !(o = hali_asm_push_op(p, nops)))
       return false;
     tok_t *t = peek(p);
-    o->kind = HALI_IR_IMM;
-    if (!hali_asm_parse_int(p, next(p), 32, &o->imm)) return false;
-    if (o->imm < 0 || (uint64_t)o->imm >= rank) {
+    int64_t d;
+    if (!hali_asm_parse_int(p, next(p), 32, &d)) return false;
+    (void)hali_ir_set_imm(p->m, o, d); /* 32 bits: held in |o| */
+    if (d < 0 || (uint64_t)d >= rank) {
       hali_asm_error(p, t, "tensor.dim %lld of a tensor of rank %u",
-                     (long long)o->imm, rank);
+                     (long long)d, rank);
       return false;
     }
     return true;
@@ -619,10 +622,10 @@ bool hali_asm_parse_tensor_op(body_t *b, int op, tok_t *opt, tok_t **defs,
         return false;
       tok_t *t = next(p);
       o->kind = HALI_IR_IMM;
-      o->imm = 0;
+      hali_ir_set_imm(p->m, o, 0);
       for (int k = 0; k < 5; ++k)
-        if (tok_is(t, T_IDENT, names[k])) o->imm = k + 1;
-      if (!o->imm) {
+        if (tok_is(t, T_IDENT, names[k])) hali_ir_set_imm(p->m, o, k + 1);
+      if (!hali_ir_imm(p->m, o)) {
         hali_asm_error(p, t,
                        "expected a reduction: sum, product, min, max or "
                        "average");

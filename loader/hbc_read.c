@@ -281,7 +281,7 @@ static uint16_t op_minor(unsigned op) {
   return minor;
 }
 
-static void read_insn(cur_t *c, hali_ir_block_t *blk) {
+static void read_insn(cur_t *c, hali_ir_module_t *m, hali_ir_block_t *blk) {
   uint16_t op = get_u16(c, "opcode");
   if (c->error) return;
   const hali_op_info_t *info = hali_op_info(op);
@@ -320,8 +320,12 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
         return;
       }
       insn->operands[i].kind = kind;
-      if (kind == HALI_IR_IMM) insn->operands[i].imm = (int64_t)v;
-      else if (kind == HALI_IR_STRING) /* tensor.trace's label */
+      if (kind == HALI_IR_IMM) {
+        if (!hali_ir_set_imm(m, &insn->operands[i], (int64_t)v)) {
+          rerr(c, "out of memory");
+          return;
+        }
+      } else if (kind == HALI_IR_STRING) /* tensor.trace's label */
         insn->operands[i].v = string_use(c->strs, (uint32_t)v);
       else insn->operands[i].v = (uint32_t)v;
     }
@@ -376,15 +380,17 @@ static void read_insn(cur_t *c, hali_ir_block_t *blk) {
         o->kind = HALI_IR_GLOBAL;
         o->v = get_u32(c, "global");
         break;
-      case HALI_ROLE_IMM:
-        o->kind = HALI_IR_IMM;
+      case HALI_ROLE_IMM: {
+        int64_t x;
         if (d->type == HALI_TYPE_I64 || d->type == HALI_TYPE_F64)
-          o->imm = (int64_t)get_u64(c, "immediate");
+          x = (int64_t)get_u64(c, "immediate");
         else if (d->type == HALI_TYPE_I32)
-          o->imm = (int32_t)get_u32(c, "immediate");
+          x = (int32_t)get_u32(c, "immediate");
         else
-          o->imm = (int64_t)get_u32(c, "immediate");
+          x = (int64_t)get_u32(c, "immediate");
+        if (!hali_ir_set_imm(m, o, x)) rerr(c, "out of memory");
         break;
+      }
       }
     }
     if (info->tail) ntail = get_u16(c, "list length");
@@ -503,7 +509,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
         blk->insn_capacity = ninsns;
       }
       for (uint32_t i = 0; i < ninsns && !c->error; ++i)
-        read_insn(c, &f->blocks[b]);
+        read_insn(c, m, &f->blocks[b]);
     }
     /* The function's names and lines while its instructions are in cache
      * (read after every function, the lines meant one more walk over all

@@ -91,7 +91,8 @@ static uint32_t stab_name(stab_t *t, const char *s) {
   return s ? stab_add(t, s, strlen(s)) : HALI_HBC_NONE;
 }
 
-static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
+static void write_insn(wbuf_t *w, const hali_ir_module_t *m,
+                       const hali_ir_insn_t *insn) {
   const hali_op_info_t *info = hali_op_info(insn->op);
   put_u16(w, insn->op);
   if (info->flags & HALI_OPF_TENSOR) {
@@ -101,7 +102,7 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
     for (uint32_t i = 0; i < insn->operand_count; ++i) {
       const hali_ir_operand_t *o = &insn->operands[i];
       put_u8(w, o->kind);
-      put_u64(w, o->kind == HALI_IR_IMM ? (uint64_t)o->imm : o->v);
+      put_u64(w, o->kind == HALI_IR_IMM ? (uint64_t)hali_ir_imm(m, o) : o->v);
     }
     return;
   }
@@ -137,9 +138,9 @@ static void write_insn(wbuf_t *w, const hali_ir_insn_t *insn) {
       break;
     case HALI_ROLE_IMM:
       if (d->type == HALI_TYPE_I64 || d->type == HALI_TYPE_F64)
-        put_u64(w, (uint64_t)o->imm);
+        put_u64(w, (uint64_t)hali_ir_imm(m, o));
       else
-        put_u32(w, (uint32_t)o->imm);
+        put_u32(w, (uint32_t)hali_ir_imm(m, o));
       break;
     }
   }
@@ -409,7 +410,7 @@ hali_status_t hali_hbc_write(const hali_ir_module_t *m,
     for (uint32_t b = 0; b < f->block_count; ++b) {
       put_u32(&w, f->blocks[b].insn_count);
       for (uint32_t i = 0; i < f->blocks[b].insn_count; ++i)
-        write_insn(&w, &f->blocks[b].insns[i]);
+        write_insn(&w, m, &f->blocks[b].insns[i]);
     }
   }
   end_section(&w, s);

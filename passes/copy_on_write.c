@@ -256,7 +256,7 @@ static bool decide(cow_t *c, uint32_t b, const hali_ir_block_t *blk,
       uint32_t nr = dl.nresults, a0 = dl.operands;
       for (uint32_t k = 0; k < nr; ++k) {
         uint32_t r = o[dl.results + k].v;
-        int64_t tie = o[dl.ties + k].imm;
+        int64_t tie = hali_ir_imm_small(&o[dl.ties + k]);
         if (r >= c->n) continue;
         if (tie < 0 || o[a0 + tie].v >= c->n ||
             c->root[o[a0 + tie].v] == UINT32_MAX) {
@@ -314,7 +314,7 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
       uint32_t nclone = 0;
       for (uint32_t k = 0; k < nr && k < 64; ++k) {
         uint32_t r = o[dl.results + k].v;
-        int64_t tie = o[dl.ties + k].imm;
+        int64_t tie = hali_ir_imm_small(&o[dl.ties + k]);
         clones[k] = UINT32_MAX;
         if (tie < 0 || r >= c->n || !copy[r]) continue;
         uint32_t u = o[a0 + tie].v;
@@ -346,7 +346,8 @@ static hali_status_t rewrite(cow_t *c, hali_ir_block_t *blk, const uint8_t *copy
       hali_ir_insn_t *d = hali_pass_copy_insn(in_group ? &grp : &out, insn, NULL);
       for (uint32_t k = 0; d && nclone && k < nr && k < 64; ++k)
         if (clones[k] != UINT32_MAX)
-          d->operands[a0 + d->operands[dl.ties + k].imm] = hali_pr(clones[k]);
+          d->operands[a0 + hali_ir_imm_small(&d->operands[dl.ties + k])] =
+              hali_pr(clones[k]);
       continue;
     }
     if (insn->op == HALI_OP_TENSOR_UPDATE && insn->operands[0].v < c->n &&
@@ -419,7 +420,7 @@ hali_status_t hali_pass_copy_on_write(hali_ir_module_t *m, hali_ir_func_t *f,
         const hali_ir_operand_t *o = insn->operands;
         hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
         for (uint32_t k = 0; k < dl.nresults; ++k)
-          any_tie |= o[dl.ties + k].imm >= 0;
+          any_tie |= hali_ir_imm_small(&o[dl.ties + k]) >= 0;
       }
       any_tie |= insn->op == HALI_OP_TENSOR_UPDATE;
     }

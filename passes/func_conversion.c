@@ -358,7 +358,7 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi,
         hali_pass_emit(&pro, line, HALI_OP_HAL_BUFFER_VIEW_RANK, 2, hali_pr(rank),
                        hali_pr(p));
         hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(want),
-                       hali_pk(x->rank));
+                       hali_pk(m, x->rank));
         hali_pass_emit(&pro, line, HALI_OP_EQ_I32, 3, hali_pr(ok), hali_pr(rank),
                        hali_pr(want));
         hali_pass_emit(&pro, line, HALI_OP_ASSERT, 2, hali_pr(ok),
@@ -368,10 +368,11 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi,
         dims[d] = hali_pass_reg(g, HALI_TYPE_I64, "%s.dim%u", pname, d);
         if (x->dims[d] >= 0) {
           hali_pass_emit(&pro, line, HALI_OP_CONST_I64, 2, hali_pr(dims[d]),
-                         hali_pk(x->dims[d]));
+                         hali_pk(m, x->dims[d]));
         } else {
           uint32_t di = hali_pass_reg(g, HALI_TYPE_I32, "%s.index%u", pname, d);
-          hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(di), hali_pk(d));
+          hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2,
+                         hali_pr(di), hali_pk(m, d));
           hali_pass_emit(&pro, line, HALI_OP_HAL_BUFFER_VIEW_DIM, 3,
                          hali_pr(dims[d]), hali_pr(p), hali_pr(di));
           dyn[ndyn++] = dims[d];
@@ -379,10 +380,11 @@ static hali_status_t convert(hali_ir_module_t *m, uint32_t fi,
       }
       uint32_t et = hali_pass_reg(g, HALI_TYPE_I32, "%s.element_type", pname);
       hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(et),
-                     hali_pk((int32_t)x->element_type));
+                     hali_pk(m, (int32_t)x->element_type));
       if (enc == UINT32_MAX) {
         enc = hali_pass_reg(g, HALI_TYPE_I32, "dense");
-        hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2, hali_pr(enc), hali_pk(1));
+        hali_pass_emit(&pro, line, HALI_OP_CONST_I32, 2,
+                       hali_pr(enc), hali_pk(m, 1));
       }
       hali_ir_insn_t *a = hali_pass_emit_open(&pro, line, HALI_OP_HAL_BUFFER_VIEW_ASSERT,
                                               4 + x->rank, 4, hali_pr(p), hali_pr(et),
@@ -539,7 +541,8 @@ static hali_status_t build_wrapper(hali_ir_module_t *m, uint32_t fi,
   /* A failed signal fence fails the await, and so this function, with the
    * work's status; waiting forever never times out, so %status is 0 after
    * it and needs no test. */
-  hali_pass_emit(&entry, line, HALI_OP_CONST_I64, 2, hali_pr(forever), hali_pk(-1));
+  hali_pass_emit(&entry, line, HALI_OP_CONST_I64, 2,
+                 hali_pr(forever), hali_pk(m, -1));
   hali_pass_emit(&entry, line, HALI_OP_HAL_FENCE_AWAIT, 3, hali_pr(status),
                  hali_pr(signal), hali_pr(forever));
   hali_ir_insn_t *ret =

@@ -94,9 +94,9 @@ static hali_status_t annotate(const hali_ir_module_t *m, const hali_ir_func_t *f
   if (o[HALI_TD_EXE].v >= m->executable_count)
     return hali_pass_error(PASS, m, f, insn, index, "bad executable");
   const hali_ir_executable_t *e = &m->executables[o[HALI_TD_EXE].v];
-  if ((uint64_t)o[HALI_TD_EXPORT].imm >= e->export_count)
+  if ((uint64_t)hali_ir_imm(m, &o[HALI_TD_EXPORT]) >= e->export_count)
     return hali_pass_error(PASS, m, f, insn, index, "bad export");
-  const hali_ir_export_t *x = &e->exports[o[HALI_TD_EXPORT].imm];
+  const hali_ir_export_t *x = &e->exports[hali_ir_imm(m, &o[HALI_TD_EXPORT])];
   hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
   uint32_t na = dl.noperands, nr = dl.nresults, a0 = dl.operands;
   if (na != x->param_count || nr != x->result_count)
@@ -130,8 +130,8 @@ static hali_status_t annotate(const hali_ir_module_t *m, const hali_ir_func_t *f
       return s;
     }
   }
-  o[HALI_TD_BINDINGS].imm = x->layout_bindings;
-  o[HALI_TD_CONSTANTS].imm = x->layout_constants;
+  hali_ir_set_imm_u32(&o[HALI_TD_BINDINGS], x->layout_bindings);
+  hali_ir_set_imm_u32(&o[HALI_TD_CONSTANTS], x->layout_constants);
   return HALI_OK;
 }
 

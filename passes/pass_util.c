@@ -10,9 +10,10 @@
 
 /* A register, string, block ... index of UINT32_MAX is what the IR's
  * builders (hali_pass_reg, hali_ir_module_intern) return when they run out
- * of memory. */
+ * of memory, and so is an immediate's pool index (hali_ir_set_imm). */
 static bool bad_reg(hali_ir_operand_t o) {
-  return o.kind != HALI_IR_IMM && o.v == UINT32_MAX;
+  return o.v == UINT32_MAX &&
+         (o.kind != HALI_IR_IMM || o.imm_form == HALI_IR_IMM_POOL);
 }
 
 static hali_ir_insn_t *emitv(hali_insn_list_t *l, uint32_t line, uint16_t op,

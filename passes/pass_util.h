@@ -11,15 +11,16 @@
 
 /* Operand constructors for hali_pass_emit. */
 static inline hali_ir_operand_t hali_pr(uint32_t r) {
-  hali_ir_operand_t o = {HALI_IR_REG, r, 0};
+  hali_ir_operand_t o = {.kind = HALI_IR_REG, .v = r};
   return o;
 }
-static inline hali_ir_operand_t hali_pk(int64_t v) {
-  hali_ir_operand_t o = {HALI_IR_IMM, 0, v};
-  return o;
+/* An immediate of |m| (one that needs its pool and could not get it names
+ * index UINT32_MAX: OOM, as below). */
+static inline hali_ir_operand_t hali_pk(hali_ir_module_t *m, int64_t v) {
+  return hali_ir_imm_operand(m, v);
 }
 static inline hali_ir_operand_t hali_pref(uint8_t kind, uint32_t v) {
-  hali_ir_operand_t o = {kind, v, 0};
+  hali_ir_operand_t o = {.kind = kind, .v = v};
   return o;
 }
 

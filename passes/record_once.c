@@ -31,6 +31,7 @@ typedef struct {
   uint32_t *sub_src, *sub_pos;
   int64_t *sub_off;
   uint32_t *gload; /* global.load.ref of this global (UINT32_MAX: not) */
+  const hali_ir_module_t *m; /* whose immediates the code holds */
 } cv_t;
 
 static void cv_free(cv_t *c) {
@@ -83,10 +84,10 @@ static void cv_step(cv_t *c, const hali_ir_insn_t *insn, uint32_t pos) {
   const bool k12 = k1 && insn->operand_count > 2 && kn(c, &o[2]);
   switch (insn->op) {
     case HALI_OP_CONST_I32:
-      ok = o[1].kind == HALI_IR_IMM, r = (int32_t)o[1].imm;
+      ok = o[1].kind == HALI_IR_IMM, r = (int32_t)hali_ir_imm(c->m, &o[1]);
       break;
     case HALI_OP_CONST_I64:
-      ok = o[1].kind == HALI_IR_IMM, r = o[1].imm;
+      ok = o[1].kind == HALI_IR_IMM, r = hali_ir_imm(c->m, &o[1]);
       break;
     case HALI_OP_MOV_I32:
     case HALI_OP_MOV_I64:
@@ -185,7 +186,7 @@ enum { MAX_SLOTS = 256 }; /* hal.command_buffer.bind's tail */
 
 static bool known_val(build_t *b, const hali_ir_operand_t *o, int64_t *v) {
   if (o->kind == HALI_IR_IMM) {
-    *v = o->imm;
+    *v = hali_ir_imm(b->w->m, o);
     return true;
   }
   if (!kn(b->c, o)) return false;
@@ -432,6 +433,7 @@ bool hali_s2h_record_once(lw_t *w) {
     ro->oom = true;
     return false;
   }
+  c.m = w->m;
   const hali_ir_block_t *out = &w->out.b;
   for (uint32_t i = 0; i < out->insn_count; ++i)
     cv_step(&c, &out->insns[i], i);
@@ -523,6 +525,7 @@ typedef struct {
 typedef struct {
   hali_ir_func_t *f;
   hali_insn_list_t *l;
+  hali_ir_module_t *m;
   cached_t cache[512];
   uint32_t ncache;
 } emit_t;
@@ -534,7 +537,7 @@ static uint32_t const_reg(emit_t *e, uint8_t kind, int64_t v) {
                    ? hali_pass_reg(e->f, HALI_TYPE_I64, "c%lld_i64", (long long)v)
                    : hali_pass_reg(e->f, HALI_TYPE_I32, "c%lld", (long long)v);
   hali_pass_emit(e->l, 0, kind == RO_I64 ? HALI_OP_CONST_I64 : HALI_OP_CONST_I32,
-                 2, hali_pr(r), hali_pk(v));
+                 2, hali_pr(r), hali_pk(e->m, v));
   if (e->ncache < sizeof(e->cache) / sizeof(e->cache[0]))
     e->cache[e->ncache++] = (cached_t){kind, v, r};
   return r;
@@ -569,8 +572,9 @@ static uint32_t init_ref_reg(hali_ir_func_t *f, hali_insn_list_t *l,
   return reg;
 }
 
-void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
-                              uint32_t device, const ro_state_t *ro) {
+void hali_s2h_emit_recordings(hali_ir_module_t *m, hali_ir_func_t *f,
+                              hali_insn_list_t *l, uint32_t device,
+                              const ro_state_t *ro) {
   emit_t *e = hali_calloc(1, sizeof(emit_t));
   if (!e) {
     l->oom = true;
@@ -578,6 +582,7 @@ void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
   }
   e->f = f;
   e->l = l;
+  e->m = m;
   uint32_t *exes = NULL, nexes = 0, *gl = NULL, ngl = 0;
   for (uint32_t k = 0; k < ro->n; ++k) {
     const ro_recording_t *rc = &ro->v[k];
@@ -615,7 +620,7 @@ void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
       }
       for (uint32_t q = 0; q < in->n; ++q) {
         const ro_operand_t *o = &in->o[q];
-        hali_ir_operand_t op = hali_pk(o->v);
+        hali_ir_operand_t op = hali_pk(m, o->v);
         switch (o->kind) {
           case RO_I32:
           case RO_I64:

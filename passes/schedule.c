@@ -72,7 +72,7 @@ void hali_s2h_set_shape(lw_t *w, uint32_t r, const hali_ir_operand_t *dyn,
   t->size = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.size", hali_s2h_rname(w, r));
   if (all_static) {
     hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->size),
-                   hali_pk(static_bytes));
+                   hali_pk(w->m, static_bytes));
     return;
   }
   hali_strbuf_t sb = {0};
@@ -204,11 +204,11 @@ static void alloc_buffer(lw_t *w, uint32_t r, uint32_t mem, uint32_t use,
            iz = hali_pass_reg(w->f, HALI_TYPE_I64, "%s.kept_size",
                               hali_s2h_rname(w, r));
   hali_pass_emit(&w->init, w->line, HALI_OP_CONST_I32, 2, hali_pr(im),
-                 hali_pk(mem));
+                 hali_pk(w->m, mem));
   hali_pass_emit(&w->init, w->line, HALI_OP_CONST_I32, 2, hali_pr(iu),
-                 hali_pk(use));
+                 hali_pk(w->m, use));
   hali_pass_emit(&w->init, w->line, HALI_OP_CONST_I64, 2, hali_pr(iz),
-                 hali_pk(0));
+                 hali_pk(w->m, 0));
   hali_pass_emit(&w->init, w->line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5,
                  hali_pr(keep), hali_pr(w->allocator), hali_pr(im),
                  hali_pr(iu), hali_pr(iz));
@@ -360,7 +360,8 @@ static bool slice_is_view(const lw_t *w, const hali_ir_block_t *blk,
   if (blk->insns[i].operand_count < 2 + rank) return false;
   /* The first dimension that is not whole, and one run before it. */
   uint32_t k = rank ? rank - 1 : 0;
-  while (k > 0 && o[2 + k].kind == HALI_IR_IMM && o[2 + k].imm == 0 &&
+  while (k > 0 && o[2 + k].kind == HALI_IR_IMM &&
+         hali_ir_imm_small(&o[2 + k]) == 0 &&
          bx->dims[k] >= 0 && bx->dims[k] == sx->dims[k])
     --k;
   for (uint32_t d = 0; d < k; ++d)
@@ -512,7 +513,7 @@ hali_status_t hali_s2h_analyse(lw_t *w) {
       case HALI_OP_TENSOR_DISPATCH: {
         hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
         for (uint32_t k = 0; k < dl.nresults; ++k) {
-          int64_t tie = o[dl.ties + k].imm;
+          int64_t tie = hali_ir_imm(w->m, &o[dl.ties + k]);
           if (tie >= 0) {
             w->t[o[dl.results + k].v].lifetime = LT_ALIAS;
             w->t[o[dl.results + k].v].alias = o[dl.operands + tie].v;

@@ -47,7 +47,8 @@ uint32_t hali_s2h_c32(lw_t *w, int64_t v) {
   uint32_t r = cached(w, HALI_TYPE_I32, v);
   if (r != UINT32_MAX) return r;
   r = hali_pass_reg(w->f, HALI_TYPE_I32, "c%lld", (long long)v);
-  hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I32, 2, hali_pr(r), hali_pk(v));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I32, 2,
+                 hali_pr(r), hali_pk(w->m, v));
   remember(w, HALI_TYPE_I32, v, r);
   return r;
 }
@@ -55,7 +56,8 @@ uint32_t hali_s2h_c64(lw_t *w, int64_t v) {
   uint32_t r = cached(w, HALI_TYPE_I64, v);
   if (r != UINT32_MAX) return r;
   r = hali_pass_reg(w->f, HALI_TYPE_I64, "c%lld_i64", (long long)v);
-  hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(r), hali_pk(v));
+  hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2,
+                 hali_pr(r), hali_pk(w->m, v));
   remember(w, HALI_TYPE_I64, v, r);
   return r;
 }
@@ -335,7 +337,7 @@ static void bind(lw_t *w, uint32_t slot, uint32_t r, uint32_t zero) {
 static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   const hali_ir_operand_t *o = insn->operands;
   const hali_ir_executable_t *e = &w->m->executables[o[HALI_TD_EXE].v];
-  uint32_t xi = (uint32_t)o[HALI_TD_EXPORT].imm;
+  uint32_t xi = (uint32_t)hali_ir_imm(w->m, &o[HALI_TD_EXPORT]);
   const hali_ir_export_t *x = &e->exports[xi];
   hali_ir_dispatch_t dl = hali_ir_dispatch(insn);
   uint32_t nw = dl.nworkload, na = dl.noperands, nr = dl.nresults;
@@ -434,8 +436,9 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
                             hali_pref(HALI_IR_FUNC, x->count_function));
     if (call) call->aux = (uint16_t)nw;
     for (uint32_t k = 0; k < nw; ++k) {
-      uint32_t wk = o[w0 + k].kind == HALI_IR_IMM ? hali_s2h_c64(w, o[w0 + k].imm)
-                                                  : o[w0 + k].v;
+      uint32_t wk = o[w0 + k].kind == HALI_IR_IMM
+                        ? hali_s2h_c64(w, hali_ir_imm(w->m, &o[w0 + k]))
+                        : o[w0 + k].v;
       hali_pass_set_operand(pl, call, 1 + k, hali_pr(wk));
     }
     uint32_t c64[3];
@@ -464,14 +467,14 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
    * the Z count then covers; the kernel recovers them from its Z id with
    * the extents it is given (unlike the seed's remapping, which the seed
    * itself marks as wrong, this keeps X and Y as they are). */
-  hali_ir_operand_t z = nw > 2 ? o[w0 + 2] : hali_pk(1);
+  hali_ir_operand_t z = nw > 2 ? o[w0 + 2] : hali_pk(w->m, 1);
   if (nw > 3) {
     bool all_static = true;
     for (uint32_t k = 2; k < nw; ++k) all_static &= o[w0 + k].kind == HALI_IR_IMM;
     if (all_static) {
       int64_t prod = 1;
       for (uint32_t k = 2; k < nw; ++k) {
-        int64_t v = o[w0 + k].imm;
+        int64_t v = hali_ir_imm(w->m, &o[w0 + k]);
         if (v < 0 || (v && prod > MAX_WORKGROUP_COUNT / v))
           return hali_status_make(
               HALI_STATUS_OUT_OF_RANGE,
@@ -483,14 +486,15 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
                       "dimension)");
         prod *= v;
       }
-      z = hali_pk(prod);
+      z = hali_pk(w->m, prod);
     } else {
       uint32_t zr = hali_pass_reg(w->f, HALI_TYPE_I64, "workload.folded");
       uint32_t limit = hali_s2h_c64(w, MAX_WORKGROUP_COUNT);
-      hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(zr), hali_pk(1));
+      hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2,
+                     hali_pr(zr), hali_pk(w->m, 1));
       for (uint32_t k = 2; k < nw; ++k) {
         uint32_t wk = o[w0 + k].kind == HALI_IR_IMM
-                          ? hali_s2h_c64(w, o[w0 + k].imm)
+                          ? hali_s2h_c64(w, hali_ir_imm(w->m, &o[w0 + k]))
                           : o[w0 + k].v;
         uint32_t bad = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_bad", k);
         uint32_t big = hali_pass_reg(w->f, HALI_TYPE_I32, "workload%u_big", k);
@@ -523,11 +527,11 @@ static hali_status_t lower_dispatch(lw_t *w, const hali_ir_insn_t *insn) {
   }
   for (uint32_t k = 0; k < 3; ++k) {
     uint32_t ws = x->workgroup_size[k] ? x->workgroup_size[k] : 1;
-    hali_ir_operand_t wo = k == 2 ? z : k < nw ? o[w0 + k] : hali_pk(1);
+    hali_ir_operand_t wo = k == 2 ? z : k < nw ? o[w0 + k] : hali_pk(w->m, 1);
     if (k >= nw) {
       count[k] = hali_s2h_c32(w, 1);
     } else if (wo.kind == HALI_IR_IMM) {
-      int64_t v = wo.imm;
+      int64_t v = hali_ir_imm(w->m, &wo);
       uint64_t g = v < 0 ? 0 : ((uint64_t)v + ws - 1) / ws;
       if (v < 0 || g > MAX_WORKGROUP_COUNT)
         return hali_status_make(
@@ -598,7 +602,7 @@ static void print_range(lw_t *w, hali_strbuf_t *sb,
     if (d) hali_strbuf_append(sb, ", ", 2);
     if (offs) {
       if (offs[d].kind == HALI_IR_IMM)
-        hali_strbuf_printf(sb, "%lld", (long long)offs[d].imm);
+        hali_strbuf_printf(sb, "%lld", (long long)hali_ir_imm(w->m, &offs[d]));
       else
         hali_strbuf_printf(sb, "%s",
                            hali_ir_reg_name(w->f, offs[d].v, rn, sizeof(rn)));
@@ -615,7 +619,7 @@ static void print_range(lw_t *w, hali_strbuf_t *sb,
 }
 
 static uint32_t off_reg(lw_t *w, const hali_ir_operand_t *o) {
-  return o->kind == HALI_IR_IMM ? hali_s2h_c64(w, o->imm) : o->v;
+  return o->kind == HALI_IR_IMM ? hali_s2h_c64(w, hali_ir_imm(w->m, o)) : o->v;
 }
 
 /* A slice (|slice|: |small| = the part of |big| at |offs|) or an update
@@ -653,11 +657,11 @@ static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
    * value's when it was made). */
   for (uint32_t d = 0; d < rank && !err; ++d) {
     if (offs[d].kind == HALI_IR_IMM && bd[d] >= 0 && sd[d] >= 0) {
-      if (offs[d].imm > bd[d] - sd[d])
+      if (hali_ir_imm(w->m, &offs[d]) > bd[d] - sd[d])
         err = hali_pass_error(PASS, w->m, f, insn, index,
                               "%s is outside it (dimension %u: %lld + %lld > "
                               "%lld)",
-                              what, d, (long long)offs[d].imm,
+                              what, d, (long long)hali_ir_imm(w->m, &offs[d]),
                               (long long)sd[d], (long long)bd[d]);
       continue;
     }
@@ -681,7 +685,8 @@ static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
   /* Runs: the dimensions after |k| are whole (offset 0, the full dim), so
    * dims k.. of one index of dims 0..k-1 are one contiguous run. */
   uint32_t k = rank ? rank - 1 : 0;
-  while (k > 0 && offs[k].kind == HALI_IR_IMM && offs[k].imm == 0 &&
+  while (k > 0 && offs[k].kind == HALI_IR_IMM &&
+         hali_ir_imm_small(&offs[k]) == 0 &&
          ((bd[k] >= 0 && bd[k] == sd[k]) ||
           w->t[big].dims[k] == w->t[small].dims[k]))
     --k;
@@ -761,7 +766,7 @@ static hali_status_t lower_range(lw_t *w, const hali_ir_insn_t *insn,
   uint32_t base = UINT32_MAX;
   for (uint32_t d = 0; d <= k; ++d) {
     if (offs[d].kind == HALI_IR_IMM && sv[d] >= 0) {
-      basev += offs[d].imm * sv[d];
+      basev += hali_ir_imm(w->m, &offs[d]) * sv[d];
       continue;
     }
     uint32_t t = hali_pass_reg(f, HALI_TYPE_I64, "%s.at%u", n, d);
@@ -876,7 +881,7 @@ static hali_status_t lower_trace(lw_t *w, const hali_ir_insn_t *insn) {
                               hali_s2h_rname(w, r));
   uint32_t forever = hali_pass_reg(f, HALI_TYPE_I64, "forever");
   hali_pass_emit(&w->out, w->line, HALI_OP_CONST_I64, 2, hali_pr(forever),
-                 hali_pk(-1));
+                 hali_pk(w->m, -1));
   hali_pass_emit(&w->out, w->line, HALI_OP_HAL_FENCE_AWAIT, 3, hali_pr(rc),
                  hali_pr(w->cur), hali_pr(forever));
   uint32_t et = hali_s2h_c32(w, (int32_t)f->reg_xtypes[r].element_type),
@@ -967,9 +972,13 @@ static hali_status_t lower_collective(lw_t *w, const hali_ir_insn_t *insn) {
   uint32_t kind = 0, red = 0, peer = hali_s2h_c32(w, 0);
   uint32_t r = UINT32_MAX, s = UINT32_MAX; /* result, operand */
   switch (op) {
-  case HALI_OP_TENSOR_ALL_REDUCE: kind = 1, red = (uint32_t)o[2].imm; break;
+  case HALI_OP_TENSOR_ALL_REDUCE:
+    kind = 1, red = (uint32_t)hali_ir_imm_small(&o[2]);
+    break;
   case HALI_OP_TENSOR_ALL_GATHER: kind = 0; break;
-  case HALI_OP_TENSOR_REDUCE_SCATTER: kind = 5, red = (uint32_t)o[2].imm; break;
+  case HALI_OP_TENSOR_REDUCE_SCATTER:
+    kind = 5, red = (uint32_t)hali_ir_imm_small(&o[2]);
+    break;
   case HALI_OP_TENSOR_ALL_TO_ALL: kind = 2; break;
   case HALI_OP_TENSOR_SEND: kind = 6, peer = o[1].v; break;
   default: kind = 7, peer = o[1].v; break; /* recv */
@@ -1394,7 +1403,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
     }
     if (insn->op == HALI_OP_TENSOR_DIM) {
       hali_pass_emit(to, w->line, HALI_OP_MOV_I64, 2, hali_pr(d),
-                     hali_pr(w->t[t].dims[o[2].imm]));
+                     hali_pr(w->t[t].dims[hali_ir_imm(w->m, &o[2])]));
       return HALI_OK;
     }
     /* The product of the dims (it fits: the byte size was checked). */
@@ -1482,7 +1491,7 @@ static hali_status_t lower_insn(lw_t *w, const hali_ir_insn_t *insn,
   case HALI_OP_TENSOR_TRACE:
     return lower_trace(w, insn);
   case HALI_OP_TENSOR_DISPATCH:
-    if (o[HALI_TD_BINDINGS].imm < 0)
+    if (hali_ir_imm(w->m, &o[HALI_TD_BINDINGS]) < 0)
       return hali_pass_error(PASS, w->m, f, insn, index,
                              "dispatch site without an interface: run "
                              "materialize-interfaces first");
@@ -1761,7 +1770,7 @@ static void setup_var(lw_t *w, uint32_t v) {
     all_static = false;
     t->dims[d] = hali_pass_reg(f, HALI_TYPE_I64, "%s.dim%u", n, d);
     hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->dims[d]),
-                   hali_pk(0));
+                   hali_pk(w->m, 0));
   }
   uint64_t sb = 0;
   uint32_t at = 0;
@@ -1771,7 +1780,7 @@ static void setup_var(lw_t *w, uint32_t v) {
   t->static_bytes = all_static ? (int64_t)sb : -1;
   t->size = hali_pass_reg(f, HALI_TYPE_I64, "%s.size", n);
   hali_pass_emit(&w->pre, w->line, HALI_OP_CONST_I64, 2, hali_pr(t->size),
-                 hali_pk(all_static ? (int64_t)sb : 0));
+                 hali_pk(w->m, all_static ? (int64_t)sb : 0));
   t->defined = true;
   uint32_t empty = hali_s2h_c64(w, 0);
   uint32_t cm = hali_s2h_c32(w, HALI_HAL_MEMORY_TYPE_DEVICE_VISIBLE |
@@ -2095,14 +2104,15 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
   uint32_t four = hali_pass_reg(f, HALI_TYPE_I32, "four");
   uint32_t none = hali_pass_reg(f, HALI_TYPE_FENCE, "none");
   hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(mem),
-                 hali_pk(HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL));
+                 hali_pk(m, HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL));
   hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(use),
-                 hali_pk(HALI_HAL_BUFFER_USAGE_TRANSFER |
+                 hali_pk(m, HALI_HAL_BUFFER_USAGE_TRANSFER |
                          HALI_HAL_BUFFER_USAGE_DISPATCH));
-  hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(zero), hali_pk(0));
-  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(zero32), hali_pk(0));
-  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(one), hali_pk(1));
-  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(four), hali_pk(4));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(zero), hali_pk(m, 0));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2,
+                 hali_pr(zero32), hali_pk(m, 0));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(one), hali_pk(m, 1));
+  hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(four), hali_pk(m, 4));
   hali_pass_emit(&l, line, HALI_OP_HAL_FENCE_NULL, 1, hali_pr(none));
   for (uint32_t g = 0; g < nglobals; ++g) {
     if (ready[g] == UINT32_MAX) continue;
@@ -2121,7 +2131,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                                  gl->name);
     uint32_t done = hali_pass_reg(f, HALI_TYPE_FENCE, "%s.ready", gl->name);
     hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(size),
-                   hali_pk((int64_t)bytes));
+                   hali_pk(m, (int64_t)bytes));
     hali_pass_emit(&l, line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(buf),
                    hali_pr(alloc), hali_pr(mem), hali_pr(use), hali_pr(size));
     hali_pass_emit(&l, line, HALI_OP_GLOBAL_STORE_REF, 2,
@@ -2131,9 +2141,9 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
       uint32_t mode = hali_pass_reg(f, HALI_TYPE_I32, "one_shot");
       uint32_t cats = hali_pass_reg(f, HALI_TYPE_I32, "transfer");
       hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(mode),
-                     hali_pk(HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT));
+                     hali_pk(m, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT));
       hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cats),
-                     hali_pk(HALI_HAL_COMMAND_CATEGORY_TRANSFER));
+                     hali_pk(m, HALI_HAL_COMMAND_CATEGORY_TRANSFER));
       hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_CREATE, 4,
                      hali_pr(cmd), hali_pr(device), hali_pr(mode),
                      hali_pr(cats));
@@ -2166,17 +2176,17 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
     uint32_t cmd = hali_pass_reg(f, HALI_TYPE_COMMAND_BUFFER, "upload");
     uint32_t done = hali_pass_reg(f, HALI_TYPE_FENCE, "constants.ready");
     hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(psize),
-                   hali_pk((int64_t)ms->pool_size));
+                   hali_pk(m, (int64_t)ms->pool_size));
     hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cmem),
-                   hali_pk(HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL));
+                   hali_pk(m, HALI_HAL_MEMORY_TYPE_DEVICE_LOCAL));
     hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cuse),
-                   hali_pk(HALI_HAL_BUFFER_USAGE_CONSTANT |
+                   hali_pk(m, HALI_HAL_BUFFER_USAGE_CONSTANT |
                            HALI_HAL_BUFFER_USAGE_TRANSFER |
                            HALI_HAL_BUFFER_USAGE_DISPATCH));
     hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(mode),
-                   hali_pk(HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT));
+                   hali_pk(m, HALI_HAL_COMMAND_BUFFER_MODE_ONE_SHOT));
     hali_pass_emit(&l, line, HALI_OP_CONST_I32, 2, hali_pr(cats),
-                   hali_pk(HALI_HAL_COMMAND_CATEGORY_TRANSFER));
+                   hali_pk(m, HALI_HAL_COMMAND_CATEGORY_TRANSFER));
     hali_pass_emit(&l, line, HALI_OP_HAL_ALLOCATOR_ALLOCATE, 5, hali_pr(pool),
                    hali_pr(alloc), hali_pr(cmem), hali_pr(cuse),
                    hali_pr(psize));
@@ -2190,9 +2200,9 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
       uint32_t len = hali_pass_reg(f, HALI_TYPE_I64, "%s.size",
                                    m->rodata[k].name);
       hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(off),
-                     hali_pk((int64_t)ms->pool_offset[k]));
+                     hali_pk(m, (int64_t)ms->pool_offset[k]));
       hali_pass_emit(&l, line, HALI_OP_CONST_I64, 2, hali_pr(len),
-                     hali_pk((int64_t)m->rodata[k].size));
+                     hali_pk(m, (int64_t)m->rodata[k].size));
       hali_pass_emit(&l, line, HALI_OP_HAL_COMMAND_BUFFER_UPDATE, 6,
                      hali_pr(cmd), hali_pref(HALI_IR_RODATA, k), hali_pr(zero),
                      hali_pr(pool), hali_pr(off), hali_pr(len));
@@ -2210,7 +2220,7 @@ static hali_status_t add_storage_initializer(hali_ir_module_t *m,
                    hali_pref(HALI_IR_GLOBAL, ms->pool_ready), hali_pr(done));
   }
   if (ms->ro && ms->ro->n)
-    hali_s2h_emit_recordings(f, &l, device, ms->ro);
+    hali_s2h_emit_recordings(m, f, &l, device, ms->ro);
   hali_pass_emit(&l, line, HALI_OP_RETURN, 0);
   (void)four;
   hali_ir_block_t *blk = hali_ir_func_add_block(f, "entry", 5);

@@ -230,11 +230,12 @@ void hali_s2h_pack(lw_t *w);
  * w->out instead of w->cmd's create/commands/finalize, empties w->cmds
  * and returns true; else changes nothing and returns false. */
 bool hali_s2h_record_once(lw_t *w);
-/* Emits the recordings of |ro| into |l| of |f| (the storage initializer,
- * whose device register is |device|): each recorded on its placeholders,
- * finalized and stored to its global. */
-void hali_s2h_emit_recordings(hali_ir_func_t *f, hali_insn_list_t *l,
-                              uint32_t device, const ro_state_t *ro);
+/* Emits the recordings of |ro| into |l| of |f| (the storage initializer
+ * of |m|, whose device register is |device|): each recorded on its
+ * placeholders, finalized and stored to its global. */
+void hali_s2h_emit_recordings(hali_ir_module_t *m, hali_ir_func_t *f,
+                              hali_insn_list_t *l, uint32_t device,
+                              const ro_state_t *ro);
 /* Drops the pure instructions of |f|'s one block whose results nothing
  * reads (after its regions were bound: the per-call subspans of the slab
  * the recordings replaced, their sizes, ...). */

@@ -685,18 +685,19 @@ START_TEST(asm_float_literals) {
                                   "}\n");
   const hali_ir_insn_t *in = m->funcs[0].blocks[0].insns;
   double d;
-  memcpy(&d, &in[0].operands[1].imm, 8);
+  memcpy(&d, &(int64_t){hali_ir_imm(m, &in[0].operands[1])}, 8);
   ck_assert(d == 1.5);
-  memcpy(&d, &in[1].operands[1].imm, 8);
+  memcpy(&d, &(int64_t){hali_ir_imm(m, &in[1].operands[1])}, 8);
   ck_assert(d == -2e-3);
-  memcpy(&d, &in[2].operands[1].imm, 8);
+  memcpy(&d, &(int64_t){hali_ir_imm(m, &in[2].operands[1])}, 8);
   ck_assert(d == 3.0);
-  memcpy(&d, &in[3].operands[1].imm, 8);
+  memcpy(&d, &(int64_t){hali_ir_imm(m, &in[3].operands[1])}, 8);
   ck_assert(d < 0 && d * 0 != 0);
-  ck_assert_uint_eq((uint64_t)in[4].operands[1].imm, 0x7fc00000u);
-  ck_assert_uint_eq((uint64_t)in[5].operands[1].imm, 0x7fc00001u);
-  ck_assert_uint_eq((uint64_t)in[6].operands[1].imm, 0x8000000000000000ull);
-  ck_assert_uint_eq((uint64_t)in[7].operands[1].imm, 0xffc00000u);
+  ck_assert_uint_eq((uint64_t)hali_ir_imm(m, &in[4].operands[1]), 0x7fc00000u);
+  ck_assert_uint_eq((uint64_t)hali_ir_imm(m, &in[5].operands[1]), 0x7fc00001u);
+  ck_assert_uint_eq((uint64_t)hali_ir_imm(m, &in[6].operands[1]),
+                    0x8000000000000000ull);
+  ck_assert_uint_eq((uint64_t)hali_ir_imm(m, &in[7].operands[1]), 0xffc00000u);
   hali_ir_module_free(m);
 }
 END_TEST
@@ -879,7 +880,7 @@ END_TEST
 
 /* The immediate of the |i|-th instruction of @f's entry block. */
 static int64_t imm_of(const hali_ir_module_t *m, uint32_t i) {
-  return m->funcs[0].blocks[0].insns[i].operands[1].imm;
+  return hali_ir_imm(m, &m->funcs[0].blocks[0].insns[i].operands[1]);
 }
 
 /* Every name of every kind parses to the value base/hal_bits.h gives it

@@ -441,14 +441,15 @@ START_TEST(mutations_are_named) {
       ck_assert(hali_ir_insn_resize(block_of_insn(m, insn), insn,
                                     insn->operand_count + 1));
       hali_ir_operand_t *ops = insn->operands;
-      hali_ir_operand_t imm = {HALI_IR_IMM, 0, 0};
+      hali_ir_operand_t imm = hali_ir_imm_operand(m, 0);
       ops[insn->operand_count - 1] =
           insn->operand_count > 1 ? ops[insn->operand_count - 2] : imm;
     } else {
       ck_assert_uint_lt(k->operand, insn->operand_count);
-      insn->operands[k->operand].kind = k->kind;
-      insn->operands[k->operand].v = k->v;
-      insn->operands[k->operand].imm = k->imm;
+      hali_ir_operand_t *o = &insn->operands[k->operand];
+      o->kind = k->kind;
+      if (k->kind == HALI_IR_IMM) ck_assert(hali_ir_set_imm(m, o, k->imm));
+      else o->v = k->v;
     }
     expect_structure_error(m, k->needle);
   }
@@ -604,26 +605,32 @@ START_TEST(dispatch_lists) {
   ck_assert_uint_eq(dl.nresults, 2);
   ck_assert_uint_eq(dl.ties, 13);
   ck_assert_uint_eq(dl.dims, 15);
-  ck_assert_int_eq(insn->operands[dl.ties].imm, 0); /* %x as ... */
+  ck_assert_int_eq(hali_ir_imm(m, &insn->operands[dl.ties]), 0); /* %x as ... */
   ck_assert(hali_ir_operand_is_write(insn, dl.results + 1));
   ck_assert(!hali_ir_operand_is_write(insn, dl.operands));
   ck_assert_uint_eq(hali_ir_dispatch(insn).dims, 15);
   /* Counts out of range or not immediates: nothing is read. */
   hali_ir_operand_t *nres = &insn->operands[HALI_TD_NRESULTS];
-  nres->imm = -1;
+  hali_ir_set_imm_u32(nres, UINT32_MAX); /* -1 as i32 bits: zero-extended */
   ck_assert(!hali_ir_dispatch_lists(insn, &dl));
-  nres->imm = 17;
+  ck_assert(hali_ir_set_imm(m, nres, -1));
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  ck_assert(hali_ir_set_imm(m, nres, 17));
   ck_assert(!hali_ir_dispatch_lists(insn, &dl));
   ck_assert(!hali_ir_operand_is_write(insn, 11));
+  /* A count from the module's immediate pool is out of range too. */
+  ck_assert(hali_ir_set_imm(m, nres, (INT64_C(1) << 40) + 2));
+  ck_assert_uint_eq(nres->imm_form, HALI_IR_IMM_POOL);
+  ck_assert(!hali_ir_dispatch_lists(insn, &dl));
+  ck_assert(hali_ir_set_imm(m, nres, 2));
   nres->kind = HALI_IR_REG;
-  nres->imm = 2;
   ck_assert(!hali_ir_dispatch_lists(insn, &dl));
   nres->kind = HALI_IR_IMM;
   /* Lists past the operands: filled (what they need), but false. */
-  nres->imm = 5;
+  ck_assert(hali_ir_set_imm(m, nres, 5));
   ck_assert(!hali_ir_dispatch_lists(insn, &dl));
   ck_assert_uint_eq(dl.dims, 9 + 2 + 2 * 5);
-  nres->imm = 2;
+  ck_assert(hali_ir_set_imm(m, nres, 2));
   uint32_t n = insn->operand_count;
   insn->operand_count = HALI_TD_HEADER - 1;
   ck_assert(!hali_ir_dispatch_lists(insn, &dl));

@@ -216,11 +216,13 @@ START_TEST(verify_immediate_kind_and_range) {
   REJECT(m, "@f, block ^entry, instruction 0 (const.i32), v.hasm:4",
          "operand 1 must be an immediate");
   m = base();
-  insn(m, F, F_ENTRY, 0)->operands[1].imm = INT64_C(1) << 40;
+  ck_assert(hali_ir_set_imm(m, &insn(m, F, F_ENTRY, 0)->operands[1],
+                            INT64_C(1) << 40));
   REJECT(m, "@f, block ^entry, instruction 0 (const.i32), v.hasm:4",
          "operand 1: immediate does not fit in i32");
   m = base();
-  insn(m, G, G_ONE, 1)->operands[1].imm |= INT64_C(1) << 40;
+  hali_ir_operand_t *bits = &insn(m, G, G_ONE, 1)->operands[1];
+  ck_assert(hali_ir_set_imm(m, bits, hali_ir_imm(m, bits) | INT64_C(1) << 40));
   REJECT(m, "@g, block ^one, instruction 1 (const.f32), v.hasm:20",
          "operand 1: f32 immediate has high bits set");
 }
@@ -1171,7 +1173,8 @@ END_TEST
 
 /* Operand |k| of the |i|th instruction a test adds: a value it can check. */
 static hali_ir_operand_t pattern(uint32_t i, uint32_t k) {
-  hali_ir_operand_t o = {HALI_IR_IMM, i, (int64_t)i * 1000 + k};
+  hali_ir_operand_t o = {0};
+  hali_ir_set_imm_u32(&o, i * 1000 + k); /* no module: small enough */
   return o;
 }
 
@@ -1191,12 +1194,86 @@ static bool has_pattern(const hali_ir_block_t *b, uint32_t first) {
     uint32_t i = first + j;
     if (insn->operand_count != i % 7) return false;
     for (uint32_t k = 0; k < i % 7; ++k)
-      if (insn->operands[k].v != i ||
-          insn->operands[k].imm != (int64_t)i * 1000 + k)
+      if (insn->operands[k].kind != HALI_IR_IMM ||
+          hali_ir_imm_small(&insn->operands[k]) != (int64_t)i * 1000 + k)
         return false;
   }
   return true;
 }
+
+/* Immediates (vm/ir.h): held in the 8-byte operand when they fit in 32
+ * bits, else in the module's pool; every value reads back as written, from
+ * the IR, through the text and through a binary. */
+START_TEST(ir_immediates_in_operand_and_pool) {
+  static const struct {
+    int64_t x;
+    uint8_t form;
+  } cases[] = {
+      {0, HALI_IR_IMM_S32},
+      {-1, HALI_IR_IMM_S32},
+      {INT32_MIN, HALI_IR_IMM_S32},
+      {INT32_MAX, HALI_IR_IMM_S32},
+      {INT64_C(0x80000000), HALI_IR_IMM_U32},
+      {INT64_C(0xffc00000), HALI_IR_IMM_U32}, /* -nan as f32 bits */
+      {INT64_C(0xffffffff), HALI_IR_IMM_U32},
+      {INT64_C(1) << 32, HALI_IR_IMM_POOL},
+      {(int64_t)INT32_MIN - 1, HALI_IR_IMM_POOL},
+      {INT64_MIN, HALI_IR_IMM_POOL},
+      {INT64_MAX, HALI_IR_IMM_POOL},
+      {INT64_C(0x3ff8000000000000), HALI_IR_IMM_POOL}, /* 1.5 as f64 */
+  };
+  enum { N = sizeof(cases) / sizeof(cases[0]) };
+  hali_ir_module_t *m = hali_ir_module_create();
+  ck_assert_ptr_nonnull(m);
+  hali_ir_operand_t o[N], copy[N];
+  for (uint32_t i = 0; i < N; ++i) {
+    o[i] = (hali_ir_operand_t){.kind = HALI_IR_REG, .v = 7};
+    ck_assert(hali_ir_set_imm(m, &o[i], cases[i].x));
+    ck_assert_uint_eq(o[i].kind, HALI_IR_IMM);
+    ck_assert_uint_eq(o[i].imm_form, cases[i].form);
+    copy[i] = o[i]; /* a copy within the module reads the same */
+  }
+  /* The pool grows past its first room. */
+  for (uint32_t i = 0; i < 100; ++i) {
+    hali_ir_operand_t w = hali_ir_imm_operand(m, (INT64_C(1) << 40) + i);
+    ck_assert_int_eq(hali_ir_imm(m, &w), (INT64_C(1) << 40) + i);
+  }
+  for (uint32_t i = 0; i < N; ++i) {
+    ck_assert_int_eq(hali_ir_imm(m, &copy[i]), cases[i].x);
+    ck_assert_int_eq(hali_ir_imm_small(&copy[i]),
+                     cases[i].form == HALI_IR_IMM_POOL ? INT64_MIN
+                                                       : cases[i].x);
+  }
+  hali_ir_module_free(m);
+
+  /* The same values as i64 constants, through the text and a binary. */
+  hali_strbuf_t sb = {0};
+  hali_strbuf_printf(&sb, "module @imm\n\nfunc @f() {\n^entry:\n");
+  for (uint32_t i = 0; i < N; ++i)
+    hali_strbuf_printf(&sb, "  %%c%u = const.i64 %lld\n", i,
+                       (long long)cases[i].x);
+  hali_strbuf_printf(&sb, "  return\n}\n");
+  char *text = hali_strbuf_take(&sb);
+  ck_assert_ok(hali_asm_parse(text, strlen(text), "imm.hasm", &m));
+  uint8_t *bytes;
+  size_t size;
+  ck_assert_ok(hali_hbc_write(m, NULL, &bytes, &size));
+  hali_ir_module_t *back;
+  ck_assert_ok(hali_hbc_read(bytes, size, NULL, &back));
+  char *printed = hali_ir_print(back, false);
+  ck_assert_str_eq(printed, text);
+  for (uint32_t i = 0; i < N; ++i) {
+    const hali_ir_operand_t *x = &back->funcs[0].blocks[0].insns[i].operands[1];
+    ck_assert_int_eq(hali_ir_imm(back, x), cases[i].x);
+  }
+  ck_assert_ok(hali_ir_verify(back));
+  hali_free(printed);
+  hali_free(bytes);
+  hali_free(text);
+  hali_ir_module_free(back);
+  hali_ir_module_free(m);
+}
+END_TEST
 
 START_TEST(ir_block_operand_chunks) {
   enum { N = 20000 }; /* 3 operands an instruction on average */
@@ -1262,14 +1339,14 @@ START_TEST(ir_block_operand_chunks) {
   ck_assert(hali_ir_insn_resize(&a, insn, 9));
   ck_assert_uint_eq(insn->operand_count, 9);
   for (uint32_t k = 0; k < 6; ++k)
-    ck_assert_int_eq(insn->operands[k].imm, 6000 + k);
+    ck_assert_int_eq(hali_ir_imm_small(&insn->operands[k]), 6000 + k);
   for (uint32_t k = 6; k < 9; ++k) {
     ck_assert_uint_eq(insn->operands[k].kind, 0);
-    ck_assert_int_eq(insn->operands[k].imm, 0);
+    ck_assert_int_eq(hali_ir_imm_small(&insn->operands[k]), 0);
   }
   ck_assert(hali_ir_insn_resize(&a, insn, 2));
   ck_assert_uint_eq(insn->operand_count, 2);
-  ck_assert_int_eq(insn->operands[1].imm, 6001);
+  ck_assert_int_eq(hali_ir_imm_small(&insn->operands[1]), 6001);
   hali_ir_block_clear(&a);
   hali_ir_block_clear(&b);
 }
@@ -1463,6 +1540,7 @@ static Suite *suite_verify(void) {
 
   tc = tcase_create("ir");
   tcase_add_test(tc, ir_block_operand_chunks);
+  tcase_add_test(tc, ir_immediates_in_operand_and_pool);
   tcase_add_test(tc, ir_name_length);
   tcase_add_test(tc, ir_operand_is_write_agrees_with_roles);
   tcase_add_test(tc, verify_first_repeated_function_name);

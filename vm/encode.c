@@ -58,8 +58,9 @@ static void analyze_regs(const hali_ir_func_t *f, uint32_t *count,
       if ((insn->op == HALI_OP_CONST_I32 || insn->op == HALI_OP_CONST_I64) &&
           insn->operand_count == 2 && insn->operands[0].kind == HALI_IR_REG &&
           insn->operands[0].v < f->reg_count) {
-        /* const.i32 immediates are stored sign-extended (vm/ir.h). */
-        const int64_t v = insn->operands[1].imm;
+        /* const.i32 immediates are stored sign-extended (vm/ir.h); one
+         * in the module's pool (INT64_MIN here) is neither 0 nor -1. */
+        const int64_t v = hali_ir_imm_small(&insn->operands[1]);
         divisor[insn->operands[0].v] = v != 0 && v != -1;
       }
     }
@@ -458,7 +459,7 @@ static hali_status_t encode_func(hali_vm_module_t *vm, hali_vm_func_t *out,
           }
           hali_cell_t *x = &c[extra++];
           switch (d->role) {
-          case HALI_ROLE_IMM: x->imm = o[k].imm; break;
+          case HALI_ROLE_IMM: x->imm = hali_ir_imm(vm->ir, &o[k]); break;
           case HALI_ROLE_BLOCK: x->target = &code[block_at[o[k].v]]; break;
           case HALI_ROLE_STRING: x->ptr = &vm->strings[o[k].v]; break;
           case HALI_ROLE_FUNC: x->ptr = &vm->funcs[o[k].v]; break;

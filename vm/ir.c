@@ -163,9 +163,39 @@ void hali_ir_module_free(hali_ir_module_t *m) {
   hali_free(m->string_arena);
   hali_free(m->strings);
   hali_free(m->string_lengths);
+  hali_free(m->imm_pool);
   hali_free(m->name);
   hali_free(m->source);
   hali_free(m);
+}
+
+bool hali_ir_set_imm(hali_ir_module_t *m, hali_ir_operand_t *o, int64_t x) {
+  o->kind = HALI_IR_IMM;
+  o->reserved = 0;
+  if (x == (int64_t)(int32_t)x) {
+    o->imm_form = HALI_IR_IMM_S32;
+    o->v = (uint32_t)x;
+    return true;
+  }
+  if ((uint64_t)x <= UINT32_MAX) {
+    o->imm_form = HALI_IR_IMM_U32;
+    o->v = (uint32_t)x;
+    return true;
+  }
+  o->imm_form = HALI_IR_IMM_POOL;
+  o->v = UINT32_MAX;
+  if (m->imm_pool_count == m->imm_pool_capacity) {
+    /* UINT32_MAX stays free: it marks the entry that could not be made. */
+    if (m->imm_pool_capacity >= UINT32_MAX / 2) return false;
+    uint32_t cap = m->imm_pool_capacity ? 2 * m->imm_pool_capacity : 16;
+    int64_t *p = hali_realloc(m->imm_pool, (size_t)cap * sizeof(*p));
+    if (!p) return false;
+    m->imm_pool = p;
+    m->imm_pool_capacity = cap;
+  }
+  m->imm_pool[m->imm_pool_count] = x;
+  o->v = m->imm_pool_count++;
+  return true;
 }
 
 uint32_t hali_ir_module_intern(hali_ir_module_t *m, const char *s,
@@ -481,10 +511,11 @@ hali_ir_lists_result_t hali_ir_op_lists(const hali_ir_insn_t *insn,
   for (unsigned i = 0; i < info->list_count; ++i) {
     unsigned c = info->lists[i].count;
     if (c == HALI_LIST_REST) continue;
-    if (c >= info->operand_count || o[c].kind != HALI_IR_IMM || o[c].imm < 0 ||
-        o[c].imm > (int64_t)n)
+    if (c >= info->operand_count || o[c].kind != HALI_IR_IMM)
       return HALI_IR_LISTS_BAD;
-    count[i] = o[c].imm;
+    /* A count is at most |n|: one in the module's pool is not. */
+    count[i] = hali_ir_imm_small(&o[c]);
+    if (count[i] < 0 || count[i] > (int64_t)n) return HALI_IR_LISTS_BAD;
   }
   /* Each length is at most n < 2^32 and there are at most
    * HALI_OP_MAX_LISTS of them, so the sum does not wrap. */
@@ -676,7 +707,7 @@ struct hali_ir_operand_chunk_s {
   hali_ir_operand_t slots[];
 };
 
-/* The largest chunk grown geometrically (64 KiB of operands): bigger ones
+/* The largest chunk grown geometrically (32 KiB of operands): bigger ones
  * only for one instruction that needs more. */
 #define HALI_IR_CHUNK_MAX 4096u
 

@@ -24,7 +24,7 @@
 
 typedef enum hali_ir_operand_kind_e {
   HALI_IR_REG = 1,    /* v = register number */
-  HALI_IR_IMM = 2,    /* imm = constant; its type comes from the op */
+  HALI_IR_IMM = 2,    /* hali_ir_imm = constant; its type comes from the op */
   HALI_IR_BLOCK = 3,  /* v = block index in the function */
   HALI_IR_STRING = 4, /* v = string index in the module */
   HALI_IR_FUNC = 5,   /* v = function index in the module */
@@ -33,13 +33,29 @@ typedef enum hali_ir_operand_kind_e {
   HALI_IR_GLOBAL = 8,     /* v = global index in the module */
 } hali_ir_operand_kind_t;
 
+/* An operand is 8 bytes: the loader's checks and the encoder stream a
+ * large module's operands from memory, so their size is much of what
+ * loading costs once the IR no longer fits in the caches
+ * (doc/design-notes.md, "Loading, fourth round").  An immediate whose value
+ * fits in 32 bits is held in |v| (|imm_form| says how to widen it); a wider
+ * one is in its module's |imm_pool| at index |v|.  So immediates are read
+ * and written only through hali_ir_imm and hali_ir_set_imm (below, after
+ * the module), and made with hali_ir_imm_operand; an operand may be copied
+ * anywhere within its module. */
 typedef struct hali_ir_operand_s {
   uint8_t kind;
+  uint8_t imm_form; /* HALI_IR_IMM only: HALI_IR_IMM_S32 ... */
+  uint16_t reserved;
   uint32_t v;
-  /* Immediate bits: i32 sign-extended, i64 as is, f32 in the low 32 bits,
-   * f64 as its 64 bits (so nan payloads survive every round trip). */
-  int64_t imm;
 } hali_ir_operand_t;
+_Static_assert(sizeof(hali_ir_operand_t) == 8, "an operand is 8 bytes");
+
+/* Where an immediate's 64 bits are.  Zero (a zeroed operand) is S32. */
+enum {
+  HALI_IR_IMM_S32 = 0,  /* |v| sign-extended */
+  HALI_IR_IMM_U32 = 1,  /* |v| zero-extended (f32 bits, large u32) */
+  HALI_IR_IMM_POOL = 2, /* the module's imm_pool[v] */
+};
 
 /* Operands are in signature order.  Variadic tails:
  *   switch: [index, default, target...]
@@ -384,7 +400,7 @@ void hali_ir_export_interface(const hali_ir_export_t *e,
 /* Module globals (doc/asm.md, "Globals"): state that lives as long as a
  * context, one copy per context.  A global holds a register type (i32, i64,
  * f32, f64 or a !hal ref) or, at the tensor level, a tensor.  Scalars start
- * at |init| (immediate bits, as hali_ir_operand_t.imm) when
+ * at |init| (immediate bits, as hali_ir_imm) when
  * HALI_GLOBAL_INIT is set, else at 0; refs start null. */
 enum {
   /* Stores are allowed everywhere; without it only an initializer (a
@@ -438,7 +454,51 @@ typedef struct hali_ir_module_s {
    * by freeing the old one. */
   char *string_arena;
   size_t string_arena_size;
+  /* The immediates that do not fit in 32 bits (hali_ir_operand_t): one
+   * entry for each operand hali_ir_set_imm gave such a value, never shared
+   * or removed (an entry a pass dropped stays until the module is freed). */
+  int64_t *imm_pool;
+  uint32_t imm_pool_count, imm_pool_capacity;
 } hali_ir_module_t;
+
+/* Immediate bits of |o| (an operand of |m|): i32 sign-extended, i64 as is,
+ * f32 in the low 32 bits, f64 as its 64 bits (so nan payloads survive
+ * every round trip). */
+static inline int64_t hali_ir_imm(const hali_ir_module_t *m,
+                                  const hali_ir_operand_t *o) {
+  if (o->imm_form == HALI_IR_IMM_S32) return (int32_t)o->v;
+  if (o->imm_form == HALI_IR_IMM_U32) return (int64_t)o->v;
+  /* An operand whose pool entry could not be made reads as 0 (its maker
+   * failed with OOM). */
+  return o->v < m->imm_pool_count ? m->imm_pool[o->v] : 0;
+}
+/* The same without the module, for what must fit in 32 bits to be valid
+ * (counts, indices, ties, enum values): INT64_MIN for a pooled one, which
+ * is out of every such range. */
+static inline int64_t hali_ir_imm_small(const hali_ir_operand_t *o) {
+  if (o->imm_form == HALI_IR_IMM_S32) return (int32_t)o->v;
+  if (o->imm_form == HALI_IR_IMM_U32) return (int64_t)o->v;
+  return INT64_MIN;
+}
+/* Makes |o| the immediate |x| of |m| (kind HALI_IR_IMM).  False on OOM
+ * (a value that needed the pool): |o| then reads as 0 and names index
+ * UINT32_MAX, which the passes' emit treats as OOM. */
+bool hali_ir_set_imm(hali_ir_module_t *m, hali_ir_operand_t *o, int64_t x);
+/* Makes |o| the immediate |x|, which never needs the pool (a count, an
+ * index or a layout size). */
+static inline void hali_ir_set_imm_u32(hali_ir_operand_t *o, uint32_t x) {
+  o->kind = HALI_IR_IMM;
+  o->imm_form = x <= INT32_MAX ? HALI_IR_IMM_S32 : HALI_IR_IMM_U32;
+  o->reserved = 0;
+  o->v = x;
+}
+/* An immediate operand of |m| holding |x| (OOM as hali_ir_set_imm). */
+static inline hali_ir_operand_t hali_ir_imm_operand(hali_ir_module_t *m,
+                                                   int64_t x) {
+  hali_ir_operand_t o = {HALI_IR_IMM, HALI_IR_IMM_S32, 0, 0};
+  (void)hali_ir_set_imm(m, &o, x);
+  return o;
+}
 
 /* Is |m| (any function) written at the tensor level? */
 bool hali_ir_module_is_tensor_level(const hali_ir_module_t *m);

@@ -191,13 +191,13 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     const hali_ir_executable_t *e =
         o[HALI_TD_EXE].v < m->executable_count ? &m->executables[o[HALI_TD_EXE].v]
                                                : NULL;
-    uint32_t xi = (uint32_t)o[HALI_TD_EXPORT].imm;
+    uint32_t xi = (uint32_t)hali_ir_imm(m, &o[HALI_TD_EXPORT]);
     hali_strbuf_printf(sb, "tensor.dispatch @%s::@%s[", e ? e->name : "?",
                        e && xi < e->export_count ? e->exports[xi].name : "?");
     for (uint32_t k = 0; k < nw; ++k) {
       if (k) hali_strbuf_append(sb, ", ", 2);
       if (o[w0 + k].kind == HALI_IR_IMM)
-        hali_strbuf_printf(sb, "%" PRId64, o[w0 + k].imm);
+        hali_strbuf_printf(sb, "%" PRId64, hali_ir_imm(m, &o[w0 + k]));
       else
         hali_ir_print_reg(sb, f, o[w0 + k].v);
     }
@@ -212,7 +212,7 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
       uint32_t d = d0;
       for (uint32_t k = 0; k < nr; ++k) {
         if (k) hali_strbuf_append(sb, ", ", 2);
-        int64_t tie = o[t0 + k].imm;
+        int64_t tie = hali_ir_imm(m, &o[t0 + k]);
         if (tie >= 0 && (uint64_t)tie < na) {
           hali_ir_print_reg(sb, f, o[a0 + tie].v);
           hali_strbuf_append(sb, " as ", 4);
@@ -225,9 +225,10 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
       }
       if (nr > 1) hali_strbuf_append(sb, ")", 1);
     }
-    if (o[HALI_TD_BINDINGS].imm >= 0)
+    const int64_t nb = hali_ir_imm(m, &o[HALI_TD_BINDINGS]);
+    if (nb >= 0)
       hali_strbuf_printf(sb, " interface(bindings %" PRId64 ", constants %" PRId64 ")",
-                         o[HALI_TD_BINDINGS].imm, o[HALI_TD_CONSTANTS].imm);
+                         nb, hali_ir_imm(m, &o[HALI_TD_CONSTANTS]));
     return;
   }
   case HALI_OP_TENSOR_SPLAT:
@@ -292,7 +293,7 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
                                          ? "tensor.dim" : "tensor.numel");
     hali_ir_print_reg(sb, f, o[1].v);
     if (insn->op == HALI_OP_TENSOR_DIM)
-      hali_strbuf_printf(sb, ", %" PRId64, o[2].imm);
+      hali_strbuf_printf(sb, ", %" PRId64, hali_ir_imm(m, &o[2]));
     return;
   case HALI_OP_TENSOR_RESHAPE:
     if (n < 2) break;
@@ -324,7 +325,7 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
       const hali_ir_operand_t *x = &o[t + 1 + k];
       if (k) hali_strbuf_append(sb, ", ", 2);
       if (x->kind == HALI_IR_IMM)
-        hali_strbuf_printf(sb, "%" PRId64, x->imm);
+        hali_strbuf_printf(sb, "%" PRId64, hali_ir_imm(m, x));
       else
         hali_ir_print_reg(sb, f, x->v);
     }
@@ -358,10 +359,10 @@ static void print_tensor_insn(hali_strbuf_t *sb, const hali_ir_module_t *m,
     hali_ir_print_reg(sb, f, o[0].v);
     hali_strbuf_printf(sb, " = %s ", hali_op_info(insn->op)->name);
     hali_ir_print_reg(sb, f, o[1].v);
+    const int64_t red = reduces ? hali_ir_imm_small(&o[2]) : 0;
     if (reduces)
       hali_strbuf_printf(sb, ", %s",
-                         o[2].imm >= 1 && o[2].imm <= 5 ? reductions[o[2].imm]
-                                                         : "?");
+                         red >= 1 && red <= 5 ? reductions[red] : "?");
     if (insn->op == HALI_OP_TENSOR_ALL_GATHER ||
         insn->op == HALI_OP_TENSOR_REDUCE_SCATTER) {
       hali_strbuf_append(sb, " : ", 3);
@@ -541,11 +542,11 @@ static void print_insn_named(hali_strbuf_t *sb, const hali_ir_module_t *m,
         kind = kinds[insn->operands[0].v];
       /* (Only a canonical i32: the name reassembles to exactly it.) */
       if (kind && kind != KIND_MIXED &&
-          o->imm == (int64_t)(int32_t)(uint32_t)o->imm &&
+          hali_ir_imm(m, o) == (int64_t)(int32_t)(uint32_t)hali_ir_imm(m, o) &&
           hali_hal_const_format((hali_hal_const_kind_t)kind,
-                                (uint32_t)o->imm, sb))
+                                (uint32_t)hali_ir_imm(m, o), sb))
         break;
-      print_imm(sb, d->type, o->imm);
+      print_imm(sb, d->type, hali_ir_imm(m, o));
       break;
     }
     case HALI_ROLE_BLOCK: hali_ir_print_block(sb, f, o->v); break;

@@ -186,14 +186,16 @@ static hali_status_t verify_insn(const vctx_t *v, const hali_op_info_t *info) {
     case HALI_ROLE_BLOCK:
       HALI_RETURN_IF_ERROR_PLAIN(check_block(v, i));
       break;
-    case HALI_ROLE_IMM:
+    case HALI_ROLE_IMM: {
       if (o->kind != HALI_IR_IMM)
         return hali_verr(v, "operand %u must be an immediate", i);
-      if (d->type == HALI_TYPE_I32 && o->imm != (int32_t)o->imm)
+      const int64_t x = hali_ir_imm(v->m, o);
+      if (d->type == HALI_TYPE_I32 && x != (int32_t)x)
         return hali_verr(v, "operand %u: immediate does not fit in i32", i);
-      if (d->type == HALI_TYPE_F32 && (uint64_t)o->imm >> 32)
+      if (d->type == HALI_TYPE_F32 && (uint64_t)x >> 32)
         return hali_verr(v, "operand %u: f32 immediate has high bits set", i);
       break;
+    }
     case HALI_ROLE_STRING:
       if (o->kind != HALI_IR_STRING || o->v >= v->m->string_count)
         return hali_verr(v,
@@ -501,8 +503,26 @@ static void verify_scratch_free(verify_scratch_t *sc) {
  * worklist seeded in reverse post-order converges in a few passes for
  * structured code; sets only shrink, so it always terminates.  Functions
  * whose sets would need more than HALI_VERIFY_MAX_BITSET_BYTES are rejected
- * rather than verified slowly (a bound that untrusted input cannot exceed). */
+ * rather than verified slowly (a bound that untrusted input cannot exceed).
+ *
+ * Only a register that some block reads before writing it (an exposed
+ * read) and that is not a parameter (those are written on entry and stay
+ * so) can fail the check, so the sets hold those registers alone,
+ * renumbered 0..nu-1 by |uni|.  In a large function that is far fewer
+ * than its registers (bench/load's huge function: about one a block, of
+ * 16384), and the sets, a block's worth each, stay small: they are what
+ * grows with blocks x registers. */
 #define HALI_VERIFY_MAX_BITSET_BYTES (64u << 20)
+
+/* |sc|'s buffer with room for |bytes| (its contents kept); false on OOM. */
+static bool scratch_reserve(verify_scratch_t *sc, size_t bytes) {
+  if (bytes <= sc->cap) return true;
+  void *buf = hali_realloc(sc->buf, bytes);
+  if (!buf) return false;
+  sc->buf = buf;
+  sc->cap = bytes;
+  return true;
+}
 
 static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   const hali_ir_func_t *f = v->f;
@@ -526,31 +546,43 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
     }
     return HALI_OK;
   }
+  /* |uni| first in the scratch buffer, an even count so that the bitsets
+   * after it stay 8-byte aligned. */
+  verify_scratch_t *sc = v->scratch;
+  const size_t nuni = ((size_t)f->reg_count + 1) & ~(size_t)1;
+  if (!scratch_reserve(sc, nuni * sizeof(uint32_t)))
+    return hali_status_annotate(hali_status_oom(), "verifying the module");
+  uint32_t *uni = sc->buf;
+  memset(uni, 0xff, nuni * sizeof(uint32_t));
+  uint32_t nu = 0;
+  for (size_t k = 0; k < l->nexposed; ++k) {
+    uint32_t r = l->exposed[k].reg;
+    if (r >= f->param_count && uni[r] == UINT32_MAX) uni[r] = nu++;
+  }
+  /* Every read before a write reads a parameter. */
+  if (nu == 0) return HALI_OK;
+  words = (nu + 63) / 64;
   if ((uint64_t)nb * words * sizeof(uint64_t) > HALI_VERIFY_MAX_BITSET_BYTES)
     return hali_verr(v,
-                     "%u blocks x %u registers is too large to verify (limit "
-                     "%u MiB of dataflow state); split the function",
-                     nb, f->reg_count, HALI_VERIFY_MAX_BITSET_BYTES >> 20);
+                     "%u blocks x %u registers (those a block reads before "
+                     "writing them) is too large to verify (limit %u MiB of "
+                     "dataflow state); split the function",
+                     nb, nu, HALI_VERIFY_MAX_BITSET_BYTES >> 20);
   uint32_t max_targets = 2;
   for (uint32_t b = 0; b < nb; ++b) {
     const hali_ir_block_t *blk = &f->blocks[b];
     uint32_t n = blk->insns[blk->insn_count - 1].operand_count;
     if (n > max_targets) max_targets = n;
   }
-  /* All arrays in one scratch buffer, kept for the next function; the
-   * bitsets first (8-byte aligned), then the block arrays. */
+  /* All arrays in one scratch buffer, kept for the next function: |uni|,
+   * the bitsets (8-byte aligned), then the block arrays. */
   size_t n64 = ((size_t)nb + 1) * words; /* in[nb] and cur */
   size_t n32 = 4 * (size_t)nb + max_targets;
-  size_t need = n64 * 8 + n32 * 4 + 2 * (size_t)nb;
-  verify_scratch_t *sc = v->scratch;
-  if (need > sc->cap) {
-    void *buf = hali_realloc(sc->buf, need);
-    if (!buf)
-      return hali_status_annotate(hali_status_oom(), "verifying the module");
-    sc->buf = buf;
-    sc->cap = need;
-  }
-  uint64_t *in = sc->buf;
+  size_t need = nuni * 4 + n64 * 8 + n32 * 4 + 2 * (size_t)nb;
+  if (!scratch_reserve(sc, need))
+    return hali_status_annotate(hali_status_oom(), "verifying the module");
+  uni = sc->buf;
+  uint64_t *in = (uint64_t *)(uni + nuni);
   uint64_t *cur = in + (size_t)nb * words;
   uint32_t *order = (uint32_t *)(in + n64);           /* reverse post-order */
   uint32_t *queue = order + nb;                       /* ring of blocks */
@@ -586,8 +618,8 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
   }
   uint32_t first = post, count = nb - post;
   memset(seen, 0, nb);
+  /* in[entry]: the parameters, none of which is in the sets. */
   memset(in, 0, words * sizeof(uint64_t));
-  for (uint32_t r = 0; r < f->param_count; ++r) in[r / 64] |= 1ull << (r % 64);
   reached[0] = true;
   /* The queue starts with every reachable block in reverse post-order. */
   uint32_t head = 0, size = 0;
@@ -603,8 +635,10 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
     if (!reached[b]) continue;
     memcpy(cur, in + (size_t)b * words, words * sizeof(uint64_t));
     const hali_ir_block_t *blk = &f->blocks[b];
-    for (uint32_t k = l->gen_start[b]; k < l->gen_start[b + 1]; ++k)
-      cur[l->gen[k] / 64] |= 1ull << (l->gen[k] % 64);
+    for (uint32_t k = l->gen_start[b]; k < l->gen_start[b + 1]; ++k) {
+      const uint32_t u = uni[l->gen[k]];
+      if (u != UINT32_MAX) cur[u / 64] |= 1ull << (u % 64);
+    }
     const uint32_t *targets;
     uint32_t n = successors(&blk->insns[blk->insn_count - 1], &targets, succ);
     for (uint32_t k = 0; k < n; ++k) {
@@ -637,7 +671,9 @@ static hali_status_t verify_assignment(vctx_t *v, const da_lists_t *l) {
     const uint64_t *set = in + (size_t)b * words;
     for (uint32_t k = l->exposed_start[b]; k < l->exposed_start[b + 1]; ++k) {
       const da_read_t *x = &l->exposed[k];
-      if (set[x->reg / 64] & (1ull << (x->reg % 64))) continue;
+      if (x->reg < f->param_count) continue;
+      const uint32_t u = uni[x->reg];
+      if (set[u / 64] & (1ull << (u % 64))) continue;
       v->block = b;
       v->index = x->index;
       v->insn = &f->blocks[b].insns[x->index];

@@ -75,9 +75,10 @@ static hali_status_t s_imm(const vctx_t *v, uint32_t i, int64_t lo, int64_t hi,
   const hali_ir_operand_t *o = &v->insn->operands[i];
   if (o->kind != HALI_IR_IMM)
     return hali_verr(v, "operand %u (%s) must be an immediate", i, what);
-  if (o->imm < lo || o->imm > hi)
+  const int64_t x = hali_ir_imm(v->m, o);
+  if (x < lo || x > hi)
     return hali_verr(v, "operand %u: %s %lld is out of range [%lld, %lld]", i,
-                     what, (long long)o->imm, (long long)lo, (long long)hi);
+                     what, (long long)x, (long long)lo, (long long)hi);
   return HALI_OK;
 }
 
@@ -153,14 +154,14 @@ static hali_status_t s_dispatch(const vctx_t *v) {
   HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, HALI_TD_CONSTANTS, -1, UINT32_MAX, "constants"));
   /* `interface(bindings N, constants M)` declares both or neither (the
    * text can say nothing else: a half-declared one would print as none). */
-  if ((o[HALI_TD_BINDINGS].imm < 0) != (o[HALI_TD_CONSTANTS].imm < 0))
+  const int64_t nb = hali_ir_imm(v->m, &o[HALI_TD_BINDINGS]),
+                nc = hali_ir_imm(v->m, &o[HALI_TD_CONSTANTS]);
+  if ((nb < 0) != (nc < 0))
     return hali_verr(v,
                      "declares %s of its interface (bindings %lld, constants "
                      "%lld): an interface declares both counts or neither",
-                     o[HALI_TD_BINDINGS].imm < 0 ? "only the constants"
-                                                 : "only the bindings",
-                     (long long)o[HALI_TD_BINDINGS].imm,
-                     (long long)o[HALI_TD_CONSTANTS].imm);
+                     nb < 0 ? "only the constants" : "only the bindings",
+                     (long long)nb, (long long)nc);
   /* The counts are in range, so the lists are filled even when they do
    * not fit (dl.dims says how many operands they need; only past 2^32
    * operands, which no memory holds, would it stay 0). */
@@ -194,7 +195,7 @@ static hali_status_t s_dispatch(const vctx_t *v) {
                      (unsigned long long)ndyn);
   for (uint32_t k = 0; k < nr; ++k) {
     HALI_RETURN_IF_ERROR_PLAIN(s_imm(v, t0 + k, -1, (int64_t)na - 1, "tie"));
-    int64_t tie = o[t0 + k].imm;
+    int64_t tie = hali_ir_imm(v->m, &o[t0 + k]);
     if (tie < 0) continue;
     HALI_RETURN_IF_ERROR_PLAIN(s_reg(v, a0 + (uint32_t)tie, HALI_TYPE_TENSOR));
     HALI_RETURN_IF_ERROR_PLAIN(
@@ -306,12 +307,13 @@ static hali_status_t s_tensor_insn(const vctx_t *v,
                           "archive's)", g->name);
     return HALI_OK;
   }
-  case HALI_OP_TENSOR_DIM:
-    if (insn->operands[2].imm < 0 ||
-        (uint64_t)insn->operands[2].imm >= s_shape(v, 1)->rank)
+  case HALI_OP_TENSOR_DIM: {
+    const int64_t d = hali_ir_imm(v->m, &insn->operands[2]);
+    if (d < 0 || (uint64_t)d >= s_shape(v, 1)->rank)
       return hali_verr(v, "dimension %lld of a tensor of rank %u",
-                       (long long)insn->operands[2].imm, s_shape(v, 1)->rank);
+                       (long long)d, s_shape(v, 1)->rank);
     return HALI_OK;
+  }
   case HALI_OP_TENSOR_NUMEL:
     return HALI_OK;
   case HALI_OP_TENSOR_RESHAPE:
@@ -347,10 +349,10 @@ static hali_status_t s_tensor_insn(const vctx_t *v,
   case HALI_OP_TENSOR_ALL_TO_ALL: {
     bool reduces = insn->op == HALI_OP_TENSOR_ALL_REDUCE ||
                    insn->op == HALI_OP_TENSOR_REDUCE_SCATTER;
-    if (reduces &&
-        (insn->operands[2].imm < 1 || insn->operands[2].imm > 5))
+    const int64_t red = reduces ? hali_ir_imm(v->m, &insn->operands[2]) : 1;
+    if (red < 1 || red > 5)
       return hali_verr(v, "reduction %lld is not 1 (sum) to 5 (average)",
-                       (long long)insn->operands[2].imm);
+                       (long long)red);
     if (insn->op == HALI_OP_TENSOR_ALL_REDUCE)
       return s_same_shape(v, 0, 1, "an all_reduce");
     const hali_ir_xtype_t *a = s_shape(v, 0), *b = s_shape(v, 1);
