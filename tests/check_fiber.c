@@ -2943,7 +2943,8 @@ START_TEST(threads_chain_stays_on_one_thread) {
                .dev = device(HALI_HAL_DEVICE_LOCAL_SYNC, 0)};
     hali_vm_scheduler_options_t o = {0};
     o.threads = 2;
-    o.steal_grace_ns = (uint64_t)HALI_VM_STEAL_GRACE_NS * (uint64_t)slow_factor();
+    o.steal_grace_ns =
+        (uint64_t)HALI_VM_STEAL_GRACE_NS * (uint64_t)slow_factor();
     ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
     hali_value_t arg = hali_value_i64(n);
     hali_vm_fiber_t *f = start(&e, "main", &arg, 1);

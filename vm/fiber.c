@@ -361,8 +361,8 @@ static hali_vm_fiber_t *queue_pop(hali_vm_scheduler_t *s, uint32_t k) {
  * each awaiting the one before, then runs on one thread instead of
  * bouncing between two, every link a suspension and a wake-up across
  * threads); fibers that wait longer are taken (a fan-out of longer ones
- * runs on every thread).  NULL when there is none to take yet; then |*retry_at|
- * (when not NULL) is when to look again, or INT64_MAX. */
+ * runs on every thread).  NULL when there is none to take yet; then
+ * |*retry_at| (when not NULL) is when to look again, or INT64_MAX. */
 static hali_vm_fiber_t *take_ready(hali_vm_scheduler_t *s, uint32_t me,
                                    int64_t *retry_at) {
   if (retry_at) *retry_at = INT64_MAX;
@@ -1624,9 +1624,10 @@ static void *worker_main(void *arg) {
     f->state = FIBER_RUNNING;
     s->running_count++;
     s->worker_runs++;
+    bool outer = t->resuming; /* (a host callback may run fibers inside) */
     t->resuming = true;
     resume(s, f); /* drops the mutex while the fiber runs */
-    t->resuming = false;
+    t->resuming = outer;
     s->running_count--;
     cond_notify(s); /* run() re-decides */
   }
@@ -1721,9 +1722,10 @@ static hali_status_t run_loop(hali_vm_scheduler_t *s, hali_vm_fiber_t *until,
     if (f) {
       f->state = FIBER_RUNNING;
       s->running_count++;
+      bool outer = s->th[me].resuming; /* a run inside a host callback */
       s->th[me].resuming = true;
       resume(s, f); /* drops the mutex while the fiber runs */
-      s->th[me].resuming = false;
+      s->th[me].resuming = outer;
       s->running_count--;
       if (run_deadline != INT64_MAX && until->state != FIBER_DONE &&
           now_ns() >= run_deadline)
