@@ -957,6 +957,10 @@ START_TEST(dis_named_constants) {
       "  %view = hal.buffer_view.create %b, %f32, %one, [%n]\n"
       "  %code = const.i32 13\n"
       "  cond_fail %two, %code, \"two\"\n"
+      "  %slot = const.i32 0\n"
+      "  %smem = const.i32 19\n"
+      "  %susage = const.i32 3\n"
+      "  %ph = hal.buffer.slot %slot, %n, %smem, %susage\n"
       "  return %view\n"
       "}\n";
   hali_ir_module_t *m = NULL;
@@ -977,6 +981,13 @@ START_TEST(dis_named_constants) {
   /* Read by add.i32 and as an encoding: a number. */
   ck_assert_ptr_nonnull(strstr(text, "%one = const.i32 1\n"));
   ck_assert_ptr_nonnull(strstr(text, "%code = const.i32 status(internal)\n"));
+  /* A binding slot's memory types and usage; its index is a number. */
+  ck_assert_ptr_nonnull(strstr(
+      text, "%smem = const.i32 memory(device_local|host_visible|"
+            "device_visible)\n"));
+  ck_assert_ptr_nonnull(
+      strstr(text, "%susage = const.i32 usage(transfer|dispatch)\n"));
+  ck_assert_ptr_nonnull(strstr(text, "%slot = const.i32 0\n"));
   /* The printed text assembles to the same bytes as the numbers. */
   hali_ir_module_t *m2 = NULL;
   ck_assert_ok(hali_asm_parse(text, strlen(text), "n.hasm", &m2));
