@@ -1246,6 +1246,37 @@ END_TEST
 /* ------------------------------------------------------------------------ */
 /* Dispatch: a bytecode saxpy kernel declared in the module. */
 
+/* The bytecode kernel both dispatch programs below run: out = a * x + y
+ * over 4 elements a workgroup. */
+#define SAXPY_KERNEL \
+  "func @saxpy_kernel(%a: f32, %x: !hal.buffer, %y: !hal.buffer, %n: i32, " \
+  "%out: !hal.buffer, %wg_x: i32, %wg_y: i32, %wg_z: i32, %count_x: i32, " \
+  "%count_y: i32, %count_z: i32) {\n" \
+  "^entry:\n" \
+  "  %k4 = const.i32 4\n" \
+  "  %begin = mul.i32 %wg_x, %k4\n" \
+  "  %end = add.i32 %begin, %k4\n" \
+  "  %end = min.s.i32 %end, %n\n" \
+  "  %i = ext.s.i32.i64 %begin\n" \
+  "  %stop = ext.s.i32.i64 %end\n" \
+  "  %four = const.i64 4\n" \
+  "  %one = const.i64 1\n" \
+  "  %empty = ge.s.i64 %i, %stop\n" \
+  "  cond_br %empty, ^done, ^loop\n" \
+  "^loop:\n" \
+  "  %offset = mul.i64 %i, %four\n" \
+  "  %xi = hal.buffer.load.f32 %x, %offset\n" \
+  "  %yi = hal.buffer.load.f32 %y, %offset\n" \
+  "  %r = mul.f32 %a, %xi\n" \
+  "  %r = add.f32 %r, %yi\n" \
+  "  hal.buffer.store.f32 %out, %offset, %r\n" \
+  "  %i = add.i64 %i, %one\n" \
+  "  %more = lt.s.i64 %i, %stop\n" \
+  "  cond_br %more, ^loop, ^done\n" \
+  "^done:\n" \
+  "  return\n" \
+  "}\n"
+
 static const char dispatch_text[] =
     "executable @k format \"bytecode\" {\n"
     "  export @saxpy(f32, tensor<?xf32>, tensor<?xf32>, i32) -> "
@@ -1336,33 +1367,7 @@ static const char dispatch_text[] =
     "  hal.command_buffer.push_descriptor_set %cmd, %v, %out, %z, %bytes\n"
     "  return\n"
     "}\n"
-    "func @saxpy_kernel(%a: f32, %x: !hal.buffer, %y: !hal.buffer, %n: i32, "
-    "%out: !hal.buffer, %wg_x: i32, %wg_y: i32, %wg_z: i32, %count_x: i32, "
-    "%count_y: i32, %count_z: i32) {\n"
-    "^entry:\n"
-    "  %k4 = const.i32 4\n"
-    "  %begin = mul.i32 %wg_x, %k4\n"
-    "  %end = add.i32 %begin, %k4\n"
-    "  %end = min.s.i32 %end, %n\n"
-    "  %i = ext.s.i32.i64 %begin\n"
-    "  %stop = ext.s.i32.i64 %end\n"
-    "  %four = const.i64 4\n"
-    "  %one = const.i64 1\n"
-    "  %empty = ge.s.i64 %i, %stop\n"
-    "  cond_br %empty, ^done, ^loop\n"
-    "^loop:\n"
-    "  %offset = mul.i64 %i, %four\n"
-    "  %xi = hal.buffer.load.f32 %x, %offset\n"
-    "  %yi = hal.buffer.load.f32 %y, %offset\n"
-    "  %r = mul.f32 %a, %xi\n"
-    "  %r = add.f32 %r, %yi\n"
-    "  hal.buffer.store.f32 %out, %offset, %r\n"
-    "  %i = add.i64 %i, %one\n"
-    "  %more = lt.s.i64 %i, %stop\n"
-    "  cond_br %more, ^loop, ^done\n"
-    "^done:\n"
-    "  return\n"
-    "}\n";
+    SAXPY_KERNEL;
 
 /* The expected saxpy output bytes: a * i + 10 * (i + 1) for i < computed,
  * 0 after. */
@@ -1454,33 +1459,7 @@ static const char slots_text[] =
     "  %b = hal.command_buffer.bind %cmd, []\n"
     "  return\n"
     "}\n"
-    "func @saxpy_kernel(%a: f32, %x: !hal.buffer, %y: !hal.buffer, %n: i32, "
-    "%out: !hal.buffer, %wg_x: i32, %wg_y: i32, %wg_z: i32, %count_x: i32, "
-    "%count_y: i32, %count_z: i32) {\n"
-    "^entry:\n"
-    "  %k4 = const.i32 4\n"
-    "  %begin = mul.i32 %wg_x, %k4\n"
-    "  %end = add.i32 %begin, %k4\n"
-    "  %end = min.s.i32 %end, %n\n"
-    "  %i = ext.s.i32.i64 %begin\n"
-    "  %stop = ext.s.i32.i64 %end\n"
-    "  %four = const.i64 4\n"
-    "  %one = const.i64 1\n"
-    "  %empty = ge.s.i64 %i, %stop\n"
-    "  cond_br %empty, ^done, ^loop\n"
-    "^loop:\n"
-    "  %offset = mul.i64 %i, %four\n"
-    "  %xi = hal.buffer.load.f32 %x, %offset\n"
-    "  %yi = hal.buffer.load.f32 %y, %offset\n"
-    "  %r = mul.f32 %a, %xi\n"
-    "  %r = add.f32 %r, %yi\n"
-    "  hal.buffer.store.f32 %out, %offset, %r\n"
-    "  %i = add.i64 %i, %one\n"
-    "  %more = lt.s.i64 %i, %stop\n"
-    "  cond_br %more, ^loop, ^done\n"
-    "^done:\n"
-    "  return\n"
-    "}\n";
+    SAXPY_KERNEL;
 
 START_TEST(binding_table_ops) {
   for (int k = 0; k < 2; ++k) {
