@@ -665,10 +665,11 @@ hali_status_t hali_vm_scheduler_create(hali_hal_device_t *device,
   if (o) s->options = *o;
   s->threads =
       s->options.threads ? s->options.threads : hali_vm_default_fiber_threads();
-  s->steal_grace_ns = s->options.steal_grace_ns &&
-                              s->options.steal_grace_ns < INT64_MAX / 4
-                          ? (int64_t)s->options.steal_grace_ns
-                          : HALI_VM_STEAL_GRACE_NS;
+  /* (At most INT64_MAX / 4, a century: ready_at + grace never wraps.) */
+  s->steal_grace_ns = !s->options.steal_grace_ns ? HALI_VM_STEAL_GRACE_NS
+                      : s->options.steal_grace_ns > INT64_MAX / 4
+                          ? INT64_MAX / 4
+                          : (int64_t)s->options.steal_grace_ns;
   if (s->threads > HALI_VM_MAX_FIBER_THREADS)
     s->threads = HALI_VM_MAX_FIBER_THREADS;
   s->device = device;

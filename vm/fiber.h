@@ -71,7 +71,8 @@ typedef struct hali_vm_scheduler_options_s {
   uint32_t threads;
   /* How long a fiber waits on the queue of a thread that is running
    * another before an idle thread may take it (the steal grace,
-   * doc/fibers.md "Run queues"); 0 = HALI_VM_STEAL_GRACE_NS. */
+   * doc/fibers.md "Run queues"); 0 = HALI_VM_STEAL_GRACE_NS, and at
+   * most INT64_MAX / 4. */
   uint64_t steal_grace_ns;
 } hali_vm_scheduler_options_t;
 
