@@ -133,10 +133,24 @@ static void rerr(cur_t *c, const char *fmt, ...) {
                               c->section, (size_t)(c->p - c->base), msg);
 }
 
+/* An allocation failed: RESOURCE_EXHAUSTED, never "malformed" (the file
+ * may be fine), with the place it was reading. */
+static void rerr_oom(cur_t *c) {
+  if (c->error) return;
+  c->error = hali_status_annotate(hali_status_oom(),
+                                  "reading the %s section at byte %zu",
+                                  c->section, (size_t)(c->p - c->base));
+}
+
 /* Records an error and leaves the (void) reader. */
 #define FAIL(...)                                                              \
   do {                                                                         \
     rerr(c, __VA_ARGS__);                                                      \
+    return;                                                                    \
+  } while (0)
+#define FAIL_OOM()                                                             \
+  do {                                                                         \
+    rerr_oom(c);                                                               \
     return;                                                                    \
   } while (0)
 
@@ -209,7 +223,7 @@ static char *get_string_copy(cur_t *c, const hali_ir_module_t *m,
   size_t len = m->string_lengths[idx];
   char *s = hali_malloc(len + 1);
   if (!s) {
-    rerr(c, "out of memory");
+    rerr_oom(c);
     return NULL;
   }
   memcpy(s, m->strings[idx], len + 1);
@@ -231,7 +245,7 @@ static void read_strings(cur_t *c, hali_ir_module_t *m) {
   m->strings = hali_calloc(n ? n : 1, sizeof(char *));
   m->string_lengths = hali_calloc(n ? n : 1, sizeof(uint32_t));
   if (!m->strings || !m->string_lengths) {
-    rerr(c, "out of memory");
+    rerr_oom(c);
     return;
   }
   /* One block for the whole table (compact_strings copies out the
@@ -241,7 +255,7 @@ static void read_strings(cur_t *c, hali_ir_module_t *m) {
   size_t arena_size = (size_t)(c->end - c->p);
   char *arena = hali_malloc(arena_size ? arena_size : 1);
   if (!arena) {
-    rerr(c, "out of memory");
+    rerr_oom(c);
     return;
   }
   m->string_arena = arena;
@@ -303,7 +317,7 @@ static void read_insn(cur_t *c, hali_ir_module_t *m, hali_ir_block_t *blk) {
     if (c->error) return;
     hali_ir_insn_t *insn = hali_ir_block_add_insn(blk, op, n);
     if (!insn) {
-      rerr(c, "out of memory");
+      rerr_oom(c);
       return;
     }
     for (uint32_t i = 0; i < n && !c->error; ++i) {
@@ -322,7 +336,7 @@ static void read_insn(cur_t *c, hali_ir_module_t *m, hali_ir_block_t *blk) {
       insn->operands[i].kind = kind;
       if (kind == HALI_IR_IMM) {
         if (!hali_ir_set_imm(m, &insn->operands[i], (int64_t)v)) {
-          rerr(c, "out of memory");
+          rerr_oom(c);
           return;
         }
       } else if (kind == HALI_IR_STRING) /* tensor.trace's label */
@@ -388,7 +402,7 @@ static void read_insn(cur_t *c, hali_ir_module_t *m, hali_ir_block_t *blk) {
           x = (int32_t)get_u32(c, "immediate");
         else
           x = (int64_t)get_u32(c, "immediate");
-        if (!hali_ir_set_imm(m, o, x)) rerr(c, "out of memory");
+        if (!hali_ir_set_imm(m, o, x)) rerr_oom(c);
         break;
       }
       }
@@ -401,7 +415,7 @@ static void read_insn(cur_t *c, hali_ir_module_t *m, hali_ir_block_t *blk) {
   c->p += (size_t)ntail * 2;
   hali_ir_insn_t *insn = hali_ir_block_add_insn(blk, op, nfixed + ntail);
   if (!insn) {
-    rerr(c, "out of memory");
+    rerr_oom(c);
     return;
   }
   insn->aux = aux;
@@ -441,7 +455,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
   if (c->error) return;
   m->funcs = hali_calloc(n ? n : 1, sizeof(hali_ir_func_t));
   if (!m->funcs) {
-    rerr(c, "out of memory");
+    rerr_oom(c);
     return;
   }
   /* DEBUG read along (hali_hbc_read): its errors stay in its cursor, to
@@ -464,14 +478,14 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
       /* One byte more: an empty array at the end still points inside. */
       size_t bytes = blocks_bytes + ahead_regs + f->result_count + 1;
       char *arrays = hali_malloc(bytes);
-      if (!arrays) FAIL("out of memory");
+      if (!arrays) FAIL_OOM();
       memset(arrays, 0, blocks_bytes);
       f->array_block = arrays;
       f->array_block_size = bytes;
       f->results = (hali_type_t *)(arrays + blocks_bytes + ahead_regs);
     } else {
       f->results = hali_malloc(f->result_count ? f->result_count : 1);
-      if (!f->results) FAIL("out of memory");
+      if (!f->results) FAIL_OOM();
     }
     for (uint32_t i = 0; i < f->result_count; ++i)
       f->results[i] = get_type(c, "result type");
@@ -484,7 +498,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
       f->reg_types = (hali_type_t *)(f->results - f->reg_count);
     } else {
       f->reg_types = hali_malloc(f->reg_count ? f->reg_count : 1);
-      if (!f->reg_types) FAIL("out of memory");
+      if (!f->reg_types) FAIL_OOM();
     }
     for (uint32_t i = 0; i < f->reg_count; ++i)
       f->reg_types[i] = get_type(c, "register type");
@@ -494,7 +508,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
       f->blocks = (hali_ir_block_t *)f->array_block;
     } else {
       f->blocks = hali_calloc(nblocks ? nblocks : 1, sizeof(hali_ir_block_t));
-      if (!f->blocks) FAIL("out of memory");
+      if (!f->blocks) FAIL_OOM();
     }
     for (uint32_t b = 0; b < nblocks && !c->error; ++b) {
       f->block_count++;
@@ -505,7 +519,7 @@ static void read_functions(cur_t *c, hali_ir_module_t *m) {
       hali_ir_block_t *blk = &f->blocks[b];
       if (ninsns) {
         blk->insns = hali_malloc((size_t)ninsns * sizeof(hali_ir_insn_t));
-        if (!blk->insns) FAIL("out of memory");
+        if (!blk->insns) FAIL_OOM();
         blk->insn_capacity = ninsns;
       }
       for (uint32_t i = 0; i < ninsns && !c->error; ++i)
@@ -534,7 +548,7 @@ static void read_rodata(cur_t *c, hali_ir_module_t *m) {
     if (!c->error && need(c, size, "rodata bytes") &&
         !hali_ir_module_add_rodata(m, name, strlen(name), (uint8_t)kind, c->p,
                                    size))
-      rerr(c, "out of memory");
+      rerr_oom(c);
     if (!c->error) c->p += size;
     hali_free(name);
   }
@@ -563,7 +577,7 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
   uint32_t count = get_count(c, 1, "signature value");
   for (uint32_t i = 0; i < count && !c->error; ++i) {
     hali_ir_xtype_t *x = hali_ir_xtype_append(v, n);
-    if (!x) FAIL("out of memory");
+    if (!x) FAIL_OOM();
     x->type = get_u8(c, "signature type");
     if (c->error) return;
     if (x->type != HALI_TYPE_NONE) {
@@ -580,7 +594,7 @@ static void read_xtypes(cur_t *c, hali_ir_xtype_t **v, uint32_t *n) {
     if (c->error) return;
     if (rank > HALI_HAL_MAX_RANK) FAIL("rank %u exceeds %d", rank, HALI_HAL_MAX_RANK);
     x->dims = hali_malloc((rank ? rank : 1) * sizeof(int64_t));
-    if (!x->dims) FAIL("out of memory");
+    if (!x->dims) FAIL_OOM();
     for (uint32_t d = 0; d < rank; ++d) {
       x->dims[d] = (int64_t)get_u64(c, "dimension");
       if (!c->error && x->dims[d] < -1) FAIL("dimension %" PRId64 " is negative", x->dims[d]);
@@ -615,7 +629,7 @@ static bool read_one_xtype(cur_t *c, hali_ir_xtype_t *x, const char *what,
   }
   x->dims = hali_malloc((rank ? rank : 1) * sizeof(int64_t));
   if (!x->dims) {
-    rerr(c, "out of memory");
+    rerr_oom(c);
     return false;
   }
   x->rank = rank;
@@ -646,7 +660,7 @@ static void read_globals(cur_t *c, hali_ir_module_t *m) {
     }
     hali_ir_global_t *g = hali_ir_module_add_global(m, name, strlen(name));
     hali_free(name);
-    if (!g) FAIL("out of memory");
+    if (!g) FAIL_OOM();
     g->type = type;
     g->flags = flags;
     if (flags & ~(uint32_t)HALI_GLOBAL_FLAGS_ALL)
@@ -685,7 +699,7 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
     }
     if (get_u8(c, "parameter flags") && !c->error) {
       f->param_flags = hali_calloc((size_t)f->param_count + 1, 1);
-      if (!f->param_flags) FAIL("out of memory");
+      if (!f->param_flags) FAIL_OOM();
       for (uint32_t i = 0; i < f->param_count; ++i)
         f->param_flags[i] = get_u8(c, "parameter flags");
     }
@@ -693,7 +707,7 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
       f->result_xtypes =
           hali_calloc((size_t)f->result_count + 1, sizeof(hali_ir_xtype_t));
       f->result_ties = hali_calloc((size_t)f->result_count + 1, sizeof(int32_t));
-      if (!f->result_xtypes || !f->result_ties) FAIL("out of memory");
+      if (!f->result_xtypes || !f->result_ties) FAIL_OOM();
       for (uint32_t i = 0; i < f->result_count && !c->error; ++i) {
         f->result_ties[i] = (int32_t)get_u32(c, "result tie");
         if (!c->error && f->result_ties[i] != -1 &&
@@ -716,7 +730,7 @@ static void read_tensor(cur_t *c, hali_ir_module_t *m) {
       }
       bool ok = hali_ir_func_set_reg_xtype(f, r, &x);
       hali_free(x.dims);
-      if (!ok) FAIL("out of memory");
+      if (!ok) FAIL_OOM();
     }
   }
   uint32_t ne = get_u32(c, "executable count");
@@ -751,7 +765,7 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
     hali_ir_executable_t *e =
         hali_ir_module_add_executable(m, name, strlen(name));
     hali_free(name);
-    if (!e) FAIL("out of memory");
+    if (!e) FAIL_OOM();
     e->format = get_string_copy(c, m, "executable format");
     if (!c->error && !e->format) FAIL("executable @%s has no format", e->name);
     e->library = get_string_copy(c, m, "executable library");
@@ -765,7 +779,7 @@ static void read_executables(cur_t *c, hali_ir_module_t *m) {
       }
       hali_ir_export_t *x = hali_ir_executable_add_export(e, xname, strlen(xname));
       hali_free(xname);
-      if (!x) FAIL("out of memory");
+      if (!x) FAIL_OOM();
       x->symbol = get_string_copy(c, m, "export symbol");
       x->function = get_u32(c, "export function");
       x->flags = get_u32(c, "export flags");
@@ -820,7 +834,7 @@ static void read_variants(cur_t *c, hali_ir_module_t *m) {
       FAIL("executable @%s has %u fallback variants, at most 63", e->name, nv);
     for (uint32_t k = 0; k < nv && !c->error; ++k) {
       hali_ir_variant_t *v = hali_ir_executable_add_variant(e);
-      if (!v) FAIL("out of memory");
+      if (!v) FAIL_OOM();
       v->format = get_string_copy(c, m, "variant format");
       if (!c->error && !v->format)
         FAIL("variant %u of executable @%s has no format", k + 1, e->name);
@@ -980,7 +994,7 @@ static char *get_debug_name(cur_t *c, const hali_ir_module_t *m, names_t *nb,
   bool in_block = nb->block && nb->size - nb->used > len;
   char *d = in_block ? nb->block + nb->used : hali_malloc(len + 1);
   if (!d) {
-    rerr(c, "out of memory");
+    rerr_oom(c);
     return NULL;
   }
   char no_nul = 1;
@@ -1012,7 +1026,7 @@ static void read_debug_func(cur_t *c, hali_ir_module_t *m, hali_ir_func_t *f) {
    * allocation: a function's names cost one malloc, not one each. */
   names_t nb = {NULL, debug_names_size(c, m, f), 0};
   if (nb.size) {
-    if (!(nb.block = hali_malloc(nb.size))) FAIL("out of memory");
+    if (!(nb.block = hali_malloc(nb.size))) FAIL_OOM();
     f->name_block = nb.block;
     f->name_block_size = nb.size;
     f->reg_names = (char **)nb.block;
@@ -1020,7 +1034,7 @@ static void read_debug_func(cur_t *c, hali_ir_module_t *m, hali_ir_func_t *f) {
     memset(f->reg_names, 0, nb.used);
   } else {
     f->reg_names = hali_calloc(f->reg_count ? f->reg_count : 1, sizeof(char *));
-    if (!f->reg_names) FAIL("out of memory");
+    if (!f->reg_names) FAIL_OOM();
   }
   for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
     f->reg_names[r] = get_debug_name(c, m, &nb, "register name");
@@ -1035,10 +1049,10 @@ static void read_debug_func(cur_t *c, hali_ir_module_t *m, hali_ir_func_t *f) {
    * is what `hali asm` then reads: the module is the same either way. */
   for (uint32_t r = 0; r < f->reg_count && !c->error; ++r)
     if (!f->reg_names[r] && !(f->reg_names[r] = numbered(&nb, "r", r)))
-      FAIL("out of memory");
+      FAIL_OOM();
   for (uint32_t b = 0; b < f->block_count && !c->error; ++b)
     if (!f->blocks[b].name && !(f->blocks[b].name = numbered(&nb, "bb", b)))
-      FAIL("out of memory");
+      FAIL_OOM();
 }
 
 static void read_debug(cur_t *c, hali_ir_module_t *m) {
@@ -1376,12 +1390,12 @@ hali_status_t hali_hbc_read(const uint8_t *data, size_t size,
                      !seen[HALI_HBC_SECTION_MODULE]))
     rerr(&top, "missing required section (MODULE, STRINGS and FUNCTIONS)");
   if (!top.error) {
-    if (module_name < m->string_count &&
-        !memchr(m->strings[module_name], 0, m->string_lengths[module_name]))
-      m->name = hali_strdup(m->strings[module_name]);
-    else
+    if (module_name >= m->string_count ||
+        memchr(m->strings[module_name], 0, m->string_lengths[module_name]))
       rerr(&top, "module name refers to string %u of %u", module_name,
            m->string_count);
+    else if (!(m->name = hali_strdup(m->strings[module_name])))
+      rerr_oom(&top);
   }
   if (!top.error) mark_async_stubs(m);
   if (!top.error) top.error = check_names(m);
