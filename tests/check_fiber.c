@@ -2965,6 +2965,27 @@ START_TEST(threads_chain_stays_on_one_thread) {
 }
 END_TEST
 
+/* A grace of INT64_MAX ns is clamped (to INT64_MAX / 4): the time a fiber
+ * may be taken, ready_at + grace, never overflows (UBSan, in CI's
+ * sanitizer build, would report it), and a busy thread's fibers stay on
+ * it. */
+START_TEST(threads_steal_grace_clamped) {
+  const int64_t n = 200;
+  env_t e = {.m = hali_test_module(spawn_chain),
+             .dev = device(HALI_HAL_DEVICE_LOCAL_SYNC, 0)};
+  hali_vm_scheduler_options_t o = {0};
+  o.threads = 2;
+  o.steal_grace_ns = (uint64_t)INT64_MAX;
+  ck_assert_ok(hali_vm_scheduler_create(e.dev, &o, &e.s));
+  hali_value_t arg = hali_value_i64(n);
+  hali_vm_fiber_t *f = start(&e, "main", &arg, 1);
+  run_until(&e, f);
+  ck_assert_int_eq(result_i64(f), n);
+  hali_vm_fiber_release(f);
+  env_close(&e);
+}
+END_TEST
+
 /* The grace is waited out, and no longer: @main spawns a child and spins
  * until it has run.  The idle worker may take the child only once it has
  * waited the grace (30 ms here), so the run takes at least that, and the
@@ -3341,6 +3362,7 @@ static Suite *suite_fiber(void) {
   tcase_add_test(tc, threads_fan_out_known_sum);
   tcase_add_test(tc, threads_chain_stays_on_one_thread);
   tcase_add_test(tc, threads_steal_grace_is_waited);
+  tcase_add_test(tc, threads_steal_grace_clamped);
   tcase_add_test(tc, threads_spawn_tree);
   tcase_add_test(tc, threads_deadlock_names_every_fiber);
   tcase_add_test(tc, threads_cancel_running_elsewhere);
